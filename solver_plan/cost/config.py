@@ -1,0 +1,52 @@
+"""`ParallelConfig`: how one operator is split — a degree per named dimension, and the devices used.
+
+The product of the degrees equals the number of devices. Device `devices[i]` holds the tile whose
+multi-index is the i-th in row-major order over `degrees` (first dimension varies slowest).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ParallelConfig:
+    degrees: tuple[tuple[str, int], ...]  # (dimension name, degree), in the operator's dimension order
+    devices: tuple[int, ...]
+
+    def __post_init__(self):
+        if math.prod(d for _, d in self.degrees) != len(self.devices):
+            raise ValueError(f"degrees {self.degrees} do not multiply to {len(self.devices)} devices")
+        if len(set(self.devices)) != len(self.devices):
+            raise ValueError(f"devices repeat in {self.devices}")
+
+    @property
+    def num_devices(self) -> int:
+        return len(self.devices)
+
+    def degree(self, dim: str) -> int:
+        for name, degree in self.degrees:
+            if name == dim:
+                return degree
+        return 1
+
+    @property
+    def degree_map(self) -> dict[str, int]:
+        return dict(self.degrees)
+
+    def tile_index(self, position: int) -> tuple[int, ...]:
+        """Multi-index (one coordinate per dimension) of the tile held by devices[position]."""
+        index = []
+        for _, degree in reversed(self.degrees):
+            index.append(position % degree)
+            position //= degree
+        return tuple(reversed(index))
+
+    def label(self) -> str:
+        split = [f"{name}={deg}" for name, deg in self.degrees if deg > 1] or ["replica"]
+        devs = self.devices
+        if len(devs) > 2 and devs == tuple(range(devs[0], devs[0] + len(devs))):
+            where = f"d{devs[0]}-d{devs[-1]}"
+        else:
+            where = ",".join(f"d{d}" for d in devs)
+        return f"{' '.join(split)} @ {where}"

@@ -1,0 +1,172 @@
+"""`GraphBuilder`: the one way to make graphs. Each method adds an operator and returns its output.
+
+Shapes follow PyTorch conventions: images NCHW, sequences (batch, seq, features); axis 0 is always
+the sample (batch) dimension. Names are optional; `scope()` prefixes names of repeated blocks.
+"""
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Sequence
+
+from solver_plan.errors import GraphError
+from solver_plan.graph.ir import Graph, Measured, Operator, Tensor, freeze_attrs
+from solver_plan.graph.ops import BINARY_KINDS, UNARY_FLOPS_PER_ELEMENT, OpType, ShapeError, infer
+
+
+def _pair(value) -> tuple[int, int]:
+    return (value, value) if isinstance(value, int) else tuple(value)
+
+
+class GraphBuilder:
+    def __init__(self, name: str, dtype_bytes: int = 4):
+        self.name = name
+        self.dtype_bytes = dtype_bytes
+        self._ops: list[Operator] = []
+        self._tensors: dict[str, Tensor] = {}
+        self._counts: dict[str, int] = {}
+        self._prefix: list[str] = []
+
+    # --- plumbing --------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def scope(self, prefix: str):
+        self._prefix.append(prefix)
+        try:
+            yield self
+        finally:
+            self._prefix.pop()
+
+    def _name(self, name: str | None, default: str) -> str:
+        if name is None:
+            count = self._counts.get(default, 0)
+            self._counts[default] = count + 1
+            name = f"{default}{count}"
+        return "/".join(self._prefix + [name])
+
+    def add(self, op_type: OpType, inputs: Sequence[Tensor], attrs: dict[str, Any], name: str | None = None,
+            measured: Measured | None = None, activation_bytes: float | None = None,
+            default_name: str | None = None) -> tuple[Tensor, ...]:
+        """Add any operator; returns its output tensors."""
+        op_name = self._name(name, default_name or op_type.value.lower())
+        for t in inputs:
+            if self._tensors.get(t.name) is not t and self._tensors.get(t.name) != t:
+                raise GraphError(f"input tensor {t.name!r} was not made by this builder", f"operator {op_name!r}")
+        try:
+            sem = infer(op_type, tuple(t.shape for t in inputs), attrs)
+        except ShapeError as exc:
+            raise GraphError(str(exc), f"operator {op_name!r}") from None
+        if len(sem.outputs) == 1:
+            outputs = (Tensor(op_name, sem.outputs[0], self.dtype_bytes),)
+        else:
+            outputs = tuple(Tensor(f"{op_name}:{i}", s, self.dtype_bytes) for i, s in enumerate(sem.outputs))
+        for t in outputs:
+            if t.name in self._tensors:
+                raise GraphError("duplicate operator name", f"operator {op_name!r}")
+            self._tensors[t.name] = t
+        self._ops.append(Operator(op_name, op_type, tuple(t.name for t in inputs), outputs,
+                                  freeze_attrs(attrs), float(sem.flops), int(sem.params), self.dtype_bytes,
+                                  measured, activation_bytes))
+        return outputs
+
+    def _one(self, op_type, inputs, attrs, name, default_name: str | None = None) -> Tensor:
+        return self.add(op_type, inputs, attrs, name, default_name=default_name)[0]
+
+    def build(self) -> Graph:
+        return Graph(self.name, tuple(self._ops))
+
+    # --- operators -------------------------------------------------------------------------
+    def input(self, shape: Sequence[int], name: str | None = None) -> Tensor:
+        return self._one(OpType.INPUT, (), {"shape": tuple(shape)}, name, "input")
+
+    def linear(self, x: Tensor, out_features: int, bias: bool = True, name: str | None = None) -> Tensor:
+        return self._one(OpType.LINEAR, (x,), {"in_features": x.shape[-1], "out_features": out_features,
+                                               "bias": bias}, name)
+
+    def matmul(self, a: Tensor, b: Tensor, name: str | None = None) -> Tensor:
+        return self._one(OpType.MATMUL, (a, b), {}, name)
+
+    def conv2d(self, x: Tensor, out_channels: int, kernel, stride=1, padding=0, groups: int = 1,
+               bias: bool = False, name: str | None = None) -> Tensor:
+        return self._one(OpType.CONV2D, (x,), {
+            "in_channels": x.shape[1], "out_channels": out_channels, "kernel": _pair(kernel),
+            "stride": _pair(stride), "padding": _pair(padding), "groups": groups, "bias": bias}, name)
+
+    def pool2d(self, x: Tensor, kind: str, kernel=None, stride=None, padding=0, global_pool: bool = False,
+               name: str | None = None) -> Tensor:
+        if kind not in ("max", "avg"):
+            raise GraphError(f"pool kind must be 'max' or 'avg', got {kind!r}")
+        attrs: dict[str, Any] = {"kind": kind, "global_pool": global_pool}
+        if not global_pool:
+            attrs.update(kernel=_pair(kernel), stride=_pair(stride if stride is not None else kernel),
+                         padding=_pair(padding))
+        return self._one(OpType.POOL2D, (x,), attrs, name, f"{kind}pool")
+
+    def global_avg_pool(self, x: Tensor, name: str | None = None) -> Tensor:
+        return self.pool2d(x, "avg", global_pool=True, name=name)
+
+    def batchnorm(self, x: Tensor, name: str | None = None) -> Tensor:
+        return self._one(OpType.BATCHNORM, (x,), {}, name)
+
+    def layernorm(self, x: Tensor, name: str | None = None) -> Tensor:
+        return self._one(OpType.LAYERNORM, (x,), {}, name)
+
+    def unary(self, x: Tensor, kind: str, name: str | None = None) -> Tensor:
+        if kind not in UNARY_FLOPS_PER_ELEMENT:
+            raise GraphError(f"unknown unary kind {kind!r}; known: {', '.join(UNARY_FLOPS_PER_ELEMENT)}")
+        return self._one(OpType.UNARY, (x,), {"kind": kind}, name, kind)
+
+    def relu(self, x: Tensor, name: str | None = None) -> Tensor:
+        return self.unary(x, "relu", name)
+
+    def gelu(self, x: Tensor, name: str | None = None) -> Tensor:
+        return self.unary(x, "gelu", name)
+
+    def dropout(self, x: Tensor, name: str | None = None) -> Tensor:
+        return self.unary(x, "dropout", name)
+
+    def binary(self, a: Tensor, b: Tensor, kind: str, name: str | None = None) -> Tensor:
+        if kind not in BINARY_KINDS:
+            raise GraphError(f"unknown binary kind {kind!r}; known: {', '.join(BINARY_KINDS)}")
+        return self._one(OpType.BINARY, (a, b), {"kind": kind}, name, kind)
+
+    def add_(self, a: Tensor, b: Tensor, name: str | None = None) -> Tensor:
+        return self.binary(a, b, "add", name)
+
+    def mul(self, a: Tensor, b: Tensor, name: str | None = None) -> Tensor:
+        return self.binary(a, b, "mul", name)
+
+    def softmax(self, x: Tensor, axis: int = -1, name: str | None = None) -> Tensor:
+        return self._one(OpType.SOFTMAX, (x,), {"axis": axis}, name)
+
+    def embedding(self, ids: Tensor, num_embeddings: int, embedding_dim: int, name: str | None = None) -> Tensor:
+        return self._one(OpType.EMBEDDING, (ids,), {"num_embeddings": num_embeddings,
+                                                    "embedding_dim": embedding_dim}, name)
+
+    def lstm(self, x: Tensor, hidden_size: int, name: str | None = None) -> Tensor:
+        return self._one(OpType.LSTM, (x,), {"input_size": x.shape[-1], "hidden_size": hidden_size}, name)
+
+    def attention(self, q: Tensor, k: Tensor, v: Tensor, heads: int, name: str | None = None) -> Tensor:
+        return self._one(OpType.ATTENTION, (q, k, v), {"heads": heads}, name)
+
+    def concat(self, xs: Sequence[Tensor], axis: int, name: str | None = None) -> Tensor:
+        return self._one(OpType.CONCAT, tuple(xs), {"axis": axis}, name)
+
+    def split(self, x: Tensor, sizes: Sequence[int], axis: int, name: str | None = None) -> tuple[Tensor, ...]:
+        return self.add(OpType.SPLIT, (x,), {"axis": axis, "sizes": tuple(sizes)}, name)
+
+    def reshape(self, x: Tensor, shape: Sequence[int], name: str | None = None) -> Tensor:
+        shape = list(shape)
+        if shape.count(-1) == 1:
+            known = 1
+            for d in shape:
+                known *= d if d != -1 else 1
+            shape[shape.index(-1)] = x.numel // known if known else 0
+        return self._one(OpType.RESHAPE, (x,), {"shape": tuple(shape)}, name)
+
+    def flatten(self, x: Tensor, name: str | None = None) -> Tensor:
+        return self._one(OpType.RESHAPE, (x,), {"shape": (x.shape[0], x.numel // x.shape[0])}, name, "flatten")
+
+    def transpose(self, x: Tensor, perm: Sequence[int], name: str | None = None) -> Tensor:
+        return self._one(OpType.TRANSPOSE, (x,), {"perm": tuple(perm)}, name)
+
+    def softmax_cross_entropy(self, logits: Tensor, name: str | None = None) -> Tensor:
+        return self._one(OpType.SOFTMAX_CE, (logits,), {}, name, "loss")

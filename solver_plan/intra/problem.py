@@ -1,0 +1,95 @@
+"""`ConfigProblem`: the solver-agnostic per-operator configuration problem.
+
+Node i has k_i candidates; candidate c costs `node_costs[i][c]` seconds and puts
+`node_memory[i][c]` bytes on each device of `node_devices[i][c]` (shards are equal, so one number
+per candidate). Edge j joins nodes `edges[j] = (u, v)` and costs `edge_costs[j][cu, cv]` seconds.
+The objective of an assignment is the sum of chosen node costs plus chosen edge costs; a memory
+limit bounds, on every device, the sum of memory of the candidates placed on it.
+
+`names[i]` and `candidates[i]` (ParallelConfig objects) let results be decoded to operators;
+`members[i]` lists the original operators a (merged) node stands for. Planners only read arrays.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from solver_plan.cost.config import ParallelConfig
+
+
+@dataclass(frozen=True, eq=False)
+class ConfigProblem:
+    names: tuple[str, ...]
+    candidates: tuple[tuple[ParallelConfig, ...], ...]
+    node_costs: tuple[np.ndarray, ...]  # (k_i,) seconds
+    node_memory: tuple[np.ndarray, ...]  # (k_i,) bytes on each device the candidate uses
+    node_devices: tuple[tuple[tuple[int, ...], ...], ...]  # per candidate, the devices it uses
+    edges: tuple[tuple[int, int], ...]
+    edge_costs: tuple[np.ndarray, ...]  # (k_u, k_v) seconds
+    num_devices: int
+    memory_limit: float | None = None  # bytes per device; None = unlimited
+    members: tuple[tuple[str, ...], ...] = field(default=())
+    name: str = "problem"
+
+    def __post_init__(self):
+        n = len(self.names)
+        for label, seq in (("candidates", self.candidates), ("node_costs", self.node_costs),
+                           ("node_memory", self.node_memory), ("node_devices", self.node_devices)):
+            if len(seq) != n:
+                raise ValueError(f"ConfigProblem: {label} has {len(seq)} entries for {n} nodes")
+        for i in range(n):
+            k = len(self.node_costs[i])
+            if k == 0:
+                raise ValueError(f"ConfigProblem: node {self.names[i]!r} has no candidate")
+            if len(self.node_memory[i]) != k or len(self.node_devices[i]) != k or len(self.candidates[i]) != k:
+                raise ValueError(f"ConfigProblem: node {self.names[i]!r} candidate arrays differ in length")
+        if len(self.edges) != len(self.edge_costs):
+            raise ValueError("ConfigProblem: edges and edge_costs differ in length")
+        for (u, v), matrix in zip(self.edges, self.edge_costs):
+            if not (0 <= u < n and 0 <= v < n) or u == v:
+                raise ValueError(f"ConfigProblem: bad edge ({u}, {v})")
+            if matrix.shape != (len(self.node_costs[u]), len(self.node_costs[v])):
+                raise ValueError(f"ConfigProblem: edge ({u}, {v}) matrix has shape {matrix.shape}")
+        if not self.members:
+            object.__setattr__(self, "members", tuple((name,) for name in self.names))
+
+    # --- sizes -----------------------------------------------------------------------------
+    @property
+    def num_nodes(self) -> int:
+        return len(self.names)
+
+    @property
+    def num_candidates(self) -> int:
+        return sum(len(c) for c in self.node_costs)
+
+    def with_memory_limit(self, memory_limit: float | None) -> "ConfigProblem":
+        from dataclasses import replace
+        return replace(self, memory_limit=memory_limit)
+
+    # --- evaluation (used by planners, validator and tests) --------------------------------
+    def objective(self, assignment) -> float:
+        total = sum(float(self.node_costs[i][c]) for i, c in enumerate(assignment))
+        total += sum(float(m[assignment[u], assignment[v]]) for (u, v), m in zip(self.edges, self.edge_costs))
+        return total
+
+    def device_memory(self, assignment) -> np.ndarray:
+        """Bytes on each device under an assignment."""
+        memory = np.zeros(self.num_devices)
+        for i, c in enumerate(assignment):
+            for d in self.node_devices[i][c]:
+                memory[d] += self.node_memory[i][c]
+        return memory
+
+    def memory_ok(self, assignment, tolerance: float = 1e-6) -> bool:
+        if self.memory_limit is None:
+            return True
+        return bool(self.device_memory(assignment).max() <= self.memory_limit * (1 + tolerance))
+
+    def neighbours(self) -> list[list[tuple[int, int, bool]]]:
+        """For each node, (edge index, other node, node is the edge's source)."""
+        adjacency: list[list[tuple[int, int, bool]]] = [[] for _ in range(self.num_nodes)]
+        for j, (u, v) in enumerate(self.edges):
+            adjacency[u].append((j, v, True))
+            adjacency[v].append((j, u, False))
+        return adjacency

@@ -1,0 +1,73 @@
+"""Planner registry: every planner of a kind shares one interface, so tests and comparisons can run
+all of them on the same instance.
+
+Kinds and their call signatures:
+- "config": plan(problem: ConfigProblem, *, time_limit: float | None = None, seed: int = 0,
+  warm_start: tuple[int, ...] | None = None, **options) -> ConfigResult
+- "pipeline": plan(problem: ChainProblem, *, time_limit=None, seed=0, **options) -> AllocationResult
+- "schedule": schedule(problem: ChainProblem, allocation, *, period=None, time_limit=None, **options)
+  -> ScheduleResult
+
+Planner modules register themselves with `@register(...)`; `load_builtin_planners()` imports every
+module of the planner packages, so a new planner appears everywhere (CLI, batch, reports) by existing.
+"""
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from dataclasses import dataclass
+from typing import Callable
+
+from solver_plan.errors import InputError
+
+PLANNER_PACKAGES = ("solver_plan.intra", "solver_plan.simulate", "solver_plan.pipeline")
+KINDS = ("config", "pipeline", "schedule")
+
+
+@dataclass(frozen=True)
+class PlannerInfo:
+    name: str
+    kind: str
+    func: Callable
+    exact: bool  # proves optimality (reports a bound equal to its objective when it finishes)
+    description: str
+
+
+_REGISTRY: dict[str, dict[str, PlannerInfo]] = {kind: {} for kind in KINDS}
+_loaded = False
+
+
+def register(name: str, kind: str = "config", *, exact: bool = False, description: str = ""):
+    if kind not in KINDS:
+        raise ValueError(f"unknown planner kind {kind!r}")
+
+    def decorator(func: Callable) -> Callable:
+        existing = _REGISTRY[kind].get(name)
+        if existing is not None and existing.func is not func:
+            raise ValueError(f"planner {name!r} of kind {kind!r} registered twice")
+        _REGISTRY[kind][name] = PlannerInfo(name, kind, func, exact, description or (func.__doc__ or "").strip().split("\n")[0])
+        return func
+    return decorator
+
+
+def load_builtin_planners() -> None:
+    global _loaded
+    if _loaded:
+        return
+    _loaded = True
+    for package_name in PLANNER_PACKAGES:
+        package = importlib.import_module(package_name)
+        for module in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
+            importlib.import_module(f"{package_name}.{module.name}")
+
+
+def planners(kind: str = "config") -> dict[str, PlannerInfo]:
+    load_builtin_planners()
+    return dict(sorted(_REGISTRY[kind].items()))
+
+
+def get_planner(name: str, kind: str = "config") -> PlannerInfo:
+    available = planners(kind)
+    if name not in available:
+        raise InputError(f"unknown planner {name!r}; available: {', '.join(available)}", "--planner")
+    return available[name]
