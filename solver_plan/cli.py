@@ -1,0 +1,141 @@
+"""Command line: `solver-plan models | clusters | check | plan | ...`.
+
+Bad input never shows a traceback: `InputError` becomes one line on stderr and exit status 2.
+Subcommands of other packages (pipeline, simulate, batch, compare) register themselves through a
+`register_command(subparsers)` function in their package's `cli` module.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import sys
+import time
+
+from solver_plan.errors import InputError
+from solver_plan.units import parse_bytes
+
+PACKAGE_COMMANDS = ("solver_plan.pipeline.cli", "solver_plan.simulate.cli", "solver_plan.batch.cli",
+                    "solver_plan.report.cli")
+DEFAULT_MODEL = "resnet50"
+DEFAULT_CLUSTER = "v100x8-nvlink"
+DEFAULT_PLANNER = "milp"
+
+
+def _cmd_models(args) -> int:
+    from solver_plan.graph.zoo import model_description, model_names, model_options
+    print(f"{'model':<16} description / options (MODEL is NAME or NAME:key=value,... or a PipeDream graph.txt)")
+    for name in model_names():
+        options = ", ".join(f"{k}={v}" for k, v in model_options(name).items())
+        print(f"{name:<16} {model_description(name)}\n{'':<16} options: {options}")
+    return 0
+
+
+def _cmd_clusters(args) -> int:
+    from solver_plan.cluster import preset_names, resolve_cluster
+    for name in preset_names():
+        print(resolve_cluster(name).describe())
+    return 0
+
+
+def _cmd_check(args) -> int:
+    from solver_plan.cluster import LinkLevel, resolve_cluster
+    cluster = resolve_cluster(args.cluster)
+    print(f"ok: {cluster.describe()}")
+    print(f"devices {cluster.num_devices}; w = {cluster.w:.3e} s/FLOP; "
+          f"g intra-node = {cluster.g(LinkLevel.INTRA_NODE):.3e} s/B"
+          + (f"; g inter-node = {cluster.g(LinkLevel.INTER_NODE):.3e} s/B" if cluster.nodes > 1 else ""))
+    return 0
+
+
+def _cmd_plan(args) -> int:
+    from solver_plan.cluster import resolve_cluster
+    from solver_plan.graph.resolve import resolve_model
+    from solver_plan.intra.solve import solve
+    from solver_plan.plan import decode_plan, render_plan, write_json_atomic
+    from solver_plan.planners import get_planner
+    from solver_plan.planning import check_positive, prepare_problem
+
+    get_planner(args.planner)  # an unknown name fails before any work
+    check_positive(args.time_limit, "--time-limit")
+    memory_limit = parse_bytes(args.memory_limit, "--memory-limit") if args.memory_limit else None
+    cluster = resolve_cluster(args.cluster, args.devices)
+    started = time.perf_counter()
+    graph = resolve_model(args.model)
+    problem, cost_model = prepare_problem(graph, cluster, memory_limit, args.max_candidates)
+    print(f"{graph.name}: {len(graph)} operators, {graph.total_params / 1e6:.1f}M parameters; "
+          f"{cluster.describe()}; problem built in {time.perf_counter() - started:.2f} s "
+          f"({problem.num_candidates} candidates, {len(problem.edges)} edges)", file=sys.stderr)
+    result = solve(problem, args.planner, time_limit=args.time_limit, seed=args.seed)
+    plan = decode_plan(graph, cluster, problem, result, cost_model)
+    print(render_plan(plan, max_rows=args.rows))
+    baselines = [name for name in ("data-parallel", "single-device") if name != args.planner]
+    if baselines and plan.objective_s is not None:
+        parts = []
+        for name in baselines:
+            other = solve(problem, name)
+            if other.objective is not None:
+                parts.append(f"{name} {other.objective:.4g} s ({other.objective / plan.objective_s:.2f}x)")
+        print("baselines: " + "; ".join(parts))
+    if args.out:
+        write_json_atomic(args.out, plan.to_dict())
+        print(f"plan written to {args.out}")
+    return 0 if result.status.has_solution else 1
+
+
+def _add_plan_parser(subparsers) -> None:
+    p = subparsers.add_parser("plan", help="plan per-operator parallel configurations")
+    p.add_argument("--model", default=DEFAULT_MODEL,
+                   help=f"zoo spec (e.g. mlp:layers=2,hidden=1024,batch=128) or PipeDream graph.txt (default {DEFAULT_MODEL})")
+    p.add_argument("--cluster", default=DEFAULT_CLUSTER, help=f"preset name or YAML file (default {DEFAULT_CLUSTER})")
+    p.add_argument("--devices", type=int, default=None, help="plan on the first N devices only")
+    p.add_argument("--planner", default=DEFAULT_PLANNER, help=f"planner name (default {DEFAULT_PLANNER}); see `solver-plan planners`")
+    p.add_argument("--time-limit", type=float, default=None, help="wall-clock limit in seconds")
+    p.add_argument("--memory-limit", default=None, help="per-device memory limit, e.g. 16GB")
+    p.add_argument("--max-candidates", type=int, default=24, help="configurations per operator (default 24)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--rows", type=int, default=40, help="operators shown in the table")
+    p.add_argument("--out", default=None, help="write the plan as JSON")
+    p.set_defaults(func=_cmd_plan)
+
+
+def _cmd_planners(args) -> int:
+    from solver_plan.planners import KINDS, planners
+    for kind in KINDS:
+        for name, info in planners(kind).items():
+            print(f"{kind:<9} {name:<16} {'exact' if info.exact else 'heuristic':<9} {info.description}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="solver-plan", description="Plans for training deep networks on accelerator clusters.")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    subparsers.required = True
+    subparsers.add_parser("models", help="list zoo models and their options").set_defaults(func=_cmd_models)
+    subparsers.add_parser("clusters", help="list cluster presets").set_defaults(func=_cmd_clusters)
+    subparsers.add_parser("planners", help="list registered planners").set_defaults(func=_cmd_planners)
+    check = subparsers.add_parser("check", help="validate a cluster YAML file")
+    check.add_argument("cluster", help="YAML file or preset name")
+    check.set_defaults(func=_cmd_check)
+    _add_plan_parser(subparsers)
+    for module_name in PACKAGE_COMMANDS:
+        if importlib.util.find_spec(module_name) is not None:
+            importlib.import_module(module_name).register_command(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except InputError as exc:
+        print(f"solver-plan: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("solver-plan: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

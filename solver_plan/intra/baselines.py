@@ -1,0 +1,69 @@
+"""Baseline planners: every operator data parallel over all devices, or all on one device.
+
+They pick the matching candidate of each node, so their objective is priced by exactly the same
+cost model as every other planner's. Over a memory limit they report INFEASIBLE with the device and
+the shortfall, since a baseline has no other plan to offer.
+"""
+from __future__ import annotations
+
+import time
+
+from solver_plan.intra.problem import ConfigProblem
+from solver_plan.planners import register
+from solver_plan.result import ConfigResult, Status
+from solver_plan.units import format_bytes
+
+
+def _fixed_plan(problem: ConfigProblem, planner: str, wanted_per_node) -> ConfigResult:
+    start = time.perf_counter()
+    assignment = []
+    for i, wanted in enumerate(wanted_per_node):
+        try:
+            assignment.append(problem.candidates[i].index(wanted))
+        except ValueError:
+            return ConfigResult(planner, Status.ERROR, runtime_s=time.perf_counter() - start,
+                                notes=(f"operator {problem.names[i]!r} has no {planner} candidate",))
+    assignment = tuple(assignment)
+    objective = problem.objective(assignment)
+    notes: tuple[str, ...] = ()
+    status = Status.FEASIBLE
+    if not problem.memory_ok(assignment):
+        memory = problem.device_memory(assignment)
+        device = int(memory.argmax())
+        status = Status.INFEASIBLE
+        notes = (f"the {planner} plan needs {format_bytes(memory[device])} on device {device}, "
+                 f"{format_bytes(memory[device] - problem.memory_limit)} over the limit "
+                 f"{format_bytes(problem.memory_limit)}",)
+    return ConfigResult(planner, status, objective, None, time.perf_counter() - start, assignment, notes)
+
+
+@register("data-parallel", "config", description="every operator split over the sample dimension on all devices")
+def plan_data_parallel(problem: ConfigProblem, *, time_limit=None, seed: int = 0, warm_start=None,
+                       **options) -> ConfigResult:
+    wanted = [_widest_sample_split(cands) for cands in problem.candidates]
+    return _fixed_plan(problem, "data-parallel", wanted)
+
+
+@register("single-device", "config", description="the whole model on device 0")
+def plan_single_device(problem: ConfigProblem, *, time_limit=None, seed: int = 0, warm_start=None,
+                       **options) -> ConfigResult:
+    wanted = [_single_device(cands) for cands in problem.candidates]
+    return _fixed_plan(problem, "single-device", wanted)
+
+
+def _widest_sample_split(candidates):
+    """The candidate splitting only the sample dimension, over the most devices starting at 0."""
+    best = None
+    for cfg in candidates:
+        only_sample = all(deg == 1 for dim, deg in cfg.degrees if dim != "sample")
+        if only_sample and cfg.devices == tuple(range(cfg.num_devices)):
+            if best is None or cfg.num_devices > best.num_devices:
+                best = cfg
+    return best
+
+
+def _single_device(candidates):
+    for cfg in candidates:
+        if cfg.devices == (0,):
+            return cfg
+    return None

@@ -1,0 +1,163 @@
+"""`Plan`: a configuration result decoded to operators, with its cost breakdown; JSON and table.
+
+JSON layout (schema_version 1, stable keys): model, cluster, planner, status, objective_s,
+lower_bound_s, gap, runtime_s, memory_limit_bytes, notes, device_memory_bytes (per device),
+operators [{name, type, degrees {dim: degree}, devices, compute_s, comm_bytes, sync_bytes, comm_s,
+sync_s, memory_bytes}], edges [{src, dst, tensors, redistribution_bytes, redistribution_s}].
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from solver_plan.cluster import Cluster
+from solver_plan.cost.model import CostModel
+from solver_plan.graph.ir import Graph
+from solver_plan.intra.problem import ConfigProblem
+from solver_plan.result import ConfigResult, Status
+from solver_plan.units import format_bytes, format_seconds
+
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class OperatorPlan:
+    name: str
+    op_type: str
+    degrees: tuple[tuple[str, int], ...]
+    devices: tuple[int, ...]
+    compute_s: float
+    comm_bytes: float  # q_c
+    sync_bytes: float  # q_p
+    comm_s: float
+    sync_s: float
+    memory_bytes: float  # on each device it uses
+
+
+@dataclass(frozen=True)
+class EdgePlan:
+    src: str
+    dst: str
+    tensors: tuple[str, ...]
+    redistribution_bytes: float  # q_r
+    redistribution_s: float
+
+
+@dataclass(frozen=True)
+class Plan:
+    model: str
+    cluster: str
+    planner: str
+    status: Status
+    objective_s: float | None
+    lower_bound_s: float | None
+    gap: float | None
+    runtime_s: float
+    memory_limit_bytes: float | None
+    notes: tuple[str, ...]
+    device_memory_bytes: tuple[float, ...]
+    operators: tuple[OperatorPlan, ...]
+    edges: tuple[EdgePlan, ...]
+
+    def to_dict(self) -> dict:
+        return {
+            "schema_version": SCHEMA_VERSION, "model": self.model, "cluster": self.cluster,
+            "planner": self.planner, "status": self.status.value, "objective_s": self.objective_s,
+            "lower_bound_s": self.lower_bound_s, "gap": self.gap, "runtime_s": self.runtime_s,
+            "memory_limit_bytes": self.memory_limit_bytes, "notes": list(self.notes),
+            "device_memory_bytes": list(self.device_memory_bytes),
+            "operators": [{
+                "name": op.name, "type": op.op_type, "degrees": dict(op.degrees), "devices": list(op.devices),
+                "compute_s": op.compute_s, "comm_bytes": op.comm_bytes, "sync_bytes": op.sync_bytes,
+                "comm_s": op.comm_s, "sync_s": op.sync_s, "memory_bytes": op.memory_bytes,
+            } for op in self.operators],
+            "edges": [{
+                "src": e.src, "dst": e.dst, "tensors": list(e.tensors),
+                "redistribution_bytes": e.redistribution_bytes, "redistribution_s": e.redistribution_s,
+            } for e in self.edges],
+        }
+
+
+def decode_plan(graph: Graph, cluster: Cluster, problem: ConfigProblem, result: ConfigResult,
+                cost_model: CostModel) -> Plan:
+    """Turn a result on a problem built by `build_config_problem` into a per-operator plan."""
+    operators: list[OperatorPlan] = []
+    edges: list[EdgePlan] = []
+    device_memory: tuple[float, ...] = ()
+    if result.assignment is not None:
+        chosen = {problem.names[i]: problem.candidates[i][c] for i, c in enumerate(result.assignment)}
+        for name in graph.topological_order:
+            op, cfg = graph.op(name), chosen[name]
+            cost = cost_model.node(graph, op, cfg)
+            operators.append(OperatorPlan(name, op.op_type.value, cfg.degrees, cfg.devices, cost.compute_s,
+                                          cost.q_c, cost.q_p, cost.comm_s, cost.sync_s, cost.memory_bytes))
+        by_pair: dict[tuple[str, str], list] = {}
+        for edge in graph.edges:
+            by_pair.setdefault((edge.src, edge.dst), []).append(edge)
+        for (src, dst), group in by_pair.items():
+            costs = [cost_model.edge(graph, e, chosen[src], chosen[dst]) for e in group]
+            edges.append(EdgePlan(src, dst, tuple(e.tensor for e in group), sum(c.q_r for c in costs),
+                                  sum(c.seconds for c in costs)))
+        device_memory = tuple(float(x) for x in problem.device_memory(result.assignment))
+    return Plan(graph.name, cluster.name, result.planner, result.status, result.objective, result.lower_bound,
+                result.gap, result.runtime_s, problem.memory_limit, result.notes, device_memory,
+                tuple(operators), tuple(edges))
+
+
+def write_json_atomic(path: str | Path, data: dict) -> None:
+    """Write to a temporary file in the same folder, then rename: readers never see half a file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as handle:
+            json.dump(data, handle, indent=2, sort_keys=False)
+            handle.write("\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _fmt_optional_seconds(value: float | None) -> str:
+    return "-" if value is None else format_seconds(value)
+
+
+def render_plan(plan: Plan, max_rows: int = 40) -> str:
+    """A readable summary: headline figures, then one row per operator (grouped when long)."""
+    gap = "-" if plan.gap is None else f"{100 * plan.gap:.2f}%"
+    lines = [
+        f"model {plan.model} | cluster {plan.cluster} | planner {plan.planner}",
+        f"status {plan.status.value} | objective {_fmt_optional_seconds(plan.objective_s)} per step | "
+        f"bound {_fmt_optional_seconds(plan.lower_bound_s)} | gap {gap} | solved in {plan.runtime_s:.2f} s",
+    ]
+    for note in plan.notes:
+        lines.append(f"note: {note}")
+    if not plan.operators:
+        return "\n".join(lines)
+    header = f"{'operator':<34} {'type':<12} {'split':<28} {'compute':>10} {'comm':>10} {'sync':>10} {'memory/dev':>11}"
+    lines += ["", header, "-" * len(header)]
+    rows = plan.operators
+    shown = rows if len(rows) <= max_rows else rows[: max_rows // 2] + rows[-max_rows // 2:]
+    for i, op in enumerate(shown):
+        if len(rows) > max_rows and i == max_rows // 2:
+            lines.append(f"... {len(rows) - max_rows} more operators (see --out JSON) ...")
+        split = " ".join(f"{d}={k}" for d, k in op.degrees if k > 1) or "replica"
+        split += f" @{len(op.devices)}"
+        lines.append(f"{op.name[:34]:<34} {op.op_type[:12]:<12} {split[:28]:<28} {format_seconds(op.compute_s):>10} "
+                     f"{format_bytes(op.comm_bytes):>10} {format_bytes(op.sync_bytes):>10} {format_bytes(op.memory_bytes):>11}")
+    total_redis = sum(e.redistribution_bytes for e in plan.edges)
+    lines.append("")
+    lines.append(f"redistribution over {len(plan.edges)} edges: {format_bytes(total_redis)}; "
+                 f"compute {format_seconds(sum(o.compute_s for o in plan.operators))}, "
+                 f"comm {format_seconds(sum(o.comm_s for o in plan.operators))}, "
+                 f"sync {format_seconds(sum(o.sync_s for o in plan.operators))}")
+    mem = plan.device_memory_bytes
+    limit = "" if plan.memory_limit_bytes is None else f" (limit {format_bytes(plan.memory_limit_bytes)})"
+    lines.append("memory per device" + limit + ": " + ", ".join(f"d{i} {format_bytes(m)}" for i, m in enumerate(mem)))
+    return "\n".join(lines)

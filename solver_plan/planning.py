@@ -1,0 +1,36 @@
+"""Front door of question 1 (per-operator configuration): graph + cluster + planner -> `Plan`."""
+from __future__ import annotations
+
+import math
+
+from solver_plan.cluster import Cluster
+from solver_plan.cost.model import CostModel
+from solver_plan.errors import InputError
+from solver_plan.graph.ir import Graph
+from solver_plan.intra.build import DEFAULT_MAX_CANDIDATES, build_config_problem
+from solver_plan.intra.problem import ConfigProblem
+from solver_plan.intra.solve import solve
+from solver_plan.plan import Plan, decode_plan
+
+
+def check_positive(value: float | None, where: str) -> None:
+    if value is not None and not (math.isfinite(value) and value > 0):
+        raise InputError(f"must be positive, got {value}", where)
+
+
+def plan_configuration(graph: Graph, cluster: Cluster, planner: str = "milp", *,
+                       time_limit: float | None = None, memory_limit: float | None = None, seed: int = 0,
+                       max_candidates: int = DEFAULT_MAX_CANDIDATES, **options) -> Plan:
+    check_positive(time_limit, "--time-limit")
+    check_positive(memory_limit, "--memory-limit")
+    if max_candidates < 2:
+        raise InputError(f"must be at least 2, got {max_candidates}", "--max-candidates")
+    problem, cost_model = prepare_problem(graph, cluster, memory_limit, max_candidates)
+    result = solve(problem, planner, time_limit=time_limit, seed=seed, **options)
+    return decode_plan(graph, cluster, problem, result, cost_model)
+
+
+def prepare_problem(graph: Graph, cluster: Cluster, memory_limit: float | None = None,
+                    max_candidates: int = DEFAULT_MAX_CANDIDATES) -> tuple[ConfigProblem, CostModel]:
+    cost_model = CostModel(cluster)
+    return build_config_problem(graph, cluster, memory_limit, max_candidates, cost_model), cost_model
