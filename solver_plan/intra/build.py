@@ -42,4 +42,5 @@ def build_config_problem(graph: Graph, cluster: Cluster, memory_limit: float | N
         names=tuple(order), candidates=tuple(candidates), node_costs=tuple(costs),
         node_memory=tuple(memory), node_devices=tuple(devices), edges=pairs,
         edge_costs=tuple(np.asarray(edge_matrices[p], dtype=float) for p in pairs),
-        num_devices=cluster.num_devices, memory_limit=memory_limit, name=graph.name)
+        num_devices=cluster.num_devices, memory_limit=memory_limit, name=graph.name,
+        context=(graph, cluster, cost_model))

@@ -12,6 +12,7 @@ limit bounds, on every device, the sum of memory of the candidates placed on it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -31,6 +32,9 @@ class ConfigProblem:
     memory_limit: float | None = None  # bytes per device; None = unlimited
     members: tuple[tuple[str, ...], ...] = field(default=())
     name: str = "problem"
+    # Where the problem came from, (graph, cluster, cost_model), for planners that must simulate a
+    # plan (MCMC); solvers never read it. None for synthetic problems.
+    context: Any = None
 
     def __post_init__(self):
         n = len(self.names)
