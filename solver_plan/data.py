@@ -5,11 +5,12 @@ import os
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+DATA_ENV = "SOLVER_PLAN_DATA"
 
 
 def data_dir() -> Path:
     """$SOLVER_PLAN_DATA if set, else the repository's data/ folder (vendored copies)."""
-    override = os.environ.get("SOLVER_PLAN_DATA")
+    override = os.environ.get(DATA_ENV)
     return Path(override) if override else REPO_ROOT / "data"
 
 

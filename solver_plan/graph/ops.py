@@ -105,7 +105,8 @@ def _linear(shapes, attrs):
     rows = numel(x[:-1])
     bias = attrs.get("bias", True)
     flops = 2 * rows * in_features * out_f + (rows * out_f if bias else 0)
-    return OpSemantics((x[:-1] + (out_f,),), flops, in_features * out_f + (out_f if bias else 0))
+    weights = 0 if attrs.get("tied_to") else in_features * out_f  # tied: the embedding owns them
+    return OpSemantics((x[:-1] + (out_f,),), flops, weights + (out_f if bias else 0))
 
 
 def _matmul(shapes, attrs):
@@ -189,7 +190,8 @@ def _embedding(shapes, attrs):
     _arity(shapes, 1, "Embedding")
     (ids,) = shapes
     dim = attrs["embedding_dim"]
-    return OpSemantics((ids + (dim,),), numel(ids) * dim, attrs["num_embeddings"] * dim)
+    weights = 0 if attrs.get("tied_to") else attrs["num_embeddings"] * dim  # tied: counted once
+    return OpSemantics((ids + (dim,),), numel(ids) * dim, weights)
 
 
 def _lstm(shapes, attrs):

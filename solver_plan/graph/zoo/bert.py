@@ -1,0 +1,44 @@
+"""BERT (Devlin et al. 2019) pre-trained with masked language modelling.
+
+Word + position + segment embeddings and a layer norm, post-norm encoder blocks, then the MLM head
+(dense + GELU + layer norm, output projection tied to the word embedding, with its own bias).
+The pooler and next-sentence classifier are left out: the graph ends in the one MLM loss.
+"""
+from __future__ import annotations
+
+from solver_plan.graph.builder import GraphBuilder
+from solver_plan.graph.ir import Graph
+from solver_plan.graph.zoo.spec import ModelEntry
+from solver_plan.graph.zoo.transformer import (BlockShape, check_sequence, stack,
+                                               tied_output, token_embedding)
+
+BERT_SIZES = {"bert-base": (768, 12, 12), "bert-large": (1024, 24, 16)}  # hidden, blocks, heads
+BERT_VOCAB = 30522
+SEGMENTS = 2
+
+
+def bert(graph_name: str, *, batch: int, seq: int, positions: int, hidden: int, ffn: int, heads: int,
+         head_dim: int, layers: int, vocab: int) -> Graph:
+    check_sequence(seq, positions)
+    b = GraphBuilder(graph_name)
+    ids = {name: b.input((batch, seq), name=name) for name in ("tokens", "positions", "segments")}
+    with b.scope("embeddings"):
+        words = token_embedding(b, ids["tokens"], vocab, hidden, "word")
+        x = b.add_(words, b.embedding(ids["positions"], positions, hidden, name="position"))
+        x = b.layernorm(b.add_(x, b.embedding(ids["segments"], SEGMENTS, hidden, name="segment")))
+    x = stack(b, x, BlockShape(hidden, ffn, heads, head_dim, pre_norm=False), layers)
+    with b.scope("mlm_head"):
+        x = b.layernorm(b.gelu(b.linear(x, hidden, name="transform")))
+    b.softmax_cross_entropy(tied_output(b, x, vocab, "embeddings/word", bias=True))
+    return b.build()
+
+
+def bert_entry(name: str) -> ModelEntry:
+    hidden, blocks, heads = BERT_SIZES[name]
+    defaults = {"batch": 32, "seq": 512, "positions": 512, "hidden": hidden, "ffn": 4 * hidden, "heads": heads,
+                "head_dim": 64, "layers": blocks, "vocab": BERT_VOCAB}
+    return ModelEntry(name, f"BERT-{name.partition('-')[2]} with MLM head: {blocks} encoder blocks, hidden {hidden}",
+                      defaults, bert)
+
+
+ENTRIES = tuple(bert_entry(name) for name in BERT_SIZES)

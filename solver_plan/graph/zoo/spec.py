@@ -1,0 +1,71 @@
+"""Model specs: "name" or "name:key=value,key=value", and a catalog entry's typed options.
+
+Values take the type of the option's default (int, float or str); sizes must be positive, because
+a zero or negative dimension would only fail later, far from the user's typo.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, Callable, Mapping
+
+from solver_plan.errors import InputError
+from solver_plan.graph.ir import Graph
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    """A named model: its one-line description, its options with defaults, and its builder.
+
+    `build(graph_name, **options)` receives every option (defaults filled in).
+    """
+    name: str
+    description: str
+    defaults: Mapping[str, Any]
+    build: Callable[..., Graph]
+
+    def __post_init__(self):
+        object.__setattr__(self, "defaults", MappingProxyType(dict(self.defaults)))
+
+
+def split_spec(spec: str) -> tuple[str, dict[str, str]]:
+    """'resnet50:batch=8,image=1000' -> ('resnet50', {'batch': '8', 'image': '1000'})."""
+    if not isinstance(spec, str) or not spec.strip():
+        raise InputError("expected 'name' or 'name:key=value,...', got an empty model spec", "model spec")
+    name, _, rest = spec.strip().partition(":")
+    name = name.strip()
+    if not name:
+        raise InputError(f"missing model name in {spec!r} (expected 'name:key=value,...')", "model spec")
+    raw: dict[str, str] = {}
+    for item in filter(None, (part.strip() for part in rest.split(","))):
+        key, eq, value = (s.strip() for s in item.partition("="))
+        if not eq or not key or not value:
+            raise InputError(f"expected 'key=value' in {item!r} (spec form: name:key=value,key=value)", name)
+        if key in raw:
+            raise InputError(f"option {key!r} given twice", name)
+        raw[key] = value
+    return name, raw
+
+
+def _convert(model: str, key: str, text: str, default: Any) -> Any:
+    if isinstance(default, str):
+        return text
+    kind = "integer" if isinstance(default, int) else "number"
+    try:
+        value = int(text) if isinstance(default, int) else float(text)
+    except ValueError:
+        raise InputError(f"option {key!r} expects a positive {kind}, got {text!r}", model) from None
+    if value <= 0:
+        raise InputError(f"option {key!r} expects a positive {kind}, got {text!r}", model)
+    return value
+
+
+def resolve_options(entry: ModelEntry, raw: Mapping[str, str]) -> dict[str, Any]:
+    """The entry's defaults overridden by the spec's values, each converted and checked."""
+    options = dict(entry.defaults)
+    for key, text in raw.items():
+        if key not in entry.defaults:
+            choices = ", ".join(sorted(entry.defaults))
+            raise InputError(f"unknown option {key!r} (options: {choices})", entry.name)
+        options[key] = _convert(entry.name, key, text, entry.defaults[key])
+    return options

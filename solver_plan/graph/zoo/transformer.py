@@ -1,0 +1,86 @@
+"""Transformer building blocks shared by BERT, GPT and T5.
+
+A block is self-attention, optional cross-attention over an encoder's output, and a two-layer
+feed-forward network, each wrapped in a residual connection with layer normalisation either
+before the sublayer (GPT-2, T5) or after the residual add (BERT).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from solver_plan.errors import InputError
+from solver_plan.graph.builder import GraphBuilder
+from solver_plan.graph.ir import Tensor
+from solver_plan.graph.ops import OpType
+
+TIED_TO = "tied_to"  # attribute naming the embedding operator whose weight matrix this one shares
+
+
+@dataclass(frozen=True)
+class BlockShape:
+    hidden: int
+    ffn: int
+    heads: int
+    head_dim: int  # heads * head_dim may differ from hidden (e.g. GPT-3 13B, PaLM)
+    bias: bool = True
+    activation: str = "gelu"
+    pre_norm: bool = True
+
+
+def check_sequence(seq: int, positions: int) -> None:
+    """A learned position embedding has one row per position: longer sequences do not fit."""
+    if seq > positions:
+        raise InputError(f"option 'seq' ({seq}) must not exceed option 'positions' ({positions}), "
+                         "the size of the position embedding")
+
+
+def attention(b: GraphBuilder, x: Tensor, shape: BlockShape, memory: Tensor | None = None) -> Tensor:
+    """Multi-head attention with its q/k/v and output projections; keys and values come from
+    `memory` for cross-attention, from `x` otherwise."""
+    source = x if memory is None else memory
+    width = shape.heads * shape.head_dim
+    q = b.linear(x, width, shape.bias, name="q")
+    k = b.linear(source, width, shape.bias, name="k")
+    v = b.linear(source, width, shape.bias, name="v")
+    return b.linear(b.attention(q, k, v, shape.heads, name="attention"), shape.hidden, shape.bias, name="out")
+
+
+def feedforward(b: GraphBuilder, x: Tensor, shape: BlockShape) -> Tensor:
+    hidden = b.unary(b.linear(x, shape.ffn, shape.bias, name="fc1"), shape.activation)
+    return b.linear(hidden, shape.hidden, shape.bias, name="fc2")
+
+
+def residual(b: GraphBuilder, x: Tensor, shape: BlockShape, sublayer, name: str) -> Tensor:
+    with b.scope(name):
+        if shape.pre_norm:
+            return b.add_(x, sublayer(b.layernorm(x, name="norm")), name="residual")
+        return b.layernorm(b.add_(x, sublayer(x), name="residual"), name="norm")
+
+
+def block(b: GraphBuilder, x: Tensor, shape: BlockShape, memory: Tensor | None = None) -> Tensor:
+    x = residual(b, x, shape, lambda h: attention(b, h, shape), "self_attn")
+    if memory is not None:
+        x = residual(b, x, shape, lambda h: attention(b, h, shape, memory), "cross_attn")
+    return residual(b, x, shape, lambda h: feedforward(b, h, shape), "mlp")
+
+
+def stack(b: GraphBuilder, x: Tensor, shape: BlockShape, layers: int, memory: Tensor | None = None) -> Tensor:
+    for index in range(layers):
+        with b.scope(f"block{index}"):
+            x = block(b, x, shape, memory)
+    return x
+
+
+def token_embedding(b: GraphBuilder, ids: Tensor, vocab: int, hidden: int, name: str,
+                    tied_to: str | None = None) -> Tensor:
+    attrs = {"num_embeddings": vocab, "embedding_dim": hidden}
+    if tied_to:
+        attrs[TIED_TO] = tied_to
+    return b.add(OpType.EMBEDDING, (ids,), attrs, name)[0]
+
+
+def tied_output(b: GraphBuilder, x: Tensor, vocab: int, embedding: str, bias: bool = False) -> Tensor:
+    """The vocabulary projection whose weight is the (transposed) token embedding."""
+    attrs = {"in_features": x.shape[-1], "out_features": vocab, "bias": bias, TIED_TO: embedding}
+    return b.add(OpType.LINEAR, (x,), attrs, "lm_head")[0]
+

@@ -1,0 +1,78 @@
+"""The command line: happy paths print plans and JSON; bad input is one line and exit status 2."""
+import json
+
+import pytest
+
+from solver_plan.cli import main
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_models_and_clusters_listed(capsys):
+    code, out, _ = run(capsys, "models")
+    assert code == 0 and "resnet50" in out and "mlp" in out
+    code, out, _ = run(capsys, "clusters")
+    assert code == 0 and "v100x8-nvlink" in out and "h100-4x8-ib" in out
+
+
+def test_check_cluster_file(capsys, tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("name: mine\ndevices_per_node: 4\ndevice: {peak_flops: 100TFLOPS, memory: 16GB}\n"
+                    "links: {intra_node: {bandwidth: 100GB/s}}\n")
+    code, out, _ = run(capsys, "check", str(path))
+    assert code == 0 and "mine" in out and "w = 1.000e-14" in out
+
+
+def test_plan_writes_data_parallel_resnet50_json(capsys, tmp_path):
+    out_path = tmp_path / "plan.json"
+    code, out, _ = run(capsys, "plan", "--model", "resnet50:batch=8,image=64", "--cluster", "v100x8-nvlink",
+                       "--planner", "data-parallel", "--out", str(out_path))
+    assert code == 0, out
+    plan = json.loads(out_path.read_text())
+    assert plan["schema_version"] == 1 and plan["planner"] == "data-parallel"
+    assert plan["status"] == "FEASIBLE" and plan["objective_s"] > 0
+    convs = [op for op in plan["operators"] if op["type"] == "Conv2d"]
+    assert len(convs) == 53
+    assert all(op["degrees"]["sample"] == 8 and len(op["devices"]) == 8 for op in convs)
+    assert all(op["degrees"][d] == 1 for op in convs for d in ("out_channel", "in_channel", "height", "width"))
+    assert len(plan["device_memory_bytes"]) == 8
+    assert sum(op["sync_bytes"] for op in plan["operators"]) > 0  # gradients are all-reduced
+    assert "data-parallel" in out and "Conv2d" in out
+
+
+def test_plan_on_profile_file(capsys, tmp_path):
+    from solver_plan.data import pipedream_profile
+    code, out, _ = run(capsys, "plan", "--model", str(pipedream_profile("alexnet")), "--devices", "4",
+                       "--planner", "single-device")
+    assert code == 0 and "single-device" in out
+
+
+@pytest.mark.parametrize("argv, fragment", [
+    (["plan", "--model", "resnet51"], "resnet51"),
+    (["plan", "--model", "mlp:hiden=3"], "hiden"),
+    (["plan", "--model", "mlp:layers=-1"], "layers"),
+    (["plan", "--model", "missing/graph.txt"], "missing/graph.txt"),
+    (["plan", "--cluster", "tpu-pod"], "tpu-pod"),
+    (["plan", "--planner", "magic"], "magic"),
+    (["plan", "--time-limit", "0"], "--time-limit"),
+    (["plan", "--memory-limit", "lots"], "--memory-limit"),
+    (["plan", "--devices", "3"], "--devices"),
+    (["check", "nope.yaml"], "nope.yaml"),
+])
+def test_bad_input_is_one_line_exit_2(capsys, argv, fragment):
+    code, _, err = run(capsys, *argv)
+    assert code == 2
+    assert fragment in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_bad_yaml_exit_2(capsys, tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text("devices_per_node: 4\ndevice: {peak_flops: 1TFLOPS, memory: 16GB}\n"
+                    "links: {intra_node: {bandwidth: 10GB/s}}\nwat: 1\n")
+    code, _, err = run(capsys, "check", str(path))
+    assert code == 2 and "wat" in err
