@@ -1,0 +1,106 @@
+"""Candidate parallel configurations of an operator: deterministic, capped.
+
+Device counts are the powers of two up to the cluster size plus the cluster size itself. For a
+count n every assignment of degrees (each dividing its dimension's size) multiplying to n is a
+candidate, placed on aligned contiguous blocks of n devices (offset a multiple of n; at most
+`max_placements` of them, spread evenly over the cluster). Candidates are ranked by placement (the
+first block first), then by how many dimensions they split, then by more devices first, then by
+degrees; the first `max_candidates` are kept. The single-device and data-parallel configurations
+are always included.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+
+
+from solver_plan.cost.config import ParallelConfig
+from solver_plan.cost.dims import Dimension, op_dimensions
+from solver_plan.errors import InputError
+from solver_plan.graph.ir import Graph, Operator
+
+DEFAULT_MAX_CANDIDATES = 30
+DEFAULT_MAX_PLACEMENTS = 2
+
+
+def device_counts(num_devices: int) -> tuple[int, ...]:
+    counts = {1 << i for i in range(num_devices.bit_length()) if (1 << i) <= num_devices}
+    return tuple(sorted(counts | {num_devices}))
+
+
+def placements(count: int, num_devices: int, max_placements: int) -> tuple[tuple[int, ...], ...]:
+    """Up to `max_placements` aligned blocks of `count` devices, spread evenly, first block first."""
+    blocks = num_devices // count
+    chosen = min(blocks, max_placements)
+    offsets = sorted({(i * blocks // chosen) * count for i in range(chosen)})
+    return tuple(tuple(range(o, o + count)) for o in offsets)
+
+
+def degree_assignments(dims: tuple[Dimension, ...], count: int) -> list[tuple[int, ...]]:
+    """Every tuple of degrees (one per dimension, each dividing its size) whose product is `count`."""
+    if not dims:
+        return [()] if count == 1 else []
+    first, rest = dims[0], dims[1:]
+    result = []
+    for degree in range(1, count + 1):
+        if count % degree == 0 and first.size % degree == 0:
+            result.extend((degree,) + tail for tail in degree_assignments(rest, count // degree))
+    return result
+
+
+def _config(dims: tuple[Dimension, ...], degrees: tuple[int, ...], devices: tuple[int, ...]) -> ParallelConfig:
+    return ParallelConfig(tuple((d.name, k) for d, k in zip(dims, degrees)), devices)
+
+
+def _check_at_least(name: str, value: object, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise InputError(f"expected an integer >= {minimum}, got {value!r}", name)
+
+
+def _single(dims: tuple[Dimension, ...]) -> ParallelConfig:
+    return _config(dims, (1,) * len(dims), (0,))
+
+
+def _data_parallel(dims: tuple[Dimension, ...], num_devices: int) -> ParallelConfig:
+    batch = next(d.size for d in dims if d.name == "sample")
+    n = max(k for k in range(1, min(batch, num_devices) + 1) if batch % k == 0)
+    return _config(dims, tuple(n if d.name == "sample" else 1 for d in dims), tuple(range(n)))
+
+
+def single_device_config(op: Operator, graph: Graph) -> ParallelConfig:
+    """All degrees 1, on device 0."""
+    return _single(op_dimensions(op, graph))
+
+
+def data_parallel_config(op: Operator, graph: Graph, num_devices: int) -> ParallelConfig:
+    """Split `sample` by the largest divisor of the batch not above `num_devices`, on devices 0..n-1."""
+    _check_at_least("num_devices", num_devices, 1)
+    return _data_parallel(op_dimensions(op, graph), num_devices)
+
+
+def enumerate_configs(op: Operator, graph: Graph, num_devices: int,
+                      max_candidates: int = DEFAULT_MAX_CANDIDATES,
+                      max_placements: int = DEFAULT_MAX_PLACEMENTS) -> tuple[ParallelConfig, ...]:
+    _check_at_least("num_devices", num_devices, 1)
+    _check_at_least("max_candidates", max_candidates, 2)  # room for the two required configurations
+    _check_at_least("max_placements", max_placements, 1)
+    return _candidates(op_dimensions(op, graph), num_devices, max_candidates, max_placements)
+
+
+@lru_cache(maxsize=10_000)
+def _candidates(dims: tuple[Dimension, ...], num_devices: int, max_candidates: int,
+                max_placements: int) -> tuple[ParallelConfig, ...]:
+    ranked = []
+    for count in device_counts(num_devices):
+        for degrees in degree_assignments(dims, count):
+            split = sum(k > 1 for k in degrees)
+            for place, devices in enumerate(placements(count, num_devices, max_placements)):
+                ranked.append(((place, split, -count, degrees), degrees, devices))
+    ranked.sort(key=lambda item: item[0])
+    chosen = list(dict.fromkeys([_single(dims), _data_parallel(dims, num_devices)]))
+    for _, degrees, devices in ranked:
+        if len(chosen) >= max_candidates:
+            break
+        cfg = _config(dims, degrees, devices)
+        if cfg not in chosen:
+            chosen.append(cfg)
+    return tuple(chosen)

@@ -1,0 +1,79 @@
+"""Redistribution between two configurations of one tensor, for all pairs at once (numpy).
+
+Receivers each need a box of the tensor; holders each keep a box. A receiver already has the part
+of its box that the holder configuration keeps on the *same device*; it must receive the rest.
+The busiest receiver sets the volume. It fetches each missing piece from the nearest replica, so the
+exchange crosses nodes only when some missing piece is not kept anywhere on the receiver's node.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from solver_plan.cluster import Cluster, LinkLevel
+from solver_plan.cost.config import ParallelConfig
+from solver_plan.cost.tiles import box_volume, device_table, first_on_node, overlap
+
+
+def _padded(cfgs: Sequence[ParallelConfig], boxes: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Stack boxes (C, P, rank, 2) and devices (C, P); padding positions are empty boxes on device 0."""
+    width = max(b.shape[0] for b in boxes)
+    rank = boxes[0].shape[1]
+    stacked = np.zeros((len(boxes), width, rank, 2), dtype=np.int64)
+    devices = np.zeros((len(boxes), width), dtype=np.int64)
+    for i, (cfg, b) in enumerate(zip(cfgs, boxes)):
+        stacked[i, :b.shape[0]] = b
+        devices[i, :b.shape[0]] = cfg.devices
+    return stacked, devices
+
+
+def _node_mask(cfg: ParallelConfig, devices_per_node: int) -> int:
+    return sum({1 << (d // devices_per_node) for d in cfg.devices})
+
+
+def _crosses_nodes(cluster: Cluster, recv_cfgs: Sequence[ParallelConfig], hold_cfgs: Sequence[ParallelConfig],
+                   hold_boxes: Sequence[np.ndarray], tables: np.ndarray, wanted: np.ndarray,
+                   receivers: np.ndarray, missing: np.ndarray) -> np.ndarray:
+    """(H, R): whether some receiver needs a piece that no device on its own node keeps."""
+    per_node = cluster.devices_per_node
+    recv_nodes = np.array([_node_mask(c, per_node) for c in recv_cfgs])
+    hold_nodes = np.array([_node_mask(c, per_node) for c in hold_cfgs])
+    union = hold_nodes[:, None] | recv_nodes[None, :]
+    spans = (union & (union - 1)) != 0  # more than one node involved: otherwise surely intra-node
+    if not (spans & (missing > 0).any(axis=-1)).any():
+        return np.zeros(spans.shape, dtype=bool)
+    # receivers wanting the same box on the same node get the same answer: solve each once
+    rank = wanted.shape[2]
+    keys = np.concatenate([(receivers // per_node)[..., None], wanted.reshape(wanted.shape[:2] + (2 * rank,))],
+                          axis=-1).reshape(-1, 1 + 2 * rank)
+    unique, which = np.unique(keys, axis=0, return_inverse=True)
+    boxes = unique[:, 1:].reshape(len(unique), rank, 2)
+    first = np.stack([first_on_node(c, b, cluster.num_devices, per_node) for c, b in zip(hold_cfgs, hold_boxes)])
+    node_of = unique[:, 0]
+    # only the devices of the receiver's node count: gather them, (H, U, per_node, ...)
+    held = tables.reshape(len(tables), cluster.nodes, per_node, rank, 2)[:, node_of]
+    covered = first.reshape(len(tables), cluster.nodes, per_node)[:, node_of].astype(np.int64)
+    for axis in range(rank):  # overlap volume, one axis at a time (no rank-sized temporaries)
+        extent = (np.minimum(boxes[None, :, None, axis, 1], held[..., axis, 1])
+                  - np.maximum(boxes[None, :, None, axis, 0], held[..., axis, 0]))
+        covered *= np.maximum(extent, 0)
+    on_node = covered.sum(axis=-1)[:, np.ravel(which)].reshape(missing.shape)  # (H, R, P)
+    short = (on_node < box_volume(wanted)[None]) & (missing > 0)
+    return spans & short.any(axis=-1)
+
+
+def redistribution(cluster: Cluster, recv_cfgs: Sequence[ParallelConfig], recv_boxes: Sequence[np.ndarray],
+                   hold_cfgs: Sequence[ParallelConfig], hold_boxes: Sequence[np.ndarray]
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """Elements the busiest receiver must receive and the slowest link level used, each (R, H)."""
+    wanted, receivers = _padded(recv_cfgs, recv_boxes)
+    tables = np.stack([device_table(c, b, cluster.num_devices) for c, b in zip(hold_cfgs, hold_boxes)])
+    local = tables[:, receivers]  # (H, R, P, rank, 2)
+    missing = box_volume(wanted)[None] - overlap(wanted[None], local)  # (H, R, P)
+    elements = missing.max(axis=2).T
+    level = np.where(elements > 0, int(LinkLevel.INTRA_NODE), int(LinkLevel.SAME_DEVICE))
+    if cluster.nodes > 1:
+        crosses = _crosses_nodes(cluster, recv_cfgs, hold_cfgs, hold_boxes, tables, wanted, receivers, missing)
+        level[crosses.T] = int(LinkLevel.INTER_NODE)
+    return elements, level
