@@ -27,12 +27,16 @@ class GroupLink:
     g: float  # seconds per byte of the slowest group
     latency: float  # per-message latency of the slowest group
 
-    def allreduce(self, shard_bytes: float) -> tuple[float, float]:
-        """(bytes per device, seconds) of a ring all-reduce of `shard_bytes` in every group."""
+    def allreduce(self, shard_bytes: float, with_latency: bool = True) -> tuple[float, float]:
+        """(bytes per device, seconds) of a ring all-reduce of `shard_bytes` in every group.
+
+        `with_latency=False` prices bandwidth only, for traffic that frameworks pack into large
+        buckets (gradient synchronisation) so that per-operator message latency does not apply."""
         volume = ring_allreduce_bytes(shard_bytes, self.size)
         if volume == 0.0:
             return 0.0, 0.0
-        return volume, self.g * volume + 2 * (self.size - 1) * self.latency
+        latency = 2 * (self.size - 1) * self.latency if with_latency else 0.0
+        return volume, self.g * volume + latency
 
 
 @lru_cache(maxsize=100_000)

@@ -19,7 +19,8 @@ For an edge (u -> v carrying tensor t) under (s_u, s_v):
   each device of u receives the part of its output tile's gradient not held by v on that device.
   q_r is the forward maximum plus the backward maximum; zero when the tiles coincide.
 Seconds: compute w x q_x (or measured (forward_s + backward_s) / n); collectives g x bytes +
-2(n-1) x latency with g, latency of the slowest group; q_r g x bytes + latency per direction with g of
+2(n-1) x latency with g, latency of the slowest group (gradient sync: bandwidth only, as
+frameworks bucket it); q_r g x bytes + latency per direction with g of
 the slowest link level any receiver needs (inter-node when some missing piece has no replica on its
 node), so a configuration spanning nodes pays inter-node bandwidth.
 """
@@ -138,7 +139,10 @@ class CostModel:
             return 0.0, 0.0, 0.0
         split = math.prod(cfg.degree(name) for name in layout.weight_dims)
         shard = op.param_bytes / split
-        volume, seconds = group_link(self.cluster, cfg, layout.names, layout.replica_dims).allreduce(shard)
+        # Gradients are all-reduced in buckets (PyTorch DDP, Horovod fusion), not one message per
+        # operator: bandwidth only, else a 100-layer model would pay 100 x 2(n-1) latencies.
+        link = group_link(self.cluster, cfg, layout.names, layout.replica_dims)
+        volume, seconds = link.allreduce(shard, with_latency=False)
         return volume, seconds, shard
 
     # --- edges -----------------------------------------------------------------------------
