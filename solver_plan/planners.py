@@ -31,13 +31,17 @@ class PlannerInfo:
     func: Callable
     exact: bool  # proves optimality (reports a bound equal to its objective when it finishes)
     description: str
+    # False for planners whose answer is defined on the original problem (baselines, planners that
+    # simulate the original graph): the front door must not hand them a simplified problem.
+    simplify: bool = True
 
 
 _REGISTRY: dict[str, dict[str, PlannerInfo]] = {kind: {} for kind in KINDS}
 _loaded = False
 
 
-def register(name: str, kind: str = "config", *, exact: bool = False, description: str = ""):
+def register(name: str, kind: str = "config", *, exact: bool = False, description: str = "",
+             simplify: bool = True):
     if kind not in KINDS:
         raise ValueError(f"unknown planner kind {kind!r}")
 
@@ -45,7 +49,8 @@ def register(name: str, kind: str = "config", *, exact: bool = False, descriptio
         existing = _REGISTRY[kind].get(name)
         if existing is not None and existing.func is not func:
             raise ValueError(f"planner {name!r} of kind {kind!r} registered twice")
-        _REGISTRY[kind][name] = PlannerInfo(name, kind, func, exact, description or (func.__doc__ or "").strip().split("\n")[0])
+        summary = description or (func.__doc__ or "").strip().split("\n")[0]
+        _REGISTRY[kind][name] = PlannerInfo(name, kind, func, exact, summary, simplify)
         return func
     return decorator
 

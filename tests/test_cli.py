@@ -60,7 +60,8 @@ def test_plan_on_profile_file(capsys, tmp_path):
     (["plan", "--planner", "magic"], "magic"),
     (["plan", "--time-limit", "0"], "--time-limit"),
     (["plan", "--memory-limit", "lots"], "--memory-limit"),
-    (["plan", "--devices", "3"], "--devices"),
+    (["plan", "--devices", "9"], "--devices"),
+    (["plan", "--cluster", "p100-4x4", "--devices", "6"], "--devices"),
     (["check", "nope.yaml"], "nope.yaml"),
 ])
 def test_bad_input_is_one_line_exit_2(capsys, argv, fragment):
