@@ -50,9 +50,10 @@ def _cmd_check(args) -> int:
 
 def _cmd_plan(args) -> int:
     from solver_plan.cluster import resolve_cluster
+    from solver_plan.files import write_json_atomic
     from solver_plan.graph.resolve import resolve_model
     from solver_plan.intra.solve import solve
-    from solver_plan.plan import decode_plan, render_plan, write_json_atomic
+    from solver_plan.plan import decode_plan, render_plan
     from solver_plan.planners import get_planner
     from solver_plan.planning import check_positive, prepare_problem
 

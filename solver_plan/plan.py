@@ -7,11 +7,7 @@ sync_s, memory_bytes}], edges [{src, dst, tensors, redistribution_bytes, redistr
 """
 from __future__ import annotations
 
-import json
-import os
-import tempfile
 from dataclasses import dataclass
-from pathlib import Path
 
 from solver_plan.cluster import Cluster
 from solver_plan.cost.model import CostModel
@@ -105,23 +101,6 @@ def decode_plan(graph: Graph, cluster: Cluster, problem: ConfigProblem, result: 
     return Plan(graph.name, cluster.name, result.planner, result.status, result.objective, result.lower_bound,
                 result.gap, result.runtime_s, problem.memory_limit, result.notes, device_memory,
                 tuple(operators), tuple(edges))
-
-
-def write_json_atomic(path: str | Path, data: dict) -> None:
-    """Write to a temporary file in the same folder, then rename: readers never see half a file."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as handle:
-            json.dump(data, handle, indent=2, sort_keys=False)
-            handle.write("\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _fmt_optional_seconds(value: float | None) -> str:

@@ -77,3 +77,10 @@ def test_bad_yaml_exit_2(capsys, tmp_path):
                     "links: {intra_node: {bandwidth: 10GB/s}}\nwat: 1\n")
     code, _, err = run(capsys, "check", str(path))
     assert code == 2 and "wat" in err
+
+
+def test_baseline_over_memory_limit_is_infeasible_with_reason(capsys):
+    code, out, _ = run(capsys, "plan", "--model", "mlp:layers=2,hidden=4096,batch=8", "--devices", "2",
+                       "--planner", "data-parallel", "--memory-limit", "100MB")
+    assert code == 1
+    assert "INFEASIBLE" in out and "on device 0" in out and "over the limit 100.00 MB" in out

@@ -24,17 +24,17 @@ def _fixed_plan(problem: ConfigProblem, planner: str, wanted_per_node) -> Config
             return ConfigResult(planner, Status.ERROR, runtime_s=time.perf_counter() - start,
                                 notes=(f"operator {problem.names[i]!r} has no {planner} candidate",))
     assignment = tuple(assignment)
+    runtime = time.perf_counter() - start
     objective = problem.objective(assignment)
-    notes: tuple[str, ...] = ()
-    status = Status.FEASIBLE
-    if not problem.memory_ok(assignment):
-        memory = problem.device_memory(assignment)
-        device = int(memory.argmax())
-        status = Status.INFEASIBLE
-        notes = (f"the {planner} plan needs {format_bytes(memory[device])} on device {device}, "
-                 f"{format_bytes(memory[device] - problem.memory_limit)} over the limit "
-                 f"{format_bytes(problem.memory_limit)}",)
-    return ConfigResult(planner, status, objective, None, time.perf_counter() - start, assignment, notes)
+    if problem.memory_ok(assignment):
+        return ConfigResult(planner, Status.FEASIBLE, objective, None, runtime, assignment)
+    # A baseline has exactly one plan: over the limit there is no plan to return, only the reason.
+    memory = problem.device_memory(assignment)
+    device = int(memory.argmax())
+    return ConfigResult(planner, Status.INFEASIBLE, runtime_s=runtime, notes=(
+        f"the {planner} plan ({objective:.4g} s per step) needs {format_bytes(memory[device])} on device "
+        f"{device}, {format_bytes(memory[device] - problem.memory_limit)} over the limit "
+        f"{format_bytes(problem.memory_limit)}",))
 
 
 @register("data-parallel", "config", simplify=False, description="every operator split over the sample dimension on all devices")

@@ -1,0 +1,226 @@
+"""Job files: YAML -> the tuple of `Job`s a batch runs, validated before anything runs.
+
+```yaml
+description: what this batch is for          # optional
+defaults: {time_limit: 30, seed: 0}          # optional settings every job inherits
+jobs:
+  - name: resnet-v100                        # names the job in messages and reports
+    kind: config                             # config (default) or pipeline
+    models: [resnet50:batch=32, data/pipedream-profiles/vgg16/graph.txt]
+    clusters: [v100x8-nvlink, my-cluster.yaml]   # presets or YAML files
+    devices: [4, 8]                          # config jobs: first N devices (default: all)
+    planners:                                # registry names, or mappings with their own settings
+      - milp
+      - {name: mcmc, seeds: [0, 1, 2], options: {iterations: 2000}}
+    time_limit: 60                           # seconds (or "500ms"); null for none
+    memory_limit: 16GB
+    max_candidates: 24                       # config jobs
+    grace: 30                                # seconds past time_limit before the runner kills a job
+  - name: resnet-pipeline
+    kind: pipeline
+    models: [resnet50:image=1000]
+    clusters: [v100x8-nvlink]
+    processors: [4, 8]                       # pipeline jobs: number of processors
+    planners: [madpipe]
+    schedule: exact                          # pipeline jobs: schedule planner
+```
+Each entry is a grid: every model x cluster x devices/processors x planner x seed. Relative file
+paths are taken from the job file's folder first. Every error names the file, the job and the key
+path; repeated jobs (same inputs) run once.
+"""
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Callable
+
+from solver_plan.batch.job import JOB_KINDS, Job
+from solver_plan.batch.kinds import check_kind_available
+from solver_plan.batch.settings import Settings, read_settings, reject_foreign_keys
+from solver_plan.errors import InputError
+from solver_plan.planners import planners
+from solver_plan.yamlio import Section, load_yaml
+
+
+def load_jobs(path: str | Path) -> tuple[Job, ...]:
+    path = Path(path)
+    top = Section(load_yaml(path), str(path))
+    top.string("description")
+    defaults_section = top.section("defaults")
+    defaults = Settings()
+    if defaults_section is not None:
+        defaults = read_settings(defaults_section, defaults)
+        defaults_section.close()
+    entries = top.get("jobs", required=True)
+    if not isinstance(entries, list) or not entries:
+        raise InputError("expected a non-empty list of jobs", top.path("jobs"))
+    top.close()
+    reader = _JobReader(path)
+    jobs: dict[str, Job] = {}
+    for index, entry in enumerate(entries):
+        for job in reader.read(entry, index, defaults):
+            jobs.setdefault(job.key, job)
+    return tuple(jobs.values())
+
+
+class _JobReader:
+    """Reads job entries of one file; checks each distinct model and cluster once."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.checked: set[tuple] = set()
+        self.names: dict[str, int] = {}  # job name -> index of the entry using it
+
+    def read(self, entry: object, index: int, defaults: Settings) -> list[Job]:
+        name = entry.get("name") if isinstance(entry, dict) else None
+        name = name if isinstance(name, str) and name else f"#{index + 1}"
+        try:
+            if name in self.names:  # reports and messages tell jobs apart by name
+                raise InputError(f"name {name!r} is already used by jobs[{self.names[name]}]", f"jobs[{index}].name")
+            self.names[name] = index
+            return self._read(Section(entry, f"jobs[{index}]"), name, defaults)
+        except InputError as exc:
+            raise InputError(str(exc), f"{self.path}: job {name!r}") from None
+
+    def _read(self, section: Section, name: str, defaults: Settings) -> list[Job]:
+        section.string("name", required=True)
+        kind = section.string("kind", "config")
+        if kind not in JOB_KINDS:
+            raise InputError(f"expected one of {', '.join(JOB_KINDS)}, got {kind!r}", section.path("kind"))
+        check_kind_available(kind, section.path("kind"))
+        reject_foreign_keys(section, kind)
+        settings = read_settings(section, defaults)
+        planner_entries = self._planners(section, kind, settings)
+        section.get("models", required=True)
+        section.get("clusters", required=True)
+        section.close()  # unknown keys are reported before models are built
+        models = self._specs(section, "models", self._check_model)
+        clusters = self._specs(section, "clusters", lambda spec, where: self._check_cluster(spec, None, where))
+        jobs = []
+        for model, model_files in models:
+            for cluster, cluster_files in clusters:
+                for planner, planner_settings in planner_entries:
+                    jobs += self._grid(name, kind, model, cluster, planner, planner_settings,
+                                       model_files + cluster_files, section)
+        return jobs
+
+    def _grid(self, name, kind, model, cluster, planner, settings: Settings, fingerprints,
+              section: Section) -> list[Job]:
+        is_config = kind == "config"
+        if not is_config and settings.processors == (None,):
+            raise InputError("pipeline jobs need 'processors' (a number or a list)", section.path("processors"))
+        jobs = []
+        for devices in settings.devices if is_config else (None,):
+            if devices is not None:
+                self._check_cluster(cluster, devices, section.path("devices"))
+            for processors in (None,) if is_config else settings.processors:
+                if processors is not None:  # pipeline processors are the cluster's first devices
+                    self._check_cluster(cluster, processors, section.path("processors"))
+                for seed in settings.seeds:
+                    jobs.append(Job(
+                        group=name, kind=kind, model=model, cluster=cluster, planner=planner, seed=seed,
+                        devices=devices, processors=processors, time_limit=settings.time_limit,
+                        memory_limit=settings.memory_limit,
+                        max_candidates=settings.max_candidates if is_config else None,
+                        schedule=None if is_config else settings.schedule, options=settings.options,
+                        grace=settings.grace, fingerprints=tuple(sorted(fingerprints))))
+        return jobs
+
+    def _specs(self, section: Section, key: str, check: Callable[[str, str], None]) -> list[tuple[str, list]]:
+        """Model or cluster specs: each as the worker will resolve it, with the digests of its files."""
+        value = section.get(key, required=True)
+        values = value if isinstance(value, list) else [value]
+        if not values:
+            raise InputError("expected a name or a non-empty list", section.path(key))
+        specs = []
+        for index, item in enumerate(values):
+            where = section.path(key) + (f"[{index}]" if isinstance(value, list) else "")
+            if not isinstance(item, str) or not item.strip():
+                raise InputError(f"expected a name or a file path, got {item!r}", where)
+            spec = self._local_path(item.strip())
+            check(spec, where)
+            specs.append((spec, self._fingerprint(spec, where)))
+        return specs
+
+    def _planners(self, section: Section, kind: str, settings: Settings) -> list[tuple[str, Settings]]:
+        value = section.get("planners", required=True)
+        values = value if isinstance(value, list) else [value]
+        if not values:
+            raise InputError("expected a planner name or a non-empty list", section.path("planners"))
+        available = planners(kind)
+        result = []
+        for index, item in enumerate(values):
+            where = section.path("planners") + (f"[{index}]" if isinstance(value, list) else "")
+            entry_settings = settings
+            if isinstance(item, dict):
+                entry = Section(item, where)
+                planner = entry.string("name", required=True)
+                reject_foreign_keys(entry, kind)
+                entry_settings = read_settings(entry, settings)
+                entry.close()
+                where = entry.path("name")
+            else:
+                planner = item
+            if not isinstance(planner, str) or planner not in available:
+                raise InputError(f"unknown {kind} planner {planner!r}; available: {', '.join(available) or 'none'}",
+                                 where)
+            if kind == "pipeline":
+                self._check_schedule(entry_settings.schedule, section.path("schedule"))
+            result.append((planner, entry_settings))
+        return result
+
+    def _check_schedule(self, schedule: str | None, where: str) -> None:
+        available = planners("schedule")
+        if schedule is not None and schedule not in available:
+            raise InputError(f"unknown schedule planner {schedule!r}; available: {', '.join(available) or 'none'}",
+                             where)
+
+    def _check_model(self, spec: str, where: str) -> None:
+        if ("model", spec) in self.checked:
+            return
+        from solver_plan.graph.resolve import resolve_model
+        try:
+            resolve_model(spec)
+        except InputError as exc:
+            hint = ""
+            if "=" in spec and ":" not in spec:  # YAML split "m:a=1,b=2" inside [...] at the comma
+                hint = " (quote model specs that contain commas inside a [...] list)"
+            raise InputError(f"{_reason(exc)}{hint}", where) from None
+        self.checked.add(("model", spec))
+
+    def _check_cluster(self, spec: str, devices: int | None, where: str) -> None:
+        if ("cluster", spec, devices) in self.checked:
+            return
+        from solver_plan.cluster import resolve_cluster
+        try:
+            resolve_cluster(spec, devices)
+        except InputError as exc:
+            raise InputError(_reason(exc), where) from None
+        self.checked.add(("cluster", spec, devices))
+
+    def _local_path(self, spec: str) -> str:
+        """A relative path that exists next to the job file is taken from there."""
+        candidate = self.path.parent / spec
+        if not Path(spec).is_absolute() and not Path(spec).exists() and candidate.exists():
+            return str(candidate)
+        return spec
+
+    @staticmethod
+    def _fingerprint(spec: str, where: str) -> list[tuple[str, str]]:
+        path = Path(spec)
+        if path.is_dir():
+            path = path / "graph.txt"
+        if not path.is_file():
+            return []
+        try:
+            return [(spec, hashlib.sha256(path.read_bytes()).hexdigest()[:16])]
+        except OSError as exc:
+            raise InputError(f"cannot read file ({exc.strerror})", where) from None
+
+
+def _reason(exc: InputError) -> str:
+    """The error without a command-line location ("--cluster", "model spec"): the job key replaces it."""
+    text = str(exc)
+    if exc.where and (exc.where.startswith("--") or exc.where == "model spec"):
+        return text.removeprefix(f"{exc.where}: ")
+    return text

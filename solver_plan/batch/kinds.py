@@ -1,0 +1,112 @@
+"""What a worker runs for each kind of job; the answer is a plain, JSON-ready outcome dict.
+
+Outcome keys: status (a `Status` value), objective_s, lower_bound_s, gap, runtime_s (the planner's
+own), plan (the plan's JSON, or None), error (None, or one line saying why the job failed), killed
+(the runner stopped it), detail (a traceback, for failures).
+Planner packages are imported lazily, in the worker: a batch of config jobs never imports the
+pipeline package, and the job file says plainly when a kind's front door is missing.
+"""
+from __future__ import annotations
+
+import importlib
+import math
+from typing import Any, Callable
+
+from solver_plan.batch.job import Job
+from solver_plan.errors import InputError
+from solver_plan.result import Status, relative_gap
+
+# Where the pipeline front door lives (the package itself may re-export it later).
+PIPELINE_FRONT_DOORS = ("solver_plan.pipeline", "solver_plan.pipeline.api")
+PIPELINE_FUNCTION = "plan_pipeline"
+
+
+def pipeline_front_door() -> Callable | None:
+    for module_name in PIPELINE_FRONT_DOORS:
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:
+            continue
+        function = getattr(module, PIPELINE_FUNCTION, None)
+        if callable(function):
+            return function
+    return None
+
+
+def check_kind_available(kind: str, where: str) -> None:
+    if kind == "pipeline" and pipeline_front_door() is None:
+        raise InputError(f"pipeline jobs need {PIPELINE_FUNCTION}() from the pipeline package "
+                         f"({' or '.join(PIPELINE_FRONT_DOORS)}), which this installation lacks", where)
+
+
+def run_job(job: Job) -> dict[str, Any]:
+    return RUNNERS[job.kind](job)
+
+
+def run_config_job(job: Job) -> dict[str, Any]:
+    from solver_plan.cluster import resolve_cluster
+    from solver_plan.graph.resolve import resolve_model
+    from solver_plan.planning import plan_configuration
+
+    graph = resolve_model(job.model)
+    cluster = resolve_cluster(job.cluster, job.devices)
+    extra = {} if job.max_candidates is None else {"max_candidates": job.max_candidates}
+    plan = plan_configuration(graph, cluster, job.planner, time_limit=job.time_limit,
+                              memory_limit=job.memory_limit, seed=job.seed, **extra, **dict(job.options))
+    return outcome(plan.status, plan.objective_s, plan.lower_bound_s, plan.runtime_s, plan.to_dict(),
+                   error=planner_error(plan.status, plan.notes))
+
+
+def run_pipeline_job(job: Job) -> dict[str, Any]:
+    front_door = pipeline_front_door()
+    if front_door is None:
+        raise InputError("the pipeline front door is missing", "kind")
+    result = front_door(chain_problem(job), planner=job.planner, schedule=job.schedule or "exact",
+                        time_limit=job.time_limit, planner_options={"seed": job.seed, **dict(job.options)})
+    plan = result.to_dict()
+    return outcome(result.status, result.period_s, result.lower_bound_s, result.runtime_s, plan,
+                   error=planner_error(result.status, plan.get("notes", ())))
+
+
+def planner_error(status: Status, notes) -> str | None:
+    """A planner that reports ERROR explains itself in its notes: they become the record's error."""
+    if status != Status.ERROR:
+        return None
+    return "; ".join(notes) or "the planner reported an error without notes"
+
+
+def chain_problem(job: Job):
+    """The chain of `job.model` on the first `job.processors` devices of its cluster.
+
+    Memory per processor: the job's memory limit, else the device memory. Bandwidth: the slowest
+    link between consecutive processors, so a pipeline crossing nodes pays the inter-node link.
+    """
+    from solver_plan.cluster import resolve_cluster
+    from solver_plan.pipeline.problem import ChainProblem
+    from solver_plan.pipeline.sources import chain_from_model
+
+    cluster = resolve_cluster(job.cluster, job.processors)
+    bandwidth = min((cluster.bandwidth(p, p + 1) for p in range(job.processors - 1)), default=math.inf)
+    memory = job.memory_limit if job.memory_limit is not None else cluster.device.memory
+    return ChainProblem(chain_from_model(job.model, cluster), job.processors, memory, bandwidth)
+
+
+RUNNERS: dict[str, Callable[[Job], dict[str, Any]]] = {"config": run_config_job, "pipeline": run_pipeline_job}
+
+
+def outcome(status: Status, objective: float | None, lower_bound: float | None, runtime_s: float | None,
+            plan: dict | None, error: str | None = None, *, killed: bool = False,
+            detail: str | None = None) -> dict[str, Any]:
+    """`killed`: the runner stopped the job; `detail`: a traceback or other long explanation."""
+    objective, lower_bound = finite_or_none(objective), finite_or_none(lower_bound)
+    return {"status": Status(status).value, "objective_s": objective, "lower_bound_s": lower_bound,
+            "gap": relative_gap(objective, lower_bound), "runtime_s": finite_or_none(runtime_s),
+            "plan": plan, "error": error, "killed": killed, "detail": detail}
+
+
+def finite_or_none(value: Any) -> float | None:
+    """JSON has no infinities: an unknown or infinite number is stored as null."""
+    if value is None:
+        return None
+    value = float(value)
+    return value if math.isfinite(value) else None

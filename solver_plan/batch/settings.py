@@ -1,0 +1,113 @@
+"""Planner settings in a job file, inherited defaults -> job -> planner entry.
+
+Each level may set any of SETTING_KEYS; a key present at a level (even as null) overrides what it
+inherits, except `options`, which merges key by key. Lists make grid axes: `seeds`, `devices`,
+`processors` may each be one value or a list.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from solver_plan.batch.job import DEFAULT_GRACE_S
+from solver_plan.errors import InputError
+from solver_plan.units import parse_bytes, parse_seconds
+from solver_plan.yamlio import Section
+
+SETTING_KEYS = ("time_limit", "memory_limit", "seed", "seeds", "devices", "processors", "max_candidates",
+                "schedule", "grace", "options")
+# Keys that only one kind of job takes; the other kind rejects them (except in `defaults`).
+KIND_ONLY_KEYS = {"config": ("devices", "max_candidates"), "pipeline": ("processors", "schedule")}
+OPTION_SCALARS = (str, int, float, bool)
+
+
+@dataclass(frozen=True)
+class Settings:
+    seeds: tuple[int, ...] = (0,)
+    devices: tuple[int | None, ...] = (None,)
+    processors: tuple[int | None, ...] = (None,)
+    time_limit: float | None = None
+    memory_limit: float | None = None
+    max_candidates: int | None = None
+    schedule: str | None = None
+    grace: float = DEFAULT_GRACE_S
+    options: tuple[tuple[str, Any], ...] = ()
+
+
+def reject_foreign_keys(section: Section, kind: str) -> None:
+    for other_kind, keys in KIND_ONLY_KEYS.items():
+        for key in keys:
+            if other_kind != kind and section.has(key):
+                raise InputError(f"only {other_kind} jobs take {key!r}; this job's kind is {kind!r}",
+                                 section.path(key))
+
+
+def read_settings(section: Section, inherited: Settings) -> Settings:
+    """The settings `section` sets, over those it inherits. Marks every setting key as read."""
+    changes: dict[str, Any] = {}
+    if section.has("seed") and section.has("seeds"):
+        raise InputError("give either 'seed' or 'seeds', not both", section.path("seeds"))
+    for key in ("seed", "seeds"):
+        if section.has(key):
+            changes["seeds"] = _integers(section, key, minimum=0)
+    for key in ("devices", "processors"):
+        if section.has(key):
+            changes[key] = _integers(section, key, minimum=1)
+    if section.has("time_limit"):
+        changes["time_limit"] = _optional_positive_seconds(section, "time_limit")
+    if section.has("memory_limit"):
+        value = section.get("memory_limit")
+        changes["memory_limit"] = None if value is None else parse_bytes(value, section.path("memory_limit"))
+    if section.has("max_candidates"):
+        changes["max_candidates"] = section.integer("max_candidates", minimum=2)
+    if section.has("schedule"):
+        changes["schedule"] = section.string("schedule")
+    if section.has("grace"):
+        changes["grace"] = parse_seconds(section.get("grace"), section.path("grace"))
+    if section.has("options"):
+        merged = dict(inherited.options)
+        merged.update(_options(section))
+        changes["options"] = tuple(sorted(merged.items()))
+    for key in SETTING_KEYS:
+        section.get(key)  # mark as read, so close() only rejects keys no level knows
+    return replace(inherited, **changes)
+
+
+def _integers(section: Section, key: str, minimum: int) -> tuple[int, ...]:
+    value = section.get(key)
+    values = value if isinstance(value, list) else [value]
+    if not values:
+        raise InputError("expected an integer or a non-empty list of integers", section.path(key))
+    for index, item in enumerate(values):
+        where = section.path(key) + (f"[{index}]" if isinstance(value, list) else "")
+        if isinstance(item, bool) or not isinstance(item, int):
+            raise InputError(f"expected an integer, got {item!r}", where)
+        if item < minimum:
+            raise InputError(f"must be >= {minimum}, got {item}", where)
+    if len(set(values)) != len(values):
+        raise InputError(f"repeated value in {values}", section.path(key))
+    return tuple(values)
+
+
+def _optional_positive_seconds(section: Section, key: str) -> float | None:
+    value = section.get(key)
+    if value is None:
+        return None
+    seconds = parse_seconds(value, section.path(key))
+    if seconds <= 0:
+        raise InputError(f"must be positive, got {value!r}", section.path(key))
+    return seconds
+
+
+def _options(section: Section) -> dict[str, Any]:
+    options = Section(section.get("options"), section.path("options"))
+    result: dict[str, Any] = {}
+    for name, value in options.data.items():
+        where = options.path(str(name))
+        if not isinstance(name, str):
+            raise InputError(f"option names must be strings, got {name!r}", where)
+        items = value if isinstance(value, list) else [value]
+        if not all(isinstance(item, OPTION_SCALARS) for item in items):
+            raise InputError(f"expected a number, string, boolean or a list of them, got {value!r}", where)
+        result[name] = tuple(value) if isinstance(value, list) else value
+    return result

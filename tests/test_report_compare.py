@@ -1,0 +1,164 @@
+"""Reports on a small fixed result set: tables, summary statistics, CSV/JSONL, plots, CLI."""
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from solver_plan.batch.job import Job
+from solver_plan.batch.kinds import outcome
+from solver_plan.batch.records import build_record
+from solver_plan.batch.store import RecordStore
+from solver_plan.cli import main
+from solver_plan.report.compare import compare, geomean_gap
+from solver_plan.report.markdown import failure_table, instance_table, summary_table
+from solver_plan.report.runs import load_runs, runs_from_records
+from solver_plan.report.write import write_report
+from solver_plan.result import Status
+
+# (devices, planner, status, objective, bound, runtime); None objective = no solution.
+RESULTS = [
+    (4, "milp", Status.OPTIMAL, 2.0, 2.0, 1.5),
+    (4, "greedy", Status.FEASIBLE, 2.2, None, 0.01),
+    (4, "data-parallel", Status.FEASIBLE, 3.0, None, 0.001),
+    (8, "milp", Status.TIME_LIMIT, 4.0, 3.6, 10.0),
+    (8, "greedy", Status.FEASIBLE, 4.0, None, 0.02),
+    (8, "data-parallel", Status.ERROR, None, None, None),
+    (2, "milp", Status.TIME_LIMIT, None, None, 12.0),
+    (2, "greedy", Status.FEASIBLE, 1.0, None, 0.0),
+    (2, "data-parallel", Status.FEASIBLE, 1.25, None, 0.002),
+]
+
+
+def fixed_records() -> list[dict]:
+    records = []
+    for devices, planner, status, objective, bound, runtime in RESULTS:
+        job = Job("fixed", "config", "mlp", "v100x8-nvlink", planner, devices=devices, time_limit=10, grace=1)
+        result = outcome(status, objective, bound, runtime, None, killed=devices == 2 and planner == "milp",
+                         error="no | plan" if status == Status.ERROR else None)
+        records.append(build_record(job, result, wall_s=runtime or 0.5))
+    return records
+
+
+def write_fixed(folder: Path) -> Path:
+    store = RecordStore(folder)
+    for record in fixed_records():
+        job = Job("fixed", "config", "mlp", "v100x8-nvlink", record["job"]["planner"],
+                  devices=record["job"]["devices"], time_limit=10, grace=1)
+        store.write(record, job)
+    return folder
+
+
+EXPECTED_SUMMARY = """\
+| planner | instances | solved | optimal | wins | geo-mean gap | within 10.00% | time to 10.00% (geo-mean) |
+| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |
+| data-parallel | 3 | 2 | 0 | 0 | 26.97% | 0 | - |
+| greedy | 3 | 3 | 0 | 2 | 6.47% | 3 | 5.848 ms |
+| milp | 3 | 2 | 1 | 2 | 5.13% | 2 | 3.873 s |"""
+
+EXPECTED_INSTANCES = """\
+| instance | reference | planner | status | objective | gap | time |
+| --- | ---: | --- | --- | ---: | ---: | ---: |
+| mlp @ v100x8-nvlink, 2 devices | 1.000 s * | data-parallel | FEASIBLE | 1.250 s | 20.00% | 2.000 ms |
+|  |  | greedy | **FEASIBLE** | 1.000 s | 0.00% | 0.0 us |
+|  |  | milp | TIME_LIMIT (killed) | - | - | 12.000 s |
+| mlp @ v100x8-nvlink, 4 devices | 2.000 s | data-parallel | FEASIBLE | 3.000 s | 33.33% | 1.000 ms |
+|  |  | greedy | FEASIBLE | 2.200 s | 9.09% | 10.000 ms |
+|  |  | milp | **OPTIMAL** | 2.000 s | 0.00% | 1.500 s |
+| mlp @ v100x8-nvlink, 8 devices | 3.600 s | data-parallel | ERROR | - | - | 500.000 ms |
+|  |  | greedy | **FEASIBLE** | 4.000 s | 10.00% | 20.000 ms |
+|  |  | milp | **TIME_LIMIT** | 4.000 s | 10.00% | 10.000 s |"""
+
+
+EXPECTED_FAILURES = """\
+| instance | planner | status | why |
+| --- | --- | --- | --- |
+| mlp @ v100x8-nvlink, 2 devices | milp | TIME_LIMIT (killed) | - |
+| mlp @ v100x8-nvlink, 8 devices | data-parallel | ERROR | no | plan |"""
+
+
+def test_tables_match_the_hand_computed_comparison():
+    comparison = compare(runs_from_records(fixed_records()), target_gap=0.10)
+    assert summary_table(comparison) == EXPECTED_SUMMARY
+    assert instance_table(comparison) == EXPECTED_INSTANCES
+    assert failure_table(comparison) == EXPECTED_FAILURES.replace("no | plan", "no \\| plan")
+
+
+def test_summary_statistics_follow_their_definitions():
+    comparison = compare(runs_from_records(fixed_records()), target_gap=0.10)
+    milp = next(s for s in comparison.summary if s.planner == "milp")
+    assert milp.geomean_gap == pytest.approx(1 - math.sqrt(1.0 * 3.6 / 4.0))
+    assert milp.time_to_target_s == pytest.approx(math.sqrt(1.5 * 10.0))
+    assert geomean_gap([0.0, 0.0]) == 0.0
+    assert geomean_gap([0.5, 0.5]) == pytest.approx(0.5)
+    tighter = compare(runs_from_records(fixed_records()), target_gap=0.0)
+    assert [s.reached for s in tighter.summary] == [0, 1, 1]
+
+
+def test_planner_labels_show_only_the_settings_that_vary():
+    records = fixed_records()
+    for seed in (1, 2):
+        job = Job("fixed", "config", "mlp", "v100x8-nvlink", "greedy", seed=seed, devices=4, time_limit=10, grace=1)
+        records.append(build_record(job, outcome(Status.FEASIBLE, 2.1, None, 0.01, None), 0.01))
+    planners = {run.planner for run in runs_from_records(records)}
+    assert planners == {"milp", "data-parallel", "greedy seed=0", "greedy seed=1", "greedy seed=2"}
+
+
+def test_report_files_csv_jsonl_and_plots(tmp_path):
+    folder = write_fixed(tmp_path / "records")
+    (folder / "broken.json").write_text("{")
+    report = write_report(folder, tmp_path / "report" / "report.md", target_gap=0.10)
+    names = sorted(path.name for path in report.files)
+    assert names == ["report-gap-time.png", "report-profile.png", "report.csv", "report.jsonl", "report.md"]
+    assert [(path.name, why) for path, why in report.invalid] == [("broken.json", "not valid JSON (cut short?)")]
+    markdown = (tmp_path / "report" / "report.md").read_text()
+    assert EXPECTED_SUMMARY in markdown and EXPECTED_INSTANCES in markdown
+    assert "![performance profile](report-profile.png)" in markdown and "1 invalid records skipped" in markdown
+    for png in ("report-profile.png", "report-gap-time.png"):
+        assert (tmp_path / "report" / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    with open(tmp_path / "report" / "report.csv") as handle:
+        table = list(csv.DictReader(handle))
+    lines = [json.loads(line) for line in (tmp_path / "report" / "report.jsonl").read_text().splitlines()]
+    assert len(table) == len(lines) == len(RESULTS)
+    assert [row["planner"] for row in table] == [row["planner"] for row in lines]
+    greedy4 = next(row for row in lines if row["planner"] == "greedy" and row["devices"] == 4)
+    assert greedy4["gap_to_reference"] == pytest.approx(0.2 / 2.2) and greedy4["reference_s"] == 2.0
+    assert greedy4["ratio_to_best"] == pytest.approx(1.1) and greedy4["win"] is False
+    failed = next(row for row in table if row["status"] == "ERROR")
+    assert failed["objective_s"] == "" and failed["gap_to_reference"] == ""
+
+
+def test_compare_cli_prints_the_summary_and_rejects_bad_input(tmp_path, capsys):
+    folder = write_fixed(tmp_path / "records")
+    assert main(["compare", str(folder), "--target-gap", "0.1", "--no-plots"]) == 0
+    out = capsys.readouterr().out
+    assert EXPECTED_SUMMARY in out and (folder / "report.md").exists() and not (folder / "report-profile.png").exists()
+    assert load_runs(folder)[1] == []  # the report files are not mistaken for records
+    assert {run.planner for run in load_runs(folder, keys={fixed_records()[0]["key"]})[0]} == {"milp"}
+
+    assert main(["compare", str(tmp_path / "missing")]) == 2
+    err = capsys.readouterr().err
+    assert "missing: no such folder of batch records" in err and "Traceback" not in err
+    (tmp_path / "empty").mkdir()
+    assert main(["compare", str(tmp_path / "empty")]) == 2
+    assert "no valid batch records to compare" in capsys.readouterr().err
+    assert main(["compare", str(folder), "--target-gap", "2"]) == 2
+    assert "--target-gap: must be in [0, 1)" in capsys.readouterr().err
+    blocker = tmp_path / "blocker"
+    blocker.write_text("")
+    assert main(["compare", str(folder), "--report", str(blocker / "r.md")]) == 2
+    assert "cannot write the report" in capsys.readouterr().err
+
+
+def test_instances_with_equal_labels_but_different_inputs_stay_apart():
+    records = []
+    for folder, content_digest in (("a", "1" * 16), ("b", "2" * 16)):  # two site.yaml files that differ
+        cluster = f"{folder}/site.yaml"
+        job = Job("g", "config", "mlp", cluster, "milp", fingerprints=((cluster, content_digest),))
+        records.append(build_record(job, outcome(Status.OPTIMAL, 1.0, 1.0, 0.1, None), 0.1))
+    instances = sorted({run.instance for run in runs_from_records(records)})
+    assert len(instances) == 2 and all(name.startswith("mlp @ site.yaml #") for name in instances)
