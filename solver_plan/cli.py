@@ -70,6 +70,10 @@ def _cmd_plan(args) -> int:
     result = solve(problem, args.planner, time_limit=args.time_limit, seed=args.seed)
     plan = decode_plan(graph, cluster, problem, result, cost_model)
     print(render_plan(plan, max_rows=args.rows))
+    if args.simulate and result.assignment is not None:
+        from solver_plan.simulate import format_simulation, simulate_strategy
+        strategy = {problem.names[i]: problem.candidates[i][c] for i, c in enumerate(result.assignment)}
+        print(format_simulation(simulate_strategy(graph, cluster, strategy, cost_model)))
     baselines = [name for name in ("data-parallel", "single-device") if name != args.planner]
     if baselines and plan.objective_s is not None:
         parts = []
@@ -97,6 +101,7 @@ def _add_plan_parser(subparsers) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--rows", type=int, default=40, help="operators shown in the table")
     p.add_argument("--out", default=None, help="write the plan as JSON")
+    p.add_argument("--simulate", action="store_true", help="also simulate the plan's task graph (overlap-aware step time)")
     p.set_defaults(func=_cmd_plan)
 
 

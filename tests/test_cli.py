@@ -84,3 +84,10 @@ def test_baseline_over_memory_limit_is_infeasible_with_reason(capsys):
                        "--planner", "data-parallel", "--memory-limit", "100MB")
     assert code == 1
     assert "INFEASIBLE" in out and "on device 0" in out and "over the limit 100.00 MB" in out
+
+
+def test_plan_with_simulation(capsys):
+    code, out, _ = run(capsys, "plan", "--model", "mlp:layers=3,hidden=256,batch=32", "--devices", "4",
+                       "--planner", "greedy", "--simulate")
+    assert code == 0
+    assert "simulated iteration" in out and "critical path" in out

@@ -260,3 +260,19 @@ def test_reduction_output_replicas_feed_consumer_locally(mlp):
     cost = CostModel(make_cluster()).edge(mlp, edge, fc_cfg(range(4), **{"in": 4}),
                                           cfg([0, 1, 2, 3], sample=4, feature=1))
     assert cost.q_r == 0 + (8 * 32 - 2 * 32) * 4
+
+
+def test_embedding_ids_align_with_leading_output_axes():
+    from solver_plan.cost.dims import op_layout
+    b = GraphBuilder("g")
+    ids = b.input((8, 16), name="ids")
+    b.embedding(ids, 100, 32, name="embed")
+    g = b.build()
+    layout = op_layout(g.op("embed"), g)
+    axes = dict(zip(layout.names, layout.input_axes[0]))
+    assert axes["sample"] == 0 and axes["sequence"] == 1 and axes["embedding"] is None
+    # a data-parallel embedding after a data-parallel input moves no ids
+    model = CostModel(make_cluster())
+    from solver_plan.cost.enumerate import data_parallel_config
+    edge = g.edges[0]
+    assert model.edge(g, edge, data_parallel_config(g.op("ids"), g, 4), data_parallel_config(g.op("embed"), g, 4)).q_r == 0

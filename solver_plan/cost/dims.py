@@ -203,7 +203,9 @@ def _batchnorm(c: _Collector, op: Operator) -> OpLayout:
 def _embedding(c: _Collector, op: Operator) -> OpLayout:
     out = c.out_shapes[0]
     rank = len(out)
-    c.pointwise(leading_axis_names(rank), skip=(rank - 1,))
+    # ids (N, S) -> (N, S, D): the ids line up with the output's *leading* axes (left-aligned)
+    for axis, name in enumerate(leading_axis_names(rank)):
+        c.add(name, out[axis], "sample" if axis == 0 else "attribute", [axis], [axis])
     c.add("embedding", out[-1], "parameter", [rank - 1], [None])
     c.add("vocab", op.attr("num_embeddings"), "reduction", [None], [None])  # masked lookup + all-reduce
     return c.layout(("embedding", "vocab"))

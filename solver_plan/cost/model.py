@@ -67,7 +67,7 @@ def _busiest_volume(boxes: np.ndarray) -> int:
     return int(box_volume(boxes).max())
 
 
-def _needs_gradient(graph: Graph, op: Operator, input_index: int) -> bool:
+def needs_gradient(graph: Graph, op: Operator, input_index: int) -> bool:
     return op.op_type != OpType.EMBEDDING and graph.producer(op.inputs[input_index]).op_type != OpType.INPUT
 
 
@@ -92,7 +92,7 @@ class CostModel:
 
     # --- operators -------------------------------------------------------------------------
     def node(self, graph: Graph, op: Operator, cfg: ParallelConfig) -> NodeCost:
-        grads = tuple(_needs_gradient(graph, op, i) for i in range(len(op.inputs)))
+        grads = tuple(needs_gradient(graph, op, i) for i in range(len(op.inputs)))
         key = (op_signature(op, graph), op.measured, op.activation_bytes_override, grads, cfg)
         cost = self._nodes.get(key)
         if cost is None:
@@ -174,7 +174,7 @@ class CostModel:
     def _edge_args(graph: Graph, edge: Edge) -> tuple[Operator, int, Operator, int, bool]:
         src, dst = graph.op(edge.src), graph.op(edge.dst)
         output_index = next(k for k, t in enumerate(src.outputs) if t.name == edge.tensor)
-        return src, output_index, dst, edge.input_index, _needs_gradient(graph, dst, edge.input_index)
+        return src, output_index, dst, edge.input_index, needs_gradient(graph, dst, edge.input_index)
 
     def _edge_matrices(self, graph, src, output_index, dst, input_index, grad, src_cfgs, dst_cfgs):
         tensor = src.outputs[output_index]

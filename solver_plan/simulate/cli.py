@@ -1,0 +1,55 @@
+"""`solver-plan simulate --plan plan.json`: simulate a saved plan, print the summary, optionally write
+a Chrome trace. Model and cluster default to those the plan names ("model", "cluster" keys)."""
+from __future__ import annotations
+
+import re
+
+from solver_plan.errors import InputError
+
+_FIRST_DEVICES = re.compile(r"^(?P<name>.+?)(?:\[:(?P<a>\d+)\]|:(?P<b>\d+))$")
+
+
+def resolve_plan_cluster(spec: str, devices: int | None):
+    """A cluster spec as plans name it: "preset", "preset[:N]" or "preset:N" (the first N devices)."""
+    from solver_plan.cluster import resolve_cluster
+    match = _FIRST_DEVICES.match(spec)
+    if match:
+        return resolve_cluster(match["name"], devices or int(match["a"] or match["b"]))
+    return resolve_cluster(spec, devices)
+
+
+def run(args) -> int:
+    from solver_plan.graph.resolve import resolve_model
+    from solver_plan.simulate.plan_file import load_plan_json, read_plan_json
+    from solver_plan.simulate.simulator import simulate_strategy
+    from solver_plan.simulate.timeline import format_simulation
+    from solver_plan.simulate.trace import write_chrome_trace
+
+    data = read_plan_json(args.plan)
+    model = args.model or data.get("model")
+    cluster_spec = args.cluster or data.get("cluster")
+    if not isinstance(model, str) or not model:
+        raise InputError("the plan names no model: give --model", args.plan)
+    if not isinstance(cluster_spec, str) or not cluster_spec:
+        raise InputError("the plan names no cluster: give --cluster", args.plan)
+    graph = resolve_model(model)
+    cluster = resolve_plan_cluster(cluster_spec, args.devices)
+    strategy = load_plan_json(args.plan, graph, cluster)
+    sim = simulate_strategy(graph, cluster, strategy)
+    print(f"{graph.name} on {cluster.describe()}")
+    print(format_simulation(sim, max_rows=args.rows))
+    if args.trace:
+        write_chrome_trace(sim, args.trace, f"{graph.name} on {cluster.name}")
+        print(f"Chrome trace written to {args.trace} (open in chrome://tracing or ui.perfetto.dev)")
+    return 0
+
+
+def register_command(subparsers) -> None:
+    p = subparsers.add_parser("simulate", help="simulate a saved plan (execution simulator, Chrome trace)")
+    p.add_argument("--plan", required=True, help="plan JSON written by `solver-plan plan --out`")
+    p.add_argument("--model", default=None, help="model spec (default: the plan's model)")
+    p.add_argument("--cluster", default=None, help="preset[:N] or YAML file (default: the plan's cluster)")
+    p.add_argument("--devices", type=int, default=None, help="use the first N devices of the cluster")
+    p.add_argument("--trace", default=None, help="write a Chrome trace JSON here")
+    p.add_argument("--rows", type=int, default=12, help="critical-path rows shown")
+    p.set_defaults(func=run)

@@ -1,0 +1,41 @@
+"""Task durations, all taken from the cost model (the simulator itself computes no costs).
+
+- A compute task (one shard, forward or backward) takes the cost model's per-device compute time
+  plus the operator's own collectives (partial-sum and input-gradient all-reduces block the
+  operator), split between forward and backward as the measured times say, or 1 : BACKWARD_FACTOR.
+- A gradient-synchronisation task takes the cost model's ring all-reduce time of the parameter
+  shard (every link of the ring is busy for the whole collective).
+- A transfer of b bytes from device a to device c takes g(a, c) x b + latency(a, c), the cost
+  model's redistribution formula for one piece.
+"""
+from __future__ import annotations
+
+from solver_plan.cost.config import ParallelConfig
+from solver_plan.cost.model import BACKWARD_FACTOR, CostModel
+from solver_plan.graph.ir import Graph, Operator
+
+
+class TaskTimes:
+    def __init__(self, graph: Graph, cost_model: CostModel):
+        self.graph = graph
+        self.cost_model = cost_model
+        self.cluster = cost_model.cluster
+
+    def shard(self, op: Operator, cfg: ParallelConfig) -> tuple[float, float]:
+        """(forward, backward) seconds of each shard of `op` under `cfg`."""
+        cost = self.cost_model.node(self.graph, op, cfg)
+        busy = cost.compute_s + cost.comm_s
+        if op.measured is not None:
+            total = op.measured.forward_s + op.measured.backward_s
+            forward_share = op.measured.forward_s / total if total > 0 else 0.5
+        else:
+            forward_share = 1.0 / (1.0 + BACKWARD_FACTOR)
+        return busy * forward_share, busy * (1.0 - forward_share)
+
+    def sync(self, op: Operator, cfg: ParallelConfig) -> float:
+        return self.cost_model.node(self.graph, op, cfg).sync_s
+
+    def transfer(self, src: int, dst: int, nbytes: float) -> float:
+        if nbytes <= 0:
+            return 0.0
+        return self.cluster.g_between(src, dst) * nbytes + self.cluster.latency(src, dst)

@@ -1,0 +1,180 @@
+"""FlexFlow's MCMC strategy search (SysML'19, section 6): Metropolis-Hastings over single-operator
+changes.
+
+A proposal gives one random operator a random candidate configuration; it is accepted with
+probability min(1, exp(beta (cost(S) - cost(S*)))). Proposals over the memory limit are rejected.
+Chains start from each initial candidate in turn -- the warm start, data parallelism, the best
+other registered heuristic (greedy, single device, ...), and a random strategy -- and share the
+budget equally: proposals (`iterations`, default DEFAULT_PROPOSALS) and seconds (`time_limit`,
+default DEFAULT_SECONDS), whichever runs out first. A chain stops early when it has not improved
+its best for half of its share. The default beta is 20 / cost(initial): a proposal 5% worse than
+the chain's start is accepted with probability 1/e. The cost is the simulated iteration time
+(objective="simulator", needs problem.context) or the sum cost model (objective="sum"); the
+reported objective is always the problem's sum cost, so every planner is compared on one scale,
+and the simulated time is a note. The same seed gives the same answer when the proposals run out
+before the clock. simulation="full" rebuilds and re-simulates the whole task graph per proposal
+(for benchmarks).
+"""
+from __future__ import annotations
+
+import math
+import random
+import time
+
+from solver_plan.errors import InputError
+from solver_plan.intra.problem import ConfigProblem
+from solver_plan.planners import planners, register
+from solver_plan.result import ConfigResult, Status
+from solver_plan.simulate.objectives import (
+    SimulatedObjective,
+    SumObjective,
+    simulatable,
+)
+
+DEFAULT_PROPOSALS = 4000  # the budget is proposals and seconds, whichever runs out first
+DEFAULT_SECONDS = 60.0
+
+
+class _Memory:
+    """Per-device memory of the current assignment, to reject proposals over the limit."""
+
+    def __init__(self, problem: ConfigProblem, assignment):
+        self.problem = problem
+        self.used = problem.device_memory(assignment)
+        self.limit = None if problem.memory_limit is None else problem.memory_limit * (1 + 1e-6)
+
+    def fits_change(self, node: int, old: int, new: int) -> bool:
+        if self.limit is None:
+            return True
+        p = self.problem
+        trial = self.used.copy()
+        trial[list(p.node_devices[node][old])] -= p.node_memory[node][old]
+        trial[list(p.node_devices[node][new])] += p.node_memory[node][new]
+        return bool(trial.max() <= self.limit)
+
+    def apply(self, node: int, old: int, new: int) -> None:
+        p = self.problem
+        self.used[list(p.node_devices[node][old])] -= p.node_memory[node][old]
+        self.used[list(p.node_devices[node][new])] += p.node_memory[node][new]
+
+
+def _heuristic_plans(problem: ConfigProblem) -> list[tuple[str, tuple[int, ...]]]:
+    """Plans of every registered non-exact planner but this one, cheapest (sum cost) first."""
+    plans = []
+    for name, info in planners("config").items():
+        if info.exact or name == "mcmc":
+            continue
+        result = info.func(problem)
+        if result.assignment is not None and problem.memory_ok(result.assignment):
+            plans.append((problem.objective(result.assignment), name, tuple(result.assignment)))
+    return [(name, plan) for _, name, plan in sorted(plans)]
+
+
+def _initial_candidates(problem: ConfigProblem, warm_start, rng: random.Random) -> list[tuple[str, tuple[int, ...]]]:
+    """The warm start, data parallelism, the best other heuristic, and a random strategy."""
+    found = []
+    if warm_start is not None:
+        found.append(("warm start", tuple(int(c) for c in warm_start)))
+    heuristics = _heuristic_plans(problem)
+    found += [h for h in heuristics if h[0] == "data-parallel"]
+    found += [h for h in heuristics if h[0] != "data-parallel"][:1]
+    found.append(("random", tuple(rng.randrange(len(c)) for c in problem.node_costs)))
+    valid = []
+    for source, plan in found:
+        if len(plan) == problem.num_nodes and all(0 <= c < len(problem.node_costs[i]) for i, c in enumerate(plan)) \
+                and problem.memory_ok(plan) and plan not in [p for _, p in valid]:
+            valid.append((source, plan))
+    return valid
+
+
+class _Budget:
+    """A chain's share of proposals and/or seconds; spent, or idle (no gain) for half of it."""
+
+    def __init__(self, proposals: int | None, seconds: float | None):
+        self.proposals, self.seconds = proposals, seconds
+        self.started = self.last_gain_at = time.perf_counter()
+        self.made = self.last_gain = 0
+
+    def gained(self) -> None:
+        self.last_gain, self.last_gain_at = self.made, time.perf_counter()
+
+    def over(self) -> bool:
+        if self.proposals is not None and (self.made >= self.proposals
+                                           or self.made - self.last_gain > self.proposals / 2):
+            return True
+        if self.seconds is not None:
+            now = time.perf_counter()
+            return now - self.started >= self.seconds or now - self.last_gain_at > self.seconds / 2
+        return False
+
+
+def _chain(objective, problem: ConfigProblem, start: tuple[int, ...], rng: random.Random, beta: float | None,
+           budget: _Budget) -> tuple[float, tuple[int, ...]]:
+    """One Metropolis-Hastings chain; returns (best cost, best assignment)."""
+    cost = objective.load(start)
+    best, best_plan = cost, tuple(start)
+    scale = beta if beta is not None else (20.0 / cost if cost > 0 else 1.0)
+    memory = _Memory(problem, start)
+    choices = [len(c) for c in problem.node_costs]
+    movable = [i for i, k in enumerate(choices) if k > 1]
+    while movable and not budget.over():
+        budget.made += 1
+        node = rng.choice(movable)
+        old = objective.assignment[node]
+        new = rng.randrange(choices[node] - 1)
+        new += new >= old  # a different candidate, uniformly
+        if not memory.fits_change(node, old, new):
+            continue
+        trial = objective.change(node, new)
+        if trial <= cost or rng.random() < math.exp(scale * (cost - trial)):
+            cost = trial
+            memory.apply(node, old, new)
+            if cost < best:
+                best, best_plan = cost, tuple(objective.assignment)
+                budget.gained()
+        else:
+            objective.undo()
+    return best, best_plan
+
+
+@register("mcmc", "config", simplify=False, description="FlexFlow MCMC over single-operator changes, scored by the "
+                                         "execution simulator (objective=sum: by the cost model)")
+def plan_mcmc(problem: ConfigProblem, *, time_limit: float | None = None, seed: int = 0, warm_start=None,
+              iterations: int | None = None, objective: str = "simulator", beta: float | None = None,
+              simulation: str = "delta", **options) -> ConfigResult:
+    started = time.perf_counter()
+    if objective not in ("simulator", "sum"):
+        raise InputError(f"must be 'simulator' or 'sum', got {objective!r}", "objective")
+    if simulation not in ("delta", "full"):
+        raise InputError(f"must be 'delta' or 'full', got {simulation!r}", "simulation")
+    if iterations is not None and (not isinstance(iterations, int) or iterations < 1):
+        raise InputError(f"must be a positive integer, got {iterations!r}", "iterations")
+    if beta is not None and not (isinstance(beta, (int, float)) and beta > 0):
+        raise InputError(f"must be a positive number, got {beta!r}", "beta")
+    rng = random.Random(seed)
+    notes = []
+    if objective == "simulator" and not simulatable(problem):
+        objective = "sum"
+        notes.append("no graph to simulate (synthetic or simplified problem): searched the sum cost model")
+    scorer = (SimulatedObjective(problem, *problem.context, delta=simulation == "delta")
+              if objective == "simulator" else SumObjective(problem))
+    starts = _initial_candidates(problem, warm_start, rng)
+    if not starts:
+        return ConfigResult("mcmc", Status.ERROR, runtime_s=time.perf_counter() - started,
+                            notes=("no initial strategy (data parallel, greedy, random) fits the memory limit",))
+    iterations = DEFAULT_PROPOSALS if iterations is None else iterations
+    time_limit = DEFAULT_SECONDS if time_limit is None else time_limit
+    share_n = max(1, iterations // len(starts))
+    best = None
+    for index, (source, start) in enumerate(starts):
+        share_s = None
+        if time_limit is not None:  # what is left, shared by the chains still to run
+            share_s = max(0.0, time_limit - (time.perf_counter() - started)) / (len(starts) - index)
+        cost, plan = _chain(scorer, problem, start, rng, beta, _Budget(share_n, share_s))
+        if best is None or cost < best[0]:
+            best = (cost, plan, source)
+    cost, plan, source = best
+    unit = "simulated iteration" if objective == "simulator" else "sum cost"
+    notes.append(f"{unit} {cost:.6g} s (best chain started from {source}; {objective} objective)")
+    return ConfigResult("mcmc", Status.FEASIBLE, problem.objective(plan), None, time.perf_counter() - started,
+                        tuple(int(c) for c in plan), tuple(notes))

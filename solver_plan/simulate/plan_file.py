@@ -1,0 +1,89 @@
+"""Plan JSON files (plan.py's layout) read back as a strategy, checked against the model and cluster.
+
+Every problem is an `InputError` naming the file, the operator and the field: unknown or missing
+operators, unknown dimensions, degrees that are not positive integers or do not divide their
+dimension, devices out of range or repeated, device counts that differ from the degrees' product.
+"""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from solver_plan.cluster import Cluster
+from solver_plan.cost.config import ParallelConfig
+from solver_plan.cost.dims import op_dimensions
+from solver_plan.errors import InputError
+from solver_plan.graph.ir import Graph
+
+
+def read_plan_json(path: str | Path) -> dict:
+    path = Path(path)
+    if not path.is_file():
+        raise InputError("no such plan file", str(path))
+    try:
+        data = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise InputError(f"not valid JSON ({exc})", str(path)) from None
+    if not isinstance(data, dict) or not isinstance(data.get("operators"), list):
+        raise InputError("expected an object with an 'operators' list (a plan written by `solver-plan plan --out`)",
+                         str(path))
+    return data
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def parse_operator(entry, graph: Graph, cluster: Cluster, where: str) -> tuple[str, ParallelConfig]:
+    if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+        raise InputError("each operator needs a string 'name'", where)
+    name = entry["name"]
+    if name not in graph.topological_order:
+        raise InputError(f"unknown operator {name!r} (model {graph.name!r} has no such operator)", where)
+    where = f"{where}: operator {name!r}"
+    dims = op_dimensions(graph.op(name), graph)
+    degrees = entry.get("degrees", {})
+    if not isinstance(degrees, dict):
+        raise InputError("'degrees' must map dimension names to degrees", f"{where} field 'degrees'")
+    known = {d.name: d for d in dims}
+    for dim, degree in degrees.items():
+        if dim not in known:
+            raise InputError(f"unknown dimension {dim!r}; {name!r} has {', '.join(known) or 'none'}",
+                             f"{where} field 'degrees'")
+        if not _is_int(degree) or degree < 1:
+            raise InputError(f"degree of {dim!r} must be a positive integer, got {degree!r}", f"{where} field 'degrees'")
+        if known[dim].size % degree:
+            raise InputError(f"degree {degree} of {dim!r} does not divide its size {known[dim].size}",
+                             f"{where} field 'degrees'")
+    ordered = tuple((d.name, degrees.get(d.name, 1)) for d in dims)
+    devices = entry.get("devices")
+    if not isinstance(devices, list) or not devices or not all(_is_int(d) for d in devices):
+        raise InputError("'devices' must be a non-empty list of device numbers", f"{where} field 'devices'")
+    bad = [d for d in devices if not 0 <= d < cluster.num_devices]
+    if bad:
+        raise InputError(f"device {bad[0]} out of range: cluster {cluster.name!r} has devices "
+                         f"0..{cluster.num_devices - 1}", f"{where} field 'devices'")
+    if len(set(devices)) != len(devices):
+        raise InputError("devices repeat", f"{where} field 'devices'")
+    needed = math.prod(k for _, k in ordered)
+    if needed != len(devices):
+        raise InputError(f"the degrees multiply to {needed} but {len(devices)} devices are listed",
+                         f"{where} field 'devices'")
+    return name, ParallelConfig(ordered, tuple(devices))
+
+
+def load_plan_json(path: str | Path, graph: Graph, cluster: Cluster) -> dict[str, ParallelConfig]:
+    """The strategy (operator name -> configuration) of a plan file, validated."""
+    data = read_plan_json(path)
+    strategy: dict[str, ParallelConfig] = {}
+    for i, entry in enumerate(data["operators"]):
+        name, cfg = parse_operator(entry, graph, cluster, f"{path}: operators[{i}]")
+        if name in strategy:
+            raise InputError(f"operator {name!r} appears twice", f"{path}: operators[{i}]")
+        strategy[name] = cfg
+    missing = [name for name in graph.topological_order if name not in strategy]
+    if missing:
+        raise InputError(f"no configuration for operator {missing[0]!r}"
+                         + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""), f"{path}: operators")
+    return strategy
