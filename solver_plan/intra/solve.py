@@ -23,8 +23,8 @@ def solve(problem: ConfigProblem, planner: str = "milp", time_limit: float | Non
     info = get_planner(planner, "config")
     check_request(problem, time_limit)
     if simplify and info.simplify:
-        result = run_simplified(problem, info.func, time_limit=time_limit, seed=seed, warm_start=warm_start,
-                                options=options)
+        result = run_simplified(problem, info.func, exact=info.exact, time_limit=time_limit, seed=seed,
+                                warm_start=warm_start, options=options)
     else:
         result = info.func(problem, time_limit=time_limit, seed=seed, warm_start=warm_start, **options)
     return checked(problem, result)

@@ -1,0 +1,123 @@
+"""HiGHS backend (highspy, in process) for a `LinearModel`.
+
+Wall clock: HiGHS' own `time_limit`, plus a watchdog timer that calls `cancelSolve` if HiGHS
+overruns it by more than a grace period. The LP relaxation is solved first; an integral LP optimum
+is accepted as proven optimal without branching.
+"""
+from __future__ import annotations
+
+import threading
+import time
+
+import highspy
+import numpy as np
+
+from solver_plan.intra.linear_model import LinearModel, SolveOutcome, is_integral
+
+WATCHDOG_GRACE_S = 0.5
+
+
+def _variables_and_constraints(highs: highspy.Highs, model: LinearModel) -> None:
+    """Column-wise matrix from the model's coordinates (sorted by column, then row)."""
+    order = np.lexsort((model.rows, model.columns))
+    columns = model.columns[order]
+    starts = np.searchsorted(columns, np.arange(model.num_columns + 1)).astype(np.int32)
+    infinity = highs.getInfinity()
+    lp = highspy.HighsLp()
+    lp.num_col_ = model.num_columns
+    lp.num_row_ = model.num_rows
+    lp.col_lower_ = model.lower
+    lp.col_upper_ = np.where(np.isinf(model.upper), infinity, model.upper)
+    lp.row_lower_ = np.where(np.isinf(model.row_lower), -infinity, model.row_lower)
+    lp.row_upper_ = np.where(np.isinf(model.row_upper), infinity, model.row_upper)
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+    lp.a_matrix_.start_ = starts
+    lp.a_matrix_.index_ = model.rows[order].astype(np.int32)
+    lp.a_matrix_.value_ = model.values[order]
+    _objective(lp, model)
+    highs.passModel(lp)
+
+
+def _objective(lp: highspy.HighsLp, model: LinearModel) -> None:
+    lp.col_cost_ = model.cost
+    lp.offset_ = model.offset
+
+
+def _set_integrality(highs: highspy.Highs, model: LinearModel, integer: bool) -> None:
+    columns = np.flatnonzero(model.integer).astype(np.int32)
+    kind = highspy.HighsVarType.kInteger if integer else highspy.HighsVarType.kContinuous
+    if len(columns):
+        highs.changeColsIntegrality(len(columns), columns, np.full(len(columns), kind))
+
+
+def _run(highs: highspy.Highs, time_limit: float | None) -> None:
+    """Run with HiGHS' time limit and a watchdog that interrupts a solver overrunning it."""
+    if time_limit is None:
+        highs.run()
+        return
+    highs.setOptionValue("time_limit", max(0.01, float(time_limit)))
+    watchdog = threading.Timer(time_limit + WATCHDOG_GRACE_S, highs.cancelSolve)
+    watchdog.daemon = True
+    watchdog.start()
+    try:
+        highs.run()
+    finally:
+        watchdog.cancel()
+
+
+def _decode(highs: highspy.Highs, model: LinearModel, status, mip: bool) -> SolveOutcome:
+    info = highs.getInfo()
+    model_status = highspy.HighsModelStatus
+    if status == model_status.kInfeasible:
+        return SolveOutcome("infeasible")
+    has_solution = info.primal_solution_status == 2  # kSolutionStatusFeasible
+    x_values = np.asarray(highs.getSolution().col_value)[: model.num_decode_columns] if has_solution else None
+    objective = info.objective_function_value if has_solution else None
+    if not mip:
+        bound = objective if status == model_status.kOptimal else None
+        kind = "optimal" if status == model_status.kOptimal else "time_limit"
+        return SolveOutcome(kind, x_values, objective, bound)
+    bound = info.mip_dual_bound if np.isfinite(info.mip_dual_bound) else None
+    if status == model_status.kOptimal:
+        return SolveOutcome("optimal", x_values, objective, bound)
+    if status in (model_status.kTimeLimit, model_status.kInterrupt, model_status.kHighsInterrupt):
+        return SolveOutcome("time_limit", x_values, objective, bound)
+    return SolveOutcome("error" if x_values is None else "feasible", x_values, objective, bound,
+                        (f"HiGHS stopped with {highs.modelStatusToString(status)}",))
+
+
+def solve_with_highs(model: LinearModel, *, time_limit: float | None = None, start_values=None,
+                     relax_first: bool = True, seed: int = 0, mip_rel_gap: float = 1e-7,
+                     threads: int | None = None) -> SolveOutcome:
+    """Solve `model` within `time_limit` seconds in total (LP phase and MILP phase together)."""
+    started = time.perf_counter()
+    highs = highspy.Highs()
+    highs.setOptionValue("output_flag", False)
+    highs.setOptionValue("random_seed", int(seed))
+    highs.setOptionValue("mip_rel_gap", mip_rel_gap)
+    if threads is not None:
+        highs.setOptionValue("threads", int(threads))
+    _variables_and_constraints(highs, model)
+    if time_limit is not None:  # building the model counts against the limit
+        time_limit = max(0.01, time_limit - (time.perf_counter() - started))
+        started = time.perf_counter()
+    if relax_first:
+        _run(highs, time_limit)
+        status = highs.getModelStatus()
+        if status == highspy.HighsModelStatus.kInfeasible:
+            return SolveOutcome("infeasible", notes=("LP relaxation infeasible",))
+        relaxed = _decode(highs, model, status, mip=False)
+        if relaxed.status == "optimal" and is_integral(model, relaxed.x_values):
+            return SolveOutcome("optimal", relaxed.x_values, relaxed.objective, relaxed.objective,
+                                ("LP relaxation integral",))
+        if time_limit is not None:
+            time_limit -= time.perf_counter() - started
+            if time_limit <= 0:
+                return SolveOutcome("time_limit", None, None, relaxed.bound, ("time out after the LP relaxation",))
+    _set_integrality(highs, model, True)
+    if start_values is not None:
+        solution = highspy.HighsSolution()
+        solution.col_value = list(map(float, start_values))
+        highs.setSolution(solution)
+    _run(highs, time_limit)
+    return _decode(highs, model, highs.getModelStatus(), mip=True)

@@ -1,0 +1,57 @@
+"""DeePa node/edge elimination: fold leaves and degree-2 nodes (see simplify) until nothing folds,
+solve what remains exactly, then undo the folds in reverse order. On series-parallel graphs the
+remainder is a single node per component and the answer is exact by construction; otherwise the
+remainder is solved exactly (brute force when tiny, else the MILP planner) and the note says so."""
+from __future__ import annotations
+
+import math
+
+from solver_plan.intra.harness import Answer, Context, run_planner
+from solver_plan.intra.problem import ConfigProblem
+from solver_plan.intra.simplify import simplify
+from solver_plan.planners import register
+
+BRUTE_FORCE_PLANS = 20_000
+
+
+def _solve_remainder(remainder: ConfigProblem, context: Context):
+    from solver_plan.intra.brute import plan_brute
+    from solver_plan.intra.milp import plan_milp
+    if math.prod(len(c) for c in remainder.node_costs) <= BRUTE_FORCE_PLANS:
+        return plan_brute(remainder), "brute force"
+    return plan_milp(remainder, time_limit=context.deadline.remaining(), seed=context.seed), "the MILP planner"
+
+
+def _elimination_core(problem: ConfigProblem, context: Context) -> Answer:
+    reduced = simplify(problem)
+    remainder = reduced.problem
+    result, how = _solve_remainder(remainder, context)
+    components = _component_count(remainder)
+    if remainder.num_nodes <= components:
+        note = f"fully eliminated ({reduced.describe()}); remainder solved by {how}"
+    else:
+        note = (f"not fully eliminable: {remainder.num_nodes} nodes remain ({reduced.describe()}); "
+                f"remainder solved exactly by {how}")
+    assignment = reduced.decode(result.assignment) if result.assignment is not None else None
+    return Answer(result.status, assignment, result.lower_bound, (note,) + result.notes)
+
+
+def _component_count(problem: ConfigProblem) -> int:
+    parent = list(range(problem.num_nodes))
+
+    def root(node: int) -> int:
+        while parent[node] != node:
+            parent[node] = parent[parent[node]]
+            node = parent[node]
+        return node
+
+    for u, v in problem.edges:
+        parent[root(u)] = root(v)
+    return len({root(node) for node in range(problem.num_nodes)})
+
+
+@register("elimination", "config", exact=True,
+          description="DeePa node/edge elimination; exact remainder solve on non-series-parallel graphs")
+def plan_elimination(problem: ConfigProblem, *, time_limit=None, seed=0, warm_start=None, **options):
+    return run_planner("elimination", problem, _elimination_core, exact=True, time_limit=time_limit, seed=seed,
+                       warm_start=warm_start, options=options)

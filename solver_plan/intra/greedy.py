@@ -1,0 +1,101 @@
+"""SMSG-style greedy: visit nodes by decreasing importance (within a growing connected region, see
+visiting_order); each takes the candidate minimising its
+own cost plus the edge costs to neighbours already decided, among candidates that keep every device
+within the memory limit (counting the unavoidable memory of undecided nodes). A local-improvement
+pass (option refine, default on) then revisits each node given all its neighbours. Under a memory
+limit the unconstrained greedy plan, repaired to fit (memory_repair), is tried too; the cheaper wins."""
+from __future__ import annotations
+
+import heapq
+
+import numpy as np
+
+from solver_plan.intra.harness import REPAIR_HINT, Answer, Context, run_planner
+from solver_plan.intra.local_cost import candidate_costs, pick
+from solver_plan.intra.local_search import improve
+from solver_plan.intra.memory_repair import repair_memory
+from solver_plan.intra.memory_tracker import MemoryTracker
+from solver_plan.intra.problem import ConfigProblem
+from solver_plan.planners import register
+from solver_plan.result import Status
+
+
+def importance(problem: ConfigProblem) -> np.ndarray:
+    """How much a node's choice can cost: its dearest candidate plus its incident edges' dearest entries."""
+    weight = np.array([float(np.max(c)) for c in problem.node_costs])
+    for (u, v), matrix in zip(problem.edges, problem.edge_costs):
+        heaviest = float(matrix.max()) if matrix.size else 0.0
+        weight[u] += heaviest
+        weight[v] += heaviest
+    return weight
+
+
+def visiting_order(problem: ConfigProblem) -> list[int]:
+    """Most important node first, then always the most important node next to a decided one (a
+    spanning tree grown by importance, as SMSG treats a DAG), so each choice sees its context.
+    Plain decreasing importance measured 4x worse than this on Inception-v3 x 16 devices."""
+    weight = importance(problem)
+    adjacency = problem.neighbours()
+    seen = np.zeros(problem.num_nodes, dtype=bool)
+    order: list[int] = []
+    for start in np.argsort(-weight, kind="stable"):
+        if seen[start]:
+            continue
+        seen[start] = True
+        frontier = [(-weight[start], int(start))]
+        while frontier:
+            _, node = heapq.heappop(frontier)
+            order.append(node)
+            for _, other, _ in adjacency[node]:
+                if not seen[other]:
+                    seen[other] = True
+                    heapq.heappush(frontier, (-weight[other], other))
+    return order
+
+
+def greedy_assignment(problem: ConfigProblem) -> tuple[int, ...]:
+    order = visiting_order(problem)
+    adjacency = problem.neighbours()
+    plan = [0] * problem.num_nodes
+    decided = np.zeros(problem.num_nodes, dtype=bool)
+    memory = MemoryTracker(problem)
+    for node in order:
+        costs = candidate_costs(problem, adjacency, int(node), plan, decided)
+        choice = pick(costs, memory.overflow(int(node), undecided=True))
+        plan[node] = choice
+        decided[node] = True
+        memory.place(int(node), choice, undecided=True)
+    return tuple(plan)
+
+
+def heuristic_plans(problem: ConfigProblem, deadline, refine: bool = True, hint=None) -> list:
+    """Memory-fitting plans from: greedy; under a memory limit, the unconstrained greedy plan and
+    `hint` (a cheap plan that may break memory) repaired to fit; each then locally improved."""
+    plans = [greedy_assignment(problem)]
+    if problem.memory_limit is not None:
+        free = greedy_assignment(problem.with_memory_limit(None))
+        if refine:
+            free = improve(problem.with_memory_limit(None), free, deadline)
+        plans.append(repair_memory(problem, free, deadline))
+        if hint is not None:
+            plans.append(repair_memory(problem, hint, deadline))
+    if refine:
+        plans = [improve(problem, plan, deadline) if plan is not None else None for plan in plans]
+    return [plan for plan in plans if plan is not None and problem.memory_ok(plan)]
+
+
+def _greedy_core(problem: ConfigProblem, context: Context) -> Answer:
+    plans = heuristic_plans(problem, context.deadline, context.options.get("refine", True),
+                            context.options.get(REPAIR_HINT))
+    if context.incumbent is not None:
+        plans.append(context.incumbent)
+    if not plans:
+        return Answer(Status.ERROR, notes=("greedy found no plan within the memory limit",))
+    return Answer(Status.FEASIBLE, min(plans, key=problem.objective))
+
+
+@register("greedy", "config", exact=False,
+          description="SMSG greedy by decreasing vertex importance, then single-node improvement")
+def plan_greedy(problem: ConfigProblem, *, time_limit=None, seed=0, warm_start=None, **options):
+    return run_planner("greedy", problem, _greedy_core, exact=False, time_limit=time_limit, seed=seed,
+                       warm_start=warm_start, options=options)

@@ -1,0 +1,278 @@
+"""Shared plumbing of every configuration planner: timing, the wall-clock guard, warm starts,
+fallbacks, infeasibility diagnosis and turning a planner's raw answer into a `ConfigResult`.
+
+A planner module only writes a *core*: core(problem, context) -> Answer. `run_planner` does the rest:
+- exact planners get the best heuristic plan (`context.incumbent`) as a warm start, and never
+  return anything worse than it; if the solver fails or is missing, the heuristic plan comes back
+  FEASIBLE with a note;
+- every objective is recomputed from the problem (planners' own numbers are never reported);
+- a plan that breaks the memory limit is discarded; without a plan, the least busiest-device
+  memory is computed, so an INFEASIBLE result always says why;
+- `call_in_subprocess` enforces a wall clock on solvers that overrun their own time limit.
+"""
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import time
+import traceback
+from dataclasses import dataclass, field
+from typing import Callable
+
+from solver_plan.errors import InputError
+from solver_plan.intra.problem import ConfigProblem
+from solver_plan.result import ConfigResult, Status
+
+SUBPROCESS_GRACE_S = 1.0
+REPAIR_HINT = "repair_hint"  # option: a cheap plan that may break memory, for heuristics to repair
+
+
+class Deadline:
+    """Wall-clock budget started at construction; `remaining()` is None without a limit."""
+
+    def __init__(self, time_limit: float | None):
+        if time_limit is not None and not time_limit > 0:
+            raise InputError(f"time limit must be positive, got {time_limit!r}", "time_limit")
+        self.time_limit = time_limit
+        self.start = time.perf_counter()
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.start
+
+    def remaining(self) -> float | None:
+        return None if self.time_limit is None else max(0.0, self.time_limit - self.elapsed())
+
+    def expired(self) -> bool:
+        return self.time_limit is not None and self.elapsed() >= self.time_limit
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A core's raw answer: a plan (or None), what is proven about it, and notes."""
+    status: Status
+    assignment: tuple[int, ...] | None = None
+    lower_bound: float | None = None
+    notes: tuple[str, ...] = ()
+
+
+@dataclass
+class Context:
+    """What a core may use: the clock, the seed, the warm start and planner options."""
+    deadline: Deadline
+    seed: int = 0
+    incumbent: tuple[int, ...] | None = None
+    options: dict = field(default_factory=dict)
+
+
+class SolverUnavailable(RuntimeError):
+    """The backend's solver is not installed or cannot run here."""
+
+
+def _usable(problem: ConfigProblem, assignment) -> bool:
+    if assignment is None or len(assignment) != problem.num_nodes:
+        return False
+    if any(not 0 <= c < len(problem.node_costs[i]) for i, c in enumerate(assignment)):
+        return False
+    return problem.memory_ok(assignment)
+
+
+def best_heuristic_plan(problem: ConfigProblem, warm_start=None, deadline: Deadline | None = None,
+                        hint=None) -> tuple[tuple[int, ...] | None, str]:
+    """The cheapest memory-feasible plan among the warm start and the greedy heuristics."""
+    from solver_plan.intra.greedy import heuristic_plans
+    options = []
+    if warm_start is not None:
+        warm_start = tuple(int(c) for c in warm_start)
+        if _usable(problem, warm_start):
+            options.append((problem.objective(warm_start), warm_start, "warm start"))
+    for plan in heuristic_plans(problem, deadline, hint=hint):
+        options.append((problem.objective(plan), plan, "greedy"))
+    if not options:
+        return None, "no heuristic plan"
+    _, plan, source = min(options, key=lambda item: item[0])
+    return plan, source
+
+
+def _diagnose(problem: ConfigProblem, deadline: Deadline, answer: Answer, name: str) -> ConfigResult | Answer:
+    """Without a usable plan: INFEASIBLE with the least peak memory, or a plan that fits memory."""
+    from solver_plan.intra.memory import DEFAULT_DIAGNOSIS_TIME_S, min_peak_memory
+    if problem.memory_limit is None:
+        return answer
+    budget = deadline.remaining()
+    budget = DEFAULT_DIAGNOSIS_TIME_S if budget is None else max(0.5, min(budget, DEFAULT_DIAGNOSIS_TIME_S))
+    peak = min_peak_memory(problem, budget)
+    limit = float(problem.memory_limit)
+    if peak.lower_bound > limit * (1 + 1e-9):
+        return Answer(Status.INFEASIBLE, None, None, answer.notes + (peak.describe(limit),))
+    if peak.assignment is not None and peak.peak is not None and peak.peak <= limit:
+        why = (f"{name} reported INFEASIBLE, wrongly" if answer.status is Status.INFEASIBLE
+               else "no plan within the memory limit from the planner")
+        return Answer(Status.FEASIBLE, peak.assignment, None, answer.notes + (
+            f"{why}; returned the least-peak-memory plan",))
+    if answer.status is Status.INFEASIBLE:  # unconfirmed: the diagnosis neither proves nor refutes it
+        return Answer(Status.ERROR, None, None, answer.notes + (
+            f"{name} reported INFEASIBLE but that is not confirmed; {peak.describe(limit)}",))
+    return answer
+
+
+def _finish(problem: ConfigProblem, name: str, answer: Answer, deadline: Deadline) -> ConfigResult:
+    if answer.assignment is None:
+        return ConfigResult(name, answer.status, None, None, deadline.elapsed(), None, answer.notes)
+    objective = problem.objective(answer.assignment)
+    bound = answer.lower_bound
+    if bound is not None:
+        bound = min(float(bound), objective)  # solver tolerance can put a bound a hair above
+    status = answer.status
+    if status is Status.OPTIMAL and (bound is None or (objective - bound) > 1e-6 * max(1.0, abs(objective))):
+        status = Status.FEASIBLE
+    return ConfigResult(name, status, objective, bound, deadline.elapsed(), tuple(answer.assignment),
+                        answer.notes + (cost_breakdown_note(problem, answer.assignment),))
+
+
+def cost_breakdown(problem: ConfigProblem, assignment) -> dict[str, float]:
+    """Seconds spent in operators (compute, intra-op communication, gradient sync) and in
+    redistribution between operators."""
+    operators = sum(float(problem.node_costs[i][c]) for i, c in enumerate(assignment))
+    redistribution = sum(float(m[assignment[u], assignment[v]]) for (u, v), m in zip(problem.edges, problem.edge_costs))
+    return {"operators_s": operators, "redistribution_s": redistribution}
+
+
+def cost_breakdown_note(problem: ConfigProblem, assignment) -> str:
+    parts = cost_breakdown(problem, assignment)
+    return f"cost breakdown: operators {parts['operators_s']:.6g} s + redistribution {parts['redistribution_s']:.6g} s"
+
+
+def _keep_incumbent_if_better(problem: ConfigProblem, answer: Answer, incumbent, source: str) -> Answer:
+    """Exact planners never return worse than their warm start."""
+    if incumbent is None:
+        return answer
+    if answer.assignment is not None and problem.objective(answer.assignment) <= problem.objective(incumbent):
+        return answer
+    if answer.status in (Status.ERROR, Status.INFEASIBLE):
+        why = "solver failed" if answer.status is Status.ERROR else "solver claimed INFEASIBLE (rounding?)"
+        return Answer(Status.FEASIBLE, incumbent, None, answer.notes + (f"{why}; returned the {source} plan",))
+    status = answer.status if answer.status in (Status.OPTIMAL, Status.TIME_LIMIT) else Status.FEASIBLE
+    return Answer(status, incumbent, answer.lower_bound, answer.notes + (f"kept the {source} plan (no better found)",))
+
+
+def run_planner(name: str, problem: ConfigProblem, core: Callable[[ConfigProblem, Context], Answer], *,
+                exact: bool, time_limit: float | None = None, seed: int = 0, warm_start=None,
+                options: dict | None = None) -> ConfigResult:
+    """Run `core` with the shared plumbing and return a `ConfigResult` (not yet validated)."""
+    deadline = Deadline(time_limit)
+    context = Context(deadline, seed, None, dict(options or {}))
+    source = ""
+    if exact:
+        context.incumbent, source = best_heuristic_plan(problem, warm_start, deadline,
+                                                        context.options.get(REPAIR_HINT))
+    elif warm_start is not None:
+        context.incumbent = tuple(int(c) for c in warm_start) if _usable(problem, warm_start) else None
+    try:
+        answer = core(problem, context)
+    except InputError:
+        raise
+    except SolverUnavailable as exc:
+        answer = Answer(Status.ERROR, notes=(f"solver unavailable: {exc}",))
+    except Exception as exc:  # a failing backend must not lose the heuristic answer
+        answer = Answer(Status.ERROR, notes=(f"{name} failed: {exc!r}", traceback.format_exc(limit=3)))
+    if answer.assignment is not None and not _usable(problem, answer.assignment):
+        answer = Answer(Status.ERROR, None, answer.lower_bound,
+                        answer.notes + ("the planner's plan is invalid or breaks the memory limit; discarded",))
+    if exact:
+        answer = _keep_incumbent_if_better(problem, answer, context.incumbent, source)
+    if answer.assignment is None:
+        answer = _diagnose(problem, deadline, answer, name)
+    return _finish(problem, name, answer, deadline)
+
+
+def _child(func, args, connection) -> None:
+    os.setpgid(0, 0)  # own process group, so a time-out also ends the solver processes it starts
+    try:
+        connection.send(("ok", func(*args)))
+    except BaseException as exc:  # report every failure to the parent
+        connection.send(("error", repr(exc)))
+    finally:
+        connection.close()
+
+
+def call_in_subprocess(func: Callable, args: tuple, timeout: float | None):
+    """Run func(*args) in a forked child; kill its whole process group if it exceeds `timeout`.
+    Raises TimeoutError on time-out and RuntimeError if the child fails."""
+    context = multiprocessing.get_context("fork")
+    receiver, sender = context.Pipe(duplex=False)
+    process = context.Process(target=_child, args=(func, args, sender), daemon=True)
+    process.start()
+    sender.close()
+    try:
+        wait = None if timeout is None else timeout + SUBPROCESS_GRACE_S
+        if not receiver.poll(wait):
+            raise TimeoutError(f"killed after {wait:.1f} s of wall clock")
+        kind, payload = receiver.recv()
+    except EOFError:
+        raise RuntimeError(f"solver process died (exit code {process.exitcode})") from None
+    finally:
+        if process.is_alive():
+            try:
+                os.killpg(process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        process.join(1.0)
+        receiver.close()
+    if kind == "error":
+        raise RuntimeError(payload)
+    return payload
+
+
+def checked(problem: ConfigProblem, result: ConfigResult) -> ConfigResult:
+    """The result if the independent validator accepts it, else an ERROR result saying why."""
+    from dataclasses import replace
+
+    from solver_plan.intra.validate import validate_config_result
+    problems = validate_config_result(problem, result)
+    if not problems:
+        return result
+    return replace(result, status=Status.ERROR, objective=None, lower_bound=None, assignment=None,
+                   notes=result.notes + tuple(f"invalid: {p}" for p in problems))
+
+
+def _reduce_and_run(problem: ConfigProblem, func: Callable, time_limit, seed: int, warm_start, options) -> ConfigResult:
+    """Simplify exactly, run `func` on the reduced problem and decode its plan to `problem`."""
+    from dataclasses import replace
+
+    from solver_plan.intra.simplify import simplify
+    reduced = simplify(problem)
+    reduced_start = reduced.encode(warm_start) if warm_start is not None else None
+    if REPAIR_HINT in options:
+        options = {**options, REPAIR_HINT: reduced.encode(options[REPAIR_HINT])}
+    result = func(reduced.problem, time_limit=time_limit, seed=seed, warm_start=reduced_start, **options)
+    notes = tuple(note for note in result.notes if not note.startswith("cost breakdown:")) + (reduced.describe(),)
+    if result.assignment is None:
+        return replace(result, notes=notes)
+    plan = reduced.decode(result.assignment)  # the breakdown of folded costs means nothing: redo it
+    return replace(result, assignment=plan, objective=problem.objective(plan),
+                   notes=notes + (cost_breakdown_note(problem, plan),))
+
+
+def run_simplified(problem: ConfigProblem, func: Callable, *, exact: bool, time_limit: float | None, seed: int,
+                   warm_start, options: dict) -> ConfigResult:
+    """Run `func` on the exactly simplified problem. When the memory limit could bind (which stops
+    most folding), first solve without it (using at most half the time): an unconstrained optimum
+    that fits in memory is the constrained optimum; a fitting heuristic plan becomes a warm start."""
+    from dataclasses import replace
+
+    from solver_plan.intra.simplify import memory_can_bind
+    deadline = Deadline(time_limit)
+    if memory_can_bind(problem):
+        budget = None if time_limit is None else deadline.remaining() / 2
+        relaxed = _reduce_and_run(problem.with_memory_limit(None), func, budget, seed, warm_start, options)
+        if relaxed.assignment is not None and problem.memory_ok(relaxed.assignment):
+            if exact and relaxed.status is Status.OPTIMAL:
+                return replace(relaxed, runtime_s=deadline.elapsed(), notes=relaxed.notes + (
+                    "the memory limit does not bind at the unconstrained optimum",))
+            if warm_start is None or problem.objective(relaxed.assignment) < problem.objective(warm_start):
+                warm_start = relaxed.assignment
+        elif relaxed.assignment is not None:
+            options = {**options, REPAIR_HINT: relaxed.assignment}  # for the heuristics to repair
+    result = _reduce_and_run(problem, func, deadline.remaining(), seed, warm_start, options)
+    return replace(result, runtime_s=deadline.elapsed())

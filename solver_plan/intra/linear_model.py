@@ -1,0 +1,215 @@
+"""Solver-neutral linear models (arrays only) and the one-hot configuration model built from a
+`ConfigProblem`. Backends (HiGHS, PuLP/CBC, CP-SAT) translate a `LinearModel`; none of their types
+appear here.
+
+Configuration model: binary x[i, c] (node i takes candidate c), one per node; continuous edge
+variables y[e, k, l] for edges with a non-zero residual (see normal_form), tied to both ends by
+sum_l y[e, k, l] = x[u, k] and sum_k y[e, k, l] = x[v, l]; this marginal form is integral for
+trees and usually for real graphs. Memory: for each device, the sum of memory of the chosen
+candidates using it is at most the limit (rows that can never bind are left out).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from solver_plan.intra.normal_form import normal_form
+from solver_plan.intra.problem import ConfigProblem
+
+
+@dataclass(frozen=True, eq=False)
+class LinearModel:
+    """minimise cost @ v + offset s.t. row_lower <= A v <= row_upper, lower <= v <= upper."""
+    cost: np.ndarray
+    offset: float
+    lower: np.ndarray
+    upper: np.ndarray
+    integer: np.ndarray  # bool per column
+    rows: np.ndarray  # row index of each non-zero
+    columns: np.ndarray  # column index of each non-zero
+    values: np.ndarray  # coefficient of each non-zero
+    row_lower: np.ndarray
+    row_upper: np.ndarray
+    num_decode_columns: int  # leading columns a decoder needs (the x variables)
+    node_offsets: np.ndarray  # first x column of each node; node i owns [off[i], off[i+1])
+
+    @property
+    def num_columns(self) -> int:
+        return len(self.cost)
+
+    @property
+    def num_rows(self) -> int:
+        return len(self.row_lower)
+
+
+class _Rows:
+    """Accumulates sparse rows in coordinate form."""
+
+    def __init__(self):
+        self.rows, self.columns, self.values, self.lower, self.upper = [], [], [], [], []
+
+    def add(self, columns, values, lower: float, upper: float) -> None:
+        index = len(self.lower)
+        columns = np.asarray(columns, dtype=np.int64)
+        self.rows.append(np.full(len(columns), index, dtype=np.int64))
+        self.columns.append(columns)
+        self.values.append(np.broadcast_to(np.asarray(values, dtype=float), columns.shape))
+        self.lower.append(lower)
+        self.upper.append(upper)
+
+    def add_many(self, columns: np.ndarray, values: np.ndarray, lower: float, upper: float) -> None:
+        """One row per row of the 2-D `columns` (same-length rows, same bounds)."""
+        count, width = columns.shape
+        first = len(self.lower)
+        self.rows.append(np.repeat(np.arange(first, first + count, dtype=np.int64), width))
+        self.columns.append(columns.ravel().astype(np.int64))
+        self.values.append(np.broadcast_to(values, columns.shape).ravel().astype(float))
+        self.lower.extend([lower] * count)
+        self.upper.extend([upper] * count)
+
+    def arrays(self):
+        if not self.lower:
+            empty = np.zeros(0)
+            return empty.astype(np.int64), empty.astype(np.int64), empty, empty, empty
+        return (np.concatenate(self.rows), np.concatenate(self.columns), np.concatenate(self.values),
+                np.asarray(self.lower, dtype=float), np.asarray(self.upper, dtype=float))
+
+
+def node_offsets(problem: ConfigProblem) -> np.ndarray:
+    return np.concatenate([[0], np.cumsum([len(c) for c in problem.node_costs])]).astype(np.int64)
+
+
+def _one_hot_rows(rows: _Rows, offsets: np.ndarray) -> None:
+    for start, stop in zip(offsets[:-1], offsets[1:]):
+        rows.add(np.arange(start, stop), 1.0, 1.0, 1.0)
+
+
+def _memory_rows(rows: _Rows, problem: ConfigProblem, offsets: np.ndarray, limit: float,
+                 peak_column: int | None = None) -> None:
+    """Per device: sum of chosen memory <= limit (or <= the peak column when one is given)."""
+    users: list[list[tuple[int, float]]] = [[] for _ in range(problem.num_devices)]
+    for node in range(problem.num_nodes):
+        for choice, devices in enumerate(problem.node_devices[node]):
+            amount = float(problem.node_memory[node][choice])
+            if amount != 0.0:
+                for device in devices:
+                    users[device].append((int(offsets[node] + choice), amount))
+    for device_users in users:
+        if not device_users:
+            continue
+        columns = [c for c, _ in device_users]
+        amounts = [a for _, a in device_users]
+        if peak_column is not None:
+            rows.add(columns + [peak_column], amounts + [-1.0], -np.inf, 0.0)
+        elif _can_exceed(problem, device_users, offsets, limit):
+            rows.add(columns, amounts, -np.inf, limit)
+
+
+def _can_exceed(problem: ConfigProblem, device_users, offsets: np.ndarray, limit: float) -> bool:
+    """Whether the worst choice of every node could put more than `limit` on this device."""
+    worst: dict[int, float] = {}
+    for column, amount in device_users:
+        node = int(np.searchsorted(offsets, column, side="right") - 1)
+        worst[node] = max(worst.get(node, 0.0), amount)
+    return sum(worst.values()) > limit
+
+
+def config_model(problem: ConfigProblem) -> LinearModel:
+    """The one-hot configuration MILP of `problem` (variables, constraints, objective)."""
+    form = normal_form(problem)
+    offsets = node_offsets(problem)
+    num_x = int(offsets[-1])
+    sizes = [r.size for r in form.residuals]
+    edge_offsets = num_x + np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    num_columns = int(edge_offsets[-1])
+    cost = np.concatenate([*form.node_costs, *(r.ravel() for r in form.residuals)]) if num_columns else np.zeros(0)
+    integer = np.zeros(num_columns, dtype=bool)
+    integer[:num_x] = True
+    rows = _Rows()
+    _one_hot_rows(rows, offsets)
+    for (u, v), residual, start in zip(form.edges, form.residuals, edge_offsets[:-1]):
+        k_u, k_v = residual.shape
+        grid = start + np.arange(k_u * k_v).reshape(k_u, k_v)
+        # sum_l y[k, l] - x[u, k] = 0 for every k, and sum_k y[k, l] - x[v, l] = 0 for every l
+        source_rows = np.hstack([grid, (offsets[u] + np.arange(k_u))[:, None]])
+        target_rows = np.hstack([grid.T, (offsets[v] + np.arange(k_v))[:, None]])
+        rows.add_many(source_rows, np.append(np.ones(k_v), -1.0), 0.0, 0.0)
+        rows.add_many(target_rows, np.append(np.ones(k_u), -1.0), 0.0, 0.0)
+    if problem.memory_limit is not None:
+        _memory_rows(rows, problem, offsets, float(problem.memory_limit))
+    row_index, column_index, values, row_lower, row_upper = rows.arrays()
+    return LinearModel(cost, 0.0, np.zeros(num_columns), np.ones(num_columns), integer, row_index,
+                       column_index, values, row_lower, row_upper, num_x, offsets)
+
+
+def min_peak_memory_model(problem: ConfigProblem) -> LinearModel:
+    """Choose one candidate per node to minimise the memory of the busiest device (last column)."""
+    offsets = node_offsets(problem)
+    num_x = int(offsets[-1])
+    peak = num_x
+    rows = _Rows()
+    _one_hot_rows(rows, offsets)
+    _memory_rows(rows, problem, offsets, np.inf, peak_column=peak)
+    cost = np.zeros(num_x + 1)
+    cost[peak] = 1.0
+    integer = np.ones(num_x + 1, dtype=bool)
+    integer[peak] = False
+    upper = np.ones(num_x + 1)
+    upper[peak] = np.inf
+    row_index, column_index, values, row_lower, row_upper = rows.arrays()
+    return LinearModel(cost, 0.0, np.zeros(num_x + 1), upper, integer, row_index, column_index, values,
+                       row_lower, row_upper, num_x, offsets)
+
+
+def encode(model: LinearModel, problem: ConfigProblem, assignment) -> np.ndarray:
+    """Column values of a full plan (for warm starts): x from the plan, y from x, peak from memory."""
+    values = np.zeros(model.num_columns)
+    offsets = model.node_offsets
+    for node, choice in enumerate(assignment):
+        values[offsets[node] + choice] = 1.0
+    if model.num_columns == model.num_decode_columns + 1:  # min-peak model
+        values[-1] = float(problem.device_memory(assignment).max())
+        return values
+    form = normal_form(problem)
+    start = model.num_decode_columns
+    for (u, v), residual in zip(form.edges, form.residuals):
+        values[start + assignment[u] * residual.shape[1] + assignment[v]] = 1.0
+        start += residual.size
+    return values
+
+
+def decode(model: LinearModel, x_values: np.ndarray) -> tuple[int, ...]:
+    """The candidate with the largest x of every node."""
+    offsets = model.node_offsets
+    return tuple(int(np.argmax(x_values[start:stop])) for start, stop in zip(offsets[:-1], offsets[1:]))
+
+
+def is_integral(model: LinearModel, x_values: np.ndarray, tolerance: float = 1e-6) -> bool:
+    head = x_values[: model.num_decode_columns]
+    return bool(np.all(np.minimum(np.abs(head), np.abs(1 - head)) <= tolerance))
+
+
+@dataclass(frozen=True, eq=False)
+class SolveOutcome:
+    """What a backend found, in model terms. `status` is one of SOLVE_STATUSES; `x_values` holds the
+    first `num_decode_columns` column values of the best solution (None without one); `bound` is a
+    proven lower bound on the model objective (None if unknown)."""
+    status: str
+    x_values: np.ndarray | None = None
+    objective: float | None = None
+    bound: float | None = None
+    notes: tuple[str, ...] = ()
+
+
+SOLVE_STATUSES = ("optimal", "feasible", "infeasible", "time_limit", "error")
+
+
+def outcome_answer(model: LinearModel, outcome: SolveOutcome):
+    """Translate a backend outcome into the harness' Answer (decoding x to a plan)."""
+    from solver_plan.intra.harness import Answer
+    from solver_plan.result import Status
+    status = {"optimal": Status.OPTIMAL, "feasible": Status.FEASIBLE, "infeasible": Status.INFEASIBLE,
+              "time_limit": Status.TIME_LIMIT, "error": Status.ERROR}[outcome.status]
+    assignment = decode(model, outcome.x_values) if outcome.x_values is not None else None
+    return Answer(status, assignment, outcome.bound, outcome.notes)

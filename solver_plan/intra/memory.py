@@ -1,0 +1,64 @@
+"""Least memory any plan needs on its busiest device: the diagnosis given with INFEASIBLE.
+
+Solved exactly as a small MILP (min z s.t. one candidate per node and, per device, the chosen
+memory <= z) with HiGHS under a time limit; if that runs out, HiGHS' proven bound is reported as a
+lower bound instead, and the answer says so. A closed-form bound (per device, the sum over nodes of
+their least memory there) is used when the solver is unavailable.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from solver_plan.intra import isolated
+from solver_plan.intra.linear_model import decode, min_peak_memory_model
+from solver_plan.intra.problem import ConfigProblem
+
+DEFAULT_DIAGNOSIS_TIME_S = 10.0
+
+
+@dataclass(frozen=True)
+class PeakMemory:
+    lower_bound: float  # no plan puts less than this on its busiest device
+    exact: bool  # lower_bound is attained by `assignment`
+    assignment: tuple[int, ...] | None = None  # a plan with the least peak found (None if none)
+    peak: float | None = None  # busiest-device memory of `assignment`
+
+    def describe(self, limit: float | None) -> str:
+        how = "exactly" if self.exact else "lower bound"
+        text = f"least possible memory on the busiest device: {self.lower_bound:.6g} bytes ({how})"
+        return text if limit is None else f"{text} vs limit {limit:.6g} bytes"
+
+
+def closed_form_bound(problem: ConfigProblem) -> float:
+    """Per device: each node adds its least memory on that device (0 if some candidate avoids it)."""
+    least = np.zeros(problem.num_devices)
+    for node in range(problem.num_nodes):
+        on_device = np.full(problem.num_devices, np.inf)
+        touched = np.zeros((len(problem.node_devices[node]), problem.num_devices), dtype=bool)
+        for choice, devices in enumerate(problem.node_devices[node]):
+            used = list(devices)
+            touched[choice, used] = True
+            on_device[used] = np.minimum(on_device[used], problem.node_memory[node][choice])
+        least += np.where(touched.all(axis=0), on_device, 0.0)
+    return float(least.max()) if problem.num_devices else 0.0
+
+
+def min_peak_memory(problem: ConfigProblem, time_limit: float | None = DEFAULT_DIAGNOSIS_TIME_S) -> PeakMemory:
+    """Least busiest-device memory over all plans (exact, or a proven lower bound on time-out)."""
+    model = min_peak_memory_model(problem)
+    try:
+        outcome = isolated.call("highspy", "solver_plan.intra.backends.highs", "solve_with_highs", timeout=time_limit,
+                                model=model, time_limit=time_limit, relax_first=False, mip_rel_gap=1e-9)
+    except (RuntimeError, TimeoutError, OSError):
+        return PeakMemory(closed_form_bound(problem), exact=False)
+    floor = closed_form_bound(problem)
+    if outcome.x_values is None:
+        bound = max(floor, outcome.bound or 0.0)
+        return PeakMemory(bound, exact=False)
+    assignment = decode(model, outcome.x_values)
+    peak = float(problem.device_memory(assignment).max())
+    bound = max(floor, outcome.bound if outcome.bound is not None else 0.0)
+    exact = outcome.status == "optimal" and peak <= bound * (1 + 1e-9) + 1e-9
+    return PeakMemory(peak if exact else min(bound, peak), exact, assignment, peak)

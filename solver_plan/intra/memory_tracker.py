@@ -1,0 +1,61 @@
+"""Per-device memory bookkeeping for heuristics that choose one node at a time."""
+from __future__ import annotations
+
+import numpy as np
+
+from solver_plan.intra.problem import ConfigProblem
+
+
+def least_memory_per_device(problem: ConfigProblem, node: int) -> np.ndarray:
+    """Memory the node must put on each device whatever it chooses (0 where some choice avoids it)."""
+    least = np.full(problem.num_devices, np.inf)
+    touched = np.zeros(problem.num_devices, dtype=int)
+    for choice, devices in enumerate(problem.node_devices[node]):
+        used = list(devices)
+        touched[used] += 1
+        least[used] = np.minimum(least[used], problem.node_memory[node][choice])
+    return np.where(touched == len(problem.node_devices[node]), least, 0.0)
+
+
+class MemoryTracker:
+    """Memory used by decided nodes plus the unavoidable memory of undecided ones."""
+
+    def __init__(self, problem: ConfigProblem, assignment=None):
+        self.problem = problem
+        self.limit = problem.memory_limit
+        self.used = np.zeros(problem.num_devices)
+        self.reserved = np.zeros(problem.num_devices)
+        if self.limit is None:
+            return
+        for node in range(problem.num_nodes):
+            if assignment is None:
+                self.reserved += least_memory_per_device(problem, node)
+            else:
+                self.place(node, assignment[node])
+
+    @property
+    def active(self) -> bool:
+        return self.limit is not None
+
+    def place(self, node: int, choice: int, undecided: bool = False) -> None:
+        if self.limit is None:
+            return
+        if undecided:
+            self.reserved -= least_memory_per_device(self.problem, node)
+        self.used[list(self.problem.node_devices[node][choice])] += self.problem.node_memory[node][choice]
+
+    def remove(self, node: int, choice: int) -> None:
+        if self.limit is not None:
+            self.used[list(self.problem.node_devices[node][choice])] -= self.problem.node_memory[node][choice]
+
+    def overflow(self, node: int, choices=None, undecided: bool = False) -> np.ndarray:
+        """For each candidate of `node`, how far its devices would go above the limit (<= 0: fits)."""
+        count = len(self.problem.node_costs[node])
+        choices = range(count) if choices is None else choices
+        if self.limit is None:
+            return np.zeros(len(choices))
+        base = self.used + self.reserved
+        if undecided:
+            base = base - least_memory_per_device(self.problem, node)
+        return np.array([max(base[list(self.problem.node_devices[node][c])]) + self.problem.node_memory[node][c]
+                         - self.limit for c in choices])

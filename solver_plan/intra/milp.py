@@ -1,0 +1,50 @@
+"""One-hot MILP planner (see linear_model for the formulation).
+
+Backends (option backend=): "highs" (default; highspy, HiGHS' time limit plus a cancelSolve
+watchdog; in process unless ortools was loaded first, see isolated) and "cbc" (PuLP + CBC, in a
+forked subprocess whose process group is killed at the wall-clock limit, because CBC can overrun
+its own limit). Both solve the LP relaxation first and accept an integral LP optimum as proven.
+"""
+from __future__ import annotations
+
+from solver_plan.errors import InputError
+from solver_plan.intra import isolated
+from solver_plan.intra.harness import Answer, Context, call_in_subprocess, run_planner
+from solver_plan.intra.linear_model import config_model, encode, outcome_answer
+from solver_plan.intra.problem import ConfigProblem
+from solver_plan.planners import register
+from solver_plan.result import Status
+
+PULP_SOLVERS = {"cbc": "PULP_CBC_CMD"}
+BACKENDS = ("highs", *PULP_SOLVERS)
+
+
+def _solve_in_child(model, solver_name, time_limit, start_values):
+    from solver_plan.intra.backends.pulp_cbc import solve_with_pulp
+    return solve_with_pulp(model, solver=solver_name, time_limit=time_limit, start_values=start_values)
+
+
+def _milp_core(problem: ConfigProblem, context: Context) -> Answer:
+    backend = context.options.get("backend", "highs")
+    if backend not in BACKENDS:
+        raise InputError(f"unknown MILP backend {backend!r}; expected one of {', '.join(BACKENDS)}", "backend")
+    model = config_model(problem)
+    start = encode(model, problem, context.incumbent) if context.incumbent is not None else None
+    remaining = context.deadline.remaining()
+    if backend == "highs":
+        outcome = isolated.call("highspy", "solver_plan.intra.backends.highs", "solve_with_highs", timeout=remaining,
+                                model=model, time_limit=remaining, start_values=start, seed=context.seed,
+                                relax_first=context.options.get("relax_first", True))
+        return outcome_answer(model, outcome)
+    try:
+        outcome = call_in_subprocess(_solve_in_child, (model, PULP_SOLVERS[backend], remaining, start), remaining)
+    except TimeoutError as exc:
+        return Answer(Status.TIME_LIMIT, notes=(f"{backend}: {exc}",))
+    return outcome_answer(model, outcome)
+
+
+@register("milp", "config", exact=True,
+          description="one-hot MILP (HiGHS by default, CBC via PuLP), LP relaxation first")
+def plan_milp(problem: ConfigProblem, *, time_limit=None, seed=0, warm_start=None, **options):
+    return run_planner("milp", problem, _milp_core, exact=True, time_limit=time_limit, seed=seed,
+                       warm_start=warm_start, options=options)

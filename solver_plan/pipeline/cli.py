@@ -1,0 +1,96 @@
+"""`solver-plan pipeline`: plan stages and a periodic schedule for a model on a cluster."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from solver_plan.errors import InputError
+from solver_plan.units import format_bytes, format_seconds, parse_bandwidth, parse_bytes
+
+
+def register_command(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "pipeline", help="pipeline stages and a periodic schedule (PipeDream, MadPipe, exact)",
+        description="Plan a pipelined training of MODEL on P processors: allocation of layers to processors "
+                    "and a periodic pattern, validated by unrolling.")
+    parser.add_argument("--model", required=True,
+                        help="zoo spec (resnet50:batch=8,image=1000), a PipeDream graph.txt (or its folder), "
+                             "or a pipeline-blocks JSON")
+    parser.add_argument("--cluster", default="v100x8-nvlink", help="preset name or YAML file")
+    parser.add_argument("--processors", "-P", type=int, required=True, help="number of processors P")
+    parser.add_argument("--memory", help="memory per processor, e.g. 8GB (default: the device memory)")
+    parser.add_argument("--bandwidth", help="link bandwidth, e.g. 12GB/s (default: the cluster's intra-node)")
+    parser.add_argument("--no-comm", action="store_true", help="transfers take no time")
+    parser.add_argument("--planner", default="madpipe", help="pipedream | madpipe | exact-joint")
+    parser.add_argument("--schedule", default="exact", help="exact | 1f1b*")
+    parser.add_argument("--max-layers", type=int, default=None,
+                        help="merge adjacent layers until at most this many remain (default: 48 for madpipe "
+                             "and exact-joint when the chain is longer)")
+    parser.add_argument("--blocks", type=int, default=16, help="number of blocks for a pipeline-blocks JSON")
+    parser.add_argument("--time-limit", type=float, default=60.0, help="seconds for the exact solvers")
+    parser.add_argument("--out", help="write the pattern as JSON here")
+    parser.add_argument("--gantt", help="write a Gantt chart PNG here")
+    parser.set_defaults(func=run)
+
+
+DEFAULT_MAX_LAYERS = {"madpipe": 48, "exact-joint": 12}
+
+
+def build_problem(args):
+    from solver_plan.cluster import resolve_cluster
+    from solver_plan.graph.chain import coarsen
+    from solver_plan.pipeline.problem import ChainProblem
+    from solver_plan.pipeline.sources import chain_from_model
+    cluster = resolve_cluster(args.cluster)
+    chain = chain_from_model(args.model, cluster, args.blocks)
+    limit = args.max_layers if args.max_layers is not None else DEFAULT_MAX_LAYERS.get(args.planner)
+    if limit is not None and len(chain) > limit:
+        chain = coarsen(chain, limit)
+    memory = parse_bytes(args.memory, "--memory") if args.memory else cluster.device.memory
+    if args.no_comm:
+        bandwidth = math.inf
+    else:
+        bandwidth = parse_bandwidth(args.bandwidth, "--bandwidth") if args.bandwidth else cluster.intra_node.bandwidth
+    if args.processors is None or args.processors < 1:
+        raise InputError(f"must be a positive integer, got {args.processors}", "--processors")
+    return ChainProblem(chain, args.processors, memory, bandwidth)
+
+
+def print_result(result) -> None:
+    problem = result.problem
+    print(f"model {problem.name}: {problem.layers} layers, P = {problem.processors}, "
+          f"M = {format_bytes(problem.memory)}, beta = "
+          f"{'inf' if math.isinf(problem.bandwidth) else format_bytes(problem.bandwidth) + '/s'}")
+    print(f"planner {result.planner} + schedule {result.scheduler}: {result.status.value}")
+    if result.period_s is not None:
+        bound = result.lower_bound_s
+        print(f"period {format_seconds(result.period_s)}  (planned {format_seconds(result.allocation.period_s)}, "
+              f"lower bound {format_seconds(bound) if bound is not None else '-'}, valid: {result.valid})")
+    for note in result.allocation.notes + result.notes:
+        print(f"  note: {note}")
+    if result.allocation.allocation is not None:
+        peaks = result.validation.peak_memory if result.validation else {}
+        print(f"{'stage':>5} {'layers':>12} {'proc':>4} {'load':>12} {'peak memory of proc':>20}")
+        for i, s in enumerate(result.allocation.allocation.stages):
+            peak = format_bytes(peaks[s.processor]) if s.processor in peaks else "-"
+            print(f"{i:>5} {f'{s.first}..{s.last}':>12} {s.processor:>4} "
+                  f"{format_seconds(problem.load(s.first, s.last)):>12} {peak:>20}")
+    print(f"runtime {result.runtime_s:.2f} s")
+
+
+def run(args) -> int:
+    from solver_plan.pipeline.api import plan_pipeline
+    problem = build_problem(args)
+    result = plan_pipeline(problem, args.planner, args.schedule, time_limit=args.time_limit)
+    print_result(result)
+    if args.out:
+        Path(args.out).write_text(result.to_json())
+        print(f"wrote {args.out}")
+    if args.gantt:
+        if result.pattern is None:
+            print("no valid pattern: no Gantt chart written")
+        else:
+            from solver_plan.pipeline.gantt import save_gantt
+            save_gantt(result.pattern, args.gantt, title=f"{problem.name}: {result.planner} + {result.scheduler}")
+            print(f"wrote {args.gantt}")
+    return 0 if result.valid else 1

@@ -1,0 +1,124 @@
+"""Exact periodic schedule of a given allocation as a MILP (PuLP + CBC), in real time (no ticks).
+
+The formulation of DESIGN.md with big-M cyclic no-overlap: for operations o, o' on one resource a
+binary y(o, o') = [t_o' < t_o] and
+    t_o' - t_o + T y(o, o') >= d_o,    t_o - t_o' + T (1 - y(o, o')) >= d_o'.
+Dependencies T (h_o2 - h_o1) + t_o2 - t_o1 >= d_o1 and memory at every operation start as in
+`exact_schedule`. For a fixed T this is a MILP; T is found by bisection to a relative tolerance
+between the load bound and a known feasible period (1F1B* or the sequential schedule).
+"""
+from __future__ import annotations
+
+import time
+import warnings
+
+# ortools must load before pulp: pulp imports highspy when present, and the two wheels bundle
+# different HiGHS libraries, so whichever loads second fails (see solver_plan/intra/isolated.py).
+from solver_plan.pipeline.exact_schedule import MAX_SHIFT_STEP  # noqa: I001  (imports ortools)
+
+import pulp
+
+from solver_plan.planners import register
+from solver_plan.pipeline import onef1b
+from solver_plan.pipeline.allocation import Allocation, processor_name
+from solver_plan.pipeline.operations import PipelineOps, pipeline_operations
+from solver_plan.pipeline.pattern import PeriodicPattern
+from solver_plan.pipeline.problem import ChainProblem
+from solver_plan.pipeline.schedule_result import ScheduleResult, finish
+from solver_plan.result import Status
+
+
+def solve_at_period(ops: PipelineOps, period: float, time_limit: float | None):
+    """(True, (starts, shifts)) | (False, None) proven infeasible | (None, None) undecided."""
+    n = len(ops.operations)
+    prob = pulp.LpProblem("periodic_schedule", pulp.LpMinimize)
+    t = [prob.add_variable(f"t{i}", 0, period * (1 - 1e-9)) for i in range(n)]
+    h = [prob.add_variable(f"h{i}", 0, MAX_SHIFT_STEP * len(ops.dependencies), cat="Integer") for i in range(n)]
+    prob += pulp.lpSum(h)  # secondary objective: fewer batches in flight
+    first = ops.index("F0")
+    prob += h[first] == 0
+    prob += t[first] == 0
+    d = [op.duration for op in ops.operations]
+    for a, b in ops.dependencies:
+        prob += period * (h[b] - h[a]) + t[b] - t[a] >= d[a]
+        prob += h[b] - h[a] <= MAX_SHIFT_STEP
+    before = {}  # (o, o') -> expression of [t_o' < t_o]
+    for members in ops.on_resource().values():
+        for x, i in enumerate(members):
+            for j in members[x + 1:]:
+                y = prob.add_variable(f"y{i}_{j}", cat="Binary")
+                prob += t[j] - t[i] + period * y >= d[i]
+                prob += t[i] - t[j] + period * (1 - y) >= d[j]
+                before[(i, j)], before[(j, i)] = y, 1 - y
+    for p, static in ops.static:
+        stages = [s for s, q in enumerate(ops.stage_processor) if q == p]
+        for o in (i for i, op in enumerate(ops.operations) if op.resource == processor_name(p)):
+            usage = static
+            for s in stages:
+                f, b = ops.index(f"F{s}"), ops.index(f"B{s}")
+                y_f = 1 if o == f else before[(o, f)]
+                y_b = 0 if o == b else before[(o, b)]
+                usage = usage + ops.stored[s] * (h[b] - h[f] + y_f - y_b)
+            prob += usage <= ops.memory_limit
+    # CBC runs in its own process, so it cannot clash with ortools; HiGHS in process could.
+    with warnings.catch_warnings():  # PuLP 3 deprecates the bundled-CBC class name; it is what is installed
+        warnings.simplefilter("ignore", DeprecationWarning)
+        prob.solve(pulp.PULP_CBC_CMD(msg=False, timeLimit=time_limit, threads=2))
+    status = pulp.LpStatus[prob.status]
+    # PuLP may call a run stopped by the time limit "Optimal": trust only a solution that exists
+    if status in ("Optimal", "Not Solved") and all(v.value() is not None for v in t):
+        return True, ([v.value() for v in t], [int(round(v.value())) for v in h])
+    if status == "Infeasible":
+        return False, None
+    return None, None
+
+
+@register("exact-milp", "schedule", exact=True,
+          description="MILP (CBC) periodic schedule of an allocation in real time, bisection on T")
+def schedule(problem: ChainProblem, allocation: Allocation, *, period: float | None = None,
+             time_limit: float | None = 60.0, tolerance: float = 1e-3, **options) -> ScheduleResult:
+    begin = time.perf_counter()
+    ops = pipeline_operations(problem, allocation)
+    bound = allocation.load_bound(problem)
+    if max(allocation.least_memory(problem).values()) > problem.memory:
+        return ScheduleResult("exact-milp", Status.INFEASIBLE, lower_bound_s=bound, runtime_s=time.perf_counter() - begin,
+                              notes=("one batch in flight per stage already exceeds M",))
+    deadline = None if time_limit is None else begin + time_limit
+
+    def remaining():
+        return None if deadline is None else max(0.05, deadline - time.perf_counter())
+
+    def pattern(T, found) -> PeriodicPattern:
+        starts, shifts = found
+        return PeriodicPattern(allocation, ops, T, tuple(starts), tuple(shifts), "exact-milp")
+
+    if period is not None:
+        ok, found = solve_at_period(ops, period, remaining())
+        if not ok:
+            return ScheduleResult("exact-milp", Status.INFEASIBLE if ok is False else Status.TIME_LIMIT,
+                                  lower_bound_s=bound, runtime_s=time.perf_counter() - begin)
+        return finish("exact-milp", pattern(period, found), bound, begin)
+    high = sum(op.duration for op in ops.operations)
+    best = None
+    if allocation.is_contiguous and onef1b.min_period(problem, allocation) is not None:
+        high = min(high, onef1b.min_period(problem, allocation))
+    ok, found = solve_at_period(ops, high, remaining())
+    if not ok:
+        return ScheduleResult("exact-milp", Status.TIME_LIMIT, lower_bound_s=bound, runtime_s=time.perf_counter() - begin,
+                              notes=("no first pattern within the time limit",))
+    best, low, proven = (high, found), bound, bound
+    candidate = bound
+    while best[0] - low > tolerance * best[0]:
+        if deadline is not None and time.perf_counter() > deadline:
+            break
+        ok, found = solve_at_period(ops, candidate, remaining())
+        if ok:
+            best = (candidate, found)
+        else:
+            low = candidate
+            if ok is False:
+                proven = max(proven, candidate)
+        candidate = 0.5 * (low + best[0])
+    optimal = best[0] - proven <= tolerance * best[0]
+    return finish("exact-milp", pattern(*best), proven, begin, Status.OPTIMAL if optimal else Status.TIME_LIMIT,
+                  notes=(f"bisection to relative tolerance {tolerance:g}",))

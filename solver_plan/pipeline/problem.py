@@ -1,0 +1,114 @@
+"""`ChainProblem`: a chain of layers to pipeline on P identical processors of memory M, linked
+pairwise at bandwidth beta (bytes/s; math.inf means free transfers).
+
+Stage quantities use 0-based inclusive layer ranges [first, last]. Memory of a normal processor
+holding layers k..l with g batches in flight (MadPipe 4.2.1, generalised to DAG cuts):
+    3 W(k..l) + g * abar(k, l) + 2 (a_{k-1} [k > 0] + a_l [l < L-1]).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from itertools import accumulate
+
+from solver_plan.errors import InputError
+from solver_plan.graph.chain import LayerChain
+
+WEIGHT_COPIES = 3  # two weight versions and one gradient accumulator (PipeDream-2BW)
+BUFFER_COPIES = 2  # a send/receive buffer for the activation and its gradient
+
+
+def _prefix(values) -> tuple[float, ...]:
+    return (0.0, *accumulate(values))
+
+
+@dataclass(frozen=True)
+class ChainProblem:
+    chain: LayerChain
+    processors: int
+    memory: float  # bytes per processor
+    bandwidth: float  # bytes per second; math.inf for free transfers
+    _sums: dict = field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        where = f"pipeline problem for {self.chain.name!r}"
+        if isinstance(self.processors, bool) or not isinstance(self.processors, int) or self.processors < 1:
+            raise InputError(f"the number of processors must be a positive integer, got {self.processors!r}", where)
+        if self.processors > len(self.chain):
+            raise InputError(f"{self.processors} processors but the chain has only {len(self.chain)} layers; "
+                             f"use at most {len(self.chain)} processors", where)
+        if not (isinstance(self.memory, (int, float)) and self.memory > 0 and math.isfinite(self.memory)):
+            raise InputError(f"memory must be a positive number of bytes, got {self.memory!r}", where)
+        if not (isinstance(self.bandwidth, (int, float)) and self.bandwidth > 0):
+            raise InputError(f"bandwidth must be positive (bytes/s, inf for free transfers), got {self.bandwidth!r}", where)
+        c = self.chain
+        object.__setattr__(self, "_sums", {
+            "u": _prefix(f + b for f, b in zip(c.forward_s, c.backward_s)),
+            "uf": _prefix(c.forward_s), "ub": _prefix(c.backward_s), "w": _prefix(c.weight_bytes),
+            "inner": _prefix(c.inner), "out": _prefix(c.output)})
+
+    # --- layers ------------------------------------------------------------------------------
+    @property
+    def layers(self) -> int:
+        return len(self.chain)
+
+    @property
+    def name(self) -> str:
+        return self.chain.name
+
+    def with_(self, **changes) -> "ChainProblem":
+        from dataclasses import replace
+        return replace(self, **changes)
+
+    def cut(self, i: int) -> float:
+        """Bytes crossing the cut after layer i (i = -1: the input)."""
+        return self.chain.input_bytes if i < 0 else self.chain.cut[i]
+
+    def comm_time(self, i: int) -> float:
+        """One transfer (forward activation or backward gradient) across the cut after layer i."""
+        return 0.0 if math.isinf(self.bandwidth) else self.cut(i) / self.bandwidth
+
+    def comm_load(self, i: int) -> float:
+        """C(i) = 2 a_i / beta: both directions of the cut after layer i on one link."""
+        return 2.0 * self.comm_time(i)
+
+    # --- stages (inclusive layer ranges) -------------------------------------------------------
+    def load(self, first: int, last: int) -> float:
+        s = self._sums["u"]
+        return s[last + 1] - s[first]
+
+    def forward_time(self, first: int, last: int) -> float:
+        s = self._sums["uf"]
+        return s[last + 1] - s[first]
+
+    def backward_time(self, first: int, last: int) -> float:
+        s = self._sums["ub"]
+        return s[last + 1] - s[first]
+
+    def weights(self, first: int, last: int) -> float:
+        s = self._sums["w"]
+        return s[last + 1] - s[first]
+
+    def stored(self, first: int, last: int) -> float:
+        """abar: bytes kept per batch in flight by a stage of layers first..last."""
+        inner, out = self._sums["inner"], self._sums["out"]
+        return self.cut(first - 1) + inner[last + 1] - inner[first] + out[last] - out[first]
+
+    def buffers(self, first: int, last: int) -> float:
+        """Communication buffers of a stage whose neighbours are on other processors."""
+        before = self.cut(first - 1) if first > 0 else 0.0
+        after = self.cut(last) if last < self.layers - 1 else 0.0
+        return BUFFER_COPIES * (before + after)
+
+    def stage_memory(self, first: int, last: int, in_flight: float) -> float:
+        """M(k, l, g) of MadPipe 4.2.1 for a stage alone on a normal processor."""
+        return (WEIGHT_COPIES * self.weights(first, last) + in_flight * self.stored(first, last)
+                + self.buffers(first, last))
+
+    @property
+    def total_load(self) -> float:
+        return self.load(0, self.layers - 1)
+
+    @property
+    def total_comm(self) -> float:
+        return sum(self.comm_load(i) for i in range(self.layers - 1))

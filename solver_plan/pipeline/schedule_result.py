@@ -1,0 +1,45 @@
+"""`ScheduleResult`: a scheduler's answer for a given allocation, always validated."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from solver_plan.pipeline.pattern import PeriodicPattern
+from solver_plan.pipeline.validate import Validation, validate
+from solver_plan.result import Status, relative_gap
+
+
+@dataclass(frozen=True)
+class ScheduleResult:
+    scheduler: str
+    status: Status
+    pattern: PeriodicPattern | None = None
+    period_s: float | None = None
+    lower_bound_s: float | None = None
+    runtime_s: float = 0.0
+    validation: Validation | None = None
+    min_memory: float | None = None
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def valid(self) -> bool:
+        return self.validation is not None and self.validation.valid
+
+    @property
+    def gap(self) -> float | None:
+        return relative_gap(self.period_s, self.lower_bound_s)
+
+
+def finish(scheduler: str, pattern: PeriodicPattern, lower_bound: float, begin: float,
+           status: Status = Status.FEASIBLE, notes: tuple[str, ...] = ()) -> ScheduleResult:
+    """Validate the pattern; an invalid pattern is reported as ERROR, never passed on silently."""
+    check = validate(pattern)
+    if not check.valid:
+        return ScheduleResult(scheduler, Status.ERROR, pattern, pattern.period, lower_bound,
+                              time.perf_counter() - begin, check, notes=notes + check.violations)
+    return ScheduleResult(scheduler, status, pattern, pattern.period, lower_bound,
+                          time.perf_counter() - begin, check, notes=notes)
+
+
+def not_applicable(scheduler: str, why: str, begin: float) -> ScheduleResult:
+    return ScheduleResult(scheduler, Status.ERROR, runtime_s=time.perf_counter() - begin, notes=(why,))

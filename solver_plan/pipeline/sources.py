@@ -1,0 +1,70 @@
+"""Chains from the three kinds of model input: PipeDream profiles (measured times), zoo graphs (times
+from the cost model on one device) and the per-block profiles of ../shared/data/pipeline-blocks.
+
+Zoo graphs: forward = FLOPs x cluster.w, backward = 2 x forward, W = parameter bytes, activations =
+output bytes (the symbolic cost model of DESIGN.md, one device, no parallelism inside a layer).
+
+Pipeline blocks (JSON with Tf, Tb, Tw ms and Mparams, Mf MB): `blocks` identical transformer
+blocks; forward Tf, backward Tb + Tw; W = Mparams; each block keeps Mf for its backward; the tensor
+crossing a cut is one block output, hidden x seq x 2 bytes (fp16, micro-batch of one sequence).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from solver_plan.errors import InputError
+from solver_plan.graph.chain import LayerChain, linearize
+
+MIB = 2.0 ** 20
+BLOCK_KEYS = ("Tf", "Tb", "Tw", "Mparams", "Mf")
+
+
+def chain_from_graph(graph, cluster) -> LayerChain:
+    w = cluster.w
+    return linearize(graph, lambda op: (op.flops * w, op.backward_flops * w))
+
+
+def chain_from_profile(path) -> LayerChain:
+    from solver_plan.graph.importers import load_pipedream_profile
+    return linearize(load_pipedream_profile(path))
+
+
+def chain_from_blocks(path, blocks: int = 16) -> LayerChain:
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise InputError(f"cannot read the pipeline-blocks JSON ({exc})", str(path)) from None
+    if not isinstance(data, dict):
+        raise InputError("expected a JSON object with Tf, Tb, Tw, Mparams, Mf and model", str(path))
+    missing = [k for k in BLOCK_KEYS if not isinstance(data.get(k), (int, float))]
+    if missing:
+        raise InputError(f"has no per-block measurements {', '.join(missing)} (numbers expected: Tf, Tb, Tw in ms; "
+                         f"Mparams, Mf in MB)", str(path))
+    model = data.get("model")
+    if not isinstance(model, dict) or not all(isinstance(model.get(k), int) for k in ("hidden_dim", "seq_len")):
+        raise InputError("expected model.hidden_dim and model.seq_len (integers)", str(path))
+    if not isinstance(blocks, int) or blocks < 1:
+        raise InputError(f"the number of blocks must be a positive integer, got {blocks!r}", "--blocks")
+    boundary = model["hidden_dim"] * model["seq_len"] * 2.0
+    kept = data["Mf"] * MIB
+    layers = tuple(f"block{i}" for i in range(blocks))
+    return LayerChain(path.stem, layers, (data["Tf"] / 1e3,) * blocks, ((data["Tb"] + data["Tw"]) / 1e3,) * blocks,
+                      (data["Mparams"] * MIB,) * blocks, (boundary,) * blocks, (boundary,) * blocks,
+                      (max(0.0, kept - boundary),) * blocks, boundary)
+
+
+def chain_from_model(model: str, cluster, blocks: int = 16) -> LayerChain:
+    """MODEL as the CLI takes it: a PipeDream graph.txt (or its folder), a blocks JSON, or a zoo spec."""
+    path = Path(model)
+    if path.name == "graph.txt" or (path.is_dir() and (path / "graph.txt").exists()):
+        return chain_from_profile(path)
+    if path.suffix == ".json":
+        if not path.exists():
+            raise InputError("no such pipeline-blocks file", model)
+        return chain_from_blocks(path, blocks)
+    if path.suffix == ".txt":
+        raise InputError("no such PipeDream profile", model)
+    from solver_plan.graph.zoo import build_model
+    return chain_from_graph(build_model(model), cluster)

@@ -1,0 +1,18 @@
+"""Integer time for the CP-SAT models: durations are rounded up to whole ticks, so a pattern
+valid in ticks stays valid with the real (shorter or equal) durations."""
+from __future__ import annotations
+
+import math
+
+
+def tick_for(load_bound: float, resolution: int) -> float:
+    return load_bound / resolution if load_bound > 0 else 1.0
+
+
+def to_ticks(seconds: float, tick: float) -> int:
+    return int(math.ceil(seconds / tick - 1e-9)) if seconds > 0 else 0
+
+
+def memory_unit(limit: float) -> float:
+    """Bytes per integer memory unit: exact for small integer instances, ~1e7 levels otherwise."""
+    return max(1.0, limit / 1e7)
