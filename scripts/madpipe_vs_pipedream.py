@@ -30,7 +30,7 @@ def chain_for(network: str, cluster: str, max_layers: int):
     if key not in _CHAINS:
         from solver_plan.cluster import resolve_cluster
         from solver_plan.graph.chain import coarsen
-        from solver_plan.graph.importers import data_dir
+        from solver_plan.data import data_dir
         from solver_plan.pipeline.sources import chain_from_model, chain_from_profile
         if network in PROFILES:
             chain = chain_from_profile(data_dir() / "pipedream-profiles" / network)

@@ -120,7 +120,8 @@ def test_cli_no_comm_and_infeasible_exit_code(capsys):
 
 @pytest.mark.parametrize("extra, needle", [
     (["--processors", "0"], "positive integer"),
-    (["--processors", "100000"], "use at most"),
+    (["--processors", "100000"], r"has \d+ devices"),
+    (["--processors", "8", "--max-layers", "4"], "use at most"),
     (["--processors", "2", "--memory", "lots"], "--memory"),
     (["--processors", "2", "--planner", "nope"], "unknown planner"),
 ])

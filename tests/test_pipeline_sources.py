@@ -6,7 +6,7 @@ import pytest
 from solver_plan.cluster import resolve_cluster
 from solver_plan.errors import InputError
 from solver_plan.graph.chain import LayerChain
-from solver_plan.graph.importers import data_dir
+from solver_plan.data import data_dir
 from solver_plan.pipeline.api import plan_pipeline
 from solver_plan.pipeline.problem import ChainProblem
 from solver_plan.pipeline.sources import chain_from_blocks, chain_from_model
@@ -51,7 +51,7 @@ def test_oracle_on_12_layers_4_processors(seed):
     chain = LayerChain.simple("r", [rng.randint(1, 4) for _ in range(L)], [rng.randint(1, 6) for _ in range(L)],
                               [rng.randint(0, 3) for _ in range(L)], [rng.randint(1, 3) for _ in range(L)], 2)
     problem = ChainProblem(chain, 4, 60.0, 1.0)
-    joint = plan_pipeline(problem, "exact-joint", planner_options={"tick": 1.0}, time_limit=600)
+    joint = plan_pipeline(problem, "exact-joint", planner_options={"tick": 1.0}, time_limit=120)
     mad = plan_pipeline(problem, "madpipe", "exact", schedule_options={"tick": 1.0}, time_limit=60)
     pipedream = plan_pipeline(problem, "pipedream", "1f1b*")
     assert joint.valid and mad.valid

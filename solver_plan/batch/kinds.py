@@ -76,19 +76,13 @@ def planner_error(status: Status, notes) -> str | None:
 
 
 def chain_problem(job: Job):
-    """The chain of `job.model` on the first `job.processors` devices of its cluster.
-
-    Memory per processor: the job's memory limit, else the device memory. Bandwidth: the slowest
-    link between consecutive processors, so a pipeline crossing nodes pays the inter-node link.
-    """
+    """The chain of `job.model` on the first `job.processors` devices of its cluster (see
+    `build_chain_problem` for the defaults of memory and bandwidth)."""
     from solver_plan.cluster import resolve_cluster
-    from solver_plan.pipeline.problem import ChainProblem
-    from solver_plan.pipeline.sources import chain_from_model
+    from solver_plan.pipeline.sources import build_chain_problem
 
     cluster = resolve_cluster(job.cluster, job.processors)
-    bandwidth = min((cluster.bandwidth(p, p + 1) for p in range(job.processors - 1)), default=math.inf)
-    memory = job.memory_limit if job.memory_limit is not None else cluster.device.memory
-    return ChainProblem(chain_from_model(job.model, cluster), job.processors, memory, bandwidth)
+    return build_chain_problem(job.model, cluster, job.processors, memory=job.memory_limit, planner=job.planner)
 
 
 RUNNERS: dict[str, Callable[[Job], dict[str, Any]]] = {"config": run_config_job, "pipeline": run_pipeline_job}

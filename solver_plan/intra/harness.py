@@ -17,7 +17,7 @@ import os
 import signal
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from solver_plan.errors import InputError
@@ -163,9 +163,17 @@ def run_planner(name: str, problem: ConfigProblem, core: Callable[[ConfigProblem
     deadline = Deadline(time_limit)
     context = Context(deadline, seed, None, dict(options or {}))
     source = ""
+    relaxation = None
     if exact:
-        context.incumbent, source = best_heuristic_plan(problem, warm_start, deadline,
-                                                        context.options.get(REPAIR_HINT))
+        from solver_plan.intra.relaxation import edge_dropping_relaxation
+        relaxation = edge_dropping_relaxation(problem, deadline)
+        hint = context.options.get(REPAIR_HINT)
+        if relaxation is not None and hint is None:
+            hint = relaxation.assignment  # repaired to fit memory if needed
+        context.incumbent, source = best_heuristic_plan(problem, warm_start, deadline, hint)
+        if relaxation is not None and _usable(problem, relaxation.assignment) and (
+                context.incumbent is None or problem.objective(relaxation.assignment) < problem.objective(context.incumbent)):
+            context.incumbent, source = relaxation.assignment, "edge-dropping relaxation"
     elif warm_start is not None:
         context.incumbent = tuple(int(c) for c in warm_start) if _usable(problem, warm_start) else None
     try:
@@ -183,6 +191,10 @@ def run_planner(name: str, problem: ConfigProblem, core: Callable[[ConfigProblem
         answer = _keep_incumbent_if_better(problem, answer, context.incumbent, source)
     if answer.assignment is None:
         answer = _diagnose(problem, deadline, answer, name)
+    if relaxation is not None and answer.assignment is not None and (
+            answer.lower_bound is None or answer.lower_bound < relaxation.lower_bound):
+        answer = replace(answer, lower_bound=relaxation.lower_bound,
+                         notes=answer.notes + ("bound from the edge-dropping relaxation",))
     return _finish(problem, name, answer, deadline)
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from solver_plan.errors import InputError
 from solver_plan.units import format_bytes, format_seconds, parse_bandwidth, parse_bytes
 
 
@@ -33,27 +32,15 @@ def register_command(subparsers) -> None:
     parser.set_defaults(func=run)
 
 
-DEFAULT_MAX_LAYERS = {"madpipe": 48, "exact-joint": 12}
-
-
 def build_problem(args):
     from solver_plan.cluster import resolve_cluster
-    from solver_plan.graph.chain import coarsen
-    from solver_plan.pipeline.problem import ChainProblem
-    from solver_plan.pipeline.sources import chain_from_model
+    from solver_plan.pipeline.sources import build_chain_problem
     cluster = resolve_cluster(args.cluster)
-    chain = chain_from_model(args.model, cluster, args.blocks)
-    limit = args.max_layers if args.max_layers is not None else DEFAULT_MAX_LAYERS.get(args.planner)
-    if limit is not None and len(chain) > limit:
-        chain = coarsen(chain, limit)
-    memory = parse_bytes(args.memory, "--memory") if args.memory else cluster.device.memory
-    if args.no_comm:
-        bandwidth = math.inf
-    else:
-        bandwidth = parse_bandwidth(args.bandwidth, "--bandwidth") if args.bandwidth else cluster.intra_node.bandwidth
-    if args.processors is None or args.processors < 1:
-        raise InputError(f"must be a positive integer, got {args.processors}", "--processors")
-    return ChainProblem(chain, args.processors, memory, bandwidth)
+    memory = parse_bytes(args.memory, "--memory") if args.memory else None
+    bandwidth = parse_bandwidth(args.bandwidth, "--bandwidth") if args.bandwidth else None
+    return build_chain_problem(args.model, cluster, args.processors, memory=memory, bandwidth=bandwidth,
+                               no_comm=args.no_comm, planner=args.planner, max_layers=args.max_layers,
+                               blocks=args.blocks)
 
 
 def print_result(result) -> None:

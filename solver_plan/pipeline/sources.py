@@ -68,3 +68,38 @@ def chain_from_model(model: str, cluster, blocks: int = 16) -> LayerChain:
         raise InputError("no such PipeDream profile", model)
     from solver_plan.graph.zoo import build_model
     return chain_from_graph(build_model(model), cluster)
+
+
+# Layers kept (by merging neighbours) for planners whose cost grows fast with the chain length.
+DEFAULT_MAX_LAYERS = {"madpipe": 48, "exact-joint": 12}
+
+
+def build_chain_problem(model: str, cluster, processors: int, *, memory: float | None = None,
+                        bandwidth: float | None = None, no_comm: bool = False, planner: str | None = None,
+                        max_layers: int | None = None, blocks: int = 16):
+    """The one way the CLI and batch jobs make a `ChainProblem` from MODEL and a cluster.
+
+    Memory per processor defaults to the device memory. Bandwidth defaults to the slowest link
+    between consecutive processors among the first `processors` devices (a pipeline crossing nodes
+    pays the inter-node link); `no_comm` makes transfers free. The chain is coarsened to
+    `max_layers` (default: the planner's entry in DEFAULT_MAX_LAYERS).
+    """
+    import math
+
+    from solver_plan.graph.chain import coarsen
+    from solver_plan.pipeline.problem import ChainProblem
+
+    if isinstance(processors, bool) or not isinstance(processors, int) or processors < 1:
+        raise InputError(f"must be a positive integer, got {processors}", "--processors")
+    if processors > cluster.num_devices:
+        raise InputError(f"{processors} processors but {cluster.name!r} has {cluster.num_devices} devices",
+                         "--processors")
+    chain = chain_from_model(model, cluster, blocks)
+    limit = max_layers if max_layers is not None else DEFAULT_MAX_LAYERS.get(planner or "")
+    if limit is not None and len(chain) > limit:
+        chain = coarsen(chain, limit)
+    if no_comm:
+        bandwidth = math.inf
+    elif bandwidth is None:
+        bandwidth = min((cluster.bandwidth(p, p + 1) for p in range(processors - 1)), default=math.inf)
+    return ChainProblem(chain, processors, memory if memory is not None else cluster.device.memory, bandwidth)

@@ -17,7 +17,6 @@ Conventions of the import:
 """
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,14 +32,6 @@ _EDGE_FORM = "'<tab>nodeA -- nodeB'"
 _STATS = ("forward_compute_time", "backward_compute_time", "activation_size", "parameter_size")
 _NUMBER = r"[-+]?[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?"
 _BYTES_PER_ELEMENT = 4
-
-
-def data_dir() -> Path:
-    """The shared data folder: $SOLVER_PLAN_DATA, else <repo>/../shared/data."""
-    override = os.environ.get("SOLVER_PLAN_DATA")
-    if override:
-        return Path(override)
-    return Path(__file__).resolve().parents[3].parent / "shared" / "data"
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,30 @@
+"""Planner "edge-drop": the edge-dropping relaxation (see relaxation) as a fast planner that also
+proves a lower bound; its plan is repaired to fit memory if needed, then locally improved."""
+from __future__ import annotations
+
+from solver_plan.intra.harness import Answer, Context, run_planner
+from solver_plan.intra.local_search import improve
+from solver_plan.intra.memory_repair import repair_memory
+from solver_plan.intra.problem import ConfigProblem
+from solver_plan.intra.relaxation import edge_dropping_relaxation
+from solver_plan.planners import register
+from solver_plan.result import Status
+
+
+def _edge_drop_core(problem: ConfigProblem, context: Context) -> Answer:
+    relaxation = edge_dropping_relaxation(problem, context.deadline)
+    if relaxation is None:
+        return Answer(Status.TIME_LIMIT, notes=("time out during the relaxation",))
+    plan = repair_memory(problem, relaxation.assignment, context.deadline)
+    if plan is None:
+        return Answer(Status.ERROR, notes=("the relaxation's plan could not be repaired to fit memory",))
+    plan = improve(problem, plan, context.deadline)
+    note = f"dropped {relaxation.dropped_edges} edge(s) to fold the graph completely"
+    return Answer(Status.FEASIBLE, plan, relaxation.lower_bound, (note,))
+
+
+@register("edge-drop", "config", exact=False,
+          description="delete the cheapest residual edges until the graph folds: a plan and a proven bound")
+def plan_edge_drop(problem: ConfigProblem, *, time_limit=None, seed=0, warm_start=None, **options):
+    return run_planner("edge-drop", problem, _edge_drop_core, exact=False, time_limit=time_limit, seed=seed,
+                       warm_start=warm_start, options=options)
