@@ -50,14 +50,23 @@ def groups(loads: list[float], period: float) -> list[int]:
     return result
 
 
-def pattern(problem: ChainProblem, allocation: Allocation, period: float) -> PeriodicPattern | None:
-    """The 1F1B* pattern of period T, or None when some stage or transfer is longer than T."""
+def _grouping(problem: ChainProblem, allocation: Allocation, period: float):
+    """(operations, virtual stage sequence, group of each virtual stage) at period T, or None when
+    some stage or transfer is longer than T."""
     ops = pipeline_operations(problem, allocation)
     sequence = virtual_stages(ops)
     loads = _loads(ops, sequence)
     if max(loads) > period * (1 + REL_TOL):
         return None
-    group = groups(loads, period)
+    return ops, sequence, groups(loads, period)
+
+
+def pattern(problem: ChainProblem, allocation: Allocation, period: float) -> PeriodicPattern | None:
+    """The 1F1B* pattern of period T, or None when some stage or transfer is longer than T."""
+    grouping = _grouping(problem, allocation, period)
+    if grouping is None:
+        return None
+    ops, sequence, group = grouping
     start = [0.0] * len(ops.operations)
     shift = [0] * len(ops.operations)
     clock = 0.0
@@ -78,12 +87,10 @@ def pattern(problem: ChainProblem, allocation: Allocation, period: float) -> Per
 
 def in_flight(problem: ChainProblem, allocation: Allocation, period: float) -> list[int] | None:
     """Batches kept by each compute stage under 1F1B* at period T (its group number)."""
-    ops = pipeline_operations(problem, allocation)
-    sequence = virtual_stages(ops)
-    loads = _loads(ops, sequence)
-    if max(loads) > period * (1 + REL_TOL):
+    grouping = _grouping(problem, allocation, period)
+    if grouping is None:
         return None
-    group = groups(loads, period)
+    ops, sequence, group = grouping
     return [g for (f, _), g in zip(sequence, group) if ops.operations[f].kind == "F"]
 
 
