@@ -171,9 +171,11 @@ def run_planner(name: str, problem: ConfigProblem, core: Callable[[ConfigProblem
         if relaxation is not None and hint is None:
             hint = relaxation.assignment  # repaired to fit memory if needed
         context.incumbent, source = best_heuristic_plan(problem, warm_start, deadline, hint)
-        if relaxation is not None and _usable(problem, relaxation.assignment) and (
-                context.incumbent is None or problem.objective(relaxation.assignment) < problem.objective(context.incumbent)):
-            context.incumbent, source = relaxation.assignment, "edge-dropping relaxation"
+        if relaxation is not None and _usable(problem, relaxation.assignment):
+            from solver_plan.intra.local_search import improve
+            relaxed_plan = improve(problem, relaxation.assignment, deadline)
+            if context.incumbent is None or problem.objective(relaxed_plan) < problem.objective(context.incumbent):
+                context.incumbent, source = relaxed_plan, "edge-dropping relaxation"
     elif warm_start is not None:
         context.incumbent = tuple(int(c) for c in warm_start) if _usable(problem, warm_start) else None
     try:

@@ -32,8 +32,10 @@ def _milp_core(problem: ConfigProblem, context: Context) -> Answer:
     start = encode(model, problem, context.incumbent) if context.incumbent is not None else None
     remaining = context.deadline.remaining()
     if backend == "highs":
+        # keep a margin for shipping the model to the worker and the answer back
+        solver_limit = None if remaining is None else max(0.05, 0.97 * remaining - 0.2)
         outcome = isolated.call("highspy", "solver_plan.intra.backends.highs", "solve_with_highs", timeout=remaining,
-                                model=model, time_limit=remaining, start_values=start, seed=context.seed,
+                                model=model, time_limit=solver_limit, start_values=start, seed=context.seed,
                                 relax_first=context.options.get("relax_first", True))
         return outcome_answer(model, outcome)
     try:
