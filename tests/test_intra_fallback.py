@@ -68,3 +68,10 @@ def test_invalid_planner_output_becomes_an_error():
     checked = harness.checked(problem, lying)
     assert checked.status is Status.ERROR and checked.assignment is None
     assert any(note.startswith("invalid:") for note in checked.notes)
+
+
+def test_validator_accepts_a_time_out_without_plan_but_not_a_feasible_one():
+    problem = random_problem(5, seed=0, shape="chain")
+    assert validate_config_result(problem, ConfigResult("x", Status.TIME_LIMIT, lower_bound=0.0)) == []
+    assert validate_config_result(problem, ConfigResult("x", Status.FEASIBLE))
+    assert validate_config_result(problem, ConfigResult("x", Status.OPTIMAL))

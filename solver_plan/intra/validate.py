@@ -32,7 +32,8 @@ def validate_config_result(problem: ConfigProblem, result: ConfigResult) -> list
     if not result.status.has_solution:
         return [] if result.assignment is None else [f"status {result.status.value} but a plan is given"]
     if result.assignment is None:
-        return [f"status {result.status.value} but no plan"]
+        # a time-out may stop before any plan is found (with a memory limit no heuristic met)
+        return [] if result.status is Status.TIME_LIMIT else [f"status {result.status.value} but no plan"]
     problems = _plan_problems(problem, result.assignment)
     if problems:
         return problems
