@@ -50,14 +50,15 @@ def _cmd_check(args) -> int:
 
 def _cmd_plan(args) -> int:
     from solver_plan.cluster import resolve_cluster
-    from solver_plan.files import write_json_atomic
+    from solver_plan.files import check_output_path, write_json_atomic
     from solver_plan.graph.resolve import resolve_model
     from solver_plan.intra.solve import solve
     from solver_plan.plan import decode_plan, render_plan
     from solver_plan.planners import get_planner
     from solver_plan.planning import check_positive, prepare_problem
 
-    get_planner(args.planner)  # an unknown name fails before any work
+    get_planner(args.planner)  # an unknown name or unwritable output fails before any work
+    check_output_path(args.out, "--out")
     check_positive(args.time_limit, "--time-limit")
     memory_limit = parse_bytes(args.memory_limit, "--memory-limit") if args.memory_limit else None
     cluster = resolve_cluster(args.cluster, args.devices)

@@ -63,6 +63,9 @@ def test_plan_on_profile_file(capsys, tmp_path):
     (["plan", "--devices", "9"], "--devices"),
     (["plan", "--cluster", "p100-4x4", "--devices", "6"], "--devices"),
     (["check", "nope.yaml"], "nope.yaml"),
+    (["plan", "--out", "/proc/no/plan.json"], "--out"),
+    (["pipeline", "--model", "lenet", "--processors", "2", "--gantt", "/proc/no/g.png"], "--gantt"),
+    (["simulate", "--plan", "missing.json"], "missing.json"),
 ])
 def test_bad_input_is_one_line_exit_2(capsys, argv, fragment):
     code, _, err = run(capsys, *argv)

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 from solver_plan.units import format_bytes, format_seconds, parse_bandwidth, parse_bytes
 
@@ -66,12 +65,15 @@ def print_result(result) -> None:
 
 
 def run(args) -> int:
+    from solver_plan.files import check_output_path, write_text_atomic
     from solver_plan.pipeline.api import plan_pipeline
+    check_output_path(args.out, "--out")
+    check_output_path(args.gantt, "--gantt")
     problem = build_problem(args)
     result = plan_pipeline(problem, args.planner, args.schedule, time_limit=args.time_limit)
     print_result(result)
     if args.out:
-        Path(args.out).write_text(result.to_json())
+        write_text_atomic(args.out, result.to_json())
         print(f"wrote {args.out}")
     if args.gantt:
         if result.pattern is None:

@@ -19,12 +19,14 @@ def resolve_plan_cluster(spec: str, devices: int | None):
 
 
 def run(args) -> int:
+    from solver_plan.files import check_output_path
     from solver_plan.graph.resolve import resolve_model
     from solver_plan.simulate.plan_file import load_plan_json, read_plan_json
     from solver_plan.simulate.simulator import simulate_strategy
     from solver_plan.simulate.timeline import format_simulation
     from solver_plan.simulate.trace import write_chrome_trace
 
+    check_output_path(args.trace, "--trace")
     data = read_plan_json(args.plan)
     model = args.model or data.get("model")
     cluster_spec = args.cluster or data.get("cluster")
