@@ -77,7 +77,8 @@ def test_small_file_and_convention(tmp_path):
     graph = load_pipedream_profile(write(tmp_path, GOOD))
     op = graph.op("node2")
     assert op.measured.forward_s == pytest.approx(1.5e-3) and op.params == 20
-    assert [t.shape for t in op.outputs] == [(1, 2), (1, 2)]
+    assert [t.shape for t in op.outputs] == [(128, 1), (128, 1)]  # nominal default batch
+    assert [t.shape for t in load_pipedream_profile(write(tmp_path, GOOD), batch=1).op("node2").outputs] == [(1, 2), (1, 2)]
     assert graph.predecessors("node2") == ("node1",)
 
 
@@ -88,6 +89,8 @@ def test_small_file_and_convention(tmp_path):
     (GOOD + "\tnode1 node2\n", 4, "edge"),
     (GOOD + "\tnode1 -- node9\n", 4, "unknown node 'node9'"),
     ("node1 -- X -- forward_compute_time=-1, backward_compute_time=0, activation_size=1, parameter_size=0\n", 1, "non-negative"),
+    ("node1 -- X -- forward_compute_time=1e400, backward_compute_time=0, activation_size=1, parameter_size=0\n", 1, "finite"),
+    ("node1 -- X -- forward_compute_time=1, backward_compute_time=0, activation_size=1, parameter_size=0, extra=5\n", 1, "unknown statistic 'extra'"),
 ])
 def test_unreadable_lines_name_file_and_line(tmp_path, bad, line, needle):
     path = write(tmp_path, bad)

@@ -4,7 +4,9 @@ After the exact reparametrisation of normal_form every edge matrix is a non-nega
 deleting an edge can only lower the optimum. Alternate exact folding (simplify) with deleting the
 edges of smallest largest residual until nothing is left to fold; the folded problem's optimum is a
 lower bound for the original (memory is ignored, which also only relaxes), and its plan, decoded
-through every level, is a feasible plan whose true cost can be measured.
+through every level, is a feasible plan whose true cost can be measured. Min-sum diffusion
+(dual_ascent) first reparametrises the costs exactly, so the dropped edges carry little cost and the
+bound nears the LP bound of the local polytope.
 """
 from __future__ import annotations
 
@@ -12,11 +14,13 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from solver_plan.intra.dual_ascent import reparametrise
 from solver_plan.intra.normal_form import normal_form
 from solver_plan.intra.problem import ConfigProblem
 from solver_plan.intra.simplify import simplify
 
 DROP_FRACTION = 0.05
+ROUNDING_SLACK = 1e-9  # relative: reparametrised costs equal the original up to float rounding
 
 
 @dataclass(frozen=True)
@@ -37,9 +41,13 @@ def _residual_problem(problem: ConfigProblem, keep: int | None = None) -> tuple[
     return relaxed, len(form.edges) - len(edges)
 
 
-def edge_dropping_relaxation(problem: ConfigProblem, deadline=None) -> Relaxation | None:
-    """None if the deadline passes first."""
-    current, dropped = _residual_problem(problem.with_memory_limit(None))
+def edge_dropping_relaxation(problem: ConfigProblem, deadline=None, *, diffuse: bool = True) -> Relaxation | None:
+    """None if the deadline passes first. `diffuse=False` skips the reparametrisation."""
+    problem = problem.with_memory_limit(None)
+    diffusion_bound = -np.inf
+    if diffuse:
+        problem, diffusion_bound = reparametrise(problem, deadline)
+    current, dropped = _residual_problem(problem)
     levels = []
     while True:
         reduced = simplify(current, drop_dominated=False)
@@ -53,7 +61,8 @@ def edge_dropping_relaxation(problem: ConfigProblem, deadline=None) -> Relaxatio
         current, lost = _residual_problem(reduced.problem, keep)
         dropped += lost
     plan = tuple(int(np.argmin(costs)) for costs in levels[-1].problem.node_costs)
-    bound = levels[-1].problem.objective(plan)
+    bound = max(levels[-1].problem.objective(plan), diffusion_bound)
+    bound -= ROUNDING_SLACK * (1.0 + abs(bound))
     for level in reversed(levels):
         plan = level.decode(plan)
     return Relaxation(float(bound), plan, dropped)

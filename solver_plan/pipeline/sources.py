@@ -21,6 +21,9 @@ BLOCK_KEYS = ("Tf", "Tb", "Tw", "Mparams", "Mf")
 
 
 def chain_from_graph(graph, cluster) -> LayerChain:
+    """Measured times where the graph has them (profiles), else the cost model on one device."""
+    if graph.has_measured_times:
+        return linearize(graph)
     w = cluster.w
     return linearize(graph, lambda op: (op.flops * w, op.backward_flops * w))
 
@@ -56,18 +59,14 @@ def chain_from_blocks(path, blocks: int = 16) -> LayerChain:
 
 
 def chain_from_model(model: str, cluster, blocks: int = 16) -> LayerChain:
-    """MODEL as the CLI takes it: a PipeDream graph.txt (or its folder), a blocks JSON, or a zoo spec."""
-    path = Path(model)
-    if path.name == "graph.txt" or (path.is_dir() and (path / "graph.txt").exists()):
-        return chain_from_profile(path)
-    if path.suffix == ".json":
-        if not path.exists():
+    """MODEL as every command takes it (a zoo spec or a PipeDream profile, via `resolve_model`), or
+    a pipeline-blocks JSON."""
+    if Path(model).suffix == ".json":
+        if not Path(model).exists():
             raise InputError("no such pipeline-blocks file", model)
-        return chain_from_blocks(path, blocks)
-    if path.suffix == ".txt":
-        raise InputError("no such PipeDream profile", model)
-    from solver_plan.graph.zoo import build_model
-    return chain_from_graph(build_model(model), cluster)
+        return chain_from_blocks(model, blocks)
+    from solver_plan.graph.resolve import resolve_model
+    return chain_from_graph(resolve_model(model), cluster)
 
 
 # Layers kept (by merging neighbours) for planners whose cost grows fast with the chain length.
