@@ -13,6 +13,7 @@ import sys
 import time
 
 from solver_plan.errors import InputError
+from solver_plan.intra.build import DEFAULT_MAX_CANDIDATES
 from solver_plan.units import parse_bytes
 
 PACKAGE_COMMANDS = ("solver_plan.pipeline.cli", "solver_plan.simulate.cli", "solver_plan.batch.cli",
@@ -55,12 +56,17 @@ def _cmd_plan(args) -> int:
     from solver_plan.intra.solve import solve
     from solver_plan.plan import decode_plan, render_plan
     from solver_plan.planners import get_planner
-    from solver_plan.planning import check_positive, prepare_problem
+    from solver_plan.planning import DEVICE_MEMORY, check_positive, prepare_problem
 
     get_planner(args.planner)  # an unknown name or unwritable output fails before any work
     check_output_path(args.out, "--out")
     check_positive(args.time_limit, "--time-limit")
-    memory_limit = parse_bytes(args.memory_limit, "--memory-limit") if args.memory_limit else None
+    if args.rows < 1:
+        raise InputError(f"must be at least 1, got {args.rows}", "--rows")
+    if args.memory_limit in ("device", "none"):
+        memory_limit = DEVICE_MEMORY if args.memory_limit == "device" else None
+    else:
+        memory_limit = parse_bytes(args.memory_limit, "--memory-limit")
     cluster = resolve_cluster(args.cluster, args.devices)
     started = time.perf_counter()
     graph = resolve_model(args.model)
@@ -76,7 +82,7 @@ def _cmd_plan(args) -> int:
         strategy = {problem.names[i]: problem.candidates[i][c] for i, c in enumerate(result.assignment)}
         print(format_simulation(simulate_strategy(graph, cluster, strategy, cost_model)))
     baselines = [name for name in ("data-parallel", "single-device") if name != args.planner]
-    if baselines and plan.objective_s is not None:
+    if baselines and plan.objective_s:  # no ratio against a zero or missing objective
         parts = []
         for name in baselines:
             other = solve(problem, name)
@@ -97,8 +103,10 @@ def _add_plan_parser(subparsers) -> None:
     p.add_argument("--devices", type=int, default=None, help="plan on the first N devices only")
     p.add_argument("--planner", default=DEFAULT_PLANNER, help=f"planner name (default {DEFAULT_PLANNER}); see `solver-plan planners`")
     p.add_argument("--time-limit", type=float, default=None, help="wall-clock limit in seconds")
-    p.add_argument("--memory-limit", default=None, help="per-device memory limit, e.g. 16GB")
-    p.add_argument("--max-candidates", type=int, default=24, help="configurations per operator (default 24)")
+    p.add_argument("--memory-limit", default="device",
+                   help="per-device memory limit, e.g. 16GB; 'device' (default) = the device's memory; 'none' = unlimited")
+    p.add_argument("--max-candidates", type=int, default=DEFAULT_MAX_CANDIDATES,
+                   help=f"configurations per operator (default {DEFAULT_MAX_CANDIDATES})")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--rows", type=int, default=40, help="operators shown in the table")
     p.add_argument("--out", default=None, help="write the plan as JSON")
@@ -142,6 +150,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("solver-plan: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # e.g. `solver-plan models | head`
+        sys.stderr.close()
+        return 0
 
 
 if __name__ == "__main__":

@@ -71,8 +71,9 @@ def planners(kind: str = "config") -> dict[str, PlannerInfo]:
     return dict(sorted(_REGISTRY[kind].items()))
 
 
-def get_planner(name: str, kind: str = "config") -> PlannerInfo:
+def get_planner(name: str, kind: str = "config", where: str = "--planner") -> PlannerInfo:
     available = planners(kind)
     if name not in available:
-        raise InputError(f"unknown planner {name!r}; available: {', '.join(available)}", "--planner")
+        noun = "scheduler" if kind == "schedule" else "planner"
+        raise InputError(f"unknown {noun} {name!r}; available: {', '.join(available)}", where)
     return available[name]

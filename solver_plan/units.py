@@ -97,4 +97,6 @@ def format_seconds(sec: float) -> str:
         return f"{sec:.3f} s"
     if sec >= 1e-3:
         return f"{sec * 1e3:.3f} ms"
-    return f"{sec * 1e6:.1f} us"
+    if sec >= 1e-6 or sec == 0:
+        return f"{sec * 1e6:.1f} us"
+    return f"{sec * 1e9:.1f} ns"

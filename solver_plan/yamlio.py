@@ -50,7 +50,11 @@ class Section:
 
     def section(self, key: str, *, required: bool = False) -> "Section | None":
         value = self.get(key, required=required)
-        return None if value is None else Section(value, self.path(key))
+        if value is None:
+            if required:  # `key:` with nothing after it
+                raise InputError("missing value (expected a mapping)", self.path(key))
+            return None
+        return Section(value, self.path(key))
 
     def integer(self, key: str, default: int | None = None, *, required: bool = False,
                 minimum: int = 1) -> int | None:

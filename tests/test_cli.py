@@ -94,3 +94,32 @@ def test_plan_with_simulation(capsys):
                        "--planner", "greedy", "--simulate")
     assert code == 0
     assert "simulated iteration" in out and "critical path" in out
+
+
+def test_device_memory_is_the_default_limit(capsys):
+    # 2 x 8192^2 fp32 weights x 4 (weights, gradients, Adam) = 2.1 GB on one device: over a 1 GB device
+    argv = ["plan", "--model", "mlp:layers=2,hidden=8192,batch=8", "--planner", "single-device"]
+    code, out, _ = run(capsys, *argv, "--memory-limit", "1GB")
+    assert code == 1 and "INFEASIBLE" in out
+    code, out, _ = run(capsys, *argv, "--memory-limit", "none")
+    assert code == 0 and "FEASIBLE" in out
+    code, out, _ = run(capsys, *argv)  # device memory (16 GB V100) fits
+    assert code == 0 and "limit 16.00 GB" in out
+
+
+@pytest.mark.parametrize("argv, fragment", [
+    (["plan", "--rows", "0"], "--rows"),
+    (["plan", "--max-candidates", "1"], "--max-candidates"),
+    (["pipeline", "--model", "lenet", "--processors", "2", "--time-limit", "0"], "--time-limit"),
+    (["pipeline", "--model", "lenet", "--processors", "2", "--schedule", "nope"], "--schedule: unknown scheduler"),
+])
+def test_more_bad_arguments(capsys, argv, fragment):
+    code, _, err = run(capsys, *argv)
+    assert code == 2 and fragment in err and "Traceback" not in err
+
+
+def test_zero_objective_profile_prints_no_ratio(capsys, tmp_path):
+    path = tmp_path / "graph.txt"
+    path.write_text("node1 -- A -- forward_compute_time=0, backward_compute_time=0, activation_size=4, parameter_size=0\n")
+    code, out, _ = run(capsys, "plan", "--model", str(path), "--devices", "2")
+    assert code == 0 and "objective 0.0 us" in out

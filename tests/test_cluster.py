@@ -40,6 +40,10 @@ def test_topology_levels_and_hardware_numbers():
     assert cluster.bandwidth(1, 1) == math.inf
 
 
+def test_override_given_as_yaml_string_number():
+    assert cluster_from_dict(spec(hardware={"w": "8e-15"})).w == 8e-15  # YAML reads 8e-15 as a string
+
+
 def test_overrides_of_w_and_g():
     cluster = cluster_from_dict(spec(hardware={"w": 2e-14, "g_inter_node": 1e-9}))
     assert cluster.w == 2e-14
@@ -69,6 +73,9 @@ def test_first_devices():
     (lambda s: s.update(devices_per_node="eight"), "devices_per_node"),
     (lambda s: s.update(hardware={"w": -1}), "hardware.w"),
     (lambda s: s.update(hardware={"gg": 1}), "hardware.gg"),
+    (lambda s: s.update(hardware={"w": float("inf")}), "hardware.w"),
+    (lambda s: s["links"].update(intra_node=None), "links.intra_node"),
+    (lambda s: s.update(device=None), "device"),
 ])
 def test_bad_cluster_specs_name_the_key(mutate, where):
     data = spec()

@@ -7,7 +7,7 @@ from hypothesis import given, settings, strategies as st
 
 from solver_plan.cost import (data_parallel_config, enumerate_configs, op_dimensions, op_layout,
                               single_device_config)
-from solver_plan.cost.enumerate import degree_assignments, device_counts, placements
+from solver_plan.cost.enumerate import DEFAULT_MAX_CANDIDATES, degree_assignments, device_counts, placements
 from solver_plan.cost.tiles import box_volume, tile_boxes
 from solver_plan.errors import InputError
 from solver_plan.graph import GraphBuilder, OpType
@@ -109,7 +109,7 @@ def test_enumeration_deterministic_capped_and_includes_required(zoo):
     assert len(first) == 12 and len(set(first)) == 12
     assert first[0] == single_device_config(op, zoo)
     assert first[1] == data_parallel_config(op, zoo, 16)
-    assert len(enumerate_configs(op, zoo, 16)) == 30
+    assert len(enumerate_configs(op, zoo, 16)) == DEFAULT_MAX_CANDIDATES
 
 
 def test_required_configs():

@@ -46,13 +46,14 @@ def run_job(job: Job) -> dict[str, Any]:
 def run_config_job(job: Job) -> dict[str, Any]:
     from solver_plan.cluster import resolve_cluster
     from solver_plan.graph.resolve import resolve_model
-    from solver_plan.planning import plan_configuration
+    from solver_plan.planning import DEVICE_MEMORY, plan_configuration
 
     graph = resolve_model(job.model)
     cluster = resolve_cluster(job.cluster, job.devices)
     extra = {} if job.max_candidates is None else {"max_candidates": job.max_candidates}
-    plan = plan_configuration(graph, cluster, job.planner, time_limit=job.time_limit,
-                              memory_limit=job.memory_limit, seed=job.seed, **extra, **dict(job.options))
+    memory_limit = DEVICE_MEMORY if job.memory_limit is None else job.memory_limit  # as the CLI does
+    plan = plan_configuration(graph, cluster, job.planner, time_limit=job.time_limit, memory_limit=memory_limit,
+                              seed=job.seed, **extra, **dict(job.options))
     return outcome(plan.status, plan.objective_s, plan.lower_bound_s, plan.runtime_s, plan.to_dict(),
                    error=planner_error(plan.status, plan.notes))
 

@@ -13,6 +13,7 @@ hardware: {w: 8e-15, g_intra_node: 6.7e-12, g_inter_node: 8e-11}   # optional ov
 """
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from solver_plan.cluster.model import Cluster, DeviceSpec, Link, LinkLevel
@@ -27,9 +28,13 @@ def _positive_number(section: Section, key: str) -> float | None:
     value = section.get(key)
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-        raise InputError(f"expected a positive number, got {value!r}", section.path(key))
-    return float(value)
+    try:  # YAML reads 8e-15 (no dot) as a string
+        number = float(value) if isinstance(value, (int, float, str)) and not isinstance(value, bool) else None
+    except ValueError:
+        number = None
+    if number is None or not math.isfinite(number) or number <= 0:
+        raise InputError(f"expected a positive finite number, got {value!r}", section.path(key))
+    return number
 
 
 def _link(section: Section | None) -> Link | None:

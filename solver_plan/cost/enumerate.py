@@ -18,7 +18,7 @@ from solver_plan.cost.dims import Dimension, op_dimensions
 from solver_plan.errors import InputError
 from solver_plan.graph.ir import Graph, Operator
 
-DEFAULT_MAX_CANDIDATES = 30
+DEFAULT_MAX_CANDIDATES = 24
 DEFAULT_MAX_PLACEMENTS = 2
 
 

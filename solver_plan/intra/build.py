@@ -4,12 +4,12 @@ from __future__ import annotations
 import numpy as np
 
 from solver_plan.cluster import Cluster
-from solver_plan.cost.enumerate import enumerate_configs
+from solver_plan.cost.enumerate import DEFAULT_MAX_CANDIDATES, enumerate_configs
 from solver_plan.cost.model import CostModel
 from solver_plan.graph.ir import Graph
 from solver_plan.intra.problem import ConfigProblem
 
-DEFAULT_MAX_CANDIDATES = 24
+__all__ = ["DEFAULT_MAX_CANDIDATES", "build_config_problem"]
 
 
 def build_config_problem(graph: Graph, cluster: Cluster, memory_limit: float | None = None,

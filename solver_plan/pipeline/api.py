@@ -7,6 +7,7 @@ the best valid period is kept.
 from __future__ import annotations
 
 import json
+import math
 import time
 from dataclasses import dataclass, field
 
@@ -74,7 +75,7 @@ class PipelineResult:
 
 
 def schedule_allocation(problem: ChainProblem, allocation: Allocation, scheduler: str, **options) -> ScheduleResult:
-    info = get_planner(scheduler, "schedule")
+    info = get_planner(scheduler, "schedule", "--schedule")
     if scheduler == "1f1b*" and not allocation.is_contiguous:
         raise InputError("1f1b* schedules contiguous allocations only (one stage per processor); "
                          "use --schedule exact for this allocation", "--schedule")
@@ -92,7 +93,9 @@ def plan_pipeline(problem: ChainProblem, planner: str = "madpipe", schedule: str
     valid pattern. `time_limit` (s) bounds the exact solvers; None leaves each one's default."""
     begin = time.perf_counter()
     info = get_planner(planner, "pipeline")
-    get_planner(schedule, "schedule")  # fail early on a bad name
+    get_planner(schedule, "schedule", "--schedule")  # fail early on a bad name
+    if time_limit is not None and not (math.isfinite(time_limit) and time_limit > 0):
+        raise InputError(f"must be positive, got {time_limit}", "--time-limit")
     options = dict(planner_options or {})
     if time_limit is not None:
         options["time_limit"] = time_limit

@@ -17,13 +17,13 @@ def register_command(subparsers) -> None:
     parser.add_argument("--cluster", default="v100x8-nvlink", help="preset name or YAML file")
     parser.add_argument("--processors", "-P", type=int, required=True, help="number of processors P")
     parser.add_argument("--memory", help="memory per processor, e.g. 8GB (default: the device memory)")
-    parser.add_argument("--bandwidth", help="link bandwidth, e.g. 12GB/s (default: the cluster's intra-node)")
+    parser.add_argument("--bandwidth", help="link bandwidth, e.g. 12GB/s (default: the slowest link between consecutive processors)")
     parser.add_argument("--no-comm", action="store_true", help="transfers take no time")
     parser.add_argument("--planner", default="madpipe", help="pipedream | madpipe | exact-joint")
     parser.add_argument("--schedule", default="exact", help="exact | 1f1b*")
     parser.add_argument("--max-layers", type=int, default=None,
-                        help="merge adjacent layers until at most this many remain (default: 48 for madpipe "
-                             "and exact-joint when the chain is longer)")
+                        help="merge adjacent layers until at most this many remain (default: 48 for madpipe, "
+                             "12 for exact-joint, no merging for pipedream)")
     parser.add_argument("--blocks", type=int, default=16, help="number of blocks for a pipeline-blocks JSON")
     parser.add_argument("--time-limit", type=float, default=60.0, help="seconds for the exact solvers")
     parser.add_argument("--out", help="write the pattern as JSON here")
