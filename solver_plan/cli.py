@@ -88,6 +88,8 @@ def _cmd_plan(args) -> int:
             other = solve(problem, name)
             if other.objective is not None:
                 parts.append(f"{name} {other.objective:.4g} s ({other.objective / plan.objective_s:.2f}x)")
+            else:
+                parts.append(f"{name} {other.status.value}")
         print("baselines: " + "; ".join(parts))
     if args.out:
         write_json_atomic(args.out, plan.to_dict())

@@ -138,5 +138,11 @@ def render_plan(plan: Plan, max_rows: int = 40) -> str:
                  f"sync {format_seconds(sum(o.sync_s for o in plan.operators))}")
     mem = plan.device_memory_bytes
     limit = "" if plan.memory_limit_bytes is None else f" (limit {format_bytes(plan.memory_limit_bytes)})"
-    lines.append("memory per device" + limit + ": " + ", ".join(f"d{i} {format_bytes(m)}" for i, m in enumerate(mem)))
+    if len(mem) <= 8:
+        lines.append("memory per device" + limit + ": " + ", ".join(f"d{i} {format_bytes(m)}" for i, m in enumerate(mem)))
+    elif mem:
+        busiest = max(range(len(mem)), key=mem.__getitem__)
+        used = sum(1 for m in mem if m > 0)
+        lines.append(f"memory per device{limit}: busiest d{busiest} {format_bytes(mem[busiest])}, "
+                     f"least {format_bytes(min(mem))}; {used} of {len(mem)} devices used")
     return "\n".join(lines)
