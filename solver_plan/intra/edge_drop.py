@@ -1,7 +1,9 @@
 """Planner "edge-drop": the edge-dropping relaxation (see relaxation) as a fast planner that also
-proves a lower bound; its plan is repaired to fit memory if needed, then locally improved."""
+proves a lower bound; its plan is repaired to fit memory if needed, then locally improved (one node at
+a time, then by exact re-solves on random forests)."""
 from __future__ import annotations
 
+from solver_plan.intra.forest_search import improve_by_forests
 from solver_plan.intra.harness import Answer, Context, run_planner
 from solver_plan.intra.local_search import improve
 from solver_plan.intra.memory_repair import repair_memory
@@ -19,6 +21,7 @@ def _edge_drop_core(problem: ConfigProblem, context: Context) -> Answer:
     if plan is None:
         return Answer(Status.ERROR, notes=("the relaxation's plan could not be repaired to fit memory",))
     plan = improve(problem, plan, context.deadline)
+    plan = improve_by_forests(problem, plan, context.deadline, seed=context.seed)
     note = f"dropped {relaxation.dropped_edges} edge(s) to fold the graph completely"
     return Answer(Status.FEASIBLE, plan, relaxation.lower_bound, (note,))
 

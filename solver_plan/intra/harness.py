@@ -172,8 +172,10 @@ def run_planner(name: str, problem: ConfigProblem, core: Callable[[ConfigProblem
             hint = relaxation.assignment  # repaired to fit memory if needed
         context.incumbent, source = best_heuristic_plan(problem, warm_start, deadline, hint)
         if relaxation is not None and _usable(problem, relaxation.assignment):
+            from solver_plan.intra.forest_search import improve_by_forests
             from solver_plan.intra.local_search import improve
             relaxed_plan = improve(problem, relaxation.assignment, deadline)
+            relaxed_plan = improve_by_forests(problem, relaxed_plan, deadline, seed=seed)
             if context.incumbent is None or problem.objective(relaxed_plan) < problem.objective(context.incumbent):
                 context.incumbent, source = relaxed_plan, "edge-dropping relaxation"
     elif warm_start is not None:

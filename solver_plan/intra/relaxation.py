@@ -20,6 +20,7 @@ from solver_plan.intra.problem import ConfigProblem
 from solver_plan.intra.simplify import simplify
 
 DROP_FRACTION = 0.05
+DIFFUSION_SHARE = 0.3  # of the remaining time, so exact solvers keep most of it
 ROUNDING_SLACK = 1e-9  # relative: reparametrised costs equal the original up to float rounding
 
 
@@ -46,7 +47,9 @@ def edge_dropping_relaxation(problem: ConfigProblem, deadline=None, *, diffuse: 
     problem = problem.with_memory_limit(None)
     diffusion_bound = -np.inf
     if diffuse:
-        problem, diffusion_bound = reparametrise(problem, deadline)
+        remaining = None if deadline is None else deadline.remaining()
+        budget = None if remaining is None else DIFFUSION_SHARE * remaining
+        problem, diffusion_bound = reparametrise(problem, budget)
     current, dropped = _residual_problem(problem)
     levels = []
     while True:

@@ -1,0 +1,119 @@
+"""Dual ascent by min-sum diffusion: an exact reparametrisation that tightens cheap lower bounds.
+
+Messages a_e (on the source's candidates) and b_e (on the target's) move cost between an edge and
+its ends: node i gets + sum of its messages, edge (u, v) gets - a_e[k] - b_e[l]. Every plan keeps
+its objective, so for any messages sum_i min_k cost'_i + sum_e min cost'_e is a lower bound, and
+the edge-dropping relaxation of the reparametrised problem is one too; diffusion (make each node
+and the min-marginals of its edges equal) climbs towards the LP bound of the local polytope,
+which is far tighter than dropping edges of the original costs.
+
+Vectorised: candidates are padded to the widest node, and nodes are updated one colour class at a
+time (no two nodes of a class share an edge, so a class update is an exact block-coordinate step).
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from solver_plan.intra.harness import Deadline
+from solver_plan.intra.problem import ConfigProblem
+
+PADDING = 1e30  # cost of a padded (non-existent) candidate; never the minimum
+MAX_PADDED_ENTRIES = 30_000_000  # edge array of (edges x widest^2) floats; beyond it, skip diffusion
+MIN_GAIN = 1e-6  # stop when a sweep raises the bound by less than this fraction (converged)
+
+
+def _colour_classes(problem: ConfigProblem) -> list[np.ndarray]:
+    """Greedy colouring: each class is a set of nodes with no edge between them."""
+    colour = np.full(problem.num_nodes, -1)
+    for node, incident in enumerate(problem.neighbours()):
+        taken = {colour[other] for _, other, _ in incident}
+        colour[node] = next(c for c in range(len(taken) + 1) if c not in taken)
+    return [np.flatnonzero(colour == c) for c in range(colour.max() + 1)] if problem.num_nodes else []
+
+
+class _Padded:
+    """Node costs (n, K) and edge costs (E, K, K) padded with PADDING, plus the messages."""
+
+    def __init__(self, problem: ConfigProblem):
+        width = max(len(c) for c in problem.node_costs)
+        self.sizes = np.array([len(c) for c in problem.node_costs])
+        self.valid = np.arange(width)[None, :] < self.sizes[:, None]
+        self.nodes = np.full((problem.num_nodes, width), PADDING)
+        self.nodes[self.valid] = np.concatenate(problem.node_costs)
+        self.sources = np.array([u for u, _ in problem.edges], dtype=np.int64)
+        self.targets = np.array([v for _, v in problem.edges], dtype=np.int64)
+        self.edges = np.full((len(problem.edges), width, width), PADDING)
+        for j, matrix in enumerate(problem.edge_costs):
+            self.edges[j, : matrix.shape[0], : matrix.shape[1]] = matrix
+        self.a = np.zeros((len(problem.edges), width))  # message into the source
+        self.b = np.zeros((len(problem.edges), width))  # message into the target
+
+    def node_costs(self) -> np.ndarray:
+        costs = self.nodes.copy()
+        np.add.at(costs, self.sources, self.a)
+        np.add.at(costs, self.targets, self.b)
+        return costs
+
+    def edge_costs(self, edges) -> np.ndarray:
+        return self.edges[edges] - self.a[edges][:, :, None] - self.b[edges][:, None, :]
+
+    def bound(self) -> float:
+        nodes = np.where(self.valid, self.node_costs(), np.inf).min(axis=1).sum()
+        return float(nodes + self.edge_costs(slice(None)).min(axis=(1, 2)).sum())
+
+    def update(self, members: np.ndarray, node_costs: np.ndarray) -> None:
+        """Diffusion at every node of one colour class."""
+        in_class = np.zeros(len(self.nodes), dtype=bool)
+        in_class[members] = True
+        out_edges = np.flatnonzero(in_class[self.sources])
+        in_edges = np.flatnonzero(in_class[self.targets])
+        out_marginals = self.edge_costs(out_edges).min(axis=2)
+        in_marginals = self.edge_costs(in_edges).min(axis=1)
+        total = node_costs.copy()
+        np.add.at(total, self.sources[out_edges], out_marginals)
+        np.add.at(total, self.targets[in_edges], in_marginals)
+        degree = np.bincount(self.sources[out_edges], minlength=len(self.nodes)) + np.bincount(
+            self.targets[in_edges], minlength=len(self.nodes))
+        share = total / (degree + 1)[:, None]
+        out_step = out_marginals - share[self.sources[out_edges]]
+        in_step = in_marginals - share[self.targets[in_edges]]
+        self.a[out_edges] += np.where(self.valid[self.sources[out_edges]], out_step, 0.0)
+        self.b[in_edges] += np.where(self.valid[self.targets[in_edges]], in_step, 0.0)
+        node_costs[members] = share[members]
+
+    def problem(self, original: ConfigProblem) -> ConfigProblem:
+        costs = self.node_costs()
+        node_costs = tuple(costs[i, :k].copy() for i, k in enumerate(self.sizes))
+        edge_costs = tuple(original.edge_costs[j] - self.a[j, : m.shape[0], None] - self.b[j, None, : m.shape[1]]
+                           for j, m in enumerate(original.edge_costs))
+        return replace(original, node_costs=node_costs, edge_costs=edge_costs)
+
+
+def reparametrise(problem: ConfigProblem, time_budget: float | None = None,
+                  max_sweeps: int = 200) -> tuple[ConfigProblem, float]:
+    """(a problem with the same objective on every plan, a proven lower bound on that objective).
+    Sweeps until the bound stalls, `max_sweeps` or `time_budget` seconds; a problem too wide to
+    pad comes back unchanged with bound -inf."""
+    if not problem.edges:
+        return problem, float(sum(c.min() for c in problem.node_costs))
+    width = max(len(c) for c in problem.node_costs)
+    if len(problem.edges) * width * width > MAX_PADDED_ENTRIES or (time_budget is not None and time_budget <= 0):
+        return problem, -np.inf
+    clock = Deadline(time_budget)
+    padded = _Padded(problem)
+    classes = _colour_classes(problem)
+    bound = padded.bound()
+    for _ in range(max_sweeps):
+        if clock.expired():
+            break
+        node_costs = padded.node_costs()
+        for members in classes:
+            padded.update(members, node_costs)
+        improved = padded.bound()
+        gained = improved - bound
+        bound = max(bound, improved)
+        if gained <= MIN_GAIN * max(1.0, abs(bound)):
+            break
+    return padded.problem(problem), bound
