@@ -133,8 +133,7 @@ def _finish(problem: ConfigProblem, name: str, answer: Answer, deadline: Deadlin
 def cost_breakdown(problem: ConfigProblem, assignment) -> dict[str, float]:
     """Seconds spent in operators (compute, intra-op communication, gradient sync) and in
     redistribution between operators."""
-    operators = sum(float(problem.node_costs[i][c]) for i, c in enumerate(assignment))
-    redistribution = sum(float(m[assignment[u], assignment[v]]) for (u, v), m in zip(problem.edges, problem.edge_costs))
+    operators, redistribution = problem.breakdown(assignment)
     return {"operators_s": operators, "redistribution_s": redistribution}
 
 

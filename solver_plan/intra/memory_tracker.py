@@ -59,3 +59,16 @@ class MemoryTracker:
             base = base - least_memory_per_device(self.problem, node)
         return np.array([max(base[list(self.problem.node_devices[node][c])]) + self.problem.node_memory[node][c]
                          - self.limit for c in choices])
+
+    def fits_change(self, node: int, old: int, new: int, tolerance: float = 1e-6) -> bool:
+        """Whether a decided node can move from candidate `old` to `new` within the limit."""
+        if self.limit is None:
+            return True
+        self.remove(node, old)
+        fits = self.overflow(node, [new])[0] <= self.limit * tolerance
+        self.place(node, old)
+        return bool(fits)
+
+    def change(self, node: int, old: int, new: int) -> None:
+        self.remove(node, old)
+        self.place(node, new)

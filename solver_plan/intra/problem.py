@@ -72,10 +72,14 @@ class ConfigProblem:
         return replace(self, memory_limit=memory_limit)
 
     # --- evaluation (used by planners, validator and tests) --------------------------------
+    def breakdown(self, assignment) -> tuple[float, float]:
+        """(seconds in operators, seconds of redistribution between them) under an assignment."""
+        operators = sum(float(self.node_costs[i][c]) for i, c in enumerate(assignment))
+        edges = sum(float(m[assignment[u], assignment[v]]) for (u, v), m in zip(self.edges, self.edge_costs))
+        return operators, edges
+
     def objective(self, assignment) -> float:
-        total = sum(float(self.node_costs[i][c]) for i, c in enumerate(assignment))
-        total += sum(float(m[assignment[u], assignment[v]]) for (u, v), m in zip(self.edges, self.edge_costs))
-        return total
+        return sum(self.breakdown(assignment))
 
     def device_memory(self, assignment) -> np.ndarray:
         """Bytes on each device under an assignment."""

@@ -22,6 +22,7 @@ import random
 import time
 
 from solver_plan.errors import InputError
+from solver_plan.intra.memory_tracker import MemoryTracker
 from solver_plan.intra.problem import ConfigProblem
 from solver_plan.planners import planners, register
 from solver_plan.result import ConfigResult, Status
@@ -33,29 +34,6 @@ from solver_plan.simulate.objectives import (
 
 DEFAULT_PROPOSALS = 4000  # the budget is proposals and seconds, whichever runs out first
 DEFAULT_SECONDS = 60.0
-
-
-class _Memory:
-    """Per-device memory of the current assignment, to reject proposals over the limit."""
-
-    def __init__(self, problem: ConfigProblem, assignment):
-        self.problem = problem
-        self.used = problem.device_memory(assignment)
-        self.limit = None if problem.memory_limit is None else problem.memory_limit * (1 + 1e-6)
-
-    def fits_change(self, node: int, old: int, new: int) -> bool:
-        if self.limit is None:
-            return True
-        p = self.problem
-        trial = self.used.copy()
-        trial[list(p.node_devices[node][old])] -= p.node_memory[node][old]
-        trial[list(p.node_devices[node][new])] += p.node_memory[node][new]
-        return bool(trial.max() <= self.limit)
-
-    def apply(self, node: int, old: int, new: int) -> None:
-        p = self.problem
-        self.used[list(p.node_devices[node][old])] -= p.node_memory[node][old]
-        self.used[list(p.node_devices[node][new])] += p.node_memory[node][new]
 
 
 def _heuristic_plans(problem: ConfigProblem) -> list[tuple[str, tuple[int, ...]]]:
@@ -114,7 +92,7 @@ def _chain(objective, problem: ConfigProblem, start: tuple[int, ...], rng: rando
     cost = objective.load(start)
     best, best_plan = cost, tuple(start)
     scale = beta if beta is not None else (20.0 / cost if cost > 0 else 1.0)
-    memory = _Memory(problem, start)
+    memory = MemoryTracker(problem, start)
     choices = [len(c) for c in problem.node_costs]
     movable = [i for i, k in enumerate(choices) if k > 1]
     while movable and not budget.over():
@@ -128,7 +106,7 @@ def _chain(objective, problem: ConfigProblem, start: tuple[int, ...], rng: rando
         trial = objective.change(node, new)
         if trial <= cost or rng.random() < math.exp(scale * (cost - trial)):
             cost = trial
-            memory.apply(node, old, new)
+            memory.change(node, old, new)
             if cost < best:
                 best, best_plan = cost, tuple(objective.assignment)
                 budget.gained()
