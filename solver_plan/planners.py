@@ -34,6 +34,17 @@ class PlannerInfo:
     # False for planners whose answer is defined on the original problem (baselines, planners that
     # simulate the original graph): the front door must not hand them a simplified problem.
     simplify: bool = True
+    # Names of the options the planner reads; None = not declared (not checked).
+    options: tuple[str, ...] | None = None
+
+    def check_options(self, options, where: str = "options") -> None:
+        """A misspelt option would be ignored silently: refuse names the planner does not read."""
+        if self.options is None:
+            return
+        unknown = sorted(set(options) - set(self.options))
+        if unknown:
+            known = ", ".join(self.options) or "none"
+            raise InputError(f"planner {self.name!r} has no option {unknown[0]!r} (options: {known})", where)
 
 
 _REGISTRY: dict[str, dict[str, PlannerInfo]] = {kind: {} for kind in KINDS}
@@ -41,7 +52,7 @@ _loaded = False
 
 
 def register(name: str, kind: str = "config", *, exact: bool = False, description: str = "",
-             simplify: bool = True):
+             simplify: bool = True, options: tuple[str, ...] | None = None):
     if kind not in KINDS:
         raise ValueError(f"unknown planner kind {kind!r}")
 
@@ -50,7 +61,8 @@ def register(name: str, kind: str = "config", *, exact: bool = False, descriptio
         if existing is not None and existing.func is not func:
             raise ValueError(f"planner {name!r} of kind {kind!r} registered twice")
         summary = description or (func.__doc__ or "").strip().split("\n")[0]
-        _REGISTRY[kind][name] = PlannerInfo(name, kind, func, exact, summary, simplify)
+        _REGISTRY[kind][name] = PlannerInfo(name, kind, func, exact, summary, simplify,
+                                            None if options is None else tuple(options))
         return func
     return decorator
 

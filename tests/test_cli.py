@@ -123,3 +123,21 @@ def test_zero_objective_profile_prints_no_ratio(capsys, tmp_path):
     path.write_text("node1 -- A -- forward_compute_time=0, backward_compute_time=0, activation_size=4, parameter_size=0\n")
     code, out, _ = run(capsys, "plan", "--model", str(path), "--devices", "2")
     assert code == 0 and "objective 0.0 us" in out
+
+
+def test_misspelt_planner_option_is_refused():
+    from solver_plan.errors import InputError
+    from solver_plan.intra.random_instances import random_problem
+    from solver_plan.intra.solve import solve
+    with pytest.raises(InputError, match="no option 'backnd'.*backend"):
+        solve(random_problem(4, seed=0, shape="chain"), "milp", backnd="cbc")
+
+
+def test_job_file_with_misspelt_option_names_the_job(tmp_path):
+    from solver_plan.batch.jobfile import load_jobs
+    from solver_plan.errors import InputError
+    path = tmp_path / "jobs.yaml"
+    path.write_text("jobs:\n  - name: j\n    models: [lenet]\n    clusters: [v100x8-nvlink]\n"
+                    "    planners: [{name: greedy, options: {bogus: 1}}]\n")
+    with pytest.raises(InputError, match="bogus"):
+        load_jobs(path)

@@ -164,6 +164,7 @@ class _JobReader:
             if not isinstance(planner, str) or planner not in available:
                 raise InputError(f"unknown {kind} planner {planner!r}; available: {', '.join(available) or 'none'}",
                                  where)
+            available[planner].check_options(dict(entry_settings.options), where)
             if kind == "pipeline":
                 self._check_schedule(entry_settings.schedule, section.path("schedule"))
             result.append((planner, entry_settings))

@@ -37,14 +37,14 @@ def _fixed_plan(problem: ConfigProblem, planner: str, wanted_per_node) -> Config
         f"{format_bytes(problem.memory_limit)}",))
 
 
-@register("data-parallel", "config", simplify=False, description="every operator split over the sample dimension on all devices")
+@register("data-parallel", "config", options=(), simplify=False, description="every operator split over the sample dimension on all devices")
 def plan_data_parallel(problem: ConfigProblem, *, time_limit=None, seed: int = 0, warm_start=None,
                        **options) -> ConfigResult:
     wanted = [_widest_sample_split(cands) for cands in problem.candidates]
     return _fixed_plan(problem, "data-parallel", wanted)
 
 
-@register("single-device", "config", simplify=False, description="the whole model on device 0")
+@register("single-device", "config", options=(), simplify=False, description="the whole model on device 0")
 def plan_single_device(problem: ConfigProblem, *, time_limit=None, seed: int = 0, warm_start=None,
                        **options) -> ConfigResult:
     wanted = [_single_device(cands) for cands in problem.candidates]

@@ -19,7 +19,7 @@ def _cpsat_core(problem: ConfigProblem, context: Context) -> Answer:
     return outcome_answer(model, outcome)
 
 
-@register("cpsat", "config", exact=True, description="one-hot model in OR-Tools CP-SAT, hinted by the heuristic")
+@register("cpsat", "config", options=("workers",), exact=True, description="one-hot model in OR-Tools CP-SAT, hinted by the heuristic")
 def plan_cpsat(problem: ConfigProblem, *, time_limit=None, seed=0, warm_start=None, **options):
     return run_planner("cpsat", problem, _cpsat_core, exact=True, time_limit=time_limit, seed=seed,
                        warm_start=warm_start, options=options)

@@ -26,7 +26,7 @@ def _edge_drop_core(problem: ConfigProblem, context: Context) -> Answer:
     return Answer(Status.FEASIBLE, plan, relaxation.lower_bound, (note,))
 
 
-@register("edge-drop", "config", exact=False,
+@register("edge-drop", "config", options=(), exact=False,
           description="delete the cheapest residual edges until the graph folds: a plan and a proven bound")
 def plan_edge_drop(problem: ConfigProblem, *, time_limit=None, seed=0, warm_start=None, **options):
     return run_planner("edge-drop", problem, _edge_drop_core, exact=False, time_limit=time_limit, seed=seed,

@@ -50,7 +50,7 @@ def _component_count(problem: ConfigProblem) -> int:
     return len({root(node) for node in range(problem.num_nodes)})
 
 
-@register("elimination", "config", exact=True,
+@register("elimination", "config", options=(), exact=True,
           description="DeePa node/edge elimination; exact remainder solve on non-series-parallel graphs")
 def plan_elimination(problem: ConfigProblem, *, time_limit=None, seed=0, warm_start=None, **options):
     return run_planner("elimination", problem, _elimination_core, exact=True, time_limit=time_limit, seed=seed,

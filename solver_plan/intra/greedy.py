@@ -94,7 +94,7 @@ def _greedy_core(problem: ConfigProblem, context: Context) -> Answer:
     return Answer(Status.FEASIBLE, min(plans, key=problem.objective))
 
 
-@register("greedy", "config", exact=False,
+@register("greedy", "config", options=("refine",), exact=False,
           description="SMSG greedy by decreasing vertex importance, then single-node improvement")
 def plan_greedy(problem: ConfigProblem, *, time_limit=None, seed=0, warm_start=None, **options):
     return run_planner("greedy", problem, _greedy_core, exact=False, time_limit=time_limit, seed=seed,

@@ -45,7 +45,7 @@ def _milp_core(problem: ConfigProblem, context: Context) -> Answer:
     return outcome_answer(model, outcome)
 
 
-@register("milp", "config", exact=True,
+@register("milp", "config", options=("backend", "relax_first"), exact=True,
           description="one-hot MILP (HiGHS by default, CBC via PuLP), LP relaxation first")
 def plan_milp(problem: ConfigProblem, *, time_limit=None, seed=0, warm_start=None, **options):
     return run_planner("milp", problem, _milp_core, exact=True, time_limit=time_limit, seed=seed,

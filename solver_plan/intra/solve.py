@@ -21,6 +21,7 @@ def solve(problem: ConfigProblem, planner: str = "milp", time_limit: float | Non
     """Plan `problem` with the named registered planner; every result is validated.
     `simplify=False` hands the planner the original problem (simplification is exact)."""
     info = get_planner(planner, "config")
+    info.check_options(options)
     check_request(problem, time_limit)
     if simplify and info.simplify:
         result = run_simplified(problem, info.func, exact=info.exact, time_limit=time_limit, seed=seed,

@@ -115,7 +115,7 @@ def _chain(objective, problem: ConfigProblem, start: tuple[int, ...], rng: rando
     return best, best_plan
 
 
-@register("mcmc", "config", simplify=False, description="FlexFlow MCMC over single-operator changes, scored by the "
+@register("mcmc", "config", options=("iterations", "objective", "beta", "simulation"), simplify=False, description="FlexFlow MCMC over single-operator changes, scored by the "
                                          "execution simulator (objective=sum: by the cost model)")
 def plan_mcmc(problem: ConfigProblem, *, time_limit: float | None = None, seed: int = 0, warm_start=None,
               iterations: int | None = None, objective: str = "simulator", beta: float | None = None,
