@@ -73,21 +73,22 @@ class ChainProblem:
         return 2.0 * self.comm_time(i)
 
     # --- stages (inclusive layer ranges) -------------------------------------------------------
+    def _range_sum(self, key: str, first: int, last: int) -> float:
+        """Sum of a per-layer quantity over layers first..last, from its prefix sums."""
+        sums = self._sums[key]
+        return sums[last + 1] - sums[first]
+
     def load(self, first: int, last: int) -> float:
-        s = self._sums["u"]
-        return s[last + 1] - s[first]
+        return self._range_sum("u", first, last)
 
     def forward_time(self, first: int, last: int) -> float:
-        s = self._sums["uf"]
-        return s[last + 1] - s[first]
+        return self._range_sum("uf", first, last)
 
     def backward_time(self, first: int, last: int) -> float:
-        s = self._sums["ub"]
-        return s[last + 1] - s[first]
+        return self._range_sum("ub", first, last)
 
     def weights(self, first: int, last: int) -> float:
-        s = self._sums["w"]
-        return s[last + 1] - s[first]
+        return self._range_sum("w", first, last)
 
     def stored(self, first: int, last: int) -> float:
         """abar: bytes kept per batch in flight by a stage of layers first..last."""
