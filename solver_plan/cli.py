@@ -12,7 +12,7 @@ import importlib.util
 import sys
 import time
 
-from solver_plan.errors import InputError
+from solver_plan.errors import InputError, check_positive
 from solver_plan.intra.build import DEFAULT_MAX_CANDIDATES
 from solver_plan.units import parse_bytes
 
@@ -56,7 +56,7 @@ def _cmd_plan(args) -> int:
     from solver_plan.intra.solve import solve
     from solver_plan.plan import decode_plan, render_plan
     from solver_plan.planners import get_planner
-    from solver_plan.planning import DEVICE_MEMORY, check_positive, prepare_problem
+    from solver_plan.planning import DEVICE_MEMORY, prepare_problem
 
     get_planner(args.planner)  # an unknown name or unwritable output fails before any work
     check_output_path(args.out, "--out")

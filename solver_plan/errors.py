@@ -26,3 +26,11 @@ class GraphError(InputError):
 
 class ClusterError(InputError):
     """A cluster specification is invalid."""
+
+
+def check_positive(value: float | None, where: str) -> None:
+    """None passes (no limit); anything else must be a finite positive number."""
+    import math
+
+    if value is not None and not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+        raise InputError(f"must be positive, got {value}", where)

@@ -1,24 +1,16 @@
 """Front door of question 1 (per-operator configuration): graph + cluster + planner -> `Plan`."""
 from __future__ import annotations
 
-import math
-
 from solver_plan.cluster import Cluster
 from solver_plan.cost.model import CostModel
-from solver_plan.errors import InputError
+from solver_plan.errors import InputError, check_positive
 from solver_plan.graph.ir import Graph
 from solver_plan.intra.build import DEFAULT_MAX_CANDIDATES, build_config_problem
 from solver_plan.intra.problem import ConfigProblem
 from solver_plan.intra.solve import solve
 from solver_plan.plan import Plan, decode_plan
 
-
 DEVICE_MEMORY = "device"  # memory limit = the cluster's device memory (the default)
-
-
-def check_positive(value: float | None, where: str) -> None:
-    if value is not None and not (math.isfinite(value) and value > 0):
-        raise InputError(f"must be positive, got {value}", where)
 
 
 def plan_configuration(graph: Graph, cluster: Cluster, planner: str = "milp", *,

@@ -7,11 +7,10 @@ the best valid period is kept.
 from __future__ import annotations
 
 import json
-import math
 import time
 from dataclasses import dataclass, field
 
-from solver_plan.errors import InputError
+from solver_plan.errors import InputError, check_positive
 from solver_plan.planners import get_planner
 from solver_plan.pipeline.allocation import Allocation, AllocationResult
 from solver_plan.pipeline.pattern import PeriodicPattern
@@ -94,8 +93,7 @@ def plan_pipeline(problem: ChainProblem, planner: str = "madpipe", schedule: str
     begin = time.perf_counter()
     info = get_planner(planner, "pipeline")
     get_planner(schedule, "schedule", "--schedule")  # fail early on a bad name
-    if time_limit is not None and not (math.isfinite(time_limit) and time_limit > 0):
-        raise InputError(f"must be positive, got {time_limit}", "--time-limit")
+    check_positive(time_limit, "--time-limit")
     options = dict(planner_options or {})
     if time_limit is not None:
         options["time_limit"] = time_limit
