@@ -20,31 +20,13 @@ import traceback
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
+from solver_plan.deadline import Deadline  # noqa: F401  (re-exported: planners import it from here)
 from solver_plan.errors import InputError
 from solver_plan.intra.problem import ConfigProblem
 from solver_plan.result import ConfigResult, Status
 
 SUBPROCESS_GRACE_S = 1.0
 REPAIR_HINT = "repair_hint"  # option: a cheap plan that may break memory, for heuristics to repair
-
-
-class Deadline:
-    """Wall-clock budget started at construction; `remaining()` is None without a limit."""
-
-    def __init__(self, time_limit: float | None):
-        if time_limit is not None and not time_limit > 0:
-            raise InputError(f"time limit must be positive, got {time_limit!r}", "time_limit")
-        self.time_limit = time_limit
-        self.start = time.perf_counter()
-
-    def elapsed(self) -> float:
-        return time.perf_counter() - self.start
-
-    def remaining(self) -> float | None:
-        return None if self.time_limit is None else max(0.0, self.time_limit - self.elapsed())
-
-    def expired(self) -> bool:
-        return self.time_limit is not None and self.elapsed() >= self.time_limit
 
 
 @dataclass(frozen=True)
