@@ -28,8 +28,11 @@ def _padded(cfgs: Sequence[ParallelConfig], boxes: Sequence[np.ndarray]) -> tupl
     return stacked, devices
 
 
-def _node_mask(cfg: ParallelConfig, devices_per_node: int) -> int:
-    return sum({1 << (d // devices_per_node) for d in cfg.devices})
+def _single_node(cfg: ParallelConfig, devices_per_node: int) -> int:
+    """The node holding all of the configuration's devices, or -1 when they span several.
+    (A node index, not a node bitmask: a bitmask overflows int64 from 64 nodes on.)"""
+    nodes = {d // devices_per_node for d in cfg.devices}
+    return nodes.pop() if len(nodes) == 1 else -1
 
 
 def _crosses_nodes(cluster: Cluster, recv_cfgs: Sequence[ParallelConfig], hold_cfgs: Sequence[ParallelConfig],
@@ -37,10 +40,10 @@ def _crosses_nodes(cluster: Cluster, recv_cfgs: Sequence[ParallelConfig], hold_c
                    receivers: np.ndarray, missing: np.ndarray) -> np.ndarray:
     """(H, R): whether some receiver needs a piece that no device on its own node keeps."""
     per_node = cluster.devices_per_node
-    recv_nodes = np.array([_node_mask(c, per_node) for c in recv_cfgs])
-    hold_nodes = np.array([_node_mask(c, per_node) for c in hold_cfgs])
-    union = hold_nodes[:, None] | recv_nodes[None, :]
-    spans = (union & (union - 1)) != 0  # more than one node involved: otherwise surely intra-node
+    recv_nodes = np.array([_single_node(c, per_node) for c in recv_cfgs], dtype=np.int64)
+    hold_nodes = np.array([_single_node(c, per_node) for c in hold_cfgs], dtype=np.int64)
+    # more than one node involved unless both sides sit on the same single node: otherwise surely intra-node
+    spans = ~((hold_nodes[:, None] >= 0) & (hold_nodes[:, None] == recv_nodes[None, :]))
     if not (spans & (missing > 0).any(axis=-1)).any():
         return np.zeros(spans.shape, dtype=bool)
     # receivers wanting the same box on the same node get the same answer: solve each once
