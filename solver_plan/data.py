@@ -4,14 +4,16 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+from solver_plan.resources import REPO_ROOT, resource_dir  # noqa: F401 (REPO_ROOT kept for importers)
+
 DATA_ENV = "SOLVER_PLAN_DATA"
 
 
 def data_dir() -> Path:
-    """$SOLVER_PLAN_DATA if set, else the repository's data/ folder (vendored copies)."""
+    """$SOLVER_PLAN_DATA if set, else the vendored data/ folder (the checkout's, or the copy
+    installed with the package)."""
     override = os.environ.get(DATA_ENV)
-    return Path(override) if override else REPO_ROOT / "data"
+    return Path(override) if override else resource_dir("data")
 
 
 def pipedream_profile(model: str) -> Path:

@@ -1,6 +1,13 @@
-"""Strict reading of YAML mappings: every error names the file and the key path."""
+"""Strict reading of YAML mappings: every error names the file and the key path.
+
+Reading refuses what YAML itself lets through silently: duplicate keys (YAML keeps the last one),
+files that are not UTF-8 text (binary, UTF-16), empty files, and nesting deeper than any real input
+needs (which would otherwise end in a RecursionError). Misspelt keys are reported with the key they
+were probably meant to be.
+"""
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
 from typing import Any
 
@@ -8,20 +15,116 @@ import yaml
 
 from solver_plan.errors import InputError
 
+MAX_DEPTH = 64  # deepest nesting accepted; real cluster and job files use fewer than 6 levels
+MAX_BYTES = 16 * 2**20  # no input of ours is near this; refuse before parsing gigabytes
 
-def load_yaml(path: str | Path) -> Any:
+
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader that refuses duplicate keys in a mapping (naming the key and its line)."""
+
+
+def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
+    seen: dict[Any, int] = {}
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        try:
+            first = seen.get(key)
+        except TypeError:  # unhashable key: let PyYAML's own error report it
+            break
+        if first is not None:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"duplicate key {key!r} (first given on line {first})", key_node.start_mark)
+        seen[key] = key_node.start_mark.line + 1
+    return yaml.SafeLoader.construct_mapping(loader, node, deep)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def decode_text(raw: bytes, where: str) -> str:
+    """UTF-8 text (a UTF-8 byte-order mark is allowed); anything else is one clear error."""
+    if raw.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise InputError("file is UTF-16 encoded; save it as UTF-8", where)
+    if b"\x00" in raw:
+        raise InputError("not a text file (it contains NUL bytes)", where)
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start})", where) from None
+
+
+def read_text(path: str | Path, what: str = "file") -> str:
+    """A small UTF-8 text file, or an `InputError` naming it (missing, unreadable, binary, huge)."""
     path = Path(path)
     try:
-        text = path.read_text()
+        if path.is_dir():
+            raise InputError(f"is a folder, expected a {what}", str(path))
+        size = path.stat().st_size
+        if size > MAX_BYTES:
+            raise InputError(f"{what} is too large ({size} bytes; at most {MAX_BYTES})", str(path))
+        raw = path.read_bytes()
     except OSError as exc:
-        raise InputError(f"cannot read file ({exc.strerror})", str(path)) from None
+        raise InputError(f"cannot read {what} ({exc.strerror or exc})", str(path)) from None
+    return decode_text(raw, str(path))
+
+
+def _depth(value: Any) -> int:
+    """Nesting depth of lists and mappings, without recursion (aliases counted once)."""
+    deepest, stack, seen = 0, [(value, 1)], set()
+    while stack:
+        item, depth = stack.pop()
+        if not isinstance(item, (dict, list)) or id(item) in seen:
+            continue
+        seen.add(id(item))
+        deepest = max(deepest, depth)
+        if deepest > MAX_DEPTH:
+            return deepest
+        children = item.values() if isinstance(item, dict) else item
+        stack.extend((child, depth + 1) for child in children)
+    return deepest
+
+
+def parse_yaml(text: str, where: str) -> Any:
+    """YAML text -> Python data; errors name `where` and the line."""
     try:
-        return yaml.safe_load(text)
+        data = yaml.load(text, Loader=_StrictLoader)  # noqa: S506 (a SafeLoader subclass)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
+        at = f"{where}:{mark.line + 1}" if mark is not None else where
         problem = getattr(exc, "problem", None) or "malformed YAML"
-        raise InputError(f"malformed YAML: {problem}", where) from None
+        raise InputError(f"malformed YAML: {problem}", at) from None
+    except RecursionError:
+        raise InputError(f"nested too deeply (at most {MAX_DEPTH} levels)", where) from None
+    if _depth(data) > MAX_DEPTH:
+        raise InputError(f"nested too deeply (at most {MAX_DEPTH} levels)", where)
+    return data
+
+
+def load_yaml(path: str | Path) -> Any:
+    """A YAML file's data; an empty file (or one of comments only) is an error, not None."""
+    text = read_text(path, "YAML file")
+    data = parse_yaml(text, str(path))
+    if data is None:
+        raise InputError("file is empty (expected a YAML mapping)", str(path))
+    return data
+
+
+def describe(value: Any) -> str:
+    """A value as an error message shows it: 'null', 'a list', 'a string 'x''."""
+    if value is None:
+        return "null"
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, list):
+        return "a list"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def near_miss(word: str, choices) -> str | None:
+    """The choice `word` was most probably meant to be (a typo), if any."""
+    matches = difflib.get_close_matches(str(word), [str(c) for c in choices], n=1, cutoff=0.75)
+    return matches[0] if matches else None
 
 
 class Section:
@@ -29,13 +132,13 @@ class Section:
 
     def __init__(self, data: Any, where: str):
         if not isinstance(data, dict):
-            raise InputError(f"expected a mapping, got {type(data).__name__}", where)
+            raise InputError(f"expected a mapping, got {describe(data)}", where)
         self.data = data
         self.where = where
         self._seen: set[str] = set()
 
     def path(self, key: str) -> str:
-        return f"{self.where}.{key}" if self.where else key
+        return f"{self.where}.{key}" if self.where else str(key)
 
     def has(self, key: str) -> bool:
         return key in self.data
@@ -44,9 +147,22 @@ class Section:
         self._seen.add(key)
         if key not in self.data:
             if required:
-                raise InputError("missing required key", self.path(key))
+                self._missing(key)
             return default
         return self.data[key]
+
+    def _missing(self, key: str) -> None:
+        """A required key is absent: blame a misspelt key if one looks like it."""
+        unread = [k for k in self.data if isinstance(k, str) and k not in self._seen]
+        typo = near_miss(key, unread)
+        if typo is not None:
+            raise InputError(f"unknown key {typo!r} (did you mean {key!r}?)", self.path(typo))
+        raise InputError("missing required key", self.path(key))
+
+    def _present_null(self, key: str, default: Any, required: bool, expected: str) -> None:
+        """`key:` with nothing after it, where a value is needed (required, or with a default)."""
+        if key in self.data and self.data[key] is None and (required or default is not None):
+            raise InputError(f"missing value (expected {expected})", self.path(key))
 
     def section(self, key: str, *, required: bool = False) -> "Section | None":
         value = self.get(key, required=required)
@@ -57,24 +173,29 @@ class Section:
         return Section(value, self.path(key))
 
     def integer(self, key: str, default: int | None = None, *, required: bool = False,
-                minimum: int = 1) -> int | None:
+                minimum: int = 1, maximum: int | None = None) -> int | None:
+        self._present_null(key, default, required, "an integer")
         value = self.get(key, default, required=required)
         if value is None:
             return None
         if isinstance(value, bool) or not isinstance(value, int):
-            raise InputError(f"expected an integer, got {value!r}", self.path(key))
+            raise InputError(f"expected an integer, got {describe(value)}", self.path(key))
         if value < minimum:
             raise InputError(f"must be >= {minimum}, got {value}", self.path(key))
+        if maximum is not None and value > maximum:
+            raise InputError(f"must be at most {maximum}, got {value}", self.path(key))
         return value
 
     def string(self, key: str, default: str | None = None, *, required: bool = False) -> str | None:
+        self._present_null(key, default, required, "a string")
         value = self.get(key, default, required=required)
         if value is not None and not isinstance(value, str):
-            raise InputError(f"expected a string, got {value!r}", self.path(key))
+            raise InputError(f"expected a string, got {describe(value)}", self.path(key))
         return value
 
     def close(self) -> None:
         unknown = sorted(set(map(str, self.data)) - self._seen)
         if unknown:
-            allowed = ", ".join(sorted(self._seen))
-            raise InputError(f"unknown key {unknown[0]!r} (allowed: {allowed})", self.path(unknown[0]))
+            typo = near_miss(unknown[0], self._seen)
+            hint = f"did you mean {typo!r}?" if typo else f"allowed: {', '.join(sorted(self._seen))}"
+            raise InputError(f"unknown key {unknown[0]!r} ({hint})", self.path(unknown[0]))

@@ -18,10 +18,16 @@ from pathlib import Path
 
 from solver_plan.cluster.model import Cluster, DeviceSpec, Link, LinkLevel
 from solver_plan.errors import ClusterError, InputError
+from solver_plan.resources import cluster_presets_dir
 from solver_plan.units import parse_bandwidth, parse_bytes, parse_flops, parse_seconds
 from solver_plan.yamlio import Section, load_yaml
 
-PRESET_DIR = Path(__file__).resolve().parents[2] / "configs" / "clusters"
+PRESET_DIR = cluster_presets_dir()  # configs/clusters of the checkout or of the installed package
+# Far beyond any cluster planned here (the largest preset has 32 devices; tests go to 4,096
+# nodes) but small enough that a typo such as `nodes: 1000000000` is refused, not planned.
+MAX_NODES = 65_536
+MAX_DEVICES_PER_NODE = 1_024
+MAX_DEVICES = 1_048_576
 
 
 def _positive_number(section: Section, key: str) -> float | None:
@@ -49,8 +55,11 @@ def _link(section: Section | None) -> Link | None:
 def cluster_from_dict(data: object, where: str = "") -> Cluster:
     top = Section(data, where)
     name = top.string("name", "cluster")
-    nodes = top.integer("nodes", 1)
-    per_node = top.integer("devices_per_node", required=True)
+    nodes = top.integer("nodes", 1, maximum=MAX_NODES)
+    per_node = top.integer("devices_per_node", required=True, maximum=MAX_DEVICES_PER_NODE)
+    if nodes * per_node > MAX_DEVICES:
+        raise InputError(f"{nodes} nodes x {per_node} devices is more than {MAX_DEVICES} devices",
+                         top.path("nodes"))
     dev = top.section("device", required=True)
     device = DeviceSpec(
         name=dev.string("name", "device"),
