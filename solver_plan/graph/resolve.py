@@ -6,6 +6,23 @@ from pathlib import Path
 from solver_plan.errors import InputError
 from solver_plan.graph.ir import Graph
 
+# Largest tensor accepted (elements): 2**44 is 70 TB in fp32, 400x gpt3-175B's largest activation;
+# beyond it byte counts times device counts leave the cost model's 64-bit integer range.
+MAX_TENSOR_ELEMENTS = 2**44
+
+
+def check_sizes(graph: Graph, where: str) -> Graph:
+    """Refuse graphs whose tensors or parameters are too large to price (instead of overflowing)."""
+    for op in graph:
+        for tensor in op.outputs:
+            if tensor.numel > MAX_TENSOR_ELEMENTS:
+                raise InputError(f"operator {op.name!r} outputs {tensor.numel:.3g} elements "
+                                 f"(shape {tensor.shape}); at most {MAX_TENSOR_ELEMENTS:.3g} are supported", where)
+        if op.params > MAX_TENSOR_ELEMENTS:
+            raise InputError(f"operator {op.name!r} has {op.params:.3g} parameters; "
+                             f"at most {MAX_TENSOR_ELEMENTS:.3g} are supported", where)
+    return graph
+
 
 def resolve_model(spec: str) -> Graph:
     path = Path(spec)
@@ -15,6 +32,6 @@ def resolve_model(spec: str) -> Graph:
         if not path.is_file():
             raise InputError("no such profile file", spec)
         from solver_plan.graph.importers.pipedream import load_pipedream_profile
-        return load_pipedream_profile(path)
+        return check_sizes(load_pipedream_profile(path), str(path))
     from solver_plan.graph.zoo import build_model
-    return build_model(spec)
+    return check_sizes(build_model(spec), spec)

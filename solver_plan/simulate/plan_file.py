@@ -22,13 +22,33 @@ def read_plan_json(path: str | Path) -> dict:
     if not path.is_file():
         raise InputError("no such plan file", str(path))
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise InputError(f"not valid JSON ({exc})", str(path)) from None
+    except (OSError, RecursionError) as exc:
+        why = "nested too deeply" if isinstance(exc, RecursionError) else exc.strerror or str(exc)
+        raise InputError(f"cannot read the plan ({why})", str(path)) from None
     if not isinstance(data, dict) or not isinstance(data.get("operators"), list):
         raise InputError("expected an object with an 'operators' list (a plan written by `solver-plan plan --out`)",
                          str(path))
+    _check_schema_version(data, str(path))
     return data
+
+
+def _check_schema_version(data: dict, where: str) -> None:
+    """Only layouts this version reads are accepted: a newer or unmarked file is refused, not guessed."""
+    from solver_plan.plan import SCHEMA_VERSION
+
+    if "schema_version" not in data:
+        raise InputError(f"missing 'schema_version' (plans written by `solver-plan plan --out` have "
+                         f"schema_version {SCHEMA_VERSION})", where)
+    version = data["schema_version"]
+    if not _is_int(version):
+        raise InputError(f"'schema_version' must be the integer {SCHEMA_VERSION}, got {version!r}", where)
+    if version != SCHEMA_VERSION:
+        raise InputError(f"unsupported schema_version {version} (this version reads schema_version "
+                         f"{SCHEMA_VERSION}; {'re-plan with this version' if version > SCHEMA_VERSION else 'a malformed file?'})",
+                         where)
 
 
 def _is_int(value) -> bool:

@@ -46,6 +46,7 @@ class ProfileNode:
     backward_ms: float
     activation_sizes: tuple[float, ...]
     parameter_bytes: float
+    line: int = 0  # where the node is defined in its file (for messages)
 
 
 def _number(text: str, where: str, key: str) -> float:
@@ -84,7 +85,7 @@ def _parse_stats(text: str, where: str) -> dict[str, str]:
     return stats
 
 
-def _parse_node(line: str, where: str) -> ProfileNode:
+def _parse_node(line: str, where: str, number: int = 0) -> ProfileNode:
     name, sep, rest = line.partition(" -- ")
     description, sep2, stats_text = rest.rpartition(" -- ")
     if not sep or not sep2 or not re.fullmatch(r"\S+", name.strip()):
@@ -94,7 +95,7 @@ def _parse_node(line: str, where: str) -> ProfileNode:
                        _number(stats["forward_compute_time"], where, "forward_compute_time"),
                        _number(stats["backward_compute_time"], where, "backward_compute_time"),
                        _activation_sizes(stats["activation_size"], where),
-                       _number(stats["parameter_size"], where, "parameter_size"))
+                       _number(stats["parameter_size"], where, "parameter_size"), number)
 
 
 def _parse_edge(line: str, where: str) -> tuple[str, str]:
@@ -109,9 +110,12 @@ def parse_profile(path: Path) -> tuple[list[ProfileNode], list[tuple[str, str, i
     nodes: list[ProfileNode] = []
     edges: list[tuple[str, str, int]] = []
     try:
-        lines = path.read_text().splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read the profile ({exc})", str(path)) from None
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise InputError(f"cannot read the profile ({exc.strerror or exc})", str(path)) from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}); "
+                         f"expected {_NODE_FORM}", str(path)) from None
     for number, line in enumerate(lines, start=1):
         where = f"{path}:{number}"
         if not line.strip():
@@ -120,7 +124,7 @@ def parse_profile(path: Path) -> tuple[list[ProfileNode], list[tuple[str, str, i
             src, dst = _parse_edge(line, where)
             edges.append((src, dst, number))
         else:
-            nodes.append(_parse_node(line, where))
+            nodes.append(_parse_node(line, where, number))
     if not nodes:
         raise InputError(f"no node lines found; expected {_NODE_FORM}", str(path))
     return nodes, edges
@@ -140,6 +144,22 @@ def _predecessors(nodes, edges, path: Path) -> dict[str, list[str]]:
         if src not in preds[dst]:
             preds[dst].append(src)
     return preds
+
+
+def _check_connected(nodes, edges, path: Path) -> None:
+    """Every node of a multi-node profile has an edge: the profiler writes one per tensor, so a
+    node without any means a truncated or hand-edited file (planned, it would run in parallel
+    with everything and understate the step time)."""
+    if len(nodes) < 2:
+        return
+    if not edges:
+        raise InputError(f"{len(nodes)} nodes but no edge lines (a truncated file?); edges are written "
+                         f"after the nodes as {_EDGE_FORM}", str(path))
+    linked = {end for src, dst, _ in edges for end in (src, dst)}
+    for node in nodes:
+        if node.name not in linked:
+            raise InputError(f"node {node.name!r} is connected to no other node (no edge line names it)",
+                             f"{path}:{node.line}")
 
 
 def _topological(nodes, preds, path: Path) -> list[ProfileNode]:
@@ -176,6 +196,7 @@ def load_pipedream_profile(path: str | Path, batch: int | None = None) -> Graph:
             raise InputError(f"node {n.name!r} is defined twice", str(path))
         seen.add(n.name)
     preds = _predecessors(nodes, edges, path)
+    _check_connected(nodes, edges, path)
     name = path.parent.name or path.stem
     builder = GraphBuilder(name)
     outputs: dict[str, tuple] = {}

@@ -1,16 +1,26 @@
 """Model specs: "name" or "name:key=value,key=value", and a catalog entry's typed options.
 
 Values take the type of the option's default (int, float or str); sizes must be positive, because
-a zero or negative dimension would only fail later, far from the user's typo.
+a zero or negative dimension would only fail later, far from the user's typo, and bounded, because
+a huge one (batch=99999999999999999999999) would overflow the cost model's 64-bit arrays or build
+for hours.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Callable, Mapping
 
 from solver_plan.errors import InputError
 from solver_plan.graph.ir import Graph
+
+
+# Largest value of an integer option: 2**24 (16.7M) is above every published width, vocabulary,
+# sequence or batch, and three such sizes multiplied stay far below 2**63. Counts of repeated
+# blocks get a tighter bound: each adds operators, and 4,096 is 30x the deepest model here.
+MAX_SIZE = 2**24
+MAX_COUNT = {"layers": 4096}
 
 
 @dataclass(frozen=True)
@@ -55,8 +65,11 @@ def _convert(model: str, key: str, text: str, default: Any) -> Any:
         value = int(text) if isinstance(default, int) else float(text)
     except ValueError:
         raise InputError(f"option {key!r} expects a positive {kind}, got {text!r}", model) from None
-    if value <= 0:
+    if not math.isfinite(value) or value <= 0:
         raise InputError(f"option {key!r} expects a positive {kind}, got {text!r}", model)
+    limit = MAX_COUNT.get(key, MAX_SIZE)
+    if isinstance(default, int) and value > limit:
+        raise InputError(f"option {key!r} is too large: {text} (at most {limit})", model)
     return value
 
 
