@@ -95,3 +95,23 @@ def test_malformed_yaml_file_names_line(tmp_path):
 def test_unknown_preset_lists_presets():
     with pytest.raises(InputError, match="v100x8-nvlink"):
         resolve_cluster("tpu-pod")
+
+
+def test_link_efficiency_and_nics_per_node_set_achieved_g():
+    links = {"intra_node": {"bandwidth": "100GB/s", "efficiency": 0.8},
+             "inter_node": {"bandwidth": "200Gb/s", "nics_per_node": 2, "efficiency": 0.9}}
+    cluster = cluster_from_dict(spec(links=links))
+    assert cluster.g(LinkLevel.INTRA_NODE) == pytest.approx(1 / 80e9)
+    # 2 NICs x 25 GB/s shared by 4 devices, x 0.9
+    assert cluster.g(LinkLevel.INTER_NODE) == pytest.approx(1 / (2 * 25e9 / 4 * 0.9))
+    with pytest.raises(InputError, match="fraction"):
+        cluster_from_dict(spec(links={**links, "intra_node": {"bandwidth": "1GB/s", "efficiency": 1.5}}))
+    with pytest.raises(InputError, match="nics_per_node"):
+        cluster_from_dict(spec(links={**links, "intra_node": {"bandwidth": "1GB/s", "nics_per_node": 2}}))
+
+
+def test_superpod_presets():
+    for name in ("a100-80gb-superpod", "h100-80gb-superpod"):
+        cluster = resolve_cluster(name)
+        assert cluster.num_devices == 4096
+        assert cluster.first_devices(3072).nodes == 384

@@ -10,6 +10,13 @@ links:
   inter_node: {bandwidth: 100Gb/s, latency: 5us}   # required when nodes > 1
 hardware: {w: 8e-15, g_intra_node: 6.7e-12, g_inter_node: 8e-11}   # optional overrides
 ```
+Optional device keys for the compute model (cost/compute.py; `peak_flops` may then be left out:
+it defaults to the matrix peak of the device's default compute dtype):
+`matrix_flops: {bf16: 312TFLOPS, ...}`, `vector_flops: {fp32: 19.5TFLOPS, ...}`,
+`hbm_bandwidth: 2039GB/s`, `matrix_efficiency` / `vector_efficiency: [[GFLOP, fraction], ...]`,
+`memory_efficiency: [[MB, fraction], ...]` (thresholds decreasing to 0), `launch_overhead: 5us`.
+Optional link keys: `efficiency` (achieved fraction of bandwidth, default 1) and, on inter_node,
+`nics_per_node` (bandwidth is then per NIC; default: one NIC per device).
 """
 from __future__ import annotations
 
@@ -43,13 +50,79 @@ def _positive_number(section: Section, key: str) -> float | None:
     return number
 
 
-def _link(section: Section | None) -> Link | None:
+def _fraction(section: Section, key: str, default: float) -> float:
+    value = _positive_number(section, key)
+    if value is None:
+        return default
+    if value > 1:
+        raise InputError(f"expected a fraction in (0, 1], got {value!r}", section.path(key))
+    return value
+
+
+def _link(section: Section | None, inter: bool = False) -> Link | None:
     if section is None:
         return None
     bandwidth = parse_bandwidth(section.get("bandwidth", required=True), section.path("bandwidth"))
     latency = parse_seconds(section.get("latency", 0), section.path("latency"))
+    efficiency = _fraction(section, "efficiency", 1.0)
+    nics = section.integer("nics_per_node") if inter else None
     section.close()
-    return Link(bandwidth, latency)
+    return Link(bandwidth, latency, efficiency, nics)
+
+
+def _dtype_flops(section: Section, key: str) -> tuple[tuple[str, float], ...]:
+    from solver_plan.cost.precision import Precision  # lazy: cost imports cluster
+    table = section.section(key)
+    if table is None:
+        return ()
+    result = []
+    for dtype in list(table.data):
+        Precision.parse(dtype, table.path(str(dtype)))
+        result.append((Precision.parse(dtype).value, parse_flops(table.get(dtype), table.path(str(dtype)))))
+    table.close()
+    return tuple(result)
+
+
+def _curve(section: Section, key: str) -> tuple[tuple[float, float], ...]:
+    value = section.get(key)
+    if value is None:
+        return ()
+    where = section.path(key)
+    if not isinstance(value, list) or not value:
+        raise InputError("expected a list of [size, efficiency] pairs", where)
+    curve = []
+    for i, pair in enumerate(value):
+        ok = isinstance(pair, list) and len(pair) == 2 and all(
+            isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in pair)
+        if not ok or pair[0] < 0 or not 0 < pair[1] <= 1:
+            raise InputError(f"expected [size >= 0, efficiency in (0, 1]], got {pair!r}", f"{where}[{i}]")
+        curve.append((float(pair[0]), float(pair[1])))
+    return tuple(curve)
+
+
+def _device(dev: Section) -> DeviceSpec:
+    from solver_plan.cost.precision import default_for  # lazy: cost imports cluster
+    name = dev.string("name", "device")
+    memory = parse_bytes(dev.get("memory", required=True), dev.path("memory"))
+    matrix, vector = _dtype_flops(dev, "matrix_flops"), _dtype_flops(dev, "vector_flops")
+    peak = dev.get("peak_flops", required=not (matrix or vector))
+    hbm = dev.get("hbm_bandwidth")
+    extra = dict(
+        matrix_flops=matrix, vector_flops=vector,
+        hbm_bandwidth=None if hbm is None else parse_bandwidth(hbm, dev.path("hbm_bandwidth")),
+        matrix_efficiency=_curve(dev, "matrix_efficiency"), vector_efficiency=_curve(dev, "vector_efficiency"),
+        memory_efficiency=_curve(dev, "memory_efficiency"),
+        launch_overhead=parse_seconds(dev.get("launch_overhead", 0), dev.path("launch_overhead")))
+    dev.close()
+    try:
+        if peak is None:  # the peak of what the device runs by default
+            probe = DeviceSpec(name, 1.0, memory, matrix, vector)
+            peak = probe.peak(default_for(probe).compute)
+        else:
+            peak = parse_flops(peak, dev.path("peak_flops"))
+        return DeviceSpec(name, peak, memory, **extra)
+    except ClusterError as exc:
+        raise ClusterError(str(exc), dev.where) from None
 
 
 def cluster_from_dict(data: object, where: str = "") -> Cluster:
@@ -60,16 +133,10 @@ def cluster_from_dict(data: object, where: str = "") -> Cluster:
     if nodes * per_node > MAX_DEVICES:
         raise InputError(f"{nodes} nodes x {per_node} devices is more than {MAX_DEVICES} devices",
                          top.path("nodes"))
-    dev = top.section("device", required=True)
-    device = DeviceSpec(
-        name=dev.string("name", "device"),
-        peak_flops=parse_flops(dev.get("peak_flops", required=True), dev.path("peak_flops")),
-        memory=parse_bytes(dev.get("memory", required=True), dev.path("memory")),
-    )
-    dev.close()
+    device = _device(top.section("device", required=True))
     links = top.section("links", required=True)
     intra = _link(links.section("intra_node", required=True))
-    inter = _link(links.section("inter_node", required=nodes > 1))
+    inter = _link(links.section("inter_node", required=nodes > 1), inter=True)
     links.close()
     w_override, g_overrides = None, []
     hardware = top.section("hardware")

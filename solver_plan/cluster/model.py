@@ -1,8 +1,14 @@
 """The `Cluster` value: nodes x devices per node, one device type, two link levels.
 
-Hardware numbers: `w` is seconds per FLOP (1 / peak FLOP/s unless overridden), `g` seconds per
-byte on a link level (1 / bandwidth unless overridden). Costs of a group of devices use the
-slowest level the group spans, so a configuration crossing nodes pays inter-node bandwidth.
+Hardware numbers: `w` is seconds per FLOP (1 / peak FLOP/s unless overridden), `g` the achieved
+seconds per byte one device moves on a link level: 1 / (bandwidth per device x link efficiency)
+unless overridden. Between nodes a device's bandwidth is its share of the node's NICs:
+nics_per_node x NIC bandwidth / devices_per_node (each GPU its own NIC on DGX-class nodes).
+
+The device carries what the compute model needs (`cost/compute.py`): peak FLOP/s per dtype on the
+matrix (tensor-core) and vector units, HBM bandwidth, achieved-efficiency curves and a kernel
+launch overhead. All are optional: a device given by one `peak_flops` runs every dtype at that
+peak, at 100% efficiency, with no memory roofline (the behaviour of the first cost model).
 """
 from __future__ import annotations
 
@@ -21,25 +27,89 @@ class LinkLevel(enum.IntEnum):
 
 @dataclass(frozen=True)
 class Link:
-    bandwidth: float  # bytes per second
-    latency: float = 0.0  # seconds per message
+    bandwidth: float  # bytes per second (inter-node: per NIC)
+    latency: float = 0.0  # seconds per message (alpha of the alpha-beta model)
+    efficiency: float = 1.0  # achieved fraction of `bandwidth` (NCCL bus bandwidth / link rate)
+    nics_per_node: int | None = None  # inter-node only; None: one per device
 
     def __post_init__(self):
         if not (math.isfinite(self.bandwidth) and self.bandwidth > 0):
             raise ClusterError(f"link bandwidth must be positive, got {self.bandwidth}")
         if not (math.isfinite(self.latency) and self.latency >= 0):
             raise ClusterError(f"link latency must be non-negative, got {self.latency}")
+        if not (math.isfinite(self.efficiency) and 0 < self.efficiency <= 1):
+            raise ClusterError(f"link efficiency must be in (0, 1], got {self.efficiency}")
+        if self.nics_per_node is not None and (isinstance(self.nics_per_node, bool) or
+                                               not isinstance(self.nics_per_node, int) or self.nics_per_node < 1):
+            raise ClusterError(f"nics_per_node must be a positive integer, got {self.nics_per_node!r}")
+
+
+Curve = tuple[tuple[float, float], ...]  # (threshold, efficiency), thresholds descending
+
+
+def _check_curve(name: str, curve: Curve) -> None:
+    thresholds = [t for t, _ in curve]
+    if thresholds != sorted(thresholds, reverse=True) or len(set(thresholds)) != len(thresholds):
+        raise ClusterError(f"{name}: thresholds must be strictly decreasing, got {thresholds}")
+    if curve and thresholds[-1] != 0:
+        raise ClusterError(f"{name}: the last threshold must be 0 (covers every size), got {thresholds[-1]}")
+    for t, e in curve:
+        if not (math.isfinite(t) and t >= 0 and math.isfinite(e) and 0 < e <= 1):
+            raise ClusterError(f"{name}: entries must be [size >= 0, efficiency in (0, 1]], got {[t, e]}")
 
 
 @dataclass(frozen=True)
 class DeviceSpec:
     name: str
-    peak_flops: float  # FLOP per second
+    peak_flops: float  # FLOP per second: the peak of the default compute dtype (or of every dtype)
     memory: float  # bytes
+    matrix_flops: tuple[tuple[str, float], ...] = ()  # (dtype name, FLOP/s) of the matrix units
+    vector_flops: tuple[tuple[str, float], ...] = ()  # (dtype name, FLOP/s) of the vector units
+    hbm_bandwidth: float | None = None  # bytes per second; None: no memory roofline
+    matrix_efficiency: Curve = ()  # (GFLOP per operation, achieved fraction of peak)
+    vector_efficiency: Curve = ()
+    memory_efficiency: Curve = ()  # (MB per operation, achieved fraction of HBM bandwidth)
+    launch_overhead: float = 0.0  # seconds per kernel
 
     def __post_init__(self):
-        if self.peak_flops <= 0 or self.memory <= 0:
+        if not (self.peak_flops > 0 and self.memory > 0):
             raise ClusterError(f"device {self.name!r}: peak_flops and memory must be positive")
+        for table in (self.matrix_flops, self.vector_flops):
+            for dtype, flops in table:
+                if not (isinstance(dtype, str) and math.isfinite(flops) and flops > 0):
+                    raise ClusterError(f"device {self.name!r}: peak of {dtype!r} must be positive, got {flops}")
+        if self.hbm_bandwidth is not None and not (math.isfinite(self.hbm_bandwidth) and self.hbm_bandwidth > 0):
+            raise ClusterError(f"device {self.name!r}: hbm_bandwidth must be positive, got {self.hbm_bandwidth}")
+        for name in ("matrix_efficiency", "vector_efficiency", "memory_efficiency"):
+            _check_curve(f"device {self.name!r} {name}", getattr(self, name))
+        if not (math.isfinite(self.launch_overhead) and self.launch_overhead >= 0):
+            raise ClusterError(f"device {self.name!r}: launch_overhead must be non-negative")
+
+    def peak(self, dtype, unit: str = "matrix") -> float:
+        """Peak FLOP/s of `dtype` ("bf16" or a `Precision`) on the matrix or vector units.
+
+        Matrix work falls back to the vector units when the device has no matrix unit for the
+        dtype (fp32 GEMMs on a V100 run on the CUDA cores); a device without tables runs every
+        dtype at `peak_flops`. A dtype the device has no units for raises `ClusterError`."""
+        key = str(getattr(dtype, "value", dtype))
+        if not self.matrix_flops and not self.vector_flops:
+            return self.peak_flops
+        matrix, vector = dict(self.matrix_flops), dict(self.vector_flops)
+        if unit == "matrix" and key in matrix:
+            return matrix[key]
+        if key in vector:
+            return vector[key]
+        if unit == "vector" and key in matrix:  # no separate vector figure: element-wise at the matrix peak
+            return matrix[key]
+        known = sorted(set(matrix) | set(vector))
+        raise ClusterError(f"device {self.name!r} has no {key} units (it has: {', '.join(known)})")
+
+    def supports(self, dtype) -> bool:
+        try:
+            self.peak(dtype)
+        except ClusterError:
+            return False
+        return True
 
 
 @dataclass(frozen=True)
@@ -95,17 +165,30 @@ class Cluster:
         """Seconds per FLOP on one device."""
         return self.w_override if self.w_override is not None else 1.0 / self.device.peak_flops
 
+    def device_bandwidth(self, level: LinkLevel) -> float:
+        """Nominal bytes per second one device can move on a level: the intra-node link, or its
+        share of the node's NICs (nics_per_node x NIC bandwidth / devices_per_node)."""
+        link = self.link(level)
+        if link is None:  # single node asked for inter-node: cannot happen with valid devices
+            raise ClusterError(f"cluster {self.name!r} has no {level.name.lower()} link")
+        if level == LinkLevel.INTER_NODE and link.nics_per_node is not None:
+            return link.bandwidth * link.nics_per_node / self.devices_per_node
+        return link.bandwidth
+
     def g(self, level: LinkLevel) -> float:
-        """Seconds per byte on a link level (0 on the same device)."""
+        """Achieved seconds per byte one device moves on a link level (0 on the same device):
+        1 / (device_bandwidth x link efficiency), or the YAML's `hardware` override."""
         if level == LinkLevel.SAME_DEVICE:
             return 0.0
         for lvl, value in self.g_overrides:
             if lvl == level:
                 return value
+        return 1.0 / (self.device_bandwidth(level) * self.link(level).efficiency)
+
+    def alpha(self, level: LinkLevel) -> float:
+        """Latency per message (one step of a collective) on a link level."""
         link = self.link(level)
-        if link is None:  # single node asked for inter-node: cannot happen with valid devices
-            raise ClusterError(f"cluster {self.name!r} has no {level.name.lower()} link")
-        return 1.0 / link.bandwidth
+        return 0.0 if link is None or level == LinkLevel.SAME_DEVICE else link.latency
 
     def g_between(self, a: int, b: int) -> float:
         return self.g(self.level(a, b))
@@ -148,4 +231,6 @@ class Cluster:
                 f"intra-node {self.intra_node.bandwidth / 1e9:.1f} GB/s")
         if self.inter_node is not None:
             text += f", inter-node {self.inter_node.bandwidth / 1e9:.2f} GB/s"
+            if self.inter_node.nics_per_node is not None:
+                text += f" x {self.inter_node.nics_per_node} NICs per node"
         return text

@@ -1,0 +1,145 @@
+"""Numeric precisions: bytes per element, and the dtypes a training run keeps per kind of data.
+
+`Precision` is one storage/compute format. `TrainingPrecision` says which format each kind of
+data uses in training:
+- compute: the format the matrix (and vector) units run in, which selects the peak FLOP/s;
+- activations: tensors between operators (bytes moved by redistribution and kept for backward);
+- parameters, gradients: the working copy of the weights and their gradients (gradient sync);
+- master: a higher-precision copy of the weights the optimizer updates (None: none);
+- moments: each of the optimizer's per-parameter moments (Adam: two).
+
+Accounting follows Megatron-LM / ZeRO (Rajbhandari et al., SC'20, section 3.1: "mixed precision
+training ... 2Psi + 2Psi + 12Psi" bytes for fp16 weights, fp16 gradients, fp32 master weights,
+momentum and variance): 2 + 2 + 4 + 4 + 4 = 16 bytes per parameter. Plain fp32 keeps weights,
+gradients and two moments in fp32 with no master copy: 4 + 4 + 4 + 4 = 16 bytes.
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from solver_plan.errors import InputError
+
+
+class Precision(str, enum.Enum):
+    FP32 = "fp32"
+    TF32 = "tf32"  # fp32 storage, tensor-core compute with a 10-bit mantissa (A100 and later)
+    BF16 = "bf16"
+    FP16 = "fp16"
+    FP8 = "fp8"
+
+    @property
+    def bytes(self) -> int:
+        return _BYTES[self]
+
+    @classmethod
+    def parse(cls, value: "str | Precision", where: str = "precision") -> "Precision":
+        if isinstance(value, Precision):
+            return value
+        try:
+            return cls(str(value).strip().lower())
+        except ValueError:
+            raise InputError(f"unknown precision {value!r}; expected one of "
+                             f"{', '.join(p.value for p in cls)}", where) from None
+
+
+_BYTES = {Precision.FP32: 4, Precision.TF32: 4, Precision.BF16: 2, Precision.FP16: 2, Precision.FP8: 1}
+
+
+@dataclass(frozen=True)
+class ParameterBytes:
+    """Bytes kept per parameter, by term (one device, unsharded)."""
+    weights: int
+    gradients: int
+    master: int
+    moments: int  # all optimizer moments together
+
+    @property
+    def total(self) -> int:
+        return self.weights + self.gradients + self.master + self.moments
+
+
+@dataclass(frozen=True)
+class TrainingPrecision:
+    compute: Precision
+    activations: Precision
+    parameters: Precision
+    gradients: Precision
+    master: Precision | None
+    moments: Precision
+    num_moments: int = 2  # Adam keeps first and second moments
+
+    def __post_init__(self):
+        for name in ("compute", "activations", "parameters", "gradients", "moments"):
+            if not isinstance(getattr(self, name), Precision):
+                raise InputError(f"expected a Precision, got {getattr(self, name)!r}", f"precision.{name}")
+        if self.master is not None and not isinstance(self.master, Precision):
+            raise InputError(f"expected a Precision or None, got {self.master!r}", "precision.master")
+        if isinstance(self.num_moments, bool) or not isinstance(self.num_moments, int) or self.num_moments < 0:
+            raise InputError(f"expected a non-negative integer, got {self.num_moments!r}", "precision.num_moments")
+
+    @classmethod
+    def mixed(cls, dtype: "str | Precision" = "bf16") -> "TrainingPrecision":
+        """Mixed precision (Micikevicius et al., ICLR'18; Megatron-LM, ZeRO): half-precision weights,
+        activations and gradients, fp32 master weights and two fp32 Adam moments (16 bytes/param).
+
+        `fp8` follows NVIDIA Transformer Engine: GEMMs run in fp8 (the fp8 peak), while weights,
+        activations and gradients are kept in bf16 and cast per GEMM."""
+        dtype = Precision.parse(dtype)
+        if dtype == Precision.FP8:
+            half = Precision.BF16
+        elif dtype in (Precision.BF16, Precision.FP16):
+            half = dtype
+        else:
+            raise InputError(f"mixed precision needs a half-precision dtype (bf16, fp16, fp8), got {dtype.value}",
+                             "precision")
+        return cls(dtype, half, half, half, Precision.FP32, Precision.FP32)
+
+    @classmethod
+    def fp32(cls, compute: "str | Precision" = "fp32") -> "TrainingPrecision":
+        """Everything in fp32, no master copy (weights, gradients, two moments: 16 bytes/param).
+        `compute="tf32"` runs the matrix units in TF32 with the same storage."""
+        compute = Precision.parse(compute)
+        if compute not in (Precision.FP32, Precision.TF32):
+            raise InputError(f"fp32 training computes in fp32 or tf32, got {compute.value}", "precision")
+        f = Precision.FP32
+        return cls(compute, f, f, f, None, f)
+
+    @classmethod
+    def parse(cls, value: "str | Precision | TrainingPrecision", device=None,
+              where: str = "--precision") -> "TrainingPrecision":
+        """`auto` (the device's default), fp32, tf32, or a half dtype for mixed precision."""
+        if isinstance(value, TrainingPrecision):
+            return value
+        if str(value).strip().lower() == "auto":
+            if device is None:
+                raise InputError("precision 'auto' needs a device", where)
+            return default_for(device)
+        dtype = Precision.parse(value, where)
+        return cls.fp32(dtype) if dtype in (Precision.FP32, Precision.TF32) else cls.mixed(dtype)
+
+    def bytes_per_parameter(self) -> ParameterBytes:
+        """weights + gradients + master copy + num_moments x moment bytes."""
+        return ParameterBytes(self.parameters.bytes, self.gradients.bytes,
+                              0 if self.master is None else self.master.bytes,
+                              self.num_moments * self.moments.bytes)
+
+    @property
+    def name(self) -> str:
+        if self.master is None:
+            return self.compute.value
+        return f"mixed-{self.compute.value}"
+
+
+def default_for(device) -> TrainingPrecision:
+    """What users run on `device` (a `DeviceSpec`, or a `Cluster` via its device): mixed bf16 where
+    the matrix units run bf16 (A100, H100), mixed fp16 where they run fp16 only (V100 tensor cores),
+    fp32 otherwise (K80, P100: no half-precision matrix units) and for devices described by one
+    peak number (no per-dtype table)."""
+    device = getattr(device, "device", device)
+    matrix = dict(getattr(device, "matrix_flops", ()) or ())  # keys are dtype names ("bf16")
+    if Precision.BF16.value in matrix:
+        return TrainingPrecision.mixed(Precision.BF16)
+    if Precision.FP16.value in matrix:
+        return TrainingPrecision.mixed(Precision.FP16)
+    return TrainingPrecision.fp32()
