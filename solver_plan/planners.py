@@ -22,6 +22,7 @@ from solver_plan.errors import InputError
 
 PLANNER_PACKAGES = ("solver_plan.intra", "solver_plan.simulate", "solver_plan.pipeline")
 KINDS = ("config", "pipeline", "schedule")
+OBJECTIVES = ("sum", "load")
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,9 @@ class PlannerInfo:
     simplify: bool = True
     # Names of the options the planner reads; None = not declared (not checked).
     options: tuple[str, ...] | None = None
+    # What the reported objective measures: "sum" (ConfigProblem.objective) or "load" (the busiest
+    # device / critical path, intra/load_objective.py); the validator recomputes the same one.
+    objective: str = "sum"
 
     def check_options(self, options, where: str = "options") -> None:
         """A misspelt option would be ignored silently: refuse names the planner does not read."""
@@ -52,9 +56,11 @@ _loaded = False
 
 
 def register(name: str, kind: str = "config", *, exact: bool = False, description: str = "",
-             simplify: bool = True, options: tuple[str, ...] | None = None):
+             simplify: bool = True, options: tuple[str, ...] | None = None, objective: str = "sum"):
     if kind not in KINDS:
         raise ValueError(f"unknown planner kind {kind!r}")
+    if objective not in OBJECTIVES:
+        raise ValueError(f"unknown objective {objective!r}")
 
     def decorator(func: Callable) -> Callable:
         existing = _REGISTRY[kind].get(name)
@@ -62,7 +68,7 @@ def register(name: str, kind: str = "config", *, exact: bool = False, descriptio
             raise ValueError(f"planner {name!r} of kind {kind!r} registered twice")
         summary = description or (func.__doc__ or "").strip().split("\n")[0]
         _REGISTRY[kind][name] = PlannerInfo(name, kind, func, exact, summary, simplify,
-                                            None if options is None else tuple(options))
+                                            None if options is None else tuple(options), objective)
         return func
     return decorator
 

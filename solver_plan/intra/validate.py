@@ -25,6 +25,17 @@ def _plan_problems(problem: ConfigProblem, assignment) -> list[str]:
     return problems
 
 
+def _objective_of(planner: str):
+    """The objective the planner reports: the sum, or the load objective for planners registered
+    with objective="load" (recomputed here from the problem, like the sum)."""
+    from solver_plan.planners import planners
+    info = planners("config").get(planner)
+    if info is not None and info.objective == "load":
+        from solver_plan.intra.load_objective import load_objective
+        return load_objective
+    return ConfigProblem.objective
+
+
 def validate_config_result(problem: ConfigProblem, result: ConfigResult) -> list[str]:
     """Every way `result` is wrong for `problem`; an empty list means it is valid."""
     if not isinstance(result.status, Status):
@@ -40,7 +51,7 @@ def validate_config_result(problem: ConfigProblem, result: ConfigResult) -> list
     if problem.memory_limit is not None and not problem.memory_ok(result.assignment):
         peak = problem.device_memory(result.assignment).max()
         problems.append(f"busiest device holds {peak:.6g} bytes, above the limit {problem.memory_limit:.6g}")
-    recomputed = problem.objective(result.assignment)
+    recomputed = _objective_of(result.planner)(problem, result.assignment)
     if result.objective is None or not _close(recomputed, result.objective):
         problems.append(f"reported objective {result.objective!r} but the plan costs {recomputed!r}")
     if result.lower_bound is not None:

@@ -1,0 +1,266 @@
+"""The load-aware objective: a step-time estimate that rewards concurrent work on disjoint devices.
+
+The sum objective adds every operator's time, so two Inception branches on disjoint device halves
+cost as much as running them one after the other on all devices: branch parallelism never pays.
+A step can end no earlier than (a) its busiest device is done and (b) its longest dependency chain
+is done (the two classic makespan lower bounds of list scheduling, Graham 1969). The load
+objective is
+
+    load(plan) = max( max_d busy_d , critical_path ) + SUM_WEIGHT x sum(plan)
+
+- busy_d: the time of every candidate placed on device d (compute + intra-operator collectives +
+  gradient sync, as the cost model prices a candidate per device), plus edges "counted on both
+  ends": with each edge matrix written M[k, l] = a[k] + b[l] + R[k, l] (row minima, then column
+  minima, as `normal_form` does), a[k] is charged to the source candidate's devices, b[l] to the target's and the
+  residual R[k, l] to the devices of both.
+- critical_path: the longest path through the operator DAG with node time = candidate cost and
+  edge time = M[k, l] (forward and backward follow the same path, so the node costs, which hold
+  both passes, add up along it).
+- SUM_WEIGHT x sum: a small tie-break towards less total work (among plans of equal makespan, the
+  one that leaves devices idle longest). Fixed, so the validator recomputes exactly the value
+  a planner reports.
+
+`load_breakdown` evaluates a plan; `load_model` is the same objective as a MILP over the one-hot
+configuration variables (solved by `milp-load`, see `milp_load.py`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from solver_plan.intra.linear_model import LinearModel, _memory_rows, _one_hot_rows, _Rows, node_offsets
+from solver_plan.intra.problem import ConfigProblem
+
+SUM_WEIGHT = 0.01  # weight of the total-work tie-break
+
+
+@dataclass(frozen=True)
+class LoadBreakdown:
+    """The parts of the load objective of one plan (seconds)."""
+    device_busy: np.ndarray  # (num_devices,)
+    critical_path: float
+    total: float  # the sum objective of the same plan
+
+    @property
+    def busiest(self) -> float:
+        return float(self.device_busy.max()) if len(self.device_busy) else 0.0
+
+    @property
+    def makespan(self) -> float:
+        return max(self.busiest, self.critical_path)
+
+    @property
+    def objective(self) -> float:
+        return self.makespan + SUM_WEIGHT * self.total
+
+    def describe(self) -> str:
+        return (f"load objective {self.objective:.6g} s: busiest device {self.busiest:.6g} s, "
+                f"critical path {self.critical_path:.6g} s, sum {self.total:.6g} s")
+
+
+def topological_order(problem: ConfigProblem) -> list[int] | None:
+    """Nodes in an order where every edge goes forward; None if the edges contain a cycle."""
+    indegree = np.zeros(problem.num_nodes, dtype=np.int64)
+    successors: list[list[int]] = [[] for _ in range(problem.num_nodes)]
+    for u, v in problem.edges:
+        successors[u].append(v)
+        indegree[v] += 1
+    ready = [i for i in range(problem.num_nodes) if indegree[i] == 0]
+    order = []
+    while ready:
+        node = ready.pop()
+        order.append(node)
+        for nxt in successors[node]:
+            indegree[nxt] -= 1
+            if indegree[nxt] == 0:
+                ready.append(nxt)
+    return order if len(order) == problem.num_nodes else None
+
+
+def _require_dag(problem: ConfigProblem) -> list[int]:
+    order = topological_order(problem)
+    if order is None:
+        raise ValueError(f"load objective: the edges of {problem.name!r} contain a cycle (no critical path)")
+    return order
+
+
+@dataclass(frozen=True, eq=False)
+class EdgeSplit:
+    """Every edge matrix as M[k, l] = a[k] + b[l] + R[k, l] (row minima, then column minima), with
+    `charged[i]` = node i's costs plus the a and b of its edges: what a device running the
+    candidate is charged before residuals. `residual[j]` is None where R is zero everywhere."""
+    charged: tuple[np.ndarray, ...]
+    row_part: tuple[np.ndarray, ...]
+    column_part: tuple[np.ndarray, ...]
+    residual: tuple[np.ndarray | None, ...]
+
+
+def split_edges(problem: ConfigProblem) -> EdgeSplit:
+    charged = [np.asarray(c, dtype=float).copy() for c in problem.node_costs]
+    rows, columns, residuals = [], [], []
+    for (u, v), matrix in zip(problem.edges, problem.edge_costs):
+        row_min = matrix.min(axis=1)
+        column_min = (matrix - row_min[:, None]).min(axis=0)
+        residual = matrix - row_min[:, None] - column_min[None, :]
+        charged[u] += row_min
+        charged[v] += column_min
+        rows.append(row_min)
+        columns.append(column_min)
+        residuals.append(residual if residual.max() > 0 else None)
+    return EdgeSplit(tuple(charged), tuple(rows), tuple(columns), tuple(residuals))
+
+
+def _finish_times(problem: ConfigProblem, assignment, order: list[int]) -> np.ndarray:
+    """Longest-path finish time of every node (node time = candidate cost, edge time = M[k, l])."""
+    incoming: list[list[int]] = [[] for _ in range(problem.num_nodes)]
+    for j, (_, v) in enumerate(problem.edges):
+        incoming[v].append(j)
+    finish = np.zeros(problem.num_nodes)
+    for v in order:
+        start = 0.0
+        for j in incoming[v]:
+            u = problem.edges[j][0]
+            start = max(start, finish[u] + float(problem.edge_costs[j][assignment[u], assignment[v]]))
+        finish[v] = start + float(problem.node_costs[v][assignment[v]])
+    return finish
+
+
+def load_breakdown(problem: ConfigProblem, assignment, split: EdgeSplit | None = None) -> LoadBreakdown:
+    """Busy time of every device, critical path and sum of `assignment` (see the module text)."""
+    split = split or split_edges(problem)
+    order = _require_dag(problem)
+    busy = np.zeros(problem.num_devices)
+    for node, choice in enumerate(assignment):
+        for device in problem.node_devices[node][choice]:
+            busy[device] += split.charged[node][choice]
+    for (u, v), residual in zip(problem.edges, split.residual):
+        if residual is None:
+            continue
+        k, l = assignment[u], assignment[v]
+        amount = float(residual[k, l])
+        if amount:
+            for device in set(problem.node_devices[u][k]) | set(problem.node_devices[v][l]):
+                busy[device] += amount
+    finish = _finish_times(problem, assignment, order)
+    critical = float(finish.max()) if problem.num_nodes else 0.0
+    return LoadBreakdown(busy, critical, problem.objective(assignment))
+
+
+def load_objective(problem: ConfigProblem, assignment) -> float:
+    return load_breakdown(problem, assignment).objective
+
+
+@dataclass(frozen=True, eq=False)
+class LoadModel:
+    """The MILP and where its columns are: x first (decoded), then edge y, path p, makespan z."""
+    model: LinearModel
+    split: EdgeSplit
+    edge_columns: tuple[np.ndarray | None, ...]  # per edge, the (k_u, k_v) grid of its y columns
+    path_offset: int
+    makespan_column: int
+
+
+def load_model(problem: ConfigProblem) -> LoadModel:
+    """minimise z + SUM_WEIGHT x sum subject to z >= busy_d (every device), z >= p_v (every node),
+    p_v >= p_u + M_uv + t_v (every edge), p_v >= t_v, one-hot x, y tied to x by both marginals
+    (only for edges with a non-zero residual: the rest of an edge is linear in x), memory rows
+    when limited. The optimum is the least `load_objective` over all plans."""
+    _require_dag(problem)
+    split = split_edges(problem)
+    offsets = node_offsets(problem)
+    num_x = int(offsets[-1])
+    column = num_x
+    grids: list[np.ndarray | None] = []
+    for residual in split.residual:
+        if residual is None:
+            grids.append(None)
+            continue
+        grids.append(column + np.arange(residual.size).reshape(residual.shape))
+        column += residual.size
+    path_offset = column
+    z = path_offset + problem.num_nodes
+    num_columns = z + 1
+    cost = np.zeros(num_columns)
+    cost[:num_x] = SUM_WEIGHT * np.concatenate(split.charged)
+    for residual, grid in zip(split.residual, grids):
+        if grid is not None:
+            cost[grid.ravel()] = SUM_WEIGHT * residual.ravel()
+    cost[z] = 1.0
+    integer = np.zeros(num_columns, dtype=bool)
+    integer[:num_x] = True
+    upper = np.ones(num_columns)
+    upper[path_offset:] = np.inf
+    rows = _Rows()
+    _one_hot_rows(rows, offsets)
+    for (u, v), grid in zip(problem.edges, grids):
+        if grid is None:
+            continue
+        k_u, k_v = grid.shape
+        # sum_l y[k, l] = x[u, k] for every k, and sum_k y[k, l] = x[v, l] for every l
+        rows.add_many(np.hstack([grid, (offsets[u] + np.arange(k_u))[:, None]]), np.append(np.ones(k_v), -1.0), 0.0, 0.0)
+        rows.add_many(np.hstack([grid.T, (offsets[v] + np.arange(k_v))[:, None]]), np.append(np.ones(k_u), -1.0), 0.0, 0.0)
+    _busy_rows(rows, problem, split, offsets, grids, z)
+    _path_rows(rows, problem, split, offsets, grids, path_offset, z)
+    if problem.memory_limit is not None:
+        _memory_rows(rows, problem, offsets, float(problem.memory_limit))
+    row_index, column_index, values, row_lower, row_upper = rows.arrays()
+    model = LinearModel(cost, 0.0, np.zeros(num_columns), upper, integer, row_index, column_index, values,
+                        row_lower, row_upper, num_x, offsets)
+    return LoadModel(model, split, tuple(grids), path_offset, z)
+
+
+def _busy_rows(rows: _Rows, problem, split: EdgeSplit, offsets, grids, z: int) -> None:
+    """busy_d - z <= 0 for every device d."""
+    columns: list[list[int]] = [[] for _ in range(problem.num_devices)]
+    values: list[list[float]] = [[] for _ in range(problem.num_devices)]
+    for node in range(problem.num_nodes):
+        for choice, devices in enumerate(problem.node_devices[node]):
+            amount = float(split.charged[node][choice])
+            if amount:
+                for device in devices:
+                    columns[device].append(int(offsets[node] + choice))
+                    values[device].append(amount)
+    for (u, v), residual, grid in zip(problem.edges, split.residual, grids):
+        if grid is None:
+            continue
+        for k, l in zip(*np.nonzero(residual)):
+            for device in set(problem.node_devices[u][k]) | set(problem.node_devices[v][l]):
+                columns[device].append(int(grid[k, l]))
+                values[device].append(float(residual[k, l]))
+    for device in range(problem.num_devices):
+        rows.add(columns[device] + [z], values[device] + [-1.0], -np.inf, 0.0)
+
+
+def _path_rows(rows: _Rows, problem, split: EdgeSplit, offsets, grids, path_offset: int, z: int) -> None:
+    """p_v - t_v >= 0 and z - p_v >= 0 for every node; p_v - p_u - t_v - M_uv >= 0 for every edge,
+    with M_uv = a x_u + b x_v + R y, linear in the columns."""
+    for node in range(problem.num_nodes):
+        x = offsets[node] + np.arange(len(problem.node_costs[node]))
+        rows.add(np.append(x, path_offset + node), np.append(-problem.node_costs[node], 1.0), 0.0, np.inf)
+        rows.add([z, path_offset + node], [1.0, -1.0], 0.0, np.inf)
+    for j, (u, v) in enumerate(problem.edges):
+        x_u = offsets[u] + np.arange(len(problem.node_costs[u]))
+        x_v = offsets[v] + np.arange(len(problem.node_costs[v]))
+        columns = [path_offset + v, path_offset + u, *x_u, *x_v]
+        values = [1.0, -1.0, *(-split.row_part[j]), *(-split.column_part[j] - problem.node_costs[v])]
+        if grids[j] is not None:
+            nonzero = split.residual[j] > 0
+            columns += list(grids[j][nonzero])
+            values += list(-split.residual[j][nonzero])
+        rows.add(columns, values, 0.0, np.inf)
+
+
+def encode_load(load: LoadModel, problem: ConfigProblem, assignment) -> np.ndarray:
+    """Column values of a plan (a warm start): x, y at the chosen pairs, p by longest path, z."""
+    model = load.model
+    values = np.zeros(model.num_columns)
+    for node, choice in enumerate(assignment):
+        values[model.node_offsets[node] + choice] = 1.0
+    for (u, v), grid in zip(problem.edges, load.edge_columns):
+        if grid is not None:
+            values[grid[assignment[u], assignment[v]]] = 1.0
+    finish = _finish_times(problem, assignment, _require_dag(problem))
+    values[load.path_offset:load.path_offset + problem.num_nodes] = finish
+    values[load.makespan_column] = load_breakdown(problem, assignment, load.split).makespan
+    return values
