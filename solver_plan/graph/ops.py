@@ -162,8 +162,12 @@ def _batchnorm(shapes, attrs):
 
 
 def _layernorm(shapes, attrs):
+    """Mean, variance, normalise, scale and shift: 5 FLOPs an element, 2H parameters. With
+    `rms` (RMSNorm, Zhang & Sennrich 2019; LLaMA, T5): no mean and no shift, 4 FLOPs, H parameters."""
     _arity(shapes, 1, "LayerNorm")
     (x,) = shapes
+    if attrs.get("rms"):
+        return OpSemantics((x,), 4 * numel(x), x[-1])
     return OpSemantics((x,), 5 * numel(x), 2 * x[-1])
 
 
@@ -211,12 +215,16 @@ def _attention(shapes, attrs):
     _arity(shapes, 3, "Attention")
     q, k, v = shapes
     _rank(q, (3,), "Attention")
-    if k != v or q[0] != k[0] or q[2] != k[2]:
-        raise ShapeError(f"Attention expects q (N,Sq,H), k = v (N,Sk,H); got {q}, {k}, {v}")
+    # grouped-query attention (Ainslie et al. 2023): `kv_heads` key/value heads shared by the
+    # query heads, so k and v are kv_heads/heads as wide as q; the FLOPs are those of q's heads
+    kv_heads = attrs.get("kv_heads", attrs["heads"])
+    if k != v or q[0] != k[0] or k[2] * attrs["heads"] != q[2] * kv_heads:
+        raise ShapeError(f"Attention expects q (N,Sq,H), k = v (N,Sk,H*kv_heads/heads); got {q}, {k}, {v}")
     n, sq, hidden = q
     sk = k[1]
-    if hidden % attrs["heads"]:
-        raise ShapeError(f"Attention hidden {hidden} not divisible by heads {attrs['heads']}")
+    if hidden % attrs["heads"] or attrs["heads"] % kv_heads:
+        raise ShapeError(f"Attention hidden {hidden} not divisible by heads {attrs['heads']}, "
+                         f"or heads not a multiple of kv_heads {kv_heads}")
     flops = 2 * n * sq * sk * hidden * 2 + 5 * n * attrs["heads"] * sq * sk
     return OpSemantics(((n, sq, hidden),), flops, 0)
 

@@ -1,4 +1,5 @@
-"""MODEL arguments: a zoo spec ("resnet50:batch=8") or a PipeDream profile file (graph.txt)."""
+"""MODEL arguments: a zoo spec ("resnet50:batch=8"), a PipeDream profile file (graph.txt), or a model
+file: ONNX, Hugging Face config.json, solver-plan graph file (graph/importers/graph_file.py)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -25,6 +26,9 @@ def check_sizes(graph: Graph, where: str) -> Graph:
 
 
 def resolve_model(spec: str) -> Graph:
+    from solver_plan.graph.importers.graph_file import is_model_file, load_model_file
+    if is_model_file(spec):  # model.onnx, config.json, hf:config.json, graph.yaml (with :key=value options)
+        return check_sizes(load_model_file(spec), spec)
     path = Path(spec)
     if path.suffix == ".txt" or path.is_file() or path.is_dir():
         if path.is_dir():

@@ -1,0 +1,194 @@
+"""The solver-plan graph file (YAML or JSON; docs/graph-file.md, schema docs/schemas/graph-file.v1.schema.json),
+and `load_model_file`: which importer reads a MODEL that names a file.
+
+A graph file lists operators in any order that has producers before consumers:
+
+    format: solver-plan-graph
+    version: 1
+    name: tiny-mlp
+    dtype_bytes: 4            # optional (default 4)
+    operators:
+      - {name: x, type: Input, attrs: {shape: [32, 784]}}
+      - {name: fc1, type: Linear, inputs: [x], attrs: {in_features: 784, out_features: 256}}
+      - {name: act, type: Unary, inputs: [fc1], attrs: {kind: relu}, outputs: [[32, 256]]}
+
+Edges are the `inputs`: names of tensors, where an operator's output tensor is named after the
+operator (or `name:i` for the i-th output of a multi-output operator such as Split). `outputs`
+(shapes) is optional and, when given, must equal the shapes inferred from the inputs; FLOPs and
+parameters always come from `graph.ops.infer`. `Profiled` is the opaque operator: its attributes
+`output_shapes`, `flops` and `params` are taken as given.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from solver_plan.errors import GraphError, InputError
+from solver_plan.graph.builder import GraphBuilder
+from solver_plan.graph.ir import Graph
+from solver_plan.graph.ops import OpType
+
+FORMAT = "solver-plan-graph"
+VERSION = 1
+TOP_KEYS = {"format", "version", "name", "dtype_bytes", "operators"}
+OP_KEYS = {"name", "type", "inputs", "attrs", "outputs"}
+GRAPH_SUFFIXES = (".json", ".yaml", ".yml")
+MODEL_SUFFIXES = GRAPH_SUFFIXES + (".onnx",)
+HF_PREFIX = "hf:"
+
+
+# --- dispatch ------------------------------------------------------------------------------------
+def split_file_spec(spec: str) -> tuple[str, dict[str, str]] | None:
+    """'dir/model.onnx:batch=8,seq=128' -> ('dir/model.onnx', {...}); None if `spec` names no model
+    file (a zoo spec or a profile)."""
+    text = spec.strip()
+    if text.startswith(HF_PREFIX):
+        text = text[len(HF_PREFIX):]
+    path, options = text, ""
+    for suffix in MODEL_SUFFIXES:
+        marker = text.rfind(suffix + ":")
+        if marker >= 0 and "=" in text[marker:]:
+            path, options = text[:marker + len(suffix)], text[marker + len(suffix) + 1:]
+            break
+    if Path(path).suffix.lower() not in MODEL_SUFFIXES and not spec.strip().startswith(HF_PREFIX):
+        return None
+    raw: dict[str, str] = {}
+    for item in filter(None, (p.strip() for p in options.split(","))):
+        key, eq, value = (s.strip() for s in item.partition("="))
+        if not eq or not key or not value:
+            raise InputError(f"expected 'key=value' in {item!r} (form: FILE:key=value,key=value)", path)
+        if key in raw:
+            raise InputError(f"option {key!r} given twice", path)
+        raw[key] = value
+    return path, raw
+
+
+def is_model_file(spec: str) -> bool:
+    return split_file_spec(spec) is not None
+
+
+def load_model_file(spec: str) -> Graph:
+    """An ONNX model, a Hugging Face config.json or a graph file (JSON/YAML), with options."""
+    path_text, options = split_file_spec(spec)
+    path = Path(path_text)
+    if not path.is_file():
+        raise InputError("no such model file", path_text)
+    if path.suffix.lower() == ".onnx":
+        from solver_plan.graph.importers.onnx_import import load_onnx
+        return load_onnx(path, options)
+    document = read_document(path)
+    from solver_plan.graph.importers.hf import load_hf_config, looks_like_hf_config
+    if spec.strip().startswith(HF_PREFIX) or (isinstance(document, dict) and looks_like_hf_config(document)):
+        return load_hf_config(path, options)
+    if options:
+        raise InputError(f"a graph file takes no options, got {', '.join(options)}", path_text)
+    return graph_from_document(document, path_text)
+
+
+def read_document(path: Path) -> Any:
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read the file ({exc})", str(path)) from None
+    try:
+        if path.suffix.lower() == ".json":
+            return json.loads(text)
+        import yaml
+        return yaml.safe_load(text)
+    except Exception as exc:  # json.JSONDecodeError, yaml.YAMLError
+        raise InputError(f"not valid {path.suffix[1:].upper()} ({str(exc).splitlines()[0]})", str(path)) from None
+
+
+# --- graph files ---------------------------------------------------------------------------------
+def load_graph_file(path: str | Path) -> Graph:
+    return graph_from_document(read_document(Path(path)), str(path))
+
+
+def graph_from_document(doc: Any, where: str) -> Graph:
+    if not isinstance(doc, dict):
+        raise InputError("a graph file holds a mapping with 'format', 'version', 'name' and 'operators'", where)
+    unknown = sorted(set(doc) - TOP_KEYS)
+    if unknown:
+        raise InputError(f"unknown key(s) {', '.join(map(repr, unknown))} (keys: {', '.join(sorted(TOP_KEYS))})", where)
+    if doc.get("format") != FORMAT:
+        raise InputError(f"key 'format' must be {FORMAT!r}, got {doc.get('format')!r}", where)
+    if doc.get("version") != VERSION:
+        raise InputError(f"key 'version' must be {VERSION}, got {doc.get('version')!r}", where)
+    name = doc.get("name")
+    if not isinstance(name, str) or not name:
+        raise InputError("key 'name' must be a non-empty string", where)
+    dtype = doc.get("dtype_bytes", 4)
+    if dtype not in (1, 2, 4, 8):
+        raise InputError(f"key 'dtype_bytes' must be 1, 2, 4 or 8, got {dtype!r}", where)
+    ops = doc.get("operators")
+    if not isinstance(ops, list) or not ops:
+        raise InputError("key 'operators' must be a non-empty list", where)
+    b = GraphBuilder(name, dtype_bytes=dtype)
+    tensors = {}
+    for index, op in enumerate(ops):
+        at = f"{where}: operators[{index}]"
+        if not isinstance(op, dict):
+            raise InputError("each operator is a mapping with name, type, inputs, attrs, outputs", at)
+        extra = sorted(set(op) - OP_KEYS)
+        if extra:
+            raise InputError(f"unknown key(s) {', '.join(map(repr, extra))} (keys: {', '.join(sorted(OP_KEYS))})", at)
+        op_name = op.get("name")
+        if not isinstance(op_name, str) or not op_name:
+            raise InputError("key 'name' must be a non-empty string", at)
+        at = f"{where}: operator {op_name!r}"
+        try:
+            op_type = OpType(op.get("type"))
+        except ValueError:
+            raise InputError(f"unknown type {op.get('type')!r} (types: {', '.join(t.value for t in OpType)})",
+                             at) from None
+        inputs = op.get("inputs", [])
+        if not isinstance(inputs, list) or not all(isinstance(t, str) for t in inputs):
+            raise InputError("key 'inputs' must be a list of tensor names", at)
+        missing = [t for t in inputs if t not in tensors]
+        if missing:
+            raise InputError(f"unknown input tensor(s) {', '.join(map(repr, missing))} (inputs must be produced "
+                             "by an operator listed earlier)", at)
+        attrs = op.get("attrs", {})
+        if not isinstance(attrs, dict):
+            raise InputError("key 'attrs' must be a mapping", at)
+        attrs = {k: _tuples(v) for k, v in attrs.items()}
+        try:
+            outs = b.add(op_type, tuple(tensors[t] for t in inputs), attrs, op_name)
+        except GraphError as exc:
+            raise InputError(str(exc), at) from None
+        except (KeyError, TypeError, IndexError, ValueError) as exc:
+            raise InputError(f"missing or malformed attribute ({type(exc).__name__}: {exc})", at) from None
+        expected = op.get("outputs")
+        if expected is not None:
+            got = [list(t.shape) for t in outs]
+            if not isinstance(expected, list) or [list(s) for s in expected if isinstance(s, list)] != got:
+                raise InputError(f"outputs {expected} differ from the inferred shapes {got}", at)
+        for t in outs:
+            tensors[t.name] = t
+    try:
+        return b.build()
+    except GraphError as exc:
+        raise InputError(str(exc), where) from None
+
+
+def _tuples(value):
+    if isinstance(value, list):
+        return tuple(_tuples(v) for v in value)
+    return value
+
+
+def graph_to_document(graph: Graph) -> dict:
+    """The graph file of any graph (zoo, ONNX, Hugging Face): `graph_from_document` reads it back."""
+    def plain(value):
+        if isinstance(value, tuple):
+            return [plain(v) for v in value]
+        return value
+    dtypes = {op.dtype_bytes for op in graph.operators}
+    return {
+        "format": FORMAT, "version": VERSION, "name": graph.name, "dtype_bytes": max(dtypes) if dtypes else 4,
+        "operators": [{
+            "name": op.name, "type": op.op_type.value, "inputs": list(op.inputs),
+            "attrs": {k: plain(v) for k, v in op.attr_items}, "outputs": [list(t.shape) for t in op.outputs],
+        } for op in graph],
+    }

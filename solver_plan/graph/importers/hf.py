@@ -1,0 +1,309 @@
+"""Hugging Face `config.json` -> `Graph` for the common transformer families.
+
+MODEL forms: `path/to/config.json`, `hf:path/to/config.json`, either followed by
+`:batch=8,seq=1024,layers=4` (also `target_seq` for T5). Defaults: batch 8, seq = the config's
+maximum positions capped at 2048 (T5: 512, target 128), every layer of the config.
+
+Families by `model_type` (what each graph holds, so parameter counts can be checked against the
+published sizes, see data/hf-configs/SOURCES.md):
+- gpt2: the zoo's GPT decoder (learned positions, pre-norm LayerNorm, tied LM head);
+- bert: the zoo's BERT with its MLM head (no pooler, as BertForMaskedLM);
+- t5: encoder-decoder, RMS norms, no biases, ReLU or gated-GELU feed-forward, LM head tied unless
+  `tie_word_embeddings` is false (T5 v1.1). Relative position biases (num_buckets x heads per
+  stack, 512 parameters in t5-small) are left out: there is no operator for them;
+- llama, mistral, qwen2: RMS norms, rotary positions (no parameters), grouped-query attention
+  (`num_key_value_heads`), SwiGLU feed-forward (silu(gate) * up, silu = x * sigmoid(x)), q/k/v
+  biases for qwen2 (or `attention_bias`), LM head tied only if `tie_word_embeddings`;
+- mixtral: llama with a mixture of experts in place of each feed-forward (see `moe`).
+
+Mixture of experts. The cost model has no expert dimension of its own, so the experts of a layer
+are one grouped 1x1 convolution with `groups = num_local_experts`: its weight dimension
+(`out_channel`, split with the input channels of each group) *is* the expert dimension, and a
+degree that divides the expert count is expert parallelism; the sample and sequence (`height`)
+dimensions stay data/sequence parallel. Tokens are dispatched top-k: the k copies of the sequence
+are laid out as (N, experts x hidden, k x seq / experts, 1), i.e. perfectly balanced routing with
+no capacity slack, so k x seq must divide by the expert count. The router is a bias-free linear
+layer and a softmax whose first k probabilities weight the k expert outputs.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from solver_plan.errors import GraphError, InputError
+from solver_plan.graph.builder import GraphBuilder
+from solver_plan.graph.ir import Graph, Tensor
+from solver_plan.graph.ops import OpType
+from solver_plan.graph.zoo.transformer import tied_output, token_embedding
+
+HF_PREFIX = "hf:"
+DEFAULT_BATCH = 8
+MAX_DEFAULT_SEQ = 2048
+OPTIONS = ("batch", "seq", "target_seq", "layers")
+
+
+class _Config:
+    """A config.json's keys, read with the file named in every error."""
+
+    def __init__(self, data: dict, where: str):
+        self.data, self.where = data, where
+
+    def int(self, *keys: str, default: Any = InputError) -> int:
+        """The first of `keys` present (aliases across families), a positive integer."""
+        for key in keys:
+            if key in self.data and self.data[key] is not None:
+                value = self.data[key]
+                if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                    raise InputError(f"key {key!r} must be a positive integer, got {value!r}", self.where)
+                return value
+        if default is InputError:
+            raise InputError(f"missing key {keys[0]!r}" + (f" (or {', '.join(map(repr, keys[1:]))})"
+                                                          if len(keys) > 1 else ""), self.where)
+        return default
+
+    def bool(self, key: str, default: bool) -> bool:
+        value = self.data.get(key, default)
+        if not isinstance(value, bool):
+            raise InputError(f"key {key!r} must be true or false, got {value!r}", self.where)
+        return value
+
+    def str(self, key: str, default: str) -> str:
+        value = self.data.get(key, default)
+        if not isinstance(value, str):
+            raise InputError(f"key {key!r} must be a string, got {value!r}", self.where)
+        return value
+
+
+def is_hf_spec(spec: str) -> bool:
+    return spec.startswith(HF_PREFIX)
+
+
+def read_config(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_text())
+    except OSError as exc:
+        raise InputError(f"cannot read the config ({exc.strerror or exc})", str(path)) from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise InputError(f"not a JSON config ({exc})", str(path)) from None
+    if not isinstance(data, dict):
+        raise InputError("a Hugging Face config.json must hold a JSON object", str(path))
+    return data
+
+
+def looks_like_hf_config(data: dict) -> bool:
+    return "model_type" in data or "architectures" in data
+
+
+def load_hf_config(path: str | Path, options: dict[str, str] | None = None, name: str | None = None) -> Graph:
+    """Build the training graph (ending in the LM loss) of the model a config.json describes."""
+    path = Path(path)
+    where = str(path)
+    cfg = _Config(read_config(path), where)
+    model_type = cfg.data.get("model_type")
+    if model_type is None:
+        raise InputError(f"missing key 'model_type' (one of {', '.join(sorted(FAMILIES))})", where)
+    if model_type not in FAMILIES:
+        raise InputError(f"model_type {model_type!r} is not supported (supported: {', '.join(sorted(FAMILIES))})",
+                         where)
+    opts = _options(options or {}, where)
+    try:
+        return FAMILIES[model_type](cfg, opts, name or path.stem)
+    except GraphError as exc:
+        raise InputError(f"the config gives an invalid graph: {exc}", where) from None
+
+
+def _options(raw: dict[str, str], where: str) -> dict[str, int]:
+    out = {}
+    for key, text in raw.items():
+        if key not in OPTIONS:
+            raise InputError(f"unknown option {key!r} (options: {', '.join(OPTIONS)})", where)
+        try:
+            value = int(text)
+        except (TypeError, ValueError):
+            value = 0
+        if value < 1:
+            raise InputError(f"option {key!r} expects a positive integer, got {text!r}", where)
+        out[key] = value
+    return out
+
+
+def _seq(cfg: _Config, opts: dict, *position_keys: str) -> int:
+    positions = cfg.int(*position_keys)
+    seq = opts.get("seq", min(positions, MAX_DEFAULT_SEQ))
+    if seq > positions:
+        raise InputError(f"option 'seq' ({seq}) exceeds the model's {position_keys[0]} ({positions})", cfg.where)
+    return seq
+
+
+# --- GPT-2 and BERT: the zoo's builders -----------------------------------------------------------
+def _gpt2(cfg: _Config, opts: dict, name: str) -> Graph:
+    from solver_plan.graph.zoo.gpt import gpt
+    hidden, heads = cfg.int("n_embd", "hidden_size"), cfg.int("n_head", "num_attention_heads")
+    _divides(cfg, heads, hidden, "n_head", "n_embd")
+    return gpt(name, batch=opts.get("batch", DEFAULT_BATCH), seq=_seq(cfg, opts, "n_positions", "n_ctx"),
+               positions=cfg.int("n_positions", "n_ctx"), hidden=hidden,
+               ffn=cfg.int("n_inner", default=4 * hidden), heads=heads, head_dim=hidden // heads,
+               layers=opts.get("layers", cfg.int("n_layer", "num_hidden_layers")), vocab=cfg.int("vocab_size"))
+
+
+def _bert(cfg: _Config, opts: dict, name: str) -> Graph:
+    from solver_plan.graph.zoo.bert import SEGMENTS, bert
+    if cfg.int("type_vocab_size", default=SEGMENTS) != SEGMENTS:
+        raise InputError(f"key 'type_vocab_size' must be {SEGMENTS} (the graph has two segment embeddings)", cfg.where)
+    hidden, heads = cfg.int("hidden_size"), cfg.int("num_attention_heads")
+    _divides(cfg, heads, hidden, "num_attention_heads", "hidden_size")
+    return bert(name, batch=opts.get("batch", DEFAULT_BATCH), seq=_seq(cfg, opts, "max_position_embeddings"),
+                positions=cfg.int("max_position_embeddings"), hidden=hidden, ffn=cfg.int("intermediate_size"),
+                heads=heads, head_dim=hidden // heads,
+                layers=opts.get("layers", cfg.int("num_hidden_layers")), vocab=cfg.int("vocab_size"))
+
+
+def _divides(cfg: _Config, small: int, big: int, small_key: str, big_key: str) -> None:
+    if big % small:
+        raise InputError(f"key {big_key!r} ({big}) must be a multiple of {small_key!r} ({small})", cfg.where)
+
+
+# --- building blocks of the LLaMA family and T5 ---------------------------------------------------
+def _rms(b: GraphBuilder, x: Tensor, name: str) -> Tensor:
+    return b.add(OpType.LAYERNORM, (x,), {"rms": True}, name)[0]
+
+
+def _attention(b: GraphBuilder, x: Tensor, heads: int, kv_heads: int, head_dim: int, qkv_bias: bool,
+               out_bias: bool, memory: Tensor | None = None) -> Tensor:
+    source = x if memory is None else memory
+    q = b.linear(x, heads * head_dim, qkv_bias, name="q_proj")
+    k = b.linear(source, kv_heads * head_dim, qkv_bias, name="k_proj")
+    v = b.linear(source, kv_heads * head_dim, qkv_bias, name="v_proj")
+    attrs = {"heads": heads} if kv_heads == heads else {"heads": heads, "kv_heads": kv_heads}
+    core = b.add(OpType.ATTENTION, (q, k, v), attrs, "attention")[0]
+    return b.linear(core, x.shape[-1], out_bias, name="o_proj")
+
+
+def _silu(b: GraphBuilder, x: Tensor, name: str) -> Tensor:
+    """silu(x) = x * sigmoid(x)."""
+    return b.mul(x, b.unary(x, "sigmoid", name=f"{name}_sigmoid"), name=name)
+
+
+def _gated_mlp(b: GraphBuilder, x: Tensor, ffn: int, activation: str) -> Tensor:
+    gate = b.linear(x, ffn, False, name="gate_proj")
+    act = _silu(b, gate, "act") if activation == "silu" else b.unary(gate, activation, name="act")
+    return b.linear(b.mul(act, b.linear(x, ffn, False, name="up_proj"), name="gated"), x.shape[-1], False,
+                    name="down_proj")
+
+
+def _moe(b: GraphBuilder, x: Tensor, ffn: int, experts: int, top_k: int, where: str) -> Tensor:
+    """Top-k mixture of SwiGLU experts; the experts are grouped 1x1 convolutions (module docstring)."""
+    n, seq, hidden = x.shape
+    if top_k > experts:
+        raise InputError(f"num_experts_per_tok ({top_k}) exceeds num_local_experts ({experts})", where)
+    if (top_k * seq) % experts:
+        raise InputError(f"option 'seq' ({seq}) x num_experts_per_tok ({top_k}) must divide by num_local_experts "
+                         f"({experts}): tokens are spread evenly over the experts", where)
+    per_expert = top_k * seq // experts
+    probs = b.softmax(b.linear(x, experts, False, name="router"), name="router_softmax")
+    sizes = (1,) * top_k + ((experts - top_k,) if experts > top_k else ())
+    weights = b.split(probs, sizes, axis=2, name="top_k")[:top_k]
+    copies = b.concat([x] * top_k, axis=1, name="dispatch") if top_k > 1 else x
+    grouped = b.reshape(copies, (n, experts, per_expert, hidden), name="by_expert")
+    grouped = b.reshape(b.transpose(grouped, (0, 1, 3, 2), name="to_channels"),
+                        (n, experts * hidden, per_expert, 1), name="expert_inputs")
+    up = b.conv2d(grouped, experts * 2 * ffn, 1, groups=experts, name="experts_gate_up")
+    gate, lin = b.split(up, (experts * ffn, experts * ffn), axis=1, name="gate_up_split")
+    act = b.mul(_silu(b, gate, "experts_act"), lin, name="experts_gated")
+    down = b.conv2d(act, experts * hidden, 1, groups=experts, name="experts_down")
+    back = b.reshape(down, (n, experts, hidden, per_expert), name="from_channels")
+    back = b.reshape(b.transpose(back, (0, 1, 3, 2), name="to_tokens"), (n, top_k * seq, hidden), name="combine")
+    parts = b.split(back, (seq,) * top_k, axis=1, name="copies") if top_k > 1 else (back,)
+    out = b.mul(parts[0], weights[0], name="weighted0")
+    for i in range(1, top_k):
+        out = b.add_(out, b.mul(parts[i], weights[i], name=f"weighted{i}"), name=f"sum{i}")
+    return out
+
+
+def _lm_head(b: GraphBuilder, x: Tensor, vocab: int, tied: bool, embedding: str) -> None:
+    logits = tied_output(b, x, vocab, embedding) if tied else b.linear(x, vocab, False, name="lm_head")
+    b.softmax_cross_entropy(logits)
+
+
+# --- LLaMA, Mistral, Qwen2, Mixtral -----------------------------------------------------------------
+def _llama(cfg: _Config, opts: dict, name: str) -> Graph:
+    hidden, heads = cfg.int("hidden_size"), cfg.int("num_attention_heads")
+    kv_heads = cfg.int("num_key_value_heads", default=heads)
+    head_dim = cfg.int("head_dim", default=hidden // heads)
+    if cfg.data.get("head_dim") is None:
+        _divides(cfg, heads, hidden, "num_attention_heads", "hidden_size")
+    _divides(cfg, kv_heads, heads, "num_key_value_heads", "num_attention_heads")
+    model_type = cfg.data["model_type"]
+    qkv_bias = cfg.bool("attention_bias", model_type == "qwen2")
+    out_bias = cfg.bool("attention_bias", False) if model_type != "qwen2" else False
+    act = cfg.str("hidden_act", "silu")
+    if act not in ("silu", "gelu", "relu"):
+        raise InputError(f"key 'hidden_act' {act!r} is not supported (silu, gelu, relu)", cfg.where)
+    moe = model_type == "mixtral"
+    if moe:
+        experts, top_k = cfg.int("num_local_experts"), cfg.int("num_experts_per_tok")
+        if act != "silu":
+            raise InputError(f"key 'hidden_act' must be 'silu' for mixtral experts, got {act!r}", cfg.where)
+    ffn, vocab = cfg.int("intermediate_size"), cfg.int("vocab_size")
+    layers = opts.get("layers", cfg.int("num_hidden_layers"))
+    b = GraphBuilder(name)
+    tokens = b.input((opts.get("batch", DEFAULT_BATCH), _seq(cfg, opts, "max_position_embeddings")), name="tokens")
+    x = token_embedding(b, tokens, vocab, hidden, "embed_tokens")
+    for index in range(layers):
+        with b.scope(f"layers.{index}"):
+            with b.scope("self_attn"):
+                h = _attention(b, _rms(b, x, "input_layernorm"), heads, kv_heads, head_dim, qkv_bias, out_bias)
+                x = b.add_(x, h, name="residual")
+            with b.scope("block_sparse_moe" if moe else "mlp"):
+                h = _rms(b, x, "post_attention_layernorm")
+                h = _moe(b, h, ffn, experts, top_k, cfg.where) if moe else _gated_mlp(b, h, ffn, act)
+                x = b.add_(x, h, name="residual")
+    x = _rms(b, x, "norm")
+    _lm_head(b, x, vocab, cfg.bool("tie_word_embeddings", False), "embed_tokens")
+    return b.build()
+
+
+# --- T5 ---------------------------------------------------------------------------------------------
+def _t5(cfg: _Config, opts: dict, name: str) -> Graph:
+    hidden, heads, head_dim = cfg.int("d_model"), cfg.int("num_heads"), cfg.int("d_kv")
+    ffn, vocab = cfg.int("d_ff"), cfg.int("vocab_size")
+    enc_layers = opts.get("layers", cfg.int("num_layers"))
+    dec_layers = opts.get("layers", cfg.int("num_decoder_layers", default=enc_layers))
+    proj = cfg.str("feed_forward_proj", "relu")
+    if proj not in ("relu", "gated-gelu"):
+        raise InputError(f"key 'feed_forward_proj' {proj!r} is not supported (relu, gated-gelu)", cfg.where)
+    batch = opts.get("batch", DEFAULT_BATCH)
+    b = GraphBuilder(name)
+
+    def ffn_block(h: Tensor) -> Tensor:
+        if proj == "relu":
+            return b.linear(b.relu(b.linear(h, ffn, False, name="wi")), hidden, False, name="wo")
+        return _gated_mlp(b, h, ffn, "gelu")
+
+    def stack(x: Tensor, layers: int, memory: Tensor | None) -> Tensor:
+        for index in range(layers):
+            with b.scope(f"block.{index}"):
+                with b.scope("self_attn"):
+                    x = b.add_(x, _attention(b, _rms(b, x, "layer_norm"), heads, heads, head_dim, False, False),
+                               name="residual")
+                if memory is not None:
+                    with b.scope("cross_attn"):
+                        h = _attention(b, _rms(b, x, "layer_norm"), heads, heads, head_dim, False, False, memory)
+                        x = b.add_(x, h, name="residual")
+                with b.scope("ffn"):
+                    x = b.add_(x, ffn_block(_rms(b, x, "layer_norm")), name="residual")
+        return _rms(b, x, "final_layer_norm")
+
+    sources = token_embedding(b, b.input((batch, opts.get("seq", 512)), name="tokens"), vocab, hidden, "shared")
+    with b.scope("encoder"):
+        memory = stack(sources, enc_layers, None)
+    with b.scope("decoder"):
+        ids = b.input((batch, opts.get("target_seq", 128)), name="tokens")
+        x = stack(token_embedding(b, ids, vocab, hidden, "embed_tokens", "shared"), dec_layers, memory)
+    _lm_head(b, x, vocab, cfg.bool("tie_word_embeddings", True), "shared")
+    return b.build()
+
+
+FAMILIES = {"gpt2": _gpt2, "bert": _bert, "t5": _t5, "llama": _llama, "mistral": _llama, "qwen2": _llama,
+            "mixtral": _llama}

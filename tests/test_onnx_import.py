@@ -1,0 +1,175 @@
+"""ONNX import: models built with onnx.helper; parameters checked against the initializers and
+FLOPs against the closed forms (and against the zoo's builder for the same network)."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+from solver_plan.errors import InputError  # noqa: E402
+from solver_plan.graph.builder import GraphBuilder  # noqa: E402
+from solver_plan.graph.importers.onnx_import import load_onnx  # noqa: E402
+from solver_plan.graph.ops import OpType  # noqa: E402
+from solver_plan.graph.resolve import resolve_model  # noqa: E402
+
+
+def _init(name, *shape):
+    return numpy_helper.from_array(np.zeros(shape, dtype=np.float32), name)
+
+
+def _ints(name, values):
+    return numpy_helper.from_array(np.array(values, dtype=np.int64), name)
+
+
+def _save(tmp_path, nodes, inputs, outputs, inits, name="m.onnx"):
+    graph = helper.make_graph(nodes, "g", inputs, outputs, inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    path = tmp_path / name
+    onnx.save(model, str(path))
+    return path
+
+
+def _float_params(inits):
+    return sum(math.prod(t.dims) for t in inits if t.data_type == TensorProto.FLOAT and math.prod(t.dims) > 1)
+
+
+def mlp_model(tmp_path):
+    """x(batch, 784) -> Gemm 256 -> Relu -> MatMul + Add 10 -> Softmax; batch symbolic."""
+    inits = [_init("w1", 256, 784), _init("b1", 256), _init("w2", 256, 10), _init("b2", 10)]
+    nodes = [helper.make_node("Gemm", ["x", "w1", "b1"], ["h"], transB=1, name="fc1"),
+             helper.make_node("Relu", ["h"], ["r"], name="relu"),
+             helper.make_node("MatMul", ["r", "w2"], ["m"], name="fc2"),
+             helper.make_node("Add", ["m", "b2"], ["y"], name="fc2_bias"),
+             helper.make_node("Softmax", ["y"], ["p"], axis=-1, name="softmax")]
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 784])
+    p = helper.make_tensor_value_info("p", TensorProto.FLOAT, ["batch", 10])
+    return _save(tmp_path, nodes, [x], [p], inits), inits
+
+
+def test_mlp_params_flops_and_shapes(tmp_path):
+    path, inits = mlp_model(tmp_path)
+    g = load_onnx(path, {"batch": "32"})
+    assert g.total_params == _float_params(inits) == 784 * 256 + 256 + 256 * 10 + 10
+    linears = [op for op in g if op.op_type == OpType.LINEAR]
+    assert [op.attr("bias") for op in linears] == [True, True]  # the Add was folded into fc2
+    assert g.op("fc2").output.shape == (32, 10)
+    # same network from the builder: identical FLOPs
+    b = GraphBuilder("ref")
+    b.softmax(b.linear(b.relu(b.linear(b.input((32, 784)), 256)), 10))
+    assert g.total_flops == b.build().total_flops
+
+
+def test_resolve_model_with_options(tmp_path):
+    path, _ = mlp_model(tmp_path)
+    g = resolve_model(f"{path}:batch=4")
+    assert g.op("x").output.shape == (4, 784)
+
+
+def test_unknown_dimension_names_tensor(tmp_path):
+    path, _ = mlp_model(tmp_path)
+    with pytest.raises(InputError, match=r"input tensor 'x' has an unknown dimension 'batch'.*:batch=N"):
+        load_onnx(path)
+
+
+def cnn_model(tmp_path):
+    inits = [_init("c1", 16, 3, 3, 3), _init("bn_s", 16), _init("bn_b", 16), _init("bn_m", 16), _init("bn_v", 16),
+             _init("fc", 10, 16), _init("fcb", 10)]
+    nodes = [helper.make_node("Conv", ["img", "c1"], ["c"], pads=[1, 1, 1, 1], strides=[1, 1], name="conv"),
+             helper.make_node("BatchNormalization", ["c", "bn_s", "bn_b", "bn_m", "bn_v"], ["n"], name="bn"),
+             helper.make_node("Relu", ["n"], ["r"], name="relu"),
+             helper.make_node("MaxPool", ["r"], ["mp"], kernel_shape=[2, 2], strides=[2, 2], name="pool"),
+             helper.make_node("GlobalAveragePool", ["mp"], ["gp"], name="gap"),
+             helper.make_node("Flatten", ["gp"], ["f"], name="flatten"),
+             helper.make_node("Gemm", ["f", "fc", "fcb"], ["y"], transB=1, name="fc")]
+    img = helper.make_tensor_value_info("img", TensorProto.FLOAT, [8, 3, 32, 32])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [8, 10])
+    return _save(tmp_path, nodes, [img], [y], inits), inits
+
+
+def test_cnn_matches_builder(tmp_path):
+    path, inits = cnn_model(tmp_path)
+    g = load_onnx(path)
+    # BatchNorm's running mean and variance are buffers, not parameters
+    assert g.total_params == _float_params(inits) - 2 * 16
+    b = GraphBuilder("ref")
+    x = b.global_avg_pool(b.pool2d(b.relu(b.batchnorm(b.conv2d(b.input((8, 3, 32, 32)), 16, 3, 1, 1))), "max", 2))
+    b.linear(b.flatten(x), 10)
+    ref = b.build()
+    assert g.total_flops == ref.total_flops
+    assert [op.op_type for op in g] == [op.op_type for op in ref]
+
+
+def attention_model(tmp_path, tied=False):
+    """Token embedding, layer norm, one self-attention head group written as ONNX primitives
+    (q/k/v MatMuls, Reshape/Transpose to heads, scores MatMul, scale, Softmax, context MatMul),
+    residual, and an LM head (tied to the embedding through a Transpose when `tied`)."""
+    n, s, h, heads, vocab = 2, 16, 32, 4, 100
+    d = h // heads
+    inits = [_init("wte", vocab, h), _init("ln_s", h), _init("ln_b", h), _init("wq", h, h), _init("wk", h, h),
+             _init("wv", h, h), _init("wo", h, h), _ints("heads_shape", [n, s, heads, d]),
+             _ints("merge_shape", [n, s, h]), numpy_helper.from_array(np.array(math.sqrt(d), np.float32), "scale")]
+    nodes = [helper.make_node("Gather", ["wte", "ids"], ["e"], name="embed"),
+             helper.make_node("LayerNormalization", ["e", "ln_s", "ln_b"], ["x"], axis=-1, name="ln")]
+    for p in "qkv":
+        nodes += [helper.make_node("MatMul", ["x", f"w{p}"], [f"{p}0"], name=f"{p}_proj"),
+                  helper.make_node("Reshape", [f"{p}0", "heads_shape"], [f"{p}1"], name=f"{p}_split"),
+                  helper.make_node("Transpose", [f"{p}1"], [p], perm=[0, 2, 1, 3] if p != "k" else [0, 2, 3, 1],
+                                   name=f"{p}_heads")]
+    nodes += [helper.make_node("MatMul", ["q", "k"], ["sc"], name="scores"),
+              helper.make_node("Div", ["sc", "scale"], ["scs"], name="scale_div"),
+              helper.make_node("Softmax", ["scs"], ["pr"], axis=-1, name="probs"),
+              helper.make_node("MatMul", ["pr", "v"], ["ctx"], name="context"),
+              helper.make_node("Transpose", ["ctx"], ["ctx_t"], perm=[0, 2, 1, 3], name="merge_t"),
+              helper.make_node("Reshape", ["ctx_t", "merge_shape"], ["ctx_m"], name="merge"),
+              helper.make_node("MatMul", ["ctx_m", "wo"], ["o"], name="o_proj"),
+              helper.make_node("Add", ["x", "o"], ["res"], name="residual")]
+    if tied:
+        nodes += [helper.make_node("Transpose", ["wte"], ["wte_t"], perm=[1, 0], name="wte_t"),
+                  helper.make_node("MatMul", ["res", "wte_t"], ["logits"], name="lm_head")]
+    else:
+        inits.append(_init("head", h, vocab))
+        nodes.append(helper.make_node("MatMul", ["res", "head"], ["logits"], name="lm_head"))
+    ids = helper.make_tensor_value_info("ids", TensorProto.INT64, [n, s])
+    out = helper.make_tensor_value_info("logits", TensorProto.FLOAT, [n, s, vocab])
+    return _save(tmp_path, nodes, [ids], [out], inits, "attn.onnx"), inits, (n, s, h, heads, vocab)
+
+
+@pytest.mark.parametrize("tied", [False, True])
+def test_attention_pattern(tmp_path, tied):
+    path, inits, (n, s, h, heads, vocab) = attention_model(tmp_path, tied)
+    g = load_onnx(path)
+    assert g.total_params == _float_params(inits)  # the tied head adds no parameters
+    types = [op.op_type for op in g]
+    assert types.count(OpType.MATMUL) == 2 and OpType.EMBEDDING in types and OpType.SOFTMAX in types
+    assert g.op("scores").output.shape == (n, heads, s, s)
+    d = h // heads
+    assert g.op("scores").flops == 2 * n * heads * s * d * s
+    assert g.op("lm_head").flops == 2 * n * s * h * vocab
+
+
+def test_unsupported_operator_is_named_or_opaque(tmp_path):
+    inits = [_init("w", 4, 4)]
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"], name="fc"),
+             helper.make_node("Einsum", ["h"], ["y"], equation="ij->ij", name="mystery")]
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])
+    path = _save(tmp_path, nodes, [x], [y], inits)
+    with pytest.raises(InputError, match=r"m\.onnx.*unsupported ONNX operator\(s\) Einsum.*opaque=1"):
+        load_onnx(path)
+    g = load_onnx(path, {"opaque": "1"})
+    op = g.op("mystery")
+    assert op.op_type == OpType.PROFILED and op.attr("onnx_op") == "Einsum"
+    assert op.flops == 2 * 4  # documented default: one FLOP per output element, never zero
+
+
+def test_truncated_file_is_one_input_error(tmp_path):
+    path, _ = mlp_model(tmp_path)
+    data = path.read_bytes()
+    bad = tmp_path / "truncated.onnx"
+    bad.write_bytes(data[: len(data) // 3])
+    with pytest.raises(InputError, match="truncated.onnx"):
+        load_onnx(bad, {"batch": "2"})
