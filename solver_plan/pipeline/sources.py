@@ -61,7 +61,8 @@ def chain_from_blocks(path, blocks: int = 16) -> LayerChain:
 def chain_from_model(model: str, cluster, blocks: int = 16) -> LayerChain:
     """MODEL as every command takes it (a zoo spec or a PipeDream profile, via `resolve_model`), or
     a pipeline-blocks JSON."""
-    if Path(model).suffix == ".json":
+    from solver_plan.graph.importers.graph_file import is_model_document
+    if Path(model).suffix == ".json" and not model.startswith("hf:") and not is_model_document(model):
         if not Path(model).exists():
             raise InputError("no such pipeline-blocks file", model)
         return chain_from_blocks(model, blocks)

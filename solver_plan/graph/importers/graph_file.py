@@ -68,6 +68,17 @@ def is_model_file(spec: str) -> bool:
     return split_file_spec(spec) is not None
 
 
+def is_model_document(path: str) -> bool:
+    """Whether a .json file is a model (Hugging Face config or graph file) rather than another tool's
+    JSON (e.g. pipeline-blocks profiles); unreadable files are not, so their reader reports them."""
+    try:
+        document = json.loads(Path(path).read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return False
+    from solver_plan.graph.importers.hf import looks_like_hf_config
+    return isinstance(document, dict) and (document.get("format") == FORMAT or looks_like_hf_config(document))
+
+
 def load_model_file(spec: str) -> Graph:
     """An ONNX model, a Hugging Face config.json or a graph file (JSON/YAML), with options."""
     path_text, options = split_file_spec(spec)
