@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
+import re
 import sys
 import time
 
@@ -76,6 +77,8 @@ def _cmd_plan(args) -> int:
           f"({problem.num_candidates} candidates, {len(problem.edges)} edges)", file=sys.stderr)
     result = solve(problem, args.planner, time_limit=args.time_limit, seed=args.seed)
     plan = decode_plan(graph, cluster, problem, result, cost_model)
+    if args.out:  # before any printing: a closed pipe (`| head`) must not lose the plan
+        write_json_atomic(args.out, plan.to_dict())
     print(render_plan(plan, max_rows=args.rows))
     if args.simulate and result.assignment is not None:
         from solver_plan.simulate import format_simulation, simulate_strategy
@@ -92,7 +95,6 @@ def _cmd_plan(args) -> int:
                 parts.append(f"{name} {other.status.value}")
         print("baselines: " + "; ".join(parts))
     if args.out:
-        write_json_atomic(args.out, plan.to_dict())
         print(f"plan written to {args.out}")
     return 0 if result.status.has_solution else 1
 
@@ -125,7 +127,7 @@ def _cmd_planners(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="solver-plan", description="Plans for training deep networks on accelerator clusters.")
+    parser = _Parser(prog="solver-plan", description="Plans for training deep networks on accelerator clusters.")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     subparsers.required = True
     subparsers.add_parser("models", help="list zoo models and their options").set_defaults(func=_cmd_models)
@@ -141,9 +143,35 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _Parser(argparse.ArgumentParser):
+    """Usage errors on one line (like every other input error), exit status 2."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+
+_NEGATIVE_VALUE = re.compile(r"-[0-9.]")
+
+
+def normalise_argv(argv: list[str]) -> list[str]:
+    """`--memory -16GB` -> `--memory=-16GB`: argparse takes '-16GB' for an option and says only
+    'expected one argument'; joined, the value reaches the option's own check, which names it."""
+    out: list[str] = []
+    for token in argv:
+        if (out and _NEGATIVE_VALUE.match(token) and out[-1].startswith("--") and "=" not in out[-1]
+                and out[-1] != "--"):
+            out[-1] = f"{out[-1]}={token}"
+        else:
+            out.append(token)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(normalise_argv(sys.argv[1:] if argv is None else list(argv)))
+    except SystemExit as exc:  # usage errors (2) and --help (0), already printed
+        return exc.code if isinstance(exc.code, int) else 2
     try:
         return args.func(args)
     except InputError as exc:

@@ -17,26 +17,64 @@ def write_text_atomic(path: str | Path, text: str) -> None:
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; outputs get the usual mode
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
 
 
+def _umask() -> int:
+    """The process umask, read without os.umask (which would change it for other threads)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0o022
+
+
 def write_json_atomic(path: str | Path, data: dict) -> None:
     write_text_atomic(path, json.dumps(data, indent=2) + "\n")
 
 
-def check_output_path(path: str | Path | None, where: str) -> None:
-    """Fail before any work when an output file cannot be written (its folder is created)."""
+def check_output_path(path: str | Path | None, where: str, suffixes: tuple[str, ...] | None = None,
+                      what: str = "") -> None:
+    """Fail before any work when an output file could not be written later, or, with `suffixes`,
+    when its extension names a format the writer does not produce. Creates nothing: missing
+    folders are checked through their nearest existing ancestor (the writer creates them)."""
     if path is None:
         return
     from solver_plan.errors import InputError
 
-    folder = Path(path).parent
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
+    label = f"cannot write {what + ' ' if what else ''}{str(path)!r}"
+    if not str(path).strip():
+        raise InputError("empty file name", where)
+    if suffixes is not None and Path(path).suffix.lower() not in suffixes:
+        raise InputError(f"cannot write {Path(path).suffix or 'a file without extension'} "
+                         f"({str(path)!r}); expected one of {', '.join(suffixes)}", where)
+    if Path(path).is_dir():
+        raise InputError(f"{label}: it is a folder, expected a file name", where)
+    check_output_folder(Path(path).parent, where, label)
+    if Path(path).exists() and not os.access(path, os.W_OK):
+        raise InputError(f"{label} (permission denied)", where)
+
+
+def check_output_folder(folder: str | Path, where: str, label: str | None = None) -> None:
+    """Fail unless files can be created in `folder` (or, if it is missing, it can be created)."""
+    from solver_plan.errors import InputError
+
+    folder = Path(folder)
+    label = label or f"cannot write to {str(folder)!r}"
+    existing = folder
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise InputError(f"{label}: {str(existing)!r} is a file, not a folder", where)
+    try:  # a probe file catches read-only file systems too, which os.access misses
+        fd, probe = tempfile.mkstemp(dir=existing, prefix=".probe.")
+        os.close(fd)
+        os.unlink(probe)
     except OSError as exc:
-        raise InputError(f"cannot create folder {str(folder)!r} ({exc.strerror})", where) from None
-    if Path(path).is_dir() or not os.access(folder, os.W_OK):
-        raise InputError(f"cannot write {str(path)!r}", where)
+        raise InputError(f"{label} ({exc.strerror or exc})", where) from None

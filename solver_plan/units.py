@@ -46,6 +46,8 @@ def _parse(value: object, where: str, expected: str, suffix_pattern: str, to_bas
     if number is not None:
         return _positive(number, value, where, expected)
     text = str(value).strip().replace(" ", "")
+    if text.startswith("-"):  # '-16GB': a sign the pattern below would only call unreadable
+        raise InputError(f"must be positive, got {value!r} (expected {expected})", where)
     match = re.fullmatch(_NUMBER + _PREFIX + suffix_pattern, text)
     if not match:
         raise InputError(f"cannot read {value!r}; expected {expected}", where)

@@ -64,7 +64,7 @@ def read_text(path: str | Path, what: str = "file") -> str:
             raise InputError(f"{what} is too large ({size} bytes; at most {MAX_BYTES})", str(path))
         raw = path.read_bytes()
     except OSError as exc:
-        raise InputError(f"cannot read {what} ({exc.strerror or exc})", str(path)) from None
+        raise InputError(f"cannot read file ({exc.strerror or exc})", str(path)) from None
     return decode_text(raw, str(path))
 
 

@@ -28,7 +28,10 @@ def run(args) -> int:
     from solver_plan.batch.jobfile import load_jobs
     from solver_plan.batch.run import make_executor, pending_jobs, run_batch
     from solver_plan.batch.store import RecordStore
+    from solver_plan.files import check_output_folder
 
+    if not args.list:
+        check_output_folder(args.out, "--out", f"cannot write records to {args.out!r}")  # before models are built
     jobs = load_jobs(args.jobs)
     if args.list:
         pending, _ = pending_jobs(jobs, RecordStore(args.out), args.retry_failed)

@@ -5,6 +5,10 @@ import math
 
 from solver_plan.units import format_bytes, format_seconds, parse_bandwidth, parse_bytes
 
+DEFAULT_BLOCKS = 16
+MAX_BLOCKS = 512  # 4x the deepest published transformer (megatron-1T: 128 blocks); the pipedream DP is O(blocks^2 P)
+GANTT_SUFFIXES = (".png", ".svg", ".pdf", ".jpg", ".jpeg")  # formats matplotlib's Agg backend writes
+
 
 def register_command(subparsers) -> None:
     parser = subparsers.add_parser(
@@ -24,22 +28,38 @@ def register_command(subparsers) -> None:
     parser.add_argument("--max-layers", type=int, default=None,
                         help="merge adjacent layers until at most this many remain (default: 48 for madpipe, "
                              "12 for exact-joint, no merging for pipedream)")
-    parser.add_argument("--blocks", type=int, default=16, help="number of blocks for a pipeline-blocks JSON")
+    parser.add_argument("--blocks", type=int, default=None,
+                        help=f"number of blocks for a pipeline-blocks JSON (default {DEFAULT_BLOCKS}, at most {MAX_BLOCKS})")
     parser.add_argument("--time-limit", type=float, default=60.0, help="seconds for the exact solvers")
     parser.add_argument("--out", help="write the pattern as JSON here")
     parser.add_argument("--gantt", help="write a Gantt chart PNG here")
     parser.set_defaults(func=run)
 
 
+def check_blocks(model: str, blocks: int | None) -> int:
+    """--blocks only means something for a pipeline-blocks JSON; bounded so a typo cannot hang the DPs."""
+    from pathlib import Path
+
+    from solver_plan.errors import InputError
+    if blocks is None:
+        return DEFAULT_BLOCKS
+    if Path(model).suffix != ".json":
+        raise InputError(f"applies only to a pipeline-blocks JSON model, not {model!r}", "--blocks")
+    if not 1 <= blocks <= MAX_BLOCKS:
+        raise InputError(f"must be between 1 and {MAX_BLOCKS}, got {blocks}", "--blocks")
+    return blocks
+
+
 def build_problem(args):
     from solver_plan.cluster import resolve_cluster
     from solver_plan.pipeline.sources import build_chain_problem
+    blocks = check_blocks(args.model, args.blocks)
     cluster = resolve_cluster(args.cluster)
     memory = parse_bytes(args.memory, "--memory") if args.memory else None
     bandwidth = parse_bandwidth(args.bandwidth, "--bandwidth") if args.bandwidth else None
     return build_chain_problem(args.model, cluster, args.processors, memory=memory, bandwidth=bandwidth,
                                no_comm=args.no_comm, planner=args.planner, max_layers=args.max_layers,
-                               blocks=args.blocks)
+                               blocks=blocks)
 
 
 def print_result(result) -> None:
@@ -68,7 +88,7 @@ def run(args) -> int:
     from solver_plan.files import check_output_path, write_text_atomic
     from solver_plan.pipeline.api import plan_pipeline
     check_output_path(args.out, "--out")
-    check_output_path(args.gantt, "--gantt")
+    check_output_path(args.gantt, "--gantt", GANTT_SUFFIXES)
     problem = build_problem(args)
     result = plan_pipeline(problem, args.planner, args.schedule, time_limit=args.time_limit)
     print_result(result)

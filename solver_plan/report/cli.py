@@ -24,14 +24,19 @@ def register_command(subparsers) -> None:
 def run(args) -> int:
     from pathlib import Path
 
+    from solver_plan.errors import InputError
+    from solver_plan.files import check_output_path
     from solver_plan.report.markdown import summary_table
     from solver_plan.report.write import write_report
 
+    if not Path(args.records).is_dir():
+        raise InputError("no such folder of batch records", args.records)
+    report_path = Path(args.report) if args.report else Path(args.records) / "report.md"
+    check_output_path(report_path, "--report", (".md",), what="the report")  # before reading any record
     keys = None
     if args.jobs:
         from solver_plan.batch.jobfile import load_jobs
         keys = {job.key for job in load_jobs(args.jobs)}
-    report_path = Path(args.report) if args.report else Path(args.records) / "report.md"
     report = write_report(args.records, report_path, args.target_gap, plots=not args.no_plots, keys=keys)
     for path, why in report.invalid:
         print(f"solver-plan compare: skipped invalid record {path.name} ({why})", file=sys.stderr)
