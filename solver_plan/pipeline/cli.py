@@ -91,9 +91,10 @@ def run(args) -> int:
     check_output_path(args.gantt, "--gantt", GANTT_SUFFIXES)
     problem = build_problem(args)
     result = plan_pipeline(problem, args.planner, args.schedule, time_limit=args.time_limit)
+    if args.out:  # before any printing: a closed pipe (`| head`) must not lose the pattern
+        write_text_atomic(args.out, result.to_json())
     print_result(result)
     if args.out:
-        write_text_atomic(args.out, result.to_json())
         print(f"wrote {args.out}")
     if args.gantt:
         if result.pattern is None:
