@@ -1,0 +1,92 @@
+"""Inter-operator search: contiguous block ranges per pipeline stage.
+
+Alpa's inter-op dynamic program (Zheng et al. 2022, section 5.2) cuts a layer chain into stages
+minimising the slowest stage. For a uniform transformer stack on equal submeshes a stage's time
+per micro-batch is k x t + e_i (k blocks of t seconds, e_i the embedding on the first stage and the
+output layer on the last) and its memory is a_i k + c_i (a_i grows with the micro-batches stage i
+holds in flight), so the DP's optimum has a closed form checked stage by stage:
+
+    T* = min T such that sum_i min(floor((T - e_i) / t), floor((M - c_i) / a_i)) >= L, each >= 1.
+
+T* is one of the values k t + e_i, found by bisection on k for each distinct e_i. For 1F1B and
+GPipe, sum_i T_i = L t + sum_i e_i is the same for every cut, so minimising the slowest stage
+minimises the step time (schedule.py); the brute force of tests/test_hybrid_brute.py checks this
+against every composition of L. Interleaved schedules cut the stack into p v equal chunks.
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable, Sequence
+
+
+def _caps(T: float, t: float, extras: Sequence[float], mem_caps: Sequence[int]) -> list[int] | None:
+    caps = []
+    for e, kmem in zip(extras, mem_caps):
+        k = math.floor((T - e) / t + 1e-9) if t > 0 else 10 ** 9
+        k = min(k, kmem)
+        if k < 1:
+            return None
+        caps.append(k)
+    return caps
+
+
+def memory_caps(layers: int, pp: int, memory: Callable[[int, int], float], limit: float | None) -> list[int]:
+    """Per stage, the most blocks that fit: memory(stage, k) is affine in k >= 1."""
+    if limit is None:
+        return [layers] * pp
+    caps = []
+    for i in range(pp):
+        one, two = memory(i, 1), memory(i, 2)
+        slope = two - one
+        if one > limit:
+            caps.append(0)
+        elif slope <= 0:
+            caps.append(layers)
+        else:
+            caps.append(min(layers, 1 + math.floor((limit - one) / slope + 1e-9)))
+    return caps
+
+
+def balanced_cut(layers: int, t: float, extras: Sequence[float], mem_caps: Sequence[int]) -> tuple[int, ...] | None:
+    """Blocks per stage minimising the slowest stage k_i t + e_i under the memory caps; None when no
+    cut fits (some stage cannot hold one block, or the caps sum to less than `layers`)."""
+    pp = len(extras)
+    if pp > layers or min(mem_caps) < 1 or sum(mem_caps) < layers:
+        return None
+    best = None
+    for e in sorted(set(extras)):
+        lo, hi = 1, layers  # smallest k with T = k t + e feasible
+        if _feasible(hi * t + e, layers, t, extras, mem_caps) is None:
+            continue
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if _feasible(mid * t + e, layers, t, extras, mem_caps) is None:
+                lo = mid + 1
+            else:
+                hi = mid
+        T = lo * t + e
+        if best is None or T < best:
+            best = T
+    if best is None:
+        return None
+    caps = _feasible(best, layers, t, extras, mem_caps)
+    # Take blocks off the stages holding the most in flight (the first ones) until the sum is L.
+    cut, surplus = list(caps), sum(caps) - layers
+    for i in range(pp):
+        take = min(surplus, cut[i] - 1)
+        cut[i] -= take
+        surplus -= take
+    return tuple(cut)
+
+
+def _feasible(T, layers, t, extras, mem_caps):
+    caps = _caps(T, t, extras, mem_caps)
+    return caps if caps is not None and sum(caps) >= layers else None
+
+
+def equal_cut(layers: int, pp: int, mem_caps: Sequence[int]) -> tuple[int, ...] | None:
+    """Equal blocks per stage (interleaved schedules: p v chunks of L / (p v) blocks)."""
+    if layers % pp:
+        return None
+    k = layers // pp
+    return tuple([k] * pp) if all(k <= c for c in mem_caps) else None

@@ -1,0 +1,195 @@
+"""Memory per device of a hybrid plan: one function per term, each with its formula and source.
+
+Units are bytes per device. Notation (Korthikanti et al. 2022, "Reducing Activation Recomputation
+in Large Transformer Models", section 4): s sequence, b micro-batch, h hidden, a heads, t tensor
+parallel degree, p pipeline degree, m micro-batches, v virtual stages; the attention width a x d
+and the MLP width f are kept general (for a d = h, f = 4h the formulas are the paper's).
+The search, the validator and the baselines all call these functions.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from solver_plan.hybrid.model import TransformerSpec
+
+RECOMPUTE_MODES = ("none", "selective", "full")
+SCHEDULES = ("1f1b", "interleaved", "gpipe")
+# Bytes a framework keeps beyond the terms below (CUDA context, NCCL and allocator workspace); a
+# fixed reserve rather than a fitted number: ~1-2 GiB is what PyTorch + NCCL take on an A100.
+FRAMEWORK_RESERVE_BYTES = 2 * 1024 ** 3
+
+
+@dataclass(frozen=True)
+class StateBytes:
+    """Bytes per parameter of the model state in mixed-precision Adam training (Rajbhandari et al.
+    2020, ZeRO, section 3.1: 2 + 2 + 12 = 16): bf16/fp16 weights, bf16/fp16 gradients, and fp32
+    master weights + two fp32 Adam moments."""
+    weights: float = 2.0
+    gradients: float = 2.0
+    optimizer: float = 12.0
+
+    def __post_init__(self):
+        for key, value in asdict(self).items():
+            if not value >= 0:
+                raise ValueError(f"StateBytes.{key} must be non-negative, got {value}")
+
+
+MIXED_PRECISION = StateBytes()
+
+
+def state_bytes() -> StateBytes:
+    """The cost core's mixed-precision bytes per parameter when it defines them, else ZeRO's 2+2+12."""
+    try:
+        from solver_plan.cost.precision import TrainingPrecision
+    except ImportError:
+        return MIXED_PRECISION
+    try:
+        p = TrainingPrecision()
+        return StateBytes(float(p.weight_bytes), float(p.gradient_bytes), float(p.optimizer_bytes))
+    except Exception:  # an API still in flux: keep the paper's numbers rather than fail
+        return MIXED_PRECISION
+
+
+# --- model state (Rajbhandari et al. 2020, figure 1: ZeRO stages 1, 2, 3) ---------------------
+def weights_bytes(params: float, dp: int, zero_stage: int, state: StateBytes = MIXED_PRECISION) -> float:
+    """Half-precision weights of `params` parameters (already divided by t): 2 P, sharded over
+    the dp replicas by ZeRO-3 (P_os+g+p): 2 P / dp."""
+    return state.weights * params / (dp if zero_stage >= 3 else 1)
+
+
+def gradients_bytes(params: float, dp: int, zero_stage: int, state: StateBytes = MIXED_PRECISION) -> float:
+    """Half-precision gradients: 2 P, sharded by ZeRO-2 and -3 (P_os+g): 2 P / dp."""
+    return state.gradients * params / (dp if zero_stage >= 2 else 1)
+
+
+def optimizer_bytes(params: float, dp: int, zero_stage: int, state: StateBytes = MIXED_PRECISION) -> float:
+    """fp32 master weights and Adam moments: 12 P, sharded by ZeRO-1 and above (P_os; Megatron's
+    distributed optimizer is the same): 12 P / dp."""
+    return state.optimizer * params / (dp if zero_stage >= 1 else 1)
+
+
+# --- activations (Korthikanti et al. 2022, section 4.1-4.3, table 2) --------------------------
+def layer_activation_bytes(spec: TransformerSpec, b: int, t: int, recompute: str, sequence_parallel: bool) -> float:
+    """Activations one transformer layer keeps for backward, per micro-batch, in 16-bit:
+    - none, no parallelism: s b h (34 + 5 a s / h); the general form is
+      s b (10 h + 8 a d + 4 f) + 5 a s^2 b (layer-norm inputs 4sbh, attention and MLP inputs 4sbh,
+      dropout masks 2sbh; Q, K, V and projection input 8 s b a d; MLP 4 s b f; scores 5 a s^2 b);
+    - tensor parallel t: s b h (10 + 24/t + 5 a s/(h t)): the 10 s b h outside the t-split regions stays;
+    - tensor + sequence parallel: s b h (34/t + 5 a s/(h t)): everything is split;
+    - selective recomputation drops the 5 a s^2 b term (softmax, its dropout, scores: recomputed);
+    - full recomputation keeps only the layer input, 2 s b h (2 s b h / t with sequence parallel)."""
+    s, h, a = spec.seq, spec.hidden, spec.heads
+    if recompute == "full":
+        return 2.0 * s * b * h / (t if sequence_parallel else 1)
+    replicated = 10.0 * s * b * h
+    split = 8.0 * s * b * spec.attn_width + 4.0 * s * b * spec.ffn
+    scores = 5.0 * a * s * s * b if recompute == "none" else 0.0
+    if sequence_parallel:
+        return (replicated + split + scores) / t
+    return replicated + (split + scores) / t
+
+
+def recompute_working_bytes(spec: TransformerSpec, b: int, t: int, recompute: str, sequence_parallel: bool) -> float:
+    """Extra memory while one layer is recomputed in backward (Korthikanti et al. 2022, 4.2): full
+    recomputation rematerialises one whole layer's activations (the `none` amount of one layer);
+    selective, the attention scores of one layer, 5 a s^2 b / t; none, nothing."""
+    if recompute == "full":
+        return layer_activation_bytes(spec, b, t, "none", sequence_parallel)
+    if recompute == "selective":
+        return 5.0 * spec.heads * spec.seq * spec.seq * b / t
+    return 0.0
+
+
+def embedding_activation_bytes(spec: TransformerSpec, b: int, t: int, sequence_parallel: bool) -> float:
+    """First stage: embedding output and its dropout mask, s b h (2 + 1) bytes (Korthikanti et al.
+    2022, eq. 4: s b h p / t... kept whole without sequence parallelism)."""
+    return 3.0 * spec.seq * b * spec.hidden / (t if sequence_parallel else 1)
+
+
+def logits_activation_bytes(spec: TransformerSpec, b: int, t: int, sequence_parallel: bool) -> float:
+    """Last stage: final layer-norm input and output projection input, 4 s b h, plus the logits in
+    fp32 for the (vocabulary-parallel) cross entropy, 4 s b V / t (Korthikanti et al. 2022, 4.3)."""
+    return 4.0 * spec.seq * b * spec.hidden / (t if sequence_parallel else 1) + 4.0 * spec.seq * b * spec.vocab / t
+
+
+# --- micro-batches in flight (Narayanan et al. 2021 sections 2.2.1-2.2.2; Korthikanti 4.2.3) ---
+def in_flight_microbatches(stage: int, pp: int, m: int, schedule: str, v: int = 1) -> float:
+    """Micro-batches whose activations stage `stage` (0-based) holds at its peak, in units of the
+    stage's whole layer range:
+    - gpipe: all m;
+    - 1f1b: min(p - i, m) (stage i runs p - i forwards before its first backward);
+    - interleaved with v chunks: Megatron's warm-up of 2 (p - i - 1) + (v - 1) p chunk passes plus
+      one, each 1/v of the stage: ((v - 1) p + 2 (p - i - 1) + 1) / v, at most m; for stage 0 this is
+      p (1 + (p - 1)/(p v)), the figure of Korthikanti et al. 2022 section 4.2.3."""
+    if schedule == "gpipe":
+        return float(m)
+    if schedule == "interleaved" and v > 1:
+        return min(float(m), ((v - 1) * pp + 2 * (pp - stage - 1) + 1) / v)
+    return float(min(pp - stage, m))
+
+
+# --- buffers -------------------------------------------------------------------------------
+def p2p_buffer_bytes(spec: TransformerSpec, b: int, t: int, sequence_parallel: bool, pp: int) -> float:
+    """Send and receive buffers of pipeline activations and their gradients: 4 x 2 s b h bytes,
+    (/ t with sequence parallel, as Megatron's scatter-gather optimisation sends 1/t); none for p = 1."""
+    if pp == 1:
+        return 0.0
+    return 4.0 * 2.0 * spec.seq * b * spec.hidden / (t if sequence_parallel else 1)
+
+
+def zero3_gather_bytes(layer_params: float, zero_stage: int, state: StateBytes = MIXED_PRECISION) -> float:
+    """ZeRO-3 gathers each layer's full (t-sharded) weights before use and prefetches the next: two
+    layers of 16-bit weights (Rajbhandari et al. 2020, section 7: constant-size gather buffers)."""
+    return 2.0 * state.weights * layer_params if zero_stage >= 3 else 0.0
+
+
+@dataclass(frozen=True)
+class StageMemory:
+    """Peak bytes on one device of a pipeline stage, by term."""
+    weights: float
+    gradients: float
+    optimizer: float
+    activations: float
+    recompute_working: float
+    buffers: float
+
+    @property
+    def total(self) -> float:
+        return (self.weights + self.gradients + self.optimizer + self.activations + self.recompute_working
+                + self.buffers)
+
+    def to_dict(self) -> dict:
+        return {**{k: int(round(v)) for k, v in asdict(self).items()}, "total": int(round(self.total))}
+
+
+def stage_params(spec: TransformerSpec, layers: int, first: bool, last: bool, t: int, pp: int) -> float:
+    """Parameters on one device of a stage: its blocks / t, the embeddings / t on the first stage, the
+    final norm and (for p > 1) a copy of the tied word embedding / t on the last (Megatron keeps one
+    there for the output projection and all-reduces its gradient with the first stage's)."""
+    params = layers * spec.block_params / t
+    if first:
+        params += spec.embedding_params / t
+    if last:
+        params += spec.head_params + (spec.vocab * spec.hidden / t if pp > 1 else 0.0)
+    return params
+
+
+def stage_memory(spec: TransformerSpec, *, layers: int, stage: int, pp: int, tp: int, dp: int, micro_batch: int,
+                 micro_batches: int, recompute: str, sequence_parallel: bool, zero_stage: int, schedule: str,
+                 virtual_stages: int = 1, state: StateBytes = MIXED_PRECISION,
+                 reserve: float = FRAMEWORK_RESERVE_BYTES) -> StageMemory:
+    """Sum of the terms above for stage `stage` holding `layers` blocks."""
+    first, last = stage == 0, stage == pp - 1
+    params = stage_params(spec, layers, first, last, tp, pp)
+    b, t, sp = micro_batch, tp, sequence_parallel
+    flight = in_flight_microbatches(stage, pp, micro_batches, schedule, virtual_stages)
+    acts = layers * layer_activation_bytes(spec, b, t, recompute, sp)
+    if first:
+        acts += embedding_activation_bytes(spec, b, t, sp)
+    if last:
+        acts += logits_activation_bytes(spec, b, t, sp) / max(flight, 1.0)  # logits live one micro-batch
+    working = recompute_working_bytes(spec, b, t, recompute, sp) if layers else 0.0
+    buffers = (p2p_buffer_bytes(spec, b, t, sp, pp) + zero3_gather_bytes(spec.block_params / t, zero_stage, state)
+               + reserve)
+    return StageMemory(weights_bytes(params, dp, zero_stage, state), gradients_bytes(params, dp, zero_stage, state),
+                       optimizer_bytes(params, dp, zero_stage, state), acts * flight, working, buffers)

@@ -1,0 +1,176 @@
+"""`HybridPlan` and `HybridResult`: frozen values, JSON (schema_version 1, kind "hybrid") and table.
+
+JSON keys are an interface (exporters to Megatron-LM / DeepSpeed / torchtitan read them): keep them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from solver_plan.hybrid.memory import StageMemory
+from solver_plan.hybrid.schedule import StepTerms
+from solver_plan.hybrid.space import Parallelism
+from solver_plan.result import Status, relative_gap
+
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class StagePlan:
+    """One pipeline stage: blocks [first_layer, first_layer + layers) on dp replicas of a tp-device
+    submesh; devices are numbered tp-rank fastest, then replica, then stage (Megatron's order)."""
+    index: int
+    first_layer: int
+    layers: int
+    embedding: bool  # holds the token and position embeddings
+    head: bool  # holds the final norm, output projection and loss
+    first_device: int
+    tp: int
+    replicas: int
+    block_s: float  # forward + backward of its blocks, per micro-batch
+    recompute_s: float  # recomputation of its blocks, per micro-batch
+    extra_s: float  # embedding and/or output layer, per micro-batch
+    p2p_s: float  # its pipeline transfers, per micro-batch
+    memory: StageMemory
+
+    def __post_init__(self):
+        if self.layers < 0 or self.tp < 1 or self.replicas < 1:
+            raise ValueError(f"stage {self.index}: bad sizes")
+
+    @property
+    def time_per_microbatch_s(self) -> float:
+        return self.block_s + self.recompute_s + self.extra_s + self.p2p_s
+
+    @property
+    def devices(self) -> tuple[int, int]:
+        """[first, last] device numbers of the stage (all its replicas)."""
+        return self.first_device, self.first_device + self.tp * self.replicas - 1
+
+    def to_dict(self) -> dict:
+        return {"index": self.index, "layers": [self.first_layer, self.first_layer + self.layers],
+                "num_layers": self.layers, "embedding": self.embedding, "head": self.head,
+                "submesh": {"devices_per_replica": self.tp, "replicas": self.replicas,
+                            "devices": list(self.devices),
+                            "replica_0_devices": [self.first_device, self.first_device + self.tp - 1]},
+                "time_per_microbatch_s": self.time_per_microbatch_s,
+                "time_terms_s": {"blocks": self.block_s, "recompute": self.recompute_s,
+                                 "embedding_and_head": self.extra_s, "p2p": self.p2p_s},
+                "memory_bytes": self.memory.to_dict()}
+
+
+@dataclass(frozen=True)
+class HybridPlan:
+    model: str
+    cluster: str
+    devices: int
+    global_batch: int
+    parallelism: Parallelism
+    stages: tuple[StagePlan, ...]
+    terms: StepTerms
+    block_configs: tuple[tuple[str, str], ...]  # per-operator configuration of every block (tied)
+    model_flops_per_step: float
+    memory_limit: float | None
+
+    def __post_init__(self):
+        p = self.parallelism
+        if p.devices != self.devices:
+            raise ValueError(f"dp x tp x pp = {p.devices} != {self.devices} devices")
+        if p.dp * p.micro_batch_size * p.micro_batches != self.global_batch:
+            raise ValueError("dp x micro-batch size x micro-batches must equal the global batch")
+        if len(self.stages) != p.pp:
+            raise ValueError(f"{len(self.stages)} stages for pp = {p.pp}")
+
+    @property
+    def step_time_s(self) -> float:
+        return self.terms.total
+
+    @property
+    def memory_per_device_bytes(self) -> float:
+        return max(s.memory.total for s in self.stages)
+
+    @property
+    def tflops_per_device(self) -> float:
+        return self.model_flops_per_step / self.step_time_s / self.devices / 1e12
+
+    def to_dict(self) -> dict:
+        return {"model": self.model, "cluster": self.cluster, "devices": self.devices,
+                "global_batch": self.global_batch, "parallelism": self.parallelism.to_dict(),
+                "step_time_s": self.step_time_s,
+                "step_terms_s": {"pipeline": self.terms.pipeline_s, "dp_sync": self.terms.dp_sync_s,
+                                 "embedding_sync": self.terms.embedding_sync_s, "optimizer": self.terms.optimizer_s},
+                "memory_per_device_bytes": int(round(self.memory_per_device_bytes)),
+                "memory_limit_bytes": None if self.memory_limit is None else int(self.memory_limit),
+                "model_flops_per_step": self.model_flops_per_step,
+                "tflops_per_device": self.tflops_per_device,
+                "stages": [s.to_dict() for s in self.stages],
+                "block_configs": [{"operator": op, "config": cfg} for op, cfg in self.block_configs]}
+
+
+@dataclass(frozen=True)
+class HybridResult:
+    status: Status
+    plan: HybridPlan | None
+    lower_bound_s: float | None
+    runtime_s: float
+    evaluated: int = 0  # points of the space priced in full
+    pruned: int = 0  # points dropped by a bound
+    notes: tuple[str, ...] = field(default=())
+    # INFEASIBLE: the smallest memory per device that some plan needs, and that plan
+    needed_memory_bytes: float | None = None
+
+    @property
+    def step_time_s(self) -> float | None:
+        return None if self.plan is None or self.status == Status.INFEASIBLE else self.plan.step_time_s
+
+    @property
+    def gap(self) -> float | None:
+        return relative_gap(self.step_time_s, self.lower_bound_s)
+
+    def to_dict(self) -> dict:
+        out = {"schema_version": SCHEMA_VERSION, "kind": "hybrid", "status": self.status.value,
+               "step_time_s": self.step_time_s, "lower_bound_s": self.lower_bound_s, "gap": self.gap,
+               "runtime_s": self.runtime_s, "evaluated": self.evaluated, "pruned": self.pruned,
+               "notes": list(self.notes)}
+        if self.needed_memory_bytes is not None:
+            out["needed_memory_per_device_bytes"] = int(round(self.needed_memory_bytes))
+        if self.plan is not None:
+            plan = self.plan.to_dict()
+            plan.pop("step_time_s")
+            out.update(plan)
+        return out
+
+    def table(self) -> str:
+        from solver_plan.units import format_bytes
+
+        lines = [f"status: {self.status.value}   runtime: {self.runtime_s:.2f} s   "
+                 f"evaluated {self.evaluated}, pruned {self.pruned}"]
+        if self.needed_memory_bytes is not None:
+            lines.append(f"smallest memory per device that fits: {format_bytes(self.needed_memory_bytes)} "
+                         f"(plan below)")
+        p = self.plan
+        if p is not None:
+            q = p.parallelism
+            bound = "-" if self.lower_bound_s is None else f"{self.lower_bound_s:.3f} s"
+            gap = "" if self.gap is None else f" (gap {100 * self.gap:.2f}%)"
+            lines += [f"model: {p.model}   cluster: {p.cluster}   devices: {p.devices}   global batch: {p.global_batch}",
+                      f"step time: {p.step_time_s:.3f} s   lower bound: {bound}{gap}   "
+                      f"{p.tflops_per_device:.1f} TFLOP/s per device   model FLOPs/step {p.model_flops_per_step:.3e}",
+                      f"parallelism: dp={q.dp} tp={q.tp} pp={q.pp} micro_batch_size={q.micro_batch_size} "
+                      f"micro_batches={q.micro_batches} schedule={q.schedule} virtual_stages={q.virtual_stages} "
+                      f"recompute={q.recompute} zero_stage={q.zero_stage} sequence_parallel={q.sequence_parallel}",
+                      f"step terms: pipeline {p.terms.pipeline_s:.3f} s, dp sync {p.terms.dp_sync_s:.3f} s, "
+                      f"embedding sync {p.terms.embedding_sync_s:.4f} s, optimizer {p.terms.optimizer_s:.4f} s",
+                      f"memory per device (largest): {format_bytes(p.memory_per_device_bytes)}",
+                      "stage  layers      devices          ms/micro-batch  weights+grads+optim  activations  total"]
+            shown = p.stages if len(p.stages) <= 12 else p.stages[:6] + p.stages[-6:]
+            for s in shown:
+                m = s.memory
+                lines.append(f"{s.index:>5}  {s.first_layer:>4}-{s.first_layer + s.layers - 1:<5} "
+                             f"{s.devices[0]:>6}-{s.devices[1]:<8} {1e3 * s.time_per_microbatch_s:>14.2f}  "
+                             f"{format_bytes(m.weights + m.gradients + m.optimizer):>19}  "
+                             f"{format_bytes(m.activations + m.recompute_working):>11}  {format_bytes(m.total)}")
+            if len(p.stages) > 12:
+                lines.insert(len(lines) - 6, f"  ... {len(p.stages) - 12} more stages")
+            lines.append("block configuration (every block): " +
+                         "; ".join(f"{op} {cfg}" for op, cfg in p.block_configs))
+        lines += [f"note: {n}" for n in self.notes]
+        return "\n".join(lines)

@@ -1,0 +1,232 @@
+"""Front doors: `plan_hybrid` (search the space) and `evaluate` (price one pinned configuration).
+
+Search: enumerate the outer space (space.py) agreeing with the pins; drop points whose memory floor
+exceeds the limit; group the rest by (tp, micro-batch size), the key of the per-operator solve
+(tying); solve a group's block only when its points' time bounds can still beat the incumbent; in
+a group, price points in order of their bound and stop at the first bound >= incumbent. When every
+point was priced or pruned by a valid bound, the incumbent is optimal over the space (given the
+block profiles, each an optimal per-operator configuration): OPTIMAL with bound = step time. When
+the deadline expires first: the best plan so far, TIME_LIMIT, and as bound the least bound of what
+was left (a compute bound, model FLOPs / (devices x peak), for groups never solved).
+"""
+from __future__ import annotations
+
+import math
+import time
+from collections import defaultdict
+from typing import Mapping
+
+from solver_plan.cluster import Cluster
+from solver_plan.deadline import DEFAULT_TIME_LIMIT_S, Deadline
+from solver_plan.errors import InputError
+from solver_plan.hybrid.evaluate import Context, memory_floor, price, time_bound
+from solver_plan.hybrid.memory import state_bytes
+from solver_plan.hybrid.model import TransformerSpec, transformer_spec
+from solver_plan.hybrid.plan import HybridPlan, HybridResult
+from solver_plan.hybrid.space import Parallelism, check_fix, enumerate_space
+from solver_plan.hybrid.stage_cost import BlockCoster
+from solver_plan.result import Status
+
+MAX_MICRO_BATCH = 64  # micro-batch sizes searched (larger ones only add activation memory at this scale)
+
+
+def _spec(model) -> TransformerSpec:
+    return model if isinstance(model, TransformerSpec) else transformer_spec(model)
+
+
+def _cluster(cluster, devices: int | None) -> Cluster:
+    from solver_plan.cluster import resolve_cluster
+
+    if isinstance(cluster, Cluster):
+        return cluster if devices is None or devices == cluster.num_devices else cluster.first_devices(devices)
+    return resolve_cluster(cluster, devices)
+
+
+def _memory_limit(value, cluster: Cluster) -> float | None:
+    if value == "device":
+        return cluster.device.memory
+    if value is None or value == "none":
+        return None
+    if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+        raise InputError(f"memory limit must be positive bytes, 'device' or 'none', got {value!r}", "--memory-limit")
+    return float(value)
+
+
+def _check_batch(global_batch) -> None:
+    if isinstance(global_batch, bool) or not isinstance(global_batch, int) or global_batch < 1:
+        raise InputError(f"must be a positive integer, got {global_batch!r}", "--batch")
+
+
+def compute_bound(ctx: Context) -> float:
+    """Model FLOPs per step over all devices at the highest peak the device lists (no efficiency
+    loss, no communication, no bubble): a lower bound on every plan's step time."""
+    device = ctx.cluster.device
+    peak = max([device.peak_flops] + [f for _, f in getattr(device, "matrix_flops", ()) or ()])
+    return ctx.spec.model_flops_per_step(ctx.global_batch) / (ctx.cluster.num_devices * peak)
+
+
+def plan_hybrid(model, cluster, global_batch: int, *, devices: int | None = None,
+                time_limit: float | None = DEFAULT_TIME_LIMIT_S, memory_limit="device",
+                fix: Mapping | None = None, planner: str = "milp", deadline: Deadline | None = None,
+                validate: bool = True, compute_scale: float = 1.0) -> HybridResult:
+    """Best hybrid plan of `model` (zoo spec or TransformerSpec) on `cluster` (name, YAML path or
+    Cluster; `devices` = its first N) for `global_batch` sequences per optimizer step.
+    `compute_scale` multiplies every kernel time of the cost core (1.0: its curves as they are; see
+    docs/hybrid-accuracy.md for the value fitted on one measured layer)."""
+    deadline = deadline or Deadline(time_limit)
+    start = time.perf_counter()
+    spec = _spec(model)
+    cluster = _cluster(cluster, devices)
+    _check_batch(global_batch)
+    pins = check_fix(fix or {})
+    limit = _memory_limit(memory_limit, cluster)
+    ctx = Context(spec, cluster, global_batch, limit, state_bytes())
+    points = [p for p in enumerate_space(spec, cluster.num_devices, cluster.devices_per_node, global_batch, pins)
+              if p.micro_batch_size <= MAX_MICRO_BATCH or "micro_batch_size" in pins]
+    if not points:
+        return HybridResult(Status.INFEASIBLE, None, None, time.perf_counter() - start,
+                            notes=(f"no configuration of {cluster.num_devices} devices agrees with the pins "
+                                   f"{pins or '{}'} and global batch {global_batch} (dp x tp x pp must use every "
+                                   "device, dp x micro-batch must divide the batch, tp must divide the heads and "
+                                   "fit a node, ZeRO-2/3 only without pipelining)",))
+    fits = [p for p in points if limit is None or memory_floor(ctx, p) <= limit]
+    coster = BlockCoster(spec, cluster, planner, compute_scale)
+    if not fits:
+        return _infeasible(ctx, points, coster, start, validate)
+    groups: dict[tuple[int, int], list[Parallelism]] = defaultdict(list)
+    for p in fits:
+        groups[(p.tp, p.micro_batch_size)].append(p)
+    floor = compute_bound(ctx)
+    best: HybridPlan | None = None
+    evaluated, pruned = 0, len(points) - len(fits)
+    open_bounds: list[float] = []
+    ratios = []
+    # Larger tp and smaller micro-batches first: they tend to fit and give a good incumbent early.
+    order = sorted(groups, key=lambda key: (-key[0], key[1]))
+    timed_out = False
+    for gi, key in enumerate(order):
+        if deadline.expired():
+            timed_out = True
+            open_bounds += [floor] * sum(len(groups[k]) > 0 for k in order[gi:])
+            break
+        if best is not None and floor >= best.step_time_s:
+            pruned += len(groups[key])
+            continue
+        profile = coster.profile(*key, deadline=deadline)
+        ratios.append(profile.bound_ratio)
+        ranked = sorted(((time_bound(ctx, p, profile), i, p) for i, p in enumerate(groups[key])))
+        for position, (bound, _, par) in enumerate(ranked):
+            if best is not None and bound >= best.step_time_s:
+                pruned += len(ranked) - position
+                break
+            if deadline.expired():
+                timed_out = True
+                open_bounds.append(bound)
+                break
+            plan = price(ctx, par, profile, limit)
+            evaluated += 1
+            if plan is not None and (best is None or plan.step_time_s < best.step_time_s):
+                best = plan
+    runtime = time.perf_counter() - start
+    if best is None:
+        if timed_out:
+            return HybridResult(Status.TIME_LIMIT, None, min(open_bounds, default=floor), runtime, evaluated, pruned,
+                                notes=("time limit reached before any configuration fitted",))
+        return _infeasible(ctx, points, coster, start, validate, evaluated, pruned)
+    proven = all(r >= 1.0 for r in ratios)
+    if timed_out:
+        status, bound = Status.TIME_LIMIT, min([best.step_time_s] + open_bounds)
+    elif proven:
+        status, bound = Status.OPTIMAL, best.step_time_s
+    else:
+        status, bound = Status.FEASIBLE, floor
+    notes = (f"{coster.solves} per-operator block solve(s) (tp, micro-batch) reused for all "
+             f"{spec.layers} blocks", f"lower bound: {'optimum over the space' if status == Status.OPTIMAL else 'compute bound / open points'}")
+    result = HybridResult(status, best, bound, runtime, evaluated, pruned, notes)
+    return _checked(result, ctx, validate)
+
+
+def _checked(result: HybridResult, ctx: Context, validate: bool) -> HybridResult:
+    if not validate or result.plan is None:
+        return result
+    from dataclasses import replace
+
+    from solver_plan.hybrid.validate import validate_plan
+
+    problems = validate_plan(result.plan, ctx.cluster, enforce_memory=result.status != Status.INFEASIBLE)
+    if problems:
+        return replace(result, status=Status.ERROR, notes=result.notes + tuple(f"validator: {p}" for p in problems))
+    return replace(result, notes=result.notes + ("validator: step time and memory re-derived, agree",))
+
+
+def _infeasible(ctx: Context, points, coster: BlockCoster, start: float, validate: bool,
+                evaluated: int = 0, pruned: int = 0) -> HybridResult:
+    """No point fits: the point needing the least memory per device, priced without a limit."""
+    best_par, best_mem = None, math.inf
+    for p in points:
+        need = memory_floor(ctx, p)
+        if need < best_mem:
+            best_par, best_mem = p, need
+    profile = coster.profile(best_par.tp, best_par.micro_batch_size)
+    plan = price(ctx, best_par, profile, None)
+    # The memory-balanced cut: the least memory this point can need.
+    from solver_plan.hybrid import interop
+    from solver_plan.hybrid.evaluate import memory_of
+    lo, hi = best_mem, plan.memory_per_device_bytes
+    for _ in range(40):  # bisection on the limit: the smallest one some cut of this point fits in
+        mid = (lo + hi) / 2
+        caps = interop.memory_caps(ctx.spec.layers, best_par.pp, lambda i, k: memory_of(ctx, best_par, i, k).total, mid)
+        if min(caps) >= 1 and sum(caps) >= ctx.spec.layers and (best_par.schedule != "interleaved"
+                                                               or interop.equal_cut(ctx.spec.layers, best_par.pp, caps)):
+            hi = mid
+        else:
+            lo = mid
+    fitted = price(ctx, best_par, profile, hi * (1 + 1e-9)) or plan
+    limit = ctx.memory_limit
+    note = (f"no configuration fits {limit / 1e9:.2f} GB per device; the least memory any needs is "
+            f"{fitted.memory_per_device_bytes / 1e9:.2f} GB (this plan)")
+    result = HybridResult(Status.INFEASIBLE, fitted, None, time.perf_counter() - start, evaluated, pruned, (note,),
+                          needed_memory_bytes=fitted.memory_per_device_bytes)
+    return _checked(result, ctx, validate)
+
+
+def evaluate(model, cluster, global_batch: int, parallelism, *, memory_limit="device", planner: str = "milp",
+             validate: bool = True, compute_scale: float = 1.0) -> HybridResult:
+    """What-if: the step time and memory of one fully given configuration (a Parallelism, or a dict
+    with dp, tp, pp, micro_batch_size and optionally virtual_stages, recompute, zero_stage,
+    sequence_parallel, schedule). The cluster is restricted to dp x tp x pp devices. Over the memory
+    limit: INFEASIBLE with the plan and the memory it needs."""
+    start = time.perf_counter()
+    spec = _spec(model)
+    _check_batch(global_batch)
+    if not isinstance(parallelism, Parallelism):
+        values = check_fix(parallelism)
+        missing = [k for k in ("dp", "tp", "pp", "micro_batch_size") if k not in values]
+        if missing:
+            raise InputError(f"evaluate needs {', '.join(missing)}", "parallelism")
+        if global_batch % (values["dp"] * values["micro_batch_size"]):
+            raise InputError(f"dp x micro_batch_size = {values['dp'] * values['micro_batch_size']} does not "
+                             f"divide the global batch {global_batch}", "parallelism")
+        v = values.get("virtual_stages", 1)
+        parallelism = Parallelism(values["dp"], values["tp"], values["pp"], values["micro_batch_size"],
+                                  global_batch // (values["dp"] * values["micro_batch_size"]), v,
+                                  values.get("recompute", "none"), values.get("zero_stage", 0),
+                                  values.get("sequence_parallel", False),
+                                  values.get("schedule", "interleaved" if v > 1 else "1f1b"))
+    cluster = _cluster(cluster, parallelism.devices)
+    limit = _memory_limit(memory_limit, cluster)
+    ctx = Context(spec, cluster, global_batch, limit, state_bytes())
+    profile = BlockCoster(spec, cluster, planner, compute_scale).profile(parallelism.tp, parallelism.micro_batch_size)
+    plan = price(ctx, parallelism, profile, limit)
+    status = Status.FEASIBLE
+    notes = ["what-if evaluation of a given configuration"]
+    if plan is None:
+        plan = price(ctx, parallelism, profile, None)
+        if plan is None:
+            return HybridResult(Status.INFEASIBLE, None, None, time.perf_counter() - start,
+                                notes=("no cut of the layers into these stages exists",))
+        status = Status.INFEASIBLE
+        notes.append(f"needs {plan.memory_per_device_bytes / 1e9:.2f} GB per device, over the limit")
+    result = HybridResult(status, plan, None, time.perf_counter() - start, 1, 0, tuple(notes),
+                          needed_memory_bytes=plan.memory_per_device_bytes if status == Status.INFEASIBLE else None)
+    return _checked(result, ctx, validate)

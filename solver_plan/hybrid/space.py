@@ -1,0 +1,167 @@
+"""The outer choices of a hybrid plan, `--fix` pins, and their enumeration.
+
+A `Parallelism` is one point: dp x tp x pp devices, micro-batch size (micro-batches follow from the
+global batch), virtual stages, recomputation, ZeRO stage, sequence parallelism and schedule.
+Enumeration yields every valid point of the space that agrees with the pins; the search prunes
+them by cheap lower bounds before pricing any.
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import asdict, dataclass
+from typing import Iterator, Mapping
+
+from solver_plan.errors import InputError
+from solver_plan.hybrid.memory import RECOMPUTE_MODES, SCHEDULES
+from solver_plan.hybrid.model import TransformerSpec
+
+FIX_KEYS = ("dp", "tp", "pp", "micro_batch_size", "virtual_stages", "recompute", "zero_stage",
+            "sequence_parallel", "schedule")
+INT_KEYS = ("dp", "tp", "pp", "micro_batch_size", "virtual_stages", "zero_stage")
+ZERO_STAGES = (0, 1, 2, 3)
+
+
+@dataclass(frozen=True)
+class Parallelism:
+    dp: int
+    tp: int
+    pp: int
+    micro_batch_size: int
+    micro_batches: int
+    virtual_stages: int = 1
+    recompute: str = "none"
+    zero_stage: int = 0
+    sequence_parallel: bool = False
+    schedule: str = "1f1b"
+
+    def __post_init__(self):
+        for key in ("dp", "tp", "pp", "micro_batch_size", "micro_batches", "virtual_stages"):
+            value = getattr(self, key)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise InputError(f"must be a positive integer, got {value!r}", key)
+        if self.recompute not in RECOMPUTE_MODES:
+            raise InputError(f"must be one of {', '.join(RECOMPUTE_MODES)}, got {self.recompute!r}", "recompute")
+        if self.zero_stage not in ZERO_STAGES:
+            raise InputError(f"must be 0, 1, 2 or 3, got {self.zero_stage!r}", "zero_stage")
+        if self.schedule not in SCHEDULES:
+            raise InputError(f"must be one of {', '.join(SCHEDULES)}, got {self.schedule!r}", "schedule")
+        if (self.schedule == "interleaved") != (self.virtual_stages > 1):
+            raise InputError("virtual_stages > 1 goes with schedule interleaved (and only with it)", "virtual_stages")
+        if self.sequence_parallel and self.tp == 1:
+            raise InputError("sequence parallelism needs tp > 1", "sequence_parallel")
+
+    @property
+    def devices(self) -> int:
+        return self.dp * self.tp * self.pp
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def parse_fix(text: str | None) -> dict:
+    """'tp=8,pp=8,recompute=full' -> {'tp': 8, 'pp': 8, 'recompute': 'full'}; InputError naming the
+    bad key or value."""
+    pins: dict = {}
+    if text is None or not text.strip():
+        return pins
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        key, eq, value = (s.strip() for s in item.partition("="))
+        if not eq or not key or not value:
+            raise InputError(f"expected KEY=VALUE, got {item!r}", "--fix")
+        if key not in FIX_KEYS:
+            raise InputError(f"unknown key {key!r} (keys: {', '.join(FIX_KEYS)})", "--fix")
+        if key in pins:
+            raise InputError(f"key {key!r} given twice", "--fix")
+        pins[key] = value
+    return check_fix(pins)
+
+
+def check_fix(pins: Mapping) -> dict:
+    """Pins (from the CLI as strings, from Python or YAML as values) converted and checked."""
+    out: dict = {}
+    for key, value in pins.items():
+        if key not in FIX_KEYS:
+            raise InputError(f"unknown key {key!r} (keys: {', '.join(FIX_KEYS)})", "--fix")
+        where = f"--fix {key}"
+        if key in INT_KEYS:
+            try:
+                number = int(value) if not isinstance(value, bool) else None
+            except (TypeError, ValueError):
+                number = None
+            if number is None or str(value).strip() != str(number) or number < (0 if key == "zero_stage" else 1):
+                raise InputError(f"expects a {'non-negative' if key == 'zero_stage' else 'positive'} integer, "
+                                 f"got {value!r}", where)
+            if key == "zero_stage" and number not in ZERO_STAGES:
+                raise InputError(f"expects 0, 1, 2 or 3, got {value!r}", where)
+            out[key] = number
+        elif key == "sequence_parallel":
+            text = str(value).strip().lower()
+            if text not in ("true", "false", "1", "0", "yes", "no"):
+                raise InputError(f"expects true or false, got {value!r}", where)
+            out[key] = text in ("true", "1", "yes")
+        elif key == "recompute":
+            if value not in RECOMPUTE_MODES:
+                raise InputError(f"expects one of {', '.join(RECOMPUTE_MODES)}, got {value!r}", where)
+            out[key] = value
+        else:
+            if value not in SCHEDULES:
+                raise InputError(f"expects one of {', '.join(SCHEDULES)}, got {value!r}", where)
+            out[key] = value
+    return out
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def tp_degrees(spec: TransformerSpec, devices_per_node: int, devices: int) -> list[int]:
+    """Tensor-parallel degrees: dividing the heads and the MLP width, inside one node (the per-operator
+    solve runs on a submesh of at most one node; dp and pp are the outer dimensions)."""
+    limit = min(devices_per_node, devices)
+    return [t for t in _divisors(limit) if spec.heads % t == 0 and spec.ffn % t == 0 and devices % t == 0]
+
+
+def enumerate_space(spec: TransformerSpec, devices: int, devices_per_node: int, global_batch: int,
+                    pins: Mapping | None = None) -> Iterator[Parallelism]:
+    """Every valid Parallelism using all `devices` that agrees with `pins`:
+    dp x tp x pp = devices; pp <= layers; micro-batch size b with dp x b dividing the global batch
+    (m = B / (dp b)); interleaving with v > 1 needs layers divisible by p v, m divisible by p and
+    p > 1 (Megatron's conditions); sequence parallel only with tp > 1."""
+    pins = dict(pins or {})
+    for tp in tp_degrees(spec, devices_per_node, devices):
+        if "tp" in pins and pins["tp"] != tp:
+            continue
+        for pp in _divisors(devices // tp):
+            if pp > spec.layers or ("pp" in pins and pins["pp"] != pp):
+                continue
+            dp = devices // (tp * pp)
+            if ("dp" in pins and pins["dp"] != dp) or global_batch % dp:
+                continue
+            for b in _divisors(global_batch // dp):
+                if "micro_batch_size" in pins and pins["micro_batch_size"] != b:
+                    continue
+                m = global_batch // (dp * b)
+                yield from _inner(spec, pins, dp, tp, pp, b, m)
+
+
+def _inner(spec, pins, dp, tp, pp, b, m) -> Iterator[Parallelism]:
+    schedules = []
+    for schedule in ("1f1b", "interleaved", "gpipe"):
+        if "schedule" in pins and pins["schedule"] != schedule:
+            continue
+        if schedule == "1f1b" or (schedule == "gpipe" and pp > 1):
+            schedules += [(schedule, 1)] if pins.get("virtual_stages", 1) == 1 else []
+        elif schedule == "interleaved" and pp > 1 and m % pp == 0:
+            for v in range(2, spec.layers // pp + 1):
+                if spec.layers % (pp * v) == 0 and pins.get("virtual_stages", v) == v:
+                    schedules.append((schedule, v))
+    recomputes = [pins["recompute"]] if "recompute" in pins else list(RECOMPUTE_MODES)
+    zeros = [pins["zero_stage"]] if "zero_stage" in pins else list(ZERO_STAGES)
+    sps = [pins["sequence_parallel"]] if "sequence_parallel" in pins else ([False, True] if tp > 1 else [False])
+    for (schedule, v), recompute, zero, sp in itertools.product(schedules, recomputes, zeros, sps):
+        if sp and tp == 1:
+            continue
+        if zero >= 2 and pp > 1:
+            continue  # gradients are accumulated over micro-batches across the pipeline: ZeRO-2/3 with
+            # pipelining re-reduces per micro-batch (DeepSpeed refuses it); not modelled, so not offered
+        yield Parallelism(dp, tp, pp, b, m, v, recompute, zero, sp, schedule)

@@ -1,0 +1,172 @@
+"""Time of one transformer block (and of the embedding and output layers) on a tensor-parallel
+submesh for one micro-batch, from the per-operator planner (tying: one solve per submesh size and
+micro-batch size, reused for every block of every stage).
+
+The block is the project's own graph of the model with one layer and batch = micro-batch size
+(`TransformerSpec.block_spec`), built by `intra.build.build_config_problem` on
+`Cluster.first_devices(tp)` and solved by `intra.solve.solve`. The sample dimension is pinned to 1:
+data parallelism is the outer dp (priced once per step by schedule.py), so the submesh runs model
+parallelism only (Megatron's column/row pattern is one point of the space, sequence splits another).
+
+Times of the chosen configuration:
+- compute: forward `compute_time(flops / n, hbm bytes / n)` of the cost core (roofline with the
+  device's efficiency curves) per operator; backward = 2 kernels of the forward's size (dX and dW,
+  Narayanan et al. 2021: backward = 2 x forward);
+- communication: the cost model's collectives and redistributions of that configuration, scaled from
+  the graph's fp32 tensors to 16-bit activations (mixed precision moves half the bytes).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from solver_plan.cluster import Cluster
+from solver_plan.deadline import Deadline
+from solver_plan.graph.ops import OpType
+from solver_plan.hybrid.model import TransformerSpec
+from solver_plan.result import Status
+
+MATRIX_OPS = (OpType.LINEAR, OpType.MATMUL, OpType.ATTENTION)
+ACTIVATION_BYTES = 2  # bf16 / fp16 activations in mixed-precision training
+BLOCK_SCOPE = "block0/"
+
+
+@dataclass(frozen=True)
+class BlockProfile:
+    """Seconds per micro-batch on one tp-device submesh (forward + backward unless named)."""
+    tp: int
+    micro_batch: int
+    block_s: float
+    block_forward_s: float  # one block's forward: what full recomputation repeats
+    attention_forward_s: float  # the attention core's forward: what selective recomputation repeats
+    embed_s: float  # token + position embeddings (first stage)
+    head_s: float  # final norm, output projection, loss (last stage)
+    tp_comm_s: float  # part of block_s spent in the submesh's collectives and redistributions
+    status: Status  # of the per-operator solve
+    bound_ratio: float  # intra lower bound / intra objective (1.0 when proven optimal)
+    configs: tuple[tuple[str, str], ...] = field(default=())  # (operator, configuration) of the block
+
+
+def _config_text(cfg) -> str:
+    parts = [f"{name}={deg}" for name, deg in cfg.degrees if deg > 1]
+    return (",".join(parts) or "replicated") + f"@{len(cfg.devices)}"
+
+
+def _no_sample_split(problem):
+    """The problem restricted to candidates that do not split the sample dimension."""
+    from solver_plan.intra.problem import ConfigProblem
+
+    keep = []
+    for cands in problem.candidates:
+        idx = [c for c, cfg in enumerate(cands) if cfg.degree("sample") == 1]
+        keep.append(np.array(idx if idx else range(len(cands)), dtype=int))
+    return ConfigProblem(
+        names=problem.names, candidates=tuple(tuple(c[i] for i in k) for c, k in zip(problem.candidates, keep)),
+        node_costs=tuple(a[k] for a, k in zip(problem.node_costs, keep)),
+        node_memory=tuple(a[k] for a, k in zip(problem.node_memory, keep)),
+        node_devices=tuple(tuple(d[i] for i in k) for d, k in zip(problem.node_devices, keep)),
+        edges=problem.edges, edge_costs=tuple(m[np.ix_(keep[u], keep[v])] for (u, v), m in
+                                              zip(problem.edges, problem.edge_costs)),
+        num_devices=problem.num_devices, memory_limit=None, name=problem.name, context=problem.context)
+
+
+SCORE_BYTES = 11  # HBM bytes per attention-score element in forward, see _compute_s
+
+
+def _compute_s(cluster: Cluster, op, n: int, scale: float = 1.0) -> tuple[float, float]:
+    """(forward, backward) compute seconds of `op` split over n devices, times `scale`.
+
+    HBM traffic: inputs (about the output's size) read, output written, weights read, 16-bit. The
+    attention core materialises its scores, as Megatron-LM's unfused attention (2021-22, no flash
+    attention) does: per score element Q K^T writes 2 bytes, the fused softmax reads 2 and writes 2,
+    dropout reads 2, writes 2 and a 1-byte mask, scores x V reads 2 = 11 bytes in forward
+    (Korthikanti et al. 2022 store 5 of them for backward)."""
+    from solver_plan.cost.compute import compute_time
+
+    if op.op_type in (OpType.INPUT,):
+        return 0.0, 0.0
+    elements = sum(math.prod(t.shape) for t in op.outputs)
+    hbm = (2 * elements + op.params) * ACTIVATION_BYTES / n
+    if op.op_type == OpType.ATTENTION:
+        batch, seq = op.outputs[0].shape[0], op.outputs[0].shape[1]
+        hbm += SCORE_BYTES * op.attr("heads") * seq * seq * batch / n
+    unit = "matrix" if op.op_type in MATRIX_OPS else "vector"
+    forward = scale * compute_time(cluster, op.flops / n, hbm, unit=unit)
+    return forward, 2.0 * forward
+
+
+class BlockCoster:
+    """Memoised block profiles of one model on one cluster: `profile(tp, b)` solves at most once."""
+
+    def __init__(self, spec: TransformerSpec, cluster: Cluster, planner: str = "milp", compute_scale: float = 1.0):
+        if not (isinstance(compute_scale, (int, float)) and math.isfinite(compute_scale) and compute_scale > 0):
+            from solver_plan.errors import InputError
+            raise InputError(f"must be a positive number, got {compute_scale!r}", "compute_scale")
+        self.spec, self.cluster, self.planner = spec, cluster, planner
+        self.compute_scale = float(compute_scale)
+        self._cache: dict[tuple[int, int], BlockProfile] = {}
+        self.solves = 0
+
+    def profile(self, tp: int, micro_batch: int, deadline: Deadline | None = None) -> BlockProfile:
+        key = (tp, micro_batch)
+        if key not in self._cache:
+            self._cache[key] = self._solve(tp, micro_batch, deadline or Deadline(None))
+            self.solves += 1
+        return self._cache[key]
+
+    def cached(self) -> dict[tuple[int, int], BlockProfile]:
+        return dict(self._cache)
+
+    def _solve(self, tp: int, b: int, deadline: Deadline) -> BlockProfile:
+        from solver_plan.graph.zoo import build_model
+        from solver_plan.intra.build import build_config_problem
+        from solver_plan.intra.solve import solve
+
+        graph = build_model(self.spec.block_spec(b))
+        submesh = self.cluster.first_devices(tp)
+        problem = _no_sample_split(build_config_problem(graph, submesh))
+        left = deadline.remaining()
+        result = solve(problem, self.planner, time_limit=None if left is None else max(left, 1.0))
+        if result.assignment is None:  # no plan from the solver: the replicated-free fallback is all on one shard
+            raise RuntimeError(f"per-operator solve of the block on {tp} devices gave no plan: {result.notes}")
+        cost_model = problem.context[2]
+        group = {}
+        for i, name in enumerate(problem.names):
+            group[i] = "block" if name.startswith(BLOCK_SCOPE) else ("head" if _after_block(problem.names, i) else "embed")
+        total = {"block": 0.0, "embed": 0.0, "head": 0.0}
+        forward = {"block": 0.0, "embed": 0.0, "head": 0.0}
+        comm = 0.0
+        attention_forward = 0.0
+        configs = []
+        for i, name in enumerate(problem.names):
+            cfg = problem.candidates[i][result.assignment[i]]
+            op = graph.op(name)
+            fwd, bwd = _compute_s(submesh, op, cfg.num_devices, self.compute_scale)
+            node = cost_model.node(graph, op, cfg)
+            scale = ACTIVATION_BYTES / op.dtype_bytes
+            collectives = (node.comm_s + node.sync_s) * scale
+            total[group[i]] += fwd + bwd + collectives
+            forward[group[i]] += fwd + node.comm_s * scale / 2
+            if group[i] == "block":
+                comm += collectives
+                configs.append((name[len(BLOCK_SCOPE):], _config_text(cfg)))
+                if op.op_type == OpType.ATTENTION:
+                    attention_forward += fwd
+        for (u, v), matrix in zip(problem.edges, problem.edge_costs):
+            seconds = float(matrix[result.assignment[u], result.assignment[v]])
+            scale = ACTIVATION_BYTES / graph.op(problem.names[v]).dtype_bytes
+            total[group[v]] += seconds * scale
+            forward[group[v]] += seconds * scale / 2
+            if group[v] == "block":
+                comm += seconds * scale
+        ratio = 1.0
+        if result.status != Status.OPTIMAL:
+            ratio = (result.lower_bound / result.objective) if (result.lower_bound and result.objective) else 0.0
+        return BlockProfile(tp, b, total["block"], forward["block"], attention_forward, total["embed"], total["head"],
+                            comm, result.status, max(0.0, min(1.0, ratio)), tuple(configs))
+
+
+def _after_block(names, i) -> bool:
+    return any(n.startswith(BLOCK_SCOPE) for n in names[:i])

@@ -1,0 +1,116 @@
+"""Independent checker of a HybridPlan: structure, memory and step time re-derived from the plan.
+
+Shares with the search only the memory term functions (memory.py) and the collective model
+(comm.py); the stage sums, the schedule formulas, the parameter placement and the sync volumes are
+written again here from their definitions, so a slip in the search's bookkeeping shows up as a
+disagreement. Returns a list of problems (empty = valid).
+"""
+from __future__ import annotations
+
+import math
+
+from solver_plan.cluster import Cluster
+from solver_plan.hybrid import memory as mem
+from solver_plan.hybrid.comm import collective
+from solver_plan.hybrid.memory import state_bytes
+from solver_plan.hybrid.model import transformer_spec
+from solver_plan.hybrid.plan import HybridPlan
+
+RTOL = 1e-6
+
+
+def _close(a: float, b: float) -> bool:
+    return math.isclose(a, b, rel_tol=RTOL, abs_tol=1e-12)
+
+
+def _params(spec, stage, tp, pp) -> float:
+    n = stage.layers * spec.block_params
+    if stage.index == 0:
+        n += (spec.vocab + spec.positions) * spec.hidden
+    out = n / tp
+    if stage.index == pp - 1:
+        out += 2 * spec.hidden + (spec.vocab * spec.hidden / tp if pp > 1 else 0)
+    return out
+
+
+def validate_plan(plan: HybridPlan, cluster: Cluster, enforce_memory: bool = True) -> list[str]:
+    problems: list[str] = []
+    spec = transformer_spec(plan.model)
+    q = plan.parallelism
+    st = state_bytes()
+    if q.dp * q.tp * q.pp != cluster.num_devices:
+        problems.append(f"dp x tp x pp = {q.dp * q.tp * q.pp}, cluster has {cluster.num_devices} devices")
+    if q.dp * q.micro_batch_size * q.micro_batches != plan.global_batch:
+        problems.append("dp x micro-batch x micro-batches differs from the global batch")
+    if q.tp > cluster.devices_per_node:
+        problems.append(f"tp {q.tp} spans nodes")
+    # stages: contiguous, every block once, ends hold embedding and head, devices disjoint
+    expected_first, device = 0, 0
+    for i, s in enumerate(plan.stages):
+        if s.index != i or s.first_layer != expected_first or s.layers < 1:
+            problems.append(f"stage {i}: layers [{s.first_layer}, +{s.layers}) not contiguous from {expected_first}")
+        if s.embedding != (i == 0) or s.head != (i == q.pp - 1):
+            problems.append(f"stage {i}: embedding/head placement wrong")
+        if s.first_device != device or s.tp != q.tp or s.replicas != q.dp:
+            problems.append(f"stage {i}: devices do not follow the tp, dp, pp order")
+        expected_first += s.layers
+        device += s.tp * s.replicas
+    if expected_first != spec.layers:
+        problems.append(f"stages hold {expected_first} blocks, the model has {spec.layers}")
+    if q.schedule == "interleaved" and len({s.layers for s in plan.stages}) != 1:
+        problems.append("interleaved schedule with unequal stages")
+    # memory, term by term
+    for s in plan.stages:
+        params = _params(spec, s, q.tp, q.pp)
+        zero = q.zero_stage
+        flight = mem.in_flight_microbatches(s.index, q.pp, q.micro_batches, q.schedule, q.virtual_stages)
+        b, t, sp = q.micro_batch_size, q.tp, q.sequence_parallel
+        acts = s.layers * mem.layer_activation_bytes(spec, b, t, q.recompute, sp) * flight
+        if s.embedding:
+            acts += mem.embedding_activation_bytes(spec, b, t, sp) * flight
+        if s.head:
+            acts += mem.logits_activation_bytes(spec, b, t, sp)
+        total = (mem.weights_bytes(params, q.dp, zero, st) + mem.gradients_bytes(params, q.dp, zero, st)
+                 + mem.optimizer_bytes(params, q.dp, zero, st) + acts
+                 + mem.recompute_working_bytes(spec, b, t, q.recompute, sp)
+                 + mem.p2p_buffer_bytes(spec, b, t, sp, q.pp)
+                 + mem.zero3_gather_bytes(spec.block_params / t, zero, st) + mem.FRAMEWORK_RESERVE_BYTES)
+        if not _close(total, s.memory.total):
+            problems.append(f"stage {s.index}: memory {s.memory.total:.6g} B, re-derived {total:.6g} B")
+        if enforce_memory and plan.memory_limit is not None and total > plan.memory_limit * (1 + RTOL):
+            problems.append(f"stage {s.index}: {total:.6g} B over the limit {plan.memory_limit:.6g} B")
+    # step time
+    times = [s.block_s + s.recompute_s + s.extra_s + s.p2p_s for s in plan.stages]
+    if q.schedule == "interleaved":
+        pipeline = max(times) * (q.micro_batches + (q.pp - 1) / q.virtual_stages)
+    else:  # fill + drain pass every stage once, the steady state repeats the slowest m - 1 times
+        pipeline = sum(times) + max(times) * (q.micro_batches - 1)
+    if not _close(pipeline, plan.terms.pipeline_s):
+        problems.append(f"pipeline {plan.terms.pipeline_s:.6g} s, re-derived {pipeline:.6g} s")
+    per_node = max(1, min(q.dp, cluster.devices_per_node // q.tp))
+    sync = 0.0
+    for s in plan.stages:
+        grads = _params(spec, s, q.tp, q.pp) * st.gradients
+        weights = _params(spec, s, q.tp, q.pp) * st.weights
+        buckets = max(1, math.ceil(grads / 40e6))
+        if q.zero_stage == 0:
+            t_s = collective(cluster, "all_reduce", grads, q.dp, per_node, buckets)
+        elif q.zero_stage < 3:
+            t_s = (collective(cluster, "reduce_scatter", grads, q.dp, per_node, buckets)
+                   + collective(cluster, "all_gather", weights, q.dp, per_node, buckets))
+        else:
+            t_s = q.micro_batches * (2 * collective(cluster, "all_gather", weights, q.dp, per_node, buckets)
+                                     + collective(cluster, "reduce_scatter", grads, q.dp, per_node, buckets))
+        sync = max(sync, t_s if q.dp > 1 else 0.0)
+    if not _close(sync, plan.terms.dp_sync_s):
+        problems.append(f"dp sync {plan.terms.dp_sync_s:.6g} s, re-derived {sync:.6g} s")
+    total = pipeline + sync + plan.terms.embedding_sync_s + plan.terms.optimizer_s
+    if not _close(total, plan.step_time_s):
+        problems.append(f"step time {plan.step_time_s:.6g} s, re-derived {total:.6g} s")
+    flops = 3 * plan.global_batch * (spec.layers * (2 * spec.seq * (4 * spec.hidden * spec.attn_width
+                                                                   + 2 * spec.hidden * spec.ffn)
+                                                    + 4 * spec.seq ** 2 * spec.attn_width)
+                                     + 2 * spec.seq * spec.hidden * spec.vocab)
+    if not _close(flops, plan.model_flops_per_step):
+        problems.append(f"model FLOPs {plan.model_flops_per_step:.6g}, re-derived {flops:.6g}")
+    return problems
