@@ -21,11 +21,14 @@ def register_command(subparsers) -> None:
     parser.add_argument("--retry-failed", action="store_true", help="also redo jobs recorded as failed or killed")
     parser.add_argument("--list", action="store_true", help="list the jobs and whether they are recorded; run nothing")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument("--wait", action="store_true",
+                        help="if another batch is running on --out, wait for it to finish (default: refuse)")
     parser.set_defaults(func=run)
 
 
 def run(args) -> int:
     from solver_plan.batch.jobfile import load_jobs
+    from solver_plan.batch.lock import BatchLock
     from solver_plan.batch.run import make_executor, pending_jobs, run_batch
     from solver_plan.batch.store import RecordStore
     from solver_plan.files import check_output_folder
@@ -41,6 +44,7 @@ def run(args) -> int:
         print(f"{len(jobs)} jobs, {len(pending)} pending")
         return 0
     executor = make_executor(args.executor, args.workers, ray_address=args.ray_address)
-    summary = run_batch(jobs, args.out, executor, retry_failed=args.retry_failed, progress=not args.quiet)
+    with BatchLock(args.out, wait=args.wait, command=f"solver-plan batch {args.jobs}"):  # one batch per folder
+        summary = run_batch(jobs, args.out, executor, retry_failed=args.retry_failed, progress=not args.quiet)
     print(summary.describe(), file=sys.stderr)
     return 1 if summary.failed else 0
