@@ -1,2 +1,21 @@
 """solver-plan: plans for training deep networks on accelerator clusters."""
 __version__ = "0.1.0"
+
+# The Python API (solver_plan/api.py, docs/api.md), imported on first use (PEP 562) so that
+# `import solver_plan` stays cheap and never loads a solver (highspy must not be imported early).
+# `plan`, `pipeline` and `hybrid` are also subpackages of solver_plan, whose import would replace a
+# package attribute of that name: the functions are `solver_plan.api.plan|pipeline|hybrid`, and
+# here `plan_operators`, `plan_pipeline`, `plan_hybrid`.
+_API = {"load_model": "load_model", "load_cluster": "load_cluster", "export_plan": "export_plan",
+        "plan_operators": "plan", "plan_pipeline": "pipeline", "plan_hybrid": "hybrid",
+        "Plan": "Plan", "Status": "Status", "InputError": "InputError"}
+__all__ = sorted(_API) + ["api"]
+
+
+def __getattr__(name: str):
+    if name in _API:
+        from solver_plan import api
+        value = getattr(api, _API[name])
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'solver_plan' has no attribute {name!r}")

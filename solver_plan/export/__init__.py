@@ -1,0 +1,36 @@
+"""Exports: a plan's JSON as the configuration a training runtime reads.
+
+`export_plan(plan_dict, target, graph=None) -> str` is a pure function of the plan dict (the
+`--out` JSON): "megatron" (Megatron-LM command-line flags), "deepspeed" (a ds_config JSON) and
+"torchtitan" (the parallelism sections of its TOML) take hybrid plans (`kind: "hybrid"`);
+"dtensor" (PyTorch DTensor placements per module on a device mesh) takes per-operator plans and
+the graph they were planned on. What a runtime cannot express is listed in the output (a comment,
+or a `not_expressible` key), never dropped silently. docs/api.md lists the flags each writes.
+"""
+from __future__ import annotations
+
+from solver_plan.errors import InputError
+from solver_plan.export.common import plan_kind
+
+TARGETS = ("megatron", "deepspeed", "torchtitan", "dtensor")
+
+
+def export_plan(plan_dict: dict, target: str, graph=None) -> str:
+    if target not in TARGETS:
+        raise InputError(f"unknown export target {target!r} (targets: {', '.join(TARGETS)})", "--export")
+    kind = plan_kind(plan_dict)
+    if target == "dtensor":
+        if kind != "operators":
+            raise InputError(f"the dtensor export takes a per-operator plan (solver-plan plan --out), got a {kind} plan",
+                             "--export")
+        from solver_plan.export.dtensor import export_dtensor
+        return export_dtensor(plan_dict, graph)
+    if kind != "hybrid":
+        raise InputError(f"the {target} export takes a hybrid plan (solver-plan hybrid --out), got a {kind} plan; "
+                         "per-operator plans export to dtensor", "--export")
+    from solver_plan.export import deepspeed, megatron, torchtitan
+    return {"megatron": megatron.export_megatron, "deepspeed": deepspeed.export_deepspeed,
+            "torchtitan": torchtitan.export_torchtitan}[target](plan_dict)
+
+
+__all__ = ["TARGETS", "export_plan"]

@@ -1,0 +1,78 @@
+"""What every exporter reads from a hybrid plan dict, checked once (solver_plan/hybrid/plan.py
+writes it: parallelism, global_batch, devices, stages with layer ranges)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from solver_plan.errors import InputError
+
+WHERE = "plan"
+
+
+def plan_kind(d: dict) -> str:
+    if not isinstance(d, dict):
+        raise InputError("a plan is a JSON object", WHERE)
+    if d.get("kind") == "hybrid":
+        return "hybrid"
+    if "operators" in d and "edges" in d:
+        return "operators"
+    if "period_s" in d or "operations" in d:
+        return "pipeline"
+    raise InputError("not a solver-plan plan (expected a hybrid, per-operator or pipeline plan JSON)", WHERE)
+
+
+@dataclass(frozen=True)
+class HybridView:
+    model: str
+    devices: int
+    global_batch: int
+    dp: int
+    tp: int
+    pp: int
+    micro_batch_size: int
+    micro_batches: int
+    virtual_stages: int
+    recompute: str
+    zero_stage: int
+    sequence_parallel: bool
+    schedule: str
+    stage_layers: tuple[int, ...]
+    has_block_configs: bool
+
+    @property
+    def layers(self) -> int:
+        return sum(self.stage_layers)
+
+    @property
+    def even_stages(self) -> bool:
+        return len(set(self.stage_layers)) == 1
+
+
+def hybrid_view(d: dict) -> HybridView:
+    if d.get("status") not in ("OPTIMAL", "FEASIBLE", "TIME_LIMIT") or "parallelism" not in d:
+        raise InputError(f"the plan has no solution to export (status {d.get('status')!r})", WHERE)
+    p = d["parallelism"]
+    try:
+        view = HybridView(
+            str(d.get("model", "model")), int(d["devices"]), int(d["global_batch"]), int(p["dp"]), int(p["tp"]),
+            int(p["pp"]), int(p["micro_batch_size"]), int(p["micro_batches"]), int(p.get("virtual_stages", 1)),
+            str(p.get("recompute", "none")), int(p.get("zero_stage", 0)), bool(p.get("sequence_parallel", False)),
+            str(p.get("schedule", "1f1b")), tuple(int(s["num_layers"]) for s in d["stages"]),
+            bool(d.get("block_configs")))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise InputError(f"malformed hybrid plan ({type(exc).__name__}: {exc})", WHERE) from None
+    if view.dp * view.tp * view.pp != view.devices:
+        raise InputError(f"dp x tp x pp = {view.dp * view.tp * view.pp} != devices {view.devices}", WHERE)
+    if view.dp * view.micro_batch_size * view.micro_batches != view.global_batch:
+        raise InputError("dp x micro_batch_size x micro_batches != global_batch", WHERE)
+    if len(view.stage_layers) != view.pp:
+        raise InputError(f"{len(view.stage_layers)} stages for pp = {view.pp}", WHERE)
+    return view
+
+
+def block_config_loss(view: HybridView, runtime: str) -> list[str]:
+    """Per-operator splits inside a block are the planner's; a runtime applies its own layout."""
+    if view.tp > 1 and view.has_block_configs:
+        return [f"block_configs (the per-operator split of each block across the {view.tp} tensor-parallel devices): "
+                f"{runtime} applies its own fixed column/row-parallel layout instead"]
+    return []
