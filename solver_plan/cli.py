@@ -61,6 +61,8 @@ def _cmd_plan(args) -> int:
 
     get_planner(args.planner)  # an unknown name or unwritable output fails before any work
     check_output_path(args.out, "--out")
+    from solver_plan.export.cli_support import check_export_arguments, write_export
+    check_export_arguments(args)  # --export-out checked before any work, like --out
     check_positive(args.time_limit, "--time-limit")
     if args.rows < 1:
         raise InputError(f"must be at least 1, got {args.rows}", "--rows")
@@ -94,6 +96,8 @@ def _cmd_plan(args) -> int:
             else:
                 parts.append(f"{name} {other.status.value}")
         print("baselines: " + "; ".join(parts))
+    if result.assignment is not None:
+        write_export(args, plan.to_dict(), graph)
     if args.out:
         print(f"plan written to {args.out}")
     return 0 if result.status.has_solution else 1
@@ -115,6 +119,8 @@ def _add_plan_parser(subparsers) -> None:
     p.add_argument("--rows", type=int, default=40, help="operators shown in the table")
     p.add_argument("--out", default=None, help="write the plan as JSON")
     p.add_argument("--simulate", action="store_true", help="also simulate the plan's task graph (overlap-aware step time)")
+    from solver_plan.export.cli_support import add_export_arguments
+    add_export_arguments(p, ("dtensor",))
     p.set_defaults(func=_cmd_plan)
 
 
