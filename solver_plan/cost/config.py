@@ -2,11 +2,17 @@
 
 The product of the degrees equals the number of devices. Device `devices[i]` holds the tile whose
 multi-index is the i-th in row-major order over `degrees` (first dimension varies slowest).
+A degree on `REPLICA` (not a dimension of any operator) makes that many identical copies: each
+copy runs the whole tile, so nothing is communicated among them (Megatron runs Input, ReLU and the
+loss this way beside tensor-parallel layers).
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+
+
+REPLICA = "replica"
 
 
 @dataclass(frozen=True)
@@ -29,6 +35,16 @@ class ParallelConfig:
             if name == dim:
                 return degree
         return 1
+
+    @property
+    def replicas(self) -> int:
+        """Identical copies of each tile (the `REPLICA` degree)."""
+        return self.degree(REPLICA)
+
+    @property
+    def num_shards(self) -> int:
+        """Distinct tiles: devices / replicas (what divides the work)."""
+        return self.num_devices // self.replicas
 
     @property
     def degree_map(self) -> dict[str, int]:

@@ -7,16 +7,30 @@ candidate, placed on aligned contiguous blocks of n devices (offset a multiple o
 first block first), then by how many dimensions they split, then by more devices first, then by
 degrees; the first `max_candidates` are kept. The single-device and data-parallel configurations
 are always included.
+
+Cheap operators (`REPLICABLE`: Input, element-wise, norms, pooling, softmax, loss, shape ops) also
+get replicated configurations: every degree 1 and a `REPLICA` degree of n, the whole tensor on each
+of n devices, on the same blocks (ranked as one split); replication on all devices is always
+included. Megatron-LM runs these operators this way between tensor-parallel layers, so without them
+tensor parallelism pays a gather at every cheap operator.
+
+`all_devices=True` keeps only configurations on every device of the cluster (Alpa's intra-operator
+ILP setting: each operator is split or replicated over the whole mesh).
 """
 from __future__ import annotations
 
 from functools import lru_cache
 
 
-from solver_plan.cost.config import ParallelConfig
+from solver_plan.cost.config import REPLICA, ParallelConfig
 from solver_plan.cost.dims import Dimension, op_dimensions
 from solver_plan.errors import InputError
 from solver_plan.graph.ir import Graph, Operator
+from solver_plan.graph.ops import OpType
+
+REPLICABLE = frozenset({OpType.INPUT, OpType.UNARY, OpType.BINARY, OpType.SOFTMAX, OpType.SOFTMAX_CE,
+                        OpType.LAYERNORM, OpType.BATCHNORM, OpType.POOL2D, OpType.CONCAT, OpType.SPLIT,
+                        OpType.RESHAPE, OpType.TRANSPOSE})
 
 DEFAULT_MAX_CANDIDATES = 24
 DEFAULT_MAX_PLACEMENTS = 2
@@ -51,6 +65,11 @@ def _config(dims: tuple[Dimension, ...], degrees: tuple[int, ...], devices: tupl
     return ParallelConfig(tuple((d.name, k) for d, k in zip(dims, degrees)), devices)
 
 
+def replicated_config(dims: tuple[Dimension, ...], devices: tuple[int, ...]) -> ParallelConfig:
+    """Every dimension of degree 1, a copy of the whole operator on each of `devices`."""
+    return ParallelConfig(tuple((d.name, 1) for d in dims) + ((REPLICA, len(devices)),), tuple(devices))
+
+
 def _check_at_least(name: str, value: object, minimum: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise InputError(f"expected an integer >= {minimum}, got {value!r}", name)
@@ -79,28 +98,55 @@ def data_parallel_config(op: Operator, graph: Graph, num_devices: int) -> Parall
 
 def enumerate_configs(op: Operator, graph: Graph, num_devices: int,
                       max_candidates: int = DEFAULT_MAX_CANDIDATES,
-                      max_placements: int = DEFAULT_MAX_PLACEMENTS) -> tuple[ParallelConfig, ...]:
+                      max_placements: int = DEFAULT_MAX_PLACEMENTS, *,
+                      all_devices: bool = False) -> tuple[ParallelConfig, ...]:
     _check_at_least("num_devices", num_devices, 1)
     _check_at_least("max_candidates", max_candidates, 2)  # room for the two required configurations
     _check_at_least("max_placements", max_placements, 1)
-    return _candidates(op_dimensions(op, graph), num_devices, max_candidates, max_placements)
+    replicable = op.op_type in REPLICABLE
+    if all_devices:
+        return _whole_mesh(op_dimensions(op, graph), num_devices, max_candidates, replicable)
+    return _candidates(op_dimensions(op, graph), num_devices, max_candidates, max_placements, replicable)
 
 
 @lru_cache(maxsize=10_000)
 def _candidates(dims: tuple[Dimension, ...], num_devices: int, max_candidates: int,
-                max_placements: int) -> tuple[ParallelConfig, ...]:
+                max_placements: int, replicable: bool = False) -> tuple[ParallelConfig, ...]:
     ranked = []
     for count in device_counts(num_devices):
         for degrees in degree_assignments(dims, count):
             split = sum(k > 1 for k in degrees)
             for place, devices in enumerate(placements(count, num_devices, max_placements)):
                 ranked.append(((place, split, -count, degrees), degrees, devices))
+        if replicable and count > 1:
+            for place, devices in enumerate(placements(count, num_devices, max_placements)):
+                ranked.append(((place, 1, -count, (0,) * len(dims)), None, devices))
     ranked.sort(key=lambda item: item[0])
-    chosen = list(dict.fromkeys([_single(dims), _data_parallel(dims, num_devices)]))
+    required = [_single(dims), _data_parallel(dims, num_devices)]
+    if replicable and num_devices > 1:
+        required.append(replicated_config(dims, tuple(range(num_devices))))
+    chosen = list(dict.fromkeys(required))
     for _, degrees, devices in ranked:
         if len(chosen) >= max_candidates:
             break
-        cfg = _config(dims, degrees, devices)
+        cfg = replicated_config(dims, devices) if degrees is None else _config(dims, degrees, devices)
         if cfg not in chosen:
             chosen.append(cfg)
     return tuple(chosen)
+
+
+@lru_cache(maxsize=10_000)
+def _whole_mesh(dims: tuple[Dimension, ...], num_devices: int, max_candidates: int,
+                replicable: bool) -> tuple[ParallelConfig, ...]:
+    """Configurations on devices 0..N-1 only: every degree assignment of N (fewest split dimensions
+    first), plus replication for cheap operators; an operator no assignment fits (a batch not
+    divisible by N, say) keeps its widest data-parallel configuration so the problem stays solvable."""
+    devices = tuple(range(num_devices))
+    assignments = sorted(degree_assignments(dims, num_devices), key=lambda d: (sum(k > 1 for k in d), d))
+    chosen = []
+    if replicable and num_devices > 1:
+        chosen.append(replicated_config(dims, devices))
+    chosen.extend(_config(dims, degrees, devices) for degrees in assignments)
+    if not chosen:
+        chosen.append(_data_parallel(dims, num_devices))
+    return tuple(dict.fromkeys(chosen[:max(max_candidates, 1)]))

@@ -1,28 +1,38 @@
-"""The symbolic cost model (SMSG): data quantities per operator and edge, times by link level.
+"""The symbolic cost model (SMSG): data quantities per operator and edge, times from the hardware models.
 
-For an operator under a configuration on n devices (tiles from `tiles.py`, all equal in size when
-degrees divide the dimensions, so "per device" means the busiest device):
-- `q_x`: FLOPs of the busiest device for forward + backward, 3 x forward FLOPs / n (backward = 2x).
+For an operator under a configuration on n devices holding s = n / replicas distinct tiles (tiles
+from `tiles.py`, all equal in size when degrees divide the dimensions, so "per device" means the
+busiest device), with the training precision P in force (`precision.py`):
+- `q_x`: FLOPs of the busiest device for forward + backward, 3 x forward FLOPs / s (backward = 2x).
 - `q_c`: bytes each device sends in the operator's own collectives, ring all-reduce counted as
-  2(n-1)/n x shard bytes over each group:
+  2(k-1)/k x shard bytes over each group of k (tensor bytes in P's activation dtype):
   forward, partial sums of the output tile over the group of split *reduction* dimensions;
   backward, partial gradients of each input tile over the group of the dimensions that do not
   split that input (it was replicated along them), e.g. Linear `out` split -> all-reduce of dX.
   Inputs that need no gradient (model inputs, Embedding ids) skip the backward part.
-- `q_p`: bytes of the ring all-reduce of the parameter-gradient shard (parameter bytes / product of
-  degrees of the weight dimensions) over the group of the other dimensions (sample, attribute).
-- memory per used device: parameter shard x `optimizer_factor` + the output tile's share of the
-  activation bytes kept for backward.
+- `q_p`: bytes of the ring all-reduce of the parameter-gradient shard (parameters / product of
+  degrees of the weight dimensions, in P's gradient dtype) over the group of the other dimensions.
+- memory per used device: parameter shard x P's bytes per parameter (weights, gradients, master
+  copy, optimizer moments) + the output tile's share of the activations kept for backward, in P's
+  activation dtype.
 For an edge (u -> v carrying tensor t) under (s_u, s_v):
 - `q_r`: bytes the busiest device must receive so its needed tile is local: in forward, each device
   of v receives the part of its input tile not held by u's tile on that same device; in backward,
   each device of u receives the part of its output tile's gradient not held by v on that device.
   q_r is the forward maximum plus the backward maximum; zero when the tiles coincide.
-Seconds: compute w x q_x (or measured (forward_s + backward_s) / n); collectives g x bytes +
-2(n-1) x latency with g, latency of the slowest group (gradient sync: bandwidth only, as
-frameworks bucket it); q_r g x bytes + latency per direction with g of
-the slowest link level any receiver needs (inter-node when some missing piece has no replica on its
-node), so a configuration spanning nodes pays inter-node bandwidth.
+Seconds:
+- compute: measured (forward_s + backward_s) / s where a profile gives them; else 3 x
+  `compute_time` of the per-device forward kernel (FLOPs / s; HBM bytes = input and output tiles
+  + weight shard, in their dtypes) on the matrix units for GEMM-like operators and the vector units
+  for the rest, at the peak of P's compute dtype (backward: two kernels the size of the forward,
+  dX and dW). A `hardware: w` override in the cluster YAML prices w x q_x instead.
+- every communication term uses the one alpha-beta model of `collectives.py`: operator collectives
+  `collective_time(all_reduce)` on the slowest group's shape; gradient sync its share of a bucketed
+  all-reduce (`gradient_sync_time`: latency per 25 MiB bucket, not per tensor); q_r a point-to-point
+  transfer per direction on the slowest link level any receiver needs (inter-node when some missing
+  piece has no replica on its node).
+A graph tensor's declared element size (`Tensor.dtype_bytes`, 4 for the zoo) is narrowed to P's
+activation dtype: min(declared, activation bytes); profile activation sizes scale the same way.
 """
 from __future__ import annotations
 
@@ -33,9 +43,12 @@ from typing import Sequence
 import numpy as np
 
 from solver_plan.cluster import Cluster, LinkLevel
-from solver_plan.cost.collectives import group_link
+from solver_plan.cost.collectives import (DDP_BUCKET_BYTES, collective_time, gradient_sync_time, group_shape,
+                                          ring_allreduce_bytes)
+from solver_plan.cost.compute import compute_time
 from solver_plan.cost.config import ParallelConfig
 from solver_plan.cost.dims import OpLayout, op_layout, op_signature
+from solver_plan.cost.precision import TrainingPrecision
 from solver_plan.cost.redistribution import redistribution
 from solver_plan.cost.tiles import box_volume, tile_boxes
 from solver_plan.errors import InputError
@@ -43,6 +56,14 @@ from solver_plan.graph.ir import Edge, Graph, Operator
 from solver_plan.graph.ops import OpType
 
 BACKWARD_FACTOR = 2.0  # backward FLOPs per forward FLOP
+MATRIX_OPS = frozenset({OpType.LINEAR, OpType.MATMUL, OpType.CONV2D, OpType.ATTENTION, OpType.LSTM,
+                        OpType.PROFILED})
+NO_KERNEL_OPS = frozenset({OpType.INPUT, OpType.RESHAPE})  # data loading, views: no device work
+
+
+def unit_of(op_type: OpType) -> str:
+    """Matrix (tensor-core) unit for GEMM-like operators, vector unit for element-wise and the rest."""
+    return "matrix" if op_type in MATRIX_OPS else "vector"
 
 
 @dataclass(frozen=True)
@@ -75,20 +96,50 @@ class CostModel:
     """Costs of configurations on one cluster; results are memoised on shapes + configurations,
     so repeated blocks are computed once."""
 
-    def __init__(self, cluster: Cluster, optimizer_factor: float = 4.0):
-        if not (isinstance(optimizer_factor, (int, float)) and math.isfinite(optimizer_factor)
+    def __init__(self, cluster: Cluster, optimizer_factor: float | None = None,
+                 precision: "TrainingPrecision | str | None" = None, bucket_bytes: float = DDP_BUCKET_BYTES):
+        """`precision`: a `TrainingPrecision`, a name (fp32, tf32, bf16, fp16, fp8, auto) or None
+        (auto: `default_for(cluster.device)`). `optimizer_factor`, if given, replaces the
+        precision's bytes per parameter by factor x weight bytes (the first model's knob)."""
+        if optimizer_factor is not None and not (
+                isinstance(optimizer_factor, (int, float)) and math.isfinite(optimizer_factor)
                 and optimizer_factor >= 0):
             raise InputError(f"optimizer_factor must be a non-negative number, got {optimizer_factor!r}",
                              "optimizer_factor")
+        if not (isinstance(bucket_bytes, (int, float)) and math.isfinite(bucket_bytes) and bucket_bytes > 0):
+            raise InputError(f"bucket_bytes must be a positive number, got {bucket_bytes!r}", "bucket_bytes")
         self.cluster = cluster
-        self.optimizer_factor = float(optimizer_factor)
+        self.precision = TrainingPrecision.parse("auto" if precision is None else precision, cluster.device)
+        if not cluster.device.supports(self.precision.compute):
+            raise InputError(f"{cluster.device.name} has no {self.precision.compute.value} units; "
+                             f"choose another precision", "--precision")
+        self.optimizer_factor = None if optimizer_factor is None else float(optimizer_factor)
+        self.bucket_bytes = float(bucket_bytes)
         inter = cluster.nodes > 1
+        # point-to-point alpha-beta by link level, for vectorised redistribution (collectives.p2p_time)
         self._g_by_level = np.array([0.0, cluster.g(LinkLevel.INTRA_NODE),
                                      cluster.g(LinkLevel.INTER_NODE) if inter else 0.0])
-        self._latency_by_level = np.array([0.0, cluster.intra_node.latency,
-                                           cluster.inter_node.latency if inter else 0.0])
+        self._latency_by_level = np.array([0.0, cluster.alpha(LinkLevel.INTRA_NODE),
+                                           cluster.alpha(LinkLevel.INTER_NODE) if inter else 0.0])
         self._nodes: dict[tuple, NodeCost] = {}
         self._edges: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
+
+    # --- precision -------------------------------------------------------------------------
+    def element_bytes(self, declared: int) -> int:
+        """Bytes per element of a tensor declared with `declared` bytes: min(declared, activation
+        dtype bytes), so a fp32 graph trains its activations in bf16 under mixed precision."""
+        return min(declared, self.precision.activations.bytes)
+
+    def activation_scale(self, op: Operator) -> float:
+        """Factor from the declared activation bytes of `op` to those in the activation dtype."""
+        return self.element_bytes(op.dtype_bytes) / op.dtype_bytes
+
+    def parameter_bytes(self) -> float:
+        """Bytes kept per parameter: the precision's weights + gradients + master + moments, or
+        optimizer_factor x weight bytes when that knob is set."""
+        if self.optimizer_factor is not None:
+            return self.optimizer_factor * self.precision.parameters.bytes
+        return float(self.precision.bytes_per_parameter().total)
 
     # --- operators -------------------------------------------------------------------------
     def node(self, graph: Graph, op: Operator, cfg: ParallelConfig) -> NodeCost:
@@ -101,49 +152,78 @@ class CostModel:
 
     def _node(self, graph: Graph, op: Operator, cfg: ParallelConfig, grads: tuple[bool, ...]) -> NodeCost:
         layout = op_layout(op, graph)
-        n = cfg.num_devices
-        q_x = (1.0 + BACKWARD_FACTOR) * op.flops / n
-        if op.measured is not None:
-            compute_s = (op.measured.forward_s + op.measured.backward_s) / n
-        else:
-            compute_s = self.cluster.w * q_x
+        shards = cfg.num_shards  # replicas repeat the work, they do not divide it
+        q_x = (1.0 + BACKWARD_FACTOR) * op.flops / shards
         out_shapes = tuple(t.shape for t in op.outputs)
         in_shapes = tuple(graph.tensor(t).shape for t in op.inputs)
         out_tiles = [_busiest_volume(tile_boxes(cfg, layout.names, axes, shape))
                      for axes, shape in zip(layout.output_axes, out_shapes)]
+        if op.measured is not None:
+            compute_s = (op.measured.forward_s + op.measured.backward_s) / shards
+        else:
+            compute_s = self.compute_seconds(graph, op, cfg, layout, out_tiles, q_x)
         q_c, comm_s = self._collectives(op, cfg, layout, out_tiles, in_shapes, grads)
-        q_p, sync_s, shard = self._parameter_sync(op, cfg, layout)
+        q_p, sync_s, shard_params = self._parameter_sync(op, cfg, layout)
         kept_share = sum(out_tiles) / sum(math.prod(s) for s in out_shapes)
-        memory = shard * self.optimizer_factor + op.activation_bytes * kept_share
+        memory = (shard_params * self.parameter_bytes()
+                  + op.activation_bytes * self.activation_scale(op) * kept_share)
         return NodeCost(q_x, q_c, q_p, compute_s, comm_s, sync_s, compute_s + comm_s + sync_s, memory)
+
+    def compute_seconds(self, graph: Graph, op: Operator, cfg: ParallelConfig, layout: OpLayout,
+                        out_tiles: Sequence[int], q_x: float) -> float:
+        """(1 + BACKWARD_FACTOR) x compute_time(forward FLOPs per device, HBM bytes per device):
+        the forward kernel plus a backward of two kernels its size (dX, dW). HBM bytes = input
+        tiles + output tiles (activation dtype) + weight shard (parameter dtype)."""
+        if self.cluster.w_override is not None:  # hand-calibrated s/FLOP: the first model's w x q_x
+            return self.cluster.w * q_x
+        if op.op_type in NO_KERNEL_OPS:
+            return 0.0
+        element = self.element_bytes(op.dtype_bytes)
+        in_tiles = sum(_busiest_volume(tile_boxes(cfg, layout.names, axes, graph.tensor(t).shape))
+                       for axes, t in zip(layout.input_axes, op.inputs))
+        weights = op.params / math.prod(cfg.degree(name) for name in layout.weight_dims)
+        hbm = (in_tiles + sum(out_tiles)) * element + weights * self.precision.parameters.bytes
+        forward = compute_time(self.cluster, op.flops / cfg.num_shards, hbm, unit=unit_of(op.op_type),
+                               dtype=self.precision.compute)
+        return (1.0 + BACKWARD_FACTOR) * forward
+
+    def _allreduce(self, cfg, layout: OpLayout, over: tuple[int, ...], nbytes: float) -> tuple[float, float]:
+        """(ring bytes per device, seconds) of one all-reduce of `nbytes` in every group over `over`."""
+        shape = group_shape(self.cluster, cfg, layout.names, over)
+        if shape.size <= 1 or nbytes <= 0:
+            return 0.0, 0.0
+        return (ring_allreduce_bytes(nbytes, shape.size),
+                collective_time(self.cluster, "all_reduce", nbytes, shape.size, shape.per_node))
 
     def _collectives(self, op, cfg, layout: OpLayout, out_tiles, in_shapes, grads) -> tuple[float, float]:
         volume = seconds = 0.0
-        forward = group_link(self.cluster, cfg, layout.names, layout.reduction_dims)
+        element = self.element_bytes(op.dtype_bytes)
         for tile in out_tiles:
-            v, s = forward.allreduce(tile * op.dtype_bytes)
+            v, s = self._allreduce(cfg, layout, layout.reduction_dims, tile * element)
             volume, seconds = volume + v, seconds + s
         for axes, shape, grad in zip(layout.input_axes, in_shapes, grads):
             if not grad:
                 continue
-            backward = group_link(self.cluster, cfg, layout.names, layout.dims_off(axes))
-            if backward.size > 1:
+            over = layout.dims_off(axes)
+            if group_shape(self.cluster, cfg, layout.names, over).size > 1:
                 tile = _busiest_volume(tile_boxes(cfg, layout.names, axes, shape))
-                v, s = backward.allreduce(tile * op.dtype_bytes)
+                v, s = self._allreduce(cfg, layout, over, tile * element)
                 volume, seconds = volume + v, seconds + s
         return volume, seconds
 
     def _parameter_sync(self, op, cfg, layout: OpLayout) -> tuple[float, float, float]:
-        """(q_p bytes, seconds, parameter shard bytes per device)."""
+        """(q_p bytes, seconds, parameters per device)."""
         if op.params == 0:
             return 0.0, 0.0, 0.0
-        split = math.prod(cfg.degree(name) for name in layout.weight_dims)
-        shard = op.param_bytes / split
+        shard = op.params / math.prod(cfg.degree(name) for name in layout.weight_dims)
+        grad_bytes = shard * self.precision.gradients.bytes
         # Gradients are all-reduced in buckets (PyTorch DDP, Horovod fusion), not one message per
-        # operator: bandwidth only, else a 100-layer model would pay 100 x 2(n-1) latencies.
-        link = group_link(self.cluster, cfg, layout.names, layout.replica_dims)
-        volume, seconds = link.allreduce(shard, with_latency=False)
-        return volume, seconds, shard
+        # operator: this tensor pays its share of the bucket latencies, not 2(n-1) of its own.
+        group = group_shape(self.cluster, cfg, layout.names, layout.replica_dims)
+        if group.size <= 1:
+            return 0.0, 0.0, shard
+        seconds = gradient_sync_time(self.cluster, grad_bytes, group.size, group.per_node, self.bucket_bytes)
+        return ring_allreduce_bytes(grad_bytes, group.size), seconds, shard
 
     # --- edges -----------------------------------------------------------------------------
     def edge(self, graph: Graph, edge: Edge, src_cfg: ParallelConfig, dst_cfg: ParallelConfig) -> EdgeCost:
@@ -183,17 +263,19 @@ class CostModel:
                 for c in src_cfgs]
         needed = [tile_boxes(c, dst_layout.names, dst_layout.input_axes[input_index], tensor.shape)
                   for c in dst_cfgs]
+        element = self.element_bytes(tensor.dtype_bytes)
         elements, level = redistribution(self.cluster, dst_cfgs, needed, src_cfgs, held)
-        q_r, seconds = self._transfer(elements.T, level.T, tensor.dtype_bytes)
+        q_r, seconds = self._transfer(elements.T, level.T, element)
         if grad:
             elements, level = redistribution(self.cluster, src_cfgs, held, dst_cfgs, needed)
-            back_q, back_s = self._transfer(elements, level, tensor.dtype_bytes)
+            back_q, back_s = self._transfer(elements, level, element)
             q_r, seconds = q_r + back_q, seconds + back_s
         q_r.setflags(write=False)
         seconds.setflags(write=False)
         return q_r, seconds
 
     def _transfer(self, elements: np.ndarray, level: np.ndarray, dtype_bytes: int):
+        """Point-to-point alpha + bytes x beta on each pair's link level (`collectives.p2p_time`)."""
         volume = elements.astype(float) * dtype_bytes
         seconds = self._g_by_level[level] * volume + self._latency_by_level[level] * (volume > 0)
         return volume, seconds

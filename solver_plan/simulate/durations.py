@@ -5,11 +5,12 @@
   operator), split between forward and backward as the measured times say, or 1 : BACKWARD_FACTOR.
 - A gradient-synchronisation task takes the cost model's ring all-reduce time of the parameter
   shard (every link of the ring is busy for the whole collective).
-- A transfer of b bytes from device a to device c takes g(a, c) x b + latency(a, c), the cost
-  model's redistribution formula for one piece.
+- A transfer of b bytes from device a to device c takes alpha + b x beta on their link level
+  (`collectives.p2p_time`, the alpha-beta model every cost term uses).
 """
 from __future__ import annotations
 
+from solver_plan.cost.collectives import p2p_time
 from solver_plan.cost.config import ParallelConfig
 from solver_plan.cost.model import BACKWARD_FACTOR, CostModel
 from solver_plan.graph.ir import Graph, Operator
@@ -36,6 +37,4 @@ class TaskTimes:
         return self.cost_model.node(self.graph, op, cfg).sync_s
 
     def transfer(self, src: int, dst: int, nbytes: float) -> float:
-        if nbytes <= 0:
-            return 0.0
-        return self.cluster.g_between(src, dst) * nbytes + self.cluster.latency(src, dst)
+        return p2p_time(self.cluster, self.cluster.level(src, dst), nbytes)
