@@ -39,6 +39,7 @@ from solver_plan.batch.kinds import check_kind_available
 from solver_plan.batch.settings import Settings, read_settings, reject_foreign_keys
 from solver_plan.errors import InputError
 from solver_plan.planners import planners
+from solver_plan.suite.spec import GENERATED_CLUSTER
 from solver_plan.yamlio import Section, load_yaml
 
 
@@ -92,10 +93,12 @@ class _JobReader:
         settings = read_settings(section, defaults)
         planner_entries = self._planners(section, kind, settings)
         section.get("models", required=True)
-        section.get("clusters", required=True)
+        generated = _generated_problems(section, kind)
+        section.get("clusters", required=not generated)
         section.close()  # unknown keys are reported before models are built
         models = self._specs(section, "models", self._check_model)
-        clusters = self._specs(section, "clusters", lambda spec, where: self._check_cluster(spec, None, where))
+        clusters = [(GENERATED_CLUSTER, [])] if generated else self._specs(
+            section, "clusters", lambda spec, where: self._check_cluster(spec, None, where))
         jobs = []
         for model, model_files in models:
             for cluster, cluster_files in clusters:
@@ -107,13 +110,21 @@ class _JobReader:
     def _grid(self, name, kind, model, cluster, planner, settings: Settings, fingerprints,
               section: Section) -> list[Job]:
         is_config = kind == "config"
-        if not is_config and settings.processors == (None,):
+        uses_devices = kind in ("config", "hybrid")  # hybrid jobs plan on the first N devices too
+        if cluster == GENERATED_CLUSTER:
+            for key, value in (("devices", settings.devices != (None,)), ("memory_limit", settings.memory_limit),
+                               ("max_candidates", settings.max_candidates)):
+                if value:
+                    raise InputError(f"generated problems set devices, candidates and memory in their spec "
+                                     f"(e.g. random-dag:nodes=100,devices=8,memory=binding); remove {key!r}",
+                                     section.path(key))
+        if not uses_devices and settings.processors == (None,):
             raise InputError("pipeline jobs need 'processors' (a number or a list)", section.path("processors"))
         jobs = []
-        for devices in settings.devices if is_config else (None,):
+        for devices in settings.devices if uses_devices else (None,):
             if devices is not None:
                 self._check_cluster(cluster, devices, section.path("devices"))
-            for processors in (None,) if is_config else settings.processors:
+            for processors in (None,) if uses_devices else settings.processors:
                 if processors is not None:  # pipeline processors are the cluster's first devices
                     self._check_cluster(cluster, processors, section.path("processors"))
                 for seed in settings.seeds:
@@ -122,7 +133,7 @@ class _JobReader:
                         devices=devices, processors=processors, time_limit=settings.time_limit,
                         memory_limit=settings.memory_limit,
                         max_candidates=settings.max_candidates if is_config else None,
-                        schedule=None if is_config else settings.schedule, options=settings.options,
+                        schedule=None if uses_devices else settings.schedule, options=settings.options,
                         grace=settings.grace, fingerprints=tuple(sorted(fingerprints))))
         return jobs
 
@@ -180,8 +191,9 @@ class _JobReader:
         if ("model", spec) in self.checked:
             return
         from solver_plan.graph.resolve import resolve_model
+        from solver_plan.suite import check_problem_spec, is_problem_spec
         try:
-            resolve_model(spec)
+            check_problem_spec(spec) if is_problem_spec(spec) else resolve_model(spec)
         except InputError as exc:
             hint = ""
             if "=" in spec and ":" not in spec:  # YAML split "m:a=1,b=2" inside [...] at the comma
@@ -217,6 +229,24 @@ class _JobReader:
             return [(spec, hashlib.sha256(path.read_bytes()).hexdigest()[:16])]
         except OSError as exc:
             raise InputError(f"cannot read file ({exc.strerror})", where) from None
+
+
+def _generated_problems(section: Section, kind: str) -> bool:
+    """Whether the job's models are generated problems (solver_plan.suite), which carry their own
+    devices and memory limit: such a job is a config job and names no cluster."""
+    from solver_plan.suite import is_problem_spec
+    value = section.get("models")
+    flags = {is_problem_spec(item) for item in (value if isinstance(value, list) else [value])}
+    if True not in flags:
+        return False
+    if len(flags) > 1:
+        raise InputError("generated problems and other models cannot share a job; split it (and quote specs "
+                         "that contain commas inside a [...] list)", section.path("models"))
+    if kind != "config":
+        raise InputError(f"generated problems are config jobs, not {kind!r}", section.path("kind"))
+    if section.has("clusters"):
+        raise InputError("generated problems carry their own devices; remove 'clusters'", section.path("clusters"))
+    return True
 
 
 def _reason(exc: InputError) -> str:

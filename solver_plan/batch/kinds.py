@@ -44,6 +44,10 @@ def run_job(job: Job) -> dict[str, Any]:
 
 
 def run_config_job(job: Job) -> dict[str, Any]:
+    from solver_plan.suite import is_problem_spec
+    if is_problem_spec(job.model):  # a generated problem (solver_plan.suite): no graph, no cluster
+        from solver_plan.suite.run import run_problem_job
+        return run_problem_job(job)
     from solver_plan.cluster import resolve_cluster
     from solver_plan.graph.resolve import resolve_model
     from solver_plan.planning import DEVICE_MEMORY, plan_configuration
@@ -86,7 +90,15 @@ def chain_problem(job: Job):
     return build_chain_problem(job.model, cluster, job.processors, memory=job.memory_limit, planner=job.planner)
 
 
-RUNNERS: dict[str, Callable[[Job], dict[str, Any]]] = {"config": run_config_job, "pipeline": run_pipeline_job}
+def run_hybrid_job(job: Job) -> dict[str, Any]:
+    from solver_plan.hybrid.registry import run_job
+    _, o = run_job(job)
+    return outcome(o["status"], o["objective_s"], o["lower_bound_s"], o["runtime_s"], o["plan"],
+                   error=planner_error(o["status"], o["notes"]))
+
+
+RUNNERS: dict[str, Callable[[Job], dict[str, Any]]] = {"config": run_config_job, "pipeline": run_pipeline_job,
+                                                      "hybrid": run_hybrid_job}
 
 
 def outcome(status: Status, objective: float | None, lower_bound: float | None, runtime_s: float | None,

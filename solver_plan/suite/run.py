@@ -1,0 +1,21 @@
+"""What a batch worker runs for a config job whose model is a generated problem: no graph, no
+cluster; the problem goes straight to the `solve` front door, like any `ConfigProblem`."""
+from __future__ import annotations
+
+from typing import Any
+
+from solver_plan.batch.job import Job
+
+
+def run_problem_job(job: Job) -> dict[str, Any]:
+    from solver_plan.batch.kinds import outcome, planner_error
+    from solver_plan.intra.solve import solve
+    from solver_plan.suite.generators import resolve_problem
+
+    problem = resolve_problem(job.model)
+    result = solve(problem, job.planner, time_limit=job.time_limit, seed=job.seed, **dict(job.options))
+    plan = {"problem": problem.name, "planner": result.planner, "status": result.status.value,
+            "assignment": None if result.assignment is None else list(result.assignment),
+            "notes": list(result.notes)}
+    return outcome(result.status, result.objective, result.lower_bound, result.runtime_s, plan,
+                   error=planner_error(result.status, result.notes))
