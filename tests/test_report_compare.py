@@ -52,12 +52,14 @@ def write_fixed(folder: Path) -> Path:
     return folder
 
 
+# By hand: gaps censored at 100% for runs without a plan, shifted geo-mean (shift 1e-4); times
+# censored at max(time limit, runtime) = 10 s (12 s for the killed milp run), floored at 1 ms.
 EXPECTED_SUMMARY = """\
-| planner | instances | solved | optimal | wins | geo-mean gap | within 10.00% | time to 10.00% (geo-mean) |
-| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |
-| data-parallel | 3 | 2 | 0 | 0 | 26.97% | 0 | - |
-| greedy | 3 | 3 | 0 | 2 | 6.47% | 3 | 5.848 ms |
-| milp | 3 | 2 | 1 | 2 | 5.13% | 2 | 3.873 s |"""
+| kind | planner | instances | solved | proven | wins | geo-mean gap | within 10.00% | time to 10.00% | time to optimality |
+| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |
+| config | data-parallel | 3 | 2 | 0 | 0 | 40.55% | 0 | 10.000 s | 10.000 s |
+|  | greedy | 3 | 3 | 0 | 2 | 0.96% | 3 | 5.848 ms | 10.000 s |
+|  | milp | 3 | 2 | 1 | 2 | 2.15% | 2 | 5.646 s | 5.646 s |"""
 
 EXPECTED_INSTANCES = """\
 | instance | reference | planner | status | objective | gap | time |
@@ -90,12 +92,17 @@ def test_tables_match_the_hand_computed_comparison():
 def test_summary_statistics_follow_their_definitions():
     comparison = compare(runs_from_records(fixed_records()), target_gap=0.10)
     milp = next(s for s in comparison.summary if s.planner == "milp")
-    assert milp.geomean_gap == pytest.approx(1 - math.sqrt(1.0 * 3.6 / 4.0))
-    assert milp.time_to_target_s == pytest.approx(math.sqrt(1.5 * 10.0))
-    assert geomean_gap([0.0, 0.0]) == 0.0
+    # gaps 0 (4 devices), 0.1 (8), no plan (2): censored at 1
+    assert milp.geomean_gap == pytest.approx(math.exp((math.log(1e-4) + math.log(0.1001) + math.log(1.0001)) / 3) - 1e-4)
+    assert milp.time_to_target_s == pytest.approx((1.5 * 10.0 * 12.0) ** (1 / 3))  # 12 s: killed past its limit
+    assert milp.time_to_optimal_s == pytest.approx((1.5 * 10.0 * 12.0) ** (1 / 3))
+    assert (milp.solved, milp.optimal, milp.reached) == (2, 1, 2)
+    assert geomean_gap([0.0, 0.0]) == pytest.approx(0.0, abs=1e-15)
     assert geomean_gap([0.5, 0.5]) == pytest.approx(0.5)
     tighter = compare(runs_from_records(fixed_records()), target_gap=0.0)
     assert [s.reached for s in tighter.summary] == [0, 1, 1]
+    assert [group.name for group in comparison.families] == ["fixed"]
+    assert comparison.families[0].summary == comparison.summary  # one family: the same instances
 
 
 def test_planner_labels_show_only_the_settings_that_vary():
@@ -112,12 +119,14 @@ def test_report_files_csv_jsonl_and_plots(tmp_path):
     (folder / "broken.json").write_text("{")
     report = write_report(folder, tmp_path / "report" / "report.md", target_gap=0.10)
     names = sorted(path.name for path in report.files)
-    assert names == ["report-gap-time.png", "report-profile.png", "report.csv", "report.jsonl", "report.md"]
+    assert names == ["report-gap-time-config.png", "report-profile-config.png", "report.csv", "report.jsonl",
+                     "report.md"]
     assert [(path.name, why) for path, why in report.invalid] == [("broken.json", "not valid JSON (cut short?)")]
     markdown = (tmp_path / "report" / "report.md").read_text()
     assert EXPECTED_SUMMARY in markdown and EXPECTED_INSTANCES in markdown
-    assert "![performance profile](report-profile.png)" in markdown and "1 invalid records skipped" in markdown
-    for png in ("report-profile.png", "report-gap-time.png"):
+    assert "![performance profile: config planners](report-profile-config.png)" in markdown
+    assert "1 invalid records skipped" in markdown and "censored" in markdown and "floored at 1.000 ms" in markdown
+    for png in ("report-profile-config.png", "report-gap-time-config.png"):
         assert (tmp_path / "report" / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
     with open(tmp_path / "report" / "report.csv") as handle:
@@ -136,7 +145,7 @@ def test_compare_cli_prints_the_summary_and_rejects_bad_input(tmp_path, capsys):
     folder = write_fixed(tmp_path / "records")
     assert main(["compare", str(folder), "--target-gap", "0.1", "--no-plots"]) == 0
     out = capsys.readouterr().out
-    assert EXPECTED_SUMMARY in out and (folder / "report.md").exists() and not (folder / "report-profile.png").exists()
+    assert EXPECTED_SUMMARY in out and (folder / "report.md").exists() and not (folder / "report-profile-config.png").exists()
     assert load_runs(folder)[1] == []  # the report files are not mistaken for records
     assert {run.planner for run in load_runs(folder, keys={fixed_records()[0]["key"]})[0]} == {"milp"}
 

@@ -1,17 +1,24 @@
-"""Comparison plots as PNG (matplotlib, Agg backend: no display needed).
+"""Comparison plots as PNG (matplotlib, Agg backend: no display needed), one figure per kind of
+planner (config and pipeline planners never share a plot).
 
-- Performance profile (Dolan and More): for each planner, the fraction of instances on which its
-  objective is within a factor tau of the best found, against tau.
-- Gap versus time: one point per run, the planner's runtime against its gap to the reference.
+- Performance profiles (Dolan and More): for each planner, the fraction of the kind's common
+  instances on which its objective (left) / its time to the target gap (right) is within a factor
+  tau of the best planner's, against tau on a log axis labelled up to the largest finite ratio.
+  Every planner stays visible where curves coincide: each has its own line style, marker and width
+  (drawn widest first).
+- Gap versus time: one panel per family; for each planner the shifted geometric-mean gap of its best
+  answer returned by time t (before a run returns it counts as 100%).
 """
 from __future__ import annotations
 
 import math
 from pathlib import Path
 
-from solver_plan.report.compare import Comparison, performance_ratios
+from solver_plan.report.compare import (GAP_SHIFT, TIME_FLOOR_S, UNSOLVED_GAP, Comparison, InstanceResult,
+                                        performance_ratios, shifted_geomean)
 
-MARKERS = "osD^v<>phX*"
+MARKERS = "osD^v<>phX*P"
+LINE_STYLES = ("-", "--", "-.", ":")
 
 
 def _pyplot():
@@ -21,58 +28,118 @@ def _pyplot():
     return plt
 
 
-def matplotlib_ticker():
-    import matplotlib.ticker
-    return matplotlib.ticker
+def _style(index: int, count: int) -> dict:
+    """Distinct style per planner; widths shrink so coinciding curves show as nested lines."""
+    return {"linestyle": LINE_STYLES[index % len(LINE_STYLES)], "marker": MARKERS[index % len(MARKERS)],
+            "linewidth": 1.0 + 2.5 * (count - 1 - index) / max(1, count - 1), "markersize": 5,
+            "markerfacecolor": "none" if index % 2 else None}
 
 
-def performance_profile(comparison: Comparison, path: str | Path) -> None:
+def kinds(comparison: Comparison) -> list[str]:
+    return sorted({result.kind for result in comparison.instances})
+
+
+def performance_profile(comparison: Comparison, path: str | Path, kind: str) -> None:
     plt = _pyplot()
-    ratios = performance_ratios(comparison)
-    finite = [r for values in ratios.values() for r in values if math.isfinite(r)]
-    tau_max = max(max(finite, default=1.0) * 1.1, 1.1)
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for index, (planner, values) in enumerate(ratios.items()):
-        taus = sorted(r for r in values if math.isfinite(r))
-        xs = [1.0] + taus + [tau_max]
-        ys = [0.0] + [(i + 1) / len(values) for i in range(len(taus))] + [len(taus) / len(values)]
-        ax.step(xs, ys, where="post", label=planner, marker=MARKERS[index % len(MARKERS)], markevery=[-1])
-    ax.set_xscale("log")
-    ax.set_xlim(1.0, tau_max)
-    plain = matplotlib_ticker().FuncFormatter(lambda value, _: f"{value:g}")
-    ax.xaxis.set_major_formatter(plain)
-    ax.xaxis.set_minor_formatter(plain)
-    ax.set_ylim(0, 1.02)
-    ax.set_xlabel("tau (objective / best objective found)")
-    ax.set_ylabel("fraction of instances within tau")
-    ax.set_title("Performance profile")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(loc="lower right", fontsize="small")
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.8))
+    for ax, metric, label in ((axes[0], "objective", "objective / best objective found"),
+                              (axes[1], "time", f"time to {100 * comparison.target_gap:g}% / fastest")):
+        ratios = performance_ratios(comparison, kind, metric)
+        _profile(ax, ratios, label)
+    count = len(next(iter(ratios.values()), []))
+    fig.suptitle(f"Performance profiles, {kind} planners ({count} common instances)")
     _save(fig, path)
 
 
-def gap_versus_time(comparison: Comparison, path: str | Path) -> None:
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    plotted = False
-    for index, planner in enumerate(comparison.planners):
-        points = [(max(entry.run.runtime_s, 1e-4), 100 * entry.gap) for result in comparison.instances
-                  for entry in result.entries if entry.run.planner == planner and entry.gap is not None]
-        if points:
-            ax.scatter(*zip(*points), label=planner, marker=MARKERS[index % len(MARKERS)], alpha=0.75)
-            plotted = True
+def _profile(ax, ratios: dict[str, list[float]], label: str) -> None:
+    finite = [r for values in ratios.values() for r in values if math.isfinite(r)]
+    largest = max(finite, default=1.0)
+    tau_max = max(largest * 1.05, 1.05)
+    for index, (planner, values) in enumerate(ratios.items()):
+        taus = sorted(r for r in values if math.isfinite(r))
+        total = max(1, len(values))
+        xs = [1.0] + taus + [tau_max]
+        ys = [0.0] + [(i + 1) / total for i in range(len(taus))] + [len(taus) / total]
+        ax.step(xs, ys, where="post", label=planner, markevery=list(range(1, len(xs))),
+                **_style(index, len(ratios)))
     ax.set_xscale("log")
-    ax.set_xlabel("runtime (s)")
-    ax.set_ylabel("gap to reference (%)")
-    ax.set_title("Gap versus time")
+    ax.set_xlim(1.0, tau_max)
+    ticks = _log_ticks(tau_max, largest)
+    ax.set_xticks(ticks)
+    ax.set_xticklabels([f"{t:.3g}" for t in ticks])
+    ax.xaxis.set_minor_formatter(_null_formatter())
+    ax.set_ylim(0, 1.02)
+    ax.set_xlabel(f"tau ({label})")
+    ax.set_ylabel("fraction of instances within tau")
     ax.grid(True, which="both", alpha=0.3)
-    if plotted:
-        ax.legend(loc="upper right", fontsize="small")
+    ax.legend(loc="lower right", fontsize="small")
+
+
+def _log_ticks(tau_max: float, largest: float) -> list[float]:
+    """1, a few round values between, and the largest finite ratio itself (the axis' right end)."""
+    ticks = [1.0]
+    for value in (1.01, 1.02, 1.05, 1.1, 1.2, 1.5, 2, 3, 5, 10, 20, 50, 100, 1e3, 1e4, 1e5):
+        if value < largest / 1.03 and value > ticks[-1] * 1.03:
+            ticks.append(value)
+    ticks = ticks[-6:] if len(ticks) > 6 else ticks
+    if ticks[0] != 1.0:
+        ticks = [1.0] + ticks[1:]
+    ticks.append(largest if largest > 1.0 else tau_max)  # label the right end of the axis
+    return [t for t in ticks if t <= tau_max]
+
+
+def _null_formatter():
+    import matplotlib.ticker
+    return matplotlib.ticker.NullFormatter()
+
+
+def gap_curve(members: list[InstanceResult], planner: str, times: list[float]) -> list[float]:
+    """Shifted geo-mean gap (%) at each time of the planner's best answer returned by then."""
+    curve = []
+    for t in times:
+        gaps = []
+        for result in members:
+            returned = [e.gap for e in result.entries if e.run.planner == planner and e.gap is not None
+                        and max(e.run.runtime_s, TIME_FLOOR_S) <= t]
+            gaps.append(min(returned, default=UNSOLVED_GAP))
+        curve.append(100 * shifted_geomean(gaps, GAP_SHIFT))
+    return curve
+
+
+def gap_versus_time(comparison: Comparison, path: str | Path, kind: str) -> None:
+    plt = _pyplot()
+    families = [group for group in comparison.families if group.kind == kind]
+    columns = min(3, max(1, len(families)))
+    rows = max(1, math.ceil(len(families) / columns))
+    fig, axes = plt.subplots(rows, columns, figsize=(5.2 * columns, 3.9 * rows), squeeze=False)
+    for ax in axes.flat[len(families):]:
+        ax.set_visible(False)
+    for ax, group in zip(axes.flat, families):
+        members = [r for r in comparison.instances if r.instance in set(group.instances) and r.reference_s is not None]
+        planners = sorted({e.run.planner for r in members for e in r.entries})
+        runtimes = sorted({max(e.run.runtime_s, TIME_FLOOR_S) for r in members for e in r.entries})
+        if not members or not runtimes:
+            ax.set_title(f"{group.name}: no instance with a plan", fontsize="small")
+            continue
+        times = sorted(set(runtimes + [runtimes[-1] * 1.2]))
+        for index, planner in enumerate(planners):
+            ax.step(times, gap_curve(members, planner, times), where="post", label=planner,
+                    markevery=max(1, len(times) // 8), **_style(index, len(planners)))
+        ax.set_xscale("log")
+        ax.set_yscale("symlog", linthresh=0.01)
+        ax.set_ylim(0, 110)
+        ax.set_xlabel("time (s)")
+        ax.set_ylabel("geo-mean gap (%)")
+        ax.set_title(f"{group.name} ({len(members)} instances)", fontsize="medium")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.xaxis.set_minor_formatter(_null_formatter())
+        ax.legend(fontsize="x-small", loc="best")
+    fig.suptitle(f"Gap versus time, {kind} planners")
     _save(fig, path)
 
 
 def _save(fig, path: str | Path) -> None:
     import matplotlib.pyplot as plt
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=100)
     plt.close(fig)

@@ -13,6 +13,7 @@ from typing import Any, Collection, Iterable
 
 from solver_plan.batch.job import digest, short_spec
 from solver_plan.batch.store import iter_records
+from solver_plan.suite.spec import GENERATED_CLUSTER
 from solver_plan.units import format_bytes
 
 INSTANCE_FIELDS = ("kind", "model", "cluster", "devices", "processors", "memory_limit", "max_candidates")
@@ -31,6 +32,8 @@ class Run:
     killed: bool
     error: str | None
     record: dict[str, Any]  # the record it came from
+    family: str = ""  # the job file entry (job name) it came from
+    kind: str = "config"
 
     @property
     def has_solution(self) -> bool:
@@ -62,7 +65,8 @@ def runs_from_records(records: Iterable[dict[str, Any]]) -> list[Run]:
             planner_name=job["planner"], status=record["status"], objective_s=record.get("objective_s"),
             lower_bound_s=record.get("lower_bound_s"),
             runtime_s=float(runtime if runtime is not None else record.get("wall_s") or 0.0),
-            killed=bool(record.get("killed")), error=record.get("error"), record=record))
+            killed=bool(record.get("killed")), error=record.get("error"), record=record,
+            family=job.get("group") or "", kind=job.get("kind") or "config"))
     return sorted(runs, key=lambda run: (run.instance, run.planner))
 
 
@@ -91,7 +95,8 @@ def instance_label(job: dict[str, Any]) -> str:
         extras.append(f"k={job['max_candidates']}")
     if job.get("kind", "config") != "config":
         extras.append(job["kind"])
-    return ", ".join([f"{short_spec(job['model'])} @ {short_spec(job['cluster'])}"] + extras)
+    where = "" if job["cluster"] == GENERATED_CLUSTER else f" @ {short_spec(job['cluster'])}"
+    return ", ".join([f"{short_spec(job['model'])}{where}"] + extras)
 
 
 def planner_label(job: dict[str, Any], varying: tuple[str, ...]) -> str:

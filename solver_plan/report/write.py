@@ -1,7 +1,8 @@
 """A report from a folder of batch records: Markdown, CSV, JSON Lines and PNG plots side by side.
 
-For `--report out/report.md`: out/report.md, out/report.csv, out/report.jsonl,
-out/report-profile.png, out/report-gap-time.png (links in the Markdown are relative to it).
+For `--report out/report.md`: out/report.md, out/report.csv, out/report.jsonl and, per kind of
+planner (config, pipeline), out/report-profile-KIND.png and out/report-gap-time-KIND.png (links in
+the Markdown are relative to it).
 """
 from __future__ import annotations
 
@@ -41,11 +42,13 @@ def write_report(folder: str | Path, report_path: str | Path, target_gap: float 
         for path, text in data.items():
             path.write_text(text)
         if plots:
-            from solver_plan.report.plots import gap_versus_time, performance_profile
-            images = [("performance profile", Path(f"{stem}-profile.png")),
-                      ("gap versus time", Path(f"{stem}-gap-time.png"))]
-            performance_profile(comparison, images[0][1])
-            gap_versus_time(comparison, images[1][1])
+            from solver_plan.report.plots import gap_versus_time, kinds, performance_profile
+            for kind in kinds(comparison):
+                profile, curves = Path(f"{stem}-profile-{kind}.png"), Path(f"{stem}-gap-time-{kind}.png")
+                performance_profile(comparison, profile, kind)
+                gap_versus_time(comparison, curves, kind)
+                images += [(f"performance profile: {kind} planners", profile),
+                           (f"gap versus time: {kind} planners", curves)]
         markdown = render_report(comparison, source=str(folder), invalid=len(invalid),
                                  images=[(title, path.name) for title, path in images],
                                  files=[path.name for path in data])
