@@ -18,6 +18,7 @@ from solver_plan.intra.build import DEFAULT_MAX_CANDIDATES
 from solver_plan.units import parse_bytes
 
 PACKAGE_COMMANDS = ("solver_plan.pipeline.cli", "solver_plan.simulate.cli", "solver_plan.batch.cli",
+                    "solver_plan.hybrid.cli",
                     "solver_plan.report.cli")
 DEFAULT_MODEL = "resnet50"
 DEFAULT_CLUSTER = "v100x8-nvlink"

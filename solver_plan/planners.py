@@ -7,6 +7,8 @@ Kinds and their call signatures:
 - "pipeline": plan(problem: ChainProblem, *, time_limit=None, seed=0, **options) -> AllocationResult
 - "schedule": schedule(problem: ChainProblem, allocation, *, period=None, time_limit=None, **options)
   -> ScheduleResult
+- "hybrid": plan(model, cluster, global_batch, *, devices=None, time_limit=None, memory_limit="device",
+  fix=None, **options) -> HybridResult (solver_plan/hybrid/registry.py)
 
 Planner modules register themselves with `@register(...)`; `load_builtin_planners()` imports every
 module of the planner packages, so a new planner appears everywhere (CLI, batch, reports) by existing.
@@ -20,8 +22,8 @@ from typing import Callable
 
 from solver_plan.errors import InputError
 
-PLANNER_PACKAGES = ("solver_plan.intra", "solver_plan.simulate", "solver_plan.pipeline")
-KINDS = ("config", "pipeline", "schedule")
+PLANNER_PACKAGES = ("solver_plan.intra", "solver_plan.simulate", "solver_plan.pipeline", "solver_plan.hybrid")
+KINDS = ("config", "pipeline", "schedule", "hybrid")
 OBJECTIVES = ("sum", "load")
 
 

@@ -159,34 +159,47 @@ def _checked(result: HybridResult, ctx: Context, validate: bool) -> HybridResult
     return replace(result, notes=result.notes + ("validator: step time and memory re-derived, agree",))
 
 
-def _infeasible(ctx: Context, points, coster: BlockCoster, start: float, validate: bool,
-                evaluated: int = 0, pruned: int = 0) -> HybridResult:
-    """No point fits: the point needing the least memory per device, priced without a limit."""
-    best_par, best_mem = None, math.inf
-    for p in points:
-        need = memory_floor(ctx, p)
-        if need < best_mem:
-            best_par, best_mem = p, need
-    profile = coster.profile(best_par.tp, best_par.micro_batch_size)
-    plan = price(ctx, best_par, profile, None)
-    # The memory-balanced cut: the least memory this point can need.
+def _least_memory(ctx: Context, par: Parallelism, floor: float) -> float:
+    """The smallest per-device memory some cut of `par` fits in (bisection on the limit between the
+    point's floor and what its time-optimal cut needs)."""
     from solver_plan.hybrid import interop
     from solver_plan.hybrid.evaluate import memory_of
-    lo, hi = best_mem, plan.memory_per_device_bytes
-    for _ in range(40):  # bisection on the limit: the smallest one some cut of this point fits in
+
+    L = ctx.spec.layers
+
+    def fits(limit: float) -> bool:
+        caps = interop.memory_caps(L, par.pp, lambda i, k: memory_of(ctx, par, i, k).total, limit)
+        if par.schedule == "interleaved":
+            return interop.equal_cut(L, par.pp, caps) is not None
+        return min(caps) >= 1 and sum(caps) >= L
+
+    lo, hi = floor, floor
+    while not fits(hi):
+        hi *= 2
+    for _ in range(50):
         mid = (lo + hi) / 2
-        caps = interop.memory_caps(ctx.spec.layers, best_par.pp, lambda i, k: memory_of(ctx, best_par, i, k).total, mid)
-        if min(caps) >= 1 and sum(caps) >= ctx.spec.layers and (best_par.schedule != "interleaved"
-                                                               or interop.equal_cut(ctx.spec.layers, best_par.pp, caps)):
-            hi = mid
-        else:
-            lo = mid
-    fitted = price(ctx, best_par, profile, hi * (1 + 1e-9)) or plan
+        lo, hi = (lo, mid) if fits(mid) else (mid, hi)
+    return hi
+
+
+def _infeasible(ctx: Context, points, coster: BlockCoster, start: float, validate: bool,
+                evaluated: int = 0, pruned: int = 0) -> HybridResult:
+    """No point fits: the point needing the least memory per device (exactly: points are visited in
+    order of their memory floor until the floor exceeds the least need found), priced at that memory."""
+    best_par, best_need = None, math.inf
+    for floor, _, par in sorted((memory_floor(ctx, p), i, p) for i, p in enumerate(points)):
+        if floor >= best_need:
+            break
+        need = _least_memory(ctx, par, floor)
+        if need < best_need:
+            best_par, best_need = par, need
+    profile = coster.profile(best_par.tp, best_par.micro_batch_size)
+    plan = price(ctx, best_par, profile, best_need * (1 + 1e-9)) or price(ctx, best_par, profile, None)
     limit = ctx.memory_limit
-    note = (f"no configuration fits {limit / 1e9:.2f} GB per device; the least memory any needs is "
-            f"{fitted.memory_per_device_bytes / 1e9:.2f} GB (this plan)")
-    result = HybridResult(Status.INFEASIBLE, fitted, None, time.perf_counter() - start, evaluated, pruned, (note,),
-                          needed_memory_bytes=fitted.memory_per_device_bytes)
+    note = (f"no configuration fits {limit / 1e9:.2f} GB per device; the least any needs is "
+            f"{plan.memory_per_device_bytes / 1e9:.2f} GB (this plan)")
+    result = HybridResult(Status.INFEASIBLE, plan, None, time.perf_counter() - start, evaluated, pruned, (note,),
+                          needed_memory_bytes=plan.memory_per_device_bytes)
     return _checked(result, ctx, validate)
 
 

@@ -1,0 +1,47 @@
+"""Baselines a hybrid plan is compared with, as users plan by hand:
+- data parallel: every device holds the whole model (tp = pp = 1); the search picks the ZeRO stage
+  (ZeRO-3 where nothing less fits), recomputation and micro-batch;
+- Megatron's rule of thumb (Narayanan et al. 2021, takeaways 1-2): tensor parallel = GPUs per node
+  (the largest valid degree up to it), then the smallest pipeline depth that fits; the rest searched.
+"""
+from __future__ import annotations
+
+import time
+
+from solver_plan.deadline import DEFAULT_TIME_LIMIT_S, Deadline
+from solver_plan.hybrid.plan import HybridResult
+from solver_plan.hybrid.search import _cluster, _spec, plan_hybrid
+from solver_plan.hybrid.space import tp_degrees
+from solver_plan.result import Status
+
+
+def data_parallel(model, cluster, global_batch: int, *, devices: int | None = None,
+                  time_limit: float | None = DEFAULT_TIME_LIMIT_S, memory_limit="device", fix=None,
+                  deadline: Deadline | None = None, **options) -> HybridResult:
+    pins = {**(fix or {}), "tp": 1, "pp": 1}
+    return plan_hybrid(model, cluster, global_batch, devices=devices, time_limit=time_limit,
+                       memory_limit=memory_limit, fix=pins, deadline=deadline, **options)
+
+
+def megatron_rule(model, cluster, global_batch: int, *, devices: int | None = None,
+                  time_limit: float | None = DEFAULT_TIME_LIMIT_S, memory_limit="device", fix=None,
+                  deadline: Deadline | None = None, **options) -> HybridResult:
+    start = time.perf_counter()
+    deadline = deadline or Deadline(time_limit)
+    spec, c = _spec(model), _cluster(cluster, devices)
+    tps = tp_degrees(spec, c.devices_per_node, c.num_devices)
+    tp = max(tps) if tps else 1
+    last = None
+    for pp in range(1, min(spec.layers, c.num_devices // tp) + 1):
+        if (c.num_devices // tp) % pp:
+            continue
+        pins = {**(fix or {}), "tp": tp, "pp": pp}
+        last = plan_hybrid(spec, c, global_batch, memory_limit=memory_limit, fix=pins, deadline=deadline, **options)
+        if last.status.has_solution or deadline.expired():
+            break
+    if last is None:
+        return HybridResult(Status.INFEASIBLE, None, None, time.perf_counter() - start,
+                            notes=(f"no pipeline depth divides {c.num_devices // tp} stages of tp={tp}",))
+    from dataclasses import replace
+    return replace(last, runtime_s=time.perf_counter() - start,
+                   notes=last.notes + (f"Megatron rule: tp={tp} (devices per node), smallest pp that fits",))

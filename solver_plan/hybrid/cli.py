@@ -1,0 +1,64 @@
+"""`solver-plan hybrid`: how to train MODEL on N devices (dp x tp x pp, micro-batches, recomputation,
+ZeRO), and how fast; with --fix, the same for a partly or fully pinned configuration (what-if)."""
+from __future__ import annotations
+
+import json
+
+
+def register_command(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "hybrid", help="data x tensor x pipeline training plan for a transformer (step time, memory, stages)",
+        description="Plan the training of a GPT-style MODEL on the first N devices of CLUSTER for a global batch: "
+                    "data, tensor and pipeline parallel degrees, micro-batches, schedule, recomputation and "
+                    "ZeRO stage, with per-stage memory and the predicted step time.")
+    parser.add_argument("--model", required=True,
+                        help="GPT-style zoo spec, e.g. gpt3-175B or gpt2:layers=96,hidden=12288,heads=96,...")
+    parser.add_argument("--cluster", required=True, help="preset name (a100-80gb-superpod, ...) or YAML file")
+    parser.add_argument("--devices", type=int, help="use the first N devices (default: all)")
+    parser.add_argument("--batch", type=int, required=True, help="global batch (sequences per optimizer step)")
+    parser.add_argument("--time-limit", type=float, default=60.0, help="seconds for the whole command (default 60)")
+    parser.add_argument("--memory-limit", default="device",
+                        help="per-device memory, e.g. 40GB; 'device' (default) = the device's; 'none' = unlimited")
+    parser.add_argument("--fix", help="pin choices: KEY=VALUE,... with keys dp, tp, pp, micro_batch_size, "
+                                      "virtual_stages, recompute (none|selective|full), zero_stage (0-3), "
+                                      "sequence_parallel (true|false), schedule (1f1b|interleaved|gpipe)")
+    parser.add_argument("--compute-scale", type=float, default=1.0,
+                        help="multiply every kernel time of the cost model (calibration; see docs/hybrid-accuracy.md)")
+    parser.add_argument("--planner", default="milp", help="per-operator planner for the block solves (default milp)")
+    parser.add_argument("--out", help="write the plan as JSON here")
+    parser.set_defaults(func=run)
+
+
+def parse_memory_limit(text: str):
+    from solver_plan.units import parse_bytes
+
+    if text in ("device", "none"):
+        return text
+    return parse_bytes(text, "--memory-limit")
+
+
+def run(args) -> int:
+    from solver_plan.deadline import Deadline
+    from solver_plan.errors import InputError, check_positive
+    from solver_plan.files import check_output_path, write_text_atomic
+    from solver_plan.hybrid.search import plan_hybrid
+    from solver_plan.hybrid.space import parse_fix
+
+    check_output_path(args.out, "--out")
+    check_positive(args.time_limit, "--time-limit")
+    if args.devices is not None and args.devices < 1:
+        raise InputError(f"must be at least 1, got {args.devices}", "--devices")
+    if args.batch < 1:
+        raise InputError(f"must be at least 1, got {args.batch}", "--batch")
+    check_positive(args.compute_scale, "--compute-scale")
+    pins = parse_fix(args.fix)
+    deadline = Deadline(args.time_limit, start=getattr(args, "started", None))
+    result = plan_hybrid(args.model, args.cluster, args.batch, devices=args.devices, fix=pins,
+                         memory_limit=parse_memory_limit(args.memory_limit), planner=args.planner,
+                         deadline=deadline, compute_scale=args.compute_scale)
+    if args.out:  # before printing: a closed pipe must not lose the plan
+        write_text_atomic(args.out, json.dumps(result.to_dict(), indent=2) + "\n")
+    print(result.table())
+    if args.out:
+        print(f"wrote {args.out}")
+    return 0 if result.status.has_solution else 1

@@ -1,0 +1,83 @@
+"""Memory arithmetic of hybrid plans against hand-computed cases (solver_plan/hybrid/memory.py)."""
+import pytest
+
+from solver_plan.hybrid import memory as mem
+from solver_plan.hybrid.model import TransformerSpec
+
+# GPT-3 175B shapes (Korthikanti et al. 2022 Table 3): s 2048, h 12288, a 96, ffn 4h, d = h / a
+GPT3 = TransformerSpec("gpt3", layers=96, hidden=12288, ffn=49152, heads=96, head_dim=128, seq=2048,
+                       vocab=51200, positions=2048)
+S, H, A = 2048, 12288, 96
+
+
+def test_model_state_bytes_by_zero_stage():
+    p, dp = 1_000_000, 8
+    # stage 0: 2 + 2 + 12 = 16 bytes per parameter (Rajbhandari et al. 2020)
+    assert mem.weights_bytes(p, dp, 0) + mem.gradients_bytes(p, dp, 0) + mem.optimizer_bytes(p, dp, 0) == 16 * p
+    # ZeRO-1 shards the 12 optimizer bytes: 2 + 2 + 12/8 = 5.5
+    assert mem.weights_bytes(p, dp, 1) + mem.gradients_bytes(p, dp, 1) + mem.optimizer_bytes(p, dp, 1) == 5.5 * p
+    # ZeRO-2 also the gradients: 2 + 2/8 + 12/8 = 3.75
+    assert mem.weights_bytes(p, dp, 2) + mem.gradients_bytes(p, dp, 2) + mem.optimizer_bytes(p, dp, 2) == 3.75 * p
+    # ZeRO-3 everything: 16 / 8 = 2
+    assert mem.weights_bytes(p, dp, 3) + mem.gradients_bytes(p, dp, 3) + mem.optimizer_bytes(p, dp, 3) == 2 * p
+
+
+def test_activations_match_korthikanti_table_2():
+    b, t = 1, 8
+    sbh = S * b * H
+    # no parallelism: sbh (34 + 5as/h)
+    assert mem.layer_activation_bytes(GPT3, b, 1, "none", False) == pytest.approx(sbh * (34 + 5 * A * S / H))
+    # tensor parallel: sbh (10 + 24/t + 5as/(ht))
+    assert mem.layer_activation_bytes(GPT3, b, t, "none", False) == pytest.approx(
+        sbh * (10 + 24 / t + 5 * A * S / (H * t)))
+    # tensor + sequence parallel: sbh (34/t + 5as/(ht))
+    assert mem.layer_activation_bytes(GPT3, b, t, "none", True) == pytest.approx(sbh * (34 / t + 5 * A * S / (H * t)))
+    # selective recomputation drops the attention-score term
+    assert mem.layer_activation_bytes(GPT3, b, t, "selective", False) == pytest.approx(sbh * (10 + 24 / t))
+    assert mem.layer_activation_bytes(GPT3, b, t, "selective", True) == pytest.approx(sbh * 34 / t)
+    # full recomputation keeps the layer input only: 2 sbh (2 sbh / t with sequence parallel)
+    assert mem.layer_activation_bytes(GPT3, b, t, "full", False) == pytest.approx(2 * sbh)
+    assert mem.layer_activation_bytes(GPT3, b, t, "full", True) == pytest.approx(2 * sbh / t)
+
+
+def test_activations_scale_with_micro_batch():
+    one = mem.layer_activation_bytes(GPT3, 1, 4, "none", False)
+    assert mem.layer_activation_bytes(GPT3, 3, 4, "none", False) == pytest.approx(3 * one)
+
+
+def test_in_flight_microbatches_1f1b_and_interleaved():
+    # 1F1B: stage i holds min(p - i, m)
+    assert [mem.in_flight_microbatches(i, 4, 8, "1f1b") for i in range(4)] == [4, 3, 2, 1]
+    assert [mem.in_flight_microbatches(i, 4, 2, "1f1b") for i in range(4)] == [2, 2, 2, 1]
+    assert mem.in_flight_microbatches(0, 4, 8, "gpipe") == 8
+    # interleaved, stage 0: p (1 + (p - 1)/(p v)) (Korthikanti et al. 2022 section 4.2.3)
+    p, v = 8, 3
+    assert mem.in_flight_microbatches(0, p, 64, "interleaved", v) == pytest.approx(p * (1 + (p - 1) / (p * v)))
+    # last stage: ((v - 1) p + 1) / v
+    assert mem.in_flight_microbatches(p - 1, p, 64, "interleaved", v) == pytest.approx(((v - 1) * p + 1) / v)
+    assert mem.in_flight_microbatches(0, p, 2, "interleaved", v) == 2  # never more than m
+
+
+def test_stage_memory_sums_its_terms_by_hand():
+    # 175B, t = 8, p = 8, stage 3 of 8 with 12 blocks, 1F1B with 64 micro-batches, ZeRO-1 over dp = 4
+    m = mem.stage_memory(GPT3, layers=12, stage=3, pp=8, tp=8, dp=4, micro_batch=1, micro_batches=64,
+                         recompute="selective", sequence_parallel=True, zero_stage=1, schedule="1f1b")
+    params = 12 * GPT3.block_params / 8
+    assert m.weights == pytest.approx(2 * params)
+    assert m.gradients == pytest.approx(2 * params)
+    assert m.optimizer == pytest.approx(12 * params / 4)
+    assert m.activations == pytest.approx(5 * 12 * S * H * 34 / 8)  # 8 - 3 = 5 micro-batches in flight
+    assert m.recompute_working == pytest.approx(5 * A * S * S / 8)
+    assert m.buffers == pytest.approx(8 * S * H / 8 + mem.FRAMEWORK_RESERVE_BYTES)
+    assert m.total == pytest.approx(m.weights + m.gradients + m.optimizer + m.activations + m.recompute_working
+                                    + m.buffers)
+
+
+def test_first_and_last_stage_hold_embedding_and_head():
+    kw = dict(layers=1, pp=4, tp=2, dp=1, micro_batch=1, micro_batches=4, recompute="none", sequence_parallel=False,
+              zero_stage=0, schedule="1f1b")
+    first, middle = mem.stage_memory(GPT3, stage=0, **kw), mem.stage_memory(GPT3, stage=1, **kw)
+    last = mem.stage_memory(GPT3, stage=3, **kw)
+    emb = (GPT3.vocab + GPT3.positions) * GPT3.hidden / 2
+    assert first.weights - middle.weights == pytest.approx(2 * emb)
+    assert last.weights - middle.weights == pytest.approx(2 * (2 * GPT3.hidden + GPT3.vocab * GPT3.hidden / 2))
