@@ -157,7 +157,7 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
 
 
-_NEGATIVE_VALUE = re.compile(r"-[0-9.]")
+_NEGATIVE_VALUE = re.compile(r"-([0-9.]|inf|nan)", re.IGNORECASE)
 
 
 def normalise_argv(argv: list[str]) -> list[str]:

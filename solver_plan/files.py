@@ -24,6 +24,34 @@ def write_text_atomic(path: str | Path, text: str) -> None:
         raise
 
 
+MAX_INPUT_BYTES = 64 * 2**20  # far above any JSON input of ours; refuse before parsing gigabytes
+
+
+def read_json(path: str | Path, what: str = "JSON file"):
+    """A JSON document, or one `InputError` naming the file: missing, not UTF-8 text, malformed,
+    NaN / Infinity literals (not JSON), or nested too deeply for the parser."""
+    from solver_plan.errors import InputError
+    from solver_plan.yamlio import decode_text
+
+    path = Path(path)
+    try:
+        if path.stat().st_size > MAX_INPUT_BYTES:
+            raise InputError(f"{what} is too large (at most {MAX_INPUT_BYTES} bytes)", str(path))
+        text = decode_text(path.read_bytes(), str(path))
+    except OSError as exc:
+        raise InputError(f"cannot read {what} ({exc.strerror or exc})", str(path)) from None
+
+    def refuse_constant(name: str):
+        raise InputError(f"{name} is not a JSON number", str(path))
+
+    try:
+        return json.loads(text, parse_constant=refuse_constant)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})", str(path)) from None
+    except RecursionError:
+        raise InputError("JSON nested too deeply", str(path)) from None
+
+
 def _umask() -> int:
     """The process umask, read without os.umask (which would change it for other threads)."""
     try:

@@ -106,6 +106,8 @@ def _device(dev: Section) -> DeviceSpec:
     memory = parse_bytes(dev.get("memory", required=True), dev.path("memory"))
     matrix, vector = _dtype_flops(dev, "matrix_flops"), _dtype_flops(dev, "vector_flops")
     peak = dev.get("peak_flops", required=not (matrix or vector))
+    if peak is None and dev.has("peak_flops"):  # `peak_flops:` with nothing after it
+        raise InputError("missing value (expected a compute rate such as 312TFLOPS)", dev.path("peak_flops"))
     hbm = dev.get("hbm_bandwidth")
     extra = dict(
         matrix_flops=matrix, vector_flops=vector,

@@ -44,16 +44,43 @@ def check_blocks(model: str, blocks: int | None) -> int:
     if blocks is None:
         return DEFAULT_BLOCKS
     if Path(model).suffix != ".json":
-        raise InputError(f"applies only to a pipeline-blocks JSON model, not {model!r}", "--blocks")
+        raise InputError(f"--blocks {blocks} applies only to a pipeline-blocks JSON model, not {model!r}", "--blocks")
     if not 1 <= blocks <= MAX_BLOCKS:
         raise InputError(f"must be between 1 and {MAX_BLOCKS}, got {blocks}", "--blocks")
     return blocks
 
 
+def check_blocks_file(model: str) -> None:
+    """A pipeline-blocks JSON checked at the boundary: readable, finite non-negative measurements
+    (Tf positive), positive integer shapes. (sources.chain_from_blocks reads only the types.)"""
+    from pathlib import Path
+
+    from solver_plan.errors import InputError
+    from solver_plan.files import read_json
+    from solver_plan.pipeline.sources import BLOCK_KEYS
+    if Path(model).suffix != ".json" or not Path(model).exists():
+        return
+    data = read_json(model, "pipeline-blocks JSON")
+    shape = data.get("model") if isinstance(data, dict) else None
+    for key in BLOCK_KEYS if isinstance(data, dict) else ():
+        value = data.get(key)
+        if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
+                or value < 0 or (key == "Tf" and value == 0)):
+            raise InputError(f"{key} must be a finite number {'> 0' if key == 'Tf' else '>= 0'}, got {value!r}", model)
+    for key in ("hidden_dim", "seq_len") if isinstance(shape, dict) else ():
+        value = shape.get(key)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise InputError(f"model.{key} must be a positive integer, got {value!r}", model)
+
+
 def build_problem(args):
     from solver_plan.cluster import resolve_cluster
+    from solver_plan.errors import InputError
     from solver_plan.pipeline.sources import build_chain_problem
     blocks = check_blocks(args.model, args.blocks)
+    check_blocks_file(args.model)
+    if args.max_layers is not None and args.max_layers < 1:
+        raise InputError(f"must be at least 1, got {args.max_layers}", "--max-layers")
     cluster = resolve_cluster(args.cluster)
     memory = parse_bytes(args.memory, "--memory") if args.memory else None
     bandwidth = parse_bandwidth(args.bandwidth, "--bandwidth") if args.bandwidth else None

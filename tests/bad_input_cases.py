@@ -1,0 +1,543 @@
+"""Generated bad inputs for every entry point of the command line (used by test_bad_input.py).
+
+A case is a command line, the files it needs and the fragments its one-line error must contain.
+Every case must end with exit status 2, exactly one line on stderr naming the file / key / value,
+and no traceback. To add an entry point (say an ONNX importer), add a generator below and list it
+in GENERATORS, or drop files into tests/bad_inputs/<folder>/ and map the folder in CORPUS_COMMANDS.
+
+Placeholders in argv: {tmp} is the case's folder (where its files are written).
+"""
+from __future__ import annotations
+
+import codecs
+import copy
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+CORPUS = Path(__file__).resolve().parent / "bad_inputs"
+# corpus folder -> command run on each of its files ({file} is the file's path)
+CORPUS_COMMANDS = {
+    "cluster": ["check", "{file}"],
+    "model": ["plan", "--model", "{file}", "--planner", "greedy"],
+    "profile": ["plan", "--model", "{file}", "--planner", "greedy"],
+    "blocks": ["pipeline", "--model", "{file}", "-P", "2"],
+    "jobs": ["batch", "{file}", "--out", "{tmp}/out"],
+    "plan": ["simulate", "--plan", "{file}", "--model", "mlp:layers=2,hidden=64,batch=8", "--cluster", "v100x8-nvlink"],
+    "onnx": ["plan", "--model", "{file}", "--planner", "greedy"],
+    "hf": ["plan", "--model", "{file}", "--planner", "greedy"],
+}
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    argv: tuple[str, ...]
+    files: dict = field(default_factory=dict)  # name -> str or bytes
+    expect: tuple[str, ...] = ()  # fragments of the error line ({tmp} substituted)
+
+
+# ---------------------------------------------------------------------------------------------
+# Raw-file variants every file entry point must refuse (named by the file)
+def _deep_yaml(depth: int) -> str:
+    return "a: " + "[" * depth + "]" * depth + "\n"
+
+
+def _deep_block_yaml(depth: int) -> str:
+    return "".join(f"{'  ' * i}k{i}:\n" for i in range(depth)) + f"{'  ' * depth}v: 1\n"
+
+
+def raw_file_variants(valid_text: str, json_like: bool = False) -> dict[str, bytes | str]:
+    variants: dict[str, bytes | str] = {
+        "empty": "",
+        "blank": "\n\n   \n",
+        "binary": bytes(range(256)) * 4,
+        "utf16-bom": codecs.BOM_UTF16_LE + valid_text.encode("utf-16-le"),
+        "utf16-no-bom": valid_text.encode("utf-16-le"),
+        "latin1": valid_text.encode("utf-8") + "\n# caf\xe9\n".encode("latin-1"),
+        "nul-byte": valid_text.encode() + b"\x00",
+        "truncated-utf8": valid_text.encode() + "é".encode()[:1],
+    }
+    if json_like:
+        variants.update({"deep-5000": "[" * 5000 + "]" * 5000, "deep-100000": "[" * 100000,
+                         "not-json": "{this is not json", "list": "[1, 2, 3]", "string": '"text"'})
+    else:
+        variants.update({"comments-only": "# nothing here\n", "tilde": "~\n", "deep-5000": _deep_yaml(5000),
+                         "deep-block-200": _deep_block_yaml(200), "list": "- 1\n- 2\n", "scalar": "hello\n",
+                         "unclosed": "a: {b: [1, 2\n", "tab-indent": "a:\n\tb: 1\n",
+                         "python-tag": "!!python/object/apply:os.system ['echo hi']\n",
+                         "unhashable-key": "? [a, b]\n: 1\n", "bad-alias": "a: *nowhere\n"})
+    return variants
+
+
+# ---------------------------------------------------------------------------------------------
+# Cluster YAML (`check FILE`; `plan --cluster FILE` for a sample)
+CLUSTER = {
+    "name": "tiny",
+    "nodes": "2",
+    "devices_per_node": "4",
+    "device": {"name": "dev", "peak_flops": "100TFLOPS", "memory": "16GB"},
+    "links": {"intra_node": {"bandwidth": "100GB/s", "latency": "5us"},
+              "inter_node": {"bandwidth": "100Gb/s", "latency": "5us"}},
+}
+
+
+def render_yaml(tree: dict, indent: int = 0) -> str:
+    """Block YAML whose leaves are raw YAML text (so '.nan', '-16GB' or '[1]' reach the parser as is)."""
+    lines = []
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            lines.append(f"{'  ' * indent}{key}:")
+            lines.append(render_yaml(value, indent + 1))
+        else:
+            lines.append(f"{'  ' * indent}{key}: {value}".rstrip())
+    return "\n".join(lines)
+
+
+def _set(tree: dict, path: str, value) -> dict:
+    tree = copy.deepcopy(tree)
+    *parents, leaf = path.split(".")
+    node = tree
+    for part in parents:
+        node = node[part]
+    if value is _DELETE:
+        del node[leaf]
+    else:
+        node[leaf] = value
+    return tree
+
+
+def _rename(tree: dict, path: str, new: str) -> dict:
+    tree = copy.deepcopy(tree)
+    *parents, leaf = path.split(".")
+    node = tree
+    for part in parents:
+        node = node[part]
+    node[new] = node.pop(leaf)
+    return tree
+
+
+_DELETE = object()
+NUMBERS_BAD = ["null", "abc", "0", "-1", "1.5", "true", "[1]", "{a: 1}", "''"]
+SIZES_BAD = ["null", "abc", "0", "-16GB", "-1", ".inf", ".nan", "true", "[1]", "{a: 1}", "16GB/s", "1e999GB"]
+CLUSTER_BAD_VALUES = {
+    "name": ["null", "5", "[1]", "{a: 1}"],
+    "nodes": NUMBERS_BAD + ["1000000000", "99999999999999999999999"],
+    "devices_per_node": NUMBERS_BAD + ["100000"],
+    "device": ["null", "abc", "[1]", "5"],
+    "device.name": ["null", "5", "[a]"],
+    "device.peak_flops": SIZES_BAD[:-2] + ["5TB", "-5TFLOPS"],
+    "device.memory": SIZES_BAD,
+    "links": ["null", "abc", "[1]"],
+    "links.intra_node": ["null", "abc", "5"],
+    "links.intra_node.bandwidth": ["null", "abc", "0", "-100GB/s", ".inf", ".nan", "true", "[1]", "100GB"],
+    "links.intra_node.latency": ["abc", "-1", "-5us", "true", "[1]", ".inf", "5GB"],
+    "links.inter_node": ["null", "abc"],
+    "links.inter_node.bandwidth": ["null", "-1Gb/s", "abc"],
+}
+CLUSTER_REQUIRED = ["devices_per_node", "device", "device.peak_flops", "device.memory", "links",
+                    "links.intra_node", "links.intra_node.bandwidth", "links.inter_node"]
+CLUSTER_TYPOS = {"devices_per_node": "devices_per_nod", "device.memory": "memroy",
+                 "links.intra_node.bandwidth": "bandwith", "device.peak_flops": "peak_flop",
+                 "links.intra_node": "intra_nod", "device": "devise", "links": "lniks"}
+
+
+def cluster_cases() -> list[Case]:
+    cases = []
+    for path, values in CLUSTER_BAD_VALUES.items():
+        leaf = path.split(".")[-1]
+        for value in values:
+            text = render_yaml(_set(CLUSTER, path, value)) + "\n"
+            cases.append(Case(f"cluster-{path}={value}", ("check", "{tmp}/c.yaml"), {"c.yaml": text},
+                              ("c.yaml", leaf)))
+    for path in CLUSTER_REQUIRED:
+        text = render_yaml(_set(CLUSTER, path, _DELETE)) + "\n"
+        cases.append(Case(f"cluster-missing-{path}", ("check", "{tmp}/c.yaml"), {"c.yaml": text},
+                          ("c.yaml", path.split(".")[-1])))
+    for path, typo in CLUSTER_TYPOS.items():
+        text = render_yaml(_rename(CLUSTER, path, typo)) + "\n"
+        right = path.split(".")[-1]
+        cases.append(Case(f"cluster-typo-{typo}", ("check", "{tmp}/c.yaml"), {"c.yaml": text},
+                          ("c.yaml", f"unknown key {typo!r} (did you mean {right!r}?)")))
+    for section in ("", "device.", "links.", "links.intra_node."):
+        text = render_yaml(_set(CLUSTER, section + "colour", "red")) + "\n"
+        cases.append(Case(f"cluster-unknown-key-{section}colour", ("check", "{tmp}/c.yaml"), {"c.yaml": text},
+                          ("c.yaml", "unknown key 'colour'")))
+    base = render_yaml(CLUSTER) + "\n"
+    for key in ("devices_per_node: 8", "  memory: 32GB", "name: other"):
+        indent = key[: len(key) - len(key.lstrip())]
+        anchor = {"devices_per_node: 8": "devices_per_node: 4", "  memory: 32GB": "  memory: 16GB",
+                  "name: other": "name: tiny"}[key]
+        text = base.replace(anchor, f"{anchor}\n{indent}{key.strip()}")
+        name = key.split(":")[0].strip()
+        cases.append(Case(f"cluster-duplicate-{name}", ("check", "{tmp}/c.yaml"), {"c.yaml": text},
+                          ("c.yaml", "duplicate key", name)))
+    for variant, content in raw_file_variants(base).items():
+        cases.append(Case(f"cluster-file-{variant}", ("check", "{tmp}/c.yaml"), {"c.yaml": content}, ("c.yaml",)))
+    cases += [
+        Case("cluster-no-such-file", ("check", "{tmp}/none.yaml"), {}, ("none.yaml",)),
+        Case("cluster-folder", ("check", "{tmp}/d.yaml"), {"d.yaml/x": "a"}, ("d.yaml",)),
+        Case("cluster-unknown-preset", ("plan", "--cluster", "tpu-pod"), {}, ("tpu-pod",)),
+        Case("cluster-plan-binary", ("plan", "--cluster", "{tmp}/c.yaml"), {"c.yaml": b"\x89PNG\r\n\x1a\n\x00"},
+             ("c.yaml",)),
+        Case("cluster-plan-nodes-null", ("plan", "--cluster", "{tmp}/c.yaml"),
+             {"c.yaml": render_yaml(_set(CLUSTER, "nodes", "null")) + "\n"}, ("c.yaml", "nodes")),
+        Case("cluster-pipeline-dpn-null", ("pipeline", "--model", "lenet", "-P", "2", "--cluster", "{tmp}/c.yaml"),
+             {"c.yaml": render_yaml(_set(CLUSTER, "devices_per_node", "null")) + "\n"}, ("c.yaml", "devices_per_node")),
+    ]
+    return cases
+
+
+# ---------------------------------------------------------------------------------------------
+# Model specs (`plan --model SPEC`): every zoo model, and every kind of bad value on a few of them
+FULLY_MUTATED_MODELS = ("mlp", "resnet50", "gpt2", "bert-base", "inception_v3", "gpt3-175B")
+
+
+def model_cases() -> list[Case]:
+    from solver_plan.graph.zoo import model_names, model_options
+
+    cases = []
+    for name in model_names():
+        options = model_options(name)
+        ints = [key for key, value in options.items() if isinstance(value, int) and not isinstance(value, bool)]
+        specs = [(f"{name}:nope=1", "nope")]
+        for key in ints[:2] if name in FULLY_MUTATED_MODELS else ints[:1]:
+            specs += [(f"{name}:{key}=0", key), (f"{name}:{key}=99999999999999999999999", key)]
+            if name in FULLY_MUTATED_MODELS:
+                specs += [(f"{name}:{key}", key), (f"{name}:{key}=-3", key), (f"{name}:{key}=abc", "abc"),
+                          (f"{name}:{key}=nan", "nan"), (f"{name}:{key}=2.5", "2.5")]
+        for spec, fragment in specs:
+            cases.append(Case(f"model-{spec}", ("plan", "--model", spec, "--planner", "greedy"), {}, (fragment,)))
+    for spec, fragment in [("resnet51", "resnet51"), (":batch=2", "missing model name"), ("mlp:=3", "key=value"),
+                           ("mlp:batch=1,batch=2", "twice"), ("mlp:batch=inf", "inf"), ("mlp:batch=1e3", "1e3"),
+                           ("mlp:layers=100000", "layers"), ("mlp:batch=16000000,hidden=16000000", "elements"),
+                           ("  ", "empty model spec"), ("mlp:batch==2", "batch"), ("missing/graph.txt", "missing/graph.txt"),
+                           ("{tmp}", "profile")]:
+        cases.append(Case(f"model-spec-{spec.strip() or 'blank'}", ("plan", "--model", spec, "--planner", "greedy"),
+                          {}, (fragment,)))
+    cases.append(Case("model-pipeline-unknown", ("pipeline", "--model", "resnet51", "-P", "2"), {}, ("resnet51",)))
+    cases.append(Case("model-simulate-overflow", ("simulate", "--plan", "{tmp}/p.json", "--model",
+                                                  "mlp:batch=99999999999999999999999"),
+                      {"p.json": json.dumps({"schema_version": 1, "cluster": "v100x8-nvlink", "operators": []})},
+                      ("batch",)))
+    return cases
+
+
+# ---------------------------------------------------------------------------------------------
+# PipeDream profiles (`plan --model graph.txt`; pipeline for a sample)
+def _node(i: int, fwd="1.0", bwd="2.0", act="4096.0", par="64.0", desc="Linear(4, 4)") -> str:
+    return (f"node{i} -- {desc} -- forward_compute_time={fwd}, backward_compute_time={bwd}, "
+            f"activation_size={act}, parameter_size={par}")
+
+
+PROFILE_NODES = [_node(1), _node(2), _node(3)]
+PROFILE_EDGES = ["\tnode1 -- node2", "\tnode2 -- node3"]
+
+
+def _profile(nodes=None, edges=None) -> str:
+    return "\n".join((nodes if nodes is not None else PROFILE_NODES) + (edges if edges is not None else PROFILE_EDGES)) + "\n"
+
+
+def profile_cases() -> list[Case]:
+    bad = {
+        "no-edges": (_profile(edges=[]), ("no edge lines",)),
+        "disconnected-node": (_profile(nodes=PROFILE_NODES + [_node(4)]), ("g.txt:4", "node4")),
+        "edge-unknown-node": (_profile(edges=PROFILE_EDGES + ["\tnode3 -- node9"]), ("g.txt:6", "node9")),
+        "cycle": (_profile(edges=PROFILE_EDGES + ["\tnode3 -- node1"]), ("cycle",)),
+        "self-loop": (_profile(edges=PROFILE_EDGES + ["\tnode2 -- node2"]), ("cycle",)),
+        "duplicate-node": (_profile(nodes=PROFILE_NODES + [_node(2)]), ("node2", "twice")),
+        "fwd-text": (_profile(nodes=[_node(1, fwd="fast")] + PROFILE_NODES[1:]), ("g.txt:1", "forward_compute_time")),
+        "fwd-negative": (_profile(nodes=[_node(1, fwd="-1.0")] + PROFILE_NODES[1:]), ("g.txt:1", "forward_compute_time")),
+        "bwd-nan": (_profile(nodes=[_node(1, bwd="nan")] + PROFILE_NODES[1:]), ("g.txt:1", "backward_compute_time")),
+        "bwd-inf": (_profile(nodes=[_node(1, bwd="1e999")] + PROFILE_NODES[1:]), ("g.txt:1", "backward_compute_time")),
+        "act-empty-list": (_profile(nodes=[_node(1, act="[]")] + PROFILE_NODES[1:]), ("g.txt:1", "activation_size")),
+        "act-huge": (_profile(nodes=[_node(1, act="1e300")] + PROFILE_NODES[1:]), ("g.txt", "node1")),
+        "par-text": (_profile(nodes=[_node(1, par="x")] + PROFILE_NODES[1:]), ("g.txt:1", "parameter_size")),
+        "missing-stat": (_profile(nodes=[_node(1).replace(", parameter_size=64.0", "")] + PROFILE_NODES[1:]),
+                         ("g.txt:1", "parameter_size")),
+        "unknown-stat": (_profile(nodes=[_node(1) + ", colour=3"] + PROFILE_NODES[1:]), ("g.txt:1", "colour")),
+        "no-separator": (_profile(nodes=["node1 Linear forward_compute_time=1"] + PROFILE_NODES[1:]), ("g.txt:1",)),
+        "bad-edge": (_profile(edges=["\tnode1 node2"]), ("g.txt:4", "edge")),
+        "only-edges": ("\tnode1 -- node2\n", ("g.txt", "no node lines")),
+    }
+    cases = [Case(f"profile-{key}", ("plan", "--model", "{tmp}/g.txt", "--planner", "greedy"), {"g.txt": text}, expect)
+             for key, (text, expect) in bad.items()]
+    for variant, content in raw_file_variants(_profile()).items():
+        if variant in ("comments-only", "tilde", "list", "scalar", "unclosed", "tab-indent", "python-tag",
+                       "unhashable-key", "bad-alias", "deep-block-200"):
+            continue  # YAML-specific
+        cases.append(Case(f"profile-file-{variant}", ("plan", "--model", "{tmp}/g.txt", "--planner", "greedy"),
+                          {"g.txt": content}, ("g.txt",)))
+    for key in ("no-edges", "disconnected-node", "cycle"):
+        text, expect = bad[key]
+        cases.append(Case(f"profile-pipeline-{key}", ("pipeline", "--model", "{tmp}/g.txt", "-P", "2"),
+                          {"g.txt": text}, expect))
+    cases.append(Case("profile-folder-without-graph", ("plan", "--model", "{tmp}/prof/"), {"prof/readme": "x"},
+                      ("prof",)))
+    return cases
+
+
+# ---------------------------------------------------------------------------------------------
+# Pipeline-blocks JSON (`pipeline --model blocks.json -P 2`)
+BLOCKS = {"model": {"hidden_dim": 1024, "seq_len": 256}, "Mparams": 48.05, "Mf": 34.5,
+          "Tf": 0.75, "Tb": 0.823, "Tw": 0.633}
+
+
+def blocks_cases() -> list[Case]:
+    cases = []
+    argv = ("pipeline", "--model", "{tmp}/b.json", "-P", "2")
+    for key in ("Tf", "Tb", "Tw", "Mparams", "Mf"):
+        for label, value in (("missing", _DELETE), ("text", "abc"), ("null", None), ("negative", -1.0),
+                             ("bool", True), ("list", [1])):
+            data = copy.deepcopy(BLOCKS)
+            if value is _DELETE:
+                del data[key]
+            else:
+                data[key] = value
+            cases.append(Case(f"blocks-{key}-{label}", argv, {"b.json": json.dumps(data)}, ("b.json", key)))
+        data = copy.deepcopy(BLOCKS)
+        cases.append(Case(f"blocks-{key}-infinite", argv,
+                          {"b.json": json.dumps(data).replace(json.dumps(data[key]), "1e999", 1)}, ("b.json", key)))
+    for key in ("hidden_dim", "seq_len"):
+        for label, value in (("missing", _DELETE), ("text", "x"), ("zero", 0), ("negative", -4), ("float", 2.5)):
+            data = copy.deepcopy(BLOCKS)
+            if value is _DELETE:
+                del data["model"][key]
+            else:
+                data["model"][key] = value
+            cases.append(Case(f"blocks-model.{key}-{label}", argv, {"b.json": json.dumps(data)}, ("b.json", key)))
+    data = copy.deepcopy(BLOCKS)
+    del data["model"]
+    cases.append(Case("blocks-no-model", argv, {"b.json": json.dumps(data)}, ("b.json", "model")))
+    for variant, content in raw_file_variants(json.dumps(BLOCKS), json_like=True).items():
+        cases.append(Case(f"blocks-file-{variant}", argv, {"b.json": content}, ("b.json",)))
+    cases.append(Case("blocks-nan-literal", argv, {"b.json": json.dumps(BLOCKS).replace("0.75", "NaN")},
+                      ("b.json", "NaN")))
+    cases.append(Case("blocks-no-such-file", ("pipeline", "--model", "{tmp}/none.json", "-P", "2"), {}, ("none.json",)))
+    return cases
+
+
+# ---------------------------------------------------------------------------------------------
+# Job files (`batch FILE --out DIR`)
+JOB = {"description": "bad-input suite",
+       "defaults": {"time_limit": "5", "seed": "0"},  # raw YAML: 5 and 0
+       "jobs": "\n" + "\n".join([
+           "  - name: small",
+           "    models: ['mlp:layers=2,hidden=64,batch=8']",
+           "    clusters: [v100x8-nvlink]",
+           "    planners: [greedy]",
+           "    devices: [4]",
+           "    time_limit: 5",
+           "    memory_limit: 16GB",
+           "    max_candidates: 8",
+           "    seeds: [0, 1]",
+       ])}
+
+
+def _job_text(replace: tuple[str, str] | None = None, append: str = "") -> str:
+    text = render_yaml(JOB) + "\n" + append
+    if replace is not None:
+        old, new = replace
+        assert old in text, old
+        text = text.replace(old, new, 1)
+    return text
+
+
+def job_cases() -> list[Case]:
+    argv = ("batch", "{tmp}/j.yaml", "--out", "{tmp}/out")
+    line_swaps = {
+        "typo-planners": ("    planners: [greedy]", "    planers: [greedy]", ("unknown key 'planers' (did you mean 'planners'?)",)),
+        "typo-models": ("    models:", "    modles:", ("modles", "models")),
+        "typo-clusters": ("    clusters:", "    clustres:", ("clustres", "clusters")),
+        "typo-name": ("  - name: small", "  - nmae: small", ("nmae", "name")),
+        "typo-time_limit": ("    time_limit: 5", "    time_limt: 5", ("time_limt", "time_limit")),
+        "typo-jobs": ("jobs:", "jbos:", ("jbos", "jobs")),
+        "unknown-planner": ("[greedy]", "[gurobi]", ("gurobi",)),
+        "unknown-model": ("['mlp:layers=2,hidden=64,batch=8']", "[resnet51]", ("resnet51",)),
+        "unknown-cluster": ("[v100x8-nvlink]", "[tpu-pod]", ("tpu-pod",)),
+        "model-overflow": ("['mlp:layers=2,hidden=64,batch=8']", "['mlp:batch=99999999999999999999999']", ("batch",)),
+        "devices-too-many": ("devices: [4]", "devices: [64]", ("devices",)),
+        "devices-zero": ("devices: [4]", "devices: [0]", ("devices",)),
+        "devices-text": ("devices: [4]", "devices: [four]", ("devices", "four")),
+        "devices-null": ("devices: [4]", "devices: [null]", ("devices",)),
+        "time-limit-zero": ("    time_limit: 5", "    time_limit: 0", ("time_limit",)),
+        "time-limit-negative": ("    time_limit: 5", "    time_limit: -5", ("time_limit",)),
+        "time-limit-text": ("    time_limit: 5", "    time_limit: soon", ("time_limit", "soon")),
+        "time-limit-list": ("    time_limit: 5", "    time_limit: [5]", ("time_limit",)),
+        "memory-negative": ("memory_limit: 16GB", "memory_limit: -16GB", ("memory_limit",)),
+        "memory-text": ("memory_limit: 16GB", "memory_limit: lots", ("memory_limit", "lots")),
+        "max-candidates-one": ("max_candidates: 8", "max_candidates: 1", ("max_candidates",)),
+        "max-candidates-text": ("max_candidates: 8", "max_candidates: many", ("max_candidates",)),
+        "seeds-negative": ("seeds: [0, 1]", "seeds: [-1]", ("seeds",)),
+        "seeds-empty": ("seeds: [0, 1]", "seeds: []", ("seeds",)),
+        "seeds-repeated": ("seeds: [0, 1]", "seeds: [1, 1]", ("seeds",)),
+        "seed-and-seeds": ("seeds: [0, 1]", "seeds: [0, 1]\n    seed: 3", ("seed",)),
+        "processors-in-config": ("devices: [4]", "devices: [4]\n    processors: [2]", ("processors",)),
+        "kind-unknown": ("  - name: small", "  - name: small\n    kind: magic", ("kind", "magic")),
+        "name-null": ("  - name: small", "  - name:", ("name",)),
+        "planners-empty": ("    planners: [greedy]", "    planners: []", ("planners",)),
+        "planner-option-unknown": ("    planners: [greedy]", "    planners: [{name: greedy, options: {colour: 1}}]",
+                                   ("colour",)),
+        "options-mapping-value": ("    planners: [greedy]", "    planners: [{name: greedy, options: {x: {y: 1}}}]", ("x",)),
+        "duplicate-key": ("    time_limit: 5", "    time_limit: 5\n    time_limit: 6", ("duplicate key", "time_limit")),
+        "models-empty": ("['mlp:layers=2,hidden=64,batch=8']", "[]", ("models",)),
+        "models-number": ("['mlp:layers=2,hidden=64,batch=8']", "[5]", ("models",)),
+        "grace-negative": ("    seeds: [0, 1]", "    seeds: [0, 1]\n    grace: -3", ("grace",)),
+        "defaults-typo": ("  time_limit: 5", "  time_limt: 5", ("time_limt",)),
+        "defaults-list": ("defaults:", "defaults: [1]\nunused:", ("defaults",)),
+        "description-number": ("description: bad-input suite", "description: 5", ("description",)),
+    }
+    cases = [Case(f"jobs-{key}", argv, {"j.yaml": _job_text((old, new))}, ("j.yaml",) + expect)
+             for key, (old, new, expect) in line_swaps.items()]
+    cases.append(Case("jobs-duplicate-name", argv,
+                      {"j.yaml": _job_text(append="  - name: small\n    models: [lenet]\n    clusters: [v100x8-nvlink]\n"
+                                                  "    planners: [greedy]\n")}, ("j.yaml", "small")))
+    cases.append(Case("jobs-empty-list", argv, {"j.yaml": "jobs: []\n"}, ("j.yaml", "jobs")))
+    cases.append(Case("jobs-not-a-list", argv, {"j.yaml": "jobs: 5\n"}, ("j.yaml", "jobs")))
+    cases.append(Case("jobs-entry-scalar", argv, {"j.yaml": "jobs: [hello]\n"}, ("j.yaml",)))
+    cases.append(Case("jobs-missing", argv, {"j.yaml": "description: x\n"}, ("j.yaml", "jobs")))
+    for variant, content in raw_file_variants(_job_text()).items():
+        cases.append(Case(f"jobs-file-{variant}", argv, {"j.yaml": content}, ("j.yaml",)))
+    cases.append(Case("jobs-no-such-file", ("batch", "{tmp}/none.yaml", "--out", "{tmp}/out"), {}, ("none.yaml",)))
+    cases.append(Case("jobs-compare-filter-bad", ("compare", "{tmp}/recs", "--jobs", "{tmp}/j.yaml"),
+                      {"j.yaml": b"\xff\xfe\x00", "recs/x.json": "{}"}, ("j.yaml",)))
+    return cases
+
+
+# ---------------------------------------------------------------------------------------------
+# Plan JSON (`simulate --plan FILE`); `plan_document` is a valid plan of PLAN_MODEL on PLAN_CLUSTER
+PLAN_MODEL = "mlp:layers=2,hidden=64,batch=8"
+PLAN_CLUSTER = "v100x8-nvlink"
+
+
+def plan_cases(plan_document: dict) -> list[Case]:
+    argv = ("simulate", "--plan", "{tmp}/p.json")
+
+    def edit(change) -> str:
+        data = copy.deepcopy(plan_document)
+        change(data)
+        return json.dumps(data)
+
+    ops = plan_document["operators"]
+    last = len(ops) - 1
+    edits = {
+        "schema-99": (lambda d: d.update(schema_version=99), ("schema_version", "99")),
+        "schema-missing": (lambda d: d.pop("schema_version"), ("schema_version",)),
+        "schema-string": (lambda d: d.update(schema_version="1"), ("schema_version", "'1'")),
+        "schema-float": (lambda d: d.update(schema_version=1.5), ("schema_version",)),
+        "schema-bool": (lambda d: d.update(schema_version=True), ("schema_version",)),
+        "schema-null": (lambda d: d.update(schema_version=None), ("schema_version",)),
+        "schema-zero": (lambda d: d.update(schema_version=0), ("schema_version",)),
+        "operators-missing": (lambda d: d.pop("operators"), ("operators",)),
+        "operators-mapping": (lambda d: d.update(operators={}), ("operators",)),
+        "operators-empty": (lambda d: d.update(operators=[]), ("operators",)),
+        "operator-scalar": (lambda d: d["operators"].__setitem__(0, 5), ("operators[0]",)),
+        "operator-no-name": (lambda d: d["operators"][0].pop("name"), ("operators[0]", "name")),
+        "operator-unknown": (lambda d: d["operators"][0].update(name="nope"), ("operators[0]", "nope")),
+        "operator-twice": (lambda d: d["operators"].append(copy.deepcopy(d["operators"][0])), ("twice",)),
+        "operator-missing": (lambda d: d["operators"].pop(), ("no configuration",)),
+        "degrees-list": (lambda d: d["operators"][last].update(degrees=[2]), ("degrees",)),
+        "degree-unknown-dim": (lambda d: d["operators"][last].update(degrees={"colour": 2}), ("colour",)),
+        "degree-zero": (lambda d: d["operators"][last].update(degrees={"sample": 0}), ("sample",)),
+        "degree-string": (lambda d: d["operators"][last].update(degrees={"sample": "2"}), ("sample",)),
+        "degree-not-dividing": (lambda d: d["operators"][last].update(degrees={"sample": 3}, devices=[0, 1, 2]),
+                                ("sample",)),
+        "devices-empty": (lambda d: d["operators"][last].update(devices=[]), ("devices",)),
+        "devices-out-of-range": (lambda d: d["operators"][last].update(degrees={"sample": 2}, devices=[0, 99]),
+                                 ("devices", "99")),
+        "devices-negative": (lambda d: d["operators"][last].update(degrees={"sample": 2}, devices=[0, -1]),
+                             ("devices", "-1")),
+        "devices-repeat": (lambda d: d["operators"][last].update(degrees={"sample": 2}, devices=[1, 1]),
+                           ("devices", "repeat")),
+        "devices-strings": (lambda d: d["operators"][last].update(devices=["0"]), ("devices",)),
+        "devices-count": (lambda d: d["operators"][last].update(degrees={"sample": 2}, devices=[0]), ("devices",)),
+        "model-missing": (lambda d: d.pop("model"), ("model",)),
+        "model-unknown": (lambda d: d.update(model="resnet51"), ("resnet51",)),
+        "model-overflow": (lambda d: d.update(model="mlp:batch=99999999999999999999999"), ("batch",)),
+        "cluster-missing": (lambda d: d.pop("cluster"), ("cluster",)),
+        "cluster-unknown": (lambda d: d.update(cluster="tpu-pod"), ("tpu-pod",)),
+        "cluster-number": (lambda d: d.update(cluster=5), ("cluster",)),
+    }
+    cases = [Case(f"plan-{key}", argv, {"p.json": edit(change)}, expect) for key, (change, expect) in edits.items()]
+    for variant, content in raw_file_variants(json.dumps(plan_document), json_like=True).items():
+        cases.append(Case(f"plan-file-{variant}", argv, {"p.json": content}, ("p.json",)))
+    cases.append(Case("plan-no-such-file", ("simulate", "--plan", "{tmp}/none.json"), {}, ("none.json",)))
+    return cases
+
+
+# ---------------------------------------------------------------------------------------------
+# Command-line numbers and paths
+def cli_cases() -> list[Case]:
+    plan = ("plan", "--model", "mlp:layers=2,hidden=64,batch=8", "--planner", "greedy")
+    pipe = ("pipeline", "--model", "lenet", "-P", "2", "--planner", "pipedream", "--schedule", "1f1b*")
+    blocks = ("pipeline", "--model", "{tmp}/b.json", "-P", "2")
+    simulate = ("simulate", "--plan", "{tmp}/p.json", "--model", PLAN_MODEL, "--cluster", PLAN_CLUSTER)
+    numbers = [
+        (plan, "--devices", ["0", "-1", "abc", "9", "1000000000", "1.5"]),
+        (plan, "--time-limit", ["0", "-1", "abc", "nan", "inf", "-inf"]),
+        (plan, "--memory-limit", ["-16GB", "abc", "0", "16GB/s", "nan", "-1"]),
+        (plan, "--max-candidates", ["0", "1", "-5", "abc"]),
+        (plan, "--rows", ["0", "-1", "abc"]),
+        (plan, "--seed", ["abc", "1.5"]),
+        (pipe, "--memory", ["-16GB", "abc", "0", "-1"]),
+        (pipe, "--bandwidth", ["-16GB/s", "abc", "0", "16GB"]),
+        (pipe, "--time-limit", ["0", "-1", "nan", "abc"]),
+        (pipe, "--max-layers", ["0", "-1", "abc"]),
+        (("pipeline", "--model", "lenet", "--planner", "pipedream"), "--processors", ["0", "-1", "abc", "100000"]),
+        (blocks, "--blocks", ["0", "-1", "1000000", "abc"]),
+        (pipe, "--blocks", ["4"]),  # a zoo model has no blocks
+        (("batch", "{tmp}/j.yaml", "--out", "{tmp}/out"), "--workers", ["0", "-1", "abc"]),
+        (("compare", "{tmp}/recs"), "--target-gap", ["-1", "2", "abc", "nan"]),
+        (simulate, "--devices", ["0", "-2", "abc", "99"]),
+    ]
+    files = {"b.json": json.dumps(BLOCKS), "j.yaml": "jobs: [{name: a, models: [lenet], clusters: [v100x8-nvlink], "
+                                                      "planners: [greedy]}]\n",
+             "p.json": json.dumps({"schema_version": 1, "operators": []}), "recs/.keep": ""}
+    cases = []
+    for base, option, values in numbers:
+        for value in values:
+            for form in ("space", "equals") if value.startswith("-") else ("space",):
+                argv = base + ((option, value) if form == "space" else (f"{option}={value}",))
+                cases.append(Case(f"cli-{base[0]}-{option}-{value}-{form}", argv, files, (option.lstrip("-"), value)))
+    unwritable = "{tmp}/blocker/x"
+    paths = [
+        (plan + ("--out", unwritable + ".json"), "--out"),
+        (plan + ("--out", "{tmp}"), "--out"),
+        (plan + ("--out", "/proc/no/plan.json"), "--out"),
+        (pipe + ("--out", unwritable + ".json"), "--out"),
+        (pipe + ("--gantt", unwritable + ".png"), "--gantt"),
+        (pipe + ("--gantt", "{tmp}/g.txt"), "--gantt"),
+        (pipe + ("--gantt", "{tmp}/g"), "--gantt"),
+        (simulate + ("--trace", unwritable + ".json"), "--trace"),
+        (("compare", "{tmp}/recs", "--report", unwritable + ".md"), "--report"),
+        (("compare", "{tmp}/recs", "--report", "{tmp}/r.txt"), "--report"),
+        (("compare", "{tmp}/none"), "none"),
+        (("batch", "{tmp}/j.yaml", "--out", unwritable), "--out"),
+        (("plan", "--cluster", "{tmp}/none.yaml"), "none.yaml"),
+        (("plan", "--planner", "magic"), "magic"),
+        (pipe[:-4] + ("--planner", "magic"), "magic"),
+        (pipe[:-2] + ("--schedule", "magic"), "magic"),
+        (("plan", "--executor"), "--executor"),
+        (("plan", "--colour", "red"), "--colour"),
+        (("frobnicate",), "frobnicate"),
+        (("batch", "{tmp}/j.yaml", "--out", "{tmp}/out", "--executor", "slurm"), "slurm"),
+    ]
+    files_with_blocker = dict(files, blocker="I am a file")
+    for argv, fragment in paths:
+        cases.append(Case(f"cli-path-{' '.join(argv)}", argv, files_with_blocker, (fragment,)))
+    return cases
+
+
+def corpus_cases() -> list[Case]:
+    """Files dropped into tests/bad_inputs/<folder>/ (see CORPUS_COMMANDS)."""
+    cases = []
+    for folder, command in CORPUS_COMMANDS.items():
+        for path in sorted((CORPUS / folder).glob("*")) if (CORPUS / folder).is_dir() else []:
+            if path.name.startswith(".") or path.name == "README.md":
+                continue
+            argv = tuple(part.replace("{file}", "{tmp}/" + path.name) for part in command)
+            cases.append(Case(f"corpus-{folder}-{path.name}", argv, {path.name: path.read_bytes()}, (path.name,)))
+    return cases
+
+
+GENERATORS = (cluster_cases, model_cases, profile_cases, blocks_cases, job_cases, cli_cases, corpus_cases)

@@ -1,0 +1,108 @@
+"""Bad input never shows a traceback: generated cases (tests/bad_input_cases.py and the corpus in
+tests/bad_inputs/) over every entry point end with exit status 2 and one stderr line naming the
+file, key or value. The unmutated inputs the cases start from are checked to be accepted, so each
+case fails because of its mutation."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import bad_input_cases as cases_module
+from bad_input_cases import GENERATORS, PLAN_CLUSTER, PLAN_MODEL, Case, plan_cases
+from solver_plan.cli import main
+
+sys.setrecursionlimit(max(sys.getrecursionlimit(), 1000))  # the default: deep inputs must not need more
+
+CASES = [case for generate in GENERATORS for case in generate()]
+_DUMMY_PLAN = {"schema_version": 1, "model": PLAN_MODEL, "cluster": PLAN_CLUSTER,
+               "operators": [{"name": "x", "degrees": {}, "devices": [0]}]}
+PLAN_CASE_IDS = [case.id for case in plan_cases(_DUMMY_PLAN)]
+
+
+def materialise(case: Case, tmp_path: Path) -> list[str]:
+    for name, content in case.files.items():
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content)
+    return [part.replace("{tmp}", str(tmp_path)) for part in case.argv]
+
+
+def assert_one_line_error(case: Case, tmp_path: Path, capsys) -> str:
+    argv = materialise(case, tmp_path)
+    code = main(argv)
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err + out, err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code == 2, f"{argv}: exit {code}; stderr {err!r}"
+    assert len(lines) == 1, f"{argv}: expected one stderr line, got {lines}"
+    assert "error" in lines[0]
+    for fragment in case.expect:
+        fragment = fragment.replace("{tmp}", str(tmp_path))
+        assert fragment in lines[0], f"{fragment!r} not in {lines[0]!r}"
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def plan_document(tmp_path_factory) -> dict:
+    path = tmp_path_factory.mktemp("plan") / "plan.json"
+    assert main(["plan", "--model", PLAN_MODEL, "--cluster", PLAN_CLUSTER, "--planner", "data-parallel",
+                 "--out", str(path)]) == 0
+    return json.loads(path.read_text())
+
+
+def test_suite_is_large_enough():
+    assert len(CASES) + len(PLAN_CASE_IDS) >= 300
+    assert len({case.id for case in CASES}) == len(CASES)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
+def test_bad_input_is_one_line_exit_2(case, tmp_path, capsys):
+    assert_one_line_error(case, tmp_path, capsys)
+
+
+@pytest.mark.parametrize("case_id", PLAN_CASE_IDS)
+def test_bad_plan_file_is_one_line_exit_2(case_id, plan_document, tmp_path, capsys):
+    case = next(case for case in plan_cases(plan_document) if case.id == case_id)
+    assert_one_line_error(case, tmp_path, capsys)
+
+
+# --- the inputs the cases mutate are valid --------------------------------------------------
+def test_unmutated_inputs_are_accepted(plan_document, tmp_path, capsys):
+    (tmp_path / "c.yaml").write_text(cases_module.render_yaml(cases_module.CLUSTER) + "\n")
+    assert main(["check", str(tmp_path / "c.yaml")]) == 0
+    (tmp_path / "g.txt").write_text(cases_module._profile())
+    assert main(["plan", "--model", str(tmp_path / "g.txt"), "--planner", "greedy", "--memory-limit", "none"]) == 0
+    (tmp_path / "b.json").write_text(json.dumps(cases_module.BLOCKS))
+    assert main(["pipeline", "--model", str(tmp_path / "b.json"), "-P", "2", "--planner", "pipedream",
+                 "--schedule", "1f1b*"]) == 0
+    (tmp_path / "j.yaml").write_text(cases_module._job_text())
+    assert main(["batch", str(tmp_path / "j.yaml"), "--out", str(tmp_path / "out"), "--list"]) == 0
+    (tmp_path / "p.json").write_text(json.dumps(plan_document))
+    assert main(["simulate", "--plan", str(tmp_path / "p.json")]) == 0
+    capsys.readouterr()
+
+
+# --- a sample as real processes: the exit status and stderr a shell sees --------------------
+SUBPROCESS_SAMPLE = ["cluster-file-binary", "cluster-file-deep-5000", "cluster-nodes=null",
+                     "cli-pipeline---memory--16GB-space"]
+
+
+@pytest.mark.parametrize("case_id", SUBPROCESS_SAMPLE)
+def test_bad_input_as_a_process(case_id, tmp_path):
+    case = next(case for case in CASES if case.id == case_id)
+    argv = materialise(case, tmp_path)
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    done = subprocess.run([sys.executable, "-m", "solver_plan", *argv], capture_output=True, text=True,
+                          timeout=120, env=env, cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in done.stderr
+    assert all(fragment.replace("{tmp}", str(tmp_path)) in lines[0] for fragment in case.expect)
