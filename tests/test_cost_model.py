@@ -24,12 +24,13 @@ def cfg(devices, **degrees) -> ParallelConfig:
 
 @pytest.fixture(scope="module")
 def mlp():
-    """x (8,16) -> relu -> fc (16->32, bias) -> relu."""
+    """x (8,16) -> relu -> fc (16->32, bias) -> gelu (its backward reads its input, so fc's output
+    stays in memory: `activations.keeps_output`)."""
     b = GraphBuilder("mlp")
     x = b.input((8, 16), name="x")
     r = b.relu(x, name="r0")
     h = b.linear(r, 32, name="fc")
-    b.relu(h, name="r1")
+    b.gelu(h, name="r1")
     return b.build()
 
 
@@ -92,7 +93,8 @@ def test_input_from_model_input_needs_no_gradient_all_reduce():
 def test_linear_3d_sequence_split():
     b = GraphBuilder("g")
     x = b.relu(b.input((2, 4, 8), name="x"), name="r")
-    b.linear(x, 6, bias=False, name="fc")
+    y = b.linear(x, 6, bias=False, name="fc")
+    b.linear(y, 2, bias=False, name="head")  # reads fc's output in backward: it stays in memory
     g = b.build()
     model = CostModel(make_cluster())
     cost = model.node(g, g.op("fc"), cfg(range(4), sample=1, sequence=4, out=1, **{"in": 1}))
@@ -105,10 +107,11 @@ def test_linear_3d_sequence_split():
 
 @pytest.fixture(scope="module")
 def conv():
-    """x (2,4,8,8) -> relu -> conv 3x3 pad 1, 8 channels, no bias: flops 73728, 288 params."""
+    """x (2,4,8,8) -> relu -> conv 3x3 pad 1, 8 channels, no bias: flops 73728, 288 params -> batchnorm
+    (which reads the conv output in backward, so it stays in memory)."""
     b = GraphBuilder("conv")
     x = b.relu(b.input((2, 4, 8, 8), name="x"), name="r")
-    b.conv2d(x, 8, 3, padding=1, name="conv")
+    b.batchnorm(b.conv2d(x, 8, 3, padding=1, name="conv"), name="bn")
     return b.build()
 
 

@@ -23,10 +23,10 @@ G = 1 / 100e9
 
 @pytest.fixture(scope="module")
 def mlp():
-    """x (8,16) -> relu -> fc (16->32, bias) -> relu."""
+    """x (8,16) -> relu -> fc (16->32, bias) -> gelu (keeps fc's output for its backward)."""
     b = GraphBuilder("mlp")
     r = b.relu(b.input((8, 16), name="x"), name="r0")
-    b.relu(b.linear(r, 32, name="fc"), name="r1")
+    b.gelu(b.linear(r, 32, name="fc"), name="r1")
     return b.build()
 
 
@@ -113,3 +113,21 @@ def test_all_devices_uses_every_device():
     for name in graph.topological_order:
         configs = enumerate_configs(graph.op(name), graph, 8, all_devices=True)
         assert configs and all(c.devices == tuple(range(8)) for c in configs)
+
+
+def test_only_activations_read_in_backward_stay_in_memory():
+    # conv -> batchnorm -> relu -> add: the conv output is read by batchnorm's backward (kept); the
+    # batchnorm output feeds a ReLU, which differentiates through its own output: freed; the ReLU
+    # output is kept; the addition output feeds nothing that reads it: freed
+    from solver_plan.cost.activations import keeps_output
+    b = GraphBuilder("block")
+    x = b.input((2, 4, 8, 8), name="x")
+    c = b.conv2d(x, 4, 3, padding=1, name="conv")
+    r = b.relu(b.batchnorm(c, name="bn"), name="relu")
+    b.add_(r, x, name="add")
+    g = b.build()
+    assert [keeps_output(g, g.op(n)) for n in ("x", "conv", "bn", "relu", "add")] == [True, True, False, True, False]
+    model = CostModel(CLUSTER, precision="bf16")
+    single = ParallelConfig((("sample", 1), ("channel", 1), ("height", 1), ("width", 1)), (0,))
+    bn = model.node(g, g.op("bn"), single)
+    assert bn.memory_bytes == 8 * 16  # 8 parameters x 16 bytes, no activation

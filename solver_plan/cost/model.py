@@ -13,8 +13,9 @@ busiest device), with the training precision P in force (`precision.py`):
 - `q_p`: bytes of the ring all-reduce of the parameter-gradient shard (parameters / product of
   degrees of the weight dimensions, in P's gradient dtype) over the group of the other dimensions.
 - memory per used device: parameter shard x P's bytes per parameter (weights, gradients, master
-  copy, optimizer moments) + the output tile's share of the activations kept for backward, in P's
-  activation dtype.
+  copy, optimizer moments) + the output tile's share of the activations, in P's activation dtype,
+  when some backward pass reads them (`activations.keeps_output`: a BatchNorm or addition output
+  feeding a ReLU is freed).
 For an edge (u -> v carrying tensor t) under (s_u, s_v):
 - `q_r`: bytes the busiest device must receive so its needed tile is local: in forward, each device
   of v receives the part of its input tile not held by u's tile on that same device; in backward,
@@ -43,6 +44,7 @@ from typing import Sequence
 import numpy as np
 
 from solver_plan.cluster import Cluster, LinkLevel
+from solver_plan.cost.activations import keeps_output
 from solver_plan.cost.collectives import (DDP_BUCKET_BYTES, collective_time, gradient_sync_time, group_shape,
                                           ring_allreduce_bytes)
 from solver_plan.cost.compute import compute_time
@@ -144,13 +146,15 @@ class CostModel:
     # --- operators -------------------------------------------------------------------------
     def node(self, graph: Graph, op: Operator, cfg: ParallelConfig) -> NodeCost:
         grads = tuple(needs_gradient(graph, op, i) for i in range(len(op.inputs)))
-        key = (op_signature(op, graph), op.measured, op.activation_bytes_override, grads, cfg)
+        kept = keeps_output(graph, op)
+        key = (op_signature(op, graph), op.measured, op.activation_bytes_override, grads, kept, cfg)
         cost = self._nodes.get(key)
         if cost is None:
-            cost = self._nodes[key] = self._node(graph, op, cfg, grads)
+            cost = self._nodes[key] = self._node(graph, op, cfg, grads, kept)
         return cost
 
-    def _node(self, graph: Graph, op: Operator, cfg: ParallelConfig, grads: tuple[bool, ...]) -> NodeCost:
+    def _node(self, graph: Graph, op: Operator, cfg: ParallelConfig, grads: tuple[bool, ...],
+              kept: bool = True) -> NodeCost:
         layout = op_layout(op, graph)
         shards = cfg.num_shards  # replicas repeat the work, they do not divide it
         q_x = (1.0 + BACKWARD_FACTOR) * op.flops / shards
@@ -164,7 +168,7 @@ class CostModel:
             compute_s = self.compute_seconds(graph, op, cfg, layout, out_tiles, q_x)
         q_c, comm_s = self._collectives(op, cfg, layout, out_tiles, in_shapes, grads)
         q_p, sync_s, shard_params = self._parameter_sync(op, cfg, layout)
-        kept_share = sum(out_tiles) / sum(math.prod(s) for s in out_shapes)
+        kept_share = sum(out_tiles) / sum(math.prod(s) for s in out_shapes) if kept else 0.0
         memory = (shard_params * self.parameter_bytes()
                   + op.activation_bytes * self.activation_scale(op) * kept_share)
         return NodeCost(q_x, q_c, q_p, compute_s, comm_s, sync_s, compute_s + comm_s + sync_s, memory)
