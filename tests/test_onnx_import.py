@@ -173,3 +173,68 @@ def test_truncated_file_is_one_input_error(tmp_path):
     bad.write_bytes(data[: len(data) // 3])
     with pytest.raises(InputError, match="truncated.onnx"):
         load_onnx(bad, {"batch": "2"})
+
+
+def _weight(name, *dims):
+    """An initializer with its shape only: the importer never reads weights (as with an external-data
+    model whose weight files are absent)."""
+    t = TensorProto()
+    t.name, t.data_type = name, TensorProto.FLOAT
+    t.dims.extend(dims)
+    return t
+
+
+def resnet50_onnx(tmp_path):
+    """ResNet-50 as torchvision exports it (bias-free Conv + BatchNormalization, Relu, Add,
+    MaxPool, GlobalAveragePool, Flatten, Gemm) followed by SoftmaxCrossEntropyLoss per sample."""
+    nodes, inits, count = [], [], [0]
+
+    def conv_bn(x, cin, cout, k, stride, pad, relu=True):
+        i = count[0] = count[0] + 1
+        inits.append(_weight(f"w{i}", cout, cin, k, k))
+        inits.extend(_weight(f"bn{i}_{p}", cout) for p in ("s", "b", "m", "v"))
+        nodes.append(helper.make_node("Conv", [x, f"w{i}"], [f"c{i}"], kernel_shape=[k, k], strides=[stride] * 2,
+                                      pads=[pad] * 4, name=f"conv{i}"))
+        nodes.append(helper.make_node("BatchNormalization", [f"c{i}"] + [f"bn{i}_{p}" for p in "sbmv"], [f"n{i}"],
+                                      name=f"bn{i}"))
+        if not relu:
+            return f"n{i}"
+        nodes.append(helper.make_node("Relu", [f"n{i}"], [f"r{i}"], name=f"relu{i}"))
+        return f"r{i}"
+
+    x = conv_bn("images", 3, 64, 7, 2, 3)
+    nodes.append(helper.make_node("MaxPool", [x], ["pool"], kernel_shape=[3, 3], strides=[2, 2], pads=[1] * 4,
+                                  name="maxpool"))
+    x, cin = "pool", 64
+    for stage, (blocks, width) in enumerate(zip((3, 4, 6, 3), (64, 128, 256, 512))):
+        for index in range(blocks):
+            stride = 2 if stage > 0 and index == 0 else 1
+            y = conv_bn(x, cin, width, 1, 1, 0)
+            y = conv_bn(y, width, width, 3, stride, 1)
+            y = conv_bn(y, width, 4 * width, 1, 1, 0, relu=False)
+            short = conv_bn(x, cin, 4 * width, 1, stride, 0, relu=False) if stride != 1 or cin != 4 * width else x
+            nodes += [helper.make_node("Add", [y, short], [f"add{count[0]}"], name=f"add{count[0]}"),
+                      helper.make_node("Relu", [f"add{count[0]}"], [f"out{count[0]}"], name=f"out{count[0]}")]
+            x, cin = f"out{count[0]}", 4 * width
+    inits += [_weight("fc_w", 1000, 2048), _weight("fc_b", 1000)]
+    nodes += [helper.make_node("GlobalAveragePool", [x], ["gap"], name="gap"),
+              helper.make_node("Flatten", ["gap"], ["flat"], name="flatten"),
+              helper.make_node("Gemm", ["flat", "fc_w", "fc_b"], ["logits"], transB=1, name="fc"),
+              helper.make_node("SoftmaxCrossEntropyLoss", ["logits", "labels"], ["loss"], reduction="none",
+                               name="loss")]
+    inputs = [helper.make_tensor_value_info("images", TensorProto.FLOAT, ["N", 3, 224, 224]),
+              helper.make_tensor_value_info("labels", TensorProto.INT64, ["N"])]
+    return _save(tmp_path, nodes, inputs, [helper.make_tensor_value_info("loss", TensorProto.FLOAT, ["N"])], inits,
+                 "resnet50.onnx")
+
+
+def test_resnet50_matches_the_zoo(tmp_path):
+    """The same network through ONNX and through the zoo: equal parameters (torchvision's
+    25,557,032, pinned in test_zoo.py), FLOPs and operator types. Labels are a second model
+    input with no zoo counterpart."""
+    from solver_plan.graph.zoo import build_model
+    g = load_onnx(resnet50_onnx(tmp_path), {"N": "2"})
+    zoo = build_model("resnet50:batch=2")
+    assert g.total_params == zoo.total_params == 25_557_032
+    assert g.total_flops == zoo.total_flops
+    assert [op.op_type for op in g if op.name != "labels"] == [op.op_type for op in zoo]

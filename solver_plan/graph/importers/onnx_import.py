@@ -11,7 +11,7 @@ Mapping (ONNX -> OpType):
   output width is folded in as the bias); MatMul of two activations -> MatMul (attention scores);
 - Conv (2-D, symmetric pads, no dilation) -> Conv2d; MaxPool/AveragePool/Global*Pool -> Pool2d;
 - BatchNormalization -> BatchNorm; LayerNormalization -> LayerNorm (without bias: the RMS form,
-  H parameters); Softmax/LogSoftmax -> Softmax;
+  H parameters); Softmax/LogSoftmax -> Softmax; SoftmaxCrossEntropyLoss -> SoftmaxCrossEntropy;
 - Gather of a constant 2-D table by activation ids -> Embedding;
 - Relu, Gelu, Tanh, Sigmoid, Erf, Dropout, Sqrt, Exp, ... -> Unary; Add/Sub/Mul/Div/Pow of two
   activations -> Binary; of an activation and a constant -> Unary "scale";
@@ -82,7 +82,7 @@ def load_onnx(path: str | Path, options: dict[str, str] | None = None, name: str
             raise InputError(f"dimension {key!r} expects a positive integer, got {text!r}", where)
         dims[key] = int(text)
     try:
-        model = onnx.load(str(path))
+        model = onnx.load(str(path), load_external_data=False)  # shapes suffice: weights are never read
     except FileNotFoundError:
         raise InputError("no such ONNX file", where) from None
     except Exception as exc:  # protobuf DecodeError and friends: a truncated or foreign file
@@ -221,7 +221,7 @@ class _Importer:
         return (t in UNARY or t in BINARY or t in ALIASES or t in RESHAPES or t in DATA_MOVEMENT or t in REDUCTIONS
                 or t in ("Gemm", "MatMul", "Conv", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool",
                          "BatchNormalization", "LayerNormalization", "SimplifiedLayerNormalization", "Softmax",
-                         "LogSoftmax", "Transpose", "Concat", "Split"))
+                         "LogSoftmax", "Transpose", "Concat", "Split", "SoftmaxCrossEntropyLoss"))
 
     # --- helpers -----------------------------------------------------------------------------
     def _unique(self, name: str) -> str:
@@ -425,6 +425,13 @@ class _Importer:
         self._emit(node, OpType.SOFTMAX, acts, {"axis": attrs.get("axis", -1)}, label)
 
     _map_LogSoftmax = _map_Softmax
+
+    def _map_SoftmaxCrossEntropyLoss(self, node, label, acts, consts, attrs) -> None:
+        logits = acts[0]
+        if self.shape(node.output[0], label) == (logits.shape[0],):  # reduction "none": one loss per sample
+            self._emit(node, OpType.SOFTMAX_CE, acts[:1], {}, label)
+        else:  # mean/sum to a scalar: the same 6 FLOPs per logit, as an opaque operator
+            self._opaque(node, label, 6 * math.prod(logits.shape), 0)
 
     def _map_Gather(self, node, label, acts, consts, attrs) -> None:
         table = node.input[0]
