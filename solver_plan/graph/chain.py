@@ -16,7 +16,8 @@ inputs described as `Input...` (PipeDream) or of type INPUT give `input_bytes` a
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field, replace
 from typing import Callable, Sequence
 
 from solver_plan.errors import InputError
@@ -44,6 +45,7 @@ class LayerChain:
     cut: tuple[float, ...]
     inner: tuple[float, ...]
     input_bytes: float = 0.0
+    notes: tuple[str, ...] = field(default=(), compare=False)  # how the chain was made (cuts, blocks)
 
     def __post_init__(self):
         n = len(self.layer_names)
@@ -58,6 +60,9 @@ class LayerChain:
 
     def __len__(self) -> int:
         return len(self.layer_names)
+
+    def with_notes(self, notes: tuple[str, ...]) -> "LayerChain":
+        return replace(self, notes=self.notes + tuple(notes))
 
     @staticmethod
     def simple(name: str, forward_s, backward_s, weight_bytes, activation_bytes, input_bytes: float = 0.0,
@@ -82,16 +87,31 @@ def _measured_times(op: Operator) -> tuple[float, float]:
     return op.measured.forward_s, op.measured.backward_s
 
 
-def linearize(graph: Graph, times: Times | None = None) -> LayerChain:
-    """The graph's operators in topological order as a chain (see the module docstring)."""
-    times = times or _measured_times
+def layer_order(graph: Graph) -> tuple[list[str], set[str]]:
+    """(layers in the graph's topological order, names of the input nodes)."""
     order = list(graph.topological_order)
     inputs = {n for n in order if _is_input(graph.op(n))}
     layers = [n for n in order if n not in inputs]
     if not layers:
         raise InputError("the graph has no layers besides its inputs", f"graph {graph.name!r}")
+    return layers, inputs
+
+
+def linearize(graph: Graph, times: Times | None = None, order: Sequence[str] | None = None) -> LayerChain:
+    """The graph's operators as a chain (see the module docstring), in `order` (a topological order
+    of the layers, e.g. from `pipeline.cuts.best_order`) or the graph's own topological order."""
+    times = times or _measured_times
+    layers, inputs = layer_order(graph)
+    if order is not None:
+        if sorted(order) != sorted(layers):
+            raise InputError("the order must list every layer of the graph once", f"graph {graph.name!r}")
+        layers = list(order)
+    order = [*inputs, *layers]
     position = {n: i for i, n in enumerate(layers)}
     position.update({n: -1 for n in inputs})
+    for n in layers:
+        if any(position[p] >= position[n] for p in graph.predecessors(n)):
+            raise InputError(f"the order puts {n!r} before one of its inputs", f"graph {graph.name!r}")
     # An activation born at position b and last used at d > b crosses cuts b..d-1 (inputs: 0..d-1).
     diff = [0.0] * (len(layers) + 1)
     input_bytes = 0.0
@@ -159,4 +179,89 @@ def merge_layers(chain: LayerChain, spans: Sequence[tuple[int, int]]) -> LayerCh
         tuple(chain.output[l] for f, l in spans),
         tuple(chain.cut[l] for f, l in spans),
         tuple(total(chain.inner, f, l) + total(chain.output, f, l - 1) for f, l in spans),
-        chain.input_bytes)
+        chain.input_bytes, chain.notes)
+
+
+BLOCK = re.compile(r"^block\d+$")
+
+
+def block_key(name: str) -> str | None:
+    """The block an operator belongs to: its name up to the first `blockN` scope
+    ("encoder/block3/mlp/fc1" -> "encoder/block3"), None outside blocks."""
+    parts = name.split("/")
+    for i, part in enumerate(parts[:-1]):
+        if BLOCK.match(part):
+            return "/".join(parts[:i + 1])
+    return None
+
+
+def is_transformer(graph: Graph) -> bool:
+    """Transformer models (attention inside `blockN` scopes) are cut at block boundaries by default."""
+    return any(graph.op(n).op_type == OpType.ATTENTION and block_key(n) is not None for n in graph.topological_order)
+
+
+def layer_groups(graph: Graph, by_block: bool) -> list[list[str]]:
+    """Layers in base topological order, grouped: one group per block when `by_block` (its members
+    in base order), else one group per layer. Groups are listed in order of their first member."""
+    layers, _ = layer_order(graph)
+    if not by_block:
+        return [[n] for n in layers]
+    groups: dict[str, list[str]] = {}
+    for n in layers:
+        groups.setdefault(block_key(n) or n, []).append(n)
+    return list(groups.values())
+
+
+def cut_dag(graph: Graph, times: Times | None = None, groups: Sequence[Sequence[str]] | None = None):
+    """The layers of the graph (inputs removed) as a `pipeline.cuts.CutDag` for DAG-aware cutting;
+    with `groups`, each group is one node (times and weights summed, its output the bytes of its
+    members used outside it). Returns None when the groups make a cycle."""
+    from solver_plan.pipeline.cuts import CutDag
+    times = times or _measured_times
+    layers, inputs = layer_order(graph)
+    groups = [list(g) for g in groups] if groups is not None else [[n] for n in layers]
+    owner = {n: g for g, members in enumerate(groups) for n in members}
+    preds: list[set[int]] = [set() for _ in groups]
+    succs: list[set[int]] = [set() for _ in groups]
+    act = [0.0] * len(groups)
+    for g, members in enumerate(groups):
+        for n in members:
+            outside = [owner[s] for s in graph.successors(n) if s in owner and owner[s] != g]
+            if outside or not graph.successors(n):
+                act[g] += graph.op(n).activation_bytes
+            for h in outside:
+                succs[g].add(h)
+                preds[h].add(g)
+    rank = _topological_rank(preds, succs)
+    if rank is None:  # blocks that feed each other both ways
+        return None
+    order = sorted(range(len(groups)), key=rank.__getitem__)
+    renumber = {g: i for i, g in enumerate(order)}
+    groups = [groups[g] for g in order]
+    preds = [{renumber[h] for h in preds[g]} for g in order]
+    succs = [{renumber[h] for h in succs[g]} for g in order]
+    act = [act[g] for g in order]
+    load = [sum(sum(times(graph.op(n))) for n in members) for members in groups]
+    return CutDag(tuple("|".join(m) for m in groups), tuple(tuple(sorted(p)) for p in preds),
+                  tuple(tuple(sorted(s)) for s in succs), tuple(float(x) for x in load),
+                  tuple(float(sum(graph.op(n).param_bytes for n in m)) for m in groups), tuple(act),
+                  tuple(float(sum(graph.op(n).activation_bytes for n in m)) for m in groups), float(sum(graph.op(n).activation_bytes for n in inputs)))
+
+
+def _topological_rank(preds: list[set[int]], succs: list[set[int]]) -> list[int] | None:
+    """Kahn's order of the groups, ties by index (the base order); None when there is a cycle."""
+    import heapq
+    waiting = [len(p) for p in preds]
+    ready = [g for g, w in enumerate(waiting) if w == 0]
+    heapq.heapify(ready)
+    rank = [-1] * len(preds)
+    for position in range(len(preds)):
+        if not ready:
+            return None
+        g = heapq.heappop(ready)
+        rank[g] = position
+        for h in succs[g]:
+            waiting[h] -= 1
+            if waiting[h] == 0:
+                heapq.heappush(ready, h)
+    return rank

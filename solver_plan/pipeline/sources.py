@@ -11,26 +11,65 @@ crossing a cut is one block output, hidden x seq x 2 bytes (fp16, micro-batch of
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 from solver_plan.errors import InputError
-from solver_plan.graph.chain import LayerChain, linearize
+from solver_plan.graph.chain import (LayerChain, block_key, cut_dag, is_transformer, layer_groups, linearize,
+                                     merge_layers)
+from solver_plan.pipeline.cuts import best_order
 
 MIB = 2.0 ** 20
 BLOCK_KEYS = ("Tf", "Tb", "Tw", "Mparams", "Mf")
 
 
-def chain_from_graph(graph, cluster) -> LayerChain:
-    """Measured times where the graph has them (profiles), else the cost model on one device."""
-    if graph.has_measured_times:
-        return linearize(graph)
-    w = cluster.w
-    return linearize(graph, lambda op: (op.flops * w, op.backward_flops * w))
+def chain_from_graph(graph, cluster, *, processors: int | None = None, bandwidth: float = math.inf,
+                     memory: float | None = None, cut_inside_blocks: bool | None = None) -> LayerChain:
+    """Measured times where the graph has them (profiles), else the cost model on one device.
+
+    With `processors` (> 1) the layers are ordered so that the best chain of antichain cuts for a
+    straight pipeline on that many processors (`pipeline.cuts.best_order`, with `bandwidth` and
+    `memory`) is among the chain's cuts. Transformer models (attention inside `blockN` scopes) are cut
+    between blocks only, each block one layer of the chain, unless `cut_inside_blocks` is true."""
+    times = None
+    if not graph.has_measured_times:
+        w = cluster.w
+        times = lambda op: (op.flops * w, op.backward_flops * w)  # noqa: E731
+    by_block = (not cut_inside_blocks) and is_transformer(graph)
+    groups = layer_groups(graph, by_block)
+    dag = cut_dag(graph, times, groups)
+    notes: list[str] = []
+    if dag is None:  # blocks that feed each other both ways: cut anywhere
+        by_block, groups = False, layer_groups(graph, False)
+        dag = cut_dag(graph, times, groups)
+        notes.append("blocks are not a chain of the graph: cuts inside blocks allowed")
+    order = None
+    if processors is not None and processors > 1:
+        choice = best_order(dag, processors, bandwidth, memory)
+        notes.append(choice.note)
+        order = [n for name in choice.order for n in name.split("|")]
+    chain = linearize(graph, times, order)
+    if by_block:
+        chain = merge_layers(chain, _spans(chain.layer_names))
+        notes.append("cuts between transformer blocks only (--cut-inside-blocks to allow others)")
+    return chain.with_notes(tuple(notes))
 
 
-def chain_from_profile(path) -> LayerChain:
+def _spans(names) -> list[tuple[int, int]]:
+    """Consecutive runs of layers of one block (layers outside blocks alone)."""
+    spans, first = [], 0
+    for i in range(1, len(names) + 1):
+        key = block_key(names[first])
+        if i == len(names) or key is None or block_key(names[i]) != key:
+            spans.append((first, i - 1))
+            first = i
+    return spans
+
+
+def chain_from_profile(path, **order) -> LayerChain:
+    """A PipeDream profile's chain; `order` as for `chain_from_graph` (processors, bandwidth, memory)."""
     from solver_plan.graph.importers import load_pipedream_profile
-    return linearize(load_pipedream_profile(path))
+    return chain_from_graph(load_pipedream_profile(path), None, **order)
 
 
 def chain_from_blocks(path, blocks: int = 16) -> LayerChain:
@@ -58,34 +97,37 @@ def chain_from_blocks(path, blocks: int = 16) -> LayerChain:
                       (max(0.0, kept - boundary),) * blocks, boundary)
 
 
-def chain_from_model(model: str, cluster, blocks: int = 16) -> LayerChain:
+def chain_from_model(model: str, cluster, blocks: int = 16, **order) -> LayerChain:
     """MODEL as every command takes it (a zoo spec or a PipeDream profile, via `resolve_model`), or
-    a pipeline-blocks JSON."""
+    a pipeline-blocks JSON; `order` as for `chain_from_graph` (processors, bandwidth, memory,
+    cut_inside_blocks)."""
     from solver_plan.graph.importers.graph_file import is_model_document
     if Path(model).suffix == ".json" and not model.startswith("hf:") and not is_model_document(model):
         if not Path(model).exists():
             raise InputError("no such pipeline-blocks file", model)
         return chain_from_blocks(model, blocks)
     from solver_plan.graph.resolve import resolve_model
-    return chain_from_graph(resolve_model(model), cluster)
+    return chain_from_graph(resolve_model(model), cluster, **order)
 
 
-# Layers kept (by merging neighbours) for planners whose cost grows fast with the chain length.
-DEFAULT_MAX_LAYERS = {"madpipe": 48, "exact-joint": 12}
+# Layers kept (by merging neighbours) for planners whose cost grows fast with the chain length;
+# MadPipe's coarsening is chosen from the time budget by `plan_pipeline` instead (pipeline/budget.py).
+DEFAULT_MAX_LAYERS = {"exact-joint": 12}
 
 
 def build_chain_problem(model: str, cluster, processors: int, *, memory: float | None = None,
                         bandwidth: float | None = None, no_comm: bool = False, planner: str | None = None,
-                        max_layers: int | None = None, blocks: int = 16):
+                        max_layers: int | None = None, blocks: int = 16, cut_inside_blocks: bool = False,
+                        dag_cuts: bool = True):
     """The one way the CLI and batch jobs make a `ChainProblem` from MODEL and a cluster.
 
     Memory per processor defaults to the device memory. Bandwidth defaults to the slowest link
     between consecutive processors among the first `processors` devices (a pipeline crossing nodes
-    pays the inter-node link); `no_comm` makes transfers free. The chain is coarsened to
-    `max_layers` (default: the planner's entry in DEFAULT_MAX_LAYERS).
+    pays the inter-node link); `no_comm` makes transfers free. The layers are ordered for the best
+    antichain cuts on `processors` (`dag_cuts`), transformer blocks kept whole unless
+    `cut_inside_blocks`. The chain is coarsened only to an explicit `max_layers` (or the planner's
+    entry in DEFAULT_MAX_LAYERS); `plan_pipeline` coarsens for MadPipe from its time budget.
     """
-    import math
-
     from solver_plan.graph.chain import coarsen
     from solver_plan.pipeline.problem import ChainProblem
 
@@ -94,12 +136,14 @@ def build_chain_problem(model: str, cluster, processors: int, *, memory: float |
     if processors > cluster.num_devices:
         raise InputError(f"{processors} processors but {cluster.name!r} has {cluster.num_devices} devices",
                          "--processors")
-    chain = chain_from_model(model, cluster, blocks)
-    limit = max_layers if max_layers is not None else DEFAULT_MAX_LAYERS.get(planner or "")
-    if limit is not None and len(chain) > limit:
-        chain = coarsen(chain, limit)
     if no_comm:
         bandwidth = math.inf
     elif bandwidth is None:
         bandwidth = min((cluster.bandwidth(p, p + 1) for p in range(processors - 1)), default=math.inf)
-    return ChainProblem(chain, processors, memory if memory is not None else cluster.device.memory, bandwidth)
+    memory = memory if memory is not None else cluster.device.memory
+    chain = chain_from_model(model, cluster, blocks, processors=processors if dag_cuts else None,
+                             bandwidth=bandwidth, memory=memory, cut_inside_blocks=cut_inside_blocks)
+    limit = max_layers if max_layers is not None else DEFAULT_MAX_LAYERS.get(planner or "")
+    if limit is not None and len(chain) > limit:
+        chain = coarsen(chain, limit)
+    return ChainProblem(chain, processors, memory, bandwidth)
