@@ -89,3 +89,18 @@ def test_bad_config_names_file_and_key(tmp_path, edit, message):
     path.write_text(json.dumps(config))
     with pytest.raises(InputError, match=f"config.json.*{message}"):
         load_hf_config(path, SMALL)
+
+
+def test_job_files_take_model_files_next_to_them(tmp_path):
+    """A batch job names a config.json relative to the job file, with options and the hf: prefix;
+    the file's digest is part of the job (an edited config reruns)."""
+    from solver_plan.batch.jobfile import load_jobs
+    (tmp_path / "cfg").mkdir()
+    (tmp_path / "cfg" / "gpt2.json").write_text((CONFIGS / "gpt2.json").read_text())
+    jobs = tmp_path / "jobs.yaml"
+    jobs.write_text('jobs:\n  - name: byo\n    models: ["cfg/gpt2.json:layers=1,seq=32,batch=2", "hf:cfg/gpt2.json"]\n'
+                    "    clusters: [v100x8-nvlink]\n    devices: [2]\n    planners: [greedy]\n")
+    loaded = load_jobs(jobs)
+    assert [j.model for j in loaded] == [f"{tmp_path}/cfg/gpt2.json:layers=1,seq=32,batch=2",
+                                         f"hf:{tmp_path}/cfg/gpt2.json"]
+    assert all(j.fingerprints and j.fingerprints[0][1] for j in loaded)

@@ -212,15 +212,19 @@ class _JobReader:
         self.checked.add(("cluster", spec, devices))
 
     def _local_path(self, spec: str) -> str:
-        """A relative path that exists next to the job file is taken from there."""
-        candidate = self.path.parent / spec
-        if not Path(spec).is_absolute() and not Path(spec).exists() and candidate.exists():
-            return str(candidate)
+        """A relative path that exists next to the job file is taken from there (for model files,
+        `hf:dir/config.json:seq=8`, the file part, keeping prefix and options)."""
+        from solver_plan.graph.importers.graph_file import model_file_parts
+        prefix, path, tail = model_file_parts(spec) or ("", spec, "")
+        candidate = self.path.parent / path
+        if not Path(path).is_absolute() and not Path(path).exists() and candidate.exists():
+            return f"{prefix}{candidate}{tail}"
         return spec
 
     @staticmethod
     def _fingerprint(spec: str, where: str) -> list[tuple[str, str]]:
-        path = Path(spec)
+        from solver_plan.graph.importers.graph_file import model_file_parts
+        path = Path((model_file_parts(spec) or ("", spec, ""))[1])
         if path.is_dir():
             path = path / "graph.txt"
         if not path.is_file():

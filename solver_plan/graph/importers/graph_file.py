@@ -64,6 +64,17 @@ def split_file_spec(spec: str) -> tuple[str, dict[str, str]] | None:
     return path, raw
 
 
+def model_file_parts(spec: str) -> tuple[str, str, str] | None:
+    """('hf:', 'dir/config.json', ':seq=8') for 'hf:dir/config.json:seq=8'; None for specs naming no
+    model file. Lets callers relocate or fingerprint the file and keep prefix and options."""
+    if split_file_spec(spec) is None:
+        return None
+    text = spec.strip()
+    prefix = HF_PREFIX if text.startswith(HF_PREFIX) else ""
+    path = split_file_spec(spec)[0]
+    return prefix, path, text[len(prefix) + len(path):]
+
+
 def is_model_file(spec: str) -> bool:
     return split_file_spec(spec) is not None
 
