@@ -15,7 +15,8 @@ import time
 
 from solver_plan.errors import InputError, check_positive
 from solver_plan.intra.build import DEFAULT_MAX_CANDIDATES
-from solver_plan.units import parse_bytes
+from solver_plan.deadline import DEFAULT_TIME_LIMIT_S
+from solver_plan.units import format_seconds, parse_bytes
 
 PACKAGE_COMMANDS = ("solver_plan.pipeline.cli", "solver_plan.simulate.cli", "solver_plan.batch.cli",
                     "solver_plan.hybrid.cli",
@@ -23,6 +24,7 @@ PACKAGE_COMMANDS = ("solver_plan.pipeline.cli", "solver_plan.simulate.cli", "sol
 DEFAULT_MODEL = "resnet50"
 DEFAULT_CLUSTER = "v100x8-nvlink"
 DEFAULT_PLANNER = "milp"
+SOLVE_SHARE = 0.95  # of the time left after building; the rest decodes, validates and prints
 
 
 def _cmd_models(args) -> int:
@@ -57,14 +59,18 @@ def _cmd_plan(args) -> int:
     from solver_plan.graph.resolve import resolve_model
     from solver_plan.intra.solve import solve
     from solver_plan.plan import decode_plan, render_plan
+    from solver_plan.deadline import Deadline
+    from solver_plan.intra.progress import Progress
     from solver_plan.planners import get_planner
-    from solver_plan.planning import DEVICE_MEMORY, prepare_problem
+    from solver_plan.planning import DEVICE_MEMORY, parse_planner_options, prepare_problem
 
-    get_planner(args.planner)  # an unknown name or unwritable output fails before any work
+    info = get_planner(args.planner)  # an unknown name or unwritable output fails before any work
+    options = parse_planner_options(args.option, info)
     check_output_path(args.out, "--out")
     from solver_plan.export.cli_support import check_export_arguments, write_export
     check_export_arguments(args)  # --export-out checked before any work, like --out
     check_positive(args.time_limit, "--time-limit")
+    deadline = Deadline(args.time_limit, start=getattr(args, "started", None))  # one clock for the whole command
     if args.rows < 1:
         raise InputError(f"must be at least 1, got {args.rows}", "--rows")
     if args.memory_limit in ("device", "none"):
@@ -74,11 +80,13 @@ def _cmd_plan(args) -> int:
     cluster = resolve_cluster(args.cluster, args.devices)
     started = time.perf_counter()
     graph = resolve_model(args.model)
-    problem, cost_model = prepare_problem(graph, cluster, memory_limit, args.max_candidates)
+    problem, cost_model = prepare_problem(graph, cluster, memory_limit, args.max_candidates, deadline,
+                                          precision=args.precision, all_devices=args.all_devices)
     print(f"{graph.name}: {len(graph)} operators, {graph.total_params / 1e6:.1f}M parameters; "
           f"{cluster.describe()}; problem built in {time.perf_counter() - started:.2f} s "
           f"({problem.num_candidates} candidates, {len(problem.edges)} edges)", file=sys.stderr)
-    result = solve(problem, args.planner, time_limit=args.time_limit, seed=args.seed)
+    with Progress(args.planner, enabled=not args.quiet):  # a line every ~2 s on stderr while it runs
+        result = solve(problem, args.planner, seed=args.seed, deadline=deadline.share(SOLVE_SHARE), **options)
     plan = decode_plan(graph, cluster, problem, result, cost_model)
     if args.out:  # before any printing: a closed pipe (`| head`) must not lose the plan
         write_json_atomic(args.out, plan.to_dict())
@@ -88,12 +96,14 @@ def _cmd_plan(args) -> int:
         strategy = {problem.names[i]: problem.candidates[i][c] for i, c in enumerate(result.assignment)}
         print(format_simulation(simulate_strategy(graph, cluster, strategy, cost_model)))
     baselines = [name for name in ("data-parallel", "single-device") if name != args.planner]
-    if baselines and plan.objective_s:  # no ratio against a zero or missing objective
+    if baselines and plan.objective_s and deadline.expired():
+        print("baselines: skipped (time limit reached)")
+    elif baselines and plan.objective_s:  # no ratio against a zero or missing objective
         parts = []
         for name in baselines:
-            other = solve(problem, name)
+            other = solve(problem, name, deadline=deadline)
             if other.objective is not None:
-                parts.append(f"{name} {other.objective:.4g} s ({other.objective / plan.objective_s:.2f}x)")
+                parts.append(f"{name} {format_seconds(other.objective)} ({other.objective / plan.objective_s:.2f}x)")
             else:
                 parts.append(f"{name} {other.status.value}")
         print("baselines: " + "; ".join(parts))
@@ -110,8 +120,13 @@ def _add_plan_parser(subparsers) -> None:
                    help=f"zoo spec (e.g. mlp:layers=2,hidden=1024,batch=128) or PipeDream graph.txt (default {DEFAULT_MODEL})")
     p.add_argument("--cluster", default=DEFAULT_CLUSTER, help=f"preset name or YAML file (default {DEFAULT_CLUSTER})")
     p.add_argument("--devices", type=int, default=None, help="plan on the first N devices only")
+    p.add_argument("--precision", default="auto", choices=("auto", "fp32", "tf32", "bf16", "fp16", "fp8"),
+                   help="training precision: auto (mixed bf16 on A100/H100, mixed fp16 on V100, fp32 on "
+                        "K80/P100), fp32/tf32, or mixed bf16/fp16/fp8 (default auto)")
+    p.add_argument("--all-devices", action="store_true",
+                   help="every operator split or replicated over all devices (Alpa's setting)")
     p.add_argument("--planner", default=DEFAULT_PLANNER, help=f"planner name (default {DEFAULT_PLANNER}); see `solver-plan planners`")
-    p.add_argument("--time-limit", type=float, default=None, help="wall-clock limit in seconds")
+    _add_solve_arguments(p)
     p.add_argument("--memory-limit", default="device",
                    help="per-device memory limit, e.g. 16GB; 'device' (default) = the device's memory; 'none' = unlimited")
     p.add_argument("--max-candidates", type=int, default=DEFAULT_MAX_CANDIDATES,
@@ -123,6 +138,16 @@ def _add_plan_parser(subparsers) -> None:
     from solver_plan.export.cli_support import add_export_arguments
     add_export_arguments(p, ("dtensor",))
     p.set_defaults(func=_cmd_plan)
+
+
+def _add_solve_arguments(p) -> None:
+    """--time-limit, --option and --quiet: shared by every command that solves."""
+    p.add_argument("--time-limit", type=float, default=DEFAULT_TIME_LIMIT_S,
+                   help=f"wall-clock limit in seconds for the whole command, building the problem included "
+                        f"(default {DEFAULT_TIME_LIMIT_S:g}); on a time-out the best plan so far is printed")
+    p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                   help="a planner option (repeatable), e.g. --option objective=sum; see the planner's options")
+    p.add_argument("--quiet", action="store_true", help="no progress line on stderr during long solves")
 
 
 def _cmd_planners(args) -> int:
@@ -174,11 +199,13 @@ def normalise_argv(argv: list[str]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    started = time.perf_counter()  # commands' deadlines count from here
     parser = build_parser()
     try:
         args = parser.parse_args(normalise_argv(sys.argv[1:] if argv is None else list(argv)))
     except SystemExit as exc:  # usage errors (2) and --help (0), already printed
         return exc.code if isinstance(exc.code, int) else 2
+    args.started = started
     try:
         return args.func(args)
     except InputError as exc:

@@ -93,10 +93,16 @@ def decode_plan(graph: Graph, cluster: Cluster, problem: ConfigProblem, result: 
         by_pair: dict[tuple[str, str], list] = {}
         for edge in graph.edges:
             by_pair.setdefault((edge.src, edge.dst), []).append(edge)
+        index = {name: i for i, name in enumerate(problem.names)}
         for (src, dst), group in by_pair.items():
-            costs = [cost_model.edge(graph, e, chosen[src], chosen[dst]) for e in group]
-            edges.append(EdgePlan(src, dst, tuple(e.tensor for e in group), sum(c.q_r for c in costs),
-                                  sum(c.seconds for c in costs)))
+            u, v = index[src], index[dst]
+            cu, cv = result.assignment[u], result.assignment[v]
+            # the candidate lists' matrices, as built (memoised by the cost model): one pair at a
+            # time took seconds on large clusters
+            priced = [cost_model.edge_matrices(graph, e, problem.candidates[u], problem.candidates[v]) for e in group]
+            edges.append(EdgePlan(src, dst, tuple(e.tensor for e in group),
+                                  float(sum(q_r[cu, cv] for q_r, _ in priced)),
+                                  float(sum(seconds[cu, cv] for _, seconds in priced))))
         device_memory = tuple(float(x) for x in problem.device_memory(result.assignment))
     return Plan(graph.name, cluster.name, result.planner, result.status, result.objective, result.lower_bound,
                 result.gap, result.runtime_s, problem.memory_limit, result.notes, device_memory,

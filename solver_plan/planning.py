@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from solver_plan.cluster import Cluster
 from solver_plan.cost.model import CostModel
+from solver_plan.deadline import Deadline
 from solver_plan.errors import InputError, check_positive
 from solver_plan.graph.ir import Graph
 from solver_plan.intra.build import DEFAULT_MAX_CANDIDATES, build_config_problem
@@ -15,20 +16,64 @@ DEVICE_MEMORY = "device"  # memory limit = the cluster's device memory (the defa
 
 def plan_configuration(graph: Graph, cluster: Cluster, planner: str = "milp", *,
                        time_limit: float | None = None, memory_limit: float | str | None = DEVICE_MEMORY,
-                       seed: int = 0, max_candidates: int = DEFAULT_MAX_CANDIDATES, **options) -> Plan:
-    """Plan with `planner`; memory_limit in bytes per device, DEVICE_MEMORY, or None (unlimited)."""
+                       seed: int = 0, max_candidates: int = DEFAULT_MAX_CANDIDATES,
+                       deadline: Deadline | None = None, precision: str | None = None,
+                       all_devices: bool = False, **options) -> Plan:
+    """Plan with `planner`; memory_limit in bytes per device, DEVICE_MEMORY, or None (unlimited).
+    `time_limit` (seconds from now) or a caller's `deadline` covers building the problem too."""
     check_positive(time_limit, "--time-limit")
-    problem, cost_model = prepare_problem(graph, cluster, memory_limit, max_candidates)
-    result = solve(problem, planner, time_limit=time_limit, seed=seed, **options)
+    deadline = deadline if time_limit is None else Deadline(time_limit, parent=deadline)
+    problem, cost_model = prepare_problem(graph, cluster, memory_limit, max_candidates, deadline,
+                                          precision=precision, all_devices=all_devices)
+    result = solve(problem, planner, seed=seed, deadline=deadline, **options)
     return decode_plan(graph, cluster, problem, result, cost_model)
 
 
 def prepare_problem(graph: Graph, cluster: Cluster, memory_limit: float | str | None = DEVICE_MEMORY,
-                    max_candidates: int = DEFAULT_MAX_CANDIDATES) -> tuple[ConfigProblem, CostModel]:
+                    max_candidates: int = DEFAULT_MAX_CANDIDATES,
+                    deadline: Deadline | None = None, *, precision: str | None = None,
+                    all_devices: bool = False) -> tuple[ConfigProblem, CostModel]:
+    """`precision`: fp32, tf32, bf16, fp16, fp8 or auto/None (the device's default, `default_for`);
+    `all_devices`: every operator on all devices (Alpa's setting)."""
     if memory_limit == DEVICE_MEMORY:
         memory_limit = cluster.device.memory
     check_positive(memory_limit, "--memory-limit")
     if isinstance(max_candidates, bool) or not isinstance(max_candidates, int) or max_candidates < 2:
         raise InputError(f"must be an integer of at least 2, got {max_candidates}", "--max-candidates")
-    cost_model = CostModel(cluster)
-    return build_config_problem(graph, cluster, memory_limit, max_candidates, cost_model), cost_model
+    cost_model = CostModel(cluster, precision=precision)
+    return build_config_problem(graph, cluster, memory_limit, max_candidates, cost_model, deadline,
+                                all_devices=all_devices), cost_model
+
+
+def parse_option_value(text: str):
+    """A command-line option value: int, float, bool (true/false/yes/no/on/off), None (none/null)
+    or the string itself."""
+    lowered = text.strip().lower()
+    if lowered in ("true", "yes", "on"):
+        return True
+    if lowered in ("false", "no", "off"):
+        return False
+    if lowered in ("none", "null"):
+        return None
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def parse_planner_options(pairs, info, where: str = "--option") -> dict:
+    """`--option KEY=VALUE` (repeatable) -> options, checked against the planner's declared options
+    exactly as job files are (a misspelt key is refused, naming the planner's options)."""
+    options: dict = {}
+    for pair in pairs or ():
+        key, sep, value = pair.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise InputError(f"expected KEY=VALUE, got {pair!r}", where)
+        if key in options:
+            raise InputError(f"option {key!r} given twice", where)
+        options[key] = parse_option_value(value)
+    info.check_options(options, where)
+    return options

@@ -19,7 +19,7 @@ def test_unknown_planner_is_an_input_error():
 
 @pytest.mark.parametrize("time_limit", [0, -1, 0.0])
 def test_non_positive_time_limit_is_an_input_error(time_limit):
-    with pytest.raises(InputError, match="time limit must be positive"):
+    with pytest.raises(InputError, match="time limit must be"):
         solve(PROBLEM, "greedy", time_limit=time_limit)
 
 

@@ -7,14 +7,21 @@ from solver_plan.intra.harness import Answer, Context, run_planner
 from solver_plan.intra.linear_model import config_model, encode, outcome_answer
 from solver_plan.intra.problem import ConfigProblem
 from solver_plan.planners import register
+from solver_plan.result import Status
 
 
 def _cpsat_core(problem: ConfigProblem, context: Context) -> Answer:
+    if context.deadline.expired():
+        return Answer(Status.TIME_LIMIT, notes=("no time left for CP-SAT after the heuristics",))
     model = config_model(problem)
     start = encode(model, problem, context.incumbent) if context.incumbent is not None else None
     remaining = context.deadline.remaining()
+    if remaining is not None and remaining < 0.05:
+        return Answer(Status.TIME_LIMIT, notes=("no time left for CP-SAT after building the model",))
+    # CP-SAT's limit excludes shipping the model to its worker and loading it: keep a margin
+    solver_limit = None if remaining is None else max(0.05, 0.85 * remaining - 0.1)
     outcome = isolated.call("ortools", "solver_plan.intra.backends.cpsat", "solve_with_cpsat", timeout=remaining,
-                            killable=True, model=model, time_limit=remaining, start_values=start, seed=context.seed,
+                            killable=True, model=model, time_limit=solver_limit, start_values=start, seed=context.seed,
                             workers=context.options.get("workers", 1))
     return outcome_answer(model, outcome)
 

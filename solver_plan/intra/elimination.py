@@ -19,11 +19,13 @@ def _solve_remainder(remainder: ConfigProblem, context: Context):
     from solver_plan.intra.milp import plan_milp
     if math.prod(len(c) for c in remainder.node_costs) <= BRUTE_FORCE_PLANS:
         return plan_brute(remainder), "brute force"
-    return plan_milp(remainder, time_limit=context.deadline.remaining(), seed=context.seed), "the MILP planner"
+    # the shared clock itself, not its remaining seconds: an expired clock (0 s left) is a time-out,
+    # not a bad limit
+    return plan_milp(remainder, time_limit=context.deadline, seed=context.seed), "the MILP planner"
 
 
 def _elimination_core(problem: ConfigProblem, context: Context) -> Answer:
-    reduced = simplify(problem)
+    reduced = simplify(problem, deadline=context.deadline)
     remainder = reduced.problem
     result, how = _solve_remainder(remainder, context)
     components = _component_count(remainder)

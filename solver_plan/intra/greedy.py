@@ -53,13 +53,19 @@ def visiting_order(problem: ConfigProblem) -> list[int]:
     return order
 
 
-def greedy_assignment(problem: ConfigProblem) -> tuple[int, ...]:
+def greedy_assignment(problem: ConfigProblem, deadline=None) -> tuple[int, ...]:
+    """Past `deadline` the nodes not yet visited take their least-memory candidate (the plan may
+    then break memory; callers check)."""
     order = visiting_order(problem)
     adjacency = problem.neighbours()
     plan = [0] * problem.num_nodes
     decided = np.zeros(problem.num_nodes, dtype=bool)
     memory = MemoryTracker(problem)
-    for node in order:
+    for position, node in enumerate(order):
+        if deadline is not None and deadline.expired():
+            for rest in order[position:]:
+                plan[rest] = int(np.argmin(problem.node_memory[rest]))
+            break
         costs = candidate_costs(problem, adjacency, int(node), plan, decided)
         choice = pick(costs, memory.overflow(int(node), undecided=True))
         plan[node] = choice
@@ -71,9 +77,9 @@ def greedy_assignment(problem: ConfigProblem) -> tuple[int, ...]:
 def heuristic_plans(problem: ConfigProblem, deadline, refine: bool = True, hint=None) -> list:
     """Memory-fitting plans from: greedy; under a memory limit, the unconstrained greedy plan and
     `hint` (a cheap plan that may break memory) repaired to fit; each then locally improved."""
-    plans = [greedy_assignment(problem)]
-    if problem.memory_limit is not None:
-        free = greedy_assignment(problem.with_memory_limit(None))
+    plans = [greedy_assignment(problem, deadline)]
+    if problem.memory_limit is not None and not (deadline is not None and deadline.expired()):
+        free = greedy_assignment(problem.with_memory_limit(None), deadline)
         if refine:
             free = improve(problem.with_memory_limit(None), free, deadline)
         plans.append(repair_memory(problem, free, deadline))

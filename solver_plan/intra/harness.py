@@ -22,10 +22,11 @@ from typing import Callable
 
 from solver_plan.deadline import Deadline  # noqa: F401  (re-exported: planners import it from here)
 from solver_plan.errors import InputError
+from solver_plan.intra import progress
 from solver_plan.intra.problem import ConfigProblem
 from solver_plan.result import ConfigResult, Status
 
-SUBPROCESS_GRACE_S = 1.0
+SUBPROCESS_GRACE_S = 0.3  # a forked solver killed this long after its limit (time limits allow +10% / +0.5 s)
 REPAIR_HINT = "repair_hint"  # option: a cheap plan that may break memory, for heuristics to repair
 
 
@@ -49,6 +50,35 @@ class Context:
 
 class SolverUnavailable(RuntimeError):
     """The backend's solver is not installed or cannot run here."""
+
+
+def start_clock(limit: "Deadline | float | None") -> Deadline:
+    """A clock started now that ends no later than `limit`: a caller's Deadline (so time already
+    spent by the command counts), a number of seconds, or None (no limit). Its `elapsed()` is
+    this piece's own runtime."""
+    if isinstance(limit, Deadline):
+        return Deadline(None, parent=limit)
+    return Deadline(limit)
+
+
+MIN_LIMIT_S = 1e-3  # a planner handed an expired clock still gets a (tiny) positive limit
+
+
+def seconds_left(limit: "Deadline | float | None") -> float | None:
+    """`limit` as seconds from now for a registered planner's `time_limit=` (planners of other
+    packages take plain seconds); never 0, which a planner would refuse as a bad limit."""
+    if isinstance(limit, Deadline):
+        left = limit.remaining()
+        return None if left is None else max(MIN_LIMIT_S, left)
+    return limit
+
+
+def failure_note(name: str, exc: BaseException) -> str:
+    """A one-line note for a failed solver (no traceback: users see notes)."""
+    if isinstance(exc, TimeoutError):
+        return f"{name} stopped at the time limit: {exc}"
+    text = str(exc).strip().splitlines()
+    return f"{name} failed ({type(exc).__name__}: {text[-1] if text else 'no message'})"
 
 
 def _usable(problem: ConfigProblem, assignment) -> bool:
@@ -82,7 +112,13 @@ def _diagnose(problem: ConfigProblem, deadline: Deadline, answer: Answer, name: 
     if problem.memory_limit is None:
         return answer
     budget = deadline.remaining()
-    budget = DEFAULT_DIAGNOSIS_TIME_S if budget is None else max(0.5, min(budget, DEFAULT_DIAGNOSIS_TIME_S))
+    if budget is not None and budget < 0.05:  # no time left to diagnose: say so instead of overrunning
+        if answer.status is Status.INFEASIBLE:
+            return Answer(Status.ERROR, None, None, answer.notes + (
+                f"{name} reported INFEASIBLE; no time left to confirm it",))
+        return Answer(Status.TIME_LIMIT if answer.status is not Status.ERROR else answer.status, None,
+                      answer.lower_bound, answer.notes + ("no plan found within the time limit",))
+    budget = DEFAULT_DIAGNOSIS_TIME_S if budget is None else min(budget, DEFAULT_DIAGNOSIS_TIME_S)
     peak = min_peak_memory(problem, budget)
     limit = float(problem.memory_limit)
     if peak.lower_bound > limit * (1 + 1e-9):
@@ -138,16 +174,19 @@ def _keep_incumbent_if_better(problem: ConfigProblem, answer: Answer, incumbent,
 
 
 def run_planner(name: str, problem: ConfigProblem, core: Callable[[ConfigProblem, Context], Answer], *,
-                exact: bool, time_limit: float | None = None, seed: int = 0, warm_start=None,
+                exact: bool, time_limit: "Deadline | float | None" = None, seed: int = 0, warm_start=None,
                 options: dict | None = None) -> ConfigResult:
-    """Run `core` with the shared plumbing and return a `ConfigResult` (not yet validated)."""
-    deadline = Deadline(time_limit)
+    """Run `core` with the shared plumbing and return a `ConfigResult` (not yet validated).
+    `time_limit` is seconds or a caller's `Deadline`."""
+    deadline = start_clock(time_limit)
     context = Context(deadline, seed, None, dict(options or {}))
     source = ""
     relaxation = None
     if exact:
         from solver_plan.intra.relaxation import edge_dropping_relaxation
         relaxation = edge_dropping_relaxation(problem, deadline)
+        if relaxation is not None:
+            progress.report(bound=relaxation.lower_bound)
         hint = context.options.get(REPAIR_HINT)
         if relaxation is not None and hint is None:
             hint = relaxation.assignment  # repaired to fit memory if needed
@@ -161,14 +200,19 @@ def run_planner(name: str, problem: ConfigProblem, core: Callable[[ConfigProblem
                 context.incumbent, source = relaxed_plan, "edge-dropping relaxation"
     elif warm_start is not None:
         context.incumbent = tuple(int(c) for c in warm_start) if _usable(problem, warm_start) else None
+    if context.incumbent is not None:
+        progress.report(incumbent=problem.objective(context.incumbent))
     try:
         answer = core(problem, context)
     except InputError:
         raise
     except SolverUnavailable as exc:
         answer = Answer(Status.ERROR, notes=(f"solver unavailable: {exc}",))
+    except TimeoutError as exc:  # a solver killed at the wall clock: the incumbent still counts
+        answer = Answer(Status.TIME_LIMIT, notes=(failure_note(name, exc),))
     except Exception as exc:  # a failing backend must not lose the heuristic answer
-        answer = Answer(Status.ERROR, notes=(f"{name} failed: {exc!r}", traceback.format_exc(limit=3)))
+        _log_traceback(name)
+        answer = Answer(Status.ERROR, notes=(failure_note(name, exc),))
     if answer.assignment is not None and not _usable(problem, answer.assignment):
         answer = Answer(Status.ERROR, None, answer.lower_bound,
                         answer.notes + ("the planner's plan is invalid or breaks the memory limit; discarded",))
@@ -180,11 +224,21 @@ def run_planner(name: str, problem: ConfigProblem, core: Callable[[ConfigProblem
             answer.lower_bound is None or answer.lower_bound < relaxation.lower_bound):
         answer = replace(answer, lower_bound=relaxation.lower_bound,
                          notes=answer.notes + ("bound from the edge-dropping relaxation",))
-    return _finish(problem, name, answer, deadline)
+    result = _finish(problem, name, answer, deadline)
+    progress.report(result.objective, result.lower_bound)
+    return result
+
+
+def _log_traceback(name: str) -> None:
+    """Tracebacks go to the debug log, never into results users read."""
+    import logging
+    logging.getLogger("solver_plan.intra").debug("%s failed:\n%s", name, traceback.format_exc())
 
 
 def _child(func, args, connection) -> None:
+    from solver_plan.intra.isolated import die_with_parent
     os.setpgid(0, 0)  # own process group, so a time-out also ends the solver processes it starts
+    die_with_parent()
     try:
         connection.send(("ok", func(*args)))
     except BaseException as exc:  # report every failure to the parent
@@ -238,11 +292,12 @@ def _reduce_and_run(problem: ConfigProblem, func: Callable, time_limit, seed: in
     from dataclasses import replace
 
     from solver_plan.intra.simplify import simplify
-    reduced = simplify(problem)
+    reduced = simplify(problem, deadline=time_limit if isinstance(time_limit, Deadline) else None)
     reduced_start = reduced.encode(warm_start) if warm_start is not None else None
     if REPAIR_HINT in options:
         options = {**options, REPAIR_HINT: reduced.encode(options[REPAIR_HINT])}
-    result = func(reduced.problem, time_limit=time_limit, seed=seed, warm_start=reduced_start, **options)
+    result = func(reduced.problem, time_limit=seconds_left(time_limit), seed=seed, warm_start=reduced_start,
+                  **options)
     notes = tuple(note for note in result.notes if not note.startswith("cost breakdown:")) + (reduced.describe(),)
     if result.assignment is None:
         return replace(result, notes=notes)
@@ -259,10 +314,11 @@ def run_simplified(problem: ConfigProblem, func: Callable, *, exact: bool, time_
     from dataclasses import replace
 
     from solver_plan.intra.simplify import memory_can_bind
-    deadline = Deadline(time_limit)
+    deadline = start_clock(time_limit)
     if memory_can_bind(problem):
-        budget = None if time_limit is None else deadline.remaining() / 2
-        relaxed = _reduce_and_run(problem.with_memory_limit(None), func, budget, seed, warm_start, options)
+        with progress.bounds_only():  # its plans may break memory
+            relaxed = _reduce_and_run(problem.with_memory_limit(None), func, deadline.share(0.5), seed, warm_start,
+                                      options)
         if relaxed.assignment is not None and problem.memory_ok(relaxed.assignment):
             if exact and relaxed.status is Status.OPTIMAL:
                 return replace(relaxed, runtime_s=deadline.elapsed(), notes=relaxed.notes + (
@@ -271,5 +327,5 @@ def run_simplified(problem: ConfigProblem, func: Callable, *, exact: bool, time_
                 warm_start = relaxed.assignment
         elif relaxed.assignment is not None:
             options = {**options, REPAIR_HINT: relaxed.assignment}  # for the heuristics to repair
-    result = _reduce_and_run(problem, func, deadline.remaining(), seed, warm_start, options)
+    result = _reduce_and_run(problem, func, deadline, seed, warm_start, options)
     return replace(result, runtime_s=deadline.elapsed())

@@ -7,18 +7,27 @@ HiGHS runs in a persistent worker, a fresh `python -m solver_plan.intra.isolated
 what the call needs (not the caller's main module, unlike multiprocessing's spawn). Other
 libraries run in process when they import, else in a worker too. A worker is killed and restarted
 if a call overruns its wall-clock limit. Requests and answers are pickled over the worker's pipes.
+
+No worker outlives its command: workers are killed at exit (atexit), die with their parent on Linux
+(PR_SET_PDEATHSIG, even when the parent is killed with SIGKILL) and, elsewhere, notice a dead
+parent by polling its pid.
 """
 from __future__ import annotations
 
+import atexit
 import importlib
 import os
 import pickle
 import select
+import signal
 import struct
 import subprocess
 import sys
+import threading
+import time
 
-GRACE_S = 2.0  # beyond the solver's own limit before the worker is killed
+GRACE_S = 0.5  # beyond the caller's deadline before the worker is killed (limits allow +10% / +0.5 s)
+PARENT_POLL_S = 1.0
 ALWAYS_ISOLATED = frozenset({"highspy"})
 _HEADER = struct.Struct("<Q")
 _importable: dict[str, bool] = {}
@@ -56,6 +65,26 @@ def _receive(stream):
     return pickle.loads(_read_exactly(stream, size))
 
 
+def die_with_parent() -> None:
+    """Ask Linux to SIGKILL this process when its parent dies (no-op elsewhere)."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        PR_SET_PDEATHSIG = 1
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):  # no prctl: the parent-pid poll still ends the worker
+        pass
+
+
+def _exit_when_orphaned(parent: int) -> None:
+    while True:
+        time.sleep(PARENT_POLL_S)
+        if os.getppid() != parent:
+            os._exit(1)
+
+
 def serve(requests=None, answers=None) -> None:
     """Worker loop: answer (module, function, kwargs) requests until the pipe closes."""
     requests = requests or sys.stdin.buffer
@@ -77,8 +106,10 @@ class _Worker:
         root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         environment = dict(os.environ)
         environment["PYTHONPATH"] = os.pathsep.join(filter(None, [root, environment.get("PYTHONPATH")]))
+        environment["SOLVER_PLAN_PARENT_PID"] = str(os.getpid())
         self.process = subprocess.Popen([sys.executable, "-m", "solver_plan.intra.isolated"],
-                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=environment)
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=environment,
+                                        preexec_fn=die_with_parent)
 
     def call(self, module_name: str, function_name: str, kwargs: dict, timeout: float | None):
         try:
@@ -98,7 +129,10 @@ class _Worker:
     def kill(self) -> None:
         if self.process.poll() is None:
             self.process.kill()
-        self.process.wait(5)
+        try:
+            self.process.wait(5)
+        except subprocess.TimeoutExpired:  # unkillable (uninterruptible I/O): nothing more to do
+            pass
 
     @property
     def alive(self) -> bool:
@@ -124,5 +158,18 @@ def call(library: str, module_name: str, function_name: str, *, timeout: float |
             _workers.pop(library, None)
 
 
+def shutdown() -> None:
+    """Kill every worker of this process (at exit, and for tests)."""
+    for library in list(_workers):
+        _workers.pop(library).kill()
+
+
+atexit.register(shutdown)
+
+
 if __name__ == "__main__":
+    parent_pid = int(os.environ.get("SOLVER_PLAN_PARENT_PID", os.getppid()))
+    if os.getppid() != parent_pid:  # the parent died before we started
+        sys.exit(1)
+    threading.Thread(target=_exit_when_orphaned, args=(parent_pid,), daemon=True).start()
     serve()

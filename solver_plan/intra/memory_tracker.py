@@ -25,13 +25,20 @@ class MemoryTracker:
         self.limit = problem.memory_limit
         self.used = np.zeros(problem.num_devices)
         self.reserved = np.zeros(problem.num_devices)
+        self._least: dict[int, np.ndarray] = {}
         if self.limit is None:
             return
         for node in range(problem.num_nodes):
             if assignment is None:
-                self.reserved += least_memory_per_device(problem, node)
+                self.reserved += self.least(node)
             else:
                 self.place(node, assignment[node])
+
+    def least(self, node: int) -> np.ndarray:
+        """least_memory_per_device, computed once per node."""
+        if node not in self._least:
+            self._least[node] = least_memory_per_device(self.problem, node)
+        return self._least[node]
 
     @property
     def active(self) -> bool:
@@ -41,7 +48,7 @@ class MemoryTracker:
         if self.limit is None:
             return
         if undecided:
-            self.reserved -= least_memory_per_device(self.problem, node)
+            self.reserved -= self.least(node)
         self.used[list(self.problem.node_devices[node][choice])] += self.problem.node_memory[node][choice]
 
     def remove(self, node: int, choice: int) -> None:
@@ -56,7 +63,7 @@ class MemoryTracker:
             return np.zeros(len(choices))
         base = self.used + self.reserved
         if undecided:
-            base = base - least_memory_per_device(self.problem, node)
+            base = base - self.least(node)
         return np.array([max(base[list(self.problem.node_devices[node][c])]) + self.problem.node_memory[node][c]
                          - self.limit for c in choices])
 

@@ -16,6 +16,7 @@ from solver_plan.planners import register
 from solver_plan.result import Status
 
 PULP_SOLVERS = {"cbc": "PULP_CBC_CMD"}
+MIN_SOLVER_S = 0.05  # below this a solver cannot even load the model: keep the heuristic plan
 BACKENDS = ("highs", *PULP_SOLVERS)
 
 
@@ -28,12 +29,16 @@ def _milp_core(problem: ConfigProblem, context: Context) -> Answer:
     backend = context.options.get("backend", "highs")
     if backend not in BACKENDS:
         raise InputError(f"unknown MILP backend {backend!r}; expected one of {', '.join(BACKENDS)}", "backend")
+    if context.deadline.expired():
+        return Answer(Status.TIME_LIMIT, notes=("no time left for the MILP after the heuristics",))
     model = config_model(problem)
     start = encode(model, problem, context.incumbent) if context.incumbent is not None else None
     remaining = context.deadline.remaining()
+    if remaining is not None and remaining < MIN_SOLVER_S:
+        return Answer(Status.TIME_LIMIT, notes=("no time left for the MILP after building it",))
     if backend == "highs":
         # keep a margin for shipping the model to the worker and the answer back
-        solver_limit = None if remaining is None else max(0.05, 0.97 * remaining - 0.2)
+        solver_limit = None if remaining is None else max(0.05, 0.9 * remaining - 0.2)
         outcome = isolated.call("highspy", "solver_plan.intra.backends.highs", "solve_with_highs", timeout=remaining,
                                 model=model, time_limit=solver_limit, start_values=start, seed=context.seed,
                                 relax_first=context.options.get("relax_first", True))

@@ -11,6 +11,7 @@ limit bounds, on every device, the sum of memory of the candidates placed on it.
 """
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +36,9 @@ class ConfigProblem:
     # Where the problem came from, (graph, cluster, cost_model), for planners that must simulate a
     # plan (MCMC); solvers never read it. None for synthetic problems.
     context: Any = None
+    # What building the problem had to give up (e.g. candidates cut at the time limit); shown with
+    # every result on it.
+    notes: tuple[str, ...] = ()
 
     def __post_init__(self):
         n = len(self.names)
@@ -83,11 +87,11 @@ class ConfigProblem:
 
     def device_memory(self, assignment) -> np.ndarray:
         """Bytes on each device under an assignment."""
-        memory = np.zeros(self.num_devices)
-        for i, c in enumerate(assignment):
-            for d in self.node_devices[i][c]:
-                memory[d] += self.node_memory[i][c]
-        return memory
+        devices = [self.node_devices[i][c] for i, c in enumerate(assignment)]
+        counts = [len(d) for d in devices]
+        amounts = np.repeat([float(self.node_memory[i][c]) for i, c in enumerate(assignment)], counts)
+        used = np.fromiter(itertools.chain.from_iterable(devices), dtype=np.int64, count=sum(counts))
+        return np.bincount(used, weights=amounts, minlength=self.num_devices).astype(float)
 
     def memory_ok(self, assignment, tolerance: float = 1e-6) -> bool:
         if self.memory_limit is None:

@@ -191,13 +191,14 @@ def _reduced_problem(problem: ConfigProblem, graph: _Graph, choices, absorbed: d
 
 
 def simplify(problem: ConfigProblem, *, drop_dominated: bool = True, fold_leaves: bool = True,
-             fold_chains: bool = True) -> Simplified:
+             fold_chains: bool = True, deadline=None) -> Simplified:
+    """Exact reduction; past `deadline` it stops dropping and folding (what is done stays exact)."""
     binds = memory_can_bind(problem)
     adjacency = problem.neighbours()
     choices = []
     for node in range(problem.num_nodes):
         keep = np.arange(len(problem.node_costs[node]))
-        if drop_dominated:
+        if drop_dominated and not (deadline is not None and deadline.expired()):
             keep = keep[~dominated_candidates(problem, node, adjacency, binds)]
         choices.append(keep)
     graph = _Graph(problem, choices)
@@ -205,6 +206,8 @@ def simplify(problem: ConfigProblem, *, drop_dominated: bool = True, fold_leaves
     steps, absorbed = [], {}
     queue = list(range(problem.num_nodes))
     while queue:
+        if deadline is not None and deadline.expired():
+            break
         node = queue.pop()
         if node not in graph.incident or not foldable[node]:
             continue

@@ -21,7 +21,9 @@ import math
 import random
 import time
 
+from solver_plan.deadline import Deadline
 from solver_plan.errors import InputError
+from solver_plan.intra.harness import seconds_left, start_clock
 from solver_plan.intra.memory_tracker import MemoryTracker
 from solver_plan.intra.problem import ConfigProblem
 from solver_plan.planners import planners, register
@@ -34,26 +36,32 @@ from solver_plan.simulate.objectives import (
 
 DEFAULT_PROPOSALS = 4000  # the budget is proposals and seconds, whichever runs out first
 DEFAULT_SECONDS = 60.0
+HEURISTIC_SHARE = 0.3  # of the time, at most, for the other heuristics' starting plans
 
 
-def _heuristic_plans(problem: ConfigProblem) -> list[tuple[str, tuple[int, ...]]]:
-    """Plans of every registered non-exact planner but this one, cheapest (sum cost) first."""
+def _heuristic_plans(problem: ConfigProblem, deadline: Deadline | None = None) -> list[tuple[str, tuple[int, ...]]]:
+    """Plans of every registered non-exact planner but this one, cheapest (sum cost) first; they
+    share at most HEURISTIC_SHARE of the time left, so the chains keep the rest."""
     plans = []
+    budget = Deadline(None) if deadline is None else deadline.share(HEURISTIC_SHARE)
     for name, info in planners("config").items():
-        if info.exact or name == "mcmc":
+        if info.exact or name == "mcmc" or info.objective != "sum":
             continue
-        result = info.func(problem)
+        if budget.expired():
+            break
+        result = info.func(problem, time_limit=seconds_left(budget))
         if result.assignment is not None and problem.memory_ok(result.assignment):
             plans.append((problem.objective(result.assignment), name, tuple(result.assignment)))
     return [(name, plan) for _, name, plan in sorted(plans)]
 
 
-def _initial_candidates(problem: ConfigProblem, warm_start, rng: random.Random) -> list[tuple[str, tuple[int, ...]]]:
+def _initial_candidates(problem: ConfigProblem, warm_start, rng: random.Random,
+                        deadline: Deadline | None = None) -> list[tuple[str, tuple[int, ...]]]:
     """The warm start, data parallelism, the best other heuristic, and a random strategy."""
     found = []
     if warm_start is not None:
         found.append(("warm start", tuple(int(c) for c in warm_start)))
-    heuristics = _heuristic_plans(problem)
+    heuristics = _heuristic_plans(problem, deadline)
     found += [h for h in heuristics if h[0] == "data-parallel"]
     found += [h for h in heuristics if h[0] != "data-parallel"][:1]
     found.append(("random", tuple(rng.randrange(len(c)) for c in problem.node_costs)))
@@ -117,10 +125,11 @@ def _chain(objective, problem: ConfigProblem, start: tuple[int, ...], rng: rando
 
 @register("mcmc", "config", options=("iterations", "objective", "beta", "simulation"), simplify=False, description="FlexFlow MCMC over single-operator changes, scored by the "
                                          "execution simulator (objective=sum: by the cost model)")
-def plan_mcmc(problem: ConfigProblem, *, time_limit: float | None = None, seed: int = 0, warm_start=None,
-              iterations: int | None = None, objective: str = "simulator", beta: float | None = None,
-              simulation: str = "delta", **options) -> ConfigResult:
+def plan_mcmc(problem: ConfigProblem, *, time_limit: "float | Deadline | None" = None, seed: int = 0,
+              warm_start=None, iterations: int | None = None, objective: str = "simulator",
+              beta: float | None = None, simulation: str = "delta", **options) -> ConfigResult:
     started = time.perf_counter()
+    deadline = start_clock(DEFAULT_SECONDS if time_limit is None else time_limit)
     if objective not in ("simulator", "sum"):
         raise InputError(f"must be 'simulator' or 'sum', got {objective!r}", "objective")
     if simulation not in ("delta", "full"):
@@ -136,18 +145,18 @@ def plan_mcmc(problem: ConfigProblem, *, time_limit: float | None = None, seed: 
         notes.append("no graph to simulate (synthetic or simplified problem): searched the sum cost model")
     scorer = (SimulatedObjective(problem, *problem.context, delta=simulation == "delta")
               if objective == "simulator" else SumObjective(problem))
-    starts = _initial_candidates(problem, warm_start, rng)
+    starts = _initial_candidates(problem, warm_start, rng, deadline)
     if not starts:
         return ConfigResult("mcmc", Status.ERROR, runtime_s=time.perf_counter() - started,
                             notes=("no initial strategy (data parallel, greedy, random) fits the memory limit",))
     iterations = DEFAULT_PROPOSALS if iterations is None else iterations
-    time_limit = DEFAULT_SECONDS if time_limit is None else time_limit
     share_n = max(1, iterations // len(starts))
     best = None
     for index, (source, start) in enumerate(starts):
-        share_s = None
-        if time_limit is not None:  # what is left, shared by the chains still to run
-            share_s = max(0.0, time_limit - (time.perf_counter() - started)) / (len(starts) - index)
+        if best is not None and deadline.expired():
+            break
+        left = deadline.remaining()  # what is left, shared by the chains still to run
+        share_s = None if left is None else left / (len(starts) - index)
         cost, plan = _chain(scorer, problem, start, rng, beta, _Budget(share_n, share_s))
         if best is None or cost < best[0]:
             best = (cost, plan, source)
