@@ -238,3 +238,20 @@ def test_resnet50_matches_the_zoo(tmp_path):
     assert g.total_params == zoo.total_params == 25_557_032
     assert g.total_flops == zoo.total_flops
     assert [op.op_type for op in g if op.name != "labels"] == [op.op_type for op in zoo]
+
+
+def test_imported_model_plans_end_to_end(tmp_path):
+    """An imported transformer (MatMul attention, opaque ops) goes through every front door."""
+    from solver_plan.api import pipeline, plan
+    from solver_plan.result import Status
+    path, _, _ = attention_model(tmp_path, tied=True)
+    inits = [_init("w", 4, 4)]
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"], name="fc"),
+             helper.make_node("Einsum", ["h"], ["y"], equation="ij->ij", name="mystery")]
+    opaque = _save(tmp_path, nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [8, 4])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [8, 4])], inits, "opaque.onnx")
+    for spec in (str(path), f"{opaque}:opaque=1"):
+        result = plan(spec, "v100x8-nvlink", "greedy", devices=2, memory_limit=None)
+        assert result.status.has_solution and result.objective_s > 0
+        piped = pipeline(spec, "v100x8-nvlink", 2, "pipedream", "1f1b*", time_limit=10)
+        assert piped.status in (Status.OPTIMAL, Status.FEASIBLE)
