@@ -27,6 +27,7 @@ from solver_plan.hybrid.space import Parallelism, check_fix, enumerate_space
 from solver_plan.hybrid.stage_cost import BlockCoster
 from solver_plan.result import Status
 
+SEARCH_SHARE = 0.9  # of the time limit for the search; the rest for validation and output
 MAX_MICRO_BATCH = 64  # micro-batch sizes searched (larger ones only add activation memory at this scale)
 
 
@@ -75,6 +76,8 @@ def plan_hybrid(model, cluster, global_batch: int, *, devices: int | None = None
     docs/hybrid-accuracy.md for the value fitted on one measured layer)."""
     deadline = deadline or Deadline(time_limit)
     start = time.perf_counter()
+    outer = deadline
+    deadline = outer.share(SEARCH_SHARE)  # the rest validates, writes and prints
     spec = _spec(model)
     cluster = _cluster(cluster, devices)
     _check_batch(global_batch)

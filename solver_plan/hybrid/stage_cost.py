@@ -128,7 +128,8 @@ class BlockCoster:
         submesh = self.cluster.first_devices(tp)
         problem = _no_sample_split(build_config_problem(graph, submesh))
         left = deadline.remaining()
-        result = solve(problem, self.planner, time_limit=None if left is None else max(left, 1.0))
+        # an expired deadline still gets a short solve: the block profile is needed for any plan
+        result = solve(problem, self.planner, time_limit=None if left is None else max(left, 0.2))
         if result.assignment is None:  # no plan from the solver: the replicated-free fallback is all on one shard
             raise RuntimeError(f"per-operator solve of the block on {tp} devices gave no plan: {result.notes}")
         cost_model = problem.context[2]

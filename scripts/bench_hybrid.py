@@ -1,0 +1,59 @@
+"""Benchmark of the hybrid planner's targets (issue 10); prints figures, asserts nothing.
+
+    python scripts/bench_hybrid.py [--quick]
+
+- GPT-3 175B (gpt3-175B) on 1,024 A100-80GB of a100-80gb-superpod, global batch 1536: a feasible plan
+  with its bound in < 60 s, never later than --time-limit + 10% (checked at 60 s and at 10 s);
+- megatron-1T on 3,072 devices, global batch 3072: < 120 s.
+Each run is a fresh process (`solver-plan hybrid ... --out`), timed from outside.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+CASES = [  # (label, model, devices, batch, time limit, target seconds)
+    ("GPT-3 175B / 1024 A100", "gpt3-175B", 1024, 1536, 60, 60),
+    ("GPT-3 175B / 1024 A100, --time-limit 10", "gpt3-175B", 1024, 1536, 10, 11),
+    ("1T / 3072 A100", "megatron-1T", 3072, 3072, 120, 120),
+]
+
+
+def run(label, model, devices, batch, limit, target) -> dict:
+    with tempfile.TemporaryDirectory() as folder:
+        out = Path(folder) / "plan.json"
+        cmd = [sys.executable, "-m", "solver_plan", "hybrid", "--model", model, "--cluster", "a100-80gb-superpod",
+               "--devices", str(devices), "--batch", str(batch), "--time-limit", str(limit), "--out", str(out)]
+        start = time.perf_counter()
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        wall = time.perf_counter() - start
+        plan = json.loads(out.read_text()) if out.exists() else {}
+    q = plan.get("parallelism", {})
+    line = (f"{label:<42} wall {wall:6.1f} s (target {target} s: {'met' if wall <= target else 'MISSED'})  "
+            f"{plan.get('status', 'no plan')}  step {plan.get('step_time_s') or float('nan'):.3f} s  "
+            f"bound {plan.get('lower_bound_s') or float('nan'):.3f} s  "
+            f"{plan.get('tflops_per_device') or float('nan'):.1f} TFLOP/s/GPU  "
+            f"dp={q.get('dp')} tp={q.get('tp')} pp={q.get('pp')} b={q.get('micro_batch_size')} "
+            f"{q.get('schedule')} v={q.get('virtual_stages')} {q.get('recompute')} zero={q.get('zero_stage')}")
+    print(line, flush=True)
+    if proc.returncode not in (0, 1):
+        print(proc.stderr[-2000:])
+    return {"label": label, "wall_s": wall, "target_s": target, "plan": plan}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="only the first case")
+    args = parser.parse_args(argv)
+    for case in CASES[:1] if args.quick else CASES:
+        run(*case)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
