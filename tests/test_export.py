@@ -165,3 +165,22 @@ def test_dtensor_placements_of_a_real_plan():
                     assert 0 <= int(p[6:-1]) < len(tensor.shape)
     with pytest.raises(InputError, match="needs the graph"):
         export_plan(d, "dtensor")
+
+
+def test_cli_exports(tmp_path, capsys):
+    """`solver-plan hybrid --export` and `solver-plan plan --export dtensor` write what export_plan
+    gives for the --out plan."""
+    from solver_plan.cli import main
+    out, exported = tmp_path / "plan.json", tmp_path / "megatron.txt"
+    assert main(["hybrid", "--model", "gpt2:layers=4,seq=128", "--cluster", "v100x8-nvlink", "--batch", "16",
+                 "--time-limit", "30", "--out", str(out), "--export", "megatron",
+                 "--export-out", str(exported)]) == 0
+    assert exported.read_text() == export_plan(json.loads(out.read_text()), "megatron")
+    a = megatron_args(exported.read_text())
+    assert int(a["--global-batch-size"]) == 16
+    out, exported = tmp_path / "ops.json", tmp_path / "dtensor.json"
+    assert main(["plan", "--model", "mlp:layers=2,hidden=128,batch=32", "--devices", "2", "--planner", "greedy",
+                 "--memory-limit", "none", "--out", str(out), "--export", "dtensor",
+                 "--export-out", str(exported)]) == 0
+    assert json.loads(exported.read_text())["world_size"] == 2
+    capsys.readouterr()

@@ -26,6 +26,8 @@ def register_command(subparsers) -> None:
                         help="multiply every kernel time of the cost model (calibration; see docs/hybrid-accuracy.md)")
     parser.add_argument("--planner", default="milp", help="per-operator planner for the block solves (default milp)")
     parser.add_argument("--out", help="write the plan as JSON here")
+    from solver_plan.export.cli_support import add_export_arguments
+    add_export_arguments(parser, ("megatron", "deepspeed", "torchtitan"))
     parser.set_defaults(func=run)
 
 
@@ -45,6 +47,8 @@ def run(args) -> int:
     from solver_plan.hybrid.space import parse_fix
 
     check_output_path(args.out, "--out")
+    from solver_plan.export.cli_support import check_export_arguments, write_export
+    check_export_arguments(args)  # --export-out checked before any work, like --out
     check_positive(args.time_limit, "--time-limit")
     if args.devices is not None and args.devices < 1:
         raise InputError(f"must be at least 1, got {args.devices}", "--devices")
@@ -59,6 +63,8 @@ def run(args) -> int:
     if args.out:  # before printing: a closed pipe must not lose the plan
         write_text_atomic(args.out, json.dumps(result.to_dict(), indent=2) + "\n")
     print(result.table())
+    if result.plan is not None and result.status.has_solution:
+        write_export(args, result.to_dict())
     if args.out:
         print(f"wrote {args.out}")
     return 0 if result.status.has_solution else 1
