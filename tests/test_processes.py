@@ -46,7 +46,7 @@ def _gone(pids: set[int], within_s: float) -> set[int]:
 
 def test_plan_command_leaves_no_highs_worker():
     command = [sys.executable, "-m", "solver_plan", "plan", "--model", "inception_v3", "--planner", "milp",
-               "--time-limit", "5", "--quiet", "--rows", "1"]
+               "--time-limit", "30", "--quiet", "--rows", "1"]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     seen: set[int] = set()
     while process.poll() is None:
