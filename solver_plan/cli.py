@@ -29,7 +29,8 @@ SOLVE_SHARE = 0.95  # of the time left after building; the rest decodes, validat
 
 def _cmd_models(args) -> int:
     from solver_plan.graph.zoo import model_description, model_names, model_options
-    print(f"{'model':<16} description / options (MODEL is NAME or NAME:key=value,... or a PipeDream graph.txt)")
+    print(f"{'model':<16} description / options (MODEL is NAME or NAME:key=value,..., a PipeDream graph.txt, "
+          "a model.onnx, a Hugging Face config.json or a graph file; see docs/api.md)")
     for name in model_names():
         options = ", ".join(f"{k}={v}" for k, v in model_options(name).items())
         print(f"{name:<16} {model_description(name)}\n{'':<16} options: {options}")
@@ -117,7 +118,8 @@ def _cmd_plan(args) -> int:
 def _add_plan_parser(subparsers) -> None:
     p = subparsers.add_parser("plan", help="plan per-operator parallel configurations")
     p.add_argument("--model", default=DEFAULT_MODEL,
-                   help=f"zoo spec (e.g. mlp:layers=2,hidden=1024,batch=128) or PipeDream graph.txt (default {DEFAULT_MODEL})")
+                   help=f"zoo spec (e.g. mlp:layers=2,hidden=1024,batch=128), PipeDream graph.txt, model.onnx[:batch=N,...], "
+                        f"Hugging Face config.json[:batch=N,seq=N] or graph file (default {DEFAULT_MODEL})")
     p.add_argument("--cluster", default=DEFAULT_CLUSTER, help=f"preset name or YAML file (default {DEFAULT_CLUSTER})")
     p.add_argument("--devices", type=int, default=None, help="plan on the first N devices only")
     p.add_argument("--precision", default="auto", choices=("auto", "fp32", "tf32", "bf16", "fp16", "fp8"),
