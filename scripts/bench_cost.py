@@ -4,7 +4,8 @@
 
 Each layer is ~12 operators (layernorm, q/k/v projections, attention, output projection, residual
 adds, MLP), so 80 layers give ~1,000 operators. Prints operator, candidate and edge counts and the
-time for (a) all candidates, (b) all node costs, (c) all edge matrices.
+time for (a) all candidates, (b) all node costs, (c) all edge matrices; then the time to price one
+collective on groups of 8 to 4,096 devices and the predicted time of a 1 GB collective.
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 
 from solver_plan.cluster import resolve_cluster
 from solver_plan.cost import CostModel, enumerate_configs
+from solver_plan.cost.collectives import KINDS, collective_time
 from solver_plan.graph import Graph, GraphBuilder
 
 
@@ -61,6 +63,22 @@ def main() -> None:
     print(f"{len(graph)} operators, {total} candidates, {len(graph.edges)} edges on {cluster.name}")
     print(f"enumerate {t_enum - start:.2f} s, node costs {t_nodes - t_enum:.2f} s, "
           f"edge matrices {t_edges - t_nodes:.2f} s, total {t_edges - start:.2f} s")
+    collectives_at_scale()
+
+
+def collectives_at_scale(preset: str = "h100-80gb-superpod", calls: int = 20_000) -> None:
+    """Price collectives on groups of up to 4,096 devices from their shape alone: time per call and
+    the predicted seconds of a 1 GB collective (hierarchical: 8 devices per node)."""
+    pod = resolve_cluster(preset)
+    for kind in KINDS:
+        sizes = (2,) if kind == "p2p" else (8, 64, 512, 4096)
+        start = time.perf_counter()
+        for i in range(calls):
+            collective_time(pod, kind, 1e9 + i, sizes[i % len(sizes)], 1 if kind == "p2p" else None)
+        per_call = (time.perf_counter() - start) / calls
+        figures = ", ".join(f"{n}: {collective_time(pod, kind, 1e9, n, 1 if kind == 'p2p' else None) * 1e3:.2f} ms"
+                            for n in sizes)
+        print(f"{kind:<15} {per_call * 1e6:.1f} us per call; 1 GB on {figures}")
 
 
 if __name__ == "__main__":

@@ -11,8 +11,6 @@ what their profile measured.
 """
 from __future__ import annotations
 
-from functools import lru_cache
-
 from solver_plan.graph.ir import Graph, Operator
 from solver_plan.graph.ops import OpType
 
@@ -37,8 +35,9 @@ def saves_input(op: Operator) -> bool:
     return op.op_type == OpType.BINARY and op.attr("kind") == "mul"
 
 
-@lru_cache(maxsize=64)
-def _kept(graph: Graph) -> frozenset[str]:
+def kept_outputs(graph: Graph) -> frozenset[str]:
+    """Names of the operators whose outputs stay in memory until the backward pass (O(graph);
+    callers cache it per graph: hashing a Graph walks all its operators)."""
     kept = set()
     for op in graph:
         if saves_own_output(op) or op.activation_bytes_override is not None:
@@ -50,4 +49,4 @@ def _kept(graph: Graph) -> frozenset[str]:
 
 def keeps_output(graph: Graph, op: Operator) -> bool:
     """Whether `op`'s outputs stay in memory until the backward pass."""
-    return op.name in _kept(graph)
+    return op.name in kept_outputs(graph)

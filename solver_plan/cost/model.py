@@ -44,7 +44,7 @@ from typing import Sequence
 import numpy as np
 
 from solver_plan.cluster import Cluster, LinkLevel
-from solver_plan.cost.activations import keeps_output
+from solver_plan.cost.activations import kept_outputs
 from solver_plan.cost.collectives import (DDP_BUCKET_BYTES, collective_time, gradient_sync_time, group_shape,
                                           ring_allreduce_bytes)
 from solver_plan.cost.compute import compute_time
@@ -125,6 +125,13 @@ class CostModel:
                                            cluster.alpha(LinkLevel.INTER_NODE) if inter else 0.0])
         self._nodes: dict[tuple, NodeCost] = {}
         self._edges: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
+        self._kept: dict[int, tuple[Graph, frozenset[str]]] = {}  # by id: hashing a Graph is O(graph)
+
+    def _kept_outputs(self, graph: Graph) -> frozenset[str]:
+        entry = self._kept.get(id(graph))
+        if entry is None or entry[0] is not graph:
+            entry = self._kept[id(graph)] = (graph, kept_outputs(graph))
+        return entry[1]
 
     # --- precision -------------------------------------------------------------------------
     def element_bytes(self, declared: int) -> int:
@@ -146,7 +153,7 @@ class CostModel:
     # --- operators -------------------------------------------------------------------------
     def node(self, graph: Graph, op: Operator, cfg: ParallelConfig) -> NodeCost:
         grads = tuple(needs_gradient(graph, op, i) for i in range(len(op.inputs)))
-        kept = keeps_output(graph, op)
+        kept = op.name in self._kept_outputs(graph)
         key = (op_signature(op, graph), op.measured, op.activation_bytes_override, grads, kept, cfg)
         cost = self._nodes.get(key)
         if cost is None:
