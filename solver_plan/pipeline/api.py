@@ -10,6 +10,7 @@ import json
 import time
 from dataclasses import dataclass, field
 
+from solver_plan.deadline import Deadline
 from solver_plan.errors import InputError, check_positive
 from solver_plan.planners import get_planner
 from solver_plan.pipeline.allocation import Allocation, AllocationResult
@@ -18,6 +19,8 @@ from solver_plan.pipeline.problem import ChainProblem
 from solver_plan.pipeline.schedule_result import ScheduleResult
 from solver_plan.pipeline.validate import Validation, validate
 from solver_plan.result import Status, relative_gap
+
+MIN_LIMIT_S = 1e-3  # an expired clock still hands a solver a positive limit: it returns at once
 
 JSON_VERSION = 1
 
@@ -87,16 +90,20 @@ def _better(a: ScheduleResult | None, b: ScheduleResult) -> bool:
 
 def plan_pipeline(problem: ChainProblem, planner: str = "madpipe", schedule: str = "exact",
                   time_limit: float | None = None, planner_options: dict | None = None,
-                  schedule_options: dict | None = None) -> PipelineResult:
+                  schedule_options: dict | None = None, *, deadline: Deadline | None = None) -> PipelineResult:
     """Allocate with `planner`, schedule every candidate allocation with `schedule`, keep the best
-    valid pattern. `time_limit` (s) bounds the exact solvers; None leaves each one's default."""
+    valid pattern. `time_limit` (s from now) and/or a command's `deadline` bound everything; with
+    neither, each exact solver keeps its own default. Once time is up, allocations not yet
+    scheduled are skipped (the best pattern so far is kept)."""
     begin = time.perf_counter()
     info = get_planner(planner, "pipeline")
     get_planner(schedule, "schedule", "--schedule")  # fail early on a bad name
     check_positive(time_limit, "--time-limit")
+    if time_limit is not None or deadline is not None:
+        deadline = Deadline(time_limit, parent=deadline)
     options = dict(planner_options or {})
-    if time_limit is not None:
-        options["time_limit"] = time_limit
+    if deadline is not None:
+        options["time_limit"] = max(MIN_LIMIT_S, deadline.remaining())
     allocated = info.func(problem, **options)
     if not allocated.status.has_solution or allocated.allocation is None:
         return PipelineResult(problem, planner, schedule, allocated.status, allocated,
@@ -112,9 +119,11 @@ def plan_pipeline(problem: ChainProblem, planner: str = "madpipe", schedule: str
         candidates = [a for a in candidates if a.is_contiguous] or candidates[:1]
     best: ScheduleResult | None = None
     for allocation in candidates:
+        if best is not None and deadline is not None and deadline.expired():
+            break
         options = dict(schedule_options or {})
-        if time_limit is not None:  # else each scheduler's own default limit applies
-            options["time_limit"] = max(1.0, time_limit - (time.perf_counter() - begin))
+        if deadline is not None:  # else each scheduler's own default limit applies
+            options["time_limit"] = max(MIN_LIMIT_S, deadline.remaining())
         if schedule == "exact":
             options.setdefault("period_guess", allocated.period_s)
         scheduled = schedule_allocation(problem, allocation, schedule, **options)
