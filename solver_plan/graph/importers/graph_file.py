@@ -96,13 +96,14 @@ def load_model_file(spec: str) -> Graph:
     path = Path(path_text)
     if not path.is_file():
         raise InputError("no such model file", path_text)
+    name = path.name + model_file_parts(spec)[2]  # "config.json:seq=128": short, and says what was built
     if path.suffix.lower() == ".onnx":
         from solver_plan.graph.importers.onnx_import import load_onnx
-        return load_onnx(path, options)
+        return load_onnx(path, options, name)
     document = read_document(path)
     from solver_plan.graph.importers.hf import load_hf_config, looks_like_hf_config
     if spec.strip().startswith(HF_PREFIX) or (isinstance(document, dict) and looks_like_hf_config(document)):
-        return load_hf_config(path, options)
+        return load_hf_config(path, options, name)
     if options:
         raise InputError(f"a graph file takes no options, got {', '.join(options)}", path_text)
     return graph_from_document(document, path_text)

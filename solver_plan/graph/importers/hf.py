@@ -37,7 +37,6 @@ from solver_plan.graph.ir import Graph, Tensor
 from solver_plan.graph.ops import OpType
 from solver_plan.graph.zoo.transformer import tied_output, token_embedding
 
-HF_PREFIX = "hf:"
 DEFAULT_BATCH = 8
 MAX_DEFAULT_SEQ = 2048
 OPTIONS = ("batch", "seq", "target_seq", "layers")
@@ -73,10 +72,6 @@ class _Config:
         if not isinstance(value, str):
             raise InputError(f"key {key!r} must be a string, got {value!r}", self.where)
         return value
-
-
-def is_hf_spec(spec: str) -> bool:
-    return spec.startswith(HF_PREFIX)
 
 
 def read_config(path: Path) -> dict:

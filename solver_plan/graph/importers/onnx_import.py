@@ -225,7 +225,7 @@ class _Importer:
 
     # --- helpers -----------------------------------------------------------------------------
     def _unique(self, name: str) -> str:
-        base = (name or "node").replace("/", "_").strip("_") or "node"
+        base = (name or "node").strip("/") or "node"  # exporters' scoped names ("/layers.0/attn/MatMul") kept
         out, i = base, 1
         while out in self.names:
             out, i = f"{base}_{i}", i + 1
