@@ -92,6 +92,8 @@ def test_replicated_operator_repeats_the_work_and_needs_no_collective(mlp):
     assert copy.q_x == whole.q_x and copy.compute_s == pytest.approx(whole.compute_s)
     assert (copy.q_c, copy.q_p, copy.comm_s, copy.sync_s) == (0, 0, 0, 0)
     assert copy.memory_bytes == whole.memory_bytes  # the whole output on every device
+    from solver_plan.cost.collectives import collective_groups
+    assert collective_groups(replicated, ("sample", "feature"), (0, 1)) == ((0,), (1,), (2,), (3,))
     # fc split on `out` feeding the replicated relu: each device lacks 3/4 of the 8 x 32 output
     # (forward) and its gradient tile is local (backward): 192 elements x 2 bytes
     edge = next(e for e in mlp.edges if e.dst == "r1")

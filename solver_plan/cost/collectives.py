@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from solver_plan.cluster import Cluster, LinkLevel
-from solver_plan.cost.config import ParallelConfig
+from solver_plan.cost.config import REPLICA, ParallelConfig
 from solver_plan.cost.tiles import tile_coordinates
 
 KINDS = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all", "broadcast", "p2p")
@@ -187,9 +187,10 @@ class GroupLink:
 
 @lru_cache(maxsize=100_000)
 def collective_groups(cfg: ParallelConfig, names: tuple[str, ...], over: tuple[int, ...]) -> tuple[tuple[int, ...], ...]:
-    """Device groups of `cfg` that share tile coordinates on every dimension not in `over`."""
-    coords = tile_coordinates(cfg, names)
-    keep = [j for j in range(len(names)) if j not in over]
+    """Device groups of `cfg` that share tile coordinates on every dimension not in `over`
+    (and the same replica: identical copies never communicate with each other)."""
+    coords = tile_coordinates(cfg, tuple(names) + (REPLICA,))
+    keep = [j for j in range(len(names)) if j not in over] + [len(names)]
     groups: dict[tuple, list[int]] = {}
     for position, device in enumerate(cfg.devices):
         groups.setdefault(tuple(coords[position, keep]), []).append(device)
