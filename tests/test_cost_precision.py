@@ -133,3 +133,10 @@ def test_only_activations_read_in_backward_stay_in_memory():
     single = ParallelConfig((("sample", 1), ("channel", 1), ("height", 1), ("width", 1)), (0,))
     bn = model.node(g, g.op("bn"), single)
     assert bn.memory_bytes == 8 * 16  # 8 parameters x 16 bytes, no activation
+
+
+def test_plan_files_read_back_replicated_configurations(mlp):
+    from solver_plan.simulate.plan_file import parse_operator
+    name, cfg = parse_operator({"name": "r0", "degrees": {"sample": 1, "feature": 1, REPLICA: 4},
+                                "devices": [0, 1, 2, 3]}, mlp, CLUSTER, "plan.json")
+    assert name == "r0" and cfg.replicas == 4 and cfg.num_shards == 1

@@ -11,7 +11,7 @@ import math
 from pathlib import Path
 
 from solver_plan.cluster import Cluster
-from solver_plan.cost.config import ParallelConfig
+from solver_plan.cost.config import REPLICA, ParallelConfig
 from solver_plan.cost.dims import op_dimensions
 from solver_plan.errors import InputError
 from solver_plan.graph.ir import Graph
@@ -68,6 +68,8 @@ def parse_operator(entry, graph: Graph, cluster: Cluster, where: str) -> tuple[s
         raise InputError("'degrees' must map dimension names to degrees", f"{where} field 'degrees'")
     known = {d.name: d for d in dims}
     for dim, degree in degrees.items():
+        if dim == REPLICA and _is_int(degree) and degree >= 1:  # identical copies (cost/config.py)
+            continue
         if dim not in known:
             raise InputError(f"unknown dimension {dim!r}; {name!r} has {', '.join(known) or 'none'}",
                              f"{where} field 'degrees'")
@@ -77,6 +79,8 @@ def parse_operator(entry, graph: Graph, cluster: Cluster, where: str) -> tuple[s
             raise InputError(f"degree {degree} of {dim!r} does not divide its size {known[dim].size}",
                              f"{where} field 'degrees'")
     ordered = tuple((d.name, degrees.get(d.name, 1)) for d in dims)
+    if degrees.get(REPLICA, 1) > 1:
+        ordered += ((REPLICA, degrees[REPLICA]),)
     devices = entry.get("devices")
     if not isinstance(devices, list) or not devices or not all(_is_int(d) for d in devices):
         raise InputError("'devices' must be a non-empty list of device numbers", f"{where} field 'devices'")
