@@ -19,7 +19,7 @@ from solver_plan.deadline import DEFAULT_TIME_LIMIT_S
 from solver_plan.units import format_seconds, parse_bytes
 
 PACKAGE_COMMANDS = ("solver_plan.pipeline.cli", "solver_plan.simulate.cli", "solver_plan.batch.cli",
-                    "solver_plan.hybrid.cli",
+                    "solver_plan.hybrid.cli", "solver_plan.export.cli",
                     "solver_plan.report.cli")
 DEFAULT_MODEL = "resnet50"
 DEFAULT_CLUSTER = "v100x8-nvlink"

@@ -184,3 +184,32 @@ def test_cli_exports(tmp_path, capsys):
                  "--export-out", str(exported)]) == 0
     assert json.loads(exported.read_text())["world_size"] == 2
     capsys.readouterr()
+
+
+def test_dtensor_placements_follow_the_split():
+    """Linear fc0 split out=2 x in=2 on devices 0-3: a 2x2 mesh; the weight (out, in) is sharded on
+    both axes, the output is sharded by columns and partial over `in`, the input sharded by columns."""
+    from solver_plan.api import load_model
+    graph = load_model("mlp:layers=2,hidden=128,batch=32")
+    operators = []
+    for op in graph:
+        degrees = {"sample": 1, "out": 2, "in": 2} if op.name == "fc0" else {"sample": 4}
+        operators.append({"name": op.name, "type": op.op_type.value, "degrees": degrees, "devices": [0, 1, 2, 3]})
+    d = {"schema_version": 1, "model": graph.name, "status": "FEASIBLE", "operators": operators, "edges": [],
+         "device_memory_bytes": [0, 0, 0, 0]}
+    fc0 = json.loads(export_plan(d, "dtensor", graph=graph))["modules"]["fc0"]
+    assert fc0["mesh"] == {"devices": [[0, 1], [2, 3]], "dim_names": ["out", "in"]}
+    assert fc0["weight_placements"] == ["Shard(0)", "Shard(1)"]
+    assert fc0["output_placements"] == [["Shard(1)", "Partial()"]]
+    assert fc0["input_placements"] == [["Replicate()", "Shard(1)"]]
+
+
+def test_export_command(tmp_path, capsys):
+    from solver_plan.cli import main
+    plan_path = tmp_path / "hybrid.json"
+    plan_path.write_text(json.dumps(PLANS["uneven"]))
+    assert main(["export", str(plan_path), "--target", "torchtitan"]) == 0
+    assert tomllib.loads(capsys.readouterr().out)["parallelism"]["data_parallel_replicate_degree"] == 4
+    assert main(["export", str(plan_path), "--target", "dtensor", "--model", "mlp"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "hybrid.json" in err and "per-operator plan" in err

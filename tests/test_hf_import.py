@@ -104,3 +104,18 @@ def test_job_files_take_model_files_next_to_them(tmp_path):
     assert [j.model for j in loaded] == [f"{tmp_path}/cfg/gpt2.json:layers=1,seq=32,batch=2",
                                          f"hf:{tmp_path}/cfg/gpt2.json"]
     assert all(j.fingerprints and j.fingerprints[0][1] for j in loaded)
+
+
+def test_expert_parallelism_is_a_dimension_of_the_expert_layers():
+    """The experts' grouped convolution offers `out_channel` (size experts x width) as a weight
+    dimension split together with its input channels: a degree dividing the expert count keeps
+    whole experts on each device (expert parallelism)."""
+    from solver_plan.cost.dims import op_layout
+    graph = load_hf_config(CONFIGS / "mixtral-8x7b-v0.1.json", {"batch": "2", "seq": "16", "layers": "1"})
+    op = graph.op("layers.0/block_sparse_moe/experts_down")
+    layout = op_layout(op, graph)
+    dim = next(d for d in layout.dims if d.name == "out_channel")
+    assert dim.kind == "parameter" and dim.size == 8 * 4096 and "out_channel" in layout.weight_dims
+    index = layout.names.index("out_channel")
+    assert layout.input_axes[0][index] == 1  # the input's channels (expert x ffn) split with it
+    assert op.params == 8 * 14336 * 4096
