@@ -26,7 +26,7 @@ def compositions(n: int, k: int):
 
 def brute_force(model: str, cluster, batch: int, limit: float | None) -> float:
     spec = transformer_spec(model)
-    ctx = Context(spec, cluster, batch, limit, state_bytes())
+    ctx = Context(spec, cluster, batch, limit, state_bytes(cluster.device))
     coster = BlockCoster(spec, cluster)
     n, L = cluster.num_devices, spec.layers
     best = math.inf

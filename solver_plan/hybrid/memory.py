@@ -37,17 +37,14 @@ class StateBytes:
 MIXED_PRECISION = StateBytes()
 
 
-def state_bytes() -> StateBytes:
-    """The cost core's mixed-precision bytes per parameter when it defines them, else ZeRO's 2+2+12."""
-    try:
-        from solver_plan.cost.precision import TrainingPrecision
-    except ImportError:
-        return MIXED_PRECISION
-    try:
-        p = TrainingPrecision()
-        return StateBytes(float(p.weight_bytes), float(p.gradient_bytes), float(p.optimizer_bytes))
-    except Exception:  # an API still in flux: keep the paper's numbers rather than fail
-        return MIXED_PRECISION
+def state_bytes(device=None) -> StateBytes:
+    """Bytes per parameter of the training precision the cost core picks for `device`
+    (`cost.precision.default_for`: mixed bf16/fp16 = 2 + 2 + 4 + 8, plain fp32 = 4 + 4 + 0 + 8);
+    mixed precision (ZeRO's 2 + 2 + 12) without a device."""
+    from solver_plan.cost.precision import TrainingPrecision, default_for
+
+    b = (default_for(device) if device is not None else TrainingPrecision.mixed()).bytes_per_parameter()
+    return StateBytes(float(b.weights), float(b.gradients), float(b.master + b.moments))
 
 
 # --- model state (Rajbhandari et al. 2020, figure 1: ZeRO stages 1, 2, 3) ---------------------

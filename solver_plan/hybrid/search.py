@@ -83,7 +83,7 @@ def plan_hybrid(model, cluster, global_batch: int, *, devices: int | None = None
     _check_batch(global_batch)
     pins = check_fix(fix or {})
     limit = _memory_limit(memory_limit, cluster)
-    ctx = Context(spec, cluster, global_batch, limit, state_bytes())
+    ctx = Context(spec, cluster, global_batch, limit, state_bytes(cluster.device))
     points = [p for p in enumerate_space(spec, cluster.num_devices, cluster.devices_per_node, global_batch, pins)
               if p.micro_batch_size <= MAX_MICRO_BATCH or "micro_batch_size" in pins]
     if not points:
@@ -231,7 +231,7 @@ def evaluate(model, cluster, global_batch: int, parallelism, *, memory_limit="de
                                   values.get("schedule", "interleaved" if v > 1 else "1f1b"))
     cluster = _cluster(cluster, parallelism.devices)
     limit = _memory_limit(memory_limit, cluster)
-    ctx = Context(spec, cluster, global_batch, limit, state_bytes())
+    ctx = Context(spec, cluster, global_batch, limit, state_bytes(cluster.device))
     profile = BlockCoster(spec, cluster, planner, compute_scale).profile(parallelism.tp, parallelism.micro_batch_size)
     plan = price(ctx, parallelism, profile, limit)
     status = Status.FEASIBLE

@@ -12,8 +12,8 @@ Times of the chosen configuration:
 - compute: forward `compute_time(flops / n, hbm bytes / n)` of the cost core (roofline with the
   device's efficiency curves) per operator; backward = 2 kernels of the forward's size (dX and dW,
   Narayanan et al. 2021: backward = 2 x forward);
-- communication: the cost model's collectives and redistributions of that configuration, scaled from
-  the graph's fp32 tensors to 16-bit activations (mixed precision moves half the bytes).
+- communication: the cost model's collectives and redistributions of that configuration (in the
+  training precision's bytes: the cost model narrows the graph's fp32 tensors itself).
 """
 from __future__ import annotations
 
@@ -146,10 +146,9 @@ class BlockCoster:
             op = graph.op(name)
             fwd, bwd = _compute_s(submesh, op, cfg.num_devices, self.compute_scale)
             node = cost_model.node(graph, op, cfg)
-            scale = ACTIVATION_BYTES / op.dtype_bytes
-            collectives = (node.comm_s + node.sync_s) * scale
+            collectives = node.comm_s + node.sync_s
             total[group[i]] += fwd + bwd + collectives
-            forward[group[i]] += fwd + node.comm_s * scale / 2
+            forward[group[i]] += fwd + node.comm_s / 2
             if group[i] == "block":
                 comm += collectives
                 configs.append((name[len(BLOCK_SCOPE):], _config_text(cfg)))
@@ -157,11 +156,10 @@ class BlockCoster:
                     attention_forward += fwd
         for (u, v), matrix in zip(problem.edges, problem.edge_costs):
             seconds = float(matrix[result.assignment[u], result.assignment[v]])
-            scale = ACTIVATION_BYTES / graph.op(problem.names[v]).dtype_bytes
-            total[group[v]] += seconds * scale
-            forward[group[v]] += seconds * scale / 2
+            total[group[v]] += seconds
+            forward[group[v]] += seconds / 2
             if group[v] == "block":
-                comm += seconds * scale
+                comm += seconds
         ratio = 1.0
         if result.status != Status.OPTIMAL:
             ratio = (result.lower_bound / result.objective) if (result.lower_bound and result.objective) else 0.0
