@@ -43,11 +43,12 @@ def build_model(data: dict):
     import pulp
 
     model = pulp.LpProblem("reference", pulp.LpMinimize)
-    s = [[pulp.LpVariable(f"s_{v}_{k}", cat="Binary") for k in range(len(costs))]
+    binary = model.add_variable if hasattr(model, "add_variable") else pulp.LpVariable  # PuLP >= 3.3 : older
+    s = [[binary(f"s_{v}_{k}", cat="Binary") for k in range(len(costs))]
          for v, costs in enumerate(data["node_costs"])]
     objective = [(s[v][k], cost) for v, costs in enumerate(data["node_costs"]) for k, cost in enumerate(costs)]
     for j, ((u, v), matrix) in enumerate(zip(data["edges"], data["edge_costs"])):
-        e = [[pulp.LpVariable(f"e_{j}_{k}_{l}", cat="Binary") for l in range(len(row))] for k, row in enumerate(matrix)]
+        e = [[binary(f"e_{j}_{k}_{l}", cat="Binary") for l in range(len(row))] for k, row in enumerate(matrix)]
         objective += [(e[k][l], cost) for k, row in enumerate(matrix) for l, cost in enumerate(row)]
         model += pulp.lpSum(x for row in e for x in row) == 1
         for k, row in enumerate(e):

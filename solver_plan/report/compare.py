@@ -2,7 +2,8 @@
 per planner, per family and per kind the aggregates a reader can trust. Pure functions of `Run`s.
 
 Reference of an instance: the best (largest) lower bound any planner proved; where none did, the
-best objective found (`proven=False`). Gap of an objective: (objective - reference) / objective, as
+best objective found (`proven=False`). A bound above a plan some planner found is wrong: it is
+ignored and its planner listed in `invalid_bounds`. Gap of an objective: (objective - reference) / objective, as
 `relative_gap` defines it (0 optimal, 1 hopeless). An instance is *infeasible* when some planner
 proved it (status INFEASIBLE) and none found a plan.
 
@@ -30,6 +31,7 @@ from solver_plan.report.runs import Run
 from solver_plan.result import relative_gap
 
 WIN_TOLERANCE = 1e-6  # relative: objectives this close to the best tie
+BOUND_TOLERANCE = 1e-6  # relative: a bound further above the best plan found is wrong
 TIME_FLOOR_S = 1e-3
 GAP_SHIFT = 1e-4
 UNSOLVED_GAP = 1.0
@@ -64,6 +66,7 @@ class InstanceResult:
     best_objective_s: float | None
     entries: tuple[Entry, ...]
     infeasible: bool = False  # proven infeasible by some planner, and no planner found a plan
+    invalid_bounds: tuple[str, ...] = ()  # planners whose lower bound exceeds a plan found (ignored)
 
     @property
     def family(self) -> str:
@@ -128,8 +131,11 @@ def compare(runs: Sequence[Run], target_gap: float = DEFAULT_TARGET_GAP) -> Comp
 
 def compare_instance(name: str, runs: Sequence[Run], target_gap: float = DEFAULT_TARGET_GAP) -> InstanceResult:
     objectives = [run.objective_s for run in runs if run.has_solution]
-    bounds = [run.lower_bound_s for run in runs if run.lower_bound_s is not None]
     best_objective = min(objectives) if objectives else None
+    # A bound above a plan that was found is wrong: it must not become the reference.
+    invalid = tuple(run.planner for run in runs if run.lower_bound_s is not None and best_objective is not None
+                    and run.lower_bound_s > best_objective + BOUND_TOLERANCE * max(1.0, abs(best_objective)))
+    bounds = [run.lower_bound_s for run in runs if run.lower_bound_s is not None and run.planner not in invalid]
     infeasible = not objectives and any(run.status == "INFEASIBLE" for run in runs)
     proven = bool(bounds)
     reference = max(bounds) if bounds else best_objective
@@ -144,7 +150,7 @@ def compare_instance(name: str, runs: Sequence[Run], target_gap: float = DEFAULT
         gap = relative_gap(run.objective_s, reference)
         entries.append(Entry(run, gap, ratio, win, gap is not None and gap <= target_gap + 1e-12,
                              run.status == "OPTIMAL"))
-    return InstanceResult(name, reference, proven, best_objective, tuple(entries), infeasible)
+    return InstanceResult(name, reference, proven, best_objective, tuple(entries), infeasible, invalid)
 
 
 def _groups(instances: Sequence[InstanceResult], key, target_gap: float) -> tuple[GroupSummary, ...]:

@@ -75,7 +75,8 @@ def definitions(comparison: Comparison) -> str:
     target = percent(comparison.target_gap)
     return (
         "Reference of an instance: the best lower bound any planner proved; where none did (marked *), the "
-        "best objective found. Gap: (objective - reference) / objective. Every aggregate of a group is over "
+        "best objective found; a bound above a plan some planner found is wrong, so it is ignored and listed "
+        "below. Gap: (objective - reference) / objective. Every aggregate of a group is over "
         "the same instances for every planner listed; a planner that ran on only some of them is named, "
         "not aggregated. *Solved*: a plan, or infeasibility proven. *Proven*: optimality, or "
         "infeasibility, proven. *Wins*: best objective found (ties count). *Geo-mean gap*: shifted "
@@ -135,6 +136,10 @@ def render_report(comparison: Comparison, *, source: str, invalid: int, images: 
         "## By family", "", family_table(comparison), "",
         "## Per instance", "", instance_table(comparison), "",
     ]
+    wrong = [(result.instance, planner) for result in comparison.instances for planner in result.invalid_bounds]
+    if wrong:
+        lines += ["## Lower bounds above a plan found (wrong; ignored)", "",
+                  table(["instance", "planner"], [list(row) for row in wrong], [False, False]), ""]
     failures = failure_table(comparison)
     if failures:
         lines += ["## Runs without a solution", "", failures, ""]
