@@ -165,6 +165,10 @@ def test_dtensor_placements_of_a_real_plan():
                     assert 0 <= int(p[6:-1]) < len(tensor.shape)
     with pytest.raises(InputError, match="needs the graph"):
         export_plan(d, "dtensor")
+    jsonschema = pytest.importorskip("jsonschema")
+    from solver_plan.resources import REPO_ROOT
+    schema = json.loads((REPO_ROOT / "docs" / "schemas" / "dtensor-export.v1.schema.json").read_text())
+    jsonschema.validate(doc, schema, cls=jsonschema.Draft202012Validator)
 
 
 def test_cli_exports(tmp_path, capsys):
