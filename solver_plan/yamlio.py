@@ -8,6 +8,7 @@ were probably meant to be.
 from __future__ import annotations
 
 import difflib
+import re
 from pathlib import Path
 from typing import Any
 
@@ -84,8 +85,13 @@ def _depth(value: Any) -> int:
     return deepest
 
 
+_DEEP_FLOW = re.compile(r"(?:[\[{]\s*){%d}" % (MAX_DEPTH + 1))
+
+
 def parse_yaml(text: str, where: str) -> Any:
     """YAML text -> Python data; errors name `where` and the line."""
+    if _DEEP_FLOW.search(text):  # '[[[[...': refused at once (the parser would recurse until it fails)
+        raise InputError(f"nested too deeply (at most {MAX_DEPTH} levels)", where)
     try:
         data = yaml.load(text, Loader=_StrictLoader)  # noqa: S506 (a SafeLoader subclass)
     except yaml.YAMLError as exc:

@@ -19,13 +19,13 @@ CORPUS = Path(__file__).resolve().parent / "bad_inputs"
 # corpus folder -> command run on each of its files ({file} is the file's path)
 CORPUS_COMMANDS = {
     "cluster": ["check", "{file}"],
-    "model": ["plan", "--model", "{file}", "--planner", "greedy"],
     "profile": ["plan", "--model", "{file}", "--planner", "greedy"],
     "blocks": ["pipeline", "--model", "{file}", "-P", "2"],
     "jobs": ["batch", "{file}", "--out", "{tmp}/out"],
     "plan": ["simulate", "--plan", "{file}", "--model", "mlp:layers=2,hidden=64,batch=8", "--cluster", "v100x8-nvlink"],
     "onnx": ["plan", "--model", "{file}", "--planner", "greedy"],
     "hf": ["plan", "--model", "{file}", "--planner", "greedy"],
+    "graph": ["plan", "--model", "{file}", "--planner", "greedy"],
 }
 
 

@@ -58,9 +58,13 @@ def check_blocks_file(model: str) -> None:
     from solver_plan.errors import InputError
     from solver_plan.files import read_json
     from solver_plan.pipeline.sources import BLOCK_KEYS
-    if Path(model).suffix != ".json" or not Path(model).exists():
+    if Path(model).suffix != ".json" or model.startswith("hf:") or not Path(model).exists():
         return
     data = read_json(model, "pipeline-blocks JSON")
+    from solver_plan.graph.importers.graph_file import FORMAT
+    from solver_plan.graph.importers.hf import looks_like_hf_config
+    if isinstance(data, dict) and (data.get("format") == FORMAT or looks_like_hf_config(data)):
+        return  # a model file (sources.chain_from_model sends it to resolve_model)
     shape = data.get("model") if isinstance(data, dict) else None
     for key in BLOCK_KEYS if isinstance(data, dict) else ():
         value = data.get(key)
