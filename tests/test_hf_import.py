@@ -119,3 +119,13 @@ def test_expert_parallelism_is_a_dimension_of_the_expert_layers():
     index = layout.names.index("out_channel")
     assert layout.input_axes[0][index] == 1  # the input's channels (expert x ffn) split with it
     assert op.params == 8 * 14336 * 4096
+
+
+def test_model_folder_with_hf_prefix(tmp_path):
+    """`hf:FOLDER` reads FOLDER/config.json, as a downloaded model repository holds it."""
+    folder = tmp_path / "Llama-2-7b-hf"
+    folder.mkdir()
+    (folder / "config.json").write_text((CONFIGS / "llama-2-7b.json").read_text())
+    graph = resolve_model(f"hf:{folder}:layers=1,seq=16,batch=1")
+    assert graph.name == "Llama-2-7b-hf:layers=1,seq=16,batch=1"
+    assert graph.op("tokens").output.shape == (1, 16)

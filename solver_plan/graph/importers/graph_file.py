@@ -43,7 +43,8 @@ def split_file_spec(spec: str) -> tuple[str, dict[str, str]] | None:
     """'dir/model.onnx:batch=8,seq=128' -> ('dir/model.onnx', {...}); None if `spec` names no model
     file (a zoo spec or a profile)."""
     text = spec.strip()
-    if text.startswith(HF_PREFIX):
+    hf = text.startswith(HF_PREFIX)
+    if hf:
         text = text[len(HF_PREFIX):]
     path, options = text, ""
     for suffix in MODEL_SUFFIXES:
@@ -51,6 +52,10 @@ def split_file_spec(spec: str) -> tuple[str, dict[str, str]] | None:
         if marker >= 0 and "=" in text[marker:]:
             path, options = text[:marker + len(suffix)], text[marker + len(suffix) + 1:]
             break
+    else:
+        head, colon, tail = text.rpartition(":")
+        if hf and colon and "=" in tail and "/" not in tail:  # hf:model-folder:seq=8
+            path, options = head, tail
     if Path(path).suffix.lower() not in MODEL_SUFFIXES and not spec.strip().startswith(HF_PREFIX):
         return None
     raw: dict[str, str] = {}
@@ -94,9 +99,12 @@ def load_model_file(spec: str) -> Graph:
     """An ONNX model, a Hugging Face config.json or a graph file (JSON/YAML), with options."""
     path_text, options = split_file_spec(spec)
     path = Path(path_text)
+    if path.is_dir() and spec.strip().startswith(HF_PREFIX):  # a downloaded model folder
+        path = path / "config.json"
     if not path.is_file():
-        raise InputError("no such model file", path_text)
-    name = path.name + model_file_parts(spec)[2]  # "config.json:seq=128": short, and says what was built
+        raise InputError("no such model file", str(path))
+    label = path.parent.name if path.name == "config.json" and path.parent.name else path.name
+    name = label + model_file_parts(spec)[2]  # "gpt2.json:seq=128": short, and says what was built
     if path.suffix.lower() == ".onnx":
         from solver_plan.graph.importers.onnx_import import load_onnx
         return load_onnx(path, options, name)
