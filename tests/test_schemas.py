@@ -82,6 +82,13 @@ def test_cluster_schema_and_loader_agree_on_an_unknown_key(tmp_path):
         resolve_cluster(str(path))
 
 
+def test_job_schema_knows_every_setting():
+    """A setting added to the job-file reader must be added to docs/schemas/jobs.v1.schema.json."""
+    from solver_plan.batch.settings import SETTING_KEYS
+    schema = json.loads((SCHEMAS / "jobs.v1.schema.json").read_text())
+    assert set(schema["properties"]["defaults"]["properties"]) == set(SETTING_KEYS)
+
+
 @pytest.mark.parametrize("path", sorted(jobs_dir().glob("*.yaml")), ids=lambda p: p.stem)
 def test_job_files(path):
     assert errors("jobs.v1.schema.json", yaml.safe_load(path.read_text())) == []
