@@ -23,6 +23,7 @@ from solver_plan.pipeline.minimal_memory import infeasible_result
 from solver_plan.pipeline.operations import pipeline_operations
 from solver_plan.pipeline.pattern import PeriodicPattern
 from solver_plan.pipeline.period_search import search_period
+from solver_plan.pipeline.work import WorkBudget
 from solver_plan.pipeline.problem import WEIGHT_COPIES, ChainProblem
 from solver_plan.pipeline.ticks import memory_unit, tick_for, to_ticks
 from solver_plan.pipeline.validate import validate
@@ -176,12 +177,13 @@ class JointModel:
                 m.add_hint(named[kind][0][index], t)
                 m.add_hint(named[kind][1][index], h)
 
-    def solve(self, time_limit, workers: int = 2):
+    def solve(self, work, budget: WorkBudget | None = None):
+        """Solve with `work` deterministic units (single thread, fixed seed: see pipeline/work.py)."""
         solver = cp_model.CpSolver()
-        solver.parameters.num_workers = workers
-        if time_limit is not None:
-            solver.parameters.max_time_in_seconds = max(0.05, time_limit)
+        budget = budget or WorkBudget(None)
+        budget.configure(solver, work)
         status = solver.solve(self.model)
+        budget.record(solver)
         if status == cp_model.INFEASIBLE:
             return False, None
         if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
@@ -242,16 +244,16 @@ def plan(problem: ChainProblem, *, time_limit: float | None = 120.0, seed: int =
     lower_s = max(problem.total_load / P, max(problem.load(i, i) for i in range(L)))
     tick = tick or tick_for(lower_s, resolution)
     lower = max(1, math.ceil(lower_s / tick - 1e-9))
-    deadline = None if time_limit is None else begin + time_limit
+    budget = WorkBudget(None if time_limit is None else 0.7 * time_limit, options.get("deadline"))
 
     def remaining():
-        return None if deadline is None else max(0.0, deadline - time.perf_counter())
+        return budget.remaining()
 
     def try_period(T, limit, incumbent=None):
         model = JointModel(problem, tick, T)
         if incumbent is not None:
             model.hint(incumbent)
-        return model.solve(limit)
+        return model.solve(limit, budget)
 
     seed = heuristic_seed(problem, tick, None if time_limit is None else 0.3 * time_limit)
     start = None
@@ -269,7 +271,7 @@ def plan(problem: ChainProblem, *, time_limit: float | None = 120.0, seed: int =
             incumbent["solution"] = found
         return ok, found
 
-    outcome = search_period(lower, start[0], start[1], hinted, remaining())
+    outcome = search_period(lower, start[0], start[1], hinted, budget)
     result = _answer(problem, tick, outcome.solution, outcome.bound, outcome.proven, begin)
     if result.pattern is not None and seed.period < result.pattern.period:  # ticks rounded durations up
         from dataclasses import replace
@@ -289,7 +291,7 @@ def _probe_upwards(problem, tick, lower, try_period, remaining, begin) -> Alloca
     while True:
         ok, solution = try_period(candidate, remaining())
         if ok:
-            outcome = search_period(proven_infeasible + 1, candidate, solution, try_period, remaining())
+            outcome = search_period(proven_infeasible + 1, candidate, solution, try_period, _Budget(remaining))
             return _answer(problem, tick, outcome.solution, outcome.bound, outcome.proven, begin)
         if ok is None:
             return AllocationResult("exact-joint", Status.TIME_LIMIT, lower_bound_s=(proven_infeasible + 1) * tick,
@@ -299,6 +301,21 @@ def _probe_upwards(problem, tick, lower, try_period, remaining, begin) -> Alloca
         if candidate >= sequential:
             return infeasible_result("exact-joint", problem, begin, "no allocation and schedule fit in memory")
         candidate = min(sequential, max(candidate + 1, int(candidate * 1.25)))
+
+
+class _Budget:
+    """The shared budget seen through `remaining` (what `_probe_upwards` was given)."""
+
+    def __init__(self, remaining):
+        self.remaining = remaining
+
+    def exhausted(self) -> bool:
+        left = self.remaining()
+        return left is not None and left <= 1e-3
+
+    def share(self, fraction: float = 1 / 3):
+        left = self.remaining()
+        return None if left is None else max(0.2, left * fraction)
 
 
 def _exact_ticks(problem: ChainProblem, tick: float) -> bool:

@@ -25,6 +25,7 @@ from solver_plan.pipeline.period_search import search_period
 from solver_plan.pipeline.problem import ChainProblem
 from solver_plan.pipeline.schedule_result import ScheduleResult, finish
 from solver_plan.pipeline.ticks import memory_unit, tick_for, to_ticks
+from solver_plan.pipeline.work import WorkBudget
 from solver_plan.result import Status
 
 
@@ -99,12 +100,13 @@ class PeriodModel:
         for var, value in zip(self.h, shifts):
             self.model.add_hint(var, value)
 
-    def solve(self, time_limit: float | None, workers: int = 2):
+    def solve(self, work: float | None, budget: WorkBudget | None = None):
+        """Solve with `work` deterministic units (single thread, fixed seed: see pipeline/work.py)."""
         solver = cp_model.CpSolver()
-        solver.parameters.num_workers = workers
-        if time_limit is not None:
-            solver.parameters.max_time_in_seconds = max(0.05, time_limit)
+        budget = budget or WorkBudget(None)
+        budget.configure(solver, work)
         status = solver.solve(self.model)
+        budget.record(solver)
         if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             return True, ([solver.value(v) for v in self.t], [solver.value(v) for v in self.h],
                           status == cp_model.OPTIMAL)
@@ -144,23 +146,19 @@ def least_memory_pattern(problem: ChainProblem, allocation: Allocation, period: 
     return to_pattern(allocation, ops, tick, to_ticks(period, tick), starts, shifts, "exact")
 
 
-def _share(deadline: float | None) -> float | None:
-    return None if deadline is None else max(0.05, (deadline - time.perf_counter()) / 3)
-
-
-def _probe(lower: int, incumbent, guess: float | None, tick: float, try_period, deadline):
+def _probe(lower: int, incumbent, guess: float | None, tick: float, try_period, budget: WorkBudget):
     """Try the guess and then 25% longer periods until one is feasible or the incumbent is reached.
     Returns the proven lower bound (ticks) and the best incumbent (T, starts, shifts)."""
     if guess is None:
         return lower, incumbent
     candidate = max(lower, to_ticks(guess, tick))
     while candidate < incumbent[0]:
-        ok, found = try_period(candidate, _share(deadline))
+        ok, found = try_period(candidate, budget.share())
         if ok:
             return lower, found
         if ok is False:
             lower = max(lower, candidate + 1)
-        if deadline is not None and time.perf_counter() > deadline:
+        if budget.exhausted():
             break
         candidate = max(candidate + 1, int(candidate * 1.25))
     return lower, incumbent
@@ -169,8 +167,9 @@ def _probe(lower: int, incumbent, guess: float | None, tick: float, try_period, 
 class _TickedInstance:
     """The allocation's operations with durations in ticks, and a solver for one period."""
 
-    def __init__(self, problem: ChainProblem, allocation: Allocation, tick: float):
+    def __init__(self, problem: ChainProblem, allocation: Allocation, tick: float, budget: WorkBudget | None = None):
         self.allocation, self.tick = allocation, tick
+        self.budget = budget or WorkBudget(None)
         self.ops = pipeline_operations(problem, allocation)
         self.durations = [to_ticks(op.duration, tick) for op in self.ops.operations]
         loads: dict[str, int] = {}
@@ -184,7 +183,7 @@ class _TickedInstance:
         model = PeriodModel(self.ops, self.durations, T)
         if seed is not None:
             model.hint(*_ticked_hint(seed, self.tick, T))
-        ok, found = model.solve(limit)
+        ok, found = model.solve(limit, self.budget)
         return ok, (None if not ok else (T, found[0], found[1]))
 
     def pattern(self, T: int, starts, shifts) -> PeriodicPattern:
@@ -217,13 +216,13 @@ def _contiguous_optimum(problem: ChainProblem, allocation: Allocation, bound: fl
                   t1, begin, Status.OPTIMAL, notes=("contiguous: optimal by MadPipe Proposition 1",))
 
 
-def _first_incumbent(problem, allocation, inst: _TickedInstance, seeds, deadline):
+def _first_incumbent(problem, allocation, inst: _TickedInstance, seeds):
     """The sequential schedule, improved by the seed patterns re-solved in ticks with hints."""
     incumbent = _sequential(inst.ops, inst.durations)
     for seed in seeds:
         T_seed = to_ticks(seed.period, inst.tick) + len(inst.ops.operations)  # slack for rounded durations
         if T_seed < incumbent[0]:
-            ok, found = inst.try_period(T_seed, _share(deadline), seed)
+            ok, found = inst.try_period(T_seed, inst.budget.share(), seed)
             if ok:
                 incumbent = found
     return incumbent
@@ -242,25 +241,27 @@ def schedule(problem: ChainProblem, allocation: Allocation, *, period: float | N
     if least > problem.memory:
         return _fail(Status.INFEASIBLE, bound, begin, f"one batch in flight per stage already needs {least:.4g} B "
                      f"> M = {problem.memory:.4g} B on some processor", least)
-    inst = _TickedInstance(problem, allocation, tick or tick_for(bound, resolution))
+    budget = WorkBudget(time_limit, options.get("deadline"))
+    inst = _TickedInstance(problem, allocation, tick or tick_for(bound, resolution), budget)
     if period is not None:
-        return _at_fixed_period(inst, period, bound, begin, time_limit)
+        return _at_fixed_period(inst, period, bound, begin, budget.remaining())
     if allocation.is_contiguous and use_proposition1:
         return _contiguous_optimum(problem, allocation, bound, begin)
-    deadline = None if time_limit is None else begin + time_limit
     greedy = modulo_greedy.scan(problem, allocation)
     seeds = [greedy] if greedy is not None else []
     if allocation.is_contiguous and onef1b.min_period(problem, allocation) is not None:
         seeds.append(onef1b.pattern(problem, allocation, onef1b.min_period(problem, allocation)))
-    incumbent = _first_incumbent(problem, allocation, inst, seeds, deadline)
-    lower, incumbent = _probe(inst.lower, incumbent, period_guess, inst.tick, inst.try_period, deadline)
-    outcome = search_period(lower, incumbent[0], incumbent, inst.try_period,
-                            None if deadline is None else max(0.0, deadline - time.perf_counter()))
+    incumbent = _first_incumbent(problem, allocation, inst, seeds)
+    lower, incumbent = _probe(inst.lower, incumbent, period_guess, inst.tick, inst.try_period, budget)
+    outcome = search_period(lower, incumbent[0], incumbent, inst.try_period, budget)
     # proven in ticks; optimal in real time only when no duration was rounded up
     status = (Status.OPTIMAL if inst.exact_ticks else Status.FEASIBLE) if outcome.proven else Status.TIME_LIMIT
     proven = outcome.bound * inst.tick
     pattern = inst.pattern(*outcome.solution)
     notes = (f"tick {inst.tick:.4g} s; at that resolution no pattern is shorter than {proven:.6g} s",)
+    if budget.cut_short:
+        notes += ("the wall-clock safety net cut the search short (the machine was slower than the work "
+                  "limit assumes): the answer may differ from an idle run",)
     if greedy is not None and greedy.period < pattern.period:  # tick rounding can lose to real time
         pattern, status = greedy.replace(scheduler="exact (greedy seed)"), Status.TIME_LIMIT
         notes += ("the greedy seed pattern beats the tick model's best",)

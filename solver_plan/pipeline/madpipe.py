@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from solver_plan.deadline import Deadline
 from solver_plan.planners import register
 from solver_plan.errors import InputError
 from solver_plan.pipeline.allocation import Allocation, AllocationResult
@@ -104,9 +105,13 @@ class MadPipeDP:
         v_next = np.clip(np.rint(next_delay / grid.delay_step), 0, len(grid.delay) - 1).astype(np.intp)
         fits_time = comm <= tau
         normal_ok = (tab.memory(in_flight, first) <= self.problem.memory) & fits_time
-        special_memory = grid.memory[None, :, None] + tab.memory(in_flight - 1 + (self.special_extra or 0), first)[:, None, :]
+        # every stage keeps at least one batch, whatever the estimate (the validator's least memory)
+        special_flight = np.maximum(1.0, in_flight - 1 + (self.special_extra or 0))
+        special_memory = grid.memory[None, :, None] + tab.memory(special_flight, first)[:, None, :]
         special_ok = (special_memory <= self.problem.memory) & fits_time[:, :, None] & self.has_special
-        m_next = np.clip(np.rint(special_memory / grid.memory_step), 0, len(grid.memory) - 1).astype(np.intp)
+        # rounded up to the next level: the special processor's memory is never under-counted
+        m_next = np.clip(np.ceil(special_memory / grid.memory_step - 1e-9), 0, len(grid.memory) - 1).astype(np.intp)
+        special_ok &= special_memory <= grid.memory[m_next] * (1 + 1e-12)
         return first, tab.load[first:], v_next, normal_ok, m_next, special_ok
 
     def solve(self, target: float, tau: float) -> np.ndarray:
@@ -174,22 +179,23 @@ def _number_processors(layers: int, normal_stages, special_stages) -> Allocation
 
 
 def search(problem: ChainProblem, iterations: int, memory_levels: int, delay_levels: int,
-           special_estimate: str, deadline: float | None, known_infeasible: float | None = None):
-    """Algorithm 1 (collapsed, see the module docstring): (allocation, target T^, infeasible tau) or None.
+           special_estimate: str, deadline: Deadline | None, known_infeasible: float | None = None):
+    """Algorithm 1 (collapsed, see the module docstring): (allocation, target T^, infeasible tau,
+    cut short) or None.
 
-    Bisection stops at the precision `iterations` halvings of [U/P, U + sum C] give; a known
-    infeasible tau (from a more optimistic estimate) narrows the start and so saves iterations."""
+    Bisection stops at the precision `iterations` halvings of [U/P, U + sum C] give: a fixed amount
+    of work, so the answer does not depend on the machine's load. The deadline is only a safety net;
+    when it ends the search early, the result says so. A known infeasible tau (from a more
+    optimistic estimate) narrows the start and so saves iterations."""
     dp = MadPipeDP(problem, memory_levels, delay_levels, special_estimate)
     upper = problem.total_load + problem.total_comm
-    best = dp.allocation(dp.solve(upper, upper), upper, upper)
-    if best is None:
-        return None
     low, high = lower_bound(problem), upper
     precision = (high - low) / 2 ** iterations
     low = max(low, known_infeasible or low)
-    best_target = upper
+    best, best_target, cut_short = None, upper, False
     while high - low > precision * (1 + 1e-9):
-        if deadline is not None and time.perf_counter() > deadline:
+        if deadline is not None and deadline.expired():
+            cut_short = True
             break
         mid = 0.5 * (low + high)
         found = dp.allocation(dp.solve(mid, mid), mid, mid)
@@ -197,7 +203,11 @@ def search(problem: ChainProblem, iterations: int, memory_levels: int, delay_lev
             low = mid
         else:
             high, best, best_target = mid, found, mid
-    return best, best_target, low
+    if best is None:  # nothing below the longest period: the sequential bound decides
+        best = dp.allocation(dp.solve(upper, upper), upper, upper)
+    if best is None:
+        return None
+    return best, best_target, low, cut_short
 
 
 def lower_bound(problem: ChainProblem) -> float:
@@ -215,19 +225,23 @@ def plan(problem: ChainProblem, *, time_limit: float | None = None, seed: int = 
     estimate (the special processor charged g batches per stage) and the contiguous one (no special
     processor, every stage charged exactly what 1F1B* keeps, so Proposition 1 schedules it optimally)."""
     begin = time.perf_counter()
-    deadline = None if time_limit is None else begin + time_limit
-    found, infeasible = [], None
+    deadline = options.get("deadline") or (None if time_limit is None else Deadline(time_limit))
+    found, infeasible, cut_short = [], None, False
     for estimate in special_estimates:  # ordered from optimistic: each one's infeasible tau holds for the next
         answer = search(problem, iterations, memory_levels, delay_levels, estimate, deadline, infeasible)
         if answer is not None:
             found.append((estimate, answer))
             infeasible = answer[2]
+            cut_short |= answer[3]
     if not found:
         return infeasible_result("madpipe", problem, begin, "MadPipe-DP finds no allocation even at the longest period")
-    (estimate, (best, target, _)), others = found[0], found[1:]
+    (estimate, (best, target, _, _)), others = found[0], found[1:]
     load = best.load_bound(problem)
     alternatives = tuple(answer[0] for _, answer in others if answer[0] != best)
-    return AllocationResult("madpipe", Status.FEASIBLE, best, max(load, target), lower_bound(problem),
-                            time.perf_counter() - begin, alternatives=alternatives,
-                            notes=(f"{estimate} estimate: target period T^ = {target:.6g} s, allocation load {load:.6g} s",)
-                            + tuple(f"{e} estimate: allocation {a[0].to_dict()} at T^ = {a[1]:.6g} s" for e, a in others))
+    notes = (f"{estimate} estimate: target period T^ = {target:.6g} s, allocation load {load:.6g} s",)
+    notes += tuple(f"{e} estimate: allocation {a[0].to_dict()} at T^ = {a[1]:.6g} s" for e, a in others)
+    if cut_short:
+        notes += ("the time limit cut the DP's bisection short: the allocation may be worse than with more time",)
+    return AllocationResult("madpipe", Status.TIME_LIMIT if cut_short else Status.FEASIBLE, best,
+                            max(load, target), lower_bound(problem), time.perf_counter() - begin,
+                            alternatives=alternatives, notes=notes)

@@ -7,11 +7,9 @@ period left undecided is skipped upwards without being counted as proven.
 """
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-MIN_TRY_S = 1.0  # each try gets at least this, or a third of what remains
 
 
 @dataclass
@@ -22,19 +20,16 @@ class SearchOutcome:
     proven: bool  # period == bound
 
 
-def search_period(lower: int, upper: int, upper_solution: Any, try_period: Callable,
-                  time_limit: float | None) -> SearchOutcome:
-    """Bisection on [lower, upper]; `upper` is known feasible with `upper_solution`."""
-    deadline = None if time_limit is None else time.perf_counter() + time_limit
+def search_period(lower: int, upper: int, upper_solution: Any, try_period: Callable, budget) -> SearchOutcome:
+    """Bisection on [lower, upper]; `upper` is known feasible with `upper_solution`. `budget` is a
+    `pipeline.work.WorkBudget`: each try gets a share of its deterministic work."""
     best, solution = upper, upper_solution
     bound = low = lower
     candidate = lower  # try the load bound first: memory is often not binding
     while low < best:
-        remaining = None if deadline is None else deadline - time.perf_counter()
-        if remaining is not None and remaining <= 0.05:
+        if budget.exhausted():
             break
-        share = None if remaining is None else min(remaining, max(MIN_TRY_S, remaining / 3))
-        ok, found = try_period(candidate, share)
+        ok, found = try_period(candidate, budget.share())
         if ok:
             best, solution = candidate, found
         elif ok is False:

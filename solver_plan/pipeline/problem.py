@@ -106,6 +106,26 @@ class ChainProblem:
         return (WEIGHT_COPIES * self.weights(first, last) + in_flight * self.stored(first, last)
                 + self.buffers(first, last))
 
+    def stage_memory_from(self, first: int, in_flight: float):
+        """M(first, l, in_flight) for every l >= first, as a numpy vector (the same formula as
+        `stage_memory`, for the DPs)."""
+        import numpy as np
+        s = self._sums
+        last = np.arange(first, self.layers)
+        w = np.asarray(s["w"])[last + 1] - s["w"][first]
+        inner = np.asarray(s["inner"])[last + 1] - s["inner"][first]
+        out = np.asarray(s["out"])[last] - s["out"][first]
+        cuts = np.asarray(self.chain.cut)[last]
+        after = np.where(last < self.layers - 1, cuts, 0.0)
+        before = self.cut(first - 1) if first > 0 else 0.0
+        return WEIGHT_COPIES * w + in_flight * (self.cut(first - 1) + inner + out) + BUFFER_COPIES * (before + after)
+
+    def loads_from(self, first: int):
+        """U(first, l) for every l >= first, as a numpy vector."""
+        import numpy as np
+        u = np.asarray(self._sums["u"])
+        return u[first + 1:] - u[first]
+
     @property
     def total_load(self) -> float:
         return self.load(0, self.layers - 1)

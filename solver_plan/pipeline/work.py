@@ -1,0 +1,58 @@
+"""Deterministic work limits for the pipeline solvers, with the wall clock only as a safety net.
+
+A time limit that decides when a search stops makes the answer depend on the machine's load. So
+each CP-SAT call runs single-threaded with a fixed seed and a limit in CP-SAT's deterministic time
+(`max_deterministic_time`, work units of roughly a second on an idle core), drawn from a
+`WorkBudget`; the wall-clock deadline is also passed (`max_time_in_seconds`) but only stops a call
+when the machine is far slower than expected, and then the budget records that the search was cut
+short, so the result can say so.
+"""
+from __future__ import annotations
+
+from solver_plan.deadline import Deadline
+
+SEED = 0
+WORK_PER_SECOND = 1.0  # deterministic work units granted per second of time limit
+MIN_CALL_WORK = 0.2  # every CP-SAT call may use at least this much work
+
+
+class WorkBudget:
+    """Work units to share among solver calls, plus the wall-clock safety net."""
+
+    def __init__(self, time_limit: float | None, deadline: Deadline | None = None):
+        self.total = None if time_limit is None else time_limit * WORK_PER_SECOND
+        self.used = 0.0
+        self.deadline = deadline if deadline is not None else Deadline(None if time_limit is None
+                                                                       else 2.0 * time_limit + 5.0)
+        self.cut_short = False
+
+    def remaining(self) -> float | None:
+        return None if self.total is None else max(0.0, self.total - self.used)
+
+    def exhausted(self) -> bool:
+        if self.deadline.expired():
+            self.cut_short = True
+            return True
+        left = self.remaining()
+        return left is not None and left <= 1e-3
+
+    def share(self, fraction: float = 1 / 3) -> float | None:
+        left = self.remaining()
+        return None if left is None else min(left, max(MIN_CALL_WORK, left * fraction))
+
+    def configure(self, solver, work: float | None) -> None:
+        """CP-SAT parameters for one call with `work` units (None: unlimited)."""
+        solver.parameters.num_workers = 1
+        solver.parameters.random_seed = SEED
+        if work is not None:
+            solver.parameters.max_deterministic_time = max(1e-3, work)
+        wall = self.deadline.remaining()
+        if wall is not None:
+            solver.parameters.max_time_in_seconds = max(0.05, wall)
+
+    def record(self, solver) -> None:
+        """Charge a finished call; flag a call the wall clock stopped before its work limit."""
+        self.used += solver.deterministic_time
+        limit = solver.parameters.max_time_in_seconds
+        if solver.wall_time >= 0.98 * limit and solver.deterministic_time < solver.parameters.max_deterministic_time:
+            self.cut_short = True
