@@ -84,7 +84,8 @@ def _cmd_plan(args) -> int:
     problem, cost_model = prepare_problem(graph, cluster, memory_limit, args.max_candidates, deadline,
                                           precision=args.precision, all_devices=args.all_devices)
     print(f"{graph.name}: {len(graph)} operators, {graph.total_params / 1e6:.1f}M parameters; "
-          f"{cluster.describe()}; problem built in {time.perf_counter() - started:.2f} s "
+          f"{cluster.describe()}; precision {cost_model.precision.name}; "
+          f"problem built in {time.perf_counter() - started:.2f} s "
           f"({problem.num_candidates} candidates, {len(problem.edges)} edges)", file=sys.stderr)
     with Progress(args.planner, enabled=not args.quiet):  # a line every ~2 s on stderr while it runs
         result = solve(problem, args.planner, seed=args.seed, deadline=deadline.share(SOLVE_SHARE), **options)

@@ -229,7 +229,7 @@ class Cluster:
         from solver_plan.cost.precision import default_for  # lazy: cost imports cluster
         hbm = "" if self.device.hbm_bandwidth is None else f", HBM {self.device.hbm_bandwidth / 1e9:.0f} GB/s"
         text = (f"{self.name}: {self.nodes} node(s) x {self.devices_per_node} {self.device.name} "
-                f"({self.device.peak_flops / 1e12:.1f} TFLOP/s {default_for(self.device).name}, "
+                f"({self.device.peak_flops / 1e12:.1f} TFLOP/s, default {default_for(self.device).name}, "
                 f"{format_bytes(self.device.memory)}{hbm}); "
                 f"intra-node {self.intra_node.bandwidth / 1e9:.1f} GB/s")
         if self.inter_node is not None:
