@@ -3,9 +3,10 @@ per planner, per family and per kind the aggregates a reader can trust. Pure fun
 
 Reference of an instance: the best (largest) lower bound any planner proved; where none did, the
 best objective found (`proven=False`). A bound above a plan some planner found is wrong: it is
-ignored and its planner listed in `invalid_bounds`. Gap of an objective: (objective - reference) / objective, as
-`relative_gap` defines it (0 optimal, 1 hopeless). An instance is *infeasible* when some planner
-proved it (status INFEASIBLE) and none found a plan.
+ignored and its planner listed in `invalid_bounds`. An instance is infeasible when some planner
+proved it (INFEASIBLE from a config planner or from an exact pipeline planner) and none found a
+plan. Gap of an objective: (objective - reference) / objective, as `relative_gap` defines it (0
+optimal, 1 hopeless).
 
 Every aggregate of a group (a family, or a kind's common instances) is taken over the same instances
 for every planner in it; a planner that did not run on all of them is left out and named:
@@ -132,17 +133,18 @@ def compare(runs: Sequence[Run], target_gap: float = DEFAULT_TARGET_GAP) -> Comp
 def compare_instance(name: str, runs: Sequence[Run], target_gap: float = DEFAULT_TARGET_GAP) -> InstanceResult:
     objectives = [run.objective_s for run in runs if run.has_solution]
     best_objective = min(objectives) if objectives else None
+    proofs = [run for run in runs if run.status == "INFEASIBLE" and proves_infeasibility(run)]
     # A bound above a plan that was found is wrong: it must not become the reference.
     invalid = tuple(run.planner for run in runs if run.lower_bound_s is not None and best_objective is not None
                     and run.lower_bound_s > best_objective + BOUND_TOLERANCE * max(1.0, abs(best_objective)))
     bounds = [run.lower_bound_s for run in runs if run.lower_bound_s is not None and run.planner not in invalid]
-    infeasible = not objectives and any(run.status == "INFEASIBLE" for run in runs)
+    infeasible = not objectives and bool(proofs)
     proven = bool(bounds)
     reference = max(bounds) if bounds else best_objective
     entries = []
     for run in runs:
         if not run.has_solution:
-            proved = infeasible and run.status == "INFEASIBLE"
+            proved = infeasible and run in proofs
             entries.append(Entry(run, None, None, False, proved, proved))
             continue
         win = run.objective_s <= best_objective + WIN_TOLERANCE * abs(best_objective)
@@ -151,6 +153,16 @@ def compare_instance(name: str, runs: Sequence[Run], target_gap: float = DEFAULT
         entries.append(Entry(run, gap, ratio, win, gap is not None and gap <= target_gap + 1e-12,
                              run.status == "OPTIMAL"))
     return InstanceResult(name, reference, proven, best_objective, tuple(entries), infeasible, invalid)
+
+
+def proves_infeasibility(run: Run) -> bool:
+    """INFEASIBLE is a proof from config planners (the harness confirms it by a memory bound) and from
+    exact pipeline planners; a pipeline heuristic only says its own search space has no plan."""
+    if run.kind == "config":
+        return True
+    from solver_plan.planners import planners
+    info = planners(run.kind).get(run.planner_name)
+    return info is not None and info.exact
 
 
 def _groups(instances: Sequence[InstanceResult], key, target_gap: float) -> tuple[GroupSummary, ...]:
