@@ -20,7 +20,7 @@ from solver_plan.units import format_seconds, parse_bytes
 
 PACKAGE_COMMANDS = ("solver_plan.pipeline.cli", "solver_plan.simulate.cli", "solver_plan.batch.cli",
                     "solver_plan.hybrid.cli", "solver_plan.export.cli",
-                    "solver_plan.report.cli")
+                    "solver_plan.report.cli", "solver_plan.calibrate.cli")
 DEFAULT_MODEL = "resnet50"
 DEFAULT_CLUSTER = "v100x8-nvlink"
 DEFAULT_PLANNER = "milp"

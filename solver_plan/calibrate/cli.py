@@ -1,0 +1,51 @@
+"""`solver-plan calibrate`: fit a cluster to measurements and write a cluster YAML."""
+from __future__ import annotations
+
+
+def register_command(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "calibrate", help="fit efficiency curves, launch overhead and link parameters to measurements",
+        description="Fit a cluster's compute efficiency curves, launch overhead and link latency/efficiency "
+                    "to measured times (PipeDream per-layer profiles and/or a calibration CSV, see "
+                    "docs/calibration-csv.md) and write the calibrated cluster as YAML.")
+    parser.add_argument("--cluster", default="v100x8-nvlink", help="preset or YAML to start from (default v100x8-nvlink)")
+    parser.add_argument("--profile", action="append", default=[], metavar="PATH",
+                        help="PipeDream graph.txt or its folder (repeatable); 'all' = every vendored profile")
+    parser.add_argument("--csv", action="append", default=[], metavar="PATH", help="calibration CSV (repeatable)")
+    parser.add_argument("--out", required=True, help="write the calibrated cluster YAML here")
+    parser.add_argument("--name", help="name of the calibrated cluster (default: <cluster>-calibrated)")
+    parser.set_defaults(func=run)
+
+
+def _profiles(values) -> list:
+    from solver_plan.data import data_dir
+    paths = []
+    for value in values:
+        if value == "all":
+            paths.extend(sorted(p for p in (data_dir() / "pipedream-profiles").iterdir() if (p / "graph.txt").exists()))
+        else:
+            paths.append(value)
+    return paths
+
+
+def run(args) -> int:
+    from pathlib import Path
+
+    from solver_plan.calibrate.api import calibrate
+    from solver_plan.calibrate.output import write_cluster_yaml
+    from solver_plan.cluster import resolve_cluster
+    from solver_plan.cluster.loader import load_cluster
+    from solver_plan.files import check_output_path
+
+    check_output_path(args.out, "--out", (".yaml", ".yml"))
+    cluster = resolve_cluster(args.cluster)
+    profiles = _profiles(args.profile)
+    result = calibrate(cluster, profiles, args.csv, name=args.name or f"{cluster.name}-calibrated")
+    sources = [Path(p).name if args.profile == ["all"] else str(p) for p in profiles] + list(args.csv)
+    header = (f"Calibrated by `solver-plan calibrate` from {args.cluster}.\n"
+              f"Measurements: {', '.join(sources)}.\n" + result.summary())
+    write_cluster_yaml(result.cluster, args.out, header)
+    load_cluster(args.out)  # what we wrote must load (every command reads it this way)
+    print(result.summary())
+    print(f"wrote {args.out}")
+    return 0

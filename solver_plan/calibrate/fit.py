@@ -1,0 +1,298 @@
+"""Fitting the compute model's parameters to measured kernel times, and the links' to collectives.
+
+Compute (cost/compute.py): a kernel takes max(FLOPs / (peak x e_unit(FLOPs)), bytes / (HBM x
+e_mem(bytes))) + launch_overhead, where e_matrix, e_vector and e_mem are step curves. With which of
+the two terms binds fixed for every kernel, a measurement's predicted time is linear in the
+inverse efficiencies r = 1 / e of the bins its kernels fall in and in the launch overhead. So:
+1. assign every kernel to its binding term and bin under the current parameters;
+2. solve a weighted non-negative least-squares problem (weights 1 / measured time: relative
+   errors count, so 1 ms layers matter as much as 100 ms ones) for the launch overhead and the
+   bins' r, written as r_j = 1 + d_1 + ... + d_j with d >= 0 over the bins holding data from the
+   largest size down, so efficiency never exceeds 1 and never grows as kernels get smaller;
+   plus one nuisance time per `Measurement.overhead` name (what the measuring adds, such as a
+   profiler hook: fitted so it does not distort the hardware parameters, never written out);
+3. repeat until no kernel changes term or bin (or ROUNDS rounds). Each round also down-weights
+   measurements whose relative residual exceeds HUBER (Huber's M-estimator by iteratively
+   reweighted least squares), so a few mis-attributed profile timings do not drag the curves.
+Bins without data take the efficiency of the nearest larger-size bin with data (or, above every
+measured size, that of the largest measured bin). Deterministic: no random starts.
+
+Links: a collective's time is alpha x steps + bytes x beta per level (cost/collectives.py), linear
+in the latencies alpha and in 1 / efficiency of each level (beta = 1 / (bandwidth x efficiency));
+the coefficients are read off `collective_cost` itself (its derivatives at the current estimate,
+so NCCL's ring/tree choice is that of the estimate), then fitted by the same weighted
+non-negative least squares, repeated until the estimate settles.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from solver_plan.calibrate.measurements import CollectiveMeasurement, Measurement
+from solver_plan.calibrate.nnls import nnls
+from solver_plan.cluster.model import Cluster, Curve, DeviceSpec, Link
+from solver_plan.cost.collectives import collective_cost
+from solver_plan.cost.compute import compute_time
+from solver_plan.errors import InputError
+
+# Bin thresholds (descending to 0): matrix and vector curves in GFLOP per kernel, memory in MB.
+MATRIX_THRESHOLDS = (64.0, 16.0, 4.0, 1.0, 0.25, 0.0625, 0.0)
+VECTOR_THRESHOLDS = (16.0, 1.0, 0.1, 0.0)
+MEMORY_THRESHOLDS = (1000.0, 100.0, 10.0, 1.0, 0.0)
+CURVES = ("matrix", "vector", "memory")
+THRESHOLDS = {"matrix": MATRIX_THRESHOLDS, "vector": VECTOR_THRESHOLDS, "memory": MEMORY_THRESHOLDS}
+ROUNDS = 30
+HUBER = 0.25  # relative residual beyond which a measurement's weight falls as 1 / |residual|
+MIN_EFFICIENCY = 1e-3
+ERROR_POWER = 0.5  # residuals divided by measured time ** ERROR_POWER (1: relative, 0: absolute)
+
+
+def predict(device: DeviceSpec, measurement: Measurement) -> float:
+    """The cost model's time for a measurement: the sum of its kernels' compute_time."""
+    return sum(compute_time(device, k.flops, k.hbm_bytes, unit=k.unit, dtype=k.dtype) for k in measurement.kernels)
+
+
+def _bins(thresholds, sizes: np.ndarray) -> np.ndarray:
+    """Step-curve bin of every size: the first threshold (descending) the size reaches."""
+    return np.sum(sizes[:, None] < np.asarray(thresholds)[None, :], axis=1)
+
+
+def _levels(curve: Curve, thresholds) -> np.ndarray:
+    """The efficiency a step curve gives at each of `thresholds` (1.0 for no curve)."""
+    return np.array([_step(curve, t) for t in thresholds])
+
+
+def _step(curve: Curve, size: float) -> float:
+    for threshold, efficiency in curve:
+        if size >= threshold:
+            return efficiency
+    return 1.0
+
+
+class KernelTable:
+    """Every kernel of a list of measurements as arrays, for fast rounds of the fit; `times`
+    reproduces `predict` (compute_time) for any curves on the fit's thresholds."""
+
+    def __init__(self, device: DeviceSpec, measurements):
+        kernels = [(i, k) for i, m in enumerate(measurements) for k in m.kernels]
+        self.owner = np.array([i for i, _ in kernels], dtype=np.int64)
+        self.count = len(measurements)
+        flops = np.array([k.flops for _, k in kernels])
+        nbytes = np.array([k.hbm_bytes for _, k in kernels])
+        self.vector = np.array([k.unit == "vector" for _, k in kernels])
+        peaks = np.array([device.peak(k.dtype, k.unit) for _, k in kernels])
+        self.math_s = np.where(flops > 0, flops / peaks, 0.0)
+        hbm = device.hbm_bandwidth
+        self.memory_s = nbytes / hbm if hbm else np.zeros(len(kernels))
+        self.math_bin = np.where(self.vector, _bins(VECTOR_THRESHOLDS, flops / 1e9), _bins(MATRIX_THRESHOLDS, flops / 1e9))
+        self.memory_bin = _bins(MEMORY_THRESHOLDS, nbytes / 1e6)
+        self.seconds = np.array([m.seconds for m in measurements])
+        self.kernels_per = np.bincount(self.owner, minlength=self.count).astype(float)
+        self.overhead_names = tuple(sorted({m.overhead for m in measurements if m.overhead}))
+        self.overhead_of = np.array([self.overhead_names.index(m.overhead) if m.overhead else -1
+                                     for m in measurements], dtype=np.int64)
+
+    def overhead_times(self, overheads: np.ndarray) -> np.ndarray:
+        return np.where(self.overhead_of >= 0, overheads[np.maximum(self.overhead_of, 0)] if len(overheads) else 0.0, 0.0)
+
+    def kernel_parts(self, matrix: np.ndarray, vector: np.ndarray, memory: np.ndarray):
+        """(math seconds, memory seconds) of every kernel under per-bin efficiencies."""
+        math_eff = np.where(self.vector, vector[np.minimum(self.math_bin, len(vector) - 1)],
+                            matrix[np.minimum(self.math_bin, len(matrix) - 1)])
+        return self.math_s / math_eff, np.where(self.memory_s > 0, self.memory_s / memory[self.memory_bin], 0.0)
+
+    def times(self, matrix: np.ndarray, vector: np.ndarray, memory: np.ndarray, launch: float,
+              overheads: np.ndarray = np.zeros(0)) -> np.ndarray:
+        math_t, memory_t = self.kernel_parts(matrix, vector, memory)
+        per_kernel = np.maximum(math_t, memory_t) + launch
+        return np.bincount(self.owner, weights=per_kernel, minlength=self.count) + self.overhead_times(overheads)
+
+
+@dataclass(frozen=True)
+class ComputeFit:
+    """Fitted compute parameters and how the fit went."""
+    matrix_efficiency: Curve
+    vector_efficiency: Curve
+    memory_efficiency: Curve
+    launch_overhead: float  # seconds per kernel
+    rounds: int
+    measurements: int
+    # fitted nuisance times of the measuring itself, by Measurement.overhead name (seconds)
+    measurement_overheads: tuple[tuple[str, float], ...] = ()
+
+    def predict(self, device: DeviceSpec, measurement: Measurement) -> float:
+        """What the measurement should read under this fit: the cost model's time on the fitted
+        device plus the measuring's own overhead."""
+        return predict(self.apply(device), measurement) + dict(self.measurement_overheads).get(measurement.overhead, 0.0)
+
+    def apply(self, device: DeviceSpec) -> DeviceSpec:
+        return replace(device, matrix_efficiency=self.matrix_efficiency, vector_efficiency=self.vector_efficiency,
+                       memory_efficiency=self.memory_efficiency, launch_overhead=self.launch_overhead)
+
+
+def _curve(thresholds, r_by_bin: dict[int, float], fallback: Curve) -> Curve:
+    """The step curve from fitted r of the bins with data; the other bins as the module text says.
+    A curve with no data at all keeps `fallback`."""
+    if not r_by_bin:
+        return fallback
+    data_bins = sorted(r_by_bin)
+    efficiencies = []
+    for j in range(len(thresholds)):
+        larger = [b for b in data_bins if b <= j]
+        source = larger[-1] if larger else data_bins[0]
+        efficiencies.append(max(MIN_EFFICIENCY, min(1.0, 1.0 / r_by_bin[source])))
+    return tuple((float(t), round(float(e), 6)) for t, e in zip(thresholds, efficiencies))
+
+
+def _solve_round(table: KernelTable, levels, launch: float, weights: np.ndarray):
+    """One weighted NNLS with every kernel's binding term and bin fixed under the current levels."""
+    math_t, memory_t = table.kernel_parts(*levels)
+    memory_binds = memory_t > math_t
+    curve = np.where(memory_binds, 2, np.where(table.vector, 1, 0))  # 0 matrix, 1 vector, 2 memory
+    bins = np.where(memory_binds, table.memory_bin, table.math_bin)
+    base = np.where(memory_binds, table.memory_s, table.math_s)
+    columns, index = [], {}
+    for c in range(3):
+        for b in sorted(set(bins[curve == c].tolist())):
+            index[(c, b)] = len(columns)
+            columns.append((c, b))
+    extra = len(table.overhead_names)
+    A = np.zeros((table.count, len(columns) + 1 + extra))
+    for j in range(extra):
+        A[:, len(columns) + 1 + j] = table.overhead_of == j
+    for (c, b), col in index.items():
+        # increment d of bin b applies to every kernel of curve c in bin b or a smaller-size bin
+        mask = (curve == c) & (bins >= b)
+        A[:, col] = np.bincount(table.owner[mask], weights=base[mask], minlength=table.count)
+    A[:, len(columns)] = table.kernels_per
+    target = table.seconds - np.bincount(table.owner, weights=base, minlength=table.count)
+    scale = weights / table.seconds ** ERROR_POWER
+    solution = nnls(A * scale[:, None], target * scale)
+    r = [{}, {}, {}]
+    for c in range(3):
+        total = 1.0
+        for (cc, b) in columns:
+            if cc == c:
+                total += solution[index[(c, b)]]
+                r[c][b] = total
+    key = (curve.tobytes(), bins.tobytes())
+    return r, float(solution[len(columns)]), solution[len(columns) + 1:], key
+
+
+def fit_compute(device: DeviceSpec, measurements) -> ComputeFit:
+    """Fit the efficiency curves and launch overhead of `device` to `measurements` (module text)."""
+    measurements = tuple(measurements)
+    if not measurements:
+        raise InputError("no measurements to calibrate on", "measurements")
+    table = KernelTable(device, measurements)
+    levels = tuple(_levels(getattr(device, f"{c}_efficiency"), THRESHOLDS[c]) for c in CURVES)
+    launch = device.launch_overhead
+    weights = np.ones(table.count)
+    previous_key, fit = None, None
+    for rounds in range(1, ROUNDS + 1):
+        r, launch, overheads, key = _solve_round(table, levels, launch, weights)
+        fit = ComputeFit(_curve(MATRIX_THRESHOLDS, r[0], device.matrix_efficiency),
+                         _curve(VECTOR_THRESHOLDS, r[1], device.vector_efficiency),
+                         _curve(MEMORY_THRESHOLDS, r[2], device.memory_efficiency),
+                         launch, rounds, len(measurements),
+                         tuple((name, float(v)) for name, v in zip(table.overhead_names, overheads)))
+        levels = (_levels(fit.matrix_efficiency, MATRIX_THRESHOLDS), _levels(fit.vector_efficiency, VECTOR_THRESHOLDS),
+                  _levels(fit.memory_efficiency, MEMORY_THRESHOLDS))
+        residuals = table.times(*levels, launch, overheads) / table.seconds - 1.0
+        new_weights = np.minimum(1.0, HUBER / np.maximum(np.abs(residuals), 1e-12))
+        if key == previous_key and np.allclose(new_weights, weights, rtol=1e-3, atol=1e-6):
+            break
+        previous_key, weights = key, new_weights
+    return fit
+
+
+# --- links ---------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class LinkFit:
+    """Fitted latency (s) and efficiency per link level; None where no measurement informs it."""
+    intra_latency: float | None
+    intra_efficiency: float | None
+    inter_latency: float | None
+    inter_efficiency: float | None
+    measurements: int
+
+    def apply(self, cluster: Cluster) -> Cluster:
+        def updated(link: Link | None, latency, efficiency) -> Link | None:
+            if link is None:
+                return None
+            return replace(link, latency=link.latency if latency is None else latency,
+                           efficiency=link.efficiency if efficiency is None else efficiency)
+        return replace(cluster, intra_node=updated(cluster.intra_node, self.intra_latency, self.intra_efficiency),
+                       inter_node=updated(cluster.inter_node, self.inter_latency, self.inter_efficiency))
+
+
+LINK_ROUNDS = 8
+
+
+def _with_links(cluster: Cluster, theta) -> Cluster:
+    """`cluster` with (alpha_intra, alpha_inter, 1/eff_intra, 1/eff_inter) = theta, no g override."""
+    alpha_i, alpha_e, inv_i, inv_e = theta
+    intra = replace(cluster.intra_node, latency=alpha_i, efficiency=1.0 / inv_i)
+    inter = None if cluster.inter_node is None else replace(cluster.inter_node, latency=alpha_e,
+                                                           efficiency=1.0 / inv_e)
+    return replace(cluster, intra_node=intra, inter_node=inter, g_overrides=())
+
+
+def _coefficients(cluster: Cluster, m: CollectiveMeasurement, theta) -> np.ndarray:
+    """d time / d theta at theta. NCCL's choice between ring and tree (cost/collectives.py) makes
+    the time piecewise linear in theta; within the piece theta is in, these are exact."""
+    def seconds(t) -> float:
+        return collective_cost(_with_links(cluster, t), m.kind, m.nbytes, m.group_size, m.devices_per_node).seconds
+    base = seconds(theta)
+    gradient = np.zeros(4)
+    for j, step in enumerate((1e-7, 1e-7, 1e-3, 1e-3)):
+        moved = list(theta)
+        moved[j] += step
+        gradient[j] = (seconds(moved) - base) / step
+    return gradient
+
+
+def fit_links(cluster: Cluster, measurements) -> LinkFit:
+    """Fit latency and efficiency of the levels the collectives span (module text), re-linearising
+    at the estimate until the ring/tree choices settle."""
+    measurements = tuple(measurements)
+    if not measurements:
+        return LinkFit(None, None, None, None, 0)
+    for m in measurements:
+        if m.devices_per_node > cluster.devices_per_node or m.nodes > cluster.nodes:
+            raise InputError(f"a {m.kind} over {m.group_size} devices ({m.devices_per_node} per node) does not "
+                             f"fit cluster {cluster.name!r} ({cluster.nodes} x {cluster.devices_per_node})", m.where)
+    inter = cluster.inter_node
+    theta = [cluster.intra_node.latency, inter.latency if inter else 0.0, 1.0 / cluster.intra_node.efficiency,
+             1.0 / inter.efficiency if inter else 1.0]
+    target = np.array([m.seconds for m in measurements])
+    scale = 1.0 / target
+    informed = np.zeros(4, dtype=bool)
+    for _ in range(LINK_ROUNDS):
+        A = np.array([_coefficients(cluster, m, theta) for m in measurements])
+        informed = np.abs(A).sum(axis=0) > 0
+        # time = a_i alpha_i + a_e alpha_e + b_i / eff_i + b_e / eff_e with 1 / eff = 1 + d, d >= 0
+        constant = A[:, 2] + A[:, 3]
+        solution = nnls(A * scale[:, None], (target - constant) * scale)
+        new = [solution[0], solution[1], 1.0 + solution[2], 1.0 + solution[3]]
+        if np.allclose(new, theta, rtol=1e-9, atol=1e-15):
+            break
+        theta = new
+    values = [theta[0] if informed[0] else None, 1.0 / theta[2] if informed[2] else None,
+              theta[1] if informed[1] else None, 1.0 / theta[3] if informed[3] else None]
+    return LinkFit(*(None if v is None else float(v) for v in values), measurements=len(measurements))
+
+
+def relative_errors(device: DeviceSpec, measurements) -> np.ndarray:
+    return np.array([predict(device, m) / m.seconds - 1.0 for m in measurements])
+
+
+def describe_curve(curve: Curve) -> str:
+    return ", ".join(f">={t:g}: {e:.3f}" for t, e in curve)
+
+
+def geometric_mean_ratio(device: DeviceSpec, measurements) -> float:
+    return float(math.exp(np.mean([math.log(predict(device, m) / m.seconds) for m in measurements])))
+
