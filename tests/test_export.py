@@ -28,7 +28,9 @@ def hybrid_plan(dp=2, tp=2, pp=2, micro=2, micro_batches=4, layers=(12, 12), v=1
                             "virtual_stages": v, "recompute": recompute, "zero_stage": zero,
                             "sequence_parallel": sp, "schedule": schedule},
             "memory_per_device_bytes": 10**9, "stages": stages,
-            "block_configs": [{"operator": "q", "config": "out=2"}] if block_configs else []}
+            "block_configs": [{"operator": "self_attn/q", "config": f"out={tp}@{tp}"},
+                              {"operator": "mlp/fc2", "config": "sequence=2@2" if tp == 2 else f"in={tp}@{tp}"}]
+            if block_configs else []}
 
 
 PLANS = {
@@ -122,7 +124,11 @@ def test_losses_are_named():
     assert "--decoder-first-pipeline-num-layers 7" in export_plan(three, "megatron")  # middle: the rest, evenly
     four = hybrid_plan(dp=1, tp=1, pp=4, micro=1, micro_batches=4, layers=(7, 9, 10, 8), zero=0)
     assert "not expressible: uneven stages [7, 9, 10, 8]" in export_plan(four, "megatron")
-    assert "block_configs" in export_plan(PLANS["even"], "torchtitan")
+    # the planned split of mlp/fc2 (by sequence) is not Megatron's row-parallel fc2: named; q agrees
+    text = export_plan(PLANS["even"], "torchtitan")
+    assert "mlp/fc2 planned sequence=2@2, torchtitan runs in=2@2" in text and "self_attn/q" not in text
+    agrees = hybrid_plan(tp=4, dp=1, pp=2, micro_batches=8)
+    assert "not expressible" not in export_plan(agrees, "megatron")
 
 
 def test_bad_plans_are_input_errors():

@@ -37,7 +37,7 @@ class HybridView:
     sequence_parallel: bool
     schedule: str
     stage_layers: tuple[int, ...]
-    has_block_configs: bool
+    block_configs: tuple
 
     @property
     def layers(self) -> int:
@@ -58,7 +58,7 @@ def hybrid_view(d: dict) -> HybridView:
             int(p["pp"]), int(p["micro_batch_size"]), int(p["micro_batches"]), int(p.get("virtual_stages", 1)),
             str(p.get("recompute", "none")), int(p.get("zero_stage", 0)), bool(p.get("sequence_parallel", False)),
             str(p.get("schedule", "1f1b")), tuple(int(s["num_layers"]) for s in d["stages"]),
-            bool(d.get("block_configs")))
+            tuple(d.get("block_configs") or ()))
     except (KeyError, TypeError, ValueError) as exc:
         raise InputError(f"malformed hybrid plan ({type(exc).__name__}: {exc})", WHERE) from None
     if view.dp * view.tp * view.pp != view.devices:
@@ -70,9 +70,40 @@ def hybrid_view(d: dict) -> HybridView:
     return view
 
 
+# The tensor-parallel layout Megatron-LM (and DeepSpeed AutoTP, torchtitan) give a transformer block
+# (Shoeybi et al. 2019): q, k, v and fc1 column-parallel, attention by heads, out and fc2 row-parallel.
+RUNTIME_LAYOUT = {"q": "out", "k": "out", "v": "out", "fc1": "out", "attention": "heads", "out": "in", "fc2": "in"}
+
+
+def _parse_config(text: str) -> tuple[dict[str, int], int]:
+    """'sequence=2,out=2@4' -> ({'sequence': 2, 'out': 2}, 4) (solver_plan/hybrid/stage_cost.py)."""
+    splits, _, devices = text.partition("@")
+    degrees = {}
+    for part in splits.split(","):
+        name, eq, degree = part.partition("=")
+        if eq:
+            degrees[name] = int(degree)
+    return degrees, int(devices or 1)
+
+
 def block_config_loss(view: HybridView, runtime: str) -> list[str]:
-    """Per-operator splits inside a block are the planner's; a runtime applies its own layout."""
-    if view.tp > 1 and view.has_block_configs:
-        return [f"block_configs (the per-operator split of each block across the {view.tp} tensor-parallel devices): "
-                f"{runtime} applies its own fixed column/row-parallel layout instead"]
-    return []
+    """The planner chose a per-operator split of each block; a runtime applies its fixed layout.
+    Nothing is lost when the two agree on every weight-bearing operator; else the differing
+    operators are named."""
+    if view.tp == 1:
+        return []
+    differing = []
+    for entry in view.block_configs:
+        try:
+            operator, config = entry["operator"], entry["config"]
+            planned = _parse_config(config)
+        except (KeyError, TypeError, ValueError):
+            return [f"block_configs unreadable: {runtime} applies its own tensor-parallel layout"]
+        dim = RUNTIME_LAYOUT.get(operator.rsplit("/", 1)[-1])
+        if dim is not None and planned != ({dim: view.tp}, view.tp):
+            differing.append(f"{operator} planned {config}, {runtime} runs {dim}={view.tp}@{view.tp}")
+    if not differing:
+        return []
+    shown = "; ".join(differing[:6]) + (f"; and {len(differing) - 6} more" if len(differing) > 6 else "")
+    return [f"the planned per-operator split inside each block ({shown}): {runtime} applies its fixed "
+            f"column/row tensor-parallel layout (the plan's step time assumed the planned split)"]
