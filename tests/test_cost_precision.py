@@ -140,3 +140,17 @@ def test_plan_files_read_back_replicated_configurations(mlp):
     name, cfg = parse_operator({"name": "r0", "degrees": {"sample": 1, "feature": 1, REPLICA: 4},
                                 "devices": [0, 1, 2, 3]}, mlp, CLUSTER, "plan.json")
     assert name == "r0" and cfg.replicas == 4 and cfg.num_shards == 1
+
+
+def test_embedding_reads_only_the_rows_it_gathers():
+    # 8 x 4 ids into a 1000 x 16 table: output 512 elements; HBM = ids 32 x 2 + output 512 x 2 +
+    # 512 gathered weights x 2 bytes (not the 16,000-entry table), memory-bound at 1e12 B/s
+    b = GraphBuilder("emb")
+    b.embedding(b.input((8, 4), name="ids"), 1000, 16, name="embed")
+    g = b.build()
+    from solver_plan.cost.enumerate import single_device_config
+    single = single_device_config(g.op("embed"), g)
+    cost = CostModel(CLUSTER, precision="bf16").node(g, g.op("embed"), single)
+    flops = g.op("embed").flops
+    hbm = (32 + 512 + 512) * 2
+    assert cost.compute_s == pytest.approx(3 * (max(flops / 20e12, hbm / 1e12) + 1e-6))

@@ -184,7 +184,8 @@ class CostModel:
                         out_tiles: Sequence[int], q_x: float) -> float:
         """(1 + BACKWARD_FACTOR) x compute_time(forward FLOPs per device, HBM bytes per device):
         the forward kernel plus a backward of two kernels its size (dX, dW). HBM bytes = input
-        tiles + output tiles (activation dtype) + weight shard (parameter dtype)."""
+        tiles + output tiles (activation dtype) + weight shard (parameter dtype; an Embedding reads
+        only the rows it gathers)."""
         if self.cluster.w_override is not None:  # hand-calibrated s/FLOP: the first model's w x q_x
             return self.cluster.w * q_x
         if op.op_type in NO_KERNEL_OPS:
@@ -193,6 +194,8 @@ class CostModel:
         in_tiles = sum(_busiest_volume(tile_boxes(cfg, layout.names, axes, graph.tensor(t).shape))
                        for axes, t in zip(layout.input_axes, op.inputs))
         weights = op.params / math.prod(cfg.degree(name) for name in layout.weight_dims)
+        if op.op_type == OpType.EMBEDDING:  # a lookup reads the rows it gathers, not the whole table
+            weights = min(weights, sum(out_tiles))
         hbm = (in_tiles + sum(out_tiles)) * element + weights * self.precision.parameters.bytes
         forward = compute_time(self.cluster, op.flops / cfg.num_shards, hbm, unit=unit_of(op.op_type),
                                dtype=self.precision.compute)
