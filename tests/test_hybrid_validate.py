@@ -69,3 +69,18 @@ def test_baselines_are_points_of_the_space():
     assert dp.plan.parallelism.tp == 1 and dp.plan.parallelism.pp == 1
     assert mega.plan.parallelism.tp == 8
     assert best.step_time_s <= min(dp.step_time_s, mega.step_time_s) * (1 + 1e-12)
+
+
+def test_batch_runner_reads_batch_and_fix_options():
+    from types import SimpleNamespace
+
+    from solver_plan.errors import InputError
+    from solver_plan.hybrid.registry import run_job
+
+    job = SimpleNamespace(model=MODEL, cluster="h100-4x8-ib", devices=16, time_limit=30.0, memory_limit=None,
+                          planner="hybrid", options=(("batch", 16), ("fix", "pp=2")))
+    result, fields = run_job(job)
+    assert fields["status"] == Status.OPTIMAL and result.plan.parallelism.pp == 2
+    assert fields["plan"]["kind"] == "hybrid" and fields["objective_s"] == result.step_time_s
+    with pytest.raises(InputError, match="batch"):
+        run_job(SimpleNamespace(**{**vars(job), "options": ()}))
