@@ -154,3 +154,17 @@ def test_embedding_reads_only_the_rows_it_gathers():
     flops = g.op("embed").flops
     hbm = (32 + 512 + 512) * 2
     assert cost.compute_s == pytest.approx(3 * (max(flops / 20e12, hbm / 1e12) + 1e-6))
+
+
+def test_cli_precision_and_all_devices(capsys, tmp_path):
+    from solver_plan.cli import main
+    out = tmp_path / "plan.json"
+    code = main(["plan", "--model", "mlp:layers=2,hidden=256,batch=64", "--cluster", "a100x8-80gb",
+                 "--precision", "fp32", "--all-devices", "--planner", "greedy", "--out", str(out), "--quiet"])
+    _, err = capsys.readouterr()
+    assert code == 0 and "precision fp32" in err
+    import json
+    assert all(len(op["devices"]) == 8 for op in json.loads(out.read_text())["operators"])
+    code = main(["plan", "--model", "mlp", "--cluster", "v100x8-nvlink", "--precision", "bf16"])
+    _, err = capsys.readouterr()
+    assert code == 2 and "no bf16 units" in err and err.count("\n") == 1
