@@ -57,6 +57,9 @@ class Plan:
     device_memory_bytes: tuple[float, ...]
     operators: tuple[OperatorPlan, ...]
     edges: tuple[EdgePlan, ...]
+    # Most configurations any operator could choose from (enumeration caps them): what OPTIMAL is
+    # optimal over. Not part of the JSON layout.
+    candidates_kept: int | None = None
 
     def to_dict(self) -> dict:
         return {
@@ -106,26 +109,35 @@ def decode_plan(graph: Graph, cluster: Cluster, problem: ConfigProblem, result: 
         device_memory = tuple(float(x) for x in problem.device_memory(result.assignment))
     return Plan(graph.name, cluster.name, result.planner, result.status, result.objective, result.lower_bound,
                 result.gap, result.runtime_s, problem.memory_limit, result.notes, device_memory,
-                tuple(operators), tuple(edges))
+                tuple(operators), tuple(edges), max((len(c) for c in problem.candidates), default=None))
 
 
 def _fmt_optional_seconds(value: float | None) -> str:
     return "-" if value is None else format_seconds(value)
 
 
+def _status_text(plan: Plan) -> str:
+    """OPTIMAL says what it is optimal over: the candidates enumeration kept, not every split."""
+    if plan.status is Status.OPTIMAL and plan.candidates_kept:
+        return f"OPTIMAL (optimal over the at most {plan.candidates_kept} candidates kept per operator)"
+    return plan.status.value
+
+
 def render_plan(plan: Plan, max_rows: int = 40) -> str:
-    """A readable summary: headline figures, then one row per operator (grouped when long)."""
+    """A readable summary: headline figures, then one row per operator (grouped when long). Times
+    and data volumes sit in separate columns and are never added together."""
     gap = "-" if plan.gap is None else f"{100 * plan.gap:.2f}%"
     lines = [
         f"model {plan.model} | cluster {plan.cluster} | planner {plan.planner}",
-        f"status {plan.status.value} | objective {_fmt_optional_seconds(plan.objective_s)} per step | "
-        f"bound {_fmt_optional_seconds(plan.lower_bound_s)} | gap {gap} | solved in {plan.runtime_s:.2f} s",
+        f"status {_status_text(plan)} | objective {_fmt_optional_seconds(plan.objective_s)} per step | "
+        f"bound {_fmt_optional_seconds(plan.lower_bound_s)} | gap {gap} | solved in {format_seconds(plan.runtime_s)}",
     ]
     for note in plan.notes:
         lines.append(f"note: {note}")
     if not plan.operators:
         return "\n".join(lines)
-    header = f"{'operator':<34} {'type':<12} {'split':<28} {'compute':>10} {'comm':>10} {'sync':>10} {'memory/dev':>11}"
+    header = (f"{'operator':<34} {'type':<12} {'split':<28} {'compute':>10} {'comm':>10} {'sync':>10} "
+              f"{'comm data':>10} {'sync data':>10} {'memory/dev':>11}")
     lines += ["", header, "-" * len(header)]
     rows = plan.operators
     shown = rows if len(rows) <= max_rows else rows[: max_rows // 2] + rows[-max_rows // 2:]
@@ -135,10 +147,12 @@ def render_plan(plan: Plan, max_rows: int = 40) -> str:
         split = " ".join(f"{d}={k}" for d, k in op.degrees if k > 1) or "replica"
         split += f" @{len(op.devices)}"
         lines.append(f"{op.name[:34]:<34} {op.op_type[:12]:<12} {split[:28]:<28} {format_seconds(op.compute_s):>10} "
+                     f"{format_seconds(op.comm_s):>10} {format_seconds(op.sync_s):>10} "
                      f"{format_bytes(op.comm_bytes):>10} {format_bytes(op.sync_bytes):>10} {format_bytes(op.memory_bytes):>11}")
-    total_redis = sum(e.redistribution_bytes for e in plan.edges)
     lines.append("")
-    lines.append(f"redistribution over {len(plan.edges)} edges: {format_bytes(total_redis)}; "
+    lines.append(f"redistribution over {len(plan.edges)} edges: "
+                 f"{format_seconds(sum(e.redistribution_s for e in plan.edges))} moving "
+                 f"{format_bytes(sum(e.redistribution_bytes for e in plan.edges))}; "
                  f"compute {format_seconds(sum(o.compute_s for o in plan.operators))}, "
                  f"comm {format_seconds(sum(o.comm_s for o in plan.operators))}, "
                  f"sync {format_seconds(sum(o.sync_s for o in plan.operators))}")

@@ -45,7 +45,7 @@ def test_impossible_memory_limit_is_infeasible_with_the_least_peak(planner):
     result = solve(problem, planner)
     assert result.status is Status.INFEASIBLE
     assert result.assignment is None
-    assert any("least possible memory on the busiest device" in note and "(exactly) vs limit 1 bytes" in note
+    assert any("least possible memory on the busiest device" in note and "(exactly) vs limit 1 B" in note
                for note in result.notes), result.notes
 
 

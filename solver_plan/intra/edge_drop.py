@@ -18,6 +18,9 @@ def _edge_drop_core(problem: ConfigProblem, context: Context) -> Answer:
     if relaxation is None:
         return Answer(Status.TIME_LIMIT, notes=("time out during the relaxation",))
     plan = repair_memory(problem, relaxation.assignment, context.deadline)
+    if plan is None and context.deadline.expired():
+        return Answer(Status.TIME_LIMIT, None, relaxation.lower_bound,
+                      ("time out while repairing the relaxation's plan to fit memory",))
     if plan is None:
         return Answer(Status.ERROR, notes=("the relaxation's plan could not be repaired to fit memory",))
     plan = improve(problem, plan, context.deadline)

@@ -25,6 +25,7 @@ from solver_plan.errors import InputError
 from solver_plan.intra import progress
 from solver_plan.intra.problem import ConfigProblem
 from solver_plan.result import ConfigResult, Status
+from solver_plan.units import format_seconds
 
 SUBPROCESS_GRACE_S = 0.3  # a forked solver killed this long after its limit (time limits allow +10% / +0.5 s)
 REPAIR_HINT = "repair_hint"  # option: a cheap plan that may break memory, for heuristics to repair
@@ -157,7 +158,8 @@ def cost_breakdown(problem: ConfigProblem, assignment) -> dict[str, float]:
 
 def cost_breakdown_note(problem: ConfigProblem, assignment) -> str:
     parts = cost_breakdown(problem, assignment)
-    return f"cost breakdown: operators {parts['operators_s']:.6g} s + redistribution {parts['redistribution_s']:.6g} s"
+    return (f"cost breakdown: operators {format_seconds(parts['operators_s'])} + "
+            f"redistribution {format_seconds(parts['redistribution_s'])}")
 
 
 def _keep_incumbent_if_better(problem: ConfigProblem, answer: Answer, incumbent, source: str) -> Answer:

@@ -14,6 +14,7 @@ import numpy as np
 from solver_plan.intra import isolated
 from solver_plan.intra.linear_model import decode, min_peak_memory_model
 from solver_plan.intra.problem import ConfigProblem
+from solver_plan.units import format_bytes
 
 DEFAULT_DIAGNOSIS_TIME_S = 10.0
 
@@ -27,8 +28,8 @@ class PeakMemory:
 
     def describe(self, limit: float | None) -> str:
         how = "exactly" if self.exact else "lower bound"
-        text = f"least possible memory on the busiest device: {self.lower_bound:.6g} bytes ({how})"
-        return text if limit is None else f"{text} vs limit {limit:.6g} bytes"
+        text = f"least possible memory on the busiest device: {format_bytes(self.lower_bound)} ({how})"
+        return text if limit is None else f"{text} vs limit {format_bytes(limit)}"
 
 
 def closed_form_bound(problem: ConfigProblem) -> float:

@@ -21,8 +21,8 @@ class _DenseMemory:
     def __getitem__(self, node: int) -> np.ndarray:
         if node not in self.cache:
             matrix = np.zeros((len(self.problem.node_costs[node]), self.problem.num_devices))
-            for choice, devices in enumerate(self.problem.node_devices[node]):
-                matrix[choice, list(devices)] = self.problem.node_memory[node][choice]
+            for choice, devices in enumerate(self.problem.device_arrays[node]):
+                matrix[choice, devices] = self.problem.node_memory[node][choice]
             self.cache[node] = matrix
         return self.cache[node]
 

@@ -10,8 +10,7 @@ def least_memory_per_device(problem: ConfigProblem, node: int) -> np.ndarray:
     """Memory the node must put on each device whatever it chooses (0 where some choice avoids it)."""
     least = np.full(problem.num_devices, np.inf)
     touched = np.zeros(problem.num_devices, dtype=int)
-    for choice, devices in enumerate(problem.node_devices[node]):
-        used = list(devices)
+    for choice, used in enumerate(problem.device_arrays[node]):
         touched[used] += 1
         least[used] = np.minimum(least[used], problem.node_memory[node][choice])
     return np.where(touched == len(problem.node_devices[node]), least, 0.0)
@@ -49,11 +48,11 @@ class MemoryTracker:
             return
         if undecided:
             self.reserved -= self.least(node)
-        self.used[list(self.problem.node_devices[node][choice])] += self.problem.node_memory[node][choice]
+        self.used[self.problem.device_arrays[node][choice]] += self.problem.node_memory[node][choice]
 
     def remove(self, node: int, choice: int) -> None:
         if self.limit is not None:
-            self.used[list(self.problem.node_devices[node][choice])] -= self.problem.node_memory[node][choice]
+            self.used[self.problem.device_arrays[node][choice]] -= self.problem.node_memory[node][choice]
 
     def overflow(self, node: int, choices=None, undecided: bool = False) -> np.ndarray:
         """For each candidate of `node`, how far its devices would go above the limit (<= 0: fits)."""
@@ -64,8 +63,8 @@ class MemoryTracker:
         base = self.used + self.reserved
         if undecided:
             base = base - self.least(node)
-        return np.array([max(base[list(self.problem.node_devices[node][c])]) + self.problem.node_memory[node][c]
-                         - self.limit for c in choices])
+        arrays = self.problem.device_arrays[node]
+        return np.array([base[arrays[c]].max() + self.problem.node_memory[node][c] - self.limit for c in choices])
 
     def fits_change(self, node: int, old: int, new: int, tolerance: float = 1e-6) -> bool:
         """Whether a decided node can move from candidate `old` to `new` within the limit."""

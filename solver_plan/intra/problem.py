@@ -11,7 +11,7 @@ limit bounds, on every device, the sum of memory of the candidates placed on it.
 """
 from __future__ import annotations
 
-import itertools
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -85,12 +85,28 @@ class ConfigProblem:
     def objective(self, assignment) -> float:
         return sum(self.breakdown(assignment))
 
+    @functools.cached_property
+    def device_arrays(self) -> tuple[tuple[np.ndarray, ...], ...]:
+        """node_devices as index arrays (shared between equal device sets): memory bookkeeping on
+        clusters of thousands of devices indexes with them instead of converting tuples each time."""
+        shared: dict[tuple[int, ...], np.ndarray] = {}
+        arrays = []
+        for per_node in self.node_devices:
+            row = []
+            for devices in per_node:
+                if devices not in shared:
+                    shared[devices] = np.asarray(devices, dtype=np.int64)
+                    shared[devices].setflags(write=False)
+                row.append(shared[devices])
+            arrays.append(tuple(row))
+        return tuple(arrays)
+
     def device_memory(self, assignment) -> np.ndarray:
         """Bytes on each device under an assignment."""
-        devices = [self.node_devices[i][c] for i, c in enumerate(assignment)]
-        counts = [len(d) for d in devices]
-        amounts = np.repeat([float(self.node_memory[i][c]) for i, c in enumerate(assignment)], counts)
-        used = np.fromiter(itertools.chain.from_iterable(devices), dtype=np.int64, count=sum(counts))
+        arrays = self.device_arrays
+        used = [arrays[i][c] for i, c in enumerate(assignment)]
+        amounts = np.repeat([float(self.node_memory[i][c]) for i, c in enumerate(assignment)], [len(u) for u in used])
+        used = np.concatenate(used) if used else np.zeros(0, dtype=np.int64)
         return np.bincount(used, weights=amounts, minlength=self.num_devices).astype(float)
 
     def memory_ok(self, assignment, tolerance: float = 1e-6) -> bool:

@@ -28,8 +28,7 @@ def memory_can_bind(problem: ConfigProblem) -> bool:
     worst = np.zeros(problem.num_devices)
     for node in range(problem.num_nodes):
         per_device = np.zeros(problem.num_devices)
-        for choice, devices in enumerate(problem.node_devices[node]):
-            used = list(devices)
+        for choice, used in enumerate(problem.device_arrays[node]):
             per_device[used] = np.maximum(per_device[used], problem.node_memory[node][choice])
         worst += per_device
     return bool(worst.max() > problem.memory_limit)

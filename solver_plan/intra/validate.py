@@ -6,6 +6,7 @@ import math
 
 from solver_plan.intra.problem import ConfigProblem
 from solver_plan.result import ConfigResult, Status
+from solver_plan.units import format_bytes
 
 RELATIVE_TOLERANCE = 1e-6
 
@@ -50,7 +51,8 @@ def validate_config_result(problem: ConfigProblem, result: ConfigResult) -> list
         return problems
     if problem.memory_limit is not None and not problem.memory_ok(result.assignment):
         peak = problem.device_memory(result.assignment).max()
-        problems.append(f"busiest device holds {peak:.6g} bytes, above the limit {problem.memory_limit:.6g}")
+        problems.append(f"busiest device holds {format_bytes(peak)} ({peak:.6g} B), above the limit "
+                        f"{format_bytes(problem.memory_limit)}")
     recomputed = _objective_of(result.planner)(problem, result.assignment)
     if result.objective is None or not _close(recomputed, result.objective):
         problems.append(f"reported objective {result.objective!r} but the plan costs {recomputed!r}")

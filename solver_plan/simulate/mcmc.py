@@ -28,6 +28,7 @@ from solver_plan.intra.memory_tracker import MemoryTracker
 from solver_plan.intra.problem import ConfigProblem
 from solver_plan.planners import planners, register
 from solver_plan.result import ConfigResult, Status
+from solver_plan.units import format_seconds
 from solver_plan.simulate.objectives import (
     SimulatedObjective,
     SumObjective,
@@ -147,6 +148,9 @@ def plan_mcmc(problem: ConfigProblem, *, time_limit: "float | Deadline | None" =
               if objective == "simulator" else SumObjective(problem))
     starts = _initial_candidates(problem, warm_start, rng, deadline)
     if not starts:
+        if deadline.expired():
+            return ConfigResult("mcmc", Status.TIME_LIMIT, runtime_s=time.perf_counter() - started,
+                                notes=("time out before any initial strategy fitting memory was found",))
         return ConfigResult("mcmc", Status.ERROR, runtime_s=time.perf_counter() - started,
                             notes=("no initial strategy (data parallel, greedy, random) fits the memory limit",))
     iterations = DEFAULT_PROPOSALS if iterations is None else iterations
@@ -162,6 +166,6 @@ def plan_mcmc(problem: ConfigProblem, *, time_limit: "float | Deadline | None" =
             best = (cost, plan, source)
     cost, plan, source = best
     unit = "simulated iteration" if objective == "simulator" else "sum cost"
-    notes.append(f"{unit} {cost:.6g} s (best chain started from {source}; {objective} objective)")
+    notes.append(f"{unit} {format_seconds(cost)} (best chain started from {source}; {objective} objective)")
     return ConfigResult("mcmc", Status.FEASIBLE, problem.objective(plan), None, time.perf_counter() - started,
                         tuple(int(c) for c in plan), tuple(notes))
