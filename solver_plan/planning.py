@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from solver_plan.cluster import Cluster
 from solver_plan.cost.model import CostModel
+from solver_plan.cost.precision import resolve_precision
 from solver_plan.deadline import Deadline
 from solver_plan.errors import InputError, check_positive
 from solver_plan.graph.ir import Graph
@@ -33,14 +34,15 @@ def prepare_problem(graph: Graph, cluster: Cluster, memory_limit: float | str | 
                     max_candidates: int = DEFAULT_MAX_CANDIDATES,
                     deadline: Deadline | None = None, *, precision: str | None = None,
                     all_devices: bool = False) -> tuple[ConfigProblem, CostModel]:
-    """`precision`: fp32, tf32, bf16, fp16, fp8 or auto/None (the device's default, `default_for`);
+    """`precision`: fp32, tf32, bf16, fp16, fp8 or auto/None (the device's default, `default_for`;
+    fp32 for profiles with measured times: `resolve_precision`);
     `all_devices`: every operator on all devices (Alpa's setting)."""
     if memory_limit == DEVICE_MEMORY:
         memory_limit = cluster.device.memory
     check_positive(memory_limit, "--memory-limit")
     if isinstance(max_candidates, bool) or not isinstance(max_candidates, int) or max_candidates < 2:
         raise InputError(f"must be an integer of at least 2, got {max_candidates}", "--max-candidates")
-    cost_model = CostModel(cluster, precision=precision)
+    cost_model = CostModel(cluster, precision=resolve_precision(precision, cluster.device, graph))
     return build_config_problem(graph, cluster, memory_limit, max_candidates, cost_model, deadline,
                                 all_devices=all_devices), cost_model
 

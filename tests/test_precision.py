@@ -55,3 +55,14 @@ def test_parse_auto_and_names():
     assert TrainingPrecision.parse("auto", v100).name == "mixed-fp16"
     assert TrainingPrecision.parse("bf16").name == "mixed-bf16"
     assert TrainingPrecision.parse("fp32").master is None
+
+
+def test_auto_keeps_fp32_for_measured_profiles():
+    from solver_plan.cost.precision import resolve_precision
+    from solver_plan.data import data_dir
+    from solver_plan.graph.resolve import resolve_model
+    v100 = resolve_cluster("v100x8-nvlink").device
+    profile = resolve_model(str(data_dir() / "pipedream-profiles" / "vgg16" / "graph.txt"))
+    assert resolve_precision("auto", v100, profile).name == "fp32"
+    assert resolve_precision(None, v100).name == "mixed-fp16"
+    assert resolve_precision("bf16", v100, profile).name == "mixed-bf16"

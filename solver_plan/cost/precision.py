@@ -143,3 +143,15 @@ def default_for(device) -> TrainingPrecision:
     if Precision.FP16.value in matrix:
         return TrainingPrecision.mixed(Precision.FP16)
     return TrainingPrecision.fp32()
+
+
+def resolve_precision(requested: "str | Precision | TrainingPrecision | None", device,
+                      graph=None) -> TrainingPrecision:
+    """The precision a command runs: `requested`, or for auto/None the device's default
+    (`default_for`), except for graphs with measured times (PipeDream profiles were measured in
+    fp32: their times and sizes are fp32's, so `auto` keeps fp32 for them)."""
+    if requested is None or str(requested).strip().lower() == "auto":
+        if graph is not None and getattr(graph, "has_measured_times", False):
+            return TrainingPrecision.fp32()
+        return default_for(device)
+    return TrainingPrecision.parse(requested, device)
