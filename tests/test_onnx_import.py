@@ -103,20 +103,22 @@ def test_cnn_matches_builder(tmp_path):
     assert [op.op_type for op in g] == [op.op_type for op in ref]
 
 
-def attention_model(tmp_path, tied=False):
+def attention_model(tmp_path, tied=False, kv_heads=4, leak_scores=False):
     """Token embedding, layer norm, one self-attention head group written as ONNX primitives
     (q/k/v MatMuls, Reshape/Transpose to heads, scores MatMul, scale, Softmax, context MatMul),
     residual, and an LM head (tied to the embedding through a Transpose when `tied`)."""
     n, s, h, heads, vocab = 2, 16, 32, 4, 100
     d = h // heads
-    inits = [_init("wte", vocab, h), _init("ln_s", h), _init("ln_b", h), _init("wq", h, h), _init("wk", h, h),
-             _init("wv", h, h), _init("wo", h, h), _ints("heads_shape", [n, s, heads, d]),
+    inits = [_init("wte", vocab, h), _init("ln_s", h), _init("ln_b", h), _init("wq", h, h),
+             _init("wk", h, kv_heads * d), _init("wv", h, kv_heads * d), _init("wo", h, h),
+             _ints("heads_shape", [n, s, heads, d]), _ints("kv_shape", [n, s, kv_heads, d]),
              _ints("merge_shape", [n, s, h]), numpy_helper.from_array(np.array(math.sqrt(d), np.float32), "scale")]
     nodes = [helper.make_node("Gather", ["wte", "ids"], ["e"], name="embed"),
              helper.make_node("LayerNormalization", ["e", "ln_s", "ln_b"], ["x"], axis=-1, name="ln")]
     for p in "qkv":
         nodes += [helper.make_node("MatMul", ["x", f"w{p}"], [f"{p}0"], name=f"{p}_proj"),
-                  helper.make_node("Reshape", [f"{p}0", "heads_shape"], [f"{p}1"], name=f"{p}_split"),
+                  helper.make_node("Reshape", [f"{p}0", "heads_shape" if p == "q" else "kv_shape"], [f"{p}1"],
+                                   name=f"{p}_split"),
                   helper.make_node("Transpose", [f"{p}1"], [p], perm=[0, 2, 1, 3] if p != "k" else [0, 2, 3, 1],
                                    name=f"{p}_heads")]
     nodes += [helper.make_node("MatMul", ["q", "k"], ["sc"], name="scores"),
@@ -127,6 +129,8 @@ def attention_model(tmp_path, tied=False):
               helper.make_node("Reshape", ["ctx_t", "merge_shape"], ["ctx_m"], name="merge"),
               helper.make_node("MatMul", ["ctx_m", "wo"], ["o"], name="o_proj"),
               helper.make_node("Add", ["x", "o"], ["res"], name="residual")]
+    if leak_scores:  # the scores also feed something else: the pattern must stay unfused
+        nodes.append(helper.make_node("ReduceMean", ["sc"], ["sc_mean"], name="leak"))
     if tied:
         nodes += [helper.make_node("Transpose", ["wte"], ["wte_t"], perm=[1, 0], name="wte_t"),
                   helper.make_node("MatMul", ["res", "wte_t"], ["logits"], name="lm_head")]
@@ -138,17 +142,36 @@ def attention_model(tmp_path, tied=False):
     return _save(tmp_path, nodes, [ids], [out], inits, "attn.onnx"), inits, (n, s, h, heads, vocab)
 
 
-@pytest.mark.parametrize("tied", [False, True])
-def test_attention_pattern(tmp_path, tied):
-    path, inits, (n, s, h, heads, vocab) = attention_model(tmp_path, tied)
+@pytest.mark.parametrize("tied, kv_heads", [(False, 4), (True, 4)])
+def test_attention_pattern_becomes_one_attention(tmp_path, tied, kv_heads):
+    """Reshape/Transpose to heads, MatMul, scale, Softmax, MatMul, back: one Attention with the
+    zoo's FLOPs (the scale pass over the scores is dropped)."""
+    path, inits, (n, s, h, heads, vocab) = attention_model(tmp_path, tied, kv_heads)
     g = load_onnx(path)
     assert g.total_params == _float_params(inits)  # the tied head adds no parameters
     types = [op.op_type for op in g]
-    assert types.count(OpType.MATMUL) == 2 and OpType.EMBEDDING in types and OpType.SOFTMAX in types
-    assert g.op("scores").output.shape == (n, heads, s, s)
+    assert types.count(OpType.ATTENTION) == 1 and OpType.MATMUL not in types and OpType.RESHAPE not in types
+    attention = next(op for op in g if op.op_type == OpType.ATTENTION)
+    assert attention.attr("heads") == heads and attention.attr("kv_heads", heads) == kv_heads
+    b = GraphBuilder("ref")
+    x = b.layernorm(b.embedding(b.input((n, s)), vocab, h))
     d = h // heads
-    assert g.op("scores").flops == 2 * n * heads * s * d * s
+    q, k, v = (b.linear(x, width, False) for width in (h, kv_heads * d, kv_heads * d))
+    attrs = {"heads": heads} if kv_heads == heads else {"heads": heads, "kv_heads": kv_heads}
+    core = b.add(OpType.ATTENTION, (q, k, v), attrs)[0]
+    b.linear(b.add_(x, b.linear(core, h, False)), vocab, False)
+    assert g.total_flops == b.build().total_flops
     assert g.op("lm_head").flops == 2 * n * s * h * vocab
+
+
+def test_attention_pattern_used_elsewhere_stays_unfused(tmp_path):
+    path, _, (n, s, h, heads, vocab) = attention_model(tmp_path, leak_scores=True)
+    g = load_onnx(path)
+    types = [op.op_type for op in g]
+    assert types.count(OpType.MATMUL) == 2 and OpType.ATTENTION not in types
+    d = h // heads
+    assert g.op("scores").output.shape == (n, heads, s, s)
+    assert g.op("scores").flops == 2 * n * heads * s * d * s
 
 
 def test_unsupported_operator_is_named_or_opaque(tmp_path):

@@ -24,7 +24,9 @@ Mapping (ONNX -> OpType):
   With `opaque=1`, any other operator becomes such an opaque operator costing one FLOP per output
   element, with its float initializers as parameters; without it, the import fails naming every
   unsupported operator type. Nothing is ever silently free.
-Nodes that only compute constants or shapes (Shape, Constant, Range, and whatever consumes only
+Scaled dot-product attention written in primitives (reshape/transpose to heads, MatMul, scale,
+mask, Softmax, MatMul, back) becomes one Attention (onnx_attention.py), so plans may split it by
+heads as the zoo's attention. Nodes that only compute constants or shapes (Shape, Constant, Range, and whatever consumes only
 those) are folded away. Parameters are the float initializers of more than one element that
 mapped operators consume. A rank-0 tensor becomes shape (1,).
 """
@@ -158,6 +160,10 @@ class _Importer:
         self.const_src: dict[str, str] = {}
         self.claimed: dict[str, str] = {}  # initializer -> the operator that owns its parameters
         self.active = self._active_nodes()
+        from solver_plan.graph.importers.onnx_attention import find_attention
+        matches = find_attention(model, self.shapes, self.active)
+        self.attention = {m.last: m for m in matches}  # node index -> the Attention it emits
+        self.fused = {i for m in matches for i in m.nodes} - set(self.attention)
 
     @staticmethod
     def _shape_of(info) -> tuple[int, ...] | None:
@@ -181,12 +187,15 @@ class _Importer:
             if tensor.name not in self.initializers:
                 shape = self.shape(tensor.name, "the graph inputs")
                 self.tensors[tensor.name] = self.b.input(shape, name=self._unique(tensor.name))
-        unknown = sorted({n.op_type for n in self.model.graph.node if self._is_activation(n) and not self._known(n)})
+        unknown = sorted({n.op_type for i, n in enumerate(self.model.graph.node)
+                          if self._is_activation(n) and i not in self.fused and not self._known(n)})
         if unknown and not self.opaque:
             raise InputError(f"unsupported ONNX operator(s) {', '.join(unknown)}; import them as opaque operators "
                              f"(1 FLOP per output element) with {self.where}:{OPTION_OPAQUE}=1", self.where)
         for index, node in enumerate(self.model.graph.node):
-            if self._is_activation(node):
+            if index in self.attention:
+                self._attention(node, index, self.attention[index])
+            elif self._is_activation(node) and index not in self.fused:
                 self._import(node, index)
         if len(self.b._ops) == len([t for t in self.model.graph.input if t.name not in self.initializers]):
             raise InputError("no operator of the model consumes its inputs", self.where)
@@ -279,6 +288,14 @@ class _Importer:
         self._emit(node, OpType.PROFILED, self._activations(node), attrs, name)
 
     # --- mapping -----------------------------------------------------------------------------
+    def _attention(self, node, index: int, match) -> None:
+        scope = node.name.rsplit("/", 1)[0] if "/" in node.name.strip("/") else ""
+        label = self._unique(f"{scope}/attention" if scope else f"attention_{index}")
+        attrs = {"heads": match.heads}
+        if match.kv_heads != match.heads:
+            attrs["kv_heads"] = match.kv_heads
+        self._emit(node, OpType.ATTENTION, [self.tensors[t] for t in (match.q, match.k, match.v)], attrs, label)
+
     def _import(self, node, index: int) -> None:
         t = node.op_type
         label = self._unique(node.name or f"{t}_{index}")

@@ -1,0 +1,153 @@
+"""Find scaled dot-product attention written in ONNX primitives, so it imports as one `Attention`.
+
+Exporters (torch.onnx, tf2onnx) write attention as
+
+    q3 (N,S,H) -Reshape-> (N,S,h,d) -Transpose(0,2,1,3)-> q (N,h,S,d)
+    k3 (N,S,Hk) -Reshape-> (N,S,hk,d) -Transpose(0,2,3,1)-> k (N,hk,d,S)   [or (0,2,1,3) then a last-two swap]
+    v3 (N,S,Hk) -Reshape-> (N,S,hk,d) -Transpose(0,2,1,3)-> v (N,hk,S,d)
+    scores = MatMul(q, k) [-Div/Mul by a constant] [-Add/Where mask] -Softmax(-1) [-Dropout/Cast]
+    ctx = MatMul(probs, v) -Transpose(0,2,1,3)-> (N,S,h,d) -Reshape-> out3 (N,S,H)
+
+Imported node by node, the reshapes and transposes can only be split by sample (cost/dims.py), so
+a plan could not keep attention split by heads without paying redistributions a runtime does not
+pay. As one `Attention(q3, k3, v3)` (heads h, kv_heads hk) it is priced as the zoo's attention:
+split by sample, query sequence or heads. The scale and mask (one element-wise pass over the
+scores) are dropped. A pattern whose intermediate tensors are used elsewhere is left unfused, and
+so is grouped-query attention exported with its key/value heads expanded (Expand + Reshape before
+the MatMul): it imports as MatMuls, with the expansion as a data-movement operator.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+SKIPPABLE_AFTER_SCORES = ("Div", "Mul", "Add", "Where", "Sub")
+SKIPPABLE_AFTER_SOFTMAX = ("Dropout", "Cast", "Identity")
+
+
+@dataclass(frozen=True)
+class AttentionMatch:
+    q: str  # (N, S, H) tensors feeding the pattern
+    k: str
+    v: str
+    output: str  # (N, S, H) tensor it produces
+    heads: int
+    kv_heads: int
+    nodes: frozenset  # indices of the nodes it replaces (the last one emits the Attention)
+    last: int
+
+
+class _Graph:
+    def __init__(self, model, shapes: dict):
+        self.nodes = list(model.graph.node)
+        self.shapes = shapes
+        self.producer = {}
+        self.consumers: dict[str, list[int]] = {}
+        for i, node in enumerate(self.nodes):
+            for out in node.output:
+                self.producer[out] = i
+            for name in node.input:
+                self.consumers.setdefault(name, []).append(i)
+
+    def node_of(self, tensor: str, *types: str):
+        i = self.producer.get(tensor)
+        if i is None or self.nodes[i].op_type not in types:
+            return None
+        return i
+
+    def perm(self, i: int) -> tuple[int, ...] | None:
+        for a in self.nodes[i].attribute:
+            if a.name == "perm":
+                return tuple(a.ints)
+        return None
+
+    def sole_consumer(self, tensor: str, inside: set) -> bool:
+        return all(c in inside for c in self.consumers.get(tensor, []))
+
+
+def _heads_in(g: _Graph, tensor: str, perms: tuple[tuple[int, ...], ...], nodes: set):
+    """Walk back Transpose(s) then Reshape from a (N, heads, ., .) tensor to its (N, S, width)
+    source; returns (source, heads) or None."""
+    i = g.node_of(tensor, "Transpose")
+    chain = []
+    while i is not None and len(chain) < 2:
+        chain.append(i)
+        prev = g.nodes[i].input[0]
+        nxt = g.node_of(prev, "Transpose")
+        if nxt is None:
+            break
+        i = nxt
+    if not chain:
+        return None
+    perms = [g.perm(j) for j in chain]  # the later transpose first
+    if any(p is None or len(p) != 4 for p in perms):
+        return None
+    # transposing by p1 then p2 is one transpose by p1[p2[i]]
+    total = perms[0] if len(perms) == 1 else tuple(perms[1][x] for x in perms[0])
+    if total not in perms:
+        return None
+    reshape = g.node_of(g.nodes[chain[-1]].input[0], "Reshape")
+    if reshape is None:
+        return None
+    src = g.nodes[reshape].input[0]
+    src_shape, split = g.shapes.get(src), g.shapes.get(g.nodes[reshape].output[0])
+    if not src_shape or not split or len(src_shape) != 3 or len(split) != 4 or split[:2] != src_shape[:2] \
+            or split[2] * split[3] != src_shape[2]:
+        return None
+    nodes.update(chain + [reshape])
+    return src, split[2]
+
+
+def find_attention(model, shapes: dict, active: set) -> list[AttentionMatch]:
+    g = _Graph(model, shapes)
+    matches = []
+    taken: set = set()
+    for m2, node in enumerate(g.nodes):
+        if node.op_type != "MatMul" or m2 not in active or m2 in taken:
+            continue
+        nodes = {m2}
+        x = node.input[0]
+        i = g.node_of(x, *SKIPPABLE_AFTER_SOFTMAX)
+        while i is not None:
+            nodes.add(i)
+            x = g.nodes[i].input[0]
+            i = g.node_of(x, *SKIPPABLE_AFTER_SOFTMAX)
+        sm = g.node_of(x, "Softmax")
+        if sm is None:
+            continue
+        nodes.add(sm)
+        x = g.nodes[sm].input[0]
+        i = g.node_of(x, *SKIPPABLE_AFTER_SCORES)
+        while i is not None and len(nodes) < 12:
+            nodes.add(i)
+            # follow the operand that carries the scores (the 4-D one produced by the chain)
+            x = next((n for n in g.nodes[i].input if n in g.producer and g.shapes.get(n) == g.shapes.get(
+                g.nodes[i].output[0])), None)
+            if x is None:
+                break
+            i = g.node_of(x, *SKIPPABLE_AFTER_SCORES)
+        m1 = g.node_of(x, "MatMul") if x is not None else None
+        if m1 is None:
+            continue
+        nodes.add(m1)
+        q = _heads_in(g, g.nodes[m1].input[0], ((0, 2, 1, 3),), nodes)
+        k = _heads_in(g, g.nodes[m1].input[1], ((0, 2, 3, 1),), nodes)
+        v = _heads_in(g, node.input[1], ((0, 2, 1, 3),), nodes)
+        if not (q and k and v):
+            continue
+        t = g.consumers.get(node.output[0], [])
+        if len(t) != 1 or g.nodes[t[0]].op_type != "Transpose" or g.perm(t[0]) != (0, 2, 1, 3):
+            continue
+        r = g.consumers.get(g.nodes[t[0]].output[0], [])
+        if len(r) != 1 or g.nodes[r[0]].op_type != "Reshape":
+            continue
+        out = g.nodes[r[0]].output[0]
+        nodes.update((t[0], r[0]))
+        if shapes.get(out) != shapes.get(q[0]) or k[1] != v[1] or q[1] % k[1]:
+            continue
+        inside = set(nodes)
+        internal = [o for n in nodes if n != r[0] for o in g.nodes[n].output if o]
+        if not all(g.sole_consumer(o, inside) for o in internal) or nodes & taken:
+            continue
+        taken |= nodes
+        matches.append(AttentionMatch(q[0], k[0], v[0], out, q[1], k[1], frozenset(nodes), r[0]))
+    return matches
