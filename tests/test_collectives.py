@@ -88,3 +88,14 @@ def test_multi_node_presets_have_the_advertised_network():
     assert a100.inter_node.bandwidth == pytest.approx(25e9)  # 200 Gb/s HDR per NIC
     h100 = resolve_cluster("h100-80gb-superpod")
     assert h100.inter_node.bandwidth == pytest.approx(50e9)  # 400 Gb/s NDR per NIC
+
+
+def test_hierarchical_all_gather_all_to_all_and_broadcast():
+    c, S = two_level(), 8e8  # 4 nodes x 8 devices, 32 in the group
+    assert collective_time(c, "all_gather", S, 32, 8) == pytest.approx(
+        7 * A_I + 7 / 8 * S * B_I + 3 * A_E + 3 / 4 * (S / 8) * B_E)
+    # pairwise exchange: 7 peers inside the node, 24 outside
+    assert collective_time(c, "all_to_all", S, 32, 8) == pytest.approx(
+        7 * A_I + 24 * A_E + 7 / 32 * S * B_I + 24 / 32 * S * B_E)
+    # pipelined broadcast inside each node, and across the 4 nodes on S / 8 per device
+    assert collective_time(c, "broadcast", S, 32, 8) == pytest.approx(7 * A_I + S * B_I + 3 * A_E + S / 8 * B_E)
