@@ -27,6 +27,7 @@ def __getattr__(name: str):
         return Status
     raise AttributeError(f"module 'solver_plan.api' has no attribute {name!r}")
 
+
 DEFAULT_CLUSTER = "v100x8-nvlink"
 
 

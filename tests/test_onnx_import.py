@@ -278,3 +278,61 @@ def test_imported_model_plans_end_to_end(tmp_path):
         assert result.status.has_solution and result.objective_s > 0
         piped = pipeline(spec, "v100x8-nvlink", 2, "pipedream", "1f1b*", time_limit=10)
         assert piped.status in (Status.OPTIMAL, Status.FEASIBLE)
+
+
+def llama_block_onnx(tmp_path, n=1, s=8, h=32, heads=4, kv=2, vocab=50):
+    """A LLaMA block as torch exports it: decomposed RMSNorm (Pow, ReduceMean, Add, Sqrt, Div, Mul
+    by a learned vector), rotary embedding with constant cos/sin caches (Slice, Neg, Concat, Mul,
+    Add), grouped-query heads repeated by Unsqueeze + Expand + Reshape, unfused attention."""
+    d, group = h // heads, heads // kv
+    f32 = lambda name, value: numpy_helper.from_array(np.array(value, np.float32), name)  # noqa: E731
+    weights = [_init("embed", vocab, h), _init("gamma", h), _init("wq", h, h), _init("wk", h, kv * d),
+               _init("wv", h, kv * d), _init("wo", h, h)]
+    buffers = [_init("cos", s, d), _init("sin", s, d), f32("two", 2.0), f32("eps", 1e-6), f32("scale", d ** 0.5),
+               _ints("q_shape", [n, s, heads, d]), _ints("kv_shape", [n, s, kv, d]), _ints("out_shape", [n, s, h]),
+               _ints("rep_shape", [n, kv, group, s, d]), _ints("full_shape", [n, heads, s, d]),
+               _ints("half", [d // 2]), _ints("zero", [0]), _ints("end", [d]), _ints("last", [3]), _ints("ax2", [2])]
+    N = helper.make_node
+    nodes = [N("Gather", ["embed", "ids"], ["x"], name="embed_tokens"),
+             N("Pow", ["x", "two"], ["x2"], name="norm/pow"),
+             N("ReduceMean", ["x2"], ["ms"], axes=[-1], keepdims=1, name="norm/mean"),
+             N("Add", ["ms", "eps"], ["ms_eps"], name="norm/eps"), N("Sqrt", ["ms_eps"], ["rms"], name="norm/sqrt"),
+             N("Div", ["x", "rms"], ["xn"], name="norm/div"), N("Mul", ["xn", "gamma"], ["hn"], name="norm/weight")]
+    for p, width, shape in (("q", heads, "q_shape"), ("k", kv, "kv_shape"), ("v", kv, "kv_shape")):
+        nodes += [N("MatMul", ["hn", f"w{p}"], [f"{p}0"], name=f"{p}_proj"),
+                  N("Reshape", [f"{p}0", shape], [f"{p}1"], name=f"{p}_view"),
+                  N("Transpose", [f"{p}1"], [f"{p}2"], perm=[0, 2, 1, 3], name=f"{p}_heads")]
+    for p in "qk":  # rotary: x * cos + rotate_half(x) * sin
+        nodes += [N("Slice", [f"{p}2", "zero", "half", "last"], [f"{p}_lo"], name=f"{p}_rope/lo"),
+                  N("Slice", [f"{p}2", "half", "end", "last"], [f"{p}_hi"], name=f"{p}_rope/hi"),
+                  N("Neg", [f"{p}_hi"], [f"{p}_neg"], name=f"{p}_rope/neg"),
+                  N("Concat", [f"{p}_neg", f"{p}_lo"], [f"{p}_rot"], axis=-1, name=f"{p}_rope/cat"),
+                  N("Mul", [f"{p}2", "cos"], [f"{p}_c"], name=f"{p}_rope/cos"),
+                  N("Mul", [f"{p}_rot", "sin"], [f"{p}_s"], name=f"{p}_rope/sin"),
+                  N("Add", [f"{p}_c", f"{p}_s"], [f"{p}3"], name=f"{p}_rope/add")]
+    nodes += [N("Identity", ["v2"], ["v3"], name="v_rope_skip")]
+    for p in "kv":  # repeat_kv
+        nodes += [N("Unsqueeze", [f"{p}3", "ax2"], [f"{p}4"], name=f"{p}_rep/unsqueeze"),
+                  N("Expand", [f"{p}4", "rep_shape"], [f"{p}5"], name=f"{p}_rep/expand"),
+                  N("Reshape", [f"{p}5", "full_shape"], [f"{p}6"], name=f"{p}_rep/reshape")]
+    nodes += [N("Transpose", ["k6"], ["kt"], perm=[0, 1, 3, 2], name="k_t"),
+              N("MatMul", ["q3", "kt"], ["sc"], name="scores"), N("Div", ["sc", "scale"], ["scs"], name="scale"),
+              N("Softmax", ["scs"], ["pr"], axis=-1, name="probs"), N("MatMul", ["pr", "v6"], ["ctx"], name="context"),
+              N("Transpose", ["ctx"], ["ctx_t"], perm=[0, 2, 1, 3], name="merge_t"),
+              N("Reshape", ["ctx_t", "out_shape"], ["ctx_m"], name="merge"),
+              N("MatMul", ["ctx_m", "wo"], ["o"], name="o_proj"), N("Add", ["x", "o"], ["y"], name="residual")]
+    ids = helper.make_tensor_value_info("ids", TensorProto.INT64, [n, s])
+    out = helper.make_tensor_value_info("y", TensorProto.FLOAT, [n, s, h])
+    return _save(tmp_path, nodes, [ids], [out], weights + buffers, "llama_block.onnx"), weights
+
+
+def test_llama_style_export_imports_with_buffers_apart(tmp_path):
+    path, weights = llama_block_onnx(tmp_path)
+    g = load_onnx(path)
+    # parameters: the weights and the norm's learned vector; not the rotary caches or constants
+    assert g.total_params == _float_params(weights)
+    assert g.op("q_rope/cos").op_type == OpType.UNARY and g.op("q_rope/cos").params == 0
+    assert g.op("norm/weight").params == 32
+    expand = g.op("k_rep/expand")
+    assert expand.op_type == OpType.PROFILED and expand.flops == 0 and expand.attr("onnx_op") == "Expand"
+    assert g.op("scores").op_type == OpType.MATMUL and g.op("scores").output.shape == (1, 4, 8, 8)

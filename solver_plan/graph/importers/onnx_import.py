@@ -19,8 +19,10 @@ Mapping (ONNX -> OpType):
   Split -> Split; Identity and Cast are aliases (no operator).
 - Documented opaque costs (`OpType.PROFILED`, attribute `onnx_op`), for operators with no
   counterpart: data movement (Slice, Expand, Tile, Pad, Where, Gather of activations, Resize, ...)
-  costs 0 FLOPs; reductions (ReduceMean, ...) one FLOP per input element; element-wise operators
-  with a constant parameter tensor one FLOP per output element plus that tensor's parameters.
+  costs 0 FLOPs and its constant inputs (indices, masks, caches) are no parameters; reductions
+  (ReduceMean, ...) one FLOP per input element; an element-wise operator with a constant vector
+  (rank 1: a decomposed norm's scale, an unfused bias) one FLOP per output element plus the
+  vector as parameters (higher-rank constants, such as rotary cos/sin caches, are buffers).
   With `opaque=1`, any other operator becomes such an opaque operator costing one FLOP per output
   element, with its float initializers as parameters; without it, the import fails naming every
   unsupported operator type. Nothing is ever silently free.
@@ -28,7 +30,7 @@ Scaled dot-product attention written in primitives (reshape/transpose to heads, 
 mask, Softmax, MatMul, back) becomes one Attention (onnx_attention.py), so plans may split it by
 heads as the zoo's attention. Nodes that only compute constants or shapes (Shape, Constant, Range, and whatever consumes only
 those) are folded away. Parameters are the float initializers of more than one element that
-mapped operators consume. A rank-0 tensor becomes shape (1,).
+mapped operators consume (and constant vectors, above). A rank-0 tensor becomes shape (1,).
 """
 from __future__ import annotations
 
@@ -43,6 +45,7 @@ from solver_plan.graph.ops import OpType
 UNARY = {"Relu": "relu", "LeakyRelu": "relu", "PRelu": "relu", "Clip": "relu", "Elu": "relu", "Selu": "relu",
          "Gelu": "gelu", "Tanh": "tanh", "Erf": "tanh", "Softplus": "tanh", "Sigmoid": "sigmoid",
          "HardSigmoid": "sigmoid", "HardSwish": "sigmoid", "Dropout": "dropout", "Sqrt": "scale",
+         "Cos": "tanh", "Sin": "tanh", "Softsign": "tanh", "Mish": "tanh", "IsNaN": "identity",
          "Reciprocal": "scale", "Neg": "scale", "Exp": "scale", "Log": "scale", "Abs": "scale", "Not": "identity",
          "Floor": "scale", "Ceil": "scale", "Round": "scale", "Sign": "scale"}
 BINARY = {"Add": "add", "Sub": "add", "Mul": "mul", "Div": "mul", "Pow": "mul", "Max": "add", "Min": "add",
@@ -317,8 +320,8 @@ class _Importer:
             self._binary(node, label, acts, consts)
         elif t in RESHAPES:
             self._emit(node, OpType.RESHAPE, acts[:1], {"shape": self.shape(node.output[0], label)}, label)
-        elif t in DATA_MOVEMENT:
-            self._opaque(node, label, 0, self._params(consts))
+        elif t in DATA_MOVEMENT:  # constant inputs here are indices, masks or caches, not parameters
+            self._opaque(node, label, 0, 0)
         elif t in REDUCTIONS:
             self._opaque(node, label, math.prod(self.shape(node.input[0], label)), 0)
         else:  # unknown, allowed by opaque=1
@@ -336,7 +339,9 @@ class _Importer:
                 return
             self._opaque(node, label, math.prod(out), 0)  # mutual broadcast: no Binary counterpart
             return
-        params = self._params(consts)
+        # a learned per-feature vector (a decomposed norm's scale or shift, an unfused bias) is a
+        # parameter; higher-rank constants (rotary cos/sin caches, masks) are buffers
+        params = self._params([c for c in consts if len(self.shapes.get(c) or ()) == 1])
         if params or tuple(acts[0].shape) != out:
             self._opaque(node, label, math.prod(out), params)
         else:
