@@ -9,9 +9,9 @@ data parallelism is the outer dp (priced once per step by schedule.py), so the s
 parallelism only (Megatron's column/row pattern is one point of the space, sequence splits another).
 
 Times of the chosen configuration:
-- compute: forward `compute_time(flops / n, hbm bytes / n)` of the cost core (roofline with the
-  device's efficiency curves) per operator; backward = 2 kernels of the forward's size (dX and dW,
-  Narayanan et al. 2021: backward = 2 x forward);
+- compute: the cost model's roofline time of each operator (`compute_time` with the device's
+  efficiency curves; backward = 2 kernels of the forward's size), plus the memory traffic of the
+  attention scores it leaves out (`score_traffic_s`), times a calibration factor `compute_scale`;
 - communication: the cost model's collectives and redistributions of that configuration (in the
   training precision's bytes: the cost model narrows the graph's fp32 tensors itself).
 """
@@ -28,8 +28,6 @@ from solver_plan.graph.ops import OpType
 from solver_plan.hybrid.model import TransformerSpec
 from solver_plan.result import Status
 
-MATRIX_OPS = (OpType.LINEAR, OpType.MATMUL, OpType.ATTENTION)
-ACTIVATION_BYTES = 2  # bf16 / fp16 activations in mixed-precision training
 BLOCK_SCOPE = "block0/"
 
 
@@ -72,29 +70,30 @@ def _no_sample_split(problem):
         num_devices=problem.num_devices, memory_limit=None, name=problem.name, context=problem.context)
 
 
-SCORE_BYTES = 11  # HBM bytes per attention-score element in forward, see _compute_s
+SCORE_BYTES = 11  # HBM bytes per attention-score element in forward, see score_traffic_s
 
 
-def _compute_s(cluster: Cluster, op, n: int, scale: float = 1.0) -> tuple[float, float]:
-    """(forward, backward) compute seconds of `op` split over n devices, times `scale`.
+def score_traffic_s(cluster: Cluster, op, n: int) -> float:
+    """Forward seconds of the attention scores' memory traffic on one of n devices, which the cost
+    model's roofline of the attention operator (inputs and output only) leaves out. Megatron-LM's
+    unfused attention (2021-22, no flash attention) materialises the scores: per score element
+    Q K^T writes 2 bytes, the fused softmax reads 2 and writes 2, dropout reads 2, writes 2 and a
+    1-byte mask, scores x V reads 2: 11 bytes (Korthikanti et al. 2022 keep 5 of them for backward).
+    Those are separate memory-bound kernels, so their time adds to the GEMMs'."""
+    from solver_plan.cost.compute import memory_time
 
-    HBM traffic: inputs (about the output's size) read, output written, weights read, 16-bit. The
-    attention core materialises its scores, as Megatron-LM's unfused attention (2021-22, no flash
-    attention) does: per score element Q K^T writes 2 bytes, the fused softmax reads 2 and writes 2,
-    dropout reads 2, writes 2 and a 1-byte mask, scores x V reads 2 = 11 bytes in forward
-    (Korthikanti et al. 2022 store 5 of them for backward)."""
-    from solver_plan.cost.compute import compute_time
+    if op.op_type != OpType.ATTENTION:
+        return 0.0
+    batch, seq = op.outputs[0].shape[0], op.outputs[0].shape[1]
+    return memory_time(cluster.device, SCORE_BYTES * op.attr("heads") * seq * seq * batch / n)
 
-    if op.op_type in (OpType.INPUT,):
-        return 0.0, 0.0
-    elements = sum(math.prod(t.shape) for t in op.outputs)
-    hbm = (2 * elements + op.params) * ACTIVATION_BYTES / n
-    if op.op_type == OpType.ATTENTION:
-        batch, seq = op.outputs[0].shape[0], op.outputs[0].shape[1]
-        hbm += SCORE_BYTES * op.attr("heads") * seq * seq * batch / n
-    unit = "matrix" if op.op_type in MATRIX_OPS else "vector"
-    forward = scale * compute_time(cluster, op.flops / n, hbm, unit=unit)
-    return forward, 2.0 * forward
+
+def _compute_s(cluster: Cluster, cost_model, graph, op, cfg, scale: float = 1.0) -> tuple[float, float]:
+    """(forward, backward) compute seconds of `op` under `cfg`, times `scale`: the cost model's
+    roofline time (forward kernel + backward of two kernels its size, `CostModel.compute_seconds`,
+    the one source of kernel times), plus the attention scores' traffic, split 1 : 2 likewise."""
+    total = cost_model.node(graph, op, cfg).compute_s + 3.0 * score_traffic_s(cluster, op, cfg.num_devices)
+    return scale * total / 3.0, scale * 2.0 * total / 3.0
 
 
 class BlockCoster:
@@ -144,7 +143,7 @@ class BlockCoster:
         for i, name in enumerate(problem.names):
             cfg = problem.candidates[i][result.assignment[i]]
             op = graph.op(name)
-            fwd, bwd = _compute_s(submesh, op, cfg.num_devices, self.compute_scale)
+            fwd, bwd = _compute_s(submesh, cost_model, graph, op, cfg, self.compute_scale)
             node = cost_model.node(graph, op, cfg)
             collectives = node.comm_s + node.sync_s
             total[group[i]] += fwd + bwd + collectives
