@@ -41,11 +41,12 @@ def kinds(comparison: Comparison) -> list[str]:
 
 def performance_profile(comparison: Comparison, path: str | Path, kind: str) -> None:
     plt = _pyplot()
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.8))
+    fig, axes = plt.subplots(1, 2, figsize=(13, 4.8))
     for ax, metric, label in ((axes[0], "objective", "objective / best objective found"),
                               (axes[1], "time", f"time to {100 * comparison.target_gap:g}% / fastest")):
         ratios = performance_ratios(comparison, kind, metric)
         _profile(ax, ratios, label)
+    axes[1].legend(loc="center left", bbox_to_anchor=(1.02, 0.5), fontsize="small")
     count = len(next(iter(ratios.values()), []))
     fig.suptitle(f"Performance profiles, {kind} planners ({count} common instances)")
     _save(fig, path)
@@ -60,8 +61,16 @@ def _profile(ax, ratios: dict[str, list[float]], label: str) -> None:
         total = max(1, len(values))
         xs = [1.0] + taus + [tau_max]
         ys = [0.0] + [(i + 1) / total for i in range(len(taus))] + [len(taus) / total]
-        ax.step(xs, ys, where="post", label=planner, markevery=list(range(1, len(xs))),
-                **_style(index, len(ratios)))
+        style = _style(index, len(ratios))
+        line, = ax.step(xs, ys, where="post", label=planner, **{**style, "marker": None})
+        # markers at positions of their own (log-spaced, shifted per planner): visible where curves coincide
+        marks = [tau_max ** ((index + 0.5) / len(ratios) * 0.9 + 0.9 * k / 4) for k in range(4)]
+        marks = [x for x in marks if x <= tau_max]
+        heights = [sum(t <= x for t in taus) / total for x in marks]
+        ax.plot(marks, heights, linestyle="none", marker=style["marker"], color=line.get_color(),
+                markerfacecolor=style["markerfacecolor"] or line.get_color(), markersize=6)
+        line.set_marker(style["marker"])  # the legend shows the marker
+        line.set_markevery([])
     ax.set_xscale("log")
     ax.set_xlim(1.0, tau_max)
     ticks = _log_ticks(tau_max, largest)
@@ -72,20 +81,17 @@ def _profile(ax, ratios: dict[str, list[float]], label: str) -> None:
     ax.set_xlabel(f"tau ({label})")
     ax.set_ylabel("fraction of instances within tau")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(loc="lower right", fontsize="small")
 
 
 def _log_ticks(tau_max: float, largest: float) -> list[float]:
     """1, a few round values between, and the largest finite ratio itself (the axis' right end)."""
+    end = largest if largest > 1.0 else tau_max
+    step = end ** 0.12  # keep labels apart on the log axis
     ticks = [1.0]
-    for value in (1.01, 1.02, 1.05, 1.1, 1.2, 1.5, 2, 3, 5, 10, 20, 50, 100, 1e3, 1e4, 1e5):
-        if value < largest / 1.03 and value > ticks[-1] * 1.03:
+    for value in (1.001, 1.002, 1.005, 1.01, 1.02, 1.05, 1.1, 1.2, 1.5, 2, 3, 5, 10, 20, 50, 100, 1e3, 1e4, 1e5):
+        if ticks[-1] * step < value < end / step:
             ticks.append(value)
-    ticks = ticks[-6:] if len(ticks) > 6 else ticks
-    if ticks[0] != 1.0:
-        ticks = [1.0] + ticks[1:]
-    ticks.append(largest if largest > 1.0 else tau_max)  # label the right end of the axis
-    return [t for t in ticks if t <= tau_max]
+    return ticks + [end]
 
 
 def _null_formatter():
