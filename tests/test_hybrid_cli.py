@@ -55,3 +55,12 @@ def test_non_transformer_model_exits_2(capsys):
 def test_unsatisfiable_pins_are_infeasible_with_a_reason(capsys):
     assert main(["hybrid", "--model", MODEL, "--cluster", "a100x8-80gb", "--batch", "8", "--fix", "dp=3"]) == 1
     assert "INFEASIBLE" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("extra, named", [(["--devices", "12"], "--devices"), (["--time-limit", "0"], "--time-limit"),
+                                          (["--memory-limit", "10XB"], "--memory-limit"),
+                                          (["--compute-scale", "-1"], "--compute-scale")])
+def test_bad_arguments_exit_2_naming_them(extra, named, capsys):
+    assert main(["hybrid", "--model", MODEL, "--cluster", "h100-4x8-ib", "--batch", "8"] + extra) == 2
+    err = capsys.readouterr().err
+    assert named in err and len(err.strip().splitlines()) == 1
