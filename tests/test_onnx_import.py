@@ -280,7 +280,7 @@ def test_imported_model_plans_end_to_end(tmp_path):
         assert piped.status in (Status.OPTIMAL, Status.FEASIBLE)
 
 
-def llama_block_onnx(tmp_path, n=1, s=8, h=32, heads=4, kv=2, vocab=50):
+def llama_block_onnx(tmp_path, n=1, s=8, h=32, heads=4, kv=2, vocab=50, leak_scores=False):
     """A LLaMA block as torch exports it: decomposed RMSNorm (Pow, ReduceMean, Add, Sqrt, Div, Mul
     by a learned vector), rotary embedding with constant cos/sin caches (Slice, Neg, Concat, Mul,
     Add), grouped-query heads repeated by Unsqueeze + Expand + Reshape, unfused attention."""
@@ -321,15 +321,29 @@ def llama_block_onnx(tmp_path, n=1, s=8, h=32, heads=4, kv=2, vocab=50):
               N("Transpose", ["ctx"], ["ctx_t"], perm=[0, 2, 1, 3], name="merge_t"),
               N("Reshape", ["ctx_t", "out_shape"], ["ctx_m"], name="merge"),
               N("MatMul", ["ctx_m", "wo"], ["o"], name="o_proj"), N("Add", ["x", "o"], ["y"], name="residual")]
+    if leak_scores:
+        nodes.append(N("ReduceMean", ["sc"], ["sc_mean"], axes=[-1], keepdims=1, name="leak"))
     ids = helper.make_tensor_value_info("ids", TensorProto.INT64, [n, s])
     out = helper.make_tensor_value_info("y", TensorProto.FLOAT, [n, s, h])
     return _save(tmp_path, nodes, [ids], [out], weights + buffers, "llama_block.onnx"), weights
 
 
-def test_llama_style_export_imports_with_buffers_apart(tmp_path):
+def test_llama_style_export_fuses_to_grouped_query_attention(tmp_path):
+    """Rotary embedding and repeat_kv sit between the split into heads and the scores: the block
+    still becomes one Attention with 4 query and 2 key/value heads, and its parameters are the
+    weights and the norm's learned vector, not the rotary caches."""
     path, weights = llama_block_onnx(tmp_path)
     g = load_onnx(path)
-    # parameters: the weights and the norm's learned vector; not the rotary caches or constants
+    assert g.total_params == _float_params(weights)
+    attention = next(op for op in g if op.op_type == OpType.ATTENTION)
+    assert (attention.attr("heads"), attention.attr("kv_heads")) == (4, 2)
+    assert [g.tensor(t).shape for t in attention.inputs] == [(1, 8, 32), (1, 8, 16), (1, 8, 16)]
+    assert not any(op.op_type == OpType.PROFILED and op.attr("onnx_op") == "Expand" for op in g)
+
+
+def test_llama_style_export_unfused_keeps_buffers_apart(tmp_path):
+    path, weights = llama_block_onnx(tmp_path, leak_scores=True)
+    g = load_onnx(path)
     assert g.total_params == _float_params(weights)
     assert g.op("q_rope/cos").op_type == OpType.UNARY and g.op("q_rope/cos").params == 0
     assert g.op("norm/weight").params == 32

@@ -12,9 +12,10 @@ Imported node by node, the reshapes and transposes can only be split by sample (
 a plan could not keep attention split by heads without paying redistributions a runtime does not
 pay. As one `Attention(q3, k3, v3)` (heads h, kv_heads hk) it is priced as the zoo's attention:
 split by sample, query sequence or heads. The scale and mask (one element-wise pass over the
-scores) are dropped. A pattern whose intermediate tensors are used elsewhere is left unfused, and
-so is grouped-query attention exported with its key/value heads expanded (Expand + Reshape before
-the MatMul): it imports as MatMuls, with the expansion as a data-movement operator.
+scores) are dropped, and so are per-head operations between the split into heads and the score
+MatMul (rotary embedding, key/value repetition of grouped-query attention: kv_heads is read from
+the key projection's split): element-wise passes over q and k, as in the zoo's Attention. A
+pattern whose intermediate tensors are used elsewhere is left unfused.
 """
 from __future__ import annotations
 
@@ -64,28 +65,16 @@ class _Graph:
         return all(c in inside for c in self.consumers.get(tensor, []))
 
 
-def _heads_in(g: _Graph, tensor: str, perms: tuple[tuple[int, ...], ...], nodes: set):
-    """Walk back Transpose(s) then Reshape from a (N, heads, ., .) tensor to its (N, S, width)
-    source; returns (source, heads) or None."""
-    i = g.node_of(tensor, "Transpose")
-    chain = []
-    while i is not None and len(chain) < 2:
-        chain.append(i)
-        prev = g.nodes[i].input[0]
-        nxt = g.node_of(prev, "Transpose")
-        if nxt is None:
-            break
-        i = nxt
-    if not chain:
+ENTRY_PERMS = ((0, 2, 1, 3), (0, 2, 3, 1))  # (N,S,h,d) -> (N,h,S,d), or straight to keys' (N,h,d,S)
+MAX_WALK = 40  # nodes between a projection and the score MatMul (rotary + repeat_kv take ~15)
+
+
+def _entry(g: _Graph, i: int):
+    """(source, heads, entry nodes) when node i is Transpose(ENTRY_PERMS) of Reshape (N,S,W) -> (N,S,h,d)."""
+    node = g.nodes[i]
+    if node.op_type != "Transpose" or g.perm(i) not in ENTRY_PERMS:
         return None
-    perms = [g.perm(j) for j in chain]  # the later transpose first
-    if any(p is None or len(p) != 4 for p in perms):
-        return None
-    # transposing by p1 then p2 is one transpose by p1[p2[i]]
-    total = perms[0] if len(perms) == 1 else tuple(perms[1][x] for x in perms[0])
-    if total not in perms:
-        return None
-    reshape = g.node_of(g.nodes[chain[-1]].input[0], "Reshape")
+    reshape = g.node_of(node.input[0], "Reshape")
     if reshape is None:
         return None
     src = g.nodes[reshape].input[0]
@@ -93,8 +82,44 @@ def _heads_in(g: _Graph, tensor: str, perms: tuple[tuple[int, ...], ...], nodes:
     if not src_shape or not split or len(src_shape) != 3 or len(split) != 4 or split[:2] != src_shape[:2] \
             or split[2] * split[3] != src_shape[2]:
         return None
-    nodes.update(chain + [reshape])
-    return src, split[2]
+    return src, split[2], (i, reshape)
+
+
+def _heads_in(g: _Graph, tensor: str, nodes: set):
+    """Walk back from a score MatMul's operand through per-head nodes (rank >= 4: transposes,
+    rotary embedding, key/value repetition) to the one Reshape+Transpose that split a (N, S, W)
+    projection into heads; returns (source, heads) or None. Inputs of lower rank (rotary caches)
+    stay outside. The caller checks the shapes at both ends."""
+    found, seen, todo = set(), set(), [tensor]
+    while todo:
+        i = g.producer.get(todo.pop())
+        if i is None or i in seen:
+            continue
+        seen.add(i)
+        if len(seen) > MAX_WALK:
+            return None
+        entry = _entry(g, i)
+        if entry is not None:
+            found.add(entry)
+            continue
+        for name in g.nodes[i].input:
+            shape = g.shapes.get(name)
+            if name in g.producer and shape is not None and len(shape) >= 4:
+                todo.append(name)
+    if len(found) != 1:
+        return None
+    src, heads, entry_nodes = found.pop()
+    nodes.update(seen | set(entry_nodes))
+    return src, heads
+def _operands_fit(g: _Graph, q_op: str, k_op: str, v_op: str, q, k, v) -> bool:
+    """q (N,h,S,d) x k (N,h,d,Sk) and v (N,h,Sk,d), from projections of h x d and hk x d features."""
+    qs, ks, vs = g.shapes.get(q_op), g.shapes.get(k_op), g.shapes.get(v_op)
+    src_q, src_k, src_v = g.shapes.get(q[0]), g.shapes.get(k[0]), g.shapes.get(v[0])
+    if not all(x and len(x) == 4 for x in (qs, ks, vs)) or not all(x and len(x) == 3 for x in (src_q, src_k, src_v)):
+        return False
+    n, h, s, d = qs
+    return (h == q[1] and ks == (n, h, d, ks[3]) and vs == (n, h, ks[3], d) and src_q == (src_q[0], s, h * d)
+            and src_k[2] == k[1] * d and src_v[2] == v[1] * d and k[1] == v[1] and h % k[1] == 0)
 
 
 def find_attention(model, shapes: dict, active: set) -> list[AttentionMatch]:
@@ -129,10 +154,11 @@ def find_attention(model, shapes: dict, active: set) -> list[AttentionMatch]:
         if m1 is None:
             continue
         nodes.add(m1)
-        q = _heads_in(g, g.nodes[m1].input[0], ((0, 2, 1, 3),), nodes)
-        k = _heads_in(g, g.nodes[m1].input[1], ((0, 2, 3, 1),), nodes)
-        v = _heads_in(g, node.input[1], ((0, 2, 1, 3),), nodes)
-        if not (q and k and v):
+        q = _heads_in(g, g.nodes[m1].input[0], nodes)
+        k = _heads_in(g, g.nodes[m1].input[1], nodes)
+        v = _heads_in(g, node.input[1], nodes)
+        if not (q and k and v) or not _operands_fit(g, g.nodes[m1].input[0], g.nodes[m1].input[1], node.input[1],
+                                                     q, k, v):
             continue
         t = g.consumers.get(node.output[0], [])
         if len(t) != 1 or g.nodes[t[0]].op_type != "Transpose" or g.perm(t[0]) != (0, 2, 1, 3):
