@@ -24,7 +24,6 @@ PACKAGE_COMMANDS = ("solver_plan.pipeline.cli", "solver_plan.simulate.cli", "sol
 DEFAULT_MODEL = "resnet50"
 DEFAULT_CLUSTER = "v100x8-nvlink"
 DEFAULT_PLANNER = "milp"
-SOLVE_SHARE = 0.95  # of the time left after building; the rest decodes, validates and prints
 
 
 def _cmd_models(args) -> int:
@@ -63,7 +62,7 @@ def _cmd_plan(args) -> int:
     from solver_plan.deadline import Deadline
     from solver_plan.intra.progress import Progress
     from solver_plan.planners import get_planner
-    from solver_plan.planning import DEVICE_MEMORY, parse_planner_options, prepare_problem
+    from solver_plan.planning import DEVICE_MEMORY, parse_planner_options, prepare_problem, solve_deadline
 
     info = get_planner(args.planner)  # an unknown name or unwritable output fails before any work
     options = parse_planner_options(args.option, info)
@@ -88,7 +87,7 @@ def _cmd_plan(args) -> int:
           f"problem built in {time.perf_counter() - started:.2f} s "
           f"({problem.num_candidates} candidates, {len(problem.edges)} edges)", file=sys.stderr)
     with Progress(args.planner, enabled=not args.quiet):  # a line every ~2 s on stderr while it runs
-        result = solve(problem, args.planner, seed=args.seed, deadline=deadline.share(SOLVE_SHARE), **options)
+        result = solve(problem, args.planner, seed=args.seed, deadline=solve_deadline(deadline, problem), **options)
     plan = decode_plan(graph, cluster, problem, result, cost_model)
     if args.out:  # before any printing: a closed pipe (`| head`) must not lose the plan
         write_json_atomic(args.out, plan.to_dict())

@@ -10,6 +10,7 @@ from solver_plan.intra.harness import Answer, Context, run_planner
 from solver_plan.intra.problem import ConfigProblem
 from solver_plan.intra.simplify import simplify
 from solver_plan.planners import register
+from solver_plan.result import ConfigResult, Status
 
 BRUTE_FORCE_PLANS = 20_000
 
@@ -19,6 +20,8 @@ def _solve_remainder(remainder: ConfigProblem, context: Context):
     from solver_plan.intra.milp import plan_milp
     if math.prod(len(c) for c in remainder.node_costs) <= BRUTE_FORCE_PLANS:
         return plan_brute(remainder), "brute force"
+    if context.deadline.expired():  # the caller keeps its heuristic plan
+        return ConfigResult("milp", Status.TIME_LIMIT, notes=("no time left to solve the remainder",)), "nothing"
     # the shared clock itself, not its remaining seconds: an expired clock (0 s left) is a time-out,
     # not a bad limit
     return plan_milp(remainder, time_limit=context.deadline, seed=context.seed), "the MILP planner"

@@ -27,6 +27,7 @@ from solver_plan.intra.problem import ConfigProblem
 from solver_plan.result import ConfigResult, Status
 from solver_plan.units import format_seconds
 
+PASS_S_PER_NODE = 5e-4  # one simplify + heuristics pass, measured ~0.5 s for 1,160 operators
 SUBPROCESS_GRACE_S = 0.3  # a forked solver killed this long after its limit (time limits allow +10% / +0.5 s)
 REPAIR_HINT = "repair_hint"  # option: a cheap plan that may break memory, for heuristics to repair
 
@@ -317,7 +318,9 @@ def run_simplified(problem: ConfigProblem, func: Callable, *, exact: bool, time_
 
     from solver_plan.intra.simplify import memory_can_bind
     deadline = start_clock(time_limit)
-    if memory_can_bind(problem):
+    left = deadline.remaining()
+    # The memory-free pass costs about as much as the real one: only when time is plentiful.
+    if memory_can_bind(problem) and (left is None or left > 4 * PASS_S_PER_NODE * problem.num_nodes):
         with progress.bounds_only():  # its plans may break memory
             relaxed = _reduce_and_run(problem.with_memory_limit(None), func, deadline.share(0.5), seed, warm_start,
                                       options)

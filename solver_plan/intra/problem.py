@@ -20,6 +20,9 @@ import numpy as np
 from solver_plan.cost.config import ParallelConfig
 
 
+_DEVICE_ARRAYS: dict[int, tuple] = {}  # id(node_devices) -> (node_devices, arrays), a few recent problems
+
+
 @dataclass(frozen=True, eq=False)
 class ConfigProblem:
     names: tuple[str, ...]
@@ -89,6 +92,9 @@ class ConfigProblem:
     def device_arrays(self) -> tuple[tuple[np.ndarray, ...], ...]:
         """node_devices as index arrays (shared between equal device sets): memory bookkeeping on
         clusters of thousands of devices indexes with them instead of converting tuples each time."""
+        cached = _DEVICE_ARRAYS.get(id(self.node_devices))
+        if cached is not None and cached[0] is self.node_devices:  # same tuples (with_memory_limit, replace)
+            return cached[1]
         shared: dict[tuple[int, ...], np.ndarray] = {}
         arrays = []
         for per_node in self.node_devices:
@@ -99,6 +105,9 @@ class ConfigProblem:
                     shared[devices].setflags(write=False)
                 row.append(shared[devices])
             arrays.append(tuple(row))
+        if len(_DEVICE_ARRAYS) >= 8:
+            _DEVICE_ARRAYS.pop(next(iter(_DEVICE_ARRAYS)))
+        _DEVICE_ARRAYS[id(self.node_devices)] = (self.node_devices, tuple(arrays))  # keeps the key's object alive
         return tuple(arrays)
 
     def device_memory(self, assignment) -> np.ndarray:
