@@ -80,7 +80,9 @@ def test_llama_flops_per_token_close_to_6n_rule():
     (lambda c: c.pop("hidden_size"), "missing key 'hidden_size'"),
     (lambda c: c.update(model_type="falcon"), "model_type 'falcon' is not supported"),
     (lambda c: c.update(num_key_value_heads=5), "'num_attention_heads' \\(32\\) must be a multiple"),
-    (lambda c: c.update(intermediate_size="big"), "key 'intermediate_size' must be a positive integer"),
+    (lambda c: c.update(intermediate_size="big"), "key 'intermediate_size' must be an integer from 1"),
+    (lambda c: c.update(num_hidden_layers=10**9), "key 'num_hidden_layers' must be an integer from 1 to 1024"),
+    (lambda c: c.update(num_key_value_heads=None), "key 'num_key_value_heads' must be an integer"),
 ])
 def test_bad_config_names_file_and_key(tmp_path, edit, message):
     config = json.loads((CONFIGS / "llama-2-7b.json").read_text())

@@ -40,6 +40,12 @@ from solver_plan.graph.zoo.transformer import tied_output, token_embedding
 DEFAULT_BATCH = 8
 MAX_DEFAULT_SEQ = 2048
 OPTIONS = ("batch", "seq", "target_seq", "layers")
+# Bounds that refuse typos before a graph is built: 8x the deepest published model's blocks
+# (Megatron-1T, 128) and 2**24 for any width (64x the largest vocabulary, Gemma's 256k).
+MAX_LAYERS = 1024
+MAX_WIDTH = 2**24
+LAYER_KEYS = ("n_layer", "num_hidden_layers", "num_layers", "num_decoder_layers")
+NULLABLE = ("n_inner", "head_dim")  # null means "derive it" in these Hugging Face configs
 
 
 class _Config:
@@ -49,13 +55,15 @@ class _Config:
         self.data, self.where = data, where
 
     def int(self, *keys: str, default: Any = InputError) -> int:
-        """The first of `keys` present (aliases across families), a positive integer."""
+        """The first of `keys` present (aliases across families), a positive integer within bounds."""
         for key in keys:
-            if key in self.data and self.data[key] is not None:
-                value = self.data[key]
-                if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                    raise InputError(f"key {key!r} must be a positive integer, got {value!r}", self.where)
-                return value
+            if key not in self.data or (self.data[key] is None and key in NULLABLE):
+                continue
+            value = self.data[key]
+            limit = MAX_LAYERS if key in LAYER_KEYS else MAX_WIDTH
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= limit:
+                raise InputError(f"key {key!r} must be an integer from 1 to {limit}, got {value!r}", self.where)
+            return value
         if default is InputError:
             raise InputError(f"missing key {keys[0]!r}" + (f" (or {', '.join(map(repr, keys[1:]))})"
                                                           if len(keys) > 1 else ""), self.where)
@@ -117,8 +125,9 @@ def _options(raw: dict[str, str], where: str) -> dict[str, int]:
             value = int(text)
         except (TypeError, ValueError):
             value = 0
-        if value < 1:
-            raise InputError(f"option {key!r} expects a positive integer, got {text!r}", where)
+        limit = MAX_LAYERS if key == "layers" else MAX_WIDTH
+        if not 1 <= value <= limit:
+            raise InputError(f"option {key!r} expects an integer from 1 to {limit}, got {text!r}", where)
         out[key] = value
     return out
 
@@ -290,7 +299,8 @@ def _t5(cfg: _Config, opts: dict, name: str) -> Graph:
                     x = b.add_(x, ffn_block(_rms(b, x, "layer_norm")), name="residual")
         return _rms(b, x, "final_layer_norm")
 
-    sources = token_embedding(b, b.input((batch, opts.get("seq", 512)), name="tokens"), vocab, hidden, "shared")
+    seq = opts.get("seq", min(cfg.int("n_positions", default=512), 512))  # relative positions: no hard limit
+    sources = token_embedding(b, b.input((batch, seq), name="tokens"), vocab, hidden, "shared")
     with b.scope("encoder"):
         memory = stack(sources, enc_layers, None)
     with b.scope("decoder"):
