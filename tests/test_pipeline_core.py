@@ -179,10 +179,10 @@ def test_memory_too_small_is_infeasible_with_the_memory_that_would_work():
     problem = ChainProblem(chain([1] * 4, [1] * 4, weights=[10] * 4, acts=[5] * 4, input_bytes=5), 2, 30.0, 1.0)
     result = pipedream_dp.plan(problem)
     assert result.status == Status.INFEASIBLE and result.allocation is None
-    # PipeDream's filter keeps 2 batches on the first of two stages: split 2 + 2 needs
-    # 3*20 + 2*(5 + 5) + 2*5 = 90 bytes there; one stage of 4 layers needs 3*40 + 20 = 140
-    assert result.min_memory == pytest.approx(90.0)
-    assert "90 B" in result.notes[0]
+    # The figure every planner and schedule reports: one batch in flight per stage, split 2 + 2
+    # needs 3*20 + 1*(5 + 5) + 2*5 = 80 bytes on each processor; one stage of 4 layers 3*40 + 20 = 140
+    assert result.min_memory == pytest.approx(80.0)
+    assert "80 B" in result.notes[0] and "processor 0 (layers 0..1)" in result.notes[0] and "50 B" in result.notes[0]
     assert pipedream_dp.plan(problem.with_(memory=result.min_memory)).status == Status.FEASIBLE
 
 

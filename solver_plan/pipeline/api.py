@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from solver_plan.deadline import Deadline
 from solver_plan.errors import InputError, check_positive
 from solver_plan.planners import get_planner
+from solver_plan.graph.chain import coarsen
 from solver_plan.pipeline.allocation import Allocation, AllocationResult
+from solver_plan.pipeline.granularity import madpipe_layers
 from solver_plan.pipeline.pattern import PeriodicPattern
 from solver_plan.pipeline.problem import ChainProblem
 from solver_plan.pipeline.schedule_result import ScheduleResult
@@ -21,6 +23,11 @@ from solver_plan.pipeline.validate import Validation, validate
 from solver_plan.result import Status, relative_gap
 
 MIN_LIMIT_S = 1e-3  # an expired clock still hands a solver a positive limit: it returns at once
+BASELINE = ("pipedream", "1f1b*")  # every answer is compared with it at full granularity
+# Shares of the nominal time limit, turned into deterministic work limits: the allocation planner
+# (MadPipe-DP through its coarsening, exact-joint through CP-SAT work) and all schedules together.
+PLANNER_SHARE = 0.5
+SCHEDULE_SHARE = 0.35
 
 JSON_VERSION = 1
 
@@ -38,6 +45,7 @@ class PipelineResult:
     lower_bound_s: float | None = None
     runtime_s: float = 0.0
     notes: tuple[str, ...] = field(default=())
+    compared: tuple[dict, ...] = ()  # the plans the front door chose among (planner, period, layers)
 
     @property
     def valid(self) -> bool:
@@ -59,7 +67,7 @@ class PipelineResult:
             "planned_period_s": self.allocation.period_s, "valid": self.valid, "runtime_s": self.runtime_s,
             "processors": problem.processors, "memory_bytes": problem.memory, "bandwidth_bytes_per_s":
                 None if problem.bandwidth == float("inf") else problem.bandwidth,
-            "layers": problem.layers, "notes": list(self.allocation.notes + self.notes),
+            "layers": problem.layers, "notes": list(problem.chain.notes + self.allocation.notes + self.notes),
         }
         if self.allocation.min_memory is not None:
             out["min_memory_bytes"] = self.allocation.min_memory
@@ -70,6 +78,8 @@ class PipelineResult:
             out["violations"] = list(self.validation.violations)
         if self.pattern is not None:
             out["operations"] = self.pattern.rows()
+        if self.compared:
+            out["compared"] = [dict(c) for c in self.compared]
         return out
 
     def to_json(self) -> str:
@@ -90,20 +100,88 @@ def _better(a: ScheduleResult | None, b: ScheduleResult) -> bool:
 
 def plan_pipeline(problem: ChainProblem, planner: str = "madpipe", schedule: str = "exact",
                   time_limit: float | None = None, planner_options: dict | None = None,
-                  schedule_options: dict | None = None, *, deadline: Deadline | None = None) -> PipelineResult:
-    """Allocate with `planner`, schedule every candidate allocation with `schedule`, keep the best
-    valid pattern. `time_limit` (s from now) and/or a command's `deadline` bound everything; with
-    neither, each exact solver keeps its own default. Once time is up, allocations not yet
-    scheduled are skipped (the best pattern so far is kept)."""
+                  schedule_options: dict | None = None, *, deadline: Deadline | None = None,
+                  compare_baseline: bool = True, max_layers: int | None = None) -> PipelineResult:
+    """The best plan of `planner` + `schedule` and of the baseline, PipeDream + 1F1B*, at full granularity.
+
+    The baseline (cheap, polynomial) runs first on the whole chain. MadPipe then runs on the chain
+    coarsened to what its time share allows (`granularity.madpipe_layers`, or `max_layers`), with
+    the baseline's period as the first target of its bisection. Whichever valid period is shorter
+    is returned; `planner`/`scheduler` of the result name the winner, its notes say why and
+    `compared` lists both. `time_limit` (s) and/or a command's `deadline` bound everything: the work
+    limits of the DP and the solvers come from the nominal limit, so the same command gives the
+    same plan on a loaded or an idle machine; the deadline is a safety net (results say when it cut
+    a search short). With neither, each exact solver keeps its own default and nothing is coarsened.
+    """
     begin = time.perf_counter()
-    info = get_planner(planner, "pipeline")
+    get_planner(planner, "pipeline")
     get_planner(schedule, "schedule", "--schedule")  # fail early on a bad name
     check_positive(time_limit, "--time-limit")
+    nominal = time_limit if time_limit is not None else (deadline.time_limit if deadline is not None else None)
     if time_limit is not None or deadline is not None:
         deadline = Deadline(time_limit, parent=deadline)
+    baseline = None
+    if compare_baseline and (planner, schedule) != BASELINE:
+        baseline = _plan_one(problem, *BASELINE, None, None, None, deadline)
+    work, notes = problem, []
+    if planner == "madpipe":
+        layers = max_layers if max_layers is not None else madpipe_layers(problem, nominal and nominal * PLANNER_SHARE)
+        if problem.layers > layers:
+            # an explicit --max-layers below P is refused by ChainProblem, naming both numbers
+            work = problem.with_(chain=coarsen(problem.chain, layers if max_layers is not None
+                                               else max(layers, problem.processors)))
+            notes.append(f"MadPipe ran on {work.layers} merged layers of {problem.layers} "
+                         f"({'--max-layers' if max_layers is not None else 'what its time share allows'})")
+        if baseline is not None and baseline.valid:
+            planner_options = {"period_hint": baseline.period_s, **(planner_options or {})}
+    result = _plan_one(work, planner, schedule, nominal, planner_options, schedule_options, deadline)
+    result = replace(result, notes=tuple(notes) + result.notes)
+    if baseline is None:
+        return replace(result, runtime_s=time.perf_counter() - begin)
+    return _pick(result, baseline, begin)
+
+
+def _summary(result: PipelineResult) -> dict:
+    return {"planner": result.planner, "scheduler": result.scheduler, "status": result.status.value,
+            "period_s": result.period_s, "layers": result.problem.layers,
+            "processors_used": (len(result.allocation.allocation.processors_used)
+                                if result.allocation.allocation is not None else None)}
+
+
+def _pick(result: PipelineResult, baseline: PipelineResult, begin: float) -> PipelineResult:
+    """The better valid period (ties to the requested planner), saying which and why."""
+    compared = (_summary(result), _summary(baseline))
+    mine = f"{result.planner} + {result.scheduler}"
+    theirs = f"{baseline.planner} + {baseline.scheduler} on all {baseline.problem.layers} layers"
+    if baseline.valid and (not result.valid or baseline.period_s < result.period_s * (1 - 1e-9)):
+        why = (f"returned {theirs}: period {baseline.period_s:.6g} s, better than {mine} "
+               f"({'%.6g s' % result.period_s if result.valid else result.status.value})")
+        chosen = baseline
+    else:
+        other = f"{baseline.period_s:.6g} s" if baseline.valid else baseline.status.value
+        why = f"returned {mine}" + (f": {theirs} gives {other}" if result.valid else f"; {theirs}: {other}")
+        chosen = result
+    notes = (why,) + chosen.notes
+    used = compared[0 if chosen is result else 1]["processors_used"]
+    if chosen.valid and used is not None and used < chosen.problem.processors:
+        notes += (f"uses {used} of {chosen.problem.processors} processors: no plan found on all of them is faster",)
+    if chosen is baseline and not result.valid:
+        notes += tuple(f"{result.planner}: {n}" for n in result.allocation.notes + result.notes)
+    return replace(chosen, notes=notes, compared=compared, runtime_s=time.perf_counter() - begin)
+
+
+def _plan_one(problem: ChainProblem, planner: str, schedule: str, nominal: float | None,
+              planner_options: dict | None, schedule_options: dict | None, deadline: Deadline | None) -> PipelineResult:
+    """Allocate with `planner`, schedule every candidate allocation with `schedule`, keep the best
+    valid pattern. Work limits come from the nominal limit (seconds; deterministic), `deadline` is
+    the safety net. Once it is up, allocations not yet scheduled are skipped (and said so)."""
+    begin = time.perf_counter()
+    info = get_planner(planner, "pipeline")
     options = dict(planner_options or {})
+    if nominal is not None:
+        options.setdefault("time_limit", nominal * PLANNER_SHARE)
     if deadline is not None:
-        options["time_limit"] = max(MIN_LIMIT_S, deadline.remaining())
+        options.setdefault("deadline", deadline)
     allocated = info.func(problem, **options)
     if not allocated.status.has_solution or allocated.allocation is None:
         return PipelineResult(problem, planner, schedule, allocated.status, allocated,
@@ -118,12 +196,16 @@ def plan_pipeline(problem: ChainProblem, planner: str = "madpipe", schedule: str
     if schedule == "1f1b*":
         candidates = [a for a in candidates if a.is_contiguous] or candidates[:1]
     best: ScheduleResult | None = None
+    skipped = 0
     for allocation in candidates:
         if best is not None and deadline is not None and deadline.expired():
-            break
+            skipped += 1
+            continue
         options = dict(schedule_options or {})
-        if deadline is not None:  # else each scheduler's own default limit applies
-            options["time_limit"] = max(MIN_LIMIT_S, deadline.remaining())
+        if nominal is not None:  # else each scheduler's own default limit applies
+            options.setdefault("time_limit", max(MIN_LIMIT_S, nominal * SCHEDULE_SHARE / len(candidates)))
+        if deadline is not None:
+            options.setdefault("deadline", deadline)
         if schedule == "exact":
             options.setdefault("period_guess", allocated.period_s)
         scheduled = schedule_allocation(problem, allocation, schedule, **options)
@@ -135,6 +217,8 @@ def plan_pipeline(problem: ChainProblem, planner: str = "madpipe", schedule: str
         from dataclasses import replace
         allocated = replace(allocated, allocation=chosen,
                             notes=allocated.notes + ("scheduled best: the alternative allocation",))
+    notes = best.notes + ((f"the time limit ran out before {skipped} alternative allocation(s) were scheduled",)
+                          if skipped else ())
     return PipelineResult(problem, planner, schedule, status, allocated, best, best.pattern if best.valid else None,
                           best.validation, allocated.lower_bound_s, time.perf_counter() - begin,
-                          notes=best.notes)
+                          notes=notes)

@@ -26,11 +26,17 @@ def register_command(subparsers) -> None:
     parser.add_argument("--planner", default="madpipe", help="pipedream | madpipe | exact-joint")
     parser.add_argument("--schedule", default="exact", help="exact | 1f1b*")
     parser.add_argument("--max-layers", type=int, default=None,
-                        help="merge adjacent layers until at most this many remain (default: 48 for madpipe, "
-                             "12 for exact-joint, no merging for pipedream)")
+                        help="merge adjacent layers until at most this many remain (default: madpipe keeps what "
+                             "its share of --time-limit allows, 12 for exact-joint, no merging for pipedream)")
+    parser.add_argument("--cut-inside-blocks", action="store_true",
+                        help="allow stage boundaries inside transformer blocks (default: between blocks only, "
+                             "so each stage can be exported to a runtime)")
     parser.add_argument("--blocks", type=int, default=None,
                         help=f"number of blocks for a pipeline-blocks JSON (default {DEFAULT_BLOCKS}, at most {MAX_BLOCKS})")
-    parser.add_argument("--time-limit", type=float, default=60.0, help="seconds for the exact solvers")
+    parser.add_argument("--time-limit", type=float, default=60.0,
+                        help="wall-clock seconds for the whole command, building the chain included (default 60)")
+    parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                        help="an allocation planner option (repeatable), checked against the planner's options")
     parser.add_argument("--out", help="write the pattern as JSON here")
     parser.add_argument("--gantt", help="write a Gantt chart PNG here")
     parser.set_defaults(func=run)
@@ -89,8 +95,10 @@ def build_problem(args):
     memory = parse_bytes(args.memory, "--memory") if args.memory else None
     bandwidth = parse_bandwidth(args.bandwidth, "--bandwidth") if args.bandwidth else None
     return build_chain_problem(args.model, cluster, args.processors, memory=memory, bandwidth=bandwidth,
-                               no_comm=args.no_comm, planner=args.planner, max_layers=args.max_layers,
-                               blocks=blocks)
+                               no_comm=args.no_comm, planner=args.planner,
+                               # MadPipe is coarsened by the front door, after the full-granularity baseline
+                               max_layers=None if args.planner == "madpipe" else args.max_layers,
+                               blocks=blocks, cut_inside_blocks=getattr(args, "cut_inside_blocks", False))
 
 
 def print_result(result) -> None:
@@ -103,7 +111,7 @@ def print_result(result) -> None:
         bound = result.lower_bound_s
         print(f"period {format_seconds(result.period_s)}  (planned {format_seconds(result.allocation.period_s)}, "
               f"lower bound {format_seconds(bound) if bound is not None else '-'}, valid: {result.valid})")
-    for note in result.allocation.notes + result.notes:
+    for note in problem.chain.notes + result.allocation.notes + result.notes:
         print(f"  note: {note}")
     if result.allocation.allocation is not None:
         peaks = result.validation.peak_memory if result.validation else {}
@@ -117,11 +125,19 @@ def print_result(result) -> None:
 
 def run(args) -> int:
     from solver_plan.files import check_output_path, write_text_atomic
+    from solver_plan.deadline import Deadline
     from solver_plan.pipeline.api import plan_pipeline
+    from solver_plan.planners import get_planner
+    from solver_plan.planning import parse_planner_options
+    from solver_plan.errors import check_positive
+    check_positive(args.time_limit, "--time-limit")
+    deadline = Deadline(args.time_limit, start=getattr(args, "started", None))  # the command's one clock
+    options = parse_planner_options(args.option, get_planner(args.planner, "pipeline"))
     check_output_path(args.out, "--out")
     check_output_path(args.gantt, "--gantt", GANTT_SUFFIXES)
     problem = build_problem(args)
-    result = plan_pipeline(problem, args.planner, args.schedule, time_limit=args.time_limit)
+    result = plan_pipeline(problem, args.planner, args.schedule, planner_options=options, deadline=deadline,
+                           max_layers=args.max_layers if args.planner == "madpipe" else None)
     if args.out:  # before any printing: a closed pipe (`| head`) must not lose the pattern
         write_text_atomic(args.out, result.to_json())
     print_result(result)

@@ -23,7 +23,7 @@ from solver_plan.pipeline.operations import PipelineOps, pipeline_operations
 from solver_plan.pipeline.pattern import PeriodicPattern
 from solver_plan.pipeline.period_search import search_period
 from solver_plan.pipeline.problem import ChainProblem
-from solver_plan.pipeline.schedule_result import ScheduleResult, finish
+from solver_plan.pipeline.schedule_result import ScheduleResult, finish, memory_infeasible
 from solver_plan.pipeline.ticks import memory_unit, tick_for, to_ticks
 from solver_plan.pipeline.work import WorkBudget
 from solver_plan.result import Status
@@ -237,10 +237,9 @@ def schedule(problem: ChainProblem, allocation: Allocation, *, period: float | N
     estimate) give a first pattern quickly; bisection then works below the best pattern found."""
     begin = time.perf_counter()
     bound = allocation.load_bound(problem)
-    least = max(allocation.least_memory(problem).values())
-    if least > problem.memory:
-        return _fail(Status.INFEASIBLE, bound, begin, f"one batch in flight per stage already needs {least:.4g} B "
-                     f"> M = {problem.memory:.4g} B on some processor", least)
+    short = memory_infeasible("exact", problem, allocation, bound, begin)
+    if short is not None:
+        return short
     budget = WorkBudget(time_limit, options.get("deadline"))
     inst = _TickedInstance(problem, allocation, tick or tick_for(bound, resolution), budget)
     if period is not None:

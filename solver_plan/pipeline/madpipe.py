@@ -28,7 +28,7 @@ from solver_plan.deadline import Deadline
 from solver_plan.planners import register
 from solver_plan.errors import InputError
 from solver_plan.pipeline.allocation import Allocation, AllocationResult
-from solver_plan.pipeline.minimal_memory import infeasible_result
+from solver_plan.pipeline.minimal_memory import infeasible_result, least_memory_allocation
 from solver_plan.pipeline.problem import ChainProblem
 from solver_plan.result import Status
 
@@ -179,20 +179,29 @@ def _number_processors(layers: int, normal_stages, special_stages) -> Allocation
 
 
 def search(problem: ChainProblem, iterations: int, memory_levels: int, delay_levels: int,
-           special_estimate: str, deadline: Deadline | None, known_infeasible: float | None = None):
+           special_estimate: str, deadline: Deadline | None, known_infeasible: float | None = None,
+           period_hint: float | None = None):
     """Algorithm 1 (collapsed, see the module docstring): (allocation, target T^, infeasible tau,
     cut short) or None.
 
     Bisection stops at the precision `iterations` halvings of [U/P, U + sum C] give: a fixed amount
     of work, so the answer does not depend on the machine's load. The deadline is only a safety net;
     when it ends the search early, the result says so. A known infeasible tau (from a more
-    optimistic estimate) narrows the start and so saves iterations."""
+    optimistic estimate) narrows the start and so saves iterations, and so does a period known to be
+    achievable (`period_hint`, e.g. PipeDream + 1F1B*'s): tried first, it bounds the bisection from
+    above when the DP finds an allocation there and from below when it proves none."""
     dp = MadPipeDP(problem, memory_levels, delay_levels, special_estimate)
     upper = problem.total_load + problem.total_comm
     low, high = lower_bound(problem), upper
     precision = (high - low) / 2 ** iterations
     low = max(low, known_infeasible or low)
     best, best_target, cut_short = None, upper, False
+    if period_hint is not None and low < period_hint < high:
+        found = dp.allocation(dp.solve(period_hint, period_hint), period_hint, period_hint)
+        if found is None:
+            low = period_hint
+        else:
+            high, best, best_target = period_hint, found, period_hint
     while high - low > precision * (1 + 1e-9):
         if deadline is not None and deadline.expired():
             cut_short = True
@@ -228,13 +237,21 @@ def plan(problem: ChainProblem, *, time_limit: float | None = None, seed: int = 
     deadline = options.get("deadline") or (None if time_limit is None else Deadline(time_limit))
     found, infeasible, cut_short = [], None, False
     for estimate in special_estimates:  # ordered from optimistic: each one's infeasible tau holds for the next
-        answer = search(problem, iterations, memory_levels, delay_levels, estimate, deadline, infeasible)
+        answer = search(problem, iterations, memory_levels, delay_levels, estimate, deadline, infeasible,
+                        options.get("period_hint"))
         if answer is not None:
             found.append((estimate, answer))
             infeasible = answer[2]
             cut_short |= answer[3]
     if not found:
-        return infeasible_result("madpipe", problem, begin, "MadPipe-DP finds no allocation even at the longest period")
+        need, fallback = least_memory_allocation(problem)
+        if fallback is None or need > problem.memory:
+            return infeasible_result("madpipe", problem, begin, "MadPipe-DP finds no allocation even at the longest period")
+        # the DP's estimates reject everything, yet one batch per stage fits: a long period exists
+        return AllocationResult("madpipe", Status.FEASIBLE, fallback, problem.total_load + problem.total_comm,
+                                lower_bound(problem), time.perf_counter() - begin,
+                                notes=("MadPipe-DP's memory estimates reject every allocation; returned the "
+                                       f"least-memory contiguous allocation ({need:.0f} B <= M), scheduled below",))
     (estimate, (best, target, _, _)), others = found[0], found[1:]
     load = best.load_bound(problem)
     alternatives = tuple(answer[0] for _, answer in others if answer[0] != best)

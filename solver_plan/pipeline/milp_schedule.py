@@ -24,21 +24,30 @@ from solver_plan.pipeline.allocation import Allocation, processor_name
 from solver_plan.pipeline.operations import PipelineOps, pipeline_operations
 from solver_plan.pipeline.pattern import PeriodicPattern
 from solver_plan.pipeline.problem import ChainProblem
-from solver_plan.pipeline.schedule_result import ScheduleResult, finish
+from solver_plan.pipeline.schedule_result import ScheduleResult, finish, memory_infeasible
 from solver_plan.result import Status
+
+
+SCALE = 1e4  # time units per period inside the MILP
+SLACK = 1e-2  # units added to every duration (1e-6 of the period)
 
 
 def solve_at_period(ops: PipelineOps, period: float, time_limit: float | None):
     """(True, (starts, shifts)) | (False, None) proven infeasible | (None, None) undecided."""
     n = len(ops.operations)
+    # Solved in units of T / SCALE with every duration lengthened by SLACK units: CBC's absolute
+    # tolerances (~1e-7) then cannot produce a start at T or a dependency violated by rounding,
+    # which the validator (relative 1e-9) would reject.
+    unit = period / SCALE
+    period = SCALE
     prob = pulp.LpProblem("periodic_schedule", pulp.LpMinimize)
-    t = [prob.add_variable(f"t{i}", 0, period * (1 - 1e-9)) for i in range(n)]
+    t = [prob.add_variable(f"t{i}", 0, period - SLACK) for i in range(n)]
     h = [prob.add_variable(f"h{i}", 0, MAX_SHIFT_STEP * len(ops.dependencies), cat="Integer") for i in range(n)]
     prob += pulp.lpSum(h)  # secondary objective: fewer batches in flight
     first = ops.index("F0")
     prob += h[first] == 0
     prob += t[first] == 0
-    d = [op.duration for op in ops.operations]
+    d = [op.duration / unit + SLACK for op in ops.operations]
     for a, b in ops.dependencies:
         prob += period * (h[b] - h[a]) + t[b] - t[a] >= d[a]
         prob += h[b] - h[a] <= MAX_SHIFT_STEP
@@ -67,7 +76,8 @@ def solve_at_period(ops: PipelineOps, period: float, time_limit: float | None):
     status = pulp.LpStatus[prob.status]
     # PuLP may call a run stopped by the time limit "Optimal": trust only a solution that exists
     if status in ("Optimal", "Not Solved") and all(v.value() is not None for v in t):
-        return True, ([v.value() for v in t], [int(round(v.value())) for v in h])
+        starts = [min(max(0.0, v.value()), period - SLACK) * unit for v in t]
+        return True, (starts, [int(round(v.value())) for v in h])
     if status == "Infeasible":
         return False, None
     return None, None
@@ -80,9 +90,9 @@ def schedule(problem: ChainProblem, allocation: Allocation, *, period: float | N
     begin = time.perf_counter()
     ops = pipeline_operations(problem, allocation)
     bound = allocation.load_bound(problem)
-    if max(allocation.least_memory(problem).values()) > problem.memory:
-        return ScheduleResult("exact-milp", Status.INFEASIBLE, lower_bound_s=bound, runtime_s=time.perf_counter() - begin,
-                              notes=("one batch in flight per stage already exceeds M",))
+    short = memory_infeasible("exact-milp", problem, allocation, bound, begin)
+    if short is not None:
+        return short
     deadline = None if time_limit is None else begin + time_limit
 
     def remaining():
@@ -98,10 +108,11 @@ def schedule(problem: ChainProblem, allocation: Allocation, *, period: float | N
             return ScheduleResult("exact-milp", Status.INFEASIBLE if ok is False else Status.TIME_LIMIT,
                                   lower_bound_s=bound, runtime_s=time.perf_counter() - begin)
         return finish("exact-milp", pattern(period, found), bound, begin)
-    high = sum(op.duration for op in ops.operations)
+    room = 1 + 2 * len(ops.operations) * SLACK / SCALE  # the lengthened durations still fit
+    high = sum(op.duration for op in ops.operations) * room
     best = None
     if allocation.is_contiguous and onef1b.min_period(problem, allocation) is not None:
-        high = min(high, onef1b.min_period(problem, allocation))
+        high = min(high, onef1b.min_period(problem, allocation) * room)
     ok, found = solve_at_period(ops, high, remaining())
     if not ok:
         return ScheduleResult("exact-milp", Status.TIME_LIMIT, lower_bound_s=bound, runtime_s=time.perf_counter() - begin,

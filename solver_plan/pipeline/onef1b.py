@@ -19,7 +19,7 @@ from solver_plan.pipeline.allocation import Allocation
 from solver_plan.pipeline.operations import PipelineOps, pipeline_operations
 from solver_plan.pipeline.pattern import PeriodicPattern
 from solver_plan.pipeline.problem import ChainProblem
-from solver_plan.pipeline.schedule_result import ScheduleResult, finish, not_applicable
+from solver_plan.pipeline.schedule_result import ScheduleResult, finish, memory_infeasible, not_applicable
 from solver_plan.result import Status
 
 REL_TOL = 1e-12
@@ -129,13 +129,14 @@ def schedule(problem: ChainProblem, allocation: Allocation, *, period: float | N
     if not allocation.is_contiguous:
         return not_applicable("1f1b*", "1F1B* needs a contiguous allocation (one stage per processor)", begin)
     bound = allocation.load_bound(problem)
+    short = memory_infeasible("1f1b*", problem, allocation, bound, begin)
+    if short is not None:
+        return short
     if period is None:
         period = min_period(problem, allocation)
-        if period is None:
-            least = max(allocation.least_memory(problem).values())
-            return ScheduleResult("1f1b*", Status.INFEASIBLE, lower_bound_s=bound,
-                                  runtime_s=time.perf_counter() - begin, min_memory=least,
-                                  notes=(f"even one batch in flight per stage needs {least:.4g} B > M",))
+        if period is None:  # only by rounding: one group at the longest period holds one batch per stage
+            return ScheduleResult("1f1b*", Status.INFEASIBLE, lower_bound_s=bound, runtime_s=time.perf_counter() - begin,
+                                  notes=("no 1F1B* period fits the memory",))
     result = pattern(problem, allocation, period)
     if result is None:
         return ScheduleResult("1f1b*", Status.INFEASIBLE, lower_bound_s=bound, runtime_s=time.perf_counter() - begin,

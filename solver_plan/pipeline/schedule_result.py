@@ -43,3 +43,16 @@ def finish(scheduler: str, pattern: PeriodicPattern, lower_bound: float, begin: 
 
 def not_applicable(scheduler: str, why: str, begin: float) -> ScheduleResult:
     return ScheduleResult(scheduler, Status.ERROR, runtime_s=time.perf_counter() - begin, notes=(why,))
+
+
+def memory_infeasible(scheduler: str, problem, allocation, lower_bound: float, begin: float) -> ScheduleResult | None:
+    """INFEASIBLE when some processor cannot hold one batch in flight per stage (no period helps),
+    naming the processor, its stages and the bytes short; the same test and words in every
+    scheduler, so their answers agree. None when the allocation fits at a long enough period."""
+    from solver_plan.pipeline.minimal_memory import shortfall
+    least = allocation.least_memory(problem)
+    short = shortfall(problem, allocation, least)
+    if short is None:
+        return None
+    return ScheduleResult(scheduler, Status.INFEASIBLE, lower_bound_s=lower_bound, runtime_s=time.perf_counter() - begin,
+                          min_memory=max(least.values()), notes=(short,))
