@@ -183,7 +183,13 @@ def test_memory_too_small_is_infeasible_with_the_memory_that_would_work():
     # needs 3*20 + 1*(5 + 5) + 2*5 = 80 bytes on each processor; one stage of 4 layers 3*40 + 20 = 140
     assert result.min_memory == pytest.approx(80.0)
     assert "80 B" in result.notes[0] and "processor 0 (layers 0..1)" in result.notes[0] and "50 B" in result.notes[0]
-    assert pipedream_dp.plan(problem.with_(memory=result.min_memory)).status == Status.FEASIBLE
+    # the figure is exact: with it every schedule finds a plan, a byte less and all are infeasible
+    from solver_plan.pipeline.api import plan_pipeline
+    for schedule in ("exact", "1f1b*", "exact-milp"):
+        enough = plan_pipeline(problem.with_(memory=result.min_memory), "madpipe", schedule, time_limit=20)
+        short = plan_pipeline(problem.with_(memory=result.min_memory - 1), "madpipe", schedule, time_limit=20)
+        assert enough.valid and short.status == Status.INFEASIBLE
+        assert short.allocation.min_memory == pytest.approx(80.0)
 
 
 def test_coarsen_keeps_totals():
