@@ -1,7 +1,8 @@
 """The reference formulation: the plain one-hot MILP as the field states it, solved by PuLP.
 
 Alpa (Zheng et al., OSDI'22, section 4.2; its auto-sharding solver builds this in PuLP) and PyTorch
-AutoParallel (facebookresearch/autoparallel, also PuLP) both state intra-operator planning as
+AutoParallel (facebookresearch/autoparallel, also PuLP; its binary x[op, argument, output placement,
+input placement] is the edge-pair variable e below) both state intra-operator planning as
   min  sum_v c_v . s_v + sum_(u,v) r_uv . e_uv
   s.t. sum_k s_v[k] = 1                                  one candidate per node
        sum_(k,l) e_uv[k,l] = 1                           one candidate pair per edge
