@@ -112,12 +112,14 @@ def _closure_ideals(preds_mask: Sequence[int], succs: Sequence[Sequence[int]], m
 
 
 def _groups(dag: CutDag, series: bool) -> list[list[int]]:
-    """Nodes that may share one state bit: a dead end (no successor, one predecessor; e.g. an
-    unused LSTM hidden state) goes with its predecessor, as PipeDream drops such sinks; with
-    `series`, also a node whose only predecessor has it as only successor."""
+    """Nodes that may share one state bit: a free dead end (no successor, one predecessor, no time
+    and no weights; e.g. an unused LSTM hidden state) goes with its predecessor at no loss, as
+    PipeDream drops such sinks; with `series` (lossy, only past the cap), also a node whose only
+    predecessor has it as only successor."""
     head = list(range(len(dag.names)))
     for v in range(len(dag.names)):  # base order is topological: a predecessor's head is final
-        if len(dag.preds[v]) == 1 and (not dag.succs[v] or (series and len(dag.succs[dag.preds[v][0]]) == 1)):
+        free_sink = not dag.succs[v] and dag.load[v] == 0 and dag.weights[v] == 0
+        if len(dag.preds[v]) == 1 and (free_sink or (series and len(dag.succs[dag.preds[v][0]]) == 1)):
             head[v] = head[dag.preds[v][0]]
     groups: dict[int, list[int]] = {}
     for v in range(len(dag.names)):
