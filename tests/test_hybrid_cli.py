@@ -27,6 +27,8 @@ def test_what_if_with_everything_pinned(tmp_path, capsys):
     for stage in plan["stages"]:
         assert stage["memory_bytes"]["total"] <= plan["memory_per_device_bytes"]
         assert stage["submesh"]["devices_per_replica"] == 2 and stage["submesh"]["replicas"] == 2
+        groups = {c["group"] for c in stage["operator_configs"]}
+        assert "block" in groups and ("embedding" in groups) == stage["embedding"] and ("head" in groups) == stage["head"]
     assert plan["tflops_per_device"] == pytest.approx(plan["model_flops_per_step"] / plan["step_time_s"] / 8 / 1e12)
     assert "step time" in capsys.readouterr().out
 

@@ -70,8 +70,12 @@ def price(ctx: Context, par: Parallelism, profile: BlockProfile, memory_limit: f
     stages, first = [], 0
     for i, k in enumerate(layers):
         extra = (profile.embed_s if i == 0 else 0.0) + (profile.head_s if i == pp - 1 else 0.0)
+        configs = (tuple(("embedding", op, c) for op, c in profile.embed_configs) if i == 0 else ()) + \
+            tuple(("block", op, c) for op, c in profile.configs) + \
+            (tuple(("head", op, c) for op, c in profile.head_configs) if i == pp - 1 else ())
         stages.append(StagePlan(i, first, k, i == 0, i == pp - 1, i * par.tp * par.dp, par.tp, par.dp,
-                                k * block, k * recompute, extra, stage_p2p_s(ctx, par, i), memory_of(ctx, par, i, k)))
+                                k * block, k * recompute, extra, stage_p2p_s(ctx, par, i), memory_of(ctx, par, i, k),
+                                configs))
         first += k
     times = [s.time_per_microbatch_s for s in stages]
     params = [stage_params(spec, s.layers, s.embedding, s.head, par.tp, pp) for s in stages]

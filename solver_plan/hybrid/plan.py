@@ -31,6 +31,9 @@ class StagePlan:
     extra_s: float  # embedding and/or output layer, per micro-batch
     p2p_s: float  # its pipeline transfers, per micro-batch
     memory: StageMemory
+    # per-operator configurations on one replica's submesh: (group, operator, configuration) with
+    # group "embedding", "block" (every block of the stage alike: tying) or "head"
+    configs: tuple[tuple[str, str, str], ...] = ()
 
     def __post_init__(self):
         if self.layers < 0 or self.tp < 1 or self.replicas < 1:
@@ -54,7 +57,8 @@ class StagePlan:
                 "time_per_microbatch_s": self.time_per_microbatch_s,
                 "time_terms_s": {"blocks": self.block_s, "recompute": self.recompute_s,
                                  "embedding_and_head": self.extra_s, "p2p": self.p2p_s},
-                "memory_bytes": self.memory.to_dict()}
+                "memory_bytes": self.memory.to_dict(),
+                "operator_configs": [{"group": g, "operator": op, "config": cfg} for g, op, cfg in self.configs]}
 
 
 @dataclass(frozen=True)

@@ -45,6 +45,8 @@ class BlockProfile:
     status: Status  # of the per-operator solve
     bound_ratio: float  # intra lower bound / intra objective (1.0 when proven optimal)
     configs: tuple[tuple[str, str], ...] = field(default=())  # (operator, configuration) of the block
+    embed_configs: tuple[tuple[str, str], ...] = field(default=())  # of the embeddings (first stage)
+    head_configs: tuple[tuple[str, str], ...] = field(default=())  # of norm, output layer, loss (last stage)
 
 
 def _config_text(cfg) -> str:
@@ -139,7 +141,7 @@ class BlockCoster:
         forward = {"block": 0.0, "embed": 0.0, "head": 0.0}
         comm = 0.0
         attention_forward = 0.0
-        configs = []
+        configs = {"block": [], "embed": [], "head": []}
         for i, name in enumerate(problem.names):
             cfg = problem.candidates[i][result.assignment[i]]
             op = graph.op(name)
@@ -150,9 +152,9 @@ class BlockCoster:
             forward[group[i]] += fwd + node.comm_s / 2
             if group[i] == "block":
                 comm += collectives
-                configs.append((name[len(BLOCK_SCOPE):], _config_text(cfg)))
                 if op.op_type == OpType.ATTENTION:
                     attention_forward += fwd
+            configs[group[i]].append((name[len(BLOCK_SCOPE):] if group[i] == "block" else name, _config_text(cfg)))
         for (u, v), matrix in zip(problem.edges, problem.edge_costs):
             seconds = float(matrix[result.assignment[u], result.assignment[v]])
             total[group[v]] += seconds
@@ -163,7 +165,8 @@ class BlockCoster:
         if result.status != Status.OPTIMAL:
             ratio = (result.lower_bound / result.objective) if (result.lower_bound and result.objective) else 0.0
         return BlockProfile(tp, b, total["block"], forward["block"], attention_forward, total["embed"], total["head"],
-                            comm, result.status, max(0.0, min(1.0, ratio)), tuple(configs))
+                            comm, result.status, max(0.0, min(1.0, ratio)), tuple(configs["block"]),
+                            tuple(configs["embed"]), tuple(configs["head"]))
 
 
 def _after_block(names, i) -> bool:
