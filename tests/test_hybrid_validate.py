@@ -84,3 +84,17 @@ def test_batch_runner_reads_batch_and_fix_options():
     assert fields["plan"]["kind"] == "hybrid" and fields["objective_s"] == result.step_time_s
     with pytest.raises(InputError, match="batch"):
         run_job(SimpleNamespace(**{**vars(job), "options": ()}))
+
+
+def test_expired_deadline_returns_time_limit_with_a_valid_bound():
+    from solver_plan.deadline import Deadline
+
+    full = plan_hybrid(MODEL, CLUSTER, 16, time_limit=None)
+    expired = Deadline(1e-6)
+    while not expired.expired():
+        pass
+    cut = plan_hybrid(MODEL, CLUSTER, 16, deadline=expired)
+    assert cut.status == Status.TIME_LIMIT
+    assert cut.lower_bound_s is not None and cut.lower_bound_s <= full.step_time_s * (1 + 1e-12)
+    if cut.plan is not None:
+        assert cut.step_time_s >= full.step_time_s * (1 - 1e-12)
