@@ -104,7 +104,36 @@ def validate_plan(plan: HybridPlan, cluster: Cluster, enforce_memory: bool = Tru
         sync = max(sync, t_s if q.dp > 1 else 0.0)
     if not _close(sync, plan.terms.dp_sync_s):
         problems.append(f"dp sync {plan.terms.dp_sync_s:.6g} s, re-derived {sync:.6g} s")
-    total = pipeline + sync + plan.terms.embedding_sync_s + plan.terms.optimizer_s
+    # pipeline transfers: each stage sends its activation on and its gradient back, s b h 16-bit
+    # values / t per micro-batch (v times with v chunks), between nodes where the stages' first
+    # devices are on different nodes
+    for s in plan.stages:
+        p2p = 0.0
+        for a, z in ((s.index - 1, s.index), (s.index, s.index + 1)):
+            if 0 <= a and z < q.pp:
+                inter = cluster.node_of(a * q.tp * q.dp) != cluster.node_of(z * q.tp * q.dp)
+                p2p += collective(cluster, "p2p", spec.seq * q.micro_batch_size * spec.hidden * 2 / q.tp, 2,
+                                  1 if inter else 2)
+        if not _close(p2p * q.virtual_stages, s.p2p_s):
+            problems.append(f"stage {s.index}: p2p {s.p2p_s:.6g} s, re-derived {p2p * q.virtual_stages:.6g} s")
+    # tied word embedding: first and last stage all-reduce its gradient shard
+    embedding = 0.0
+    if q.pp > 1:
+        inter = cluster.node_of(0) != cluster.node_of((q.pp - 1) * q.tp * q.dp)
+        embedding = collective(cluster, "all_reduce", spec.vocab * spec.hidden / q.tp * st.gradients, 2,
+                               1 if inter else 2)
+    if not _close(embedding, plan.terms.embedding_sync_s):
+        problems.append(f"embedding sync {plan.terms.embedding_sync_s:.6g} s, re-derived {embedding:.6g} s")
+    # Adam: a memory-bound kernel over the local (ZeRO-sharded) parameters of the largest stage
+    from solver_plan.cost.compute import compute_time
+    optimizer = 0.0
+    for s in plan.stages:
+        local = _params(spec, s, q.tp, q.pp) / (q.dp if q.zero_stage >= 1 else 1)
+        hbm = local * (2 * (st.weights + st.optimizer) + st.gradients)
+        optimizer = max(optimizer, compute_time(cluster, 12.0 * local, hbm, unit="vector"))
+    if not _close(optimizer, plan.terms.optimizer_s):
+        problems.append(f"optimizer {plan.terms.optimizer_s:.6g} s, re-derived {optimizer:.6g} s")
+    total = pipeline + sync + embedding + optimizer
     if not _close(total, plan.step_time_s):
         problems.append(f"step time {plan.step_time_s:.6g} s, re-derived {total:.6g} s")
     flops = 3 * plan.global_batch * (spec.layers * (2 * spec.seq * (4 * spec.hidden * spec.attn_width
