@@ -190,7 +190,7 @@ def cluster_cases() -> list[Case]:
 
 # ---------------------------------------------------------------------------------------------
 # Model specs (`plan --model SPEC`): every zoo model, and every kind of bad value on a few of them
-FULLY_MUTATED_MODELS = ("mlp", "resnet50", "gpt2", "bert-base", "inception_v3", "gpt3-175B")
+FULLY_MUTATED_MODELS = ("mlp", "resnet50", "gpt2", "gpt3-175B")
 
 
 def model_cases() -> list[Case]:
@@ -528,6 +528,92 @@ def cli_cases() -> list[Case]:
     return cases
 
 
+# ---------------------------------------------------------------------------------------------
+# Model files: Hugging Face config.json (mutations of the shipped configs) and graph files
+HF_CONFIGS = Path(__file__).resolve().parents[1] / "data" / "hf-configs"
+HF_SHAPE_KEYS = ("n_layer", "n_embd", "n_head", "vocab_size", "n_positions", "num_hidden_layers", "hidden_size",
+                 "num_attention_heads", "intermediate_size", "max_position_embeddings", "num_key_value_heads",
+                 "d_model", "d_ff", "num_layers", "num_heads", "d_kv")
+
+
+def hf_cases() -> list[Case]:
+    cases = []
+    for name in ("gpt2", "llama-2-7b", "bert-base-uncased", "t5-small"):
+        path = HF_CONFIGS / f"{name}.json"
+        if not path.is_file():
+            continue  # the importer's data is not in this checkout
+        config = json.loads(path.read_text())
+        argv = ("plan", "--model", "{tmp}/config.json", "--planner", "greedy")
+        for key in [k for k in HF_SHAPE_KEYS if k in config]:
+            values = (("zero", 0), ("negative", -4), ("text", "x"), ("null", None), ("float", 2.5), ("bool", True),
+                      ("huge", 10**30))
+            for label, value in values if name == "gpt2" else values[::3]:  # every kind once, on gpt2
+                data = dict(config, **{key: value})
+                cases.append(Case(f"hf-{name}-{key}-{label}", argv, {"config.json": json.dumps(data)},
+                                  ("config.json", key)))
+        for label, change in (("model-type-unknown", {"model_type": "colour-net"}),
+                              ("model-type-number", {"model_type": 5})):
+            cases.append(Case(f"hf-{name}-{label}", argv, {"config.json": json.dumps(dict(config, **change))},
+                              ("config.json", "model_type")))
+        for spec, fragment in (("batch=0", "batch"), ("layers=-1", "layers"), ("nope=1", "nope"),
+                               ("batch=99999999999999999999999", "batch"), ("seq=abc", "seq")):
+            cases.append(Case(f"hf-{name}-option-{spec}", ("plan", "--model", "{tmp}/config.json:" + spec),
+                              {"config.json": json.dumps(config)}, ("config.json", fragment)))
+    for variant, content in raw_file_variants('{"model_type": "gpt2"}', json_like=True).items():
+        cases.append(Case(f"hf-file-{variant}", ("plan", "--model", "hf:{tmp}/config.json"), {"config.json": content},
+                          ("config.json",)))
+    return cases
+
+
+GRAPH_FILE = {"format": "solver-plan-graph", "version": 1, "name": "tiny",
+              "operators": [{"name": "x", "type": "Input", "attrs": {"shape": [32, 64]}},
+                            {"name": "fc", "type": "Linear", "inputs": ["x"], "attrs": {"in_features": 64, "out_features": 10}},
+                            {"name": "loss", "type": "SoftmaxCrossEntropy", "inputs": ["fc"]}]}
+
+
+def graph_file_cases() -> list[Case]:
+    argv = ("plan", "--model", "{tmp}/g.json", "--planner", "greedy")
+
+    def edit(change) -> str:
+        data = copy.deepcopy(GRAPH_FILE)
+        change(data)
+        return json.dumps(data)
+
+    ops = lambda d: d["operators"]  # noqa: E731
+    edits = {
+        "version-2": (lambda d: d.update(version=2), ("version",)),
+        "version-string": (lambda d: d.update(version="1"), ("version",)),
+        "version-missing": (lambda d: d.pop("version"), ("version",)),
+        "operators-missing": (lambda d: d.pop("operators"), ("operators",)),
+        "operators-empty": (lambda d: d.update(operators=[]), ("operators",)),
+        "operators-mapping": (lambda d: d.update(operators={}), ("operators",)),
+        "unknown-top-key": (lambda d: d.update(colour="red"), ("colour",)),
+        "op-scalar": (lambda d: ops(d).__setitem__(1, 5), ("g.json",)),
+        "op-type-unknown": (lambda d: ops(d)[1].update(type="Magic"), ("Magic",)),
+        "op-name-missing": (lambda d: ops(d)[1].pop("name"), ("name",)),
+        "op-name-duplicate": (lambda d: ops(d)[1].update(name="x"), ("x",)),
+        "op-input-unknown": (lambda d: ops(d)[1].update(inputs=["nope"]), ("nope",)),
+        "op-input-later": (lambda d: ops(d)[1].update(inputs=["loss"]), ("loss",)),
+        "op-unknown-key": (lambda d: ops(d)[1].update(colour=1), ("colour",)),
+        "shape-negative": (lambda d: ops(d)[0]["attrs"].update(shape=[32, -64]), ("x",)),
+        "shape-zero": (lambda d: ops(d)[0]["attrs"].update(shape=[0, 64]), ("x",)),
+        "shape-text": (lambda d: ops(d)[0]["attrs"].update(shape="big"), ("x",)),
+        "shape-huge": (lambda d: ops(d)[0]["attrs"].update(shape=[2**40, 2**40]), ("x",)),
+        "linear-mismatch": (lambda d: ops(d)[1]["attrs"].update(in_features=65), ("fc",)),
+        "linear-missing-attr": (lambda d: ops(d)[1]["attrs"].pop("out_features"), ("out_features",)),
+        "linear-negative": (lambda d: ops(d)[1]["attrs"].update(out_features=-10), ("fc",)),
+        "outputs-wrong": (lambda d: ops(d)[1].update(outputs=[[32, 11]]), ("fc",)),
+        "dtype-bytes-zero": (lambda d: d.update(dtype_bytes=0), ("dtype_bytes",)),
+    }
+    cases = [Case(f"graph-{key}", argv, {"g.json": edit(change)}, ("g.json",) + expect)
+             for key, (change, expect) in edits.items()]
+    yaml_text = json.dumps(GRAPH_FILE)  # JSON is YAML: the same document as g.yaml
+    for variant, content in raw_file_variants(yaml_text).items():
+        cases.append(Case(f"graph-yaml-{variant}", ("plan", "--model", "{tmp}/g.yaml"), {"g.yaml": content},
+                          ("g.yaml",)))
+    return cases
+
+
 def corpus_cases() -> list[Case]:
     """Files dropped into tests/bad_inputs/<folder>/ (see CORPUS_COMMANDS)."""
     cases = []
@@ -540,4 +626,5 @@ def corpus_cases() -> list[Case]:
     return cases
 
 
-GENERATORS = (cluster_cases, model_cases, profile_cases, blocks_cases, job_cases, cli_cases, corpus_cases)
+GENERATORS = (cluster_cases, model_cases, profile_cases, blocks_cases, job_cases, cli_cases, hf_cases,
+              graph_file_cases, corpus_cases)
