@@ -2,8 +2,9 @@
 
 An instance is everything that defines the problem (kind, model, cluster, devices or processors,
 memory limit, candidates per operator); the planner setting is the rest (planner, seed, time limit,
-options, schedule). A planner's label shows only the settings that vary among its runs, so a plain
-comparison reads "milp", "greedy", and a seed sweep reads "mcmc seed=0", "mcmc seed=1".
+options, schedule). A planner's label shows only the settings that vary among its runs of one family
+(job name), so a plain comparison reads "milp", "greedy" (also where families have their own time
+limits), and a seed sweep reads "mcmc seed=0", "mcmc seed=1".
 """
 from __future__ import annotations
 
@@ -61,7 +62,7 @@ def runs_from_records(records: Iterable[dict[str, Any]]) -> list[Run]:
         job = record["job"]
         runtime = record.get("runtime_s")
         runs.append(Run(
-            instance=labels[instance_key(record)], planner=planner_label(job, varying.get(job["planner"], ())),
+            instance=labels[instance_key(record)], planner=planner_label(job, varying.get((job["planner"], job.get("group")), ())),
             planner_name=job["planner"], status=record["status"], objective_s=record.get("objective_s"),
             lower_bound_s=record.get("lower_bound_s"),
             runtime_s=float(runtime if runtime is not None else record.get("wall_s") or 0.0),
@@ -103,16 +104,16 @@ def planner_label(job: dict[str, Any], varying: tuple[str, ...]) -> str:
     return " ".join([job["planner"]] + [f"{name}={_setting_text(job.get(name))}" for name in varying])
 
 
-def _varying_settings(records: list[dict[str, Any]]) -> dict[str, tuple[str, ...]]:
-    """For each planner name, the setting fields taking more than one value among its records."""
-    values: dict[str, dict[str, set[str]]] = {}
+def _varying_settings(records: list[dict[str, Any]]) -> dict[tuple[str, Any], tuple[str, ...]]:
+    """For each planner name within a family (job name), the setting fields taking more than one value
+    among its records: a family run at its own time limit keeps the plain planner name."""
+    values: dict[tuple[str, Any], dict[str, set[str]]] = {}
     for record in records:
         job = record["job"]
-        per_field = values.setdefault(job["planner"], {name: set() for name in SETTING_FIELDS})
+        per_field = values.setdefault((job["planner"], job.get("group")), {name: set() for name in SETTING_FIELDS})
         for name in SETTING_FIELDS:
             per_field[name].add(_setting_text(job.get(name)))
-    return {planner: tuple(name for name in SETTING_FIELDS if len(seen[name]) > 1)
-            for planner, seen in values.items()}
+    return {key: tuple(name for name in SETTING_FIELDS if len(seen[name]) > 1) for key, seen in values.items()}
 
 
 def _setting_text(value: Any) -> str:
