@@ -171,3 +171,31 @@ def test_instances_with_equal_labels_but_different_inputs_stay_apart():
         records.append(build_record(job, outcome(Status.OPTIMAL, 1.0, 1.0, 0.1, None), 0.1))
     instances = sorted({run.instance for run in runs_from_records(records)})
     assert len(instances) == 2 and all(name.startswith("mlp @ site.yaml #") for name in instances)
+
+
+def test_families_aggregate_apart_and_keep_plain_names_at_their_own_time_limits():
+    records = []
+    for group, limit, objective in (("small", 10, 1.0), ("large", 30, 5.0)):
+        for planner, value in (("milp", objective), ("greedy", objective * 1.1)):
+            job = Job(group, "config", f"mlp:{group}", "v100x8-nvlink", planner, time_limit=limit)
+            records.append(build_record(job, outcome(Status.FEASIBLE, value, objective, 1.0, None), 1.0))
+    # a planner that ran on only part of a family is named there, not aggregated
+    job = Job("large", "config", "mlp:other", "v100x8-nvlink", "milp", time_limit=30)
+    records.append(build_record(job, outcome(Status.OPTIMAL, 2.0, 2.0, 1.0, None), 1.0))
+    comparison = compare(runs_from_records(records))
+    assert {run.planner for run in runs_from_records(records)} == {"milp", "greedy"}
+    families = {group.name: group for group in comparison.families}
+    assert [s.planner for s in families["small"].summary] == ["greedy", "milp"]
+    assert [s.planner for s in families["large"].summary] == ["milp"] and families["large"].omitted == ("greedy",)
+    greedy = families["small"].summary[0]
+    assert greedy.geomean_gap == pytest.approx(0.1 / 1.1) and greedy.reached == 0
+    assert greedy.time_to_target_s == pytest.approx(10.0)  # censored at its family's time limit
+
+
+def test_a_bound_above_a_found_plan_is_ignored_and_named():
+    records = []
+    for planner, objective, bound in (("milp", 4.0, 4.0), ("edge-drop", 6.1, 6.1), ("greedy", 6.0, None)):
+        job = Job("g", "config", "mlp", "v100x8-nvlink", planner, time_limit=10)
+        records.append(build_record(job, outcome(Status.FEASIBLE, objective, bound, 1.0, None), 1.0))
+    result = compare(runs_from_records(records)).instances[0]
+    assert result.invalid_bounds == ("edge-drop",) and result.reference_s == 4.0
