@@ -41,6 +41,9 @@ def read_json(path: str | Path, what: str = "JSON file"):
     except OSError as exc:
         raise InputError(f"cannot read {what} ({exc.strerror or exc})", str(path)) from None
 
+    if not text.strip():
+        raise InputError(f"file is empty (expected a {what})", str(path))
+
     def refuse_constant(name: str):
         raise InputError(f"{name} is not a JSON number", str(path))
 

@@ -4,6 +4,7 @@ file, key or value. The unmutated inputs the cases start from are checked to be 
 case fails because of its mutation."""
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -105,3 +106,32 @@ def test_bad_input_as_a_process(case_id, tmp_path):
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in done.stderr
     assert all(fragment.replace("{tmp}", str(tmp_path)) in lines[0] for fragment in case.expect)
+
+
+# --- outputs survive a closed stdout (`solver-plan plan --out x.json | head -3`) ---------------
+class _ClosedPipe:
+    def write(self, text):
+        raise BrokenPipeError(32, "Broken pipe")
+
+    def flush(self):
+        raise BrokenPipeError(32, "Broken pipe")
+
+
+@pytest.mark.parametrize("command", [
+    ["plan", "--model", PLAN_MODEL, "--cluster", PLAN_CLUSTER, "--planner", "greedy", "--out", "{out}"],
+    ["pipeline", "--model", "lenet", "-P", "2", "--planner", "pipedream", "--schedule", "1f1b*", "--out", "{out}"],
+])
+def test_output_written_before_anything_is_printed(command, tmp_path, monkeypatch):
+    out = tmp_path / "result.json"
+    monkeypatch.setattr(sys, "stdout", _ClosedPipe())
+    monkeypatch.setattr(sys, "stderr", io.StringIO())  # main closes stderr on a broken pipe
+    main([part.replace("{out}", str(out)) for part in command])
+    assert json.loads(out.read_text())  # written although the very first print failed
+
+
+def test_empty_files_say_so(tmp_path, capsys):
+    for name, argv in (("c.yaml", ["check", "{f}"]), ("j.yaml", ["batch", "{f}", "--out", str(tmp_path / "o")]),
+                       ("p.json", ["simulate", "--plan", "{f}"]), ("b.json", ["pipeline", "--model", "{f}", "-P", "2"])):
+        (tmp_path / name).write_text("\n")
+        assert main([part.replace("{f}", str(tmp_path / name)) for part in argv]) == 2
+        assert f"{name}: file is empty" in capsys.readouterr().err

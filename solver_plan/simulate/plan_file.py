@@ -22,7 +22,10 @@ def read_plan_json(path: str | Path) -> dict:
     if not path.is_file():
         raise InputError("no such plan file", str(path))
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        if not text.strip():
+            raise InputError("file is empty (expected a plan written by `solver-plan plan --out`)", str(path))
+        data = json.loads(text)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise InputError(f"not valid JSON ({exc})", str(path)) from None
     except (OSError, RecursionError) as exc:
