@@ -112,3 +112,21 @@ def test_cycle_is_refused():
                            problem.num_devices)
     result = solve(cyclic, "milp-load", time_limit=5)
     assert result.status is Status.ERROR and "acyclic" in result.notes[0]
+
+
+def test_gradient_sync_is_a_link_resource():
+    """With the cost model in the problem's context, gradient sync leaves device time for the links:
+    busy + link time per device equals the device time of the same plan priced without context."""
+    from dataclasses import replace
+
+    from solver_plan.cluster import resolve_cluster
+    from solver_plan.graph.resolve import resolve_model
+    from solver_plan.planning import prepare_problem
+    graph = resolve_model("mlp:layers=2,hidden=512,batch=64")
+    problem, _ = prepare_problem(graph, resolve_cluster("v100x8-nvlink", 2), None)
+    plan = solve(problem, "data-parallel").assignment
+    parts = load_breakdown(problem, plan)
+    plain = load_breakdown(replace(problem, context=None), plan)
+    assert parts.busiest_link > 0  # data parallelism all-reduces the weight gradients
+    assert np.allclose(parts.device_busy + parts.link_busy, plain.device_busy)
+    assert parts.critical_path <= plain.critical_path

@@ -6,14 +6,17 @@ A step can end no earlier than (a) its busiest device is done and (b) its longes
 is done (the two classic makespan lower bounds of list scheduling, Graham 1969). The load
 objective is
 
-    load(plan) = max( max_d busy_d , critical_path ) + SUM_WEIGHT x sum(plan)
+    load(plan) = max( max_d busy_d , max_d sync_d , critical_path ) + SUM_WEIGHT x sum(plan)
 
-- busy_d: the time of every candidate placed on device d (compute + intra-operator collectives +
-  gradient sync, as the cost model prices a candidate per device), plus edges "counted on both
-  ends": with each edge matrix written M[k, l] = a[k] + b[l] + R[k, l] (row minima, then column
+- busy_d: the device time of every candidate placed on device d (its cost less gradient sync:
+  compute + intra-operator collectives), plus edges "counted on both ends": with each edge matrix written M[k, l] = a[k] + b[l] + R[k, l] (row minima, then column
   minima, as `normal_form` does), a[k] is charged to the source candidate's devices, b[l] to the target's and the
   residual R[k, l] to the devices of both.
-- critical_path: the longest path through the operator DAG with node time = candidate cost and
+- sync_d: the gradient sync of the candidates on device d. It runs on the links, beside the
+  compute (as frameworks overlap it with backward and the simulator models it), so it is a resource
+  of its own, not device time. Read from the cost model in `problem.context` (NodeCost.sync_s);
+  zero for problems without one.
+- critical_path: the longest path through the operator DAG with node time = device time and
   edge time = M[k, l] (forward and backward follow the same path, so the node costs, which hold
   both passes, add up along it).
 - SUM_WEIGHT x sum: a small tie-break towards less total work (among plans of equal makespan, the
@@ -41,14 +44,19 @@ class LoadBreakdown:
     device_busy: np.ndarray  # (num_devices,)
     critical_path: float
     total: float  # the sum objective of the same plan
+    link_busy: np.ndarray | None = None  # gradient sync of each device's parameters (its links)
 
     @property
     def busiest(self) -> float:
         return float(self.device_busy.max()) if len(self.device_busy) else 0.0
 
     @property
+    def busiest_link(self) -> float:
+        return float(self.link_busy.max()) if self.link_busy is not None and len(self.link_busy) else 0.0
+
+    @property
     def makespan(self) -> float:
-        return max(self.busiest, self.critical_path)
+        return max(self.busiest, self.busiest_link, self.critical_path)
 
     @property
     def objective(self) -> float:
@@ -56,7 +64,8 @@ class LoadBreakdown:
 
     def describe(self) -> str:
         return (f"load objective {self.objective:.6g} s: busiest device {self.busiest:.6g} s, "
-                f"critical path {self.critical_path:.6g} s, sum {self.total:.6g} s")
+                f"busiest link {self.busiest_link:.6g} s, critical path {self.critical_path:.6g} s, "
+                f"sum {self.total:.6g} s")
 
 
 def topological_order(problem: ConfigProblem) -> list[int] | None:
@@ -88,16 +97,43 @@ def _require_dag(problem: ConfigProblem) -> list[int]:
 @dataclass(frozen=True, eq=False)
 class EdgeSplit:
     """Every edge matrix as M[k, l] = a[k] + b[l] + R[k, l] (row minima, then column minima), with
-    `charged[i]` = node i's costs plus the a and b of its edges: what a device running the
-    candidate is charged before residuals. `residual[j]` is None where R is zero everywhere."""
+    `charged[i]` = node i's device time (its cost less gradient sync) plus the a and b of its
+    edges: what a device running the candidate is charged before residuals. `residual[j]` is None
+    where R is zero everywhere. `sync[i]` is the gradient-sync part of each candidate's cost, and
+    `device_time[i]` the rest."""
     charged: tuple[np.ndarray, ...]
     row_part: tuple[np.ndarray, ...]
     column_part: tuple[np.ndarray, ...]
     residual: tuple[np.ndarray | None, ...]
+    sync: tuple[np.ndarray, ...]
+    device_time: tuple[np.ndarray, ...]
+
+
+def sync_parts(problem: ConfigProblem) -> tuple[np.ndarray, ...]:
+    """Gradient-sync seconds of every candidate, from the cost model in `problem.context` (zero for
+    problems without one, or whose nodes stand for several operators)."""
+    zeros = tuple(np.zeros(len(c)) for c in problem.node_costs)
+    context = problem.context
+    if not (isinstance(context, tuple) and len(context) == 3 and hasattr(context[2], "node")):
+        return zeros
+    graph, _, cost_model = context
+    parts = []
+    for i, (members, candidates) in enumerate(zip(problem.members, problem.candidates)):
+        if len(members) != 1:
+            return zeros
+        try:
+            op = graph.op(members[0])
+        except KeyError:
+            return zeros
+        sync = np.array([cost_model.node(graph, op, cfg).sync_s for cfg in candidates], dtype=float)
+        parts.append(np.clip(sync, 0.0, problem.node_costs[i]))
+    return tuple(parts)
 
 
 def split_edges(problem: ConfigProblem) -> EdgeSplit:
-    charged = [np.asarray(c, dtype=float).copy() for c in problem.node_costs]
+    sync = sync_parts(problem)
+    device_time = tuple(np.asarray(c, dtype=float) - s for c, s in zip(problem.node_costs, sync))
+    charged = [t.copy() for t in device_time]
     rows, columns, residuals = [], [], []
     for (u, v), matrix in zip(problem.edges, problem.edge_costs):
         row_min = matrix.min(axis=1)
@@ -108,11 +144,11 @@ def split_edges(problem: ConfigProblem) -> EdgeSplit:
         rows.append(row_min)
         columns.append(column_min)
         residuals.append(residual if residual.max() > 0 else None)
-    return EdgeSplit(tuple(charged), tuple(rows), tuple(columns), tuple(residuals))
+    return EdgeSplit(tuple(charged), tuple(rows), tuple(columns), tuple(residuals), sync, device_time)
 
 
-def _finish_times(problem: ConfigProblem, assignment, order: list[int]) -> np.ndarray:
-    """Longest-path finish time of every node (node time = candidate cost, edge time = M[k, l])."""
+def _finish_times(problem: ConfigProblem, assignment, order: list[int], split: EdgeSplit) -> np.ndarray:
+    """Longest-path finish time of every node (node time = its device time, edge time = M[k, l])."""
     incoming: list[list[int]] = [[] for _ in range(problem.num_nodes)]
     for j, (_, v) in enumerate(problem.edges):
         incoming[v].append(j)
@@ -122,7 +158,7 @@ def _finish_times(problem: ConfigProblem, assignment, order: list[int]) -> np.nd
         for j in incoming[v]:
             u = problem.edges[j][0]
             start = max(start, finish[u] + float(problem.edge_costs[j][assignment[u], assignment[v]]))
-        finish[v] = start + float(problem.node_costs[v][assignment[v]])
+        finish[v] = start + float(split.device_time[v][assignment[v]])
     return finish
 
 
@@ -142,9 +178,13 @@ def load_breakdown(problem: ConfigProblem, assignment, split: EdgeSplit | None =
         if amount:
             for device in set(problem.node_devices[u][k]) | set(problem.node_devices[v][l]):
                 busy[device] += amount
-    finish = _finish_times(problem, assignment, order)
+    links = np.zeros(problem.num_devices)
+    for node, choice in enumerate(assignment):
+        for device in problem.node_devices[node][choice]:
+            links[device] += split.sync[node][choice]
+    finish = _finish_times(problem, assignment, order, split)
     critical = float(finish.max()) if problem.num_nodes else 0.0
-    return LoadBreakdown(busy, critical, problem.objective(assignment))
+    return LoadBreakdown(busy, critical, problem.objective(assignment), links)
 
 
 def load_objective(problem: ConfigProblem, assignment) -> float:
@@ -201,6 +241,7 @@ def load_model(problem: ConfigProblem) -> LoadModel:
         rows.add_many(np.hstack([grid, (offsets[u] + np.arange(k_u))[:, None]]), np.append(np.ones(k_v), -1.0), 0.0, 0.0)
         rows.add_many(np.hstack([grid.T, (offsets[v] + np.arange(k_v))[:, None]]), np.append(np.ones(k_u), -1.0), 0.0, 0.0)
     _busy_rows(rows, problem, split, offsets, grids, z)
+    _link_rows(rows, problem, split, offsets, z)
     _path_rows(rows, problem, split, offsets, grids, path_offset, z)
     if problem.memory_limit is not None:
         _memory_rows(rows, problem, offsets, float(problem.memory_limit))
@@ -232,18 +273,34 @@ def _busy_rows(rows: _Rows, problem, split: EdgeSplit, offsets, grids, z: int) -
         rows.add(columns[device] + [z], values[device] + [-1.0], -np.inf, 0.0)
 
 
+def _link_rows(rows: _Rows, problem, split: EdgeSplit, offsets, z: int) -> None:
+    """sync_d - z <= 0 for every device whose candidates have gradient sync."""
+    columns: list[list[int]] = [[] for _ in range(problem.num_devices)]
+    values: list[list[float]] = [[] for _ in range(problem.num_devices)]
+    for node in range(problem.num_nodes):
+        for choice, devices in enumerate(problem.node_devices[node]):
+            amount = float(split.sync[node][choice])
+            if amount:
+                for device in devices:
+                    columns[device].append(int(offsets[node] + choice))
+                    values[device].append(amount)
+    for device in range(problem.num_devices):
+        if columns[device]:
+            rows.add(columns[device] + [z], values[device] + [-1.0], -np.inf, 0.0)
+
+
 def _path_rows(rows: _Rows, problem, split: EdgeSplit, offsets, grids, path_offset: int, z: int) -> None:
     """p_v - t_v >= 0 and z - p_v >= 0 for every node; p_v - p_u - t_v - M_uv >= 0 for every edge,
     with M_uv = a x_u + b x_v + R y, linear in the columns."""
     for node in range(problem.num_nodes):
         x = offsets[node] + np.arange(len(problem.node_costs[node]))
-        rows.add(np.append(x, path_offset + node), np.append(-problem.node_costs[node], 1.0), 0.0, np.inf)
+        rows.add(np.append(x, path_offset + node), np.append(-split.device_time[node], 1.0), 0.0, np.inf)
         rows.add([z, path_offset + node], [1.0, -1.0], 0.0, np.inf)
     for j, (u, v) in enumerate(problem.edges):
         x_u = offsets[u] + np.arange(len(problem.node_costs[u]))
         x_v = offsets[v] + np.arange(len(problem.node_costs[v]))
         columns = [path_offset + v, path_offset + u, *x_u, *x_v]
-        values = [1.0, -1.0, *(-split.row_part[j]), *(-split.column_part[j] - problem.node_costs[v])]
+        values = [1.0, -1.0, *(-split.row_part[j]), *(-split.column_part[j] - split.device_time[v])]
         if grids[j] is not None:
             nonzero = split.residual[j] > 0
             columns += list(grids[j][nonzero])
@@ -260,7 +317,7 @@ def encode_load(load: LoadModel, problem: ConfigProblem, assignment) -> np.ndarr
     for (u, v), grid in zip(problem.edges, load.edge_columns):
         if grid is not None:
             values[grid[assignment[u], assignment[v]]] = 1.0
-    finish = _finish_times(problem, assignment, _require_dag(problem))
+    finish = _finish_times(problem, assignment, _require_dag(problem), load.split)
     values[load.path_offset:load.path_offset + problem.num_nodes] = finish
     values[load.makespan_column] = load_breakdown(problem, assignment, load.split).makespan
     return values

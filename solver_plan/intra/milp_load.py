@@ -3,22 +3,34 @@ sum, so concurrent branches on disjoint devices pay off.
 
 Registered with simplify=False: node and edge elimination are exact for a sum only (a folded node
 forgets which devices its members ran on). Warm start: the cheaper under the load objective of the
-sum optimum (`milp`, given a share of the time) and the greedy plans; HiGHS then improves it. The
+sum optimum (`milp`, given a share of the time), the greedy plans, and roundings of the LP
+optimum, with parallel branches moved onto disjoint device halves, each improved by local search
+(`load_search.py`: the LP relaxation of a max objective is
+too weak for branch and bound to close on real graphs in a minute); HiGHS then improves the best
+with what time is left. The LP optimum is a proven lower bound. The
 reported objective and bound are those of the load objective, which the validator recomputes
 (`objective="load"` in the registry).
 """
 from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
 
 from solver_plan.deadline import Deadline
 from solver_plan.intra import isolated
 from solver_plan.intra.harness import _usable, best_heuristic_plan
 from solver_plan.intra.linear_model import decode
 from solver_plan.intra.load_objective import encode_load, load_breakdown, load_model, topological_order
+from solver_plan.intra.load_search import branch_moves, improve_load, lp_roundings
 from solver_plan.intra.problem import ConfigProblem
 from solver_plan.planners import register
 from solver_plan.result import ConfigResult, Status
 
-SUM_SHARE = 0.25  # of the time limit for the sum optimum that seeds the search
+SUM_SHARE = 0.15  # of the time limit for the sum optimum that seeds the search
+LP_SHARE = 0.4  # of what is left, for the LP relaxation (its optimum is a bound and a guide)
+SEARCH_SHARE = 0.4  # of what is left, for local search from the seeds and LP roundings
+ROUNDINGS = 8
 NAME = "milp-load"
 
 
@@ -37,6 +49,29 @@ def _seeds(problem: ConfigProblem, warm_start, deadline: Deadline) -> list[tuple
     return seeds
 
 
+def _highs(model, time_limit, start=None, seed=0, relax_first=True):
+    remaining = time_limit
+    # margin for shipping a model of ~10^5 columns to the worker, and the LP phase's overrun
+    solver_limit = None if remaining is None else max(0.05, 0.85 * remaining - 1.0)
+    return isolated.call("highspy", "solver_plan.intra.backends.highs", "solve_with_highs", timeout=remaining,
+                         model=model, time_limit=solver_limit, start_values=start, seed=seed, relax_first=relax_first)
+
+
+def _relaxation(problem, load, deadline: Deadline, seed: int, notes: list[str]):
+    """(LP bound or None, plans from rounding the LP optimum and improving them by local search)."""
+    lp = replace(load.model, integer=np.zeros_like(load.model.integer))
+    try:
+        outcome = _highs(lp, deadline.share(LP_SHARE).remaining(), relax_first=False)
+    except Exception as exc:  # the rounding is a heuristic: without it the MILP still runs
+        notes.append(f"LP relaxation failed: {exc!r}")
+        return None, []
+    if outcome.status != "optimal" or outcome.x_values is None:
+        notes.append(f"LP relaxation: {outcome.status}")
+        return None, []
+    plans = lp_roundings(problem, outcome.x_values, load.model.node_offsets, ROUNDINGS, seed)
+    return float(outcome.objective), [p for p in dict.fromkeys(plans) if _usable(problem, p)]
+
+
 @register(NAME, "config", options=("relax_first",), exact=True, simplify=False, objective="load",
           description="one-hot MILP minimising the busiest device / critical path (load objective), not the sum")
 def plan_milp_load(problem: ConfigProblem, *, time_limit=None, seed=0, warm_start=None, **options) -> ConfigResult:
@@ -46,25 +81,37 @@ def plan_milp_load(problem: ConfigProblem, *, time_limit=None, seed=0, warm_star
                             notes=("the load objective needs acyclic edges (a critical path)",))
     seeds = _seeds(problem, warm_start, deadline)
     load = load_model(problem)
+    notes: list[str] = []
+    lp_bound, rounded = _relaxation(problem, load, deadline, seed, notes)
+    seeds += [(plan, "LP rounding") for plan in rounded]
+    search = deadline.share(SEARCH_SHARE)
+    improved = []
+    for plan, origin in list(seeds[:3]):
+        moved = branch_moves(problem, load.split, plan, search.share(0.3))
+        if moved != plan:
+            seeds.append((moved, f"{origin} + branch moves"))
+    for plan, origin in sorted(seeds, key=lambda s: load_breakdown(problem, s[0], load.split).objective):
+        if search.expired():
+            break
+        better = improve_load(problem, load.split, plan, search.share(0.5))
+        improved.append((better, f"{origin} + local search"))
+    seeds += improved
     incumbent, source = None, ""
     if seeds:
         incumbent, source = min(seeds, key=lambda s: load_breakdown(problem, s[0], load.split).objective)
-    notes: list[str] = []
-    assignment, bound, status = incumbent, None, Status.FEASIBLE if incumbent is not None else Status.ERROR
+    assignment, bound, status = incumbent, lp_bound, Status.FEASIBLE if incumbent is not None else Status.ERROR
     remaining = deadline.remaining()
-    if remaining is None or remaining > 0.1:
-        solver_limit = None if remaining is None else max(0.05, 0.97 * remaining - 0.2)
+    if remaining is None or remaining > 0.5:
         start = encode_load(load, problem, incumbent) if incumbent is not None else None
         try:
-            outcome = isolated.call("highspy", "solver_plan.intra.backends.highs", "solve_with_highs",
-                                    timeout=remaining, model=load.model, time_limit=solver_limit,
-                                    start_values=start, seed=seed, relax_first=options.get("relax_first", True))
+            outcome = _highs(load.model, remaining, start, seed, options.get("relax_first", True))
         except Exception as exc:  # a failing solver must not lose the seed plan
             outcome = None
             notes.append(f"HiGHS failed: {exc!r}")
         if outcome is not None:
             notes.extend(outcome.notes)
-            bound = outcome.bound
+            if outcome.bound is not None:
+                bound = outcome.bound if bound is None else max(bound, outcome.bound)
             found = decode(load.model, outcome.x_values) if outcome.x_values is not None else None
             if found is not None and _usable(problem, found) and (
                     incumbent is None or load_breakdown(problem, found, load.split).objective

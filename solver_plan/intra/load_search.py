@@ -1,0 +1,188 @@
+"""Plans for the load objective without branch and bound: LP rounding and local search.
+
+The one-hot model with a max objective has a weak LP relaxation (fractional plans spread work
+evenly over the devices), so on real graphs (Inception-v3: 312 operators, 4,500 candidates)
+branch and bound does not close in a minute. What works within that time:
+- `lp_roundings`: the LP optimum's x rounded per node, to the largest x and by seeded sampling in
+  proportion to x (randomised rounding, Raghavan and Thompson 1987): plans that follow where the
+  LP puts work (e.g. branches on disjoint device blocks);
+- `improve_load`: first-improvement local search over single-node changes, in topological order,
+  under the load objective. A move's busy-time change is computed incrementally; the critical
+  path (O(nodes + edges)) only for moves whose busiest device already beats the incumbent.
+- `branch_moves`: the coordinated move single-node changes cannot make. Parallel branches (maximal
+  chains between one fork and one join) are split into two sets, one put on each half of the
+  devices (every node of a chain takes its cheapest candidate on exactly that half); a move is kept
+  when it lowers the load objective. One branch moved alone always makes its half busier, which is
+  why single-node search never finds branch parallelism.
+All keep the memory limit and never return a plan worse than they were given.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from solver_plan.deadline import Deadline
+from solver_plan.intra.load_objective import SUM_WEIGHT, EdgeSplit, _finish_times, topological_order
+from solver_plan.intra.problem import ConfigProblem
+
+
+class _LoadState:
+    """A plan with its busy vector, sum and memory per device, updated by single-node moves."""
+
+    def __init__(self, problem: ConfigProblem, split: EdgeSplit, assignment):
+        self.problem, self.split = problem, split
+        self.plan = list(assignment)
+        self.order = topological_order(problem)
+        self.incident: list[list[tuple[int, int, bool]]] = problem.neighbours()
+        self.busy = np.zeros(problem.num_devices)
+        self.memory = problem.device_memory(self.plan)
+        for node, choice in enumerate(self.plan):
+            for d in problem.node_devices[node][choice]:
+                self.busy[d] += split.charged[node][choice]
+        for j, (u, v) in enumerate(problem.edges):
+            self._add_edge(j, u, v, self.plan[u], self.plan[v], self.busy, 1.0)
+        self.total = problem.objective(self.plan)
+        self.value = self._value(self.busy, self.plan)
+
+    def _add_edge(self, j, u, v, k, l, busy, sign) -> None:
+        residual = self.split.residual[j]
+        if residual is None or residual[k, l] == 0:
+            return
+        for d in set(self.problem.node_devices[u][k]) | set(self.problem.node_devices[v][l]):
+            busy[d] += sign * residual[k, l]
+
+    def _value(self, busy, plan) -> float:
+        critical = float(_finish_times(self.problem, plan, self.order, self.split).max()) if plan else 0.0
+        links = np.zeros(self.problem.num_devices)
+        for node, choice in enumerate(plan):
+            links[list(self.problem.node_devices[node][choice])] += self.split.sync[node][choice]
+        return max(float(busy.max()), float(links.max()), critical) + SUM_WEIGHT * self.problem.objective(plan)
+
+    def try_move(self, node: int, choice: int) -> bool:
+        """Apply node -> choice if it lowers the load objective and fits memory."""
+        problem, old = self.problem, self.plan[node]
+        if choice == old:
+            return False
+        if problem.memory_limit is not None:
+            memory = self.memory.copy()
+            memory[list(problem.node_devices[node][old])] -= problem.node_memory[node][old]
+            memory[list(problem.node_devices[node][choice])] += problem.node_memory[node][choice]
+            if memory.max() > problem.memory_limit * (1 + 1e-9):
+                return False
+        busy = self.busy.copy()
+        charged = self.split.charged[node]
+        busy[list(problem.node_devices[node][old])] -= charged[old]
+        busy[list(problem.node_devices[node][choice])] += charged[choice]
+        for j, other, is_source in self.incident[node]:
+            u, v = problem.edges[j]
+            k_old, l_old = (old, self.plan[v]) if is_source else (self.plan[u], old)
+            k_new, l_new = (choice, self.plan[v]) if is_source else (self.plan[u], choice)
+            self._add_edge(j, u, v, k_old, l_old, busy, -1.0)
+            self._add_edge(j, u, v, k_new, l_new, busy, 1.0)
+        if busy.max() >= self.value - 1e-12:  # the busiest device alone is no better: skip the path
+            return False
+        self.plan[node] = choice
+        value = self._value(busy, self.plan)
+        if value < self.value - 1e-12 * max(1.0, self.value):
+            self.busy, self.value = busy, value
+            if problem.memory_limit is not None:
+                self.memory = memory
+            return True
+        self.plan[node] = old
+        return False
+
+
+def improve_load(problem: ConfigProblem, split: EdgeSplit, assignment, deadline: Deadline) -> tuple[int, ...]:
+    """Local search (module text) until no single-node change helps or the deadline."""
+    state = _LoadState(problem, split, assignment)
+    improved = True
+    while improved and not deadline.expired():
+        improved = False
+        for node in state.order:
+            if deadline.expired():
+                break
+            for choice in np.argsort(problem.node_costs[node], kind="stable"):
+                if state.try_move(node, int(choice)):
+                    improved = True
+    return tuple(state.plan)
+
+
+def lp_roundings(problem: ConfigProblem, x_values: np.ndarray, offsets: np.ndarray, count: int,
+                 seed: int = 0) -> list[tuple[int, ...]]:
+    """The largest-x plan and `count - 1` seeded randomised roundings of an LP solution."""
+    rng = np.random.default_rng(seed)
+    plans = [tuple(int(np.argmax(x_values[a:b])) for a, b in zip(offsets[:-1], offsets[1:]))]
+    for _ in range(count - 1):
+        plan = []
+        for a, b in zip(offsets[:-1], offsets[1:]):
+            weights = np.clip(x_values[a:b], 0.0, None)
+            total = weights.sum()
+            plan.append(int(rng.choice(b - a, p=weights / total)) if total > 0 else 0)
+        plans.append(tuple(plan))
+    return plans
+
+
+def parallel_branches(problem: ConfigProblem) -> list[list[list[int]]]:
+    """Groups of at least two chains with the same fork and join; a chain is a maximal run of
+    nodes with one predecessor and one successor."""
+    succ: list[list[int]] = [[] for _ in range(problem.num_nodes)]
+    pred: list[list[int]] = [[] for _ in range(problem.num_nodes)]
+    for u, v in problem.edges:
+        succ[u].append(v)
+        pred[v].append(u)
+
+    def inner(i: int) -> bool:
+        return len(pred[i]) == 1 and len(succ[i]) == 1
+
+    groups: dict[tuple[int, int], list[list[int]]] = {}
+    seen: set[int] = set()
+    for i in range(problem.num_nodes):
+        if i in seen or not inner(i):
+            continue
+        start = i
+        while inner(pred[start][0]) and pred[start][0] not in seen:
+            start = pred[start][0]
+        chain = [start]
+        while inner(succ[chain[-1]][0]):
+            chain.append(succ[chain[-1]][0])
+        seen.update(chain)
+        groups.setdefault((pred[chain[0]][0], succ[chain[-1]][0]), []).append(chain)
+    return [chains for _, chains in sorted(groups.items()) if len(chains) >= 2]
+
+
+def _on_block(problem: ConfigProblem, split: EdgeSplit, node: int, block: tuple[int, ...]) -> int | None:
+    options = [c for c, devices in enumerate(problem.node_devices[node]) if tuple(sorted(devices)) == block]
+    return min(options, key=lambda c: split.charged[node][c]) if options else None
+
+
+def branch_moves(problem: ConfigProblem, split: EdgeSplit, assignment, deadline: Deadline) -> tuple[int, ...]:
+    """Put parallel branches on the two halves of the devices where that helps (module text)."""
+    from solver_plan.intra.load_objective import load_breakdown
+    half = problem.num_devices // 2
+    if half < 1 or problem.num_devices % 2:
+        return tuple(assignment)
+    blocks = (tuple(range(half)), tuple(range(half, problem.num_devices)))
+    plan = list(assignment)
+    best = load_breakdown(problem, plan, split).objective
+    for chains in parallel_branches(problem):
+        if deadline.expired():
+            break
+        chains = chains[:8]  # 2^7 partitions at most
+        for mask in range(1, 2 ** (len(chains) - 1)):
+            trial = list(plan)
+            ok = True
+            for index, chain in enumerate(chains):
+                block = blocks[(mask >> index) & 1]
+                for node in chain:
+                    choice = _on_block(problem, split, node, block)
+                    if choice is None:
+                        ok = False
+                        break
+                    trial[node] = choice
+                if not ok:
+                    break
+            if not ok or not problem.memory_ok(trial):
+                continue
+            value = load_breakdown(problem, trial, split).objective
+            if value < best - 1e-12 * max(1.0, best):
+                plan, best = trial, value
+    return tuple(plan)
