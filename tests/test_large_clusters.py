@@ -40,3 +40,28 @@ def test_redistribution_level_across_many_nodes(nodes):
     assert elements.shape == (2, 1) and level.shape == (2, 1)
     assert elements[0, 0] == 8 and level[0, 0] == int(LinkLevel.INTER_NODE)
     assert elements[1, 0] == 0 and level[1, 0] == int(LinkLevel.SAME_DEVICE)
+
+
+@pytest.mark.parametrize("dense", [True, False])
+def test_vectorised_memory_tables_match_the_per_node_definition(dense, monkeypatch):
+    """least_memory_matrix / worst_memory_per_device (used on thousands of devices) against the
+    per-node definitions they replace."""
+    import solver_plan.intra.problem as problem_module
+    from solver_plan.intra.memory_tracker import least_memory_per_device
+    from solver_plan.intra.random_instances import random_problem
+    if not dense:
+        monkeypatch.setattr(problem_module, "DENSE_MEMORY_ENTRIES", 0)
+    for seed in range(3):
+        problem = random_problem(40, seed=seed, num_devices=8, memory_tightness=0.5)
+        worst = np.zeros(problem.num_devices)
+        for node in range(problem.num_nodes):
+            per_device = np.zeros(problem.num_devices)
+            for choice, devices in enumerate(problem.node_devices[node]):
+                per_device[list(devices)] = np.maximum(per_device[list(devices)], problem.node_memory[node][choice])
+            worst += per_device
+        assert np.allclose(problem.worst_memory_per_device(), worst)
+        table = problem.least_memory_matrix()
+        if dense:
+            assert np.allclose(table, [least_memory_per_device(problem, n) for n in range(problem.num_nodes)])
+        else:
+            assert table is None

@@ -4,7 +4,7 @@ a time, then by exact re-solves on random forests)."""
 from __future__ import annotations
 
 from solver_plan.intra.forest_search import improve_by_forests
-from solver_plan.intra.harness import Answer, Context, run_planner
+from solver_plan.intra.harness import Answer, Context, run_planner, time_for_passes
 from solver_plan.intra.local_search import improve
 from solver_plan.intra.memory_repair import repair_memory
 from solver_plan.intra.problem import ConfigProblem
@@ -14,6 +14,13 @@ from solver_plan.result import Status
 
 
 def _edge_drop_core(problem: ConfigProblem, context: Context) -> Answer:
+    if not time_for_passes(context.deadline, problem, 3):
+        from solver_plan.intra.greedy import heuristic_plans
+        plans = heuristic_plans(problem, context.deadline, refine=False)
+        if not plans:
+            return Answer(Status.TIME_LIMIT, notes=("too little time for the relaxation or a greedy plan",))
+        return Answer(Status.TIME_LIMIT, min(plans, key=problem.objective), None,
+                      ("too little time for the relaxation: the greedy plan, no bound",))
     relaxation = edge_dropping_relaxation(problem, context.deadline)
     if relaxation is None:
         return Answer(Status.TIME_LIMIT, notes=("time out during the relaxation",))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from solver_plan.intra.harness import Answer, Context, run_planner
+from solver_plan.intra.harness import Answer, Context, run_planner, time_for_passes
 from solver_plan.intra.problem import ConfigProblem
 from solver_plan.intra.simplify import simplify
 from solver_plan.planners import register
@@ -28,6 +28,8 @@ def _solve_remainder(remainder: ConfigProblem, context: Context):
 
 
 def _elimination_core(problem: ConfigProblem, context: Context) -> Answer:
+    if not time_for_passes(context.deadline, problem, 2):  # the harness keeps its heuristic plan
+        return Answer(Status.TIME_LIMIT, notes=("too little time left to eliminate",))
     reduced = simplify(problem, deadline=context.deadline)
     remainder = reduced.problem
     result, how = _solve_remainder(remainder, context)

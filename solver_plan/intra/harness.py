@@ -75,6 +75,13 @@ def seconds_left(limit: "Deadline | float | None") -> float | None:
     return limit
 
 
+def time_for_passes(deadline: Deadline, problem: ConfigProblem, passes: float) -> bool:
+    """Whether `passes` whole-problem passes (simplify, relaxation, heuristics: PASS_S_PER_NODE
+    each per node) fit in what is left: optional work is skipped when they do not."""
+    left = deadline.remaining()
+    return left is None or left > passes * PASS_S_PER_NODE * problem.num_nodes
+
+
 def failure_note(name: str, exc: BaseException) -> str:
     """A one-line note for a failed solver (no traceback: users see notes)."""
     if isinstance(exc, TimeoutError):
@@ -187,7 +194,8 @@ def run_planner(name: str, problem: ConfigProblem, core: Callable[[ConfigProblem
     relaxation = None
     if exact:
         from solver_plan.intra.relaxation import edge_dropping_relaxation
-        relaxation = edge_dropping_relaxation(problem, deadline)
+        # the bound costs a few passes: without time for them, keep the time for a plan
+        relaxation = edge_dropping_relaxation(problem, deadline) if time_for_passes(deadline, problem, 3) else None
         if relaxation is not None:
             progress.report(bound=relaxation.lower_bound)
         hint = context.options.get(REPAIR_HINT)
@@ -295,6 +303,10 @@ def _reduce_and_run(problem: ConfigProblem, func: Callable, time_limit, seed: in
     from dataclasses import replace
 
     from solver_plan.intra.simplify import simplify
+    if isinstance(time_limit, Deadline) and not time_for_passes(time_limit, problem, 2):
+        # simplification is exact but optional: with too little time, plan the problem as it is
+        result = func(problem, time_limit=seconds_left(time_limit), seed=seed, warm_start=warm_start, **options)
+        return replace(result, notes=result.notes + ("not simplified (too little time left)",))
     reduced = simplify(problem, deadline=time_limit if isinstance(time_limit, Deadline) else None)
     reduced_start = reduced.encode(warm_start) if warm_start is not None else None
     if REPAIR_HINT in options:
@@ -318,9 +330,8 @@ def run_simplified(problem: ConfigProblem, func: Callable, *, exact: bool, time_
 
     from solver_plan.intra.simplify import memory_can_bind
     deadline = start_clock(time_limit)
-    left = deadline.remaining()
     # The memory-free pass costs about as much as the real one: only when time is plentiful.
-    if memory_can_bind(problem) and (left is None or left > 4 * PASS_S_PER_NODE * problem.num_nodes):
+    if memory_can_bind(problem) and time_for_passes(deadline, problem, 4):
         with progress.bounds_only():  # its plans may break memory
             relaxed = _reduce_and_run(problem.with_memory_limit(None), func, deadline.share(0.5), seed, warm_start,
                                       options)

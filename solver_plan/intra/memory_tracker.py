@@ -27,6 +27,12 @@ class MemoryTracker:
         self._least: dict[int, np.ndarray] = {}
         if self.limit is None:
             return
+        if assignment is None:
+            table = problem.least_memory_matrix()
+            if table is not None:
+                self._least = dict(enumerate(table))
+                self.reserved = table.sum(axis=0)
+                return
         for node in range(problem.num_nodes):
             if assignment is None:
                 self.reserved += self.least(node)

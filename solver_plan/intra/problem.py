@@ -20,6 +20,7 @@ import numpy as np
 from solver_plan.cost.config import ParallelConfig
 
 
+DENSE_MEMORY_ENTRIES = 20_000_000  # nodes x devices above which per-node tables are not materialised
 _DEVICE_ARRAYS: dict[int, tuple] = {}  # id(node_devices) -> (node_devices, arrays), a few recent problems
 
 
@@ -109,6 +110,49 @@ class ConfigProblem:
             _DEVICE_ARRAYS.pop(next(iter(_DEVICE_ARRAYS)))
         _DEVICE_ARRAYS[id(self.node_devices)] = (self.node_devices, tuple(arrays))  # keeps the key's object alive
         return tuple(arrays)
+
+    @functools.cached_property
+    def memory_entries(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Every (node, choice, device, bytes) of the problem as flat arrays, in node then choice
+        order: memory bookkeeping over all nodes at once without a Python loop per candidate."""
+        arrays = self.device_arrays
+        counts = np.array([len(a) for per_node in arrays for a in per_node], dtype=np.int64)
+        choices_per_node = np.array([len(per_node) for per_node in arrays], dtype=np.int64)
+        node_of_choice = np.repeat(np.arange(self.num_nodes, dtype=np.int64), choices_per_node)
+        choice_of = np.concatenate([np.arange(k, dtype=np.int64) for k in choices_per_node]) if self.num_nodes else \
+            np.zeros(0, dtype=np.int64)
+        amount = np.concatenate([np.asarray(m, dtype=float) for m in self.node_memory]) if self.num_nodes else \
+            np.zeros(0)
+        device = np.concatenate([a for per_node in arrays for a in per_node]) if counts.sum() else \
+            np.zeros(0, dtype=np.int64)
+        return (np.repeat(node_of_choice, counts), np.repeat(choice_of, counts), device, np.repeat(amount, counts))
+
+    def least_memory_matrix(self) -> np.ndarray | None:
+        """(nodes, devices): the memory each node must put on each device whatever it chooses (0
+        where some candidate avoids the device); None when that matrix would be too big."""
+        if self.num_nodes * self.num_devices > DENSE_MEMORY_ENTRIES:
+            return None
+        node, _, device, amount = self.memory_entries
+        key = node * self.num_devices + device
+        least = np.full(self.num_nodes * self.num_devices, np.inf)
+        np.minimum.at(least, key, amount)
+        uses = np.bincount(key, minlength=self.num_nodes * self.num_devices)
+        choices = np.repeat(np.array([len(c) for c in self.node_costs]), self.num_devices)
+        return np.where(uses == choices, least, 0.0).reshape(self.num_nodes, self.num_devices)
+
+    def worst_memory_per_device(self) -> np.ndarray:
+        """Per device, the memory if every node took its most memory-hungry candidate there."""
+        node, _, device, amount = self.memory_entries
+        worst = np.zeros(self.num_nodes * self.num_devices) if self.num_nodes * self.num_devices <= \
+            DENSE_MEMORY_ENTRIES else None
+        if worst is None:  # sort instead of a dense (nodes x devices) table
+            order = np.lexsort((node, device))
+            key = (device * self.num_nodes + node)[order]
+            start = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+            return np.bincount(device[order][start], weights=np.maximum.reduceat(amount[order], start),
+                               minlength=self.num_devices).astype(float)
+        np.maximum.at(worst, node * self.num_devices + device, amount)
+        return worst.reshape(self.num_nodes, self.num_devices).sum(axis=0)
 
     def device_memory(self, assignment) -> np.ndarray:
         """Bytes on each device under an assignment."""

@@ -25,13 +25,7 @@ def memory_can_bind(problem: ConfigProblem) -> bool:
     """Whether some device could exceed the limit if every node took its worst candidate."""
     if problem.memory_limit is None:
         return False
-    worst = np.zeros(problem.num_devices)
-    for node in range(problem.num_nodes):
-        per_device = np.zeros(problem.num_devices)
-        for choice, used in enumerate(problem.device_arrays[node]):
-            per_device[used] = np.maximum(per_device[used], problem.node_memory[node][choice])
-        worst += per_device
-    return bool(worst.max() > problem.memory_limit)
+    return bool(problem.worst_memory_per_device().max() > problem.memory_limit)
 
 
 def dominated_candidates(problem: ConfigProblem, node: int, adjacency, with_memory: bool) -> np.ndarray:
