@@ -113,12 +113,25 @@ def candidate_periods(problem: ChainProblem, allocation: Allocation) -> list[flo
 
 
 def min_period(problem: ChainProblem, allocation: Allocation) -> float | None:
-    """Smallest T whose 1F1B* memory fits in M on every processor; None if none does."""
-    for t in candidate_periods(problem, allocation):
-        memory = peak_memory(problem, allocation, t)
-        if max(memory.values()) <= problem.memory * (1 + 1e-12):
-            return t
-    return None
+    """Smallest T whose 1F1B* memory fits in M on every processor; None if none does.
+
+    Bisection over the candidates: a virtual stage's group number is the number of greedy groups of
+    its suffix, which never grows with T, so neither does the memory."""
+    candidates = candidate_periods(problem, allocation)
+
+    def fits(t: float) -> bool:
+        return max(peak_memory(problem, allocation, t).values()) <= problem.memory * (1 + 1e-12)
+
+    if not candidates or not fits(candidates[-1]):
+        return None
+    low, high = 0, len(candidates) - 1  # candidates[high] fits
+    while low < high:
+        mid = (low + high) // 2
+        if fits(candidates[mid]):
+            high = mid
+        else:
+            low = mid + 1
+    return candidates[high]
 
 
 @register("1f1b*", "schedule", exact=False,

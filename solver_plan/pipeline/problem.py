@@ -109,22 +109,27 @@ class ChainProblem:
     def stage_memory_from(self, first: int, in_flight: float):
         """M(first, l, in_flight) for every l >= first, as a numpy vector (the same formula as
         `stage_memory`, for the DPs)."""
-        import numpy as np
-        s = self._sums
-        last = np.arange(first, self.layers)
-        w = np.asarray(s["w"])[last + 1] - s["w"][first]
-        inner = np.asarray(s["inner"])[last + 1] - s["inner"][first]
-        out = np.asarray(s["out"])[last] - s["out"][first]
-        cuts = np.asarray(self.chain.cut)[last]
-        after = np.where(last < self.layers - 1, cuts, 0.0)
+        s = self._arrays()
+        w = s["w"][first + 1:] - s["w"][first]
+        inner = s["inner"][first + 1:] - s["inner"][first]
+        out = s["out"][first:-1] - s["out"][first]
+        after = s["cut_after"][first:]
         before = self.cut(first - 1) if first > 0 else 0.0
         return WEIGHT_COPIES * w + in_flight * (self.cut(first - 1) + inner + out) + BUFFER_COPIES * (before + after)
 
     def loads_from(self, first: int):
         """U(first, l) for every l >= first, as a numpy vector."""
-        import numpy as np
-        u = np.asarray(self._sums["u"])
+        u = self._arrays()["u"]
         return u[first + 1:] - u[first]
+
+    def _arrays(self) -> dict:
+        """The prefix sums as numpy arrays (built once, for the vectorised DPs)."""
+        if "np" not in self._sums:
+            import numpy as np
+            arrays = {key: np.asarray(values, dtype=float) for key, values in self._sums.items()}
+            arrays["cut_after"] = np.asarray(self.chain.cut[:-1] + (0.0,), dtype=float)  # nothing after the last
+            self._sums["np"] = arrays
+        return self._sums["np"]
 
     @property
     def total_load(self) -> float:

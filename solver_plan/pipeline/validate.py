@@ -74,22 +74,25 @@ def _check_resources(ops, start, durations, eps, problems):
 
 
 def _peak_memory(ops, start, durations, period, depth, periods, eps) -> dict[int, float]:
+    import numpy as np
     f_index = {op.stage: i for i, op in enumerate(ops.operations) if op.kind == "F"}
     b_index = {op.stage: i for i, op in enumerate(ops.operations) if op.kind == "B"}
     static = ops.static_by_processor
+    names = [op.resource for op in ops.operations]
     peaks = {}
     # Steady state: look at starts in periods [depth, periods - depth), where every live batch exists.
     lo, hi = depth * period, (periods - depth) * period
     for p, base in static.items():
         stages = [s for s, q in enumerate(ops.stage_processor) if q == p]
-        lives = [(s, start[(f_index[s], b)], start.get((b_index[s], b), float("inf")) + durations[b_index[s]])
+        lives = [(ops.stored[s], start[(f_index[s], b)], start.get((b_index[s], b), float("inf")) + durations[b_index[s]])
                  for s in stages for b in range(periods) if (f_index[s], b) in start]
-        moments = [t for (i, b), t in start.items()
-                   if ops.operations[i].resource == processor_name(p) and lo <= t < hi]
+        here = processor_name(p)
+        moments = np.array([t for (i, b), t in start.items() if names[i] == here and lo <= t < hi])
         peak = base
-        for moment in moments:
-            held = sum(ops.stored[s] for s, born, freed in lives if born <= moment + eps and freed > moment + eps)
-            peak = max(peak, base + held)
+        if lives and moments.size:
+            stored, born, freed = (np.array(column) for column in zip(*lives))
+            alive = (born[None, :] <= moments[:, None] + eps) & (freed[None, :] > moments[:, None] + eps)
+            peak = max(peak, base + float((alive * stored[None, :]).sum(axis=1).max()))
         peaks[p] = peak
     return peaks
 
