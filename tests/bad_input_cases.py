@@ -614,6 +614,49 @@ def graph_file_cases() -> list[Case]:
     return cases
 
 
+# ---------------------------------------------------------------------------------------------
+# Commands added by other packages (hybrid, export, calibrate): covered when they exist
+def _commands() -> set[str]:
+    from solver_plan.cli import build_parser
+    parser = build_parser()
+    return {name for action in parser._subparsers._group_actions for name in action.choices}
+
+
+def other_command_cases() -> list[Case]:
+    commands = _commands()
+    cases = []
+    plan_file = {"p.json": json.dumps({"schema_version": 1, "operators": []}), "blocker": "a file"}
+    if "hybrid" in commands:
+        hybrid = ("hybrid", "--model", "gpt3-175B:layers=4", "--cluster", "v100x8-nvlink", "--batch", "16")
+        for option, value in (("--batch", "0"), ("--batch", "-1"), ("--batch", "abc"), ("--devices", "0"),
+                              ("--devices", "-8"), ("--memory-limit", "-16GB"), ("--memory-limit", "lots"),
+                              ("--fix", "nonsense"), ("--fix", "dp=0"), ("--fix", "dp=abc"), ("--fix", "colour=3"),
+                              ("--time-limit", "0"), ("--time-limit", "-1"), ("--time-limit", "nan"),
+                              ("--compute-scale", "-1"), ("--compute-scale", "nan"), ("--planner", "magic"),
+                              ("--out", "{tmp}/blocker/x.json"), ("--model", "resnet51"), ("--cluster", "{tmp}/none.yaml")):
+            expect = value if option in ("--model", "--cluster", "--out") else option.lstrip("-")
+            cases.append(Case(f"hybrid-{option}-{value}", hybrid + (option, value), plan_file,
+                              (expect.replace("{tmp}/", ""),)))
+    if "export" in commands:
+        for target in ("megatron", "dtensor"):
+            argv = ("export", "--target", target) + (("--model", "lenet") if target == "dtensor" else ()) + ("{tmp}/p.json",)
+            for variant, content in raw_file_variants('{"schema_version": 1}', json_like=True).items():
+                cases.append(Case(f"export-{target}-file-{variant}", argv, {"p.json": content}, ("p.json",)))
+            cases.append(Case(f"export-{target}-no-such-file", argv[:-1] + ("{tmp}/none.json",), {}, ("none.json",)))
+        cases.append(Case("export-target-unknown", ("export", "--target", "slurm", "{tmp}/p.json"), plan_file, ("slurm",)))
+    if "calibrate" in commands:
+        argv = ("calibrate", "--csv", "{tmp}/m.csv", "--out", "{tmp}/o.yaml")
+        for variant, content in raw_file_variants("op,shape,dtype,time_us\n").items():
+            if variant in ("latin1", "nul-byte", "truncated-utf8", "binary", "utf16-bom", "utf16-no-bom", "empty", "blank"):
+                cases.append(Case(f"calibrate-csv-{variant}", argv, {"m.csv": content}, ("m.csv",)))
+        cases.append(Case("calibrate-csv-bad-header", argv, {"m.csv": "a,b\n1,2\n"}, ("m.csv",)))
+        cases.append(Case("calibrate-out-unwritable", ("calibrate", "--profile", "all", "--out", "{tmp}/blocker/o.yaml"),
+                          plan_file, ("--out",)))
+        cases.append(Case("calibrate-cluster-unknown", argv[:1] + ("--cluster", "tpu-pod") + argv[1:],
+                          {"m.csv": "op,shape,dtype,time_us\n"}, ("tpu-pod",)))
+    return cases
+
+
 def corpus_cases() -> list[Case]:
     """Files dropped into tests/bad_inputs/<folder>/ (see CORPUS_COMMANDS)."""
     cases = []
@@ -627,4 +670,4 @@ def corpus_cases() -> list[Case]:
 
 
 GENERATORS = (cluster_cases, model_cases, profile_cases, blocks_cases, job_cases, cli_cases, hf_cases,
-              graph_file_cases, corpus_cases)
+              graph_file_cases, other_command_cases, corpus_cases)
