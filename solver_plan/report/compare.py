@@ -8,9 +8,11 @@ proved it (INFEASIBLE from a config planner or from an exact pipeline planner) a
 plan. Gap of an objective: (objective - reference) / objective, as `relative_gap` defines it (0
 optimal, 1 hopeless).
 
-Every aggregate of a group (a family, or a kind's common instances) is taken over the same instances
-for every planner in it; a planner that did not run on all of them is left out and named:
-- solved: a plan, or infeasibility proven; proven: OPTIMAL, or INFEASIBLE on an infeasible instance;
+Every aggregate of a group (a family; a kind, over the instances every planner of the kind ran on)
+is taken over the same instances for every planner in it; a planner that did not run on all of them
+is left out and named:
+- solved: a plan, or infeasibility proven; proven: OPTIMAL (unless its bound is wrong), or INFEASIBLE
+  on an infeasible instance;
 - geo-mean gap: shifted geometric mean, exp(mean(log(gap + s))) - s with s = GAP_SHIFT, over the
   instances some planner found a plan for; a run without a plan counts as gap 1 (100%, censored);
 - time to target / to optimality: geometric mean over all instances of the planner's runtime where it
@@ -125,7 +127,7 @@ def compare(runs: Sequence[Run], target_gap: float = DEFAULT_TARGET_GAP) -> Comp
                       for name, group in sorted(by_instance.items()))
     planners = tuple(sorted({run.planner for run in runs}))
     families = _groups(instances, lambda result: result.family, target_gap)
-    kinds = _groups(instances, lambda result: result.kind, target_gap)
+    kinds = tuple(_kind_summary(kind, instances, target_gap) for kind in sorted({r.kind for r in instances}))
     summary = tuple(sorted((s for group in kinds for s in group.summary), key=lambda s: s.planner))
     return Comparison(instances, planners, summary, target_gap, families, kinds)
 
@@ -151,7 +153,7 @@ def compare_instance(name: str, runs: Sequence[Run], target_gap: float = DEFAULT
         ratio = run.objective_s / best_objective if best_objective > 0 else (1.0 if win else math.inf)
         gap = relative_gap(run.objective_s, reference)
         entries.append(Entry(run, gap, ratio, win, gap is not None and gap <= target_gap + 1e-12,
-                             run.status == "OPTIMAL"))
+                             run.status == "OPTIMAL" and run.planner not in invalid))  # a wrong bound proves nothing
     return InstanceResult(name, reference, proven, best_objective, tuple(entries), infeasible, invalid)
 
 
@@ -170,6 +172,15 @@ def _groups(instances: Sequence[InstanceResult], key, target_gap: float) -> tupl
     for result in instances:
         grouped.setdefault(key(result), []).append(result)
     return tuple(group_summary(name, members, target_gap) for name, members in sorted(grouped.items()))
+
+
+def _kind_summary(kind: str, instances: Sequence[InstanceResult], target_gap: float) -> GroupSummary:
+    """A kind's planners over the instances every one of them ran on (as its performance profiles),
+    or, where there are none, over all its instances with the incomplete planners named."""
+    members = [result for result in instances if result.kind == kind]
+    planners = {entry.run.planner for result in members for entry in result.entries}
+    common = [result for result in members if {entry.run.planner for entry in result.entries} == planners]
+    return group_summary(kind, common or members, target_gap)
 
 
 def group_summary(name: str, members: Sequence[InstanceResult], target_gap: float) -> GroupSummary:
@@ -226,10 +237,10 @@ def geomean(values: Sequence[float]) -> float:
 
 
 def common_instances(comparison: Comparison, kind: str) -> tuple[InstanceResult, ...]:
-    """The instances of `kind` that every planner of that kind ran on."""
-    members = [result for result in comparison.instances if result.kind == kind]
-    planners = {entry.run.planner for result in members for entry in result.entries}
-    return tuple(result for result in members if {entry.run.planner for entry in result.entries} == planners)
+    """The instances of `kind` the kind's summary is over (those every planner of the kind ran on)."""
+    group = next((group for group in comparison.kinds if group.name == kind), None)
+    names = set(group.instances) if group is not None else set()
+    return tuple(result for result in comparison.instances if result.instance in names)
 
 
 def performance_ratios(comparison: Comparison, kind: str | None = None, metric: str = "objective") -> dict[str, list[float]]:

@@ -79,7 +79,8 @@ def definitions(comparison: Comparison) -> str:
         "below. Gap: (objective - reference) / objective. Every aggregate of a group is over "
         "the same instances for every planner listed; a planner that ran on only some of them is named, "
         "not aggregated. *Solved*: a plan, or infeasibility proven. *Proven*: optimality, or "
-        "infeasibility, proven. *Wins*: best objective found (ties count). *Geo-mean gap*: shifted "
+        "infeasibility, proven (an OPTIMAL whose bound is wrong proves nothing). *Wins*: best objective "
+        "found (ties count). *Geo-mean gap*: shifted "
         f"geometric mean (shift {percent(GAP_SHIFT)}) over the instances some planner found a plan for; a "
         f"run without a plan counts as 100% (censored). *Time to {target}* / *to optimality*: geometric "
         "mean over all instances of the runtime where the planner returned within the target gap (or a "
@@ -131,7 +132,8 @@ def render_report(comparison: Comparison, *, source: str, invalid: int, images: 
         f"from `{source}`"
         + (f" ({invalid} invalid records skipped)." if invalid else "."), "",
         definitions(comparison), "",
-        "## Summary by kind", "", "Over the instances of each kind that every planner of that kind ran on.", "",
+        "## Summary by kind", "", "Over the instances of each kind that every planner of that kind ran on "
+        "(the instances of the performance profiles).", "",
         summary_table(comparison), "",
         "## By family", "", family_table(comparison), "",
         "## Per instance", "", instance_table(comparison), "",
