@@ -27,6 +27,18 @@ def write_text_atomic(path: str | Path, text: str) -> None:
 MAX_INPUT_BYTES = 64 * 2**20  # far above any JSON input of ours; refuse before parsing gigabytes
 
 
+def unique_keys(pairs: list[tuple[str, object]], where) -> dict:
+    """json `object_pairs_hook`: a key given twice is an error (JSON parsers silently keep the last)."""
+    from solver_plan.errors import InputError
+
+    data: dict = {}
+    for key, value in pairs:
+        if key in data:
+            raise InputError(f"duplicate key {key!r}", str(where))
+        data[key] = value
+    return data
+
+
 def read_json(path: str | Path, what: str = "JSON file"):
     """A JSON document, or one `InputError` naming the file: missing, not UTF-8 text, malformed,
     NaN / Infinity literals (not JSON), or nested too deeply for the parser."""
@@ -48,7 +60,7 @@ def read_json(path: str | Path, what: str = "JSON file"):
         raise InputError(f"{name} is not a JSON number", str(path))
 
     try:
-        return json.loads(text, parse_constant=refuse_constant)
+        return json.loads(text, parse_constant=refuse_constant, object_pairs_hook=lambda pairs: unique_keys(pairs, path))
     except json.JSONDecodeError as exc:
         raise InputError(f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})", str(path)) from None
     except RecursionError:

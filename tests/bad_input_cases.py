@@ -312,6 +312,8 @@ def blocks_cases() -> list[Case]:
     cases.append(Case("blocks-no-model", argv, {"b.json": json.dumps(data)}, ("b.json", "model")))
     for variant, content in raw_file_variants(json.dumps(BLOCKS), json_like=True).items():
         cases.append(Case(f"blocks-file-{variant}", argv, {"b.json": content}, ("b.json",)))
+    cases.append(Case("blocks-duplicate-key", argv, {"b.json": json.dumps(BLOCKS)[:-1] + ', "Tf": 9}'},
+                      ("b.json", "duplicate key 'Tf'")))
     cases.append(Case("blocks-nan-literal", argv, {"b.json": json.dumps(BLOCKS).replace("0.75", "NaN")},
                       ("b.json", "NaN")))
     cases.append(Case("blocks-no-such-file", ("pipeline", "--model", "{tmp}/none.json", "-P", "2"), {}, ("none.json",)))
@@ -460,6 +462,8 @@ def plan_cases(plan_document: dict) -> list[Case]:
         "cluster-number": (lambda d: d.update(cluster=5), ("cluster",)),
     }
     cases = [Case(f"plan-{key}", argv, {"p.json": edit(change)}, expect) for key, (change, expect) in edits.items()]
+    cases.append(Case("plan-duplicate-key", argv, {"p.json": json.dumps(plan_document)[:-1] + ', "model": "lenet"}'},
+                      ("p.json", "duplicate key 'model'")))
     for variant, content in raw_file_variants(json.dumps(plan_document), json_like=True).items():
         cases.append(Case(f"plan-file-{variant}", argv, {"p.json": content}, ("p.json",)))
     cases.append(Case("plan-no-such-file", ("simulate", "--plan", "{tmp}/none.json"), {}, ("none.json",)))
@@ -560,6 +564,13 @@ def hf_cases() -> list[Case]:
                                ("batch=99999999999999999999999", "batch"), ("seq=abc", "seq")):
             cases.append(Case(f"hf-{name}-option-{spec}", ("plan", "--model", "{tmp}/config.json:" + spec),
                               {"config.json": json.dumps(config)}, ("config.json", fragment)))
+    gpt2 = HF_CONFIGS / "gpt2.json"
+    if gpt2.is_file():
+        cases.append(Case("hf-duplicate-key", ("plan", "--model", "{tmp}/config.json"),
+                          {"config.json": gpt2.read_text().rstrip().rstrip("}") + ', "n_layer": 2}'},
+                          ("config.json", "n_layer"),
+                          known_issue="config.json is read with json.loads (last duplicate wins); "
+                                      "solver_plan.files.read_json refuses duplicates (interop engineer)"))
     for variant, content in raw_file_variants('{"model_type": "gpt2"}', json_like=True).items():
         cases.append(Case(f"hf-file-{variant}", ("plan", "--model", "hf:{tmp}/config.json"), {"config.json": content},
                           ("config.json",)))
@@ -570,6 +581,11 @@ GRAPH_FILE = {"format": "solver-plan-graph", "version": 1, "name": "tiny",
               "operators": [{"name": "x", "type": "Input", "attrs": {"shape": [32, 64]}},
                             {"name": "fc", "type": "Linear", "inputs": ["x"], "attrs": {"in_features": 64, "out_features": 10}},
                             {"name": "loss", "type": "SoftmaxCrossEntropy", "inputs": ["fc"]}]}
+
+
+def yaml_dump(data) -> str:
+    import yaml
+    return yaml.safe_dump(data, sort_keys=False)
 
 
 def graph_file_cases() -> list[Case]:
@@ -608,6 +624,10 @@ def graph_file_cases() -> list[Case]:
     }
     cases = [Case(f"graph-{key}", argv, {"g.json": edit(change)}, ("g.json",) + expect)
              for key, (change, expect) in edits.items()]
+    cases.append(Case("graph-yaml-duplicate-key", ("plan", "--model", "{tmp}/g.yaml"),
+                      {"g.yaml": "name: a\n" + yaml_dump(GRAPH_FILE)}, ("g.yaml", "name"),
+                      known_issue="graph files are read with yaml.safe_load (last duplicate wins); "
+                                  "solver_plan.yamlio.parse_yaml refuses duplicates (interop engineer)"))
     yaml_text = json.dumps(GRAPH_FILE)  # JSON is YAML: the same document as g.yaml
     for variant, content in raw_file_variants(yaml_text).items():
         cases.append(Case(f"graph-yaml-{variant}", ("plan", "--model", "{tmp}/g.yaml"), {"g.yaml": content},

@@ -14,6 +14,7 @@ from solver_plan.cluster import Cluster
 from solver_plan.cost.config import REPLICA, ParallelConfig
 from solver_plan.cost.dims import op_dimensions
 from solver_plan.errors import InputError
+from solver_plan.files import unique_keys
 from solver_plan.graph.ir import Graph
 
 
@@ -25,7 +26,7 @@ def read_plan_json(path: str | Path) -> dict:
         text = path.read_text(encoding="utf-8")
         if not text.strip():
             raise InputError("file is empty (expected a plan written by `solver-plan plan --out`)", str(path))
-        data = json.loads(text)
+        data = json.loads(text, object_pairs_hook=lambda pairs: unique_keys(pairs, path))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise InputError(f"not valid JSON ({exc})", str(path)) from None
     except (OSError, RecursionError) as exc:
