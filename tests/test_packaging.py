@@ -31,6 +31,19 @@ def test_resources_are_the_checkouts_folders():
     assert cluster_presets_dir() == REPO / "configs" / "clusters" and jobs_dir() == REPO / "configs" / "jobs"
 
 
+def test_installed_copy_is_used_outside_a_checkout(tmp_path, monkeypatch):
+    import solver_plan.resources as resources
+    site = tmp_path / "site-packages"  # what an installed package looks like: no pyproject.toml above it
+    (site / "solver_plan" / "_data" / "configs" / "clusters").mkdir(parents=True)
+    (site / "solver_plan" / "_data" / "data").mkdir(parents=True)
+    monkeypatch.setattr(resources, "REPO_ROOT", site)
+    monkeypatch.setattr(resources, "INSTALLED_DIR", site / "solver_plan" / "_data")
+    assert resources.cluster_presets_dir() == site / "solver_plan" / "_data" / "configs" / "clusters"
+    assert resources.resource_dir("data") == site / "solver_plan" / "_data" / "data"
+    with pytest.raises(ValueError):
+        resources.resource_dir("secrets")
+
+
 @pytest.mark.slow
 def test_wheel_installed_in_a_fresh_venv_plans(tmp_path):
     source = tmp_path / "src"

@@ -4,7 +4,8 @@ Without it two batches on one folder both run every pending job (nothing is lost
 done twice). The kernel releases an `flock` when its holder dies, however it dies, so a lock left
 by a killed batch is free by construction ("stale locks are taken over"): nothing has to guess
 from a pid whether the holder still lives. The file holds the holder's pid, host and start time
-only so that a refused batch can name it. The file is never deleted (a batch waiting on the old
+only so that a refused batch can name it. (On NFS, Linux emulates `flock` with POSIX byte-range
+locks, so the lock also holds between hosts.) The file is never deleted (a batch waiting on the old
 inode while a third one creates a new file would let two run); it is emptied on release.
 """
 from __future__ import annotations
