@@ -33,6 +33,14 @@ def _cmd_models(args) -> int:
     for name in model_names():
         options = ", ".join(f"{k}={v}" for k, v in model_options(name).items())
         print(f"{name:<16} {model_description(name)}\n{'':<16} options: {options}")
+    from pathlib import Path
+
+    from solver_plan.data import data_dir
+    configs = [p for p in sorted((data_dir() / "hf-configs").glob("*.json")) if p.stem != "published"]
+    if configs:  # bundled Hugging Face configs: usable as MODEL by path
+        here = Path.cwd()
+        shown = [str(p.relative_to(here)) if p.is_relative_to(here) else str(p) for p in configs]
+        print("Hugging Face configs (options batch, seq, layers; target_seq for T5): " + ", ".join(shown))
     return 0
 
 
