@@ -80,6 +80,9 @@ def calibrate(cluster: Cluster, profiles=(), csv_files=(), name: str | None = No
     measurements: list[Measurement] = []
     collectives = []
     notes = []
+    if profiles and "v100" not in cluster.device.name.lower():
+        notes.append(f"the PipeDream profiles were measured on a V100; fitting them to {cluster.device.name} "
+                     f"gives efficiencies relative to its peaks, not a V100's")
     for path in profiles:
         profile = profile_measurements(Path(path))
         measurements.extend(profile.measurements)

@@ -10,7 +10,8 @@ def register_command(subparsers) -> None:
                     "docs/calibration-csv.md) and write the calibrated cluster as YAML.")
     parser.add_argument("--cluster", default="v100x8-nvlink", help="preset or YAML to start from (default v100x8-nvlink)")
     parser.add_argument("--profile", action="append", default=[], metavar="PATH",
-                        help="PipeDream graph.txt or its folder (repeatable); 'all' = every vendored profile")
+                        help="PipeDream graph.txt or its folder (repeatable); 'all' = every vendored profile "
+                             "(measured on a V100, fp32: calibrate a V100 cluster with them)")
     parser.add_argument("--csv", action="append", default=[], metavar="PATH", help="calibration CSV (repeatable)")
     parser.add_argument("--out", required=True, help="write the calibrated cluster YAML here")
     parser.add_argument("--name", help="name of the calibrated cluster (default: <cluster>-calibrated)")
