@@ -5,11 +5,11 @@ from typing import Any
 
 from solver_plan.errors import GraphError, InputError
 from solver_plan.graph.ir import Graph
-from solver_plan.graph.zoo import bert, cnn, gpt, inception, mlp, recsys, recurrent, resnet, t5
+from solver_plan.graph.zoo import bert, cnn, densenet, gpt, inception, mlp, recsys, recurrent, resnet, t5
 from solver_plan.graph.zoo.llm_shapes import missing_folder_hint, shape_names
 from solver_plan.graph.zoo.spec import ModelEntry, resolve_options, split_spec
 
-FIXED_ENTRIES = {entry.name: entry for family in (cnn, resnet, inception, bert, gpt, t5, recsys, recurrent, mlp)
+FIXED_ENTRIES = {entry.name: entry for family in (cnn, resnet, inception, densenet, bert, gpt, t5, recsys, recurrent, mlp)
                  for entry in family.ENTRIES}
 
 
