@@ -69,6 +69,8 @@ def test_baselines_are_points_of_the_space():
     assert dp.plan.parallelism.tp == 1 and dp.plan.parallelism.pp == 1
     assert mega.plan.parallelism.tp == 8
     assert best.step_time_s <= min(dp.step_time_s, mega.step_time_s) * (1 + 1e-12)
+    # a baseline is optimal only in its corner of the space: no proof, no bound
+    assert dp.status == Status.FEASIBLE and dp.lower_bound_s is None and mega.lower_bound_s is None
 
 
 def test_batch_runner_reads_batch_and_fix_options():

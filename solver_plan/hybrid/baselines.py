@@ -15,12 +15,23 @@ from solver_plan.hybrid.space import tp_degrees
 from solver_plan.result import Status
 
 
+def as_baseline(result: HybridResult, note: str) -> HybridResult:
+    """A baseline's plan is optimal only in its own corner of the space: FEASIBLE, no bound (the
+    corner's optimum bounds nothing for the whole problem, and reports would read it as a proof)."""
+    from dataclasses import replace
+
+    if result.status == Status.OPTIMAL:
+        result = replace(result, status=Status.FEASIBLE, lower_bound_s=None)
+    return replace(result, notes=result.notes + (note,))
+
+
 def data_parallel(model, cluster, global_batch: int, *, devices: int | None = None,
                   time_limit: float | None = DEFAULT_TIME_LIMIT_S, memory_limit="device", fix=None,
                   deadline: Deadline | None = None, **options) -> HybridResult:
     pins = {**(fix or {}), "tp": 1, "pp": 1}
-    return plan_hybrid(model, cluster, global_batch, devices=devices, time_limit=time_limit,
-                       memory_limit=memory_limit, fix=pins, deadline=deadline, **options)
+    result = plan_hybrid(model, cluster, global_batch, devices=devices, time_limit=time_limit,
+                         memory_limit=memory_limit, fix=pins, deadline=deadline, **options)
+    return as_baseline(result, "data-parallel baseline: tp = pp = 1")
 
 
 def megatron_rule(model, cluster, global_batch: int, *, devices: int | None = None,
@@ -43,5 +54,5 @@ def megatron_rule(model, cluster, global_batch: int, *, devices: int | None = No
         return HybridResult(Status.INFEASIBLE, None, None, time.perf_counter() - start,
                             notes=(f"no pipeline depth divides {c.num_devices // tp} stages of tp={tp}",))
     from dataclasses import replace
-    return replace(last, runtime_s=time.perf_counter() - start,
-                   notes=last.notes + (f"Megatron rule: tp={tp} (devices per node), smallest pp that fits",))
+    return as_baseline(replace(last, runtime_s=time.perf_counter() - start),
+                       f"Megatron rule: tp={tp} (devices per node), smallest pp that fits")
