@@ -94,6 +94,14 @@ def _log_ticks(tau_max: float, largest: float) -> list[float]:
     return ticks + [end]
 
 
+def _label_log_axis(axis) -> None:
+    """Labels at 1, 2 and 5 of each decade, so a range within one decade is labelled too."""
+    import matplotlib.ticker
+    axis.set_major_locator(matplotlib.ticker.LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    axis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda value, _: f"{value:g}"))
+    axis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+
+
 def _null_formatter():
     import matplotlib.ticker
     return matplotlib.ticker.NullFormatter()
@@ -136,9 +144,9 @@ def gap_versus_time(comparison: Comparison, path: str | Path, kind: str) -> None
         ax.set_ylim(0, 110)
         ax.set_xlabel("time (s)")
         ax.set_ylabel("geo-mean gap (%)")
-        ax.set_title(f"{group.name} ({len(members)} instances)", fontsize="medium")
+        ax.set_title(f"{group.name} ({len(members)} instances with a plan)", fontsize="medium")
         ax.grid(True, which="both", alpha=0.3)
-        ax.xaxis.set_minor_formatter(_null_formatter())
+        _label_log_axis(ax.xaxis)
         ax.legend(fontsize="x-small", loc="best")
     fig.suptitle(f"Gap versus time, {kind} planners")
     _save(fig, path)
