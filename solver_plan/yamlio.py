@@ -85,13 +85,38 @@ def _depth(value: Any) -> int:
     return deepest
 
 
+_OPEN = (yaml.FlowSequenceStartToken, yaml.FlowMappingStartToken, yaml.BlockSequenceStartToken,
+         yaml.BlockMappingStartToken)
+_CLOSE = (yaml.FlowSequenceEndToken, yaml.FlowMappingEndToken, yaml.BlockEndToken)
+
+
 _DEEP_FLOW = re.compile(r"(?:[\[{]\s*){%d}" % (MAX_DEPTH + 1))
+
+
+def _check_depth(text: str, where: str) -> None:
+    """Refuse deep nesting from the token stream (PyYAML's scanner is iterative; its composer
+    recurses once per level and would end in a slow RecursionError)."""
+    if _DEEP_FLOW.search(text):  # '[[[[...': the common shape, found without scanning
+        raise InputError(f"nested too deeply (at most {MAX_DEPTH} levels)", where)
+    if text.count("\n") + text.count("[") + text.count("{") <= MAX_DEPTH:
+        return  # too small to nest that deep
+    depth = 0
+    try:
+        for token in yaml.scan(text, Loader=yaml.SafeLoader):
+            if isinstance(token, _OPEN):
+                depth += 1
+                if depth > MAX_DEPTH:
+                    raise InputError(f"nested too deeply (at most {MAX_DEPTH} levels)",
+                                     f"{where}:{token.start_mark.line + 1}")
+            elif isinstance(token, _CLOSE):
+                depth -= 1
+    except yaml.YAMLError:
+        return  # malformed: the parse below reports it with its line
 
 
 def parse_yaml(text: str, where: str) -> Any:
     """YAML text -> Python data; errors name `where` and the line."""
-    if _DEEP_FLOW.search(text):  # '[[[[...': refused at once (the parser would recurse until it fails)
-        raise InputError(f"nested too deeply (at most {MAX_DEPTH} levels)", where)
+    _check_depth(text, where)
     try:
         data = yaml.load(text, Loader=_StrictLoader)  # noqa: S506 (a SafeLoader subclass)
     except yaml.YAMLError as exc:
