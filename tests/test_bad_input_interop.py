@@ -75,7 +75,7 @@ def graph_missing_attribute(tmp_path):
 def graph_bad_yaml(tmp_path):
     path = tmp_path / "g.yaml"
     path.write_text("operators: [\n")
-    return str(path), ["g.yaml", "not valid YAML"]
+    return str(path), ["g.yaml", "malformed YAML"]
 
 
 CASES = [truncated_onnx, unsupported_op, unknown_dim, hf_missing_key, hf_bad_option, hf_unknown_family,
@@ -104,3 +104,16 @@ def test_no_such_model_file(capsys):
     assert main(["plan", "--model", "missing/model.onnx"]) == 2
     err = capsys.readouterr().err.strip()
     assert "missing/model.onnx" in err and "no such model file" in err
+
+
+@pytest.mark.parametrize("name, text, key", [
+    ("config.json", '{"model_type": "gpt2", "n_layer": 12, "n_layer": 2}', "n_layer"),
+    ("g.yaml", "name: a\nformat: solver-plan-graph\nversion: 1\nname: b\noperators: []\n", "name"),
+    ("g.json", '{"format": "solver-plan-graph", "format": "x"}', "format"),
+])
+def test_duplicate_keys_in_model_files(tmp_path, capsys, name, text, key):
+    """JSON and YAML parsers keep the last of two equal keys; model files refuse them instead."""
+    (tmp_path / name).write_text(text)
+    assert main(["plan", "--model", str(tmp_path / name)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and name in err and "duplicate key" in err and repr(key) in err

@@ -118,17 +118,12 @@ def load_model_file(spec: str) -> Graph:
 
 
 def read_document(path: Path) -> Any:
-    try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read the file ({exc})", str(path)) from None
-    try:
-        if path.suffix.lower() == ".json":
-            return json.loads(text)
-        import yaml
-        return yaml.safe_load(text)
-    except Exception as exc:  # json.JSONDecodeError, yaml.YAMLError
-        raise InputError(f"not valid {path.suffix[1:].upper()} ({str(exc).splitlines()[0]})", str(path)) from None
+    """The project's strict readers: duplicate keys, NaN and malformed text are errors naming the file."""
+    if path.suffix.lower() == ".json":
+        from solver_plan.files import read_json
+        return read_json(path, "model file")
+    from solver_plan.yamlio import load_yaml
+    return load_yaml(path)
 
 
 # --- graph files ---------------------------------------------------------------------------------

@@ -27,7 +27,6 @@ layer and a softmax whose first k probabilities weight the k expert outputs.
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -83,12 +82,8 @@ class _Config:
 
 
 def read_config(path: Path) -> dict:
-    try:
-        data = json.loads(path.read_text())
-    except OSError as exc:
-        raise InputError(f"cannot read the config ({exc.strerror or exc})", str(path)) from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise InputError(f"not a JSON config ({exc})", str(path)) from None
+    from solver_plan.files import read_json  # strict: duplicate keys and NaN are errors naming the file
+    data = read_json(path, "Hugging Face config")
     if not isinstance(data, dict):
         raise InputError("a Hugging Face config.json must hold a JSON object", str(path))
     return data
