@@ -12,7 +12,9 @@ from solver_plan.intra.validate import validate_config_result
 from solver_plan.planners import planners
 from solver_plan.result import Status
 
-PLANNERS = sorted(planners("config"))
+# planners of the sum objective (ConfigProblem.objective); others (milp-load: busiest device /
+# critical path) are compared on their own objective by their own tests
+PLANNERS = sorted(name for name, info in planners("config").items() if info.objective == "sum")
 TINY = tiny_cases(seeds=4)
 MEDIUM = medium_cases()
 
