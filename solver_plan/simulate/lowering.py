@@ -131,12 +131,14 @@ class Lowering:
             src_layout, dst_layout = op_layout(src, self.graph), op_layout(dst, self.graph)
             held = tile_boxes(src_cfg, src_layout.names, src_layout.output_axes[output], tensor.shape)
             needed = tile_boxes(dst_cfg, dst_layout.names, dst_layout.input_axes[edge.input_index], tensor.shape)
+            # bytes per element in the training precision (bf16 activations under mixed precision)
+            element_bytes = self.times.cost_model.element_bytes(tensor.dtype_bytes)
             forward = self._moves(exchange(self.cluster, src_cfg, held, dst_cfg, needed), src_cfg, dst_cfg,
-                                  tensor.dtype_bytes)
+                                  element_bytes)
             backward = None
             if needs_gradient(self.graph, dst, edge.input_index) and src.op_type != OpType.INPUT:
                 backward = self._moves(exchange(self.cluster, dst_cfg, needed, src_cfg, held), dst_cfg, src_cfg,
-                                       tensor.dtype_bytes)
+                                       element_bytes)
             cached = self._edge_cache[(index, src_cfg, dst_cfg)] = (forward, backward)
         return cached
 
