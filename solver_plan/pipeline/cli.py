@@ -56,21 +56,22 @@ def check_blocks(model: str, blocks: int | None) -> int:
     return blocks
 
 
-def check_blocks_file(model: str) -> None:
+def check_blocks_file(model: str) -> bool:
     """A pipeline-blocks JSON checked at the boundary: readable, finite non-negative measurements
-    (Tf positive), positive integer shapes. (sources.chain_from_blocks reads only the types.)"""
+    (Tf positive), positive integer shapes. (sources.chain_from_blocks reads only the types.)
+    False when MODEL is not a pipeline-blocks JSON (not .json, or a model file)."""
     from pathlib import Path
 
     from solver_plan.errors import InputError
     from solver_plan.files import read_json
     from solver_plan.pipeline.sources import BLOCK_KEYS
     if Path(model).suffix != ".json" or model.startswith("hf:") or not Path(model).exists():
-        return
+        return False
     data = read_json(model, "pipeline-blocks JSON")
     from solver_plan.graph.importers.graph_file import FORMAT
     from solver_plan.graph.importers.hf import looks_like_hf_config
     if isinstance(data, dict) and (data.get("format") == FORMAT or looks_like_hf_config(data)):
-        return  # a model file (sources.chain_from_model sends it to resolve_model)
+        return False  # a model file (sources.chain_from_model sends it to resolve_model)
     shape = data.get("model") if isinstance(data, dict) else None
     for key in BLOCK_KEYS if isinstance(data, dict) else ():
         value = data.get(key)
@@ -81,6 +82,7 @@ def check_blocks_file(model: str) -> None:
         value = shape.get(key)
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise InputError(f"model.{key} must be a positive integer, got {value!r}", model)
+    return True
 
 
 def build_problem(args):
