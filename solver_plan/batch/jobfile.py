@@ -96,7 +96,7 @@ class _JobReader:
         generated = _generated_problems(section, kind)
         section.get("clusters", required=not generated)
         section.close()  # unknown keys are reported before models are built
-        models = self._specs(section, "models", self._check_model)
+        models = self._specs(section, "models", lambda spec, where: self._check_model(spec, where, kind))
         clusters = [(GENERATED_CLUSTER, [])] if generated else self._specs(
             section, "clusters", lambda spec, where: self._check_cluster(spec, None, where))
         jobs = []
@@ -187,19 +187,23 @@ class _JobReader:
             raise InputError(f"unknown schedule planner {schedule!r}; available: {', '.join(available) or 'none'}",
                              where)
 
-    def _check_model(self, spec: str, where: str) -> None:
-        if ("model", spec) in self.checked:
+    def _check_model(self, spec: str, where: str, kind: str = "config") -> None:
+        if ("model", spec, kind) in self.checked:
             return
         from solver_plan.graph.resolve import resolve_model
         from solver_plan.suite import check_problem_spec, is_problem_spec
         try:
-            check_problem_spec(spec) if is_problem_spec(spec) else resolve_model(spec)
+            if kind == "pipeline" and _is_blocks_file(spec):  # pipeline jobs also take pipeline-blocks JSON
+                from solver_plan.pipeline.sources import chain_from_blocks
+                chain_from_blocks(spec)
+            else:
+                check_problem_spec(spec) if is_problem_spec(spec) else resolve_model(spec)
         except InputError as exc:
             hint = ""
             if "=" in spec and ":" not in spec:  # YAML split "m:a=1,b=2" inside [...] at the comma
                 hint = " (quote model specs that contain commas inside a [...] list)"
             raise InputError(f"{_reason(exc)}{hint}", where) from None
-        self.checked.add(("model", spec))
+        self.checked.add(("model", spec, kind))
 
     def _check_cluster(self, spec: str, devices: int | None, where: str) -> None:
         if ("cluster", spec, devices) in self.checked:
@@ -251,6 +255,14 @@ def _generated_problems(section: Section, kind: str) -> bool:
     if section.has("clusters"):
         raise InputError("generated problems carry their own devices; remove 'clusters'", section.path("clusters"))
     return True
+
+
+def _is_blocks_file(spec: str) -> bool:
+    """A pipeline-blocks JSON (checked as such; False for model files, which resolve_model reads)."""
+    from solver_plan.pipeline.cli import check_blocks_file
+    if Path(spec).suffix != ".json" or spec.startswith("hf:") or not Path(spec).is_file():
+        return False
+    return check_blocks_file(spec)
 
 
 def _reason(exc: InputError) -> str:
