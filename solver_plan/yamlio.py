@@ -27,6 +27,8 @@ class _StrictLoader(yaml.SafeLoader):
 def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
     seen: dict[Any, int] = {}
     for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *base`: later keys override it by design
+            continue
         key = loader.construct_object(key_node, deep=deep)
         try:
             first = seen.get(key)

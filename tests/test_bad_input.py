@@ -137,3 +137,13 @@ def test_empty_files_say_so(tmp_path, capsys):
         (tmp_path / name).write_text("\n")
         assert main([part.replace("{f}", str(tmp_path / name)) for part in argv]) == 2
         assert f"{name}: file is empty" in capsys.readouterr().err
+
+
+def test_strict_yaml_keeps_what_yaml_allows():
+    from solver_plan.errors import InputError
+    from solver_plan.yamlio import parse_yaml
+    # merge keys override by design; only a key written twice is a duplicate
+    assert parse_yaml("b: &b {x: 1, y: 2}\nd:\n  <<: *b\n  y: 3\n", "f") == {"b": {"x": 1, "y": 2}, "d": {"x": 1, "y": 3}}
+    assert parse_yaml("\ufeffa: 1\n", "f") == {"a": 1}
+    with pytest.raises(InputError, match="f:3: .*duplicate key 'y' \\(first given on line 2\\)"):
+        parse_yaml("d:\n  y: 3\n  y: 4\n", "f")
