@@ -111,8 +111,12 @@ def _cmd_plan(args) -> int:
         parts = []
         for name in baselines:
             other = solve(problem, name, deadline=deadline)
-            if other.objective is not None:
-                parts.append(f"{name} {format_seconds(other.objective)} ({other.objective / plan.objective_s:.2f}x)")
+            value = other.objective
+            if value is not None and info.objective == "load":
+                from solver_plan.intra.load_objective import load_objective
+                value = load_objective(problem, other.assignment)  # the plan's own measure
+            if value is not None:
+                parts.append(f"{name} {format_seconds(value)} ({value / plan.objective_s:.2f}x)")
             else:
                 parts.append(f"{name} {other.status.value}")
         print("baselines: " + "; ".join(parts))

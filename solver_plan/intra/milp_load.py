@@ -104,7 +104,8 @@ def plan_milp_load(problem: ConfigProblem, *, time_limit=None, seed=0, warm_star
     if remaining is None or remaining > 0.5:
         start = encode_load(load, problem, incumbent) if incumbent is not None else None
         try:
-            outcome = _highs(load.model, remaining, start, seed, options.get("relax_first", True))
+            # the LP was solved above: by default go straight to branch and bound
+            outcome = _highs(load.model, remaining, start, seed, options.get("relax_first", False))
         except Exception as exc:  # a failing solver must not lose the seed plan
             outcome = None
             notes.append(f"HiGHS failed: {exc!r}")
