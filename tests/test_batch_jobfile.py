@@ -126,7 +126,7 @@ def test_cluster_file_is_found_next_to_the_job_file_and_its_content_is_in_the_ke
     ("{models: mlp, clusters: v100x8-nvlink, planners: exact-a}",
      "job '#1': jobs[0].name: missing required key"),
     ("{name: j, kind: training, models: mlp, clusters: v100x8-nvlink, planners: exact-a}",
-     "job 'j': jobs[0].kind: expected one of config, pipeline, got 'training'"),
+     "job 'j': jobs[0].kind: expected one of config, pipeline, hybrid, got 'training'"),
 ])
 def test_bad_entries_name_the_file_job_and_key(tmp_path, registry, entry, expected):
     path = write(tmp_path, f"jobs:\n  - {entry}\n")

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-JOB_KINDS = ("config", "pipeline")
+JOB_KINDS = ("config", "pipeline", "hybrid")
 DEFAULT_GRACE_S = 30.0
 KEY_LENGTH = 20  # hex digits of sha256: collisions are out of reach for any batch size
 

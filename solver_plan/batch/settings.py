@@ -16,8 +16,9 @@ from solver_plan.yamlio import Section
 
 SETTING_KEYS = ("time_limit", "memory_limit", "seed", "seeds", "devices", "processors", "max_candidates",
                 "schedule", "grace", "options")
-# Keys that only one kind of job takes; the other kind rejects them (except in `defaults`).
-KIND_ONLY_KEYS = {"config": ("devices", "max_candidates"), "pipeline": ("processors", "schedule")}
+# Keys that only some kinds of job take; the other kinds reject them (except in `defaults`).
+KIND_ONLY_KEYS = {"devices": ("config", "hybrid"), "max_candidates": ("config",),
+                  "processors": ("pipeline",), "schedule": ("pipeline",)}
 OPTION_SCALARS = (str, int, float, bool)
 
 
@@ -35,11 +36,10 @@ class Settings:
 
 
 def reject_foreign_keys(section: Section, kind: str) -> None:
-    for other_kind, keys in KIND_ONLY_KEYS.items():
-        for key in keys:
-            if other_kind != kind and section.has(key):
-                raise InputError(f"only {other_kind} jobs take {key!r}; this job's kind is {kind!r}",
-                                 section.path(key))
+    for key, kinds in KIND_ONLY_KEYS.items():
+        if kind not in kinds and section.has(key):
+            raise InputError(f"only {' and '.join(kinds)} jobs take {key!r}; this job's kind is {kind!r}",
+                             section.path(key))
 
 
 def read_settings(section: Section, inherited: Settings) -> Settings:
