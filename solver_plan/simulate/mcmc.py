@@ -39,6 +39,13 @@ DEFAULT_PROPOSALS = 4000  # the budget is proposals and seconds, whichever runs 
 DEFAULT_SECONDS = 60.0
 HEURISTIC_SHARE = 0.3  # of the time, at most, for the other heuristics' starting plans
 _skipped: set[str] = set()  # heuristics the last search had no time for
+MAX_SIMULATION_CELLS = 50_000  # operators x devices simulated at most (measured: 74k took minutes, 6 GB)
+SIMULATION_CELLS_PER_S = 5_000  # ... and at most this many per second of the time limit
+
+
+def _simulation_cells(deadline: Deadline) -> float:
+    left = deadline.remaining()
+    return MAX_SIMULATION_CELLS if left is None else min(MAX_SIMULATION_CELLS, SIMULATION_CELLS_PER_S * left)
 
 
 def _heuristic_plans(problem: ConfigProblem, deadline: Deadline | None = None) -> list[tuple[str, tuple[int, ...]]]:
@@ -147,6 +154,12 @@ def plan_mcmc(problem: ConfigProblem, *, time_limit: "float | Deadline | None" =
     if objective == "simulator" and not simulatable(problem):
         objective = "sum"
         notes.append("no graph to simulate (synthetic or simplified problem): searched the sum cost model")
+    if objective == "simulator" and problem.num_nodes * problem.num_devices > _simulation_cells(deadline):
+        # one simulation of the task graph is not interruptible and grows with operators x devices
+        # (gpt3-175B on 64 devices: minutes and GBs per proposal): search the cost model instead
+        objective = "sum"
+        notes.append(f"task graph of {problem.num_nodes} operators x {problem.num_devices} devices too big to "
+                     f"simulate within the time limit: searched the sum cost model")
     scorer = (SimulatedObjective(problem, *problem.context, delta=simulation == "delta")
               if objective == "simulator" else SumObjective(problem))
     starts = _initial_candidates(problem, warm_start, rng, deadline)
