@@ -174,7 +174,8 @@ def write_markdown(path: Path, cv_rows, published_rows, sources) -> None:
                   f"Per-layer forward and backward times measured on a V100 (fp32, minibatch 128 for the image "
                   f"models). For each model the calibration (`solver_plan/calibrate`, from the `{BASE_CLUSTER}` "
                   f"preset) is fitted on the 13 other models and predicts the held-out model's layers; step time = "
-                  f"sum over layers. `preset` = the uncalibrated preset's prediction.", "",
+                  f"sum over layers. `preset` = the uncalibrated preset's prediction (which also lacks the "
+                  f"profiler's per-layer overhead that the fit estimates as a nuisance parameter).", "",
                   f"Median |error| **{100 * statistics.median(errors):.1f}%** (target < {100 * TARGET_MEDIAN:.0f}%), "
                   f"worst **{100 * max(errors):.1f}%** (target < {100 * TARGET_WORST:.0f}%); uncalibrated preset: "
                   f"median {100 * statistics.median(preset):.1f}%, worst {100 * max(preset):.1f}%.", "",
@@ -184,6 +185,11 @@ def write_markdown(path: Path, cv_rows, published_rows, sources) -> None:
             lines.append(f"| {r['model']} | {r['layers']} | {r['measured_s'] * 1e3:.1f} | {r['predicted_s'] * 1e3:.1f} | "
                          f"{100 * _err(r['predicted_s'], r['measured_s']):+.1f}% | {100 * _err(r['preset_s'], r['measured_s']):+.1f}% | "
                          f"{100 * r['coverage']:.0f}% |")
+        lines += ["", "Where it misses: the compute model indexes efficiency by a kernel's FLOPs alone, so "
+                  "convolutions with few input channels (SqueezeNet's fire modules, 3-channel first layers: "
+                  "GEMMs with a short reduction dimension) run 3-5x slower than their size predicts; GNMT's "
+                  "LSTMs (sequential small GEMMs) are priced like one large GEMM. Indexing matrix efficiency by "
+                  "the GEMM's smallest dimension as well is the next step (cost/compute.py)."]
         lines.append("")
     if published_rows:
         done = [r for r in published_rows if r["predicted"] is not None]

@@ -130,3 +130,20 @@ def test_gradient_sync_is_a_link_resource():
     assert parts.busiest_link > 0  # data parallelism all-reduces the weight gradients
     assert np.allclose(parts.device_busy + parts.link_busy, plain.device_busy)
     assert parts.critical_path <= plain.critical_path
+
+
+def test_model_objective_equals_evaluation_with_gradient_sync():
+    from solver_plan.cluster import resolve_cluster
+    from solver_plan.graph.resolve import resolve_model
+    from solver_plan.intra.load_objective import encode_load
+    from solver_plan.planning import prepare_problem
+    problem, _ = prepare_problem(resolve_model("mlp:layers=2,hidden=512,batch=64"),
+                                 resolve_cluster("v100x8-nvlink", 2), None)
+    load = load_model(problem)
+    for planner in ("data-parallel", "single-device", "greedy"):
+        plan = solve(problem, planner).assignment
+        values = encode_load(load, problem, plan)
+        activity = np.zeros(load.model.num_rows)
+        np.add.at(activity, load.model.rows, load.model.values * values[load.model.columns])
+        assert np.all(activity >= load.model.row_lower - 1e-9) and np.all(activity <= load.model.row_upper + 1e-9)
+        assert load.model.cost @ values == pytest.approx(load_objective(problem, plan))

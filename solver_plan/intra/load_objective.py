@@ -222,7 +222,8 @@ def load_model(problem: ConfigProblem) -> LoadModel:
     z = path_offset + problem.num_nodes
     num_columns = z + 1
     cost = np.zeros(num_columns)
-    cost[:num_x] = SUM_WEIGHT * np.concatenate(split.charged)
+    # the sum term is the sum objective: device time + edge parts (charged) + gradient sync
+    cost[:num_x] = SUM_WEIGHT * np.concatenate([c + y for c, y in zip(split.charged, split.sync)])
     for residual, grid in zip(split.residual, grids):
         if grid is not None:
             cost[grid.ravel()] = SUM_WEIGHT * residual.ravel()
