@@ -1,4 +1,6 @@
 """TransformerSpec closed forms agree with the project's own graph of the same model."""
+from dataclasses import replace
+
 import pytest
 
 from solver_plan.errors import InputError
@@ -30,3 +32,91 @@ def test_narayanan_formula_for_standard_shapes():
 def test_non_transformer_models_are_refused():
     with pytest.raises(InputError, match="GPT-style"):
         transformer_spec("resnet50")
+
+
+# --- Hugging Face decoders (issue 10 follow-up): shapes from config.json -----------------------------
+import json  # noqa: E402
+
+from solver_plan.cluster import resolve_cluster  # noqa: E402
+from solver_plan.data import data_dir  # noqa: E402
+from solver_plan.graph.resolve import resolve_model  # noqa: E402
+from solver_plan.hybrid import plan_hybrid  # noqa: E402
+from solver_plan.hybrid import memory as mem  # noqa: E402
+from solver_plan.hybrid.space import tp_degrees  # noqa: E402
+from solver_plan.hybrid.validate import validate_plan  # noqa: E402
+from solver_plan.result import Status  # noqa: E402
+
+CONFIGS = data_dir() / "hf-configs"
+PUBLISHED = {k: v for k, v in json.loads((CONFIGS / "published.json").read_text()).items() if not k.startswith("_")}
+DECODERS = ["gpt2", "llama-2-7b", "llama-3-8b", "mistral-7b-v0.1", "qwen2-0.5b", "mixtral-8x7b-v0.1"]
+
+
+@pytest.mark.parametrize("name", DECODERS)
+def test_hf_parameter_counts_match_published(name):
+    """Closed forms from config.json = the checkpoint's parameter count (data/hf-configs/published.json)."""
+    ref = PUBLISHED[name]
+    assert transformer_spec(str(CONFIGS / f"{name}.json")).total_params == ref["exact"] - ref["omitted"]
+
+
+@pytest.mark.parametrize("name", ["llama-3-8b", "qwen2-0.5b", "mixtral-8x7b-v0.1"])
+def test_hf_closed_forms_match_the_one_block_graph(name):
+    """Block parameters and matrix FLOPs equal those of the importer's graph of one block (the graph the
+    per-operator solver prices), for GQA, q/k/v biases (qwen2), SwiGLU and experts."""
+    spec = transformer_spec(f"{CONFIGS / f'{name}.json'}:seq=64")
+    graph = resolve_model(spec.block_spec(2))
+    block = [op for op in graph if op.name.startswith(spec.block_scope)]
+    assert sum(op.params for op in block) == spec.block_params
+    matmul = sum(op.flops for op in block if op.op_type.value in ("Linear", "Conv2d"))
+    bias = 2 * 64 * (spec.attn_width + 2 * spec.kv_width) if spec.qkv_bias else 0  # one FLOP per bias element
+    scores = spec.attention_core_forward_flops(2)
+    assert matmul - bias == pytest.approx(spec.block_forward_flops(2) - scores)
+
+
+def test_grouped_query_attention_changes_parameters_and_activations():
+    gqa = transformer_spec(str(CONFIGS / "llama-3-8b.json"))
+    mha = replace(gqa, kv_heads=0)
+    h, d = gqa.hidden, gqa.head_dim
+    assert mha.block_params - gqa.block_params == 2 * h * (32 - 8) * d
+    diff = (mem.layer_activation_bytes(mha, 1, 1, "selective", False)
+            - mem.layer_activation_bytes(gqa, 1, 1, "selective", False))
+    assert diff == pytest.approx(2 * gqa.seq * 2 * (32 - 8) * d)  # K and V, 16-bit, s b kv d each
+    # Megatron splits key/value heads over t: t must divide kv_heads (8), not only heads (32)
+    assert tp_degrees(replace(gqa, kv_heads=2), 8, 64) == [1, 2]
+
+
+def test_untied_output_projection_is_on_the_last_stage():
+    spec = transformer_spec(str(CONFIGS / "llama-2-7b.json"))
+    assert not spec.tied_embeddings and not spec.learned_positions
+    last = mem.stage_params(spec, 0, False, True, 2, 4)
+    assert last == pytest.approx(spec.hidden + spec.vocab * spec.hidden / 2)
+    assert mem.stage_params(spec, 0, True, False, 2, 4) == pytest.approx(spec.vocab * spec.hidden / 2)
+
+
+@pytest.mark.parametrize("name", ["t5-small.json", "bert-base-uncased.json"])
+def test_non_decoder_hf_configs_are_refused(name):
+    with pytest.raises(InputError, match="decoder-only"):
+        transformer_spec(str(CONFIGS / name))
+
+
+def test_hf_batch_option_is_refused():
+    with pytest.raises(InputError, match="--batch"):
+        transformer_spec(f"{CONFIGS / 'llama-3-8b.json'}:batch=4")
+
+
+def _tiny_llama(tmp_path, **extra):
+    cfg = {"model_type": "llama", "hidden_size": 128, "intermediate_size": 384, "num_attention_heads": 8,
+           "num_key_value_heads": 2, "num_hidden_layers": 4, "max_position_embeddings": 256, "vocab_size": 1000,
+           "tie_word_embeddings": False, **extra}
+    path = tmp_path / "tiny.json"
+    path.write_text(json.dumps(cfg))
+    return f"{path}:seq=128"
+
+
+def test_plan_of_a_hf_decoder_is_validated(tmp_path):
+    """The search runs on a LLaMA-style config end to end and the independent checker agrees."""
+    cluster = resolve_cluster("h100-4x8-ib", 8)
+    result = plan_hybrid(_tiny_llama(tmp_path), cluster, 16, time_limit=None, fix={"pp": 2})
+    assert result.status == Status.OPTIMAL
+    assert validate_plan(result.plan, cluster) == []
+    assert result.plan.terms.embedding_sync_s == 0.0  # untied: nothing shared between first and last stage
+    assert result.plan.parallelism.tp in (1, 2)  # t must divide kv_heads = 2

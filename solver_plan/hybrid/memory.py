@@ -69,8 +69,12 @@ def optimizer_bytes(params: float, dp: int, zero_stage: int, state: StateBytes =
 def layer_activation_bytes(spec: TransformerSpec, b: int, t: int, recompute: str, sequence_parallel: bool) -> float:
     """Activations one transformer layer keeps for backward, per micro-batch, in 16-bit:
     - none, no parallelism: s b h (34 + 5 a s / h); the general form is
-      s b (10 h + 8 a d + 4 f) + 5 a s^2 b (layer-norm inputs 4sbh, attention and MLP inputs 4sbh,
-      dropout masks 2sbh; Q, K, V and projection input 8 s b a d; MLP 4 s b f; scores 5 a s^2 b);
+      s b (10 h + 2 (a d + 2 kv d) + 2 a d + mlp) + 5 a s^2 b (layer-norm inputs 4sbh, attention and MLP
+      inputs 4sbh, dropout masks 2sbh; Q (2 s b a d), K and V (2 s b kv d each: grouped-query attention
+      stores the kv_heads-wide tensors), projection input 2 s b a d; MLP: GeLU input and second
+      matrix input 4 s b f; gated (Megatron's fused SwiGLU keeps its 2f-wide input and the down
+      projection's input) 6 s b f; experts: top_k x that, plus the top_k dispatched copies 2 top_k s b h;
+      scores 5 a s^2 b);
     - tensor parallel t: s b h (10 + 24/t + 5 a s/(h t)): the 10 s b h outside the t-split regions stays;
     - tensor + sequence parallel: s b h (34/t + 5 a s/(h t)): everything is split;
     - selective recomputation drops the 5 a s^2 b term (softmax, its dropout, scores: recomputed);
@@ -79,7 +83,10 @@ def layer_activation_bytes(spec: TransformerSpec, b: int, t: int, recompute: str
     if recompute == "full":
         return 2.0 * s * b * h / (t if sequence_parallel else 1)
     replicated = 10.0 * s * b * h
-    split = 8.0 * s * b * spec.attn_width + 4.0 * s * b * spec.ffn
+    mlp = (6.0 if spec.gated_mlp else 4.0) * s * b * spec.ffn
+    if spec.experts > 1:
+        mlp = spec.top_k * (mlp + 2.0 * s * b * h)
+    split = 2.0 * s * b * (spec.attn_width + 2 * spec.kv_width) + 2.0 * s * b * spec.attn_width + mlp
     scores = 5.0 * a * s * s * b if recompute == "none" else 0.0
     if sequence_parallel:
         return (replicated + split + scores) / t
@@ -161,13 +168,15 @@ class StageMemory:
 
 def stage_params(spec: TransformerSpec, layers: int, first: bool, last: bool, t: int, pp: int) -> float:
     """Parameters on one device of a stage: its blocks / t, the embeddings / t on the first stage, the
-    final norm and (for p > 1) a copy of the tied word embedding / t on the last (Megatron keeps one
-    there for the output projection and all-reduces its gradient with the first stage's)."""
+    final norm and the output projection on the last: an untied one / t (vocabulary-parallel), or,
+    tied and p > 1, a copy of the word embedding / t (Megatron keeps one there for the output
+    projection and all-reduces its gradient with the first stage's)."""
     params = layers * spec.block_params / t
     if first:
         params += spec.embedding_params / t
     if last:
-        params += spec.head_params + (spec.vocab * spec.hidden / t if pp > 1 else 0.0)
+        params += spec.norm_params + spec.vocab * spec.hidden / t * (
+            (1.0 if pp > 1 else 0.0) if spec.tied_embeddings else 1.0)
     return params
 
 

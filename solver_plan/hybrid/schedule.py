@@ -87,7 +87,9 @@ def dp_sync_s(cluster: Cluster, params_per_device: float, tp: int, dp: int, zero
 
 
 def embedding_sync_s(cluster: Cluster, spec: TransformerSpec, tp: int, pp: int, state: StateBytes) -> float:
-    if pp == 1:
+    """All-reduce of the tied word embedding's gradient between the first and last stage (none when
+    the output projection is untied or there is one stage)."""
+    if pp == 1 or not spec.tied_embeddings:
         return 0.0
     last = (pp - 1) * (cluster.num_devices // pp)
     return collective(cluster, "all_reduce", spec.vocab * spec.hidden / tp * state.gradients, 2,

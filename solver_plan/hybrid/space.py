@@ -115,10 +115,13 @@ def _divisors(n: int) -> list[int]:
 
 
 def tp_degrees(spec: TransformerSpec, devices_per_node: int, devices: int) -> list[int]:
-    """Tensor-parallel degrees: dividing the heads and the MLP width, inside one node (the per-operator
-    solve runs on a submesh of at most one node; dp and pp are the outer dimensions)."""
+    """Tensor-parallel degrees: dividing the heads, the key/value heads (grouped-query attention:
+    Megatron needs t | kv_heads) and the MLP width, inside one node (the per-operator solve runs on a
+    submesh of at most one node; dp and pp are the outer dimensions)."""
     limit = min(devices_per_node, devices)
-    return [t for t in _divisors(limit) if spec.heads % t == 0 and spec.ffn % t == 0 and devices % t == 0]
+    kv = spec.kv_heads or spec.heads
+    return [t for t in _divisors(limit)
+            if spec.heads % t == 0 and kv % t == 0 and spec.ffn % t == 0 and devices % t == 0]
 
 
 def enumerate_space(spec: TransformerSpec, devices: int, devices_per_node: int, global_batch: int,

@@ -3,7 +3,7 @@ submesh for one micro-batch, from the per-operator planner (tying: one solve per
 micro-batch size, reused for every block of every stage).
 
 The block is the project's own graph of the model with one layer and batch = micro-batch size
-(`TransformerSpec.block_spec`), built by `intra.build.build_config_problem` on
+(`TransformerSpec.block_spec`: the zoo's GPT, or the Hugging Face importer's graph for a config.json), built by `intra.build.build_config_problem` on
 `Cluster.first_devices(tp)` and solved by `intra.solve.solve`. The sample dimension is pinned to 1:
 data parallelism is the outer dp (priced once per step by schedule.py), so the submesh runs model
 parallelism only (Megatron's column/row pattern is one point of the space, sequence splits another).
@@ -121,11 +121,11 @@ class BlockCoster:
         return dict(self._cache)
 
     def _solve(self, tp: int, b: int, deadline: Deadline) -> BlockProfile:
-        from solver_plan.graph.zoo import build_model
+        from solver_plan.graph.resolve import resolve_model
         from solver_plan.intra.build import build_config_problem
         from solver_plan.intra.solve import solve
 
-        graph = build_model(self.spec.block_spec(b))
+        graph = resolve_model(self.spec.block_spec(b))  # a zoo spec or a config.json with layers=1
         submesh = self.cluster.first_devices(tp)
         problem = _no_sample_split(build_config_problem(graph, submesh))
         left = deadline.remaining()
@@ -134,9 +134,10 @@ class BlockCoster:
         if result.assignment is None:  # no plan from the solver: the replicated-free fallback is all on one shard
             raise RuntimeError(f"per-operator solve of the block on {tp} devices gave no plan: {result.notes}")
         cost_model = problem.context[2]
+        scope = self.spec.block_scope
         group = {}
         for i, name in enumerate(problem.names):
-            group[i] = "block" if name.startswith(BLOCK_SCOPE) else ("head" if _after_block(problem.names, i) else "embed")
+            group[i] = "block" if name.startswith(scope) else ("head" if _after_block(problem.names, i, scope) else "embed")
         total = {"block": 0.0, "embed": 0.0, "head": 0.0}
         forward = {"block": 0.0, "embed": 0.0, "head": 0.0}
         comm = 0.0
@@ -154,7 +155,7 @@ class BlockCoster:
                 comm += collectives
                 if op.op_type == OpType.ATTENTION:
                     attention_forward += fwd
-            configs[group[i]].append((name[len(BLOCK_SCOPE):] if group[i] == "block" else name, _config_text(cfg)))
+            configs[group[i]].append((name[len(scope):] if group[i] == "block" else name, _config_text(cfg)))
         for (u, v), matrix in zip(problem.edges, problem.edge_costs):
             seconds = float(matrix[result.assignment[u], result.assignment[v]])
             total[group[v]] += seconds
@@ -169,5 +170,5 @@ class BlockCoster:
                             tuple(configs["embed"]), tuple(configs["head"]))
 
 
-def _after_block(names, i) -> bool:
-    return any(n.startswith(BLOCK_SCOPE) for n in names[:i])
+def _after_block(names, i, scope: str = BLOCK_SCOPE) -> bool:
+    return any(n.startswith(scope) for n in names[:i])

@@ -26,10 +26,12 @@ def _close(a: float, b: float) -> bool:
 def _params(spec, stage, tp, pp) -> float:
     n = stage.layers * spec.block_params
     if stage.index == 0:
-        n += (spec.vocab + spec.positions) * spec.hidden
+        n += (spec.vocab + (spec.positions if spec.learned_positions else 0)) * spec.hidden
     out = n / tp
     if stage.index == pp - 1:
-        out += 2 * spec.hidden + (spec.vocab * spec.hidden / tp if pp > 1 else 0)
+        norm = spec.hidden * (1 if spec.rms_norm else 2)
+        # untied: the output projection lives here; tied: a copy of the word embedding when p > 1
+        out += norm + (spec.vocab * spec.hidden / tp if (pp > 1 or not spec.tied_embeddings) else 0)
     return out
 
 
@@ -118,7 +120,7 @@ def validate_plan(plan: HybridPlan, cluster: Cluster, enforce_memory: bool = Tru
             problems.append(f"stage {s.index}: p2p {s.p2p_s:.6g} s, re-derived {p2p * q.virtual_stages:.6g} s")
     # tied word embedding: first and last stage all-reduce its gradient shard
     embedding = 0.0
-    if q.pp > 1:
+    if q.pp > 1 and spec.tied_embeddings:
         inter = cluster.node_of(0) != cluster.node_of((q.pp - 1) * q.tp * q.dp)
         embedding = collective(cluster, "all_reduce", spec.vocab * spec.hidden / q.tp * st.gradients, 2,
                                1 if inter else 2)
@@ -136,8 +138,12 @@ def validate_plan(plan: HybridPlan, cluster: Cluster, enforce_memory: bool = Tru
     total = pipeline + sync + embedding + optimizer
     if not _close(total, plan.step_time_s):
         problems.append(f"step time {plan.step_time_s:.6g} s, re-derived {total:.6g} s")
-    flops = 3 * plan.global_batch * (spec.layers * (2 * spec.seq * (4 * spec.hidden * spec.attn_width
-                                                                   + 2 * spec.hidden * spec.ffn)
+    kv = (spec.kv_heads or spec.heads) * spec.head_dim
+    mlp = (3 if spec.gated_mlp else 2) * spec.hidden * spec.ffn
+    if spec.experts > 1:  # a token passes top_k experts and the router
+        mlp = spec.top_k * mlp + spec.hidden * spec.experts
+    flops = 3 * plan.global_batch * (spec.layers * (2 * spec.seq * (2 * spec.hidden * spec.attn_width
+                                                                   + 2 * spec.hidden * kv + mlp)
                                                     + 4 * spec.seq ** 2 * spec.attn_width)
                                      + 2 * spec.seq * spec.hidden * spec.vocab)
     if not _close(flops, plan.model_flops_per_step):
