@@ -6,7 +6,10 @@ The block is the project's own graph of the model with one layer and batch = mic
 (`TransformerSpec.block_spec`: the zoo's GPT, or the Hugging Face importer's graph for a config.json), built by `intra.build.build_config_problem` on
 `Cluster.first_devices(tp)` and solved by `intra.solve.solve`. The sample dimension is pinned to 1:
 data parallelism is the outer dp (priced once per step by schedule.py), so the submesh runs model
-parallelism only (Megatron's column/row pattern is one point of the space, sequence splits another).
+parallelism only, and only tensor-parallel configurations (every operator on all tp devices, weight
+matrices split t ways, as the memory terms assume; see `_tensor_parallel`): Megatron's column/row
+pattern is one point of that space; which weight dimension each matrix splits and how the operators
+between them are laid out (sequence splits, replication) is the per-operator solver's choice.
 
 Times of the chosen configuration:
 - compute: the cost model's roofline time of each operator (`compute_time` with the device's
@@ -54,14 +57,39 @@ def _config_text(cfg) -> str:
     return (",".join(parts) or "replicated") + f"@{len(cfg.devices)}"
 
 
-def _no_sample_split(problem):
-    """The problem restricted to candidates that do not split the sample dimension."""
+WEIGHT_OPS = (OpType.LINEAR, OpType.CONV2D, OpType.EMBEDDING)
+
+
+def _tensor_parallel(op, cfg, graph, tp: int) -> bool:
+    """Whether `cfg` is a tensor-parallel configuration of `op` on the tp-device submesh, as the
+    stage's memory terms assume (memory.stage_params: weights / t): it uses all tp devices (a
+    configuration on fewer leaves the others idle while the plan counts them, the interop engineer's
+    report of q, k, v and attention on 1 of 4 devices), and a weight matrix (linear, grouped
+    convolution = experts, embedding table) has its weights split t ways, not replicated. Norm
+    scales may stay replicated (Megatron replicates them; 2h per norm)."""
+    from solver_plan.cost.dims import op_layout
+
+    if tp == 1:
+        return True
+    if len(cfg.devices) != tp:
+        return False
+    if op.op_type not in WEIGHT_OPS or op.params == 0:
+        return True
+    return math.prod(cfg.degree(name) for name in op_layout(op, graph).weight_dims) == tp
+
+
+def _restrict(problem, graph, tp: int):
+    """The problem restricted to candidates that do not split the sample dimension (dp is outer) and
+    are tensor parallel over the whole submesh (`_tensor_parallel`); an operator with no such
+    candidate keeps the sample-free ones (and all of them if none)."""
     from solver_plan.intra.problem import ConfigProblem
 
     keep = []
-    for cands in problem.candidates:
-        idx = [c for c, cfg in enumerate(cands) if cfg.degree("sample") == 1]
-        keep.append(np.array(idx if idx else range(len(cands)), dtype=int))
+    for name, cands in zip(problem.names, problem.candidates):
+        op = graph.op(name)
+        free = [c for c, cfg in enumerate(cands) if cfg.degree("sample") == 1]
+        idx = [c for c in free if _tensor_parallel(op, cands[c], graph, tp)]
+        keep.append(np.array(idx or free or range(len(cands)), dtype=int))
     return ConfigProblem(
         names=problem.names, candidates=tuple(tuple(c[i] for i in k) for c, k in zip(problem.candidates, keep)),
         node_costs=tuple(a[k] for a, k in zip(problem.node_costs, keep)),
@@ -127,7 +155,7 @@ class BlockCoster:
 
         graph = resolve_model(self.spec.block_spec(b))  # a zoo spec or a config.json with layers=1
         submesh = self.cluster.first_devices(tp)
-        problem = _no_sample_split(build_config_problem(graph, submesh))
+        problem = _restrict(build_config_problem(graph, submesh), graph, tp)
         left = deadline.remaining()
         # an expired deadline still gets a short solve: the block profile is needed for any plan
         result = solve(problem, self.planner, time_limit=None if left is None else max(left, 0.2))
