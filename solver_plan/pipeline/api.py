@@ -165,8 +165,8 @@ def _pick(result: PipelineResult, baseline: PipelineResult, begin: float) -> Pip
     used = compared[0 if chosen is result else 1]["processors_used"]
     if chosen.valid and used is not None and used < chosen.problem.processors:
         notes += (f"uses {used} of {chosen.problem.processors} processors: no plan found on all of them is faster",)
-    if chosen is baseline and not result.valid:
-        notes += tuple(f"{result.planner}: {n}" for n in result.allocation.notes + result.notes)
+    if chosen is baseline:  # why the requested planner lost: its coarsening, estimates and schedule notes
+        notes += tuple(f"{result.planner}: {n}" for n in result.notes + result.allocation.notes[:1])
     return replace(chosen, notes=notes, compared=compared, runtime_s=time.perf_counter() - begin)
 
 
