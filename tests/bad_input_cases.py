@@ -568,9 +568,7 @@ def hf_cases() -> list[Case]:
     if gpt2.is_file():
         cases.append(Case("hf-duplicate-key", ("plan", "--model", "{tmp}/config.json"),
                           {"config.json": gpt2.read_text().rstrip().rstrip("}") + ', "n_layer": 2}'},
-                          ("config.json", "n_layer"),
-                          known_issue="config.json is read with json.loads (last duplicate wins); "
-                                      "solver_plan.files.read_json refuses duplicates (interop engineer)"))
+                          ("config.json", "duplicate key 'n_layer'")))
     for variant, content in raw_file_variants('{"model_type": "gpt2"}', json_like=True).items():
         cases.append(Case(f"hf-file-{variant}", ("plan", "--model", "hf:{tmp}/config.json"), {"config.json": content},
                           ("config.json",)))
@@ -625,9 +623,7 @@ def graph_file_cases() -> list[Case]:
     cases = [Case(f"graph-{key}", argv, {"g.json": edit(change)}, ("g.json",) + expect)
              for key, (change, expect) in edits.items()]
     cases.append(Case("graph-yaml-duplicate-key", ("plan", "--model", "{tmp}/g.yaml"),
-                      {"g.yaml": "name: a\n" + yaml_dump(GRAPH_FILE)}, ("g.yaml", "name"),
-                      known_issue="graph files are read with yaml.safe_load (last duplicate wins); "
-                                  "solver_plan.yamlio.parse_yaml refuses duplicates (interop engineer)"))
+                      {"g.yaml": "name: a\n" + yaml_dump(GRAPH_FILE)}, ("g.yaml", "duplicate key 'name'")))
     yaml_text = json.dumps(GRAPH_FILE)  # JSON is YAML: the same document as g.yaml
     for variant, content in raw_file_variants(yaml_text).items():
         cases.append(Case(f"graph-yaml-{variant}", ("plan", "--model", "{tmp}/g.yaml"), {"g.yaml": content},
