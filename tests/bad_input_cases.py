@@ -136,6 +136,16 @@ CLUSTER_BAD_VALUES = {
     "links.inter_node": ["null", "abc"],
     "links.inter_node.bandwidth": ["null", "-1Gb/s", "abc"],
 }
+# Optional keys of the compute and link models (cost model engineer's): bad values of each
+CLUSTER_OPTIONAL_BAD = {
+    "device.matrix_flops": ["abc", "{fp16: -1TFLOPS}", "{fp99: 1TFLOPS}", "[1]", "{fp16: abc}"],
+    "device.vector_flops": ["abc", "{fp32: 0}"],
+    "device.hbm_bandwidth": ["-1GB/s", "abc"],
+    "device.matrix_efficiency": ["abc", "[[1, 2]]", "[[-1, 0.5]]", "[1, 2]", "[[1, .nan]]"],
+    "device.launch_overhead": ["-1us", "abc", "[1]"],
+    "links.intra_node.efficiency": ["2", "-0.5", "abc", "0"],
+    "links.inter_node.nics_per_node": ["0", "-1", "abc", "1.5"],
+}
 CLUSTER_REQUIRED = ["devices_per_node", "device", "device.peak_flops", "device.memory", "links",
                     "links.intra_node", "links.intra_node.bandwidth", "links.inter_node"]
 CLUSTER_TYPOS = {"devices_per_node": "devices_per_nod", "device.memory": "memroy",
@@ -151,6 +161,11 @@ def cluster_cases() -> list[Case]:
             text = render_yaml(_set(CLUSTER, path, value)) + "\n"
             cases.append(Case(f"cluster-{path}={value}", ("check", "{tmp}/c.yaml"), {"c.yaml": text},
                               ("c.yaml", leaf)))
+    for path, values in CLUSTER_OPTIONAL_BAD.items():
+        leaf = path.split(".")[-1]
+        for value in values:
+            text = render_yaml(_set(CLUSTER, path, value)) + "\n"
+            cases.append(Case(f"cluster-{path}={value}", ("check", "{tmp}/c.yaml"), {"c.yaml": text}, ("c.yaml", leaf)))
     for path in CLUSTER_REQUIRED:
         text = render_yaml(_set(CLUSTER, path, _DELETE)) + "\n"
         cases.append(Case(f"cluster-missing-{path}", ("check", "{tmp}/c.yaml"), {"c.yaml": text},
