@@ -139,7 +139,8 @@ def least_memory_pattern(problem: ChainProblem, allocation: Allocation, period: 
     ops = pipeline_operations(problem, allocation)
     durations = [to_ticks(op.duration, tick) for op in ops.operations]
     model = PeriodModel(ops, durations, to_ticks(period, tick), minimise_memory=True)
-    ok, found = model.solve(time_limit)
+    budget = WorkBudget(time_limit)
+    ok, found = model.solve(budget.remaining(), budget)
     if not ok:
         return None
     starts, shifts, _ = found
