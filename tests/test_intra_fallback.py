@@ -11,9 +11,11 @@ from solver_plan.intra.greedy import greedy_assignment
 from solver_plan.intra.random_instances import random_problem
 from solver_plan.intra.solve import solve
 from solver_plan.intra.validate import validate_config_result
+from solver_plan.planners import load_builtin_planners
 from solver_plan.result import ConfigResult, Status
 
 HARD = random_problem(400, seed=7, shape="dag", extra_edge_ratio=1.5, max_candidates=8, memory_tightness=0.3)
+load_builtin_planners()  # importing every planner package (ortools, pandas) is not the solve's time
 
 
 @pytest.mark.parametrize("planner, options", [("milp", {}), ("cpsat", {}), ("milp", {"backend": "cbc"})])

@@ -112,9 +112,12 @@ class _Worker:
                                         preexec_fn=die_with_parent)
 
     def call(self, module_name: str, function_name: str, kwargs: dict, timeout: float | None):
+        ends = None if timeout is None else time.monotonic() + timeout
         try:
             _send(self.process.stdin, (module_name, function_name, kwargs))
-            ready, _, _ = select.select([self.process.stdout], [], [], timeout)
+            # shipping a big model to a worker still importing its solver takes seconds: it counts
+            wait = None if ends is None else max(0.0, ends - time.monotonic())
+            ready, _, _ = select.select([self.process.stdout], [], [], wait)
             if not ready:
                 self.kill()
                 raise TimeoutError(f"solver process killed after {timeout:.1f} s of wall clock")
