@@ -7,6 +7,7 @@ Subcommands of other packages (pipeline, simulate, batch, compare) register them
 from __future__ import annotations
 
 import argparse
+import os
 import importlib
 import importlib.util
 import re
@@ -229,7 +230,13 @@ def main(argv: list[str] | None = None) -> int:
         print("solver-plan: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:  # e.g. `solver-plan models | head`
-        sys.stderr.close()
+        # Point stdout at /dev/null so the interpreter's final flush stays quiet (the pattern the
+        # Python docs give for SIGPIPE), leaving stderr open for in-process callers.
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError):  # stdout replaced by an object without a file descriptor
+            pass
         return 0
 
 
