@@ -125,7 +125,7 @@ def _cmd_plan(args) -> int:
         write_export(args, plan.to_dict(), graph)
     if args.out:
         print(f"plan written to {args.out}")
-    return 0 if result.status.has_solution else 1
+    return 0 if result.assignment is not None else 1  # a time-out without any plan is a failure too
 
 
 def _add_plan_parser(subparsers) -> None:
