@@ -96,7 +96,8 @@ def _greedy_core(problem: ConfigProblem, context: Context) -> Answer:
     if context.incumbent is not None:
         plans.append(context.incumbent)
     if not plans:
-        return Answer(Status.ERROR, notes=("greedy found no plan within the memory limit",))
+        status = Status.TIME_LIMIT if context.deadline.expired() else Status.ERROR
+        return Answer(status, notes=("greedy found no plan within the memory limit",))
     return Answer(Status.FEASIBLE, min(plans, key=problem.objective))
 
 
