@@ -138,19 +138,23 @@ def linearize(graph: Graph, times: Times | None = None, order: Sequence[str] | N
 
 
 
-def coarsen(chain: LayerChain, max_layers: int) -> LayerChain:
-    """Merge adjacent layers until at most `max_layers` remain.
+def coarsen(chain: LayerChain, max_layers: int, keep: Sequence[int] = ()) -> LayerChain:
+    """Merge adjacent layers until at most `max_layers` remain, never across a cut in `keep`
+    (indices i of cuts after layer i, e.g. a known good allocation's stage boundaries).
 
     Greedy: repeatedly merge the adjacent pair with the smallest combined load, weighted up when
     the cut between them is small (small cuts are the good places to keep for pipelining).
     """
     if max_layers < 1:
         raise InputError(f"must be at least 1, got {max_layers}", "max_layers")
+    kept = set(keep)
     groups = [[i] for i in range(len(chain))]
     load = [chain.forward_s[i] + chain.backward_s[i] for i in range(len(chain))]
     mean_cut = (sum(chain.cut[:-1]) / max(1, len(chain) - 1)) or 1.0
-    while len(groups) > max_layers:
+    while len(groups) > max(max_layers, len(kept) + 1):
         def score(j: int) -> float:
+            if groups[j][-1] in kept:
+                return math.inf
             combined = sum(load[i] for i in groups[j]) + sum(load[i] for i in groups[j + 1])
             return combined * (1.0 + chain.cut[groups[j][-1]] / mean_cut) ** -1
         best = min(range(len(groups) - 1), key=score)

@@ -127,9 +127,12 @@ def plan_pipeline(problem: ChainProblem, planner: str = "madpipe", schedule: str
     if planner == "madpipe":
         layers = max_layers if max_layers is not None else madpipe_layers(problem, nominal and nominal * PLANNER_SHARE)
         if problem.layers > layers:
-            # an explicit --max-layers below P is refused by ChainProblem, naming both numbers
+            # the baseline's stage boundaries stay cuts of the merged chain, so MadPipe can find its
+            # allocation again; an explicit --max-layers below P is refused by ChainProblem
+            keep = ([s.last for s in baseline.allocation.allocation.stages[:-1]]
+                    if baseline is not None and baseline.valid and max_layers is None else [])
             work = problem.with_(chain=coarsen(problem.chain, layers if max_layers is not None
-                                               else max(layers, problem.processors)))
+                                               else max(layers, problem.processors), keep))
             notes.append(f"MadPipe ran on {work.layers} merged layers of {problem.layers} "
                          f"({'--max-layers' if max_layers is not None else 'what its time share allows'})")
         if baseline is not None and baseline.valid:
