@@ -147,3 +147,34 @@ def test_model_objective_equals_evaluation_with_gradient_sync():
         np.add.at(activity, load.model.rows, load.model.values * values[load.model.columns])
         assert np.all(activity >= load.model.row_lower - 1e-9) and np.all(activity <= load.model.row_upper + 1e-9)
         assert load.model.cost @ values == pytest.approx(load_objective(problem, plan))
+
+
+def test_device_tail_by_hand():
+    """The heaviest-sync operator's gradients are all-reduced only after its descendants' work on
+    its device: recomputed here by a breadth-first search over the problem's edges."""
+    from solver_plan.cluster import resolve_cluster
+    from solver_plan.graph.resolve import resolve_model
+    from solver_plan.intra.load_objective import split_edges
+    from solver_plan.planning import prepare_problem
+    problem, _ = prepare_problem(resolve_model("mlp:layers=3,hidden=512,batch=64"),
+                                 resolve_cluster("v100x8-nvlink", 2), None)
+    plan = solve(problem, "data-parallel").assignment
+    split = split_edges(problem)
+    expected = 0.0
+    for v in range(problem.num_nodes):
+        sync = split.sync[v][plan[v]]
+        if sync <= 0:
+            continue
+        seen, frontier = {v}, [v]
+        while frontier:
+            u = frontier.pop()
+            for a, b in problem.edges:
+                if a == u and b not in seen:
+                    seen.add(b)
+                    frontier.append(b)
+        for d in problem.node_devices[v][plan[v]]:
+            work = sum(split.device_time[u][plan[u]] for u in seen if d in problem.node_devices[u][plan[u]])
+            expected = max(expected, work + sync)
+    parts = load_breakdown(problem, plan)
+    assert expected > 0 and parts.device_tail == pytest.approx(expected)
+    assert parts.makespan >= parts.device_tail

@@ -6,7 +6,7 @@ A step can end no earlier than (a) its busiest device is done and (b) its longes
 is done (the two classic makespan lower bounds of list scheduling, Graham 1969). The load
 objective is
 
-    load(plan) = max( max_d busy_d , max_d sync_d , critical_path ) + SUM_WEIGHT x sum(plan)
+    load(plan) = max(max_d busy_d, max_d sync_d, critical_path, sync_tail, device_tail) + SUM_WEIGHT x sum
 
 - busy_d: the device time of every candidate placed on device d (its cost less gradient sync:
   compute + intra-operator collectives), plus edges "counted on both ends": with each edge matrix written M[k, l] = a[k] + b[l] + R[k, l] (row minima, then column
@@ -19,6 +19,13 @@ objective is
 - critical_path: the longest path through the operator DAG with node time = device time and
   edge time = M[k, l] (forward and backward follow the same path, so the node costs, which hold
   both passes, add up along it).
+- sync_tail: max over operators v of (longest path from v to the end + v's gradient sync): v's
+  gradients exist only after the forward pass from v on and the backward pass back to v, and
+  their all-reduce follows (the embeddings of a translation model sync after everything else).
+- device_tail: for the TAIL_NODES operators v with the largest gradient sync and every device d
+  that v runs on: the device time on d of v and all its descendants, plus v's sync. v's backward
+  ends after every descendant's forward and backward, a device runs one task at a time, and only
+  then does v's all-reduce start (data parallelism's embedding sync in NMT ends the step).
 - SUM_WEIGHT x sum: a small tie-break towards less total work (among plans of equal makespan, the
   one that leaves devices idle longest). Fixed, so the validator recomputes exactly the value
   a planner reports.
@@ -28,7 +35,7 @@ configuration variables (solved by `milp-load`, see `milp_load.py`).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -45,6 +52,8 @@ class LoadBreakdown:
     critical_path: float
     total: float  # the sum objective of the same plan
     link_busy: np.ndarray | None = None  # gradient sync of each device's parameters (its links)
+    sync_tail: float = 0.0  # max over operators of (longest path from it to the end + its gradient sync)
+    device_tail: float = 0.0  # max over heavy-sync operators and devices (see the module text)
 
     @property
     def busiest(self) -> float:
@@ -56,7 +65,7 @@ class LoadBreakdown:
 
     @property
     def makespan(self) -> float:
-        return max(self.busiest, self.busiest_link, self.critical_path)
+        return max(self.busiest, self.busiest_link, self.critical_path, self.sync_tail, self.device_tail)
 
     @property
     def objective(self) -> float:
@@ -65,7 +74,7 @@ class LoadBreakdown:
     def describe(self) -> str:
         return (f"load objective {self.objective:.6g} s: busiest device {self.busiest:.6g} s, "
                 f"busiest link {self.busiest_link:.6g} s, critical path {self.critical_path:.6g} s, "
-                f"sum {self.total:.6g} s")
+                f"sync tail {self.sync_tail:.6g} s, device tail {self.device_tail:.6g} s, sum {self.total:.6g} s")
 
 
 def topological_order(problem: ConfigProblem) -> list[int] | None:
@@ -107,6 +116,7 @@ class EdgeSplit:
     residual: tuple[np.ndarray | None, ...]
     sync: tuple[np.ndarray, ...]
     device_time: tuple[np.ndarray, ...]
+    tails: tuple = ()  # (node, descendant mask) of the tail nodes, see `tail_nodes`
 
 
 def sync_parts(problem: ConfigProblem) -> tuple[np.ndarray, ...]:
@@ -144,22 +154,25 @@ def split_edges(problem: ConfigProblem) -> EdgeSplit:
         rows.append(row_min)
         columns.append(column_min)
         residuals.append(residual if residual.max() > 0 else None)
-    return EdgeSplit(tuple(charged), tuple(rows), tuple(columns), tuple(residuals), sync, device_time)
+    split = EdgeSplit(tuple(charged), tuple(rows), tuple(columns), tuple(residuals), sync, device_time)
+    return replace(split, tails=tuple(tail_nodes(problem, split)))
 
 
-def _finish_times(problem: ConfigProblem, assignment, order: list[int], split: EdgeSplit) -> np.ndarray:
-    """Longest-path finish time of every node (node time = its device time, edge time = M[k, l])."""
-    incoming: list[list[int]] = [[] for _ in range(problem.num_nodes)]
-    for j, (_, v) in enumerate(problem.edges):
-        incoming[v].append(j)
-    finish = np.zeros(problem.num_nodes)
-    for v in order:
-        start = 0.0
-        for j in incoming[v]:
-            u = problem.edges[j][0]
-            start = max(start, finish[u] + float(problem.edge_costs[j][assignment[u], assignment[v]]))
-        finish[v] = start + float(split.device_time[v][assignment[v]])
-    return finish
+def _tail_times(problem: ConfigProblem, assignment, order: list[int], split: EdgeSplit) -> np.ndarray:
+    """Longest path from every node to the end of the DAG, the node included (node time = its
+    device time, edge time = M[k, l]): the forward pass from the node on and the backward pass back
+    to it, so its gradients exist no earlier than that."""
+    outgoing: list[list[int]] = [[] for _ in range(problem.num_nodes)]
+    for j, (u, _) in enumerate(problem.edges):
+        outgoing[u].append(j)
+    tail = np.zeros(problem.num_nodes)
+    for u in reversed(order):
+        after = 0.0
+        for j in outgoing[u]:
+            v = problem.edges[j][1]
+            after = max(after, float(problem.edge_costs[j][assignment[u], assignment[v]]) + tail[v])
+        tail[u] = float(split.device_time[u][assignment[u]]) + after
+    return tail
 
 
 def load_breakdown(problem: ConfigProblem, assignment, split: EdgeSplit | None = None) -> LoadBreakdown:
@@ -182,9 +195,56 @@ def load_breakdown(problem: ConfigProblem, assignment, split: EdgeSplit | None =
     for node, choice in enumerate(assignment):
         for device in problem.node_devices[node][choice]:
             links[device] += split.sync[node][choice]
-    finish = _finish_times(problem, assignment, order, split)
-    critical = float(finish.max()) if problem.num_nodes else 0.0
-    return LoadBreakdown(busy, critical, problem.objective(assignment), links)
+    tail = _tail_times(problem, assignment, order, split)
+    critical = float(tail.max()) if problem.num_nodes else 0.0
+    sync = np.array([split.sync[node][choice] for node, choice in enumerate(assignment)])
+    sync_tail = float((tail + sync).max()) if problem.num_nodes else 0.0
+    return LoadBreakdown(busy, critical, problem.objective(assignment), links, sync_tail,
+                         _device_tail(problem, assignment, split))
+
+
+TAIL_NODES = 16  # operators with the largest gradient sync that get a device-tail bound
+TAIL_MAX_NODES = 3000  # above this many operators the descendant sets are not built
+
+
+def tail_nodes(problem: ConfigProblem, split: EdgeSplit) -> list[tuple[int, np.ndarray]]:
+    """(node, mask of the node and its descendants) for the TAIL_NODES nodes of largest possible
+    gradient sync (none for problems without sync or beyond TAIL_MAX_NODES)."""
+    heaviest = [float(s.max()) if len(s) else 0.0 for s in split.sync]
+    chosen = [i for i in sorted(range(problem.num_nodes), key=lambda i: (-heaviest[i], i))[:TAIL_NODES]
+              if heaviest[i] > 0]
+    if not chosen or problem.num_nodes > TAIL_MAX_NODES:
+        return []
+    order = topological_order(problem)
+    if order is None:
+        return []
+    successors: list[list[int]] = [[] for _ in range(problem.num_nodes)]
+    for u, v in problem.edges:
+        successors[u].append(v)
+    reach = np.zeros((problem.num_nodes, problem.num_nodes), dtype=bool)
+    for u in reversed(order):
+        reach[u, u] = True
+        for v in successors[u]:
+            reach[u] |= reach[v]
+    return [(i, reach[i]) for i in chosen]
+
+
+def _device_tail(problem: ConfigProblem, assignment, split: EdgeSplit) -> float:
+    """max over tail nodes v and devices d of: device time on d of v and its descendants + v's sync.
+    v's backward pass ends after the forward and backward passes of all its descendants, and a
+    device runs its tasks one at a time, so on d that much work precedes v's gradient sync."""
+    nodes = split.tails
+    if not nodes:
+        return 0.0
+    work = np.zeros((problem.num_nodes, problem.num_devices))
+    for node, choice in enumerate(assignment):
+        work[node, list(problem.node_devices[node][choice])] = split.device_time[node][choice]
+    best = 0.0
+    for v, mask in nodes:
+        on = work[mask].sum(axis=0)
+        for d in problem.node_devices[v][assignment[v]]:
+            best = max(best, float(on[d]) + float(split.sync[v][assignment[v]]))
+    return best
 
 
 def load_objective(problem: ConfigProblem, assignment) -> float:
@@ -202,8 +262,8 @@ class LoadModel:
 
 
 def load_model(problem: ConfigProblem) -> LoadModel:
-    """minimise z + SUM_WEIGHT x sum subject to z >= busy_d (every device), z >= p_v (every node),
-    p_v >= p_u + M_uv + t_v (every edge), p_v >= t_v, one-hot x, y tied to x by both marginals
+    """minimise z + SUM_WEIGHT x sum subject to z >= busy_d and z >= sync_d (every device),
+    z >= p_v + sync_v (every node), p_u >= t_u + M_uv + p_v (every edge), p_v >= t_v (tail times), one-hot x, y tied to x by both marginals
     (only for edges with a non-zero residual: the rest of an edge is linear in x), memory rows
     when limited. The optimum is the least `load_objective` over all plans."""
     _require_dag(problem)
@@ -244,6 +304,7 @@ def load_model(problem: ConfigProblem) -> LoadModel:
     _busy_rows(rows, problem, split, offsets, grids, z)
     _link_rows(rows, problem, split, offsets, z)
     _path_rows(rows, problem, split, offsets, grids, path_offset, z)
+    _tail_rows(rows, problem, split, offsets, z)
     if problem.memory_limit is not None:
         _memory_rows(rows, problem, offsets, float(problem.memory_limit))
     row_index, column_index, values, row_lower, row_upper = rows.arrays()
@@ -290,18 +351,35 @@ def _link_rows(rows: _Rows, problem, split: EdgeSplit, offsets, z: int) -> None:
             rows.add(columns[device] + [z], values[device] + [-1.0], -np.inf, 0.0)
 
 
+def _tail_rows(rows: _Rows, problem, split: EdgeSplit, offsets, z: int) -> None:
+    """For each tail node v and device d: device time on d of v and its descendants + v's sync on
+    d - z <= 0. Where v is not on d this is at most busy_d, so the row is valid for every plan."""
+    for v, mask in split.tails:
+        for d in range(problem.num_devices):
+            columns, values = [], []
+            for u in np.flatnonzero(mask):
+                for c, devices in enumerate(problem.node_devices[u]):
+                    if d in devices:
+                        amount = float(split.device_time[u][c]) + (float(split.sync[v][c]) if u == v else 0.0)
+                        if amount:
+                            columns.append(int(offsets[u] + c))
+                            values.append(amount)
+            if columns:
+                rows.add(columns + [z], values + [-1.0], -np.inf, 0.0)
+
+
 def _path_rows(rows: _Rows, problem, split: EdgeSplit, offsets, grids, path_offset: int, z: int) -> None:
-    """p_v - t_v >= 0 and z - p_v >= 0 for every node; p_v - p_u - t_v - M_uv >= 0 for every edge,
-    with M_uv = a x_u + b x_v + R y, linear in the columns."""
+    """Tail times p: p_v - t_v >= 0 and z - p_v - sync_v >= 0 for every node;
+    p_u - p_v - t_u - M_uv >= 0 for every edge, with M_uv = a x_u + b x_v + R y, linear in the columns."""
     for node in range(problem.num_nodes):
         x = offsets[node] + np.arange(len(problem.node_costs[node]))
         rows.add(np.append(x, path_offset + node), np.append(-split.device_time[node], 1.0), 0.0, np.inf)
-        rows.add([z, path_offset + node], [1.0, -1.0], 0.0, np.inf)
+        rows.add(np.append(x, [z, path_offset + node]), np.append(-split.sync[node], [1.0, -1.0]), 0.0, np.inf)
     for j, (u, v) in enumerate(problem.edges):
         x_u = offsets[u] + np.arange(len(problem.node_costs[u]))
         x_v = offsets[v] + np.arange(len(problem.node_costs[v]))
-        columns = [path_offset + v, path_offset + u, *x_u, *x_v]
-        values = [1.0, -1.0, *(-split.row_part[j]), *(-split.column_part[j] - split.device_time[v])]
+        columns = [path_offset + u, path_offset + v, *x_u, *x_v]
+        values = [1.0, -1.0, *(-split.row_part[j] - split.device_time[u]), *(-split.column_part[j])]
         if grids[j] is not None:
             nonzero = split.residual[j] > 0
             columns += list(grids[j][nonzero])
@@ -318,7 +396,7 @@ def encode_load(load: LoadModel, problem: ConfigProblem, assignment) -> np.ndarr
     for (u, v), grid in zip(problem.edges, load.edge_columns):
         if grid is not None:
             values[grid[assignment[u], assignment[v]]] = 1.0
-    finish = _finish_times(problem, assignment, _require_dag(problem), load.split)
-    values[load.path_offset:load.path_offset + problem.num_nodes] = finish
+    tail = _tail_times(problem, assignment, _require_dag(problem), load.split)
+    values[load.path_offset:load.path_offset + problem.num_nodes] = tail
     values[load.makespan_column] = load_breakdown(problem, assignment, load.split).makespan
     return values

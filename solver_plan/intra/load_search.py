@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from solver_plan.deadline import Deadline
-from solver_plan.intra.load_objective import SUM_WEIGHT, EdgeSplit, _finish_times, topological_order
+from solver_plan.intra.load_objective import SUM_WEIGHT, EdgeSplit, _device_tail, _tail_times, topological_order
 from solver_plan.intra.problem import ConfigProblem
 
 
@@ -51,7 +51,10 @@ class _LoadState:
             busy[d] += sign * residual[k, l]
 
     def _value(self, busy, plan) -> float:
-        critical = float(_finish_times(self.problem, plan, self.order, self.split).max()) if plan else 0.0
+        tail = _tail_times(self.problem, plan, self.order, self.split) if plan else np.zeros(1)
+        sync = np.array([self.split.sync[node][choice] for node, choice in enumerate(plan)]) if plan else np.zeros(1)
+        critical = max(float((tail + sync).max()),  # >= the critical path itself (sync >= 0)
+                       _device_tail(self.problem, plan, self.split) if plan else 0.0)
         links = np.zeros(self.problem.num_devices)
         for node, choice in enumerate(plan):
             links[list(self.problem.node_devices[node][choice])] += self.split.sync[node][choice]
