@@ -1,8 +1,9 @@
 """On small models (up to 8 blocks, 16 devices) the planner's answer is proven optimal and equals a brute
-force over the whole space: every dp x tp x pp, micro-batch, schedule, virtual stages, recomputation,
-ZeRO stage, sequence parallelism and EVERY cut of the blocks into stages (all compositions), with the
-memory limit checked on each plan."""
+force over the whole space: every dp x tp x pp, micro-batch, schedule, virtual stages, recomputation
+(one mode for all stages, and every vector of per-stage modes), ZeRO stage, sequence parallelism and
+EVERY cut of the blocks into stages (all compositions), with the memory limit checked on each plan."""
 import itertools
+from dataclasses import replace
 
 import pytest
 
@@ -12,6 +13,7 @@ from solver_plan.hybrid import plan_hybrid
 from solver_plan.hybrid.evaluate import Context, price
 from solver_plan.hybrid.memory import state_bytes
 from solver_plan.hybrid.model import transformer_spec
+from solver_plan.hybrid.schedule import pipeline_s
 from solver_plan.hybrid.space import Parallelism
 from solver_plan.hybrid.stage_cost import BlockCoster
 from solver_plan.result import Status
@@ -23,8 +25,14 @@ def compositions(n: int, k: int):
         yield tuple(bounds[i + 1] - bounds[i] for i in range(k))
 
 
+MODES = ("none", "selective", "full")
+
+
 def brute_force(model: str, cluster, batch: int) -> list[tuple[float, float]]:
-    """(step time, largest device memory) of every point of the space and every cut."""
+    """(step time, largest device memory) of every point of the space and every cut; with recompute
+    "per-stage", every vector of stage modes (3^p of them), each stage priced as in the uniform plan of
+    its mode and the step re-assembled from the pipeline formula (the planner's own per-stage choice
+    is not used)."""
     spec = transformer_spec(model)
     ctx = Context(spec, cluster, batch, None, state_bytes(cluster.device))
     coster = BlockCoster(spec, cluster)
@@ -40,7 +48,7 @@ def brute_force(model: str, cluster, batch: int) -> list[tuple[float, float]]:
             m = batch // (dp * b)
             schedules = [("1f1b", 1), ("gpipe", 1)] + [("interleaved", v) for v in range(2, L + 1)]
             for (schedule, v), recompute, zero, sp in itertools.product(
-                    schedules, ("none", "selective", "full"), range(4), (False, True)):
+                    schedules, ("none", "selective", "full", "per-stage"), range(4), (False, True)):
                 # the space's rules: GPipe and interleaving need a pipeline; interleaving needs
                 # p v | L and p | m; ZeRO-2/3 only without pipelining
                 if schedule != "1f1b" and pp == 1:
@@ -56,8 +64,16 @@ def brute_force(model: str, cluster, batch: int) -> list[tuple[float, float]]:
                 profile = coster.profile(tp, b)
                 cuts = [tuple([L // pp] * pp)] if schedule == "interleaved" else compositions(L, pp)
                 for cut in cuts:
-                    plan = price(ctx, par, profile, None, layers=cut)
-                    plans.append((plan.step_time_s, plan.memory_per_device_bytes))
+                    if recompute != "per-stage":
+                        plan = price(ctx, par, profile, None, layers=cut)
+                        plans.append((plan.step_time_s, plan.memory_per_device_bytes))
+                        continue
+                    uniform = {r: price(ctx, replace(par, recompute=r), profile, None, layers=cut) for r in MODES}
+                    rest = uniform["none"].step_time_s - uniform["none"].terms.pipeline_s
+                    for modes in itertools.product(MODES, repeat=pp):
+                        stages = [uniform[r].stages[i] for i, r in enumerate(modes)]
+                        pipe = pipeline_s([st.time_per_microbatch_s for st in stages], m, schedule, v)
+                        plans.append((pipe + rest, max(st.memory.total for st in stages)))
     return plans
 
 

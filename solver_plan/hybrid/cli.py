@@ -20,7 +20,7 @@ def register_command(subparsers) -> None:
     parser.add_argument("--memory-limit", default="device",
                         help="per-device memory, e.g. 40GB; 'device' (default) = the device's; 'none' = unlimited")
     parser.add_argument("--fix", help="pin choices: KEY=VALUE,... with keys dp, tp, pp, micro_batch_size, "
-                                      "virtual_stages, recompute (none|selective|full), zero_stage (0-3), "
+                                      "virtual_stages, recompute (none|selective|full|per-stage), zero_stage (0-3), "
                                       "sequence_parallel (true|false), schedule (1f1b|interleaved|gpipe)")
     parser.add_argument("--compute-scale", type=float, default=1.0,
                         help="multiply every kernel time of the cost model (calibration; see docs/hybrid-accuracy.md)")

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from solver_plan.cluster import Cluster
 from solver_plan.hybrid import interop, schedule
-from solver_plan.hybrid.memory import StateBytes, stage_memory, stage_params
+from solver_plan.hybrid.memory import UNIFORM_RECOMPUTE, StateBytes, stage_memory, stage_params
 from solver_plan.hybrid.model import TransformerSpec
 from solver_plan.hybrid.plan import HybridPlan, StagePlan
 from solver_plan.hybrid.space import Parallelism
@@ -25,9 +27,12 @@ class Context:
     state: StateBytes
 
 
-def layer_s(par: Parallelism, profile: BlockProfile) -> tuple[float, float]:
-    """(forward + backward, recomputation) seconds of one block per micro-batch."""
-    extra = {"none": 0.0, "selective": profile.attention_forward_s, "full": profile.block_forward_s}[par.recompute]
+def layer_s(par: Parallelism, profile: BlockProfile, mode: str | None = None) -> tuple[float, float]:
+    """(forward + backward, recomputation) seconds of one block per micro-batch, in recomputation
+    `mode` (default the point's; "per-stage" without a mode: none, the least, for lower bounds)."""
+    mode = mode or par.recompute
+    extra = {"none": 0.0, "selective": profile.attention_forward_s, "full": profile.block_forward_s,
+             "per-stage": 0.0}[mode]
     return profile.block_s, extra
 
 
@@ -41,41 +46,88 @@ def stage_p2p_s(ctx: Context, par: Parallelism, stage: int) -> float:
     return total * par.virtual_stages
 
 
-def memory_of(ctx: Context, par: Parallelism, stage: int, layers: int):
+def memory_of(ctx: Context, par: Parallelism, stage: int, layers: int, mode: str | None = None):
+    """Stage memory in recomputation `mode` (default the point's; "per-stage" without a mode: full,
+    the least memory any stage can get down to, for floors and the least-memory search)."""
+    mode = mode or par.recompute
+    if mode == "per-stage":
+        mode = "full"
     return stage_memory(ctx.spec, layers=layers, stage=stage, pp=par.pp, tp=par.tp, dp=par.dp,
-                        micro_batch=par.micro_batch_size, micro_batches=par.micro_batches, recompute=par.recompute,
+                        micro_batch=par.micro_batch_size, micro_batches=par.micro_batches, recompute=mode,
                         sequence_parallel=par.sequence_parallel, zero_stage=par.zero_stage, schedule=par.schedule,
                         virtual_stages=par.virtual_stages, state=ctx.state)
 
 
+def _extras(par: Parallelism, profile: BlockProfile) -> list[float]:
+    return [(profile.embed_s if i == 0 else 0.0) + (profile.head_s if i == par.pp - 1 else 0.0) for i in range(par.pp)]
+
+
+def stage_modes(ctx: Context, par: Parallelism, layers: tuple[int, ...], memory_limit: float | None) -> tuple[str, ...]:
+    """Recomputation of each stage: the point's mode, or for "per-stage" the least recomputation
+    (none, selective, full: also the fastest) with which the stage's blocks fit `memory_limit`
+    (full where nothing fits: the least memory). A stage's mode changes only its own time and
+    memory, so its least fitting mode is optimal for the whole plan given the cut."""
+    if par.recompute != "per-stage":
+        return (par.recompute,) * len(layers)
+    modes = []
+    for i, k in enumerate(layers):
+        fitting = [r for r in UNIFORM_RECOMPUTE
+                   if memory_limit is None or memory_of(ctx, par, i, k, r).total <= memory_limit]
+        modes.append(fitting[0] if fitting else "full")
+    return tuple(modes)
+
+
+def _mixed_times(ctx: Context, par: Parallelism, profile: BlockProfile, memory_limit: float | None) -> np.ndarray:
+    """times[i, k]: stage i's time per micro-batch with k blocks in its least fitting recomputation
+    mode (inf where none fits); memory is affine in k per mode, so fitting is a per-mode cap."""
+    L, pp = ctx.spec.layers, par.pp
+    extras = _extras(par, profile)
+    p2p = [stage_p2p_s(ctx, par, i) if pp > 1 else 0.0 for i in range(pp)]
+    times = np.full((pp, L + 1), np.inf)
+    k = np.arange(L + 1)
+    assigned = np.zeros((pp, L + 1), dtype=bool)
+    assigned[:, 0] = True
+    for mode in UNIFORM_RECOMPUTE:
+        caps = interop.memory_caps(L, pp, lambda i, n: memory_of(ctx, par, i, n, mode).total, memory_limit)
+        block, recompute = layer_s(par, profile, mode)
+        for i in range(pp):
+            new = (k <= caps[i]) & ~assigned[i]
+            times[i, new] = k[new] * (block + recompute) + extras[i] + p2p[i]
+            assigned[i] |= new
+    return times
+
+
 def cut(ctx: Context, par: Parallelism, profile: BlockProfile, memory_limit: float | None) -> tuple[int, ...] | None:
     L, pp = ctx.spec.layers, par.pp
+    if par.recompute == "per-stage" and par.schedule != "interleaved":
+        return interop.mixed_cut(L, _mixed_times(ctx, par, profile, memory_limit), par.micro_batches)
     caps = interop.memory_caps(L, pp, lambda i, k: memory_of(ctx, par, i, k).total, memory_limit)
     if par.schedule == "interleaved":
         return interop.equal_cut(L, pp, caps)
     block, recompute = layer_s(par, profile)
-    extras = [(profile.embed_s if i == 0 else 0.0) + (profile.head_s if i == pp - 1 else 0.0) for i in range(pp)]
-    return interop.balanced_cut(L, block + recompute, extras, caps)
+    return interop.balanced_cut(L, block + recompute, _extras(par, profile), caps)
 
 
 def price(ctx: Context, par: Parallelism, profile: BlockProfile, memory_limit: float | None = None,
-          layers: tuple[int, ...] | None = None) -> HybridPlan | None:
+          layers: tuple[int, ...] | None = None, modes: tuple[str, ...] | None = None) -> HybridPlan | None:
     """The plan of `par` (with the given cut, or the best cut that fits `memory_limit`); None when no
-    cut fits."""
+    cut fits. With recompute "per-stage", `modes` gives each stage's mode (brute force), by default
+    the least that fits `memory_limit` (`stage_modes`)."""
     layers = layers or cut(ctx, par, profile, memory_limit)
     if layers is None:
         return None
+    modes = modes or stage_modes(ctx, par, layers, memory_limit)
     spec, cluster, pp = ctx.spec, ctx.cluster, par.pp
-    block, recompute = layer_s(par, profile)
     stages, first = [], 0
     for i, k in enumerate(layers):
+        block, recompute = layer_s(par, profile, modes[i])
         extra = (profile.embed_s if i == 0 else 0.0) + (profile.head_s if i == pp - 1 else 0.0)
         configs = (tuple(("embedding", op, c) for op, c in profile.embed_configs) if i == 0 else ()) + \
             tuple(("block", op, c) for op, c in profile.configs) + \
             (tuple(("head", op, c) for op, c in profile.head_configs) if i == pp - 1 else ())
         stages.append(StagePlan(i, first, k, i == 0, i == pp - 1, i * par.tp * par.dp, par.tp, par.dp,
-                                k * block, k * recompute, extra, stage_p2p_s(ctx, par, i), memory_of(ctx, par, i, k),
-                                configs))
+                                k * block, k * recompute, extra, stage_p2p_s(ctx, par, i),
+                                memory_of(ctx, par, i, k, modes[i]), configs, modes[i]))
         first += k
     times = [s.time_per_microbatch_s for s in stages]
     params = [stage_params(spec, s.layers, s.embedding, s.head, par.tp, pp) for s in stages]
@@ -92,7 +144,8 @@ def price(ctx: Context, par: Parallelism, profile: BlockProfile, memory_limit: f
 def time_bound(ctx: Context, par: Parallelism, profile: BlockProfile) -> float:
     """A lower bound on `price(...)`'s step time for every cut: the slowest stage is at least the
     average (sum of stage times is the same for every cut) and at least one block plus the larger
-    end layer; gradient sync and optimizer of a stage holding floor(L / p) blocks."""
+    end layer; gradient sync and optimizer of a stage holding floor(L / p) blocks. Per-stage
+    recomputation is bounded with no recomputation (the least time of any stage's mode)."""
     spec, pp, m = ctx.spec, par.pp, par.micro_batches
     block, recompute = layer_s(par, profile)
     c = block + recompute

@@ -18,6 +18,8 @@ from __future__ import annotations
 import math
 from typing import Callable, Sequence
 
+import numpy as np
+
 
 def _caps(T: float, t: float, extras: Sequence[float], mem_caps: Sequence[int]) -> list[int] | None:
     caps = []
@@ -90,3 +92,63 @@ def equal_cut(layers: int, pp: int, mem_caps: Sequence[int]) -> tuple[int, ...] 
         return None
     k = layers // pp
     return tuple([k] * pp) if all(k <= c for c in mem_caps) else None
+
+
+def mixed_cut(layers: int, times: np.ndarray, m: int) -> tuple[int, ...] | None:
+    """Per-stage recomputation (1F1B / GPipe): blocks per stage minimising the pipeline time
+    sum_i T_i + (m - 1) max_i T_i, where `times[i, k]` is stage i's time per micro-batch holding k
+    blocks (column 0 unused; inf where no recomputation mode fits k blocks in its memory;
+    non-decreasing in k: more blocks need as much recomputation or more). The sum no longer is the
+    same for every cut, so the closed form above does not apply. Exact, parametrically: for each
+    candidate slowest time X (the values of `times`, ascending), a dynamic program over stages gives
+    f(X) = min sum_i T_i with every T_i <= X; the optimum is min_X f(X) + (m - 1) X, and the scan
+    stops once f(inf) + (m - 1) X reaches the best found. None when no cut fits."""
+    pp = times.shape[0]
+    if pp > layers:
+        return None
+    if pp == 1:
+        return (layers,) if np.isfinite(times[0, layers]) else None
+    finite = np.isfinite(times[:, 1:])
+    if not finite[:, 0].all():
+        return None
+
+    def solve(limit: float):
+        """(min sum, cut) with every stage time <= limit; None if infeasible."""
+        best = np.full(layers + 1, np.inf)
+        best[0] = 0.0
+        choices = []
+        for i in range(pp):
+            row = np.where(times[i] <= limit, times[i], np.inf)
+            k_max = min(layers - (pp - 1 - i), layers)
+            ks = np.arange(1, k_max + 1)
+            j = np.arange(layers + 1)[:, None]
+            prev = np.where(j - ks >= 0, best[np.clip(j - ks, 0, None)], np.inf)
+            total = prev + row[ks]
+            arg = np.argmin(total, axis=1)
+            best = total[np.arange(layers + 1), arg]
+            choices.append(ks[arg])
+        if not np.isfinite(best[layers]):
+            return None
+        cut, j = [], layers
+        for i in reversed(range(pp)):
+            k = int(choices[i][j])
+            cut.append(k)
+            j -= k
+        return float(best[layers]), tuple(reversed(cut))
+
+    unconstrained = solve(math.inf)
+    if unconstrained is None:
+        return None
+    floor_sum = unconstrained[0]
+    best_value, best_cut = math.inf, None
+    for limit in np.unique(times[np.isfinite(times)]):
+        if floor_sum + (m - 1) * limit >= best_value:
+            break
+        found = solve(float(limit))
+        if found is None:
+            continue
+        total, cut = found
+        value = total + (m - 1) * max(times[i, k] for i, k in enumerate(cut))
+        if value < best_value:
+            best_value, best_cut = value, cut
+    return best_cut

@@ -12,7 +12,9 @@ from dataclasses import asdict, dataclass
 
 from solver_plan.hybrid.model import TransformerSpec
 
-RECOMPUTE_MODES = ("none", "selective", "full")
+UNIFORM_RECOMPUTE = ("none", "selective", "full")  # least to most recomputation (and time)
+# "per-stage": each stage uses the least recomputation that fits its own memory (evaluate.py)
+RECOMPUTE_MODES = UNIFORM_RECOMPUTE + ("per-stage",)
 SCHEDULES = ("1f1b", "interleaved", "gpipe")
 # Bytes a framework keeps beyond the terms below (CUDA context, NCCL and allocator workspace); a
 # fixed reserve rather than a fitted number: ~1-2 GiB is what PyTorch + NCCL take on an A100.

@@ -34,6 +34,7 @@ class StagePlan:
     # per-operator configurations on one replica's submesh: (group, operator, configuration) with
     # group "embedding", "block" (every block of the stage alike: tying) or "head"
     configs: tuple[tuple[str, str, str], ...] = ()
+    recompute: str = "none"  # this stage's recomputation (the plan's, or its own with "per-stage")
 
     def __post_init__(self):
         if self.layers < 0 or self.tp < 1 or self.replicas < 1:
@@ -51,6 +52,7 @@ class StagePlan:
     def to_dict(self) -> dict:
         return {"index": self.index, "layers": [self.first_layer, self.first_layer + self.layers],
                 "num_layers": self.layers, "embedding": self.embedding, "head": self.head,
+                "recompute": self.recompute,
                 "submesh": {"devices_per_replica": self.tp, "replicas": self.replicas,
                             "devices": list(self.devices),
                             "replica_0_devices": [self.first_device, self.first_device + self.tp - 1]},
@@ -164,14 +166,16 @@ class HybridResult:
                       f"step terms: pipeline {p.terms.pipeline_s:.3f} s, dp sync {p.terms.dp_sync_s:.3f} s, "
                       f"embedding sync {p.terms.embedding_sync_s:.4f} s, optimizer {p.terms.optimizer_s:.4f} s",
                       f"memory per device (largest): {format_bytes(p.memory_per_device_bytes)}",
-                      "stage  layers      devices          ms/micro-batch  weights+grads+optim  activations  total"]
+                      "stage  layers      devices          ms/micro-batch  weights+grads+optim  activations  total"
+                      "  recompute"]
             shown = p.stages if len(p.stages) <= 12 else p.stages[:6] + p.stages[-6:]
             for s in shown:
                 m = s.memory
                 lines.append(f"{s.index:>5}  {s.first_layer:>4}-{s.first_layer + s.layers - 1:<5} "
                              f"{s.devices[0]:>6}-{s.devices[1]:<8} {1e3 * s.time_per_microbatch_s:>14.2f}  "
                              f"{format_bytes(m.weights + m.gradients + m.optimizer):>19}  "
-                             f"{format_bytes(m.activations + m.recompute_working):>11}  {format_bytes(m.total)}")
+                             f"{format_bytes(m.activations + m.recompute_working):>11}  {format_bytes(m.total)}"
+                             f"  {s.recompute}")
             if len(p.stages) > 12:
                 lines.insert(len(lines) - 6, f"  ... {len(p.stages) - 12} more stages")
             lines.append("block configuration (every block): " +

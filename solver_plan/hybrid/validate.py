@@ -61,22 +61,39 @@ def validate_plan(plan: HybridPlan, cluster: Cluster, enforce_memory: bool = Tru
         problems.append(f"stages hold {expected_first} blocks, the model has {spec.layers}")
     if q.schedule == "interleaved" and len({s.layers for s in plan.stages}) != 1:
         problems.append("interleaved schedule with unequal stages")
+    # recomputation: the plan's mode on every stage, or with "per-stage" each stage's own, which must
+    # be the least (none < selective < full) that fits the limit
+    order = ("none", "selective", "full")
+    for s in plan.stages:
+        if q.recompute != "per-stage" and s.recompute != q.recompute:
+            problems.append(f"stage {s.index}: recompute {s.recompute!r}, the plan's is {q.recompute!r}")
+        if q.recompute == "per-stage" and s.recompute not in order:
+            problems.append(f"stage {s.index}: recompute {s.recompute!r} is not a stage mode")
     # memory, term by term
     for s in plan.stages:
         params = _params(spec, s, q.tp, q.pp)
         zero = q.zero_stage
         flight = mem.in_flight_microbatches(s.index, q.pp, q.micro_batches, q.schedule, q.virtual_stages)
         b, t, sp = q.micro_batch_size, q.tp, q.sequence_parallel
-        acts = s.layers * mem.layer_activation_bytes(spec, b, t, q.recompute, sp) * flight
-        if s.embedding:
-            acts += mem.embedding_activation_bytes(spec, b, t, sp) * flight
-        if s.head:
-            acts += mem.logits_activation_bytes(spec, b, t, sp)
-        total = (mem.weights_bytes(params, q.dp, zero, st) + mem.gradients_bytes(params, q.dp, zero, st)
-                 + mem.optimizer_bytes(params, q.dp, zero, st) + acts
-                 + mem.recompute_working_bytes(spec, b, t, q.recompute, sp)
-                 + mem.p2p_buffer_bytes(spec, b, t, sp, q.pp)
-                 + mem.zero3_gather_bytes(spec.block_params / t, zero, st) + mem.FRAMEWORK_RESERVE_BYTES)
+
+        def stage_total(mode: str) -> float:
+            acts = s.layers * mem.layer_activation_bytes(spec, b, t, mode, sp) * flight
+            if s.embedding:
+                acts += mem.embedding_activation_bytes(spec, b, t, sp) * flight
+            if s.head:
+                acts += mem.logits_activation_bytes(spec, b, t, sp)
+            return (mem.weights_bytes(params, q.dp, zero, st) + mem.gradients_bytes(params, q.dp, zero, st)
+                    + mem.optimizer_bytes(params, q.dp, zero, st) + acts
+                    + mem.recompute_working_bytes(spec, b, t, mode, sp)
+                    + mem.p2p_buffer_bytes(spec, b, t, sp, q.pp)
+                    + mem.zero3_gather_bytes(spec.block_params / t, zero, st) + mem.FRAMEWORK_RESERVE_BYTES)
+
+        mode = s.recompute if s.recompute in order else q.recompute
+        total = stage_total(mode)
+        if q.recompute == "per-stage" and enforce_memory and plan.memory_limit is not None and mode in order:
+            lighter = [r for r in order[:order.index(mode)] if stage_total(r) <= plan.memory_limit * (1 + RTOL)]
+            if lighter:
+                problems.append(f"stage {s.index}: recompute {mode!r} where {lighter[0]!r} fits")
         if not _close(total, s.memory.total):
             problems.append(f"stage {s.index}: memory {s.memory.total:.6g} B, re-derived {total:.6g} B")
         if enforce_memory and plan.memory_limit is not None and total > plan.memory_limit * (1 + RTOL):
