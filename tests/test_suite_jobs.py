@@ -34,7 +34,7 @@ def test_the_standard_suite_covers_its_families_and_sizes():
         if parse_problem_spec(job.model).nodes <= 1000:
             names = {j.planner for j in generated if j.model == job.model}
             assert {"milp", "reference-cbc", "reference-highs"} <= names
-    assert {job.kind for job in jobs} == {"config", "pipeline"}
+    assert {job.kind for job in jobs} == {"config", "pipeline", "hybrid"}
 
 
 def test_the_small_suite_runs_end_to_end(tmp_path, capsys):
