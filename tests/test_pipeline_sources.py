@@ -59,3 +59,12 @@ def test_oracle_on_12_layers_4_processors(seed):
     if pipedream.valid:
         assert mad.period_s <= pipedream.period_s + 1e-9
     assert joint.status in (Status.OPTIMAL, Status.TIME_LIMIT)
+
+
+def test_densenet121_matches_torchvision():
+    # torchvision's densenet121: 7,978,856 parameters (torchvision.models docs, "DenseNet121_Weights")
+    from solver_plan.graph.zoo import build_model
+    graph = build_model("densenet121:batch=8,image=1000")
+    assert graph.total_params == 7_978_856
+    chain = chain_from_model("densenet121:batch=2,image=64", resolve_cluster("v100x8-nvlink"), processors=4)
+    assert len(chain) == len(build_model("densenet121:batch=2,image=64").topological_order) - 1  # the input
