@@ -17,7 +17,6 @@ from solver_plan.pipeline.cuts import CutDag, _cut_bytes, best_order
 from solver_plan.pipeline.granularity import madpipe_layers
 from solver_plan.pipeline.problem import ChainProblem
 from solver_plan.pipeline.sources import build_chain_problem, chain_from_model
-from solver_plan.result import Status
 
 
 def random_dag(seed: int, n: int) -> CutDag:
