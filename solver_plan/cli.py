@@ -235,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, sys.stdout.fileno())
-        except (OSError, ValueError):  # stdout replaced by an object without a file descriptor
+        except (AttributeError, OSError, ValueError):  # stdout replaced by an object without a descriptor
             pass
         return 0
 

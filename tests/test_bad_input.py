@@ -126,7 +126,7 @@ class _ClosedPipe:
 def test_output_written_before_anything_is_printed(command, tmp_path, monkeypatch):
     out = tmp_path / "result.json"
     monkeypatch.setattr(sys, "stdout", _ClosedPipe())
-    monkeypatch.setattr(sys, "stderr", io.StringIO())  # main closes stderr on a broken pipe
+    monkeypatch.setattr(sys, "stderr", io.StringIO())
     main([part.replace("{out}", str(out)) for part in command])
     assert json.loads(out.read_text())  # written although the very first print failed
 
