@@ -28,11 +28,13 @@ from solver_plan.pipeline.schedule_result import ScheduleResult, finish, memory_
 from solver_plan.result import Status
 
 
+NODES_PER_SECOND = 200  # CBC branch-and-bound nodes granted per second of time limit
+MIN_NODES = 20
 SCALE = 1e4  # time units per period inside the MILP
 SLACK = 1e-2  # units added to every duration (1e-6 of the period)
 
 
-def solve_at_period(ops: PipelineOps, period: float, time_limit: float | None):
+def solve_at_period(ops: PipelineOps, period: float, time_limit: float | None, max_nodes: int | None = None):
     """(True, (starts, shifts)) | (False, None) proven infeasible | (None, None) undecided."""
     n = len(ops.operations)
     # Solved in units of T / SCALE with every duration lengthened by SLACK units: CBC's absolute
@@ -72,7 +74,9 @@ def solve_at_period(ops: PipelineOps, period: float, time_limit: float | None):
     # CBC runs in its own process, so it cannot clash with ortools; HiGHS in process could.
     with warnings.catch_warnings():  # PuLP 3 deprecates the bundled-CBC class name; it is what is installed
         warnings.simplefilter("ignore", DeprecationWarning)
-        prob.solve(pulp.PULP_CBC_CMD(msg=False, timeLimit=time_limit, threads=2))
+        # one thread and a node limit: the same answer on a loaded machine; the time limit is a safety net
+        prob.solve(pulp.PULP_CBC_CMD(msg=False, timeLimit=time_limit, threads=1,
+                                     options=[] if max_nodes is None else [f"maxNodes {max_nodes}"]))
     status = pulp.LpStatus[prob.status]
     # PuLP may call a run stopped by the time limit "Optimal": trust only a solution that exists
     if status in ("Optimal", "Not Solved") and all(v.value() is not None for v in t):
@@ -94,16 +98,25 @@ def schedule(problem: ChainProblem, allocation: Allocation, *, period: float | N
     if short is not None:
         return short
     deadline = None if time_limit is None else begin + time_limit
+    # deterministic work: a node budget per CBC call from the nominal limit (bisection ~ 12 calls)
+    nodes = None if time_limit is None else max(MIN_NODES, int(time_limit * NODES_PER_SECOND / 12))
+    cut_short = []
 
     def remaining():
         return None if deadline is None else max(0.05, deadline - time.perf_counter())
+
+    def solve(T):
+        found = solve_at_period(ops, T, remaining(), nodes)
+        if deadline is not None and time.perf_counter() >= deadline:
+            cut_short.append(T)
+        return found
 
     def pattern(T, found) -> PeriodicPattern:
         starts, shifts = found
         return PeriodicPattern(allocation, ops, T, tuple(starts), tuple(shifts), "exact-milp")
 
     if period is not None:
-        ok, found = solve_at_period(ops, period, remaining())
+        ok, found = solve(period)
         if not ok:
             return ScheduleResult("exact-milp", Status.INFEASIBLE if ok is False else Status.TIME_LIMIT,
                                   lower_bound_s=bound, runtime_s=time.perf_counter() - begin)
@@ -113,7 +126,7 @@ def schedule(problem: ChainProblem, allocation: Allocation, *, period: float | N
     best = None
     if allocation.is_contiguous and onef1b.min_period(problem, allocation) is not None:
         high = min(high, onef1b.min_period(problem, allocation) * room)
-    ok, found = solve_at_period(ops, high, remaining())
+    ok, found = solve(high)
     if not ok:
         return ScheduleResult("exact-milp", Status.TIME_LIMIT, lower_bound_s=bound, runtime_s=time.perf_counter() - begin,
                               notes=("no first pattern within the time limit",))
@@ -122,7 +135,7 @@ def schedule(problem: ChainProblem, allocation: Allocation, *, period: float | N
     while best[0] - low > tolerance * best[0]:
         if deadline is not None and time.perf_counter() > deadline:
             break
-        ok, found = solve_at_period(ops, candidate, remaining())
+        ok, found = solve(candidate)
         if ok:
             best = (candidate, found)
         else:
@@ -131,5 +144,8 @@ def schedule(problem: ChainProblem, allocation: Allocation, *, period: float | N
                 proven = max(proven, candidate)
         candidate = 0.5 * (low + best[0])
     optimal = best[0] - proven <= tolerance * best[0]
+    notes = (f"bisection to relative tolerance {tolerance:g}, at most {nodes} CBC nodes per period",)
+    if cut_short:
+        notes += ("the wall-clock safety net cut the search short: the answer may differ from an idle run",)
     return finish("exact-milp", pattern(*best), proven, begin, Status.OPTIMAL if optimal else Status.TIME_LIMIT,
-                  notes=(f"bisection to relative tolerance {tolerance:g}",))
+                  notes=notes)
