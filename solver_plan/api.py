@@ -73,28 +73,12 @@ def pipeline(model: Any, cluster: Any = DEFAULT_CLUSTER, processors: int = 4, pl
     """Pipeline stages and a periodic schedule on `processors` devices. `model` is any MODEL string
     (including a pipeline-blocks JSON) or a `Graph`. Returns a `PipelineResult` (status, period_s,
     lower_bound_s, `to_dict()`)."""
-    import math
-
     from solver_plan.graph.ir import Graph
     from solver_plan.pipeline.api import plan_pipeline
-    from solver_plan.pipeline.sources import DEFAULT_MAX_LAYERS, build_chain_problem, chain_from_graph
-    the_cluster = load_cluster(cluster)
-    if isinstance(model, Graph):
-        from solver_plan.graph.chain import coarsen
-        from solver_plan.pipeline.problem import ChainProblem
-        if isinstance(processors, bool) or not isinstance(processors, int) or not 1 <= processors <= the_cluster.num_devices:
-            raise InputError(f"must be between 1 and {the_cluster.num_devices}, got {processors!r}", "processors")
-        chain = chain_from_graph(model, the_cluster)
-        limit = max_layers if max_layers is not None else DEFAULT_MAX_LAYERS.get(planner)
-        if limit is not None and len(chain) > limit:
-            chain = coarsen(chain, limit)
-        if bandwidth is None:
-            bandwidth = min((the_cluster.bandwidth(p, p + 1) for p in range(processors - 1)), default=math.inf)
-        problem = ChainProblem(chain, processors, memory if memory is not None else the_cluster.device.memory,
-                               bandwidth)
-    else:
-        problem = build_chain_problem(str(model), the_cluster, processors, memory=memory, bandwidth=bandwidth,
-                                      planner=planner, max_layers=max_layers)
+    from solver_plan.pipeline.sources import build_chain_problem
+    problem = build_chain_problem(model if isinstance(model, Graph) else str(model), load_cluster(cluster),
+                                  processors, memory=memory, bandwidth=bandwidth, planner=planner,
+                                  max_layers=max_layers)
     return plan_pipeline(problem, planner, schedule, time_limit=time_limit)
 
 

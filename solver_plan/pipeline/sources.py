@@ -97,11 +97,14 @@ def chain_from_blocks(path, blocks: int = 16) -> LayerChain:
                       (max(0.0, kept - boundary),) * blocks, boundary)
 
 
-def chain_from_model(model: str, cluster, blocks: int = 16, **order) -> LayerChain:
-    """MODEL as every command takes it (a zoo spec or a PipeDream profile, via `resolve_model`), or
-    a pipeline-blocks JSON; `order` as for `chain_from_graph` (processors, bandwidth, memory,
-    cut_inside_blocks)."""
+def chain_from_model(model, cluster, blocks: int = 16, **order) -> LayerChain:
+    """MODEL as every command takes it (a zoo spec or a PipeDream profile, via `resolve_model`), a
+    pipeline-blocks JSON, or an already built `Graph` (Python callers); `order` as for
+    `chain_from_graph` (processors, bandwidth, memory, cut_inside_blocks)."""
     from solver_plan.graph.importers.graph_file import is_model_document
+    from solver_plan.graph.ir import Graph
+    if isinstance(model, Graph):
+        return chain_from_graph(model, cluster, **order)
     if Path(model).suffix == ".json" and not model.startswith("hf:") and not is_model_document(model):
         if not Path(model).exists():
             raise InputError("no such pipeline-blocks file", model)
@@ -115,11 +118,12 @@ def chain_from_model(model: str, cluster, blocks: int = 16, **order) -> LayerCha
 DEFAULT_MAX_LAYERS = {"exact-joint": 12}
 
 
-def build_chain_problem(model: str, cluster, processors: int, *, memory: float | None = None,
+def build_chain_problem(model, cluster, processors: int, *, memory: float | None = None,
                         bandwidth: float | None = None, no_comm: bool = False, planner: str | None = None,
                         max_layers: int | None = None, blocks: int = 16, cut_inside_blocks: bool = False,
                         dag_cuts: bool = True):
-    """The one way the CLI and batch jobs make a `ChainProblem` from MODEL and a cluster.
+    """The one way the CLI, batch jobs and the Python API make a `ChainProblem` from MODEL (a string
+    or a `Graph`) and a cluster.
 
     Memory per processor defaults to the device memory. Bandwidth defaults to the slowest link
     between consecutive processors among the first `processors` devices (a pipeline crossing nodes
