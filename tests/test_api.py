@@ -55,3 +55,12 @@ def test_load_model_options_and_objects():
     assert load_model("mlp:layers=2", batch=16).total_params == g.total_params
     with pytest.raises(InputError, match="not to a built Graph"):
         load_model(g, batch=2)
+
+
+def test_pipeline_takes_a_built_graph_like_a_model_string():
+    from solver_plan import api
+    spec = "gpt2:layers=4,hidden=256,heads=4,head_dim=64,ffn=1024,seq=128,positions=128,vocab=1024"
+    by_name = api.pipeline(spec, "a100x8-80gb", processors=2, planner="pipedream", schedule="1f1b*")
+    by_graph = api.pipeline(api.load_model(spec), "a100x8-80gb", processors=2, planner="pipedream", schedule="1f1b*")
+    assert by_graph.status.has_solution
+    assert by_graph.period_s == pytest.approx(by_name.period_s)
