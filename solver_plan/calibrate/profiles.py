@@ -4,17 +4,19 @@ Each layer gives two measurements, its forward and its backward time (V100, fp32
 for the image models), with kernels derived from the layer text and the profile's sizes (bytes;
 fp32, so elements = bytes / 4). A = output bytes (the first output for multi-output layers),
 I = input bytes (the producers' outputs), P = parameter bytes, E = A / 4 output elements.
-- Conv2d(cin, cout, kernel_size=(kh, kw), groups=g): forward one matrix kernel of
-  2 E (cin / g) kh kw FLOPs (/ 2.25 for 3x3 stride-1 ungrouped: Winograd, see WINOGRAD_SAVING)
-  moving I' + P + A bytes with I' = I x max(1, kh kw / stride^2) (input read per filter tap); backward the same FLOPs twice (input gradient
-  and weight gradient; no input gradient when the input is the model input).
+- Conv2d(cin, cout, kernel_size=(kh, kw), groups=g): forward one matrix kernel,
+  `cost.kernels.conv_kernel` (the cost model's definition): 2 E (cin / g) kh kw FLOPs (/ 2.25 for
+  3x3 stride-1 ungrouped in fp32: Winograd) moving I' + P + A bytes with I' = I x max(1, kh kw /
+  stride^2) (input read per filter tap); backward the same kernel twice (input gradient and weight
+  gradient; no input gradient when the input is the model input).
 - Linear(in_features=a, out_features=b): rows r = E / b; 2 r a b FLOPs, kernels as Conv2d.
 - LSTM(a, h[, bidirectional=True]) with d directions: r = E / (h d) rows (sequence x batch);
   forward 2 r 4h (a + h) d FLOPs on the matrix units plus the gate element-wise work (a vector
   kernel over the 4 gates: 8 r 4h d bytes); backward twice the matrix FLOPs, the same gate work.
   Composite modules (GNMT's EmuBidirLSTM, RecurrentAttention, Classifier) add up the LSTMs and
   Linears named inside them (EmuBidirLSTM: only its bidirectional LSTM, which it emulates).
-- element-wise and memory-bound layers, one vector kernel each (FLOPs per element, bytes):
+- element-wise and memory-bound layers, one vector kernel each (FLOPs per element, bytes;
+  `cost.kernels.ELEMENTWISE`, shared with the cost model):
   BatchNorm2d forward (8, 3A: a statistics pass reading x, a pass reading x and writing y),
   backward (10, 5A); ReLU (1, 2A) / (1, 3A); Add (1, 3A) / none (the gradient passes through);
   Concat (0, 2A) / (0, 2A); MaxPool2d and AvgPool2d (k^2, I + A) / (k^2, 2A + I); Dropout (2, 2.25A:
@@ -36,15 +38,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from solver_plan.calibrate.measurements import Kernel, Measurement
+from solver_plan.cost.kernels import ELEMENTWISE, WINOGRAD_SAVING, conv_kernel, elementwise_kernels
 from solver_plan.cost.precision import Precision
 from solver_plan.graph.importers.pipedream import ProfileNode, parse_profile
 
 FP32 = Precision.FP32
-# cuDNN runs 3x3 stride-1 convolutions with Winograd's F(2x2, 3x3) (Lavin and Gray, "Fast
-# Algorithms for Convolutional Neural Networks", CVPR 2016: 2.25x fewer multiplications) when it
-# is the fastest algorithm: VGG-16's 3x3 layers counted directly run at 25-28 TFLOP/s in these
-# profiles, above the V100's 15.7 TFLOP/s fp32 peak, so their kernels count Winograd's FLOPs.
-WINOGRAD_SAVING = 2.25
+__all__ = ["WINOGRAD_SAVING", "LayerWork", "layer_work", "profile_measurements"]  # WINOGRAD_SAVING: cost/kernels.py
 _INT = r"(\d+)"
 
 
@@ -109,15 +108,13 @@ def layer_work(node: ProfileNode, input_bytes: float, input_is_model_input: bool
         cin, _, kh, kw = map(int, match.groups())
         groups = re.search(r"groups=" + _INT, text)
         groups = int(groups.group(1)) if groups else 1
-        flops = 2 * E * cin / groups * kh * kw
-        if (kh, kw) == (3, 3) and groups == 1 and re.search(r"stride=\(1, 1\)", text):
-            flops /= WINOGRAD_SAVING
         stride = re.search(r"stride=\(" + _INT + r", " + _INT + r"\)", text)
         sh, sw = (int(stride.group(1)), int(stride.group(2))) if stride else (1, 1)
-        # implicit GEMM reads each input element once per filter tap it meets (kh kw / stride^2):
-        # an upper bound of its HBM traffic (caches catch some), which lifts the cross-validated
-        # accuracy of small-channel convolutions (median model error 13.5% -> 10.8%)
-        I = I * max(1.0, kh * kw / (sh * sw))
+        # cost/kernels.py: Winograd FLOPs (fp32 profiles) and input read per filter tap, the
+        # definition the cost model prices convolutions with (per-tap traffic lifted the
+        # cross-validated accuracy of small-channel convolutions: median model error 13.5% -> 10.8%)
+        work = conv_kernel(E, cin, kh, kw, sh, sw, groups, I, A, P, simt_fp32=True)
+        flops, I = work.flops, work.hbm_bytes - P - A
     elif kind == "Linear":
         flops = _linear_flops(text, A, first_only=True)
     elif kind in ("LSTM", "EmuBidirLSTM", "RecurrentAttention", "Classifier"):
@@ -141,21 +138,11 @@ def layer_work(node: ProfileNode, input_bytes: float, input_is_model_input: bool
 def _elementwise(kind, text, A, I, P, E, where) -> LayerWork | None:
     pool = re.search(r"kernel_size=\(?" + _INT, text)
     window = int(pool.group(1)) ** 2 if pool else 1
-    table = {  # kind: (forward FLOPs per element, forward bytes, backward FLOPs per element, backward bytes)
-        "BatchNorm2d": (8, 3 * A, 10, 5 * A),
-        "ReLU": (1, 2 * A, 1, 3 * A),
-        "Add": (1, 3 * A, 0, 0),
-        "Concat": (0, 2 * A, 0, 2 * A),
-        "MaxPool2d": (window, I + A, window, 2 * A + I),
-        "AvgPool2d": (window, I + A, window, 2 * A + I),
-        "Dropout": (2, 2.25 * A, 1, 2.25 * A),
-        "Embedding": (0, 2 * A, 1, 2 * A + P),
-    }
-    if kind not in table:
+    if kind not in ELEMENTWISE:
         return None
-    f_flops, f_bytes, b_flops, b_bytes = table[kind]
-    forward = (_vector(f_flops * E, f_bytes, where),)
-    backward = (_vector(b_flops * E, b_bytes, where),) if b_bytes else ()
+    forward, backward = elementwise_kernels(kind, A, I, P, E, window)
+    forward = (_vector(forward.flops, forward.hbm_bytes, where),)
+    backward = (_vector(backward.flops, backward.hbm_bytes, where),) if backward else ()
     return LayerWork(kind, forward, backward)
 
 

@@ -49,8 +49,9 @@ from solver_plan.cost.collectives import (DDP_BUCKET_BYTES, collective_time, gra
                                           ring_allreduce_bytes)
 from solver_plan.cost.compute import compute_time
 from solver_plan.cost.config import ParallelConfig
+from solver_plan.cost.kernels import WINDOWED, conv_kernel, elementwise_kernels
 from solver_plan.cost.dims import OpLayout, op_layout, op_signature
-from solver_plan.cost.precision import TrainingPrecision
+from solver_plan.cost.precision import Precision, TrainingPrecision
 from solver_plan.cost.redistribution import redistribution
 from solver_plan.cost.tiles import box_volume, tile_boxes
 from solver_plan.errors import InputError
@@ -61,6 +62,20 @@ BACKWARD_FACTOR = 2.0  # backward FLOPs per forward FLOP
 MATRIX_OPS = frozenset({OpType.LINEAR, OpType.MATMUL, OpType.CONV2D, OpType.ATTENTION, OpType.LSTM,
                         OpType.PROFILED})
 NO_KERNEL_OPS = frozenset({OpType.INPUT, OpType.RESHAPE})  # data loading, views: no device work
+
+
+def elementwise_kind(op: Operator) -> str | None:
+    """The `kernels.ELEMENTWISE` kind that prices `op` (BatchNorm, ReLU, Add, pooling), or None."""
+    kind = op.attrs.get("kind")
+    if op.op_type == OpType.BATCHNORM:
+        return "BatchNorm2d"
+    if op.op_type == OpType.UNARY and kind == "relu":
+        return "ReLU"
+    if op.op_type == OpType.BINARY and kind == "add":
+        return "Add"
+    if op.op_type == OpType.POOL2D and not op.attrs.get("global_pool"):
+        return {"max": "MaxPool2d", "avg": "AvgPool2d"}.get(kind)
+    return None
 
 
 def unit_of(op_type: OpType) -> str:
@@ -191,15 +206,46 @@ class CostModel:
         if op.op_type in NO_KERNEL_OPS:
             return 0.0
         element = self.element_bytes(op.dtype_bytes)
-        in_tiles = sum(_busiest_volume(tile_boxes(cfg, layout.names, axes, graph.tensor(t).shape))
-                       for axes, t in zip(layout.input_axes, op.inputs))
+        in_tiles = [_busiest_volume(tile_boxes(cfg, layout.names, axes, graph.tensor(t).shape))
+                    for axes, t in zip(layout.input_axes, op.inputs)]
         weights = op.params / math.prod(cfg.degree(name) for name in layout.weight_dims)
         if op.op_type == OpType.EMBEDDING:  # a lookup reads the rows it gathers, not the whole table
             weights = min(weights, sum(out_tiles))
-        hbm = (in_tiles + sum(out_tiles)) * element + weights * self.precision.parameters.bytes
+        weight_bytes = weights * self.precision.parameters.bytes
+        kind = elementwise_kind(op)
+        if op.op_type == OpType.CONV2D:
+            return self._conv_seconds(graph, op, cfg, in_tiles[0] * element, sum(out_tiles), element, weight_bytes)
+        if kind is not None:
+            return self._elementwise_seconds(op, kind, in_tiles[0] * element, sum(out_tiles), element, weight_bytes)
+        hbm = (sum(in_tiles) + sum(out_tiles)) * element + weight_bytes
         forward = compute_time(self.cluster, op.flops / cfg.num_shards, hbm, unit=unit_of(op.op_type),
                                dtype=self.precision.compute)
         return (1.0 + BACKWARD_FACTOR) * forward
+
+    def _conv_seconds(self, graph, op, cfg, input_bytes, out_elements, element, weight_bytes) -> float:
+        """Forward kernel `kernels.conv_kernel` (Winograd FLOPs on fp32 SIMT units, input read per
+        filter tap), backward the same kernel twice (dX, dW), once when the input needs no gradient."""
+        a = op.attrs
+        (kh, kw), (sh, sw) = a["kernel"], a["stride"]
+        # the busiest device's share of the operator's FLOPs, as op.flops / shards elsewhere
+        shards = cfg.num_shards
+        work = conv_kernel(out_elements, a["in_channels"], kh, kw, sh, sw, a.get("groups", 1), input_bytes,
+                           out_elements * element, weight_bytes, self.precision.compute == Precision.FP32)
+        flops = work.flops * (op.flops / shards) / max(1e-30, 2.0 * out_elements * a["in_channels"]
+                                                        / a.get("groups", 1) * kh * kw)
+        forward = compute_time(self.cluster, flops, work.hbm_bytes, unit="matrix", dtype=self.precision.compute)
+        return forward * (1 + (2 if needs_gradient(graph, op, 0) else 1))
+
+    def _elementwise_seconds(self, op, kind, input_bytes, out_elements, element, weight_bytes) -> float:
+        """The forward and backward kernels of `kernels.elementwise_kernels` (HBM passes per phase)."""
+        window = math.prod(op.attrs.get("kernel", (1,))) if kind in WINDOWED else 1
+        total = 0.0
+        for kernel in elementwise_kernels(kind, out_elements * element, input_bytes, weight_bytes,
+                                          out_elements, window):
+            if kernel is not None:
+                total += compute_time(self.cluster, kernel.flops, kernel.hbm_bytes, unit="vector",
+                                      dtype=self.precision.compute)
+        return total
 
     def _allreduce(self, cfg, layout: OpLayout, over: tuple[int, ...], nbytes: float) -> tuple[float, float]:
         """(ring bytes per device, seconds) of one all-reduce of `nbytes` in every group over `over`."""

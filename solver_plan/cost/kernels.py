@@ -1,0 +1,87 @@
+"""One definition of the kernels a layer runs, shared by the cost model and the calibration.
+
+`solver_plan/calibrate/profiles.py` derives the kernels of measured PipeDream layers from these
+functions and `cost/model.py` prices the graph's operators with the same ones, so what the
+calibration fits is what the cost model predicts with.
+
+Convolution (`conv_kernel`), forward; backward runs it twice (input gradient dX and weight
+gradient dW; once when the input needs no gradient):
+- FLOPs: 2 x output elements x (cin / groups) x kh x kw, divided by WINOGRAD_SAVING for 3x3
+  stride-1 ungrouped convolutions when computed in fp32 on the SIMT units. cuDNN runs those with
+  Winograd's F(2x2, 3x3) (Lavin and Gray, "Fast Algorithms for Convolutional Neural Networks",
+  CVPR 2016: 2.25x fewer multiplications); evidence: VGG-16's 3x3 layers counted directly run at
+  25-28 TFLOP/s in the PipeDream V100 fp32 profiles, above the 15.7 TFLOP/s peak. On tensor cores
+  (fp16, bf16, tf32) cuDNN's implicit-GEMM kernels are the usual choice (its Winograd kernels are
+  SIMT ones), so no saving is assumed there.
+- HBM bytes: input x max(1, kh kw / (sh sw)) (implicit GEMM reads each input element once per
+  filter tap it meets: an upper bound, caches catch some) + weights + output.
+
+Memory-bound layers (`ELEMENTWISE`): passes over the output of A bytes (and the input of I bytes
+for pooling) per forward and backward kernel, with FLOPs per output element:
+- BatchNorm forward 3A (a statistics pass reading x, a pass reading x and writing y), backward 5A
+  (a reduction pass reading x and dy, then reading x and dy and writing dx);
+- ReLU forward 2A, backward 3A (reads the output or mask and dy, writes dx);
+- Add forward 3A (two inputs, one output), backward 3A: the gradient passes through the add, but
+  the tensor the residual forked from receives two gradients that autograd sums (read 2, write 1);
+  PipeDream times no Add backward (in-place adds run inside their consumer), so the calibration
+  never sees it;
+- Max/avg pooling forward I + A, backward 2A + I; Dropout 2.25A each way (a one-byte mask);
+- Concat 2A each way; Embedding forward 2A, backward 2A + P (a dense weight gradient).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+WINOGRAD_SAVING = 2.25
+
+
+@dataclass(frozen=True)
+class KernelWork:
+    """FLOPs and HBM bytes of one kernel."""
+    flops: float
+    hbm_bytes: float
+
+
+def winograd_applies(kh: int, kw: int, sh: int, sw: int, groups: int, simt_fp32: bool) -> bool:
+    """3x3, stride 1, ungrouped, on fp32 SIMT units (module text)."""
+    return simt_fp32 and (kh, kw) == (3, 3) and (sh, sw) == (1, 1) and groups == 1
+
+
+def conv_kernel(out_elements: float, cin: int, kh: int, kw: int, sh: int, sw: int, groups: int,
+                input_bytes: float, output_bytes: float, parameter_bytes: float, simt_fp32: bool) -> KernelWork:
+    """The forward kernel of a convolution: 2 E (cin / groups) kh kw FLOPs (/ WINOGRAD_SAVING where
+    `winograd_applies`), I max(1, kh kw / (sh sw)) + P + A bytes (module text)."""
+    flops = 2.0 * out_elements * cin / groups * kh * kw
+    if winograd_applies(kh, kw, sh, sw, groups, simt_fp32):
+        flops /= WINOGRAD_SAVING
+    traffic = input_bytes * max(1.0, kh * kw / (sh * sw)) + parameter_bytes + output_bytes
+    return KernelWork(flops, traffic)
+
+
+# kind: (forward FLOPs per output element, forward bytes (a, i, p), backward FLOPs per element,
+# backward bytes (a, i, p)); bytes = a A + i I + p P. `window` (pooling) multiplies the FLOPs.
+ELEMENTWISE: dict[str, tuple[float, tuple[float, float, float], float, tuple[float, float, float]]] = {
+    "BatchNorm2d": (8, (3, 0, 0), 10, (5, 0, 0)),
+    "ReLU": (1, (2, 0, 0), 1, (3, 0, 0)),
+    "Add": (1, (3, 0, 0), 1, (3, 0, 0)),
+    "Concat": (0, (2, 0, 0), 0, (2, 0, 0)),
+    "MaxPool2d": (1, (1, 1, 0), 1, (2, 1, 0)),
+    "AvgPool2d": (1, (1, 1, 0), 1, (2, 1, 0)),
+    "Dropout": (2, (2.25, 0, 0), 1, (2.25, 0, 0)),
+    "Embedding": (0, (2, 0, 0), 1, (2, 0, 1)),
+}
+WINDOWED = frozenset({"MaxPool2d", "AvgPool2d"})
+
+
+def elementwise_kernels(kind: str, output_bytes: float, input_bytes: float, parameter_bytes: float,
+                        output_elements: float, window: int = 1) -> tuple[KernelWork | None, KernelWork | None]:
+    """(forward, backward) kernels of a memory-bound layer of `kind` (a key of ELEMENTWISE; the
+    module text gives the passes); a phase with no bytes has no kernel (None)."""
+    f_flops, f_bytes, b_flops, b_bytes = ELEMENTWISE[kind]
+    scale = window if kind in WINDOWED else 1
+
+    def kernel(per_element, coefficients):
+        a, i, p = coefficients
+        nbytes = a * output_bytes + i * input_bytes + p * parameter_bytes
+        return KernelWork(per_element * scale * output_elements, nbytes) if nbytes > 0 else None
+    return kernel(f_flops, f_bytes), kernel(b_flops, b_bytes)
