@@ -66,3 +66,28 @@ def test_bad_arguments_exit_2_naming_them(extra, named, capsys):
     assert main(["hybrid", "--model", MODEL, "--cluster", "h100-4x8-ib", "--batch", "8"] + extra) == 2
     err = capsys.readouterr().err
     assert named in err and len(err.strip().splitlines()) == 1
+
+
+def test_hugging_face_decoder_and_per_stage_recompute_on_the_command_line(tmp_path, capsys):
+    """A LLaMA-style config.json (GQA, SwiGLU, untied head) is a MODEL; per-stage recomputation is a
+    --fix value and every stage reports its own mode in the JSON."""
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"model_type": "llama", "hidden_size": 128, "intermediate_size": 384,
+                                  "num_attention_heads": 8, "num_key_value_heads": 2, "num_hidden_layers": 4,
+                                  "max_position_embeddings": 256, "vocab_size": 1000}))
+    out = tmp_path / "plan.json"
+    assert main(["hybrid", "--model", f"{config}:seq=128", "--cluster", "a100x8-80gb", "--batch", "8",
+                 "--fix", "pp=2,recompute=per-stage", "--out", str(out)]) == 0
+    plan = json.loads(out.read_text())
+    assert plan["parallelism"]["recompute"] == "per-stage"
+    assert all(s["recompute"] in ("none", "selective", "full") for s in plan["stages"])
+    assert "recompute" in capsys.readouterr().out
+
+
+def test_encoder_decoder_config_is_one_line_exit_2(tmp_path, capsys):
+    config = tmp_path / "t5.json"
+    config.write_text(json.dumps({"model_type": "t5", "d_model": 64, "num_heads": 2, "d_kv": 32, "d_ff": 128,
+                                  "vocab_size": 100, "num_layers": 2}))
+    assert main(["hybrid", "--model", str(config), "--cluster", "a100x8-80gb", "--batch", "8"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "decoder-only" in err[0]
