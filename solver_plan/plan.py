@@ -60,13 +60,16 @@ class Plan:
     # Most configurations any operator could choose from (enumeration caps them): what OPTIMAL is
     # optimal over. Not part of the JSON layout.
     candidates_kept: int | None = None
+    # `TrainingPrecision.name` the plan was priced in ("mixed-bf16", "fp32"); `simulate --plan`
+    # re-prices with it. None: unknown (plans from before the field).
+    precision: str | None = None
 
     def to_dict(self) -> dict:
         return {
             "schema_version": SCHEMA_VERSION, "model": self.model, "cluster": self.cluster,
             "planner": self.planner, "status": self.status.value, "objective_s": self.objective_s,
             "lower_bound_s": self.lower_bound_s, "gap": self.gap, "runtime_s": self.runtime_s,
-            "memory_limit_bytes": self.memory_limit_bytes, "notes": list(self.notes),
+            "memory_limit_bytes": self.memory_limit_bytes, "precision": self.precision, "notes": list(self.notes),
             "device_memory_bytes": list(self.device_memory_bytes),
             "operators": [{
                 "name": op.name, "type": op.op_type, "degrees": dict(op.degrees), "devices": list(op.devices),
@@ -109,7 +112,8 @@ def decode_plan(graph: Graph, cluster: Cluster, problem: ConfigProblem, result: 
         device_memory = tuple(float(x) for x in problem.device_memory(result.assignment))
     return Plan(graph.name, cluster.name, result.planner, result.status, result.objective, result.lower_bound,
                 result.gap, result.runtime_s, problem.memory_limit, result.notes, device_memory,
-                tuple(operators), tuple(edges), max((len(c) for c in problem.candidates), default=None))
+                tuple(operators), tuple(edges), max((len(c) for c in problem.candidates), default=None),
+                cost_model.precision.name)
 
 
 def _fmt_optional_seconds(value: float | None) -> str:

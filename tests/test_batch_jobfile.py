@@ -121,6 +121,14 @@ def test_cluster_file_is_found_next_to_the_job_file_and_its_content_is_in_the_ke
      "job 'j': jobs[0].seeds[1]: expected an integer"),
     ("{name: j, models: mlp, clusters: v100x8-nvlink, planners: exact-a, processors: 4}",
      "job 'j': jobs[0].processors: only pipeline jobs take 'processors'"),
+    ("{name: j, models: mlp, clusters: v100x8-nvlink, planners: exact-a, precision: fp12}",
+     "job 'j': jobs[0].precision: unknown precision 'fp12'"),
+    ("{name: j, models: mlp, clusters: v100x8-nvlink, planners: exact-a, precision: 16}",
+     "job 'j': jobs[0].precision: expected auto or one of"),
+    ("{name: j, models: mlp, clusters: v100x8-nvlink, planners: exact-a, all_devices: yes please}",
+     "job 'j': jobs[0].all_devices: expected true or false"),
+    ("{name: j, kind: pipeline, models: mlp, clusters: v100x8-nvlink, processors: 2, planners: stages, "
+     "all_devices: true}", "job 'j': jobs[0].all_devices: only config jobs take 'all_devices'"),
     ("{name: j, models: mlp, clusters: v100x8-nvlink, planners: exact-a, options: {a: {b: 1}}}",
      "job 'j': jobs[0].options.a: expected a number, string, boolean"),
     ("{models: mlp, clusters: v100x8-nvlink, planners: exact-a}",
@@ -161,3 +169,25 @@ def test_pipeline_jobs_need_processors_and_a_front_door(tmp_path, registry, monk
     jobs = load_jobs(write(tmp_path, f"jobs: [{entry}, processors: [2, 4], schedule: cyclic}}]\n"))
     assert [(job.kind, job.processors, job.schedule, job.devices) for job in jobs] == [
         ("pipeline", 2, "cyclic", None), ("pipeline", 4, "cyclic", None)]
+
+
+def test_time_limit_defaults_to_the_clis_and_precision_and_all_devices_reach_the_job(tmp_path, registry):
+    from solver_plan.deadline import DEFAULT_TIME_LIMIT_S
+    path = write(tmp_path, """
+        jobs:
+          - {name: plain, models: mlp, clusters: v100x8-nvlink, planners: exact-a}
+          - {name: unbounded, models: mlp, clusters: v100x8-nvlink, planners: exact-a, time_limit: null}
+          - {name: tuned, models: mlp, clusters: v100x8-nvlink, planners: exact-a, precision: FP16,
+             all_devices: true}
+          - {name: auto, models: mlp, clusters: v100x8-nvlink, planners: exact-a, precision: auto}
+          - {name: piped, kind: pipeline, models: mlp, clusters: v100x8-nvlink, processors: 2, planners: stages,
+             precision: fp32}
+        """)
+    jobs = {job.group: job for job in load_jobs(path)}
+    assert jobs["plain"].time_limit == DEFAULT_TIME_LIMIT_S and jobs["unbounded"].time_limit is None
+    assert (jobs["tuned"].precision, jobs["tuned"].all_devices) == ("fp16", True)
+    assert (jobs["plain"].precision, jobs["plain"].all_devices) == (None, False)
+    assert "auto" not in jobs and jobs["piped"].precision == "fp32"  # auto = unset: the same job as plain
+    assert jobs["tuned"].key != jobs["plain"].key
+    # unset precision and all_devices leave the record key as before the settings existed
+    assert "precision" not in jobs["plain"].inputs() and "all_devices" not in jobs["plain"].inputs()

@@ -15,15 +15,40 @@ from solver_plan.result import Status
 BLOCKS = data_dir() / "pipeline-blocks"
 
 
-def test_zoo_chain_times_come_from_the_cost_model():
+def _cost_model_total(graph, cluster, precision):
+    """forward + backward seconds of every operator as `plan` prices it on one device."""
+    from solver_plan.cost.enumerate import single_device_config
+    from solver_plan.cost.model import CostModel
+    model = CostModel(cluster, precision=precision)
+    return sum(model.node(graph, graph.op(n), single_device_config(graph.op(n), graph)).compute_s
+               for n in graph.topological_order)
+
+
+@pytest.mark.parametrize("precision, element", [("fp32", 4), ("fp16", 2)])
+def test_zoo_chain_times_come_from_the_cost_model(precision, element):
+    """Layer times are the cost model's (roofline, the precision's compute dtype), not FLOPs x peak;
+    weights and activations are in the precision's dtypes."""
     cluster = resolve_cluster("v100x8-nvlink")
-    chain = chain_from_model("resnet50:batch=2,image=64", cluster)
+    chain = chain_from_model("resnet50:batch=2,image=64", cluster, precision=precision)
     from solver_plan.graph.zoo import build_model
     graph = build_model("resnet50:batch=2,image=64")
-    assert sum(chain.forward_s) == pytest.approx(graph.total_flops * cluster.w)
+    total = sum(chain.forward_s) + sum(chain.backward_s)
+    assert total == pytest.approx(_cost_model_total(graph, cluster, precision))
+    assert total > 3 * graph.total_flops * cluster.w  # below peak: efficiencies and memory bound
     assert sum(chain.backward_s) == pytest.approx(2 * sum(chain.forward_s))
-    assert sum(chain.weight_bytes) == pytest.approx(4 * graph.total_params)
-    assert chain.input_bytes == 2 * 3 * 64 * 64 * 4
+    assert sum(chain.weight_bytes) == pytest.approx(element * graph.total_params)
+    assert chain.input_bytes == 2 * 3 * 64 * 64 * element
+    assert any(f"precision {'fp32' if element == 4 else 'mixed-fp16'}" in n for n in chain.notes)
+
+
+def test_zoo_chain_auto_precision_is_the_devices_default():
+    cluster = resolve_cluster("a100x8-80gb")
+    auto = chain_from_model("gpt2:layers=2", cluster)
+    bf16 = chain_from_model("gpt2:layers=2", cluster, precision="bf16")
+    fp32 = chain_from_model("gpt2:layers=2", cluster, precision="fp32")
+    assert auto == bf16 and sum(fp32.forward_s) > sum(bf16.forward_s)
+    with pytest.raises(InputError, match="fp8"):
+        chain_from_model("gpt2:layers=2", cluster, precision="fp8")  # A100 has no fp8 units
 
 
 @pytest.mark.skipif(not BLOCKS.is_dir(), reason="no pipeline-blocks data")

@@ -74,3 +74,34 @@ def test_missing_or_broken_files_are_input_errors(tmp_path):
     broken = tmp_path / "broken.json"
     broken.write_text("{not json")
     assert main(["simulate", "--plan", str(broken)]) == 2
+
+
+@pytest.mark.parametrize("precision, recorded", [("fp32", "fp32"), ("auto", "mixed-bf16"), (None, None)])
+def test_simulate_reprices_with_the_plans_precision(tmp_path, capsys, precision, recorded):
+    """The plan records its precision; `simulate --plan` prices with it, and plans without the
+    field (older files) with what `plan` uses by default (mixed bf16 on an A100)."""
+    from solver_plan.cost.model import CostModel
+    path = tmp_path / "plan.json"
+    args = ["plan", "--model", "lenet", "--cluster", "a100x8-80gb", "--devices", "2", "--planner", "data-parallel",
+            "--out", str(path)]
+    assert main(args + ["--precision", precision or "fp32"]) == 0
+    data = json.loads(path.read_text())
+    assert data["precision"] == (recorded or "fp32")
+    if precision is None:  # an old plan: no field
+        del data["precision"]
+        path.write_text(json.dumps(data))
+    capsys.readouterr()
+    assert main(["simulate", "--plan", str(path)]) == 0
+    out = capsys.readouterr().out
+    graph, cluster = build_model("lenet"), resolve_cluster("a100x8-80gb", 2)
+    used = recorded or "mixed-bf16"
+    assert f"precision {used}" in out
+    expected = simulate_strategy(graph, cluster, load_plan_json(path, graph, cluster),
+                                 CostModel(cluster, precision=used.removeprefix("mixed-")))
+    assert format_simulation(expected, max_rows=12) in out
+
+
+def test_simulate_refuses_an_unknown_plan_precision(plan_path, tmp_path, capsys):
+    path = edited(plan_path, tmp_path, lambda d: d.update(precision="mixed-fp32"))
+    assert main(["simulate", "--plan", path]) == 2
+    assert "field 'precision'" in capsys.readouterr().err

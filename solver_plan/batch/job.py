@@ -13,6 +13,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from solver_plan.deadline import DEFAULT_TIME_LIMIT_S
+
 JOB_KINDS = ("config", "pipeline", "hybrid")
 DEFAULT_GRACE_S = 30.0
 KEY_LENGTH = 20  # hex digits of sha256: collisions are out of reach for any batch size
@@ -37,11 +39,15 @@ class Job:
     seed: int = 0
     devices: int | None = None  # config jobs: plan on the first N devices of the cluster
     processors: int | None = None  # pipeline jobs: number of pipeline processors
-    time_limit: float | None = None  # seconds; passed to the planner and enforced by the runner
+    # seconds; passed to the planner and enforced by the runner. The CLI's default: a job file has
+    # to say `time_limit: null` for a run without one.
+    time_limit: float | None = DEFAULT_TIME_LIMIT_S
     memory_limit: float | None = None  # bytes per device
     max_candidates: int | None = None  # config jobs
     schedule: str | None = None  # pipeline jobs: schedule planner
     options: tuple[tuple[str, Any], ...] = ()  # extra keyword arguments of the planner, sorted
+    precision: str | None = None  # config and pipeline jobs: as `--precision` (None: auto)
+    all_devices: bool = False  # config jobs: every operator on all devices (`--all-devices`)
     grace: float = DEFAULT_GRACE_S  # seconds past time_limit before the runner kills the job
     # Content digests of input files (model profile, cluster YAML), keyed by the spec naming them.
     fingerprints: tuple[tuple[str, str], ...] = field(default=())
@@ -58,6 +64,10 @@ class Job:
                 raise ValueError(f"Job: {label} must be positive, got {value}")
         if self.grace < 0:
             raise ValueError(f"Job: grace must be >= 0, got {self.grace}")
+        if self.precision is not None and not isinstance(self.precision, str):
+            raise ValueError(f"Job: precision must be a string or None, got {self.precision!r}")
+        if not isinstance(self.all_devices, bool):
+            raise ValueError(f"Job: all_devices must be a boolean, got {self.all_devices!r}")
         if list(self.options) != sorted(self.options):
             raise ValueError("Job: options must be sorted by name")
 
@@ -68,13 +78,19 @@ class Job:
         def spec(value: str) -> str:
             return f"{short_spec(value)}#sha256:{files[value]}" if value in files else value
 
-        return {
+        inputs = {
             "kind": self.kind, "model": spec(self.model), "cluster": spec(self.cluster),
             "planner": self.planner, "seed": self.seed, "devices": self.devices,
             "processors": self.processors, "time_limit": self.time_limit,
             "memory_limit": self.memory_limit, "max_candidates": self.max_candidates,
             "schedule": self.schedule, "options": dict(self.options),
         }
+        # Only when set: jobs that leave them at their defaults keep the keys (records) they had.
+        if self.precision is not None:
+            inputs["precision"] = self.precision
+        if self.all_devices:
+            inputs["all_devices"] = True
+        return inputs
 
     @property
     def key(self) -> str:
@@ -100,7 +116,8 @@ class Job:
                 "planner": self.planner, "seed": self.seed, "devices": self.devices,
                 "processors": self.processors, "time_limit": self.time_limit,
                 "memory_limit": self.memory_limit, "max_candidates": self.max_candidates,
-                "schedule": self.schedule, "options": dict(self.options), "grace": self.grace}
+                "schedule": self.schedule, "options": dict(self.options), "precision": self.precision,
+                "all_devices": self.all_devices, "grace": self.grace}
 
 
 def short_spec(spec: str) -> str:

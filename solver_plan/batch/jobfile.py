@@ -12,7 +12,9 @@ jobs:
     planners:                                # registry names, or mappings with their own settings
       - milp
       - {name: mcmc, seeds: [0, 1, 2], options: {iterations: 2000}}
-    time_limit: 60                           # seconds (or "500ms"); null for none
+    time_limit: 60                           # seconds (or "500ms"); default 60; null for none
+    precision: bf16                          # config and pipeline jobs: auto (default), fp32, tf32, bf16, fp16, fp8
+    all_devices: false                       # config jobs: every operator on all devices
     memory_limit: 16GB
     max_candidates: 24                       # config jobs
     grace: 30                                # seconds past time_limit before the runner kills a job
@@ -134,6 +136,8 @@ class _JobReader:
                         memory_limit=settings.memory_limit,
                         max_candidates=settings.max_candidates if is_config else None,
                         schedule=None if uses_devices else settings.schedule, options=settings.options,
+                        precision=settings.precision if kind in ("config", "pipeline") else None,
+                        all_devices=settings.all_devices if is_config else False,
                         grace=settings.grace, fingerprints=tuple(sorted(fingerprints))))
         return jobs
 

@@ -57,7 +57,8 @@ def run_config_job(job: Job) -> dict[str, Any]:
     extra = {} if job.max_candidates is None else {"max_candidates": job.max_candidates}
     memory_limit = DEVICE_MEMORY if job.memory_limit is None else job.memory_limit  # as the CLI does
     plan = plan_configuration(graph, cluster, job.planner, time_limit=job.time_limit, memory_limit=memory_limit,
-                              seed=job.seed, **extra, **dict(job.options))
+                              seed=job.seed, precision=job.precision, all_devices=job.all_devices, **extra,
+                              **dict(job.options))
     return outcome(plan.status, plan.objective_s, plan.lower_bound_s, plan.runtime_s, plan.to_dict(),
                    error=planner_error(plan.status, plan.notes))
 
@@ -87,7 +88,8 @@ def chain_problem(job: Job):
     from solver_plan.pipeline.sources import build_chain_problem
 
     cluster = resolve_cluster(job.cluster, job.processors)
-    return build_chain_problem(job.model, cluster, job.processors, memory=job.memory_limit, planner=job.planner)
+    return build_chain_problem(job.model, cluster, job.processors, memory=job.memory_limit, planner=job.planner,
+                               precision=job.precision)
 
 
 def run_hybrid_job(job: Job) -> dict[str, Any]:

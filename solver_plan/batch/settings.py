@@ -10,15 +10,18 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from solver_plan.batch.job import DEFAULT_GRACE_S
+from solver_plan.cost.precision import Precision
+from solver_plan.deadline import DEFAULT_TIME_LIMIT_S
 from solver_plan.errors import InputError
 from solver_plan.units import parse_bytes, parse_seconds
 from solver_plan.yamlio import Section
 
 SETTING_KEYS = ("time_limit", "memory_limit", "seed", "seeds", "devices", "processors", "max_candidates",
-                "schedule", "grace", "options")
+                "schedule", "grace", "options", "precision", "all_devices")
 # Keys that only some kinds of job take; the other kinds reject them (except in `defaults`).
 KIND_ONLY_KEYS = {"devices": ("config", "hybrid"), "max_candidates": ("config",),
-                  "processors": ("pipeline",), "schedule": ("pipeline",)}
+                  "processors": ("pipeline",), "schedule": ("pipeline",), "precision": ("config", "pipeline"),
+                  "all_devices": ("config",)}
 OPTION_SCALARS = (str, int, float, bool)
 
 
@@ -27,11 +30,13 @@ class Settings:
     seeds: tuple[int, ...] = (0,)
     devices: tuple[int | None, ...] = (None,)
     processors: tuple[int | None, ...] = (None,)
-    time_limit: float | None = None
+    time_limit: float | None = DEFAULT_TIME_LIMIT_S  # as the CLI; `time_limit: null` for none
     memory_limit: float | None = None
     max_candidates: int | None = None
     schedule: str | None = None
     grace: float = DEFAULT_GRACE_S
+    precision: str | None = None  # None: auto (the device's default)
+    all_devices: bool = False
     options: tuple[tuple[str, Any], ...] = ()
 
 
@@ -64,6 +69,13 @@ def read_settings(section: Section, inherited: Settings) -> Settings:
         changes["schedule"] = section.string("schedule")
     if section.has("grace"):
         changes["grace"] = parse_seconds(section.get("grace"), section.path("grace"))
+    if section.has("precision"):
+        changes["precision"] = _precision(section)
+    if section.has("all_devices"):
+        value = section.get("all_devices")
+        if not isinstance(value, bool):
+            raise InputError(f"expected true or false, got {value!r}", section.path("all_devices"))
+        changes["all_devices"] = value
     if section.has("options"):
         merged = dict(inherited.options)
         merged.update(_options(section))
@@ -97,6 +109,17 @@ def _optional_positive_seconds(section: Section, key: str) -> float | None:
     if seconds <= 0:
         raise InputError(f"must be positive, got {value!r}", section.path(key))
     return seconds
+
+
+def _precision(section: Section) -> str | None:
+    """auto/null (the device's default) or one of the `Precision` names, as `--precision` takes."""
+    value = section.get("precision")
+    if value is None or (isinstance(value, str) and value.strip().lower() == "auto"):
+        return None
+    if not isinstance(value, str):
+        raise InputError(f"expected auto or one of {', '.join(p.value for p in Precision)}, got {value!r}",
+                         section.path("precision"))
+    return Precision.parse(value, section.path("precision")).value
 
 
 def _options(section: Section) -> dict[str, Any]:

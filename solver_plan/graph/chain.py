@@ -25,6 +25,12 @@ from solver_plan.graph.ir import Graph, Operator
 from solver_plan.graph.ops import OpType
 
 Times = Callable[[Operator], tuple[float, float]]
+# (weight bytes, activation bytes) of an operator; the default is the graph's declared sizes.
+Sizes = Callable[[Operator], tuple[float, float]]
+
+
+def declared_sizes(op: Operator) -> tuple[float, float]:
+    return float(op.param_bytes), float(op.activation_bytes)
 
 
 def _check_values(name: str, field: str, values: Sequence[float], labels: Sequence[str]) -> None:
@@ -97,10 +103,13 @@ def layer_order(graph: Graph) -> tuple[list[str], set[str]]:
     return layers, inputs
 
 
-def linearize(graph: Graph, times: Times | None = None, order: Sequence[str] | None = None) -> LayerChain:
+def linearize(graph: Graph, times: Times | None = None, order: Sequence[str] | None = None,
+              sizes: Sizes | None = None) -> LayerChain:
     """The graph's operators as a chain (see the module docstring), in `order` (a topological order
-    of the layers, e.g. from `pipeline.cuts.best_order`) or the graph's own topological order."""
+    of the layers, e.g. from `pipeline.cuts.best_order`) or the graph's own topological order;
+    `sizes` gives each operator's (weight, activation) bytes (default: as declared)."""
     times = times or _measured_times
+    sizes = sizes or declared_sizes
     layers, inputs = layer_order(graph)
     if order is not None:
         if sorted(order) != sorted(layers):
@@ -116,7 +125,7 @@ def linearize(graph: Graph, times: Times | None = None, order: Sequence[str] | N
     diff = [0.0] * (len(layers) + 1)
     input_bytes = 0.0
     for n in order:
-        size = graph.op(n).activation_bytes
+        size = sizes(graph.op(n))[1]
         born = position[n]
         dies = max((position[s] for s in graph.successors(n)), default=born)
         if born < 0:
@@ -130,10 +139,11 @@ def linearize(graph: Graph, times: Times | None = None, order: Sequence[str] | N
         cut.append(max(0.0, running))
     ops = [graph.op(n) for n in layers]
     fwd, bwd = zip(*(times(op) for op in ops))
-    output = [op.activation_bytes for op in ops]
+    weights, output = zip(*(sizes(op) for op in ops))
+    output = list(output)
     cut[-1] = output[-1]  # nothing crosses after the last layer; keep its output for reference
     return LayerChain(graph.name, tuple(layers), tuple(fwd), tuple(bwd),
-                      tuple(float(op.param_bytes) for op in ops), tuple(output), tuple(cut),
+                      tuple(float(w) for w in weights), tuple(output), tuple(cut),
                       (0.0,) * len(layers), input_bytes)
 
 
@@ -216,12 +226,14 @@ def layer_groups(graph: Graph, by_block: bool) -> list[list[str]]:
     return list(groups.values())
 
 
-def cut_dag(graph: Graph, times: Times | None = None, groups: Sequence[Sequence[str]] | None = None):
+def cut_dag(graph: Graph, times: Times | None = None, groups: Sequence[Sequence[str]] | None = None,
+            sizes: Sizes | None = None):
     """The layers of the graph (inputs removed) as a `pipeline.cuts.CutDag` for DAG-aware cutting;
     with `groups`, each group is one node (times and weights summed, its output the bytes of its
-    members used outside it). Returns None when the groups make a cycle."""
+    members used outside it); `sizes` as for `linearize`. Returns None when the groups make a cycle."""
     from solver_plan.pipeline.cuts import CutDag
     times = times or _measured_times
+    sizes = sizes or declared_sizes
     layers, inputs = layer_order(graph)
     groups = [list(g) for g in groups] if groups is not None else [[n] for n in layers]
     owner = {n: g for g, members in enumerate(groups) for n in members}
@@ -232,7 +244,7 @@ def cut_dag(graph: Graph, times: Times | None = None, groups: Sequence[Sequence[
         for n in members:
             outside = [owner[s] for s in graph.successors(n) if s in owner and owner[s] != g]
             if outside or not graph.successors(n):
-                act[g] += graph.op(n).activation_bytes
+                act[g] += sizes(graph.op(n))[1]
             for h in outside:
                 succs[g].add(h)
                 preds[h].add(g)
@@ -248,8 +260,9 @@ def cut_dag(graph: Graph, times: Times | None = None, groups: Sequence[Sequence[
     load = [sum(sum(times(graph.op(n))) for n in members) for members in groups]
     return CutDag(tuple("|".join(m) for m in groups), tuple(tuple(sorted(p)) for p in preds),
                   tuple(tuple(sorted(s)) for s in succs), tuple(float(x) for x in load),
-                  tuple(float(sum(graph.op(n).param_bytes for n in m)) for m in groups), tuple(act),
-                  tuple(float(sum(graph.op(n).activation_bytes for n in m)) for m in groups), float(sum(graph.op(n).activation_bytes for n in inputs)))
+                  tuple(float(sum(sizes(graph.op(n))[0] for n in m)) for m in groups), tuple(act),
+                  tuple(float(sum(sizes(graph.op(n))[1] for n in m)) for m in groups),
+                  float(sum(sizes(graph.op(n))[1] for n in inputs)))
 
 
 def _topological_rank(preds: list[set[int]], succs: list[set[int]]) -> list[int] | None:

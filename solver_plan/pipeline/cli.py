@@ -23,6 +23,9 @@ def register_command(subparsers) -> None:
     parser.add_argument("--memory", help="memory per processor, e.g. 8GB (default: the device memory)")
     parser.add_argument("--bandwidth", help="link bandwidth, e.g. 12GB/s (default: the slowest link between consecutive processors)")
     parser.add_argument("--no-comm", action="store_true", help="transfers take no time")
+    parser.add_argument("--precision", default="auto", choices=("auto", "fp32", "tf32", "bf16", "fp16", "fp8"),
+                        help="training precision of zoo models' layer times and sizes, as for `plan` (default "
+                             "auto: the device's default); profiles and block files keep their measured times")
     parser.add_argument("--planner", default="madpipe", help="pipedream | madpipe | exact-joint")
     parser.add_argument("--schedule", default="exact", help="exact | 1f1b*")
     parser.add_argument("--max-layers", type=int, default=None,
@@ -100,7 +103,8 @@ def build_problem(args):
                                no_comm=args.no_comm, planner=args.planner,
                                # MadPipe is coarsened by the front door, after the full-granularity baseline
                                max_layers=None if args.planner == "madpipe" else args.max_layers,
-                               blocks=blocks, cut_inside_blocks=getattr(args, "cut_inside_blocks", False))
+                               blocks=blocks, cut_inside_blocks=getattr(args, "cut_inside_blocks", False),
+                               precision=getattr(args, "precision", None))
 
 
 def print_result(result) -> None:

@@ -1,8 +1,14 @@
 """Chains from the three kinds of model input: PipeDream profiles (measured times), zoo graphs (times
 from the cost model on one device) and the per-block profiles of ../shared/data/pipeline-blocks.
 
-Zoo graphs: forward = FLOPs x cluster.w, backward = 2 x forward, W = parameter bytes, activations =
-output bytes (the symbolic cost model of DESIGN.md, one device, no parallelism inside a layer).
+Zoo graphs: the cost model of `plan` and `hybrid` on one device, no parallelism inside a layer
+(`CostModel.node` with a one-device configuration): forward + backward = its compute seconds
+(roofline `cost.compute.compute_time` in the precision's compute dtype), split forward = total /
+(1 + BACKWARD_FACTOR) as the cost model builds it; W = parameters x the precision's parameter bytes
+(the working copy; `problem.WEIGHT_COPIES` counts versions and the gradient); activations = declared
+bytes in the precision's activation dtype (`CostModel.activation_scale`). The precision is
+`cost.precision.resolve_precision(requested, device, graph)`: auto is the device's default, and
+profiles (measured times) keep their fp32 times and sizes.
 
 Pipeline blocks (JSON with Tf, Tb, Tw ms and Mparams, Mf MB): `blocks` identical transformer
 blocks; forward Tf, backward Tb + Tw; W = Mparams; each block keeps Mf for its backward; the tensor
@@ -23,32 +29,53 @@ MIB = 2.0 ** 20
 BLOCK_KEYS = ("Tf", "Tb", "Tw", "Mparams", "Mf")
 
 
+def zoo_costs(graph, cluster, precision=None):
+    """(times, sizes, precision name) of `graph`'s operators under the cost model on one device of `cluster`, in
+    `precision` (None/auto: the device's default), for `linearize` and `cut_dag`."""
+    from solver_plan.cost.enumerate import single_device_config
+    from solver_plan.cost.model import BACKWARD_FACTOR, CostModel
+    from solver_plan.cost.precision import resolve_precision
+    model = CostModel(cluster, precision=resolve_precision(precision, cluster.device, graph))
+    parameter_bytes = model.precision.parameters.bytes
+
+    def times(op):
+        total = model.node(graph, op, single_device_config(op, graph)).compute_s
+        forward = total / (1.0 + BACKWARD_FACTOR)
+        return forward, total - forward
+
+    def sizes(op):
+        return float(op.params * parameter_bytes), float(op.activation_bytes * model.activation_scale(op))
+    return times, sizes, model.precision.name
+
+
 def chain_from_graph(graph, cluster, *, processors: int | None = None, bandwidth: float = math.inf,
-                     memory: float | None = None, cut_inside_blocks: bool | None = None) -> LayerChain:
+                     memory: float | None = None, cut_inside_blocks: bool | None = None,
+                     precision=None) -> LayerChain:
     """Measured times where the graph has them (profiles), else the cost model on one device.
 
     With `processors` (> 1) the layers are ordered so that the best chain of antichain cuts for a
     straight pipeline on that many processors (`pipeline.cuts.best_order`, with `bandwidth` and
     `memory`) is among the chain's cuts. Transformer models (attention inside `blockN` scopes) are cut
-    between blocks only, each block one layer of the chain, unless `cut_inside_blocks` is true."""
-    times = None
+    between blocks only, each block one layer of the chain, unless `cut_inside_blocks` is true.
+    `precision` (zoo graphs): as `--precision`; graphs with measured times (profiles) keep them."""
+    times = sizes = None
+    notes: list[str] = []
     if not graph.has_measured_times:
-        w = cluster.w
-        times = lambda op: (op.flops * w, op.backward_flops * w)  # noqa: E731
+        times, sizes, name = zoo_costs(graph, cluster, precision)
+        notes.append(f"layer times and sizes from the cost model in precision {name}")
     by_block = (not cut_inside_blocks) and is_transformer(graph)
     groups = layer_groups(graph, by_block)
-    dag = cut_dag(graph, times, groups)
-    notes: list[str] = []
+    dag = cut_dag(graph, times, groups, sizes)
     if dag is None:  # blocks that feed each other both ways: cut anywhere
         by_block, groups = False, layer_groups(graph, False)
-        dag = cut_dag(graph, times, groups)
+        dag = cut_dag(graph, times, groups, sizes)
         notes.append("blocks are not a chain of the graph: cuts inside blocks allowed")
     order = None
     if processors is not None and processors > 1:
         choice = best_order(dag, processors, bandwidth, memory)
         notes.append(choice.note)
         order = [n for name in choice.order for n in name.split("|")]
-    chain = linearize(graph, times, order)
+    chain = linearize(graph, times, order, sizes)
     if by_block:
         chain = merge_layers(chain, _spans(chain.layer_names))
         notes.append("cuts between transformer blocks only (--cut-inside-blocks to allow others)")
@@ -108,7 +135,7 @@ def chain_from_model(model, cluster, blocks: int = 16, **order) -> LayerChain:
     if Path(model).suffix == ".json" and not model.startswith("hf:") and not is_model_document(model):
         if not Path(model).exists():
             raise InputError("no such pipeline-blocks file", model)
-        return chain_from_blocks(model, blocks)
+        return chain_from_blocks(model, blocks)  # measured block times: no precision to apply
     from solver_plan.graph.resolve import resolve_model
     return chain_from_graph(resolve_model(model), cluster, **order)
 
@@ -121,7 +148,7 @@ DEFAULT_MAX_LAYERS = {"exact-joint": 12}
 def build_chain_problem(model, cluster, processors: int, *, memory: float | None = None,
                         bandwidth: float | None = None, no_comm: bool = False, planner: str | None = None,
                         max_layers: int | None = None, blocks: int = 16, cut_inside_blocks: bool = False,
-                        dag_cuts: bool = True):
+                        dag_cuts: bool = True, precision=None):
     """The one way the CLI, batch jobs and the Python API make a `ChainProblem` from MODEL (a string
     or a `Graph`) and a cluster.
 
@@ -131,6 +158,8 @@ def build_chain_problem(model, cluster, processors: int, *, memory: float | None
     antichain cuts on `processors` (`dag_cuts`), transformer blocks kept whole unless
     `cut_inside_blocks`. The chain is coarsened only to an explicit `max_layers` (or the planner's
     entry in DEFAULT_MAX_LAYERS); `plan_pipeline` coarsens for MadPipe from its time budget.
+    `precision` (fp32, tf32, bf16, fp16, fp8, auto/None) prices zoo graphs as `plan` does
+    (`zoo_costs`); profiles and pipeline-blocks files keep their measured times.
     """
     from solver_plan.graph.chain import coarsen
     from solver_plan.pipeline.problem import ChainProblem
@@ -146,7 +175,8 @@ def build_chain_problem(model, cluster, processors: int, *, memory: float | None
         bandwidth = min((cluster.bandwidth(p, p + 1) for p in range(processors - 1)), default=math.inf)
     memory = memory if memory is not None else cluster.device.memory
     chain = chain_from_model(model, cluster, blocks, processors=processors if dag_cuts else None,
-                             bandwidth=bandwidth, memory=memory, cut_inside_blocks=cut_inside_blocks)
+                             bandwidth=bandwidth, memory=memory, cut_inside_blocks=cut_inside_blocks,
+                             precision=precision)
     limit = max_layers if max_layers is not None else DEFAULT_MAX_LAYERS.get(planner or "")
     if limit is not None and len(chain) > limit:
         chain = coarsen(chain, limit)

@@ -21,7 +21,8 @@ def resolve_plan_cluster(spec: str, devices: int | None):
 def run(args) -> int:
     from solver_plan.files import check_output_path
     from solver_plan.graph.resolve import resolve_model
-    from solver_plan.simulate.plan_file import load_plan_json, read_plan_json
+    from solver_plan.cost.model import CostModel
+    from solver_plan.simulate.plan_file import load_plan_json, plan_precision, read_plan_json
     from solver_plan.simulate.simulator import simulate_strategy
     from solver_plan.simulate.timeline import format_simulation
     from solver_plan.simulate.trace import write_chrome_trace
@@ -37,8 +38,10 @@ def run(args) -> int:
     graph = resolve_model(model)
     cluster = resolve_plan_cluster(cluster_spec, args.devices)
     strategy = load_plan_json(args.plan, graph, cluster)
-    sim = simulate_strategy(graph, cluster, strategy)
-    print(f"{graph.name} on {cluster.describe()}")
+    # priced as the plan was: its precision (older plans: the default `plan` used)
+    cost_model = CostModel(cluster, precision=plan_precision(data, graph, cluster, args.plan))
+    sim = simulate_strategy(graph, cluster, strategy, cost_model)
+    print(f"{graph.name} on {cluster.describe()}; precision {cost_model.precision.name}")
     print(format_simulation(sim, max_rows=args.rows))
     if args.trace:
         write_chrome_trace(sim, args.trace, f"{graph.name} on {cluster.name}")

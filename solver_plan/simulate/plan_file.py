@@ -101,6 +101,25 @@ def parse_operator(entry, graph: Graph, cluster: Cluster, where: str) -> tuple[s
     return name, ParallelConfig(ordered, tuple(devices))
 
 
+def plan_precision(data: dict, graph: Graph, cluster: Cluster, where: str):
+    """The `TrainingPrecision` a plan was priced in: its "precision" key (`TrainingPrecision.name`:
+    fp32, tf32, mixed-bf16, ...), or for plans without one what `plan` uses by default
+    (`resolve_precision(None, device, graph)`)."""
+    from solver_plan.cost.precision import TrainingPrecision, resolve_precision
+    name = data.get("precision")
+    if name is None:
+        return resolve_precision(None, cluster.device, graph)
+    if not isinstance(name, str):
+        raise InputError(f"'precision' must be a string such as mixed-bf16 or fp32, got {name!r}",
+                         f"{where} field 'precision'")
+    dtype = name.removeprefix("mixed-")
+    precision = TrainingPrecision.parse(dtype, cluster.device, f"{where} field 'precision'")
+    if precision.name != name:  # "mixed-fp32", "bf16": not a name `plan` writes
+        raise InputError(f"unknown precision {name!r}; plans name fp32, tf32, mixed-bf16, mixed-fp16 or mixed-fp8",
+                         f"{where} field 'precision'")
+    return precision
+
+
 def load_plan_json(path: str | Path, graph: Graph, cluster: Cluster) -> dict[str, ParallelConfig]:
     """The strategy (operator name -> configuration) of a plan file, validated."""
     data = read_plan_json(path)
