@@ -96,3 +96,14 @@ def test_memory_bound_layers_priced_by_their_passes(model, convnet):
     assert seconds(model, convnet, "bn") == pytest.approx((3 * a + 5 * a) * 1e-9 + 2 * LAUNCH)
     assert seconds(model, convnet, "r") == pytest.approx((2 * a + 3 * a) * 1e-9 + 2 * LAUNCH)
     assert seconds(model, convnet, "add") == pytest.approx((3 * a + 3 * a) * 1e-9 + 2 * LAUNCH)
+
+
+def test_transformer_residual_add_keeps_the_generic_rule(model):
+    # (2, 8, 16) add: A = 256 elements x 4 B = 1024 B; generic rule: 3 x the forward kernel reading
+    # both inputs and writing the output (3A), not the 4-D table's 3A + 3A
+    b = GraphBuilder("residual")
+    x = b.input((2, 8, 16), name="x")
+    h = b.relu(x, name="h")
+    b.add_(h, x, name="add")
+    graph = b.build()
+    assert seconds(model, graph, "add") == pytest.approx(3 * (3 * 1024 * 1e-9 + LAUNCH))

@@ -65,13 +65,15 @@ NO_KERNEL_OPS = frozenset({OpType.INPUT, OpType.RESHAPE})  # data loading, views
 
 
 def elementwise_kind(op: Operator) -> str | None:
-    """The `kernels.ELEMENTWISE` kind that prices `op` (BatchNorm, ReLU, Add, pooling), or None."""
+    """The `kernels.ELEMENTWISE` kind that prices `op` (BatchNorm, ReLU, 4-D Add, pooling), or None."""
     kind = op.attrs.get("kind")
     if op.op_type == OpType.BATCHNORM:
         return "BatchNorm2d"
     if op.op_type == OpType.UNARY and kind == "relu":
         return "ReLU"
-    if op.op_type == OpType.BINARY and kind == "add":
+    if op.op_type == OpType.BINARY and kind == "add" and len(op.outputs[0].shape) == 4:
+        # a convolutional residual (N, C, H, W); a transformer's residual add stands for Megatron's
+        # fused bias-dropout-add (the zoo graphs have no dropout operator), left on the generic rule
         return "Add"
     if op.op_type == OpType.POOL2D and not op.attrs.get("global_pool"):
         return {"max": "MaxPool2d", "avg": "AvgPool2d"}.get(kind)
