@@ -39,3 +39,29 @@ def test_tensor_parallel_filter_refuses_idle_devices_and_replicated_weights():
     assert not any(ok for n, ok in verdicts if n < 4)  # fewer devices: refused
     assert any(ok for n, ok in verdicts)  # Megatron's column split is kept
     assert all(_tensor_parallel(op, c, graph, 1) for c in problem.candidates[q])  # tp = 1: anything goes
+
+
+def test_siblings_reading_one_tensor_share_one_input_gradient_all_reduce():
+    """q, k and v read the same normalised tensor under one configuration: their input gradients are
+    summed locally and all-reduced once (as Megatron's fused QKV), so the block is priced with two
+    all-reduces and two redistributions fewer than the cost model's per-operator sum; nothing is
+    taken back without tensor parallelism."""
+    from solver_plan.hybrid.stage_cost import _restrict, _shared_input_savings
+    from solver_plan.intra.solve import solve
+
+    spec = transformer_spec("gpt2:layers=2,hidden=1024,heads=16,head_dim=64,ffn=4096,seq=1024,positions=1024")
+    graph = build_model(spec.block_spec(2))
+    cluster = resolve_cluster("a100-80gb-superpod", 8)
+    saved = {}
+    for tp in (1, 4):
+        problem = _restrict(build_config_problem(graph, cluster.first_devices(tp)), graph, tp)
+        result = solve(problem, "milp", time_limit=20)
+        cost_model = problem.context[2]
+        saved[tp], forward = _shared_input_savings(graph, problem, result.assignment, cost_model, spec.block_scope)
+        configs = {problem.names[i]: problem.candidates[i][a] for i, a in enumerate(result.assignment)}
+        if tp == 4 and configs["block0/self_attn/q"] == configs["block0/self_attn/k"] == configs["block0/self_attn/v"]:
+            k = graph.op("block0/self_attn/k")
+            one = cost_model.node(graph, k, configs[k.name]).comm_s
+            assert saved[tp] >= 2 * (one - cost_model._node(graph, k, configs[k.name], (False,)).comm_s) > 0
+        assert 0 <= forward <= saved[tp]
+    assert saved[1] == 0.0 and saved[4] > 0.0

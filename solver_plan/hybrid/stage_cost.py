@@ -190,12 +190,54 @@ class BlockCoster:
             forward[group[v]] += seconds / 2
             if group[v] == "block":
                 comm += seconds
+        shared_s, shared_forward_s = _shared_input_savings(graph, problem, result.assignment, cost_model, scope)
+        total["block"] -= shared_s
+        forward["block"] -= shared_forward_s
+        comm -= shared_s
         ratio = 1.0
         if result.status != Status.OPTIMAL:
             ratio = (result.lower_bound / result.objective) if (result.lower_bound and result.objective) else 0.0
         return BlockProfile(tp, b, total["block"], forward["block"], attention_forward, total["embed"], total["head"],
                             comm, result.status, max(0.0, min(1.0, ratio)), tuple(configs["block"]),
                             tuple(configs["embed"]), tuple(configs["head"]))
+
+
+def _shared_input_savings(graph, problem, assignment, cost_model, scope: str) -> tuple[float, float]:
+    """(seconds, of which forward) the cost model counts more than once for sibling operators of the
+    block: operators of one type and one configuration reading the same tensor (q, k and v of the
+    attention; gate and up of a SwiGLU MLP). Their input gradients are partial sums that are added
+    locally and all-reduced once (Megatron's conjugate f operator sits once before the attention and
+    once before the MLP; its QKV linear is one fused GEMM), and the tensor is redistributed to that
+    layout once; the cost model prices each consumer's input-gradient all-reduce
+    (`CostModel.node` with and without input gradients) and each edge on its own, so all but one
+    consumer's are taken back here."""
+    index = {name: i for i, name in enumerate(problem.names)}
+    groups: dict[tuple, list[int]] = {}
+    for i, name in enumerate(problem.names):
+        if not name.startswith(scope):
+            continue
+        op = graph.op(name)
+        if not op.inputs:
+            continue
+        cfg = problem.candidates[i][assignment[i]]
+        groups.setdefault((op.inputs[0], op.op_type, cfg), []).append(i)
+    edge_s = {(u, v): float(m[assignment[u], assignment[v]]) for (u, v), m in zip(problem.edges, problem.edge_costs)}
+    saved = saved_forward = 0.0
+    for (tensor, _, cfg), members in groups.items():
+        if len(members) < 2:
+            continue
+        for i in members[1:]:
+            op = graph.op(problem.names[i])
+            with_grads = cost_model.node(graph, op, cfg).comm_s
+            without = cost_model._node(graph, op, cfg, tuple(False for _ in op.inputs)).comm_s
+            saved += max(0.0, with_grads - without)  # backward only
+            source = graph.producer(tensor)
+            u = index.get(source.name) if source is not None else None
+            if u is not None and (u, i) in edge_s and (u, members[0]) in edge_s:
+                dup = min(edge_s[(u, i)], edge_s[(u, members[0])])
+                saved += dup
+                saved_forward += dup / 2
+    return saved, saved_forward
 
 
 def _after_block(names, i, scope: str = BLOCK_SCOPE) -> bool:
