@@ -12,24 +12,34 @@ from solver_plan.intra.relaxation import edge_dropping_relaxation
 from solver_plan.planners import register
 from solver_plan.result import Status
 
+REPAIR_SHARE = 0.5  # of the time left after the relaxation
+
+
+def _greedy_fallback(problem: ConfigProblem, context: Context, why: str, bound=None) -> Answer:
+    """The best greedy plan (a memory-fitting one exists whenever the least-memory plan fits, even
+    past the deadline) with `why` as a note: a time-out never loses a plan a heuristic has."""
+    from solver_plan.intra.greedy import heuristic_plans
+    plans = heuristic_plans(problem, context.deadline, refine=not context.deadline.expired())
+    if context.incumbent is not None:
+        plans.append(context.incumbent)
+    status = Status.TIME_LIMIT if context.deadline.expired() else Status.FEASIBLE
+    if not plans:
+        return Answer(status if status is Status.TIME_LIMIT else Status.ERROR, None, bound,
+                      (f"{why}; no greedy plan fits the memory limit",))
+    return Answer(status, min(plans, key=problem.objective), bound, (f"{why}: returned the greedy plan",))
+
 
 def _edge_drop_core(problem: ConfigProblem, context: Context) -> Answer:
     if not time_for_passes(context.deadline, problem, 3):
-        from solver_plan.intra.greedy import heuristic_plans
-        plans = heuristic_plans(problem, context.deadline, refine=False)
-        if not plans:
-            return Answer(Status.TIME_LIMIT, notes=("too little time for the relaxation or a greedy plan",))
-        return Answer(Status.TIME_LIMIT, min(plans, key=problem.objective), None,
-                      ("too little time for the relaxation: the greedy plan, no bound",))
+        return _greedy_fallback(problem, context, "too little time for the relaxation (no bound)")
     relaxation = edge_dropping_relaxation(problem, context.deadline)
     if relaxation is None:
-        return Answer(Status.TIME_LIMIT, notes=("time out during the relaxation",))
-    plan = repair_memory(problem, relaxation.assignment, context.deadline)
-    if plan is None and context.deadline.expired():
-        return Answer(Status.TIME_LIMIT, None, relaxation.lower_bound,
-                      ("time out while repairing the relaxation's plan to fit memory",))
+        return _greedy_fallback(problem, context, "time out during the relaxation (no bound)")
+    # repair can take seconds per thousand nodes: keep time for the greedy fallback
+    plan = repair_memory(problem, relaxation.assignment, context.deadline.share(REPAIR_SHARE))
     if plan is None:
-        return Answer(Status.ERROR, notes=("the relaxation's plan could not be repaired to fit memory",))
+        why = "the relaxation's plan could not be repaired to fit memory in its share of the time"
+        return _greedy_fallback(problem, context, why, relaxation.lower_bound)
     plan = improve(problem, plan, context.deadline)
     plan = improve_by_forests(problem, plan, context.deadline, seed=context.seed)
     note = f"dropped {relaxation.dropped_edges} edge(s) to fold the graph completely"

@@ -104,6 +104,10 @@ def improve_load(problem: ConfigProblem, split: EdgeSplit, assignment, deadline:
             if deadline.expired():
                 break
             for choice in np.argsort(problem.node_costs[node], kind="stable"):
+                # a move that passes the busiest-device filter re-times the whole graph (O(n)):
+                # check the clock per move, not per node
+                if deadline.expired():
+                    break
                 if state.try_move(node, int(choice)):
                     improved = True
     return tuple(state.plan)

@@ -19,7 +19,7 @@ import numpy as np
 
 from solver_plan.deadline import Deadline
 from solver_plan.intra import isolated
-from solver_plan.intra.harness import _usable, best_heuristic_plan
+from solver_plan.intra.harness import _usable, best_heuristic_plan, start_clock
 from solver_plan.intra.linear_model import decode
 from solver_plan.intra.load_objective import encode_load, load_breakdown, load_model, topological_order
 from solver_plan.intra.load_search import branch_moves, improve_load, lp_roundings
@@ -32,6 +32,14 @@ LP_SHARE = 0.4  # of what is left, for the LP relaxation (its optimum is a bound
 SEARCH_SHARE = 0.4  # of what is left, for local search from the seeds and LP roundings
 ROUNDINGS = 8
 NAME = "milp-load"
+# Building the load MILP is not interruptible and grows with the edge-matrix entries (one y column
+# each, in up to 2 x devices busy rows): measured 15.6 s and 0.3 GB for 492,145 entries (1,000-node
+# random DAG, 6-30 candidates, 8 devices) and 6.6 GB at 10,000 nodes. It is built only when its
+# estimated time fits in BUILD_FRACTION of what is left and it stays under MAX_MODEL_ENTRIES;
+# otherwise the best seed (load local search included) comes back without the MILP.
+BUILD_S_PER_ENTRY = 3.2e-5
+BUILD_FRACTION = 0.5
+MAX_MODEL_ENTRIES = 1_000_000
 
 
 def _seeds(problem: ConfigProblem, warm_start, deadline: Deadline) -> list[tuple[tuple[int, ...], str]]:
@@ -39,14 +47,43 @@ def _seeds(problem: ConfigProblem, warm_start, deadline: Deadline) -> list[tuple
     seeds = []
     if warm_start is not None and _usable(problem, tuple(int(c) for c in warm_start)):
         seeds.append((tuple(int(c) for c in warm_start), "warm start"))
-    share = deadline.share(SUM_SHARE)
-    summed = solve(problem, "milp", time_limit=share.remaining())
+    # the sum optimum gets its share of the clock (an expired share still returns its greedy plan)
+    summed = solve(problem, "milp", deadline=deadline.share(SUM_SHARE))
     if summed.assignment is not None:
         seeds.append((tuple(summed.assignment), "sum optimum (milp)"))
-    plan, source = best_heuristic_plan(problem, None, deadline)
+    # the sum planner already kept the best greedy plan: run the heuristics only without its answer
+    plan, source = best_heuristic_plan(problem, None, deadline) if summed.assignment is None else (None, "")
     if plan is not None:
         seeds.append((plan, source))
     return seeds
+
+
+FINISH_S_PER_NODE = 2e-4  # a load breakdown and the validator's recomputation, ~0.6 s at 10,000 nodes
+
+
+def _work_clock(problem: ConfigProblem, deadline: Deadline) -> Deadline:
+    """`deadline` less the time needed afterwards to score the plan and validate it."""
+    left = deadline.remaining()
+    if left is None:
+        return deadline
+    return Deadline(max(1e-3, left - min(0.25 * left, FINISH_S_PER_NODE * problem.num_nodes)), parent=deadline)
+
+
+def model_entries(problem: ConfigProblem) -> int:
+    """Edge-matrix entries: the y columns of the load MILP, which dominate its size."""
+    return int(sum(matrix.size for matrix in problem.edge_costs))
+
+
+def model_fits(problem: ConfigProblem, deadline: Deadline) -> str | None:
+    """None if the load MILP may be built now, else why not."""
+    entries = model_entries(problem)
+    if entries > MAX_MODEL_ENTRIES:
+        return f"load MILP not built: {entries:,} edge entries exceed {MAX_MODEL_ENTRIES:,} (memory)"
+    left = deadline.remaining()
+    if left is not None and entries * BUILD_S_PER_ENTRY > BUILD_FRACTION * left:
+        return (f"load MILP not built: {entries:,} edge entries take about {entries * BUILD_S_PER_ENTRY:.1f} s, "
+                f"{left:.1f} s left")
+    return None
 
 
 def _highs(model, time_limit, start=None, seed=0, relax_first=True):
@@ -75,13 +112,19 @@ def _relaxation(problem, load, deadline: Deadline, seed: int, notes: list[str]):
 @register(NAME, "config", options=("relax_first",), exact=True, simplify=False, objective="load",
           description="one-hot MILP minimising the busiest device / critical path (load objective), not the sum")
 def plan_milp_load(problem: ConfigProblem, *, time_limit=None, seed=0, warm_start=None, **options) -> ConfigResult:
-    deadline = Deadline(time_limit)
+    """`time_limit`: seconds or a caller's Deadline (time already spent counts). On a time-out the
+    best plan so far comes back (TIME_LIMIT) with the LP bound when there was time for it."""
+    deadline = start_clock(time_limit)
     if topological_order(problem) is None:
         return ConfigResult(NAME, Status.ERROR, runtime_s=deadline.elapsed(),
                             notes=("the load objective needs acyclic edges (a critical path)",))
     seeds = _seeds(problem, warm_start, deadline)
-    load = load_model(problem)
     notes: list[str] = []
+    skipped = model_fits(problem, deadline)
+    if skipped is not None:
+        notes.append(skipped)
+        return _seed_only(problem, seeds, deadline, notes)
+    load = load_model(problem)
     lp_bound, rounded = _relaxation(problem, load, deadline, seed, notes)
     seeds += [(plan, "LP rounding") for plan in rounded]
     search = deadline.share(SEARCH_SHARE)
@@ -135,3 +178,23 @@ def plan_milp_load(problem: ConfigProblem, *, time_limit=None, seed=0, warm_star
         status = Status.FEASIBLE
     notes += [f"plan from {source}", parts.describe()]
     return ConfigResult(NAME, status, parts.objective, bound, deadline.elapsed(), tuple(assignment), tuple(notes))
+
+
+def _seed_only(problem: ConfigProblem, seeds, deadline: Deadline, notes: list[str]) -> ConfigResult:
+    """The best seed under the load objective, improved by load local search while time is left."""
+    from solver_plan.intra.load_objective import split_edges
+    if not seeds:
+        status = Status.TIME_LIMIT if deadline.expired() else Status.ERROR
+        return ConfigResult(NAME, status, None, None, deadline.elapsed(), None, tuple(notes + ["no seed plan"]))
+    split = split_edges(problem)
+    scored = [(load_breakdown(problem, plan, split), plan, source) for plan, source in dict(seeds).items()]
+    parts, plan, source = min(scored, key=lambda item: item[0].objective)
+    if not deadline.expired():
+        better = improve_load(problem, split, plan, _work_clock(problem, deadline).share(SEARCH_SHARE))
+        if better != plan:
+            better_parts = load_breakdown(problem, better, split)
+            if better_parts.objective < parts.objective:
+                parts, plan, source = better_parts, better, f"{source} + local search"
+    status = Status.TIME_LIMIT if deadline.remaining() is not None else Status.FEASIBLE
+    notes += [f"plan from {source}", parts.describe()]
+    return ConfigResult(NAME, status, parts.objective, None, deadline.elapsed(), tuple(plan), tuple(notes))
