@@ -42,15 +42,23 @@ class PlannerInfo:
     # What the reported objective measures: "sum" (ConfigProblem.objective) or "load" (the busiest
     # device / critical path, intra/load_objective.py); the validator recomputes the same one.
     objective: str = "sum"
+    # Checks option values (raises InputError), so bad values are refused before any work.
+    check_values: Callable[[dict], None] | None = None
 
     def check_options(self, options, where: str = "options") -> None:
-        """A misspelt option would be ignored silently: refuse names the planner does not read."""
-        if self.options is None:
-            return
-        unknown = sorted(set(options) - set(self.options))
-        if unknown:
-            known = ", ".join(self.options) or "none"
-            raise InputError(f"planner {self.name!r} has no option {unknown[0]!r} (options: {known})", where)
+        """A misspelt option would be ignored silently: refuse names the planner does not read;
+        then the planner's own value checks, if it declares them."""
+        if self.options is not None:
+            unknown = sorted(set(options) - set(self.options))
+            if unknown:
+                known = ", ".join(self.options) or "none"
+                raise InputError(f"planner {self.name!r} has no option {unknown[0]!r} (options: {known})", where)
+        if self.check_values is not None:
+            try:
+                self.check_values(dict(options))
+            except InputError as exc:  # name where the value came from, then the option
+                message = str(exc)[len(f"{exc.where}: "):] if exc.where else str(exc)
+                raise InputError(message, f"{where} {exc.where}" if exc.where else where) from None
 
 
 _REGISTRY: dict[str, dict[str, PlannerInfo]] = {kind: {} for kind in KINDS}
@@ -58,7 +66,8 @@ _loaded = False
 
 
 def register(name: str, kind: str = "config", *, exact: bool = False, description: str = "",
-             simplify: bool = True, options: tuple[str, ...] | None = None, objective: str = "sum"):
+             simplify: bool = True, options: tuple[str, ...] | None = None, objective: str = "sum",
+             check_values: Callable[[dict], None] | None = None):
     if kind not in KINDS:
         raise ValueError(f"unknown planner kind {kind!r}")
     if objective not in OBJECTIVES:
@@ -70,7 +79,7 @@ def register(name: str, kind: str = "config", *, exact: bool = False, descriptio
             raise ValueError(f"planner {name!r} of kind {kind!r} registered twice")
         summary = description or (func.__doc__ or "").strip().split("\n")[0]
         _REGISTRY[kind][name] = PlannerInfo(name, kind, func, exact, summary, simplify,
-                                            None if options is None else tuple(options), objective)
+                                            None if options is None else tuple(options), objective, check_values)
         return func
     return decorator
 

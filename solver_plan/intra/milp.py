@@ -25,6 +25,15 @@ def _solve_in_child(model, solver_name, time_limit, start_values):
     return solve_with_pulp(model, solver=solver_name, time_limit=time_limit, start_values=start_values)
 
 
+def check_milp_options(options: dict) -> None:
+    """Option values, checked by the registry before any work."""
+    backend = options.get("backend", "highs")
+    if backend not in BACKENDS:
+        raise InputError(f"unknown MILP backend {backend!r}; expected one of {', '.join(BACKENDS)}", "backend")
+    if not isinstance(options.get("relax_first", True), bool):
+        raise InputError(f"must be true or false, got {options['relax_first']!r}", "relax_first")
+
+
 def _milp_core(problem: ConfigProblem, context: Context) -> Answer:
     backend = context.options.get("backend", "highs")
     if backend not in BACKENDS:
@@ -50,7 +59,7 @@ def _milp_core(problem: ConfigProblem, context: Context) -> Answer:
     return outcome_answer(model, outcome)
 
 
-@register("milp", "config", options=("backend", "relax_first"), exact=True,
+@register("milp", "config", options=("backend", "relax_first"), exact=True, check_values=check_milp_options,
           description="one-hot MILP (HiGHS by default, CBC via PuLP), LP relaxation first")
 def plan_milp(problem: ConfigProblem, *, time_limit=None, seed=0, warm_start=None, **options):
     return run_planner("milp", problem, _milp_core, exact=True, time_limit=time_limit, seed=seed,

@@ -134,21 +134,30 @@ def _chain(objective, problem: ConfigProblem, start: tuple[int, ...], rng: rando
     return best, best_plan
 
 
-@register("mcmc", "config", options=("iterations", "objective", "beta", "simulation"), simplify=False, description="FlexFlow MCMC over single-operator changes, scored by the "
+def check_mcmc_options(options: dict) -> None:
+    """Option values, checked by the registry before any work (and again when the planner starts)."""
+    objective = options.get("objective", "simulator")
+    simulation = options.get("simulation", "delta")
+    iterations, beta = options.get("iterations"), options.get("beta")
+    if objective not in ("simulator", "sum"):
+        raise InputError(f"must be 'simulator' or 'sum', got {objective!r}", "objective")
+    if simulation not in ("delta", "full"):
+        raise InputError(f"must be 'delta' or 'full', got {simulation!r}", "simulation")
+    if iterations is not None and (isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 1):
+        raise InputError(f"must be a positive integer, got {iterations!r}", "iterations")
+    if beta is not None and (isinstance(beta, bool) or not (isinstance(beta, (int, float)) and beta > 0)):
+        raise InputError(f"must be a positive number, got {beta!r}", "beta")
+
+
+@register("mcmc", "config", options=("iterations", "objective", "beta", "simulation"), check_values=check_mcmc_options,
+          simplify=False, description="FlexFlow MCMC over single-operator changes, scored by the "
                                          "execution simulator (objective=sum: by the cost model)")
 def plan_mcmc(problem: ConfigProblem, *, time_limit: "float | Deadline | None" = None, seed: int = 0,
               warm_start=None, iterations: int | None = None, objective: str = "simulator",
               beta: float | None = None, simulation: str = "delta", **options) -> ConfigResult:
     started = time.perf_counter()
     deadline = start_clock(DEFAULT_SECONDS if time_limit is None else time_limit)
-    if objective not in ("simulator", "sum"):
-        raise InputError(f"must be 'simulator' or 'sum', got {objective!r}", "objective")
-    if simulation not in ("delta", "full"):
-        raise InputError(f"must be 'delta' or 'full', got {simulation!r}", "simulation")
-    if iterations is not None and (not isinstance(iterations, int) or iterations < 1):
-        raise InputError(f"must be a positive integer, got {iterations!r}", "iterations")
-    if beta is not None and not (isinstance(beta, (int, float)) and beta > 0):
-        raise InputError(f"must be a positive number, got {beta!r}", "beta")
+    check_mcmc_options({"iterations": iterations, "objective": objective, "beta": beta, "simulation": simulation})
     rng = random.Random(seed)
     notes = []
     if objective == "simulator" and not simulatable(problem):
