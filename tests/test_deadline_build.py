@@ -1,0 +1,69 @@
+"""Building the problem is capped deterministically (a work budget from the instance and the
+nominal time limit, decided before building); the wall clock is only a safety net with a note."""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from solver_plan.cluster import resolve_cluster
+from solver_plan.deadline import Deadline
+from solver_plan.graph.zoo import build_model
+from solver_plan.intra import build
+from solver_plan.intra.build import (FEW_CANDIDATES, build_config_problem, build_seconds,
+                                     candidate_cap, nominal_limit)
+
+GRAPH = build_model("mlp:layers=3,hidden=256,batch=64")
+CLUSTER = resolve_cluster("v100x8-nvlink")
+
+
+def _signature(problem):
+    return [tuple(repr(cfg) for cfg in configs) for configs in problem.candidates]
+
+
+def test_same_limit_same_problem_however_much_time_was_already_spent(monkeypatch):
+    full = build_config_problem(GRAPH, CLUSTER)
+    counts = np.array([len(c) for c in full.candidates])
+    pairs = np.array([(GRAPH.topological_order.index(e.src), GRAPH.topological_order.index(e.dst))
+                      for e in GRAPH.edges], dtype=np.int64)
+    # as if each unit of work were slow: the full build is estimated at 4 s, over 25% of a 5 s limit
+    scale = 4.0 / build_seconds(counts, pairs, 48)
+    monkeypatch.setattr(build, "S_PER_CANDIDATE", build.S_PER_CANDIDATE * scale)
+    monkeypatch.setattr(build, "S_PER_EDGE_ENTRY", build.S_PER_EDGE_ENTRY * scale)
+    fresh = build_config_problem(GRAPH, CLUSTER, deadline=Deadline(None, parent=Deadline(5.0)))
+    # as on a loaded machine: 2 s of the limit already gone before building starts
+    late = build_config_problem(GRAPH, CLUSTER, deadline=Deadline(5.0, start=time.perf_counter() - 2.0))
+    assert _signature(fresh) == _signature(late)
+    assert sum(map(len, fresh.candidates)) < sum(map(len, full.candidates))
+    assert fresh.notes and "candidates per operator" in fresh.notes[0]
+    assert not any("wall clock" in note for note in fresh.notes + late.notes)
+
+
+def test_the_wall_clock_safety_net_says_it_cut_the_build():
+    cut = build_config_problem(GRAPH, CLUSTER, deadline=Deadline(10.0, start=time.perf_counter() - 9.999))
+    assert any("wall clock cut the build short" in note for note in cut.notes)
+    assert all(len(c) <= FEW_CANDIDATES for c in cut.candidates)
+
+
+def test_the_cap_is_the_largest_that_fits_the_budget():
+    rng = np.random.default_rng(0)
+    counts = rng.integers(2, 49, size=200)
+    pairs = np.array([(i, i + 1) for i in range(199)] + [(i, i + 7) for i in range(193)], dtype=np.int64)
+    full = build_seconds(counts, pairs, 48)
+    previous = FEW_CANDIDATES
+    for budget in np.linspace(0.0, 1.2 * full, 12):
+        cap = candidate_cap(counts, pairs, 48, budget)
+        assert cap >= previous  # more budget never means fewer candidates
+        if cap > FEW_CANDIDATES:
+            assert build_seconds(counts, pairs, cap) <= budget
+        if cap < 48:
+            assert build_seconds(counts, pairs, cap + 1) > budget
+        previous = cap
+    assert candidate_cap(counts, pairs, 48, None) == 48
+
+
+def test_nominal_limit_is_the_tightest_given_limit_not_what_is_left():
+    outer = Deadline(10.0, start=time.perf_counter() - 5.0)
+    assert nominal_limit(Deadline(None, parent=Deadline(3.0, parent=outer))) == 3.0
+    assert nominal_limit(outer) == 10.0
+    assert nominal_limit(None) is None and nominal_limit(Deadline(None)) is None
