@@ -27,6 +27,7 @@ INSTANCES = {
 CONFIG_PLANNERS = ("milp", "cpsat", "elimination", "edge-drop", "greedy", "mcmc", "milp-load",
                    "data-parallel", "single-device")
 PIPELINE = "pipeline:madpipe"
+PIPELINE_EXACT = "pipeline:exact-joint"  # the front door with CP-SAT allocation + schedules
 
 
 def tolerance(limit: float) -> float:
@@ -51,12 +52,13 @@ def _run_one(instance: str, planner: str, limit: float) -> dict:
                                  memory_tightness=0.5)
     started = time.perf_counter()
     deadline = Deadline(limit)
-    if planner == PIPELINE:
+    if planner in (PIPELINE, PIPELINE_EXACT):  # as `solver-plan pipeline --schedule exact` runs it
         from solver_plan.pipeline.api import plan_pipeline
         from solver_plan.pipeline.sources import build_chain_problem
         model, nodes = INSTANCES[instance]
-        problem = build_chain_problem(model, _cluster(nodes), processors=8, planner="madpipe")
-        result = plan_pipeline(problem, "madpipe", "1f1b*", time_limit=max(1e-3, deadline.remaining()))
+        name = planner.split(":")[1]
+        problem = build_chain_problem(model, _cluster(nodes), processors=8, planner=name, deadline=deadline)
+        result = plan_pipeline(problem, name, "exact", deadline=deadline)
         status, objective = result.status.value, getattr(result, "period_s", None)
     elif INSTANCES[instance] is None:
         from solver_plan.intra.solve import solve
@@ -89,7 +91,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--limits", default="1,3", help="comma-separated seconds (default 1,3; add 30 for the slow row)")
     parser.add_argument("--instances", default=",".join(INSTANCES))
-    parser.add_argument("--planners", default=",".join(CONFIG_PLANNERS + (PIPELINE,)))
+    parser.add_argument("--planners", default=",".join(CONFIG_PLANNERS + (PIPELINE, PIPELINE_EXACT)))
     parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -100,7 +102,8 @@ def main() -> None:
     print(f"{'instance':<16} {'planner':<17} {'limit':>6} {'wall':>8} {'over':>7} {'ok':>3}  status")
     for limit in (float(x) for x in args.limits.split(",")):
         for instance in args.instances.split(","):
-            planners = [p for p in args.planners.split(",") if not (p == PIPELINE and INSTANCES[instance] is None)]
+            planners = [p for p in args.planners.split(",")
+                        if not (p.startswith("pipeline:") and INSTANCES[instance] is None)]
             done = subprocess.run([sys.executable, __file__, "--child", instance, ",".join(planners), str(limit)],
                                   capture_output=True, text=True, timeout=len(planners) * (limit * 3 + 120))
             for line in done.stdout.splitlines():

@@ -158,3 +158,55 @@ def test_build_chain_problem_orders_for_the_processors():
     assert result.valid
     # PipeDream's own optimizer on this profile at 8 stages: 0.056684 s (docs/pipeline-pipedream-side-by-side.txt)
     assert result.allocation.period_s == pytest.approx(0.056684, rel=1e-6)
+
+
+def _expired():
+    import time
+    from solver_plan.deadline import Deadline
+    deadline = Deadline(1e-6)
+    time.sleep(1e-3)
+    return deadline
+
+
+def test_best_order_keeps_the_base_order_when_the_safety_net_runs_out():
+    dag = random_dag(3, 10)
+    choice = best_order(dag, 3, 4.0, deadline=_expired())
+    assert choice.order == dag.names and choice.period_s is None
+    assert "safety net" in choice.note
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_antichain_dp_with_memory_matches_one_stage_count_at_a_time(seed):
+    """The DP over all stage counts at once equals the recurrence written one p at a time
+    (PipeDream's memory filter included), on the states `best_order` builds."""
+    from solver_plan.pipeline import cuts
+    dag = random_dag(seed, 9)
+    rng = random.Random(seed)
+    dag = CutDag(dag.names, dag.preds, dag.succs, dag.load, tuple(float(rng.randint(0, 5)) for _ in dag.names),
+                 dag.act, dag.kept)
+    captured = {}
+    real = cuts._dp
+
+    def spy(*args, **kwargs):
+        captured["args"] = args
+        return real(*args, **kwargs)
+    cuts._dp = spy
+    try:
+        best_order(dag, 4, 2.0, memory=60.0)
+    finally:
+        cuts._dp = real
+    load, weights, act, cut, comm, subset, processors, memory = captured["args"][:8]
+    S, full = len(load), len(load) - 1
+    best = np.full((S, processors + 1), np.inf)
+    best[0, 0] = 0.0
+    for j in range(1, S):
+        for k in np.flatnonzero(subset[:, j]):
+            stage = max(load[j] - load[k], comm[k], comm[j] if j != full else 0.0)
+            for p in range(1, processors + 1):
+                need = (3 * (weights[j] - weights[k]) + (processors - p + 1) * (cut[k] + act[j] - act[k])
+                        + 2 * (cut[k] + (cut[j] if j != full else 0)))
+                if memory is None or need <= memory:
+                    best[j, p] = min(best[j, p], max(best[k, p - 1], stage))
+    period, chain = real(load, weights, act, cut, comm, subset, processors, memory)
+    assert period == pytest.approx(best[full, 1:].min()) if np.isfinite(best[full, 1:].min()) else np.isinf(period)
+    assert chain[0] == 0 and chain[-1] == full

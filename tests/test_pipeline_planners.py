@@ -129,3 +129,22 @@ def test_cli_bad_input_raises_input_error(extra, needle):
     args = parse(PROFILE_ARGS + extra)
     with pytest.raises(InputError, match=needle):
         args.func(args)
+
+
+def test_exact_joint_past_its_safety_net_returns_at_once_and_says_so():
+    """With the wall-clock deadline already spent (a machine far slower than the work limits assume),
+    exact-joint schedules no heuristic seed and probes no more periods; the answer says why."""
+    import time
+    from solver_plan.deadline import Deadline
+    from solver_plan.pipeline import exact_joint
+    problem = random_problem(2, 6, 3, 45.0)
+    deadline = Deadline(1e-6)
+    time.sleep(1e-3)
+    assert exact_joint.heuristic_seed(problem, 1.0, 10.0, deadline) is None
+    result = exact_joint.plan(problem, time_limit=10.0, tick=1.0, deadline=deadline)
+    assert result.status in (Status.OPTIMAL, Status.FEASIBLE, Status.TIME_LIMIT)  # a small model may still be proven
+    if result.pattern is not None:
+        from solver_plan.pipeline.validate import validate
+        assert validate(result.pattern).valid
+    else:
+        assert result.status == Status.TIME_LIMIT and any("ran out" in n or "time limit" in n for n in result.notes)

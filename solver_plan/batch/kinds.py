@@ -67,8 +67,11 @@ def run_pipeline_job(job: Job) -> dict[str, Any]:
     front_door = pipeline_front_door()
     if front_door is None:
         raise InputError("the pipeline front door is missing", "kind")
-    result = front_door(chain_problem(job), planner=job.planner, schedule=job.schedule or "exact",
-                        time_limit=job.time_limit, planner_options={"seed": job.seed, **dict(job.options)})
+    from solver_plan.deadline import Deadline
+    deadline = Deadline(job.time_limit)  # building the chain counts against the limit too
+    result = front_door(chain_problem(job, deadline), planner=job.planner, schedule=job.schedule or "exact",
+                        time_limit=job.time_limit, deadline=deadline,
+                        planner_options={"seed": job.seed, **dict(job.options)})
     plan = result.to_dict()
     return outcome(result.status, result.period_s, result.lower_bound_s, result.runtime_s, plan,
                    error=planner_error(result.status, plan.get("notes", ())))
@@ -81,7 +84,7 @@ def planner_error(status: Status, notes) -> str | None:
     return "; ".join(notes) or "the planner reported an error without notes"
 
 
-def chain_problem(job: Job):
+def chain_problem(job: Job, deadline=None):
     """The chain of `job.model` on the first `job.processors` devices of its cluster (see
     `build_chain_problem` for the defaults of memory and bandwidth)."""
     from solver_plan.cluster import resolve_cluster
@@ -89,7 +92,7 @@ def chain_problem(job: Job):
 
     cluster = resolve_cluster(job.cluster, job.processors)
     return build_chain_problem(job.model, cluster, job.processors, memory=job.memory_limit, planner=job.planner,
-                               precision=job.precision)
+                               precision=job.precision, deadline=deadline)
 
 
 def run_hybrid_job(job: Job) -> dict[str, Any]:

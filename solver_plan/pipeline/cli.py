@@ -88,7 +88,7 @@ def check_blocks_file(model: str) -> bool:
     return True
 
 
-def build_problem(args):
+def build_problem(args, deadline=None):
     from solver_plan.cluster import resolve_cluster
     from solver_plan.errors import InputError
     from solver_plan.pipeline.sources import build_chain_problem
@@ -104,7 +104,7 @@ def build_problem(args):
                                # MadPipe is coarsened by the front door, after the full-granularity baseline
                                max_layers=None if args.planner == "madpipe" else args.max_layers,
                                blocks=blocks, cut_inside_blocks=getattr(args, "cut_inside_blocks", False),
-                               precision=getattr(args, "precision", None))
+                               precision=getattr(args, "precision", None), deadline=deadline)
 
 
 def print_result(result) -> None:
@@ -141,7 +141,7 @@ def run(args) -> int:
     options = parse_planner_options(args.option, get_planner(args.planner, "pipeline"))
     check_output_path(args.out, "--out")
     check_output_path(args.gantt, "--gantt", GANTT_SUFFIXES)
-    problem = build_problem(args)
+    problem = build_problem(args, deadline)
     result = plan_pipeline(problem, args.planner, args.schedule, planner_options=options, deadline=deadline,
                            max_layers=args.max_layers if args.planner == "madpipe" else None)
     if args.out:  # before any printing: a closed pipe (`| head`) must not lose the pattern

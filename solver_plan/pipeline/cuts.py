@@ -162,8 +162,10 @@ def _cut_bytes(dag: CutDag, member: np.ndarray) -> np.ndarray:
 
 
 def best_order(dag: CutDag, processors: int, bandwidth: float = math.inf, memory: float | None = None,
-               max_states: int = MAX_STATES) -> OrderChoice:
-    """The topological order whose contiguous splits include the best chain of ideals (module docstring)."""
+               max_states: int = MAX_STATES, deadline=None) -> OrderChoice:
+    """The topological order whose contiguous splits include the best chain of ideals (module docstring).
+    Its work is bounded by `max_states` (deterministic); `deadline` is only the safety net of a
+    machine far slower than expected: when it runs out the base order is kept, and the note says so."""
     n = len(dag.names)
     base = tuple(dag.names)
     if processors < 2 or n < 2:
@@ -195,9 +197,12 @@ def best_order(dag: CutDag, processors: int, bandwidth: float = math.inf, memory
     comm[0] = 0.0  # nothing is sent into the first stage
     subset = (member @ (1.0 - member).T) == 0  # subset[k, j]: ideal k inside ideal j
     np.fill_diagonal(subset, False)
-    period, choice = _dp(load, weights, act, cut, comm, subset, processors, memory)
-    if memory is not None and not np.isfinite(period):
-        period, choice = _dp(load, weights, act, cut, comm, subset, processors, None)
+    period, choice = _dp(load, weights, act, cut, comm, subset, processors, memory, deadline)
+    if memory is not None and not np.isfinite(period) and choice is not None:
+        period, choice = _dp(load, weights, act, cut, comm, subset, processors, None, deadline)
+    if choice is None:
+        return OrderChoice(base, None, len(masks), f"the time limit ran out while choosing cuts among {len(masks)} "
+                                                   f"antichain states (wall-clock safety net): base topological order")
     if not np.isfinite(period):
         return OrderChoice(base, None, len(masks), "no chain of ideals found: base topological order")
     order = _order_from(choice, member, base)
@@ -205,29 +210,34 @@ def best_order(dag: CutDag, processors: int, bandwidth: float = math.inf, memory
                        f"stage boundaries at antichains: {len(masks)} states{how}, DP period {period:.6g} s")
 
 
-def _dp(load, weights, act, cut, comm, subset, processors, memory):
-    """best[j, p] over ideals j (sorted by size) with p stages; returns (period, chain of ideals)."""
+def _dp(load, weights, act, cut, comm, subset, processors, memory, deadline=None):
+    """best[j, p] over ideals j (sorted by size) with p stages; returns (period, chain of ideals),
+    or (inf, None) when `deadline` (the wall-clock safety net) runs out first."""
     S = len(load)
     full = S - 1  # the largest ideal is the whole graph
     best = np.full((S, processors + 1), np.inf)
     arg = np.full((S, processors + 1), -1, dtype=np.int64)
     best[0, 0] = 0.0
+    # p stages up to here, so processors - p may follow: PipeDream's in-flight estimate (per column p)
+    flight = (processors - np.arange(1, processors + 1) + 1.0)[None, :]
     for j in range(1, S):
+        if deadline is not None and j % 256 == 1 and deadline.expired():  # from the first ideal on
+            return np.inf, None
         ks = np.flatnonzero(subset[:, j])
+        if not ks.size:
+            continue
         stage = np.maximum(load[j] - load[ks], comm[ks])
         if j != full:
             stage = np.maximum(stage, comm[j])
-        for p in range(1, processors + 1):
-            value = np.maximum(best[ks, p - 1], stage)
-            if memory is not None:
-                # p stages up to here, so processors - p may follow: PipeDream's in-flight estimate
-                flight = processors - p + 1 if j == full else max(1, processors - p + 1)
-                stored = cut[ks] + act[j] - act[ks]
-                need = 3 * (weights[j] - weights[ks]) + flight * stored + 2 * (cut[ks] + (cut[j] if j != full else 0))
-                value = np.where(need <= memory, value, np.inf)
-            if value.size:
-                i = int(np.argmin(value))
-                best[j, p], arg[j, p] = value[i], ks[i]
+        value = np.maximum(best[ks, :processors], stage[:, None])  # all p at once: column p - 1
+        if memory is not None:
+            stored = (cut[ks] + act[j] - act[ks])[:, None]
+            need = (3 * (weights[j] - weights[ks]) + 2 * (cut[ks] + (cut[j] if j != full else 0)))[:, None] \
+                + flight * stored
+            value = np.where(need <= memory, value, np.inf)
+        i = np.argmin(value, axis=0)  # first minimum, as one p at a time did
+        best[j, 1:] = value[i, np.arange(processors)]
+        arg[j, 1:] = ks[i]
     p = int(np.argmin(best[full, 1:])) + 1
     period = best[full, p]
     chain, j = [full], full

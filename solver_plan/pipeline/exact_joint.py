@@ -16,6 +16,7 @@ import time
 
 from ortools.sat.python import cp_model
 
+from solver_plan.deadline import Deadline
 from solver_plan.planners import register
 from solver_plan.pipeline.allocation import Allocation, AllocationResult, Stage
 from solver_plan.pipeline.exact_schedule import MAX_SHIFT_STEP
@@ -211,18 +212,23 @@ def split_per_layer(allocation: Allocation) -> Allocation:
     return Allocation(tuple(Stage(i, i, s.processor) for s in allocation.stages for i in s.layers()))
 
 
-def heuristic_seed(problem: ChainProblem, tick: float, time_limit: float | None) -> PeriodicPattern | None:
+def heuristic_seed(problem: ChainProblem, tick: float, time_limit: float | None,
+                   deadline: Deadline | None = None) -> PeriodicPattern | None:
     """The best valid pattern of the heuristics' allocations, split into one stage per layer (so it
-    is a solution of the joint model up to tick rounding)."""
+    is a solution of the joint model up to tick rounding). Work limits come from `time_limit`;
+    `deadline` is the safety net: once it is up, allocations not yet scheduled are skipped."""
     from solver_plan.pipeline import exact_schedule, madpipe, pipedream_dp
     candidates = []
-    for result in (madpipe.plan(problem), pipedream_dp.plan(problem)):
+    for result in (madpipe.plan(problem, deadline=deadline), pipedream_dp.plan(problem)):
         if result.allocation is not None:
             candidates += [result.allocation, *result.alternatives]
     best = None
     share = None if time_limit is None else time_limit / max(1, len(candidates))
     for allocation in candidates:
-        scheduled = exact_schedule.schedule(problem, split_per_layer(allocation), tick=tick, time_limit=share)
+        if deadline is not None and deadline.expired():
+            break
+        scheduled = exact_schedule.schedule(problem, split_per_layer(allocation), tick=tick, time_limit=share,
+                                            deadline=deadline)
         if scheduled.valid and (best is None or scheduled.pattern.period < best.period):
             best = scheduled.pattern
     return best
@@ -255,14 +261,14 @@ def plan(problem: ChainProblem, *, time_limit: float | None = 120.0, seed: int =
             model.hint(incumbent)
         return model.solve(limit, budget)
 
-    seed = heuristic_seed(problem, tick, None if time_limit is None else 0.3 * time_limit)
+    seed = heuristic_seed(problem, tick, None if time_limit is None else 0.3 * time_limit, options.get("deadline"))
     start = None
     if seed is not None:  # re-solve the seed in the joint model's ticks, with slack for rounding
         T_seed = max(lower, math.ceil(seed.period / tick - 1e-9) + 2 * L)
         ok, found = try_period(T_seed, remaining(), _seed_solution(seed, tick, T_seed))
         start = (T_seed, found) if ok else None
     if start is None:
-        return _probe_upwards(problem, tick, lower, try_period, remaining, begin)
+        return _probe_upwards(problem, tick, lower, try_period, remaining, begin, budget)
     incumbent = {"solution": start[1]}
 
     def hinted(T, limit):
@@ -282,13 +288,21 @@ def plan(problem: ChainProblem, *, time_limit: float | None = 120.0, seed: int =
     return result
 
 
-def _probe_upwards(problem, tick, lower, try_period, remaining, begin) -> AllocationResult:
-    """Without any heuristic incumbent: try periods upwards from the bound, then bisect."""
+def _probe_upwards(problem, tick, lower, try_period, remaining, begin, budget: WorkBudget) -> AllocationResult:
+    """Without any heuristic incumbent: try periods upwards from the bound, then bisect. Each probe
+    builds a model: once the work budget (or the safety-net deadline) is spent, probing stops."""
     L = problem.layers
     sequential = sum(to_ticks(problem.forward_time(i, i), tick) + to_ticks(problem.backward_time(i, i), tick)
                      + (2 * to_ticks(problem.comm_time(i), tick) if i < L - 1 else 0) for i in range(L))
     candidate, proven_infeasible = lower, lower - 1
     while True:
+        if candidate > lower and budget.exhausted():
+            why = ("the wall-clock safety net ran out (the machine was slower than the work limit assumes)"
+                   if budget.cut_short else "the work limit ran out")
+            return AllocationResult("exact-joint", Status.TIME_LIMIT, lower_bound_s=(proven_infeasible + 1) * tick,
+                                    runtime_s=time.perf_counter() - begin,
+                                    notes=(f"{why} before any feasible period was found; periods up to "
+                                           f"{proven_infeasible * tick:.6g} s are proven infeasible",))
         ok, solution = try_period(candidate, remaining())
         if ok:
             outcome = search_period(proven_infeasible + 1, candidate, solution, try_period, _Budget(remaining))

@@ -50,14 +50,15 @@ def zoo_costs(graph, cluster, precision=None):
 
 def chain_from_graph(graph, cluster, *, processors: int | None = None, bandwidth: float = math.inf,
                      memory: float | None = None, cut_inside_blocks: bool | None = None,
-                     precision=None) -> LayerChain:
+                     precision=None, deadline=None) -> LayerChain:
     """Measured times where the graph has them (profiles), else the cost model on one device.
 
     With `processors` (> 1) the layers are ordered so that the best chain of antichain cuts for a
     straight pipeline on that many processors (`pipeline.cuts.best_order`, with `bandwidth` and
     `memory`) is among the chain's cuts. Transformer models (attention inside `blockN` scopes) are cut
     between blocks only, each block one layer of the chain, unless `cut_inside_blocks` is true.
-    `precision` (zoo graphs): as `--precision`; graphs with measured times (profiles) keep them."""
+    `precision` (zoo graphs): as `--precision`; graphs with measured times (profiles) keep them.
+    `deadline`: the command's clock, the safety net of the antichain search (`best_order`)."""
     times = sizes = None
     notes: list[str] = []
     if not graph.has_measured_times:
@@ -72,7 +73,7 @@ def chain_from_graph(graph, cluster, *, processors: int | None = None, bandwidth
         notes.append("blocks are not a chain of the graph: cuts inside blocks allowed")
     order = None
     if processors is not None and processors > 1:
-        choice = best_order(dag, processors, bandwidth, memory)
+        choice = best_order(dag, processors, bandwidth, memory, deadline=deadline)
         notes.append(choice.note)
         order = [n for name in choice.order for n in name.split("|")]
     chain = linearize(graph, times, order, sizes)
@@ -148,7 +149,7 @@ DEFAULT_MAX_LAYERS = {"exact-joint": 12}
 def build_chain_problem(model, cluster, processors: int, *, memory: float | None = None,
                         bandwidth: float | None = None, no_comm: bool = False, planner: str | None = None,
                         max_layers: int | None = None, blocks: int = 16, cut_inside_blocks: bool = False,
-                        dag_cuts: bool = True, precision=None):
+                        dag_cuts: bool = True, precision=None, deadline=None):
     """The one way the CLI, batch jobs and the Python API make a `ChainProblem` from MODEL (a string
     or a `Graph`) and a cluster.
 
@@ -159,7 +160,8 @@ def build_chain_problem(model, cluster, processors: int, *, memory: float | None
     `cut_inside_blocks`. The chain is coarsened only to an explicit `max_layers` (or the planner's
     entry in DEFAULT_MAX_LAYERS); `plan_pipeline` coarsens for MadPipe from its time budget.
     `precision` (fp32, tf32, bf16, fp16, fp8, auto/None) prices zoo graphs as `plan` does
-    (`zoo_costs`); profiles and pipeline-blocks files keep their measured times.
+    (`zoo_costs`); profiles and pipeline-blocks files keep their measured times. `deadline`: the
+    command's clock (building the chain counts against the time limit).
     """
     from solver_plan.graph.chain import coarsen
     from solver_plan.pipeline.problem import ChainProblem
@@ -176,7 +178,7 @@ def build_chain_problem(model, cluster, processors: int, *, memory: float | None
     memory = memory if memory is not None else cluster.device.memory
     chain = chain_from_model(model, cluster, blocks, processors=processors if dag_cuts else None,
                              bandwidth=bandwidth, memory=memory, cut_inside_blocks=cut_inside_blocks,
-                             precision=precision)
+                             precision=precision, deadline=deadline)
     limit = max_layers if max_layers is not None else DEFAULT_MAX_LAYERS.get(planner or "")
     if limit is not None and len(chain) > limit:
         chain = coarsen(chain, limit)
