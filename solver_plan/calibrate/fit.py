@@ -128,8 +128,10 @@ class ComputeFit:
         return predict(self.apply(device), measurement) + dict(self.measurement_overheads).get(measurement.overhead, 0.0)
 
     def apply(self, device: DeviceSpec) -> DeviceSpec:
+        # the fitted curves absorb any earlier calibration factor, so it is not applied twice
         return replace(device, matrix_efficiency=self.matrix_efficiency, vector_efficiency=self.vector_efficiency,
-                       memory_efficiency=self.memory_efficiency, launch_overhead=self.launch_overhead)
+                       memory_efficiency=self.memory_efficiency, launch_overhead=self.launch_overhead,
+                       kernel_time_scale=1.0)
 
 
 def _curve(thresholds, r_by_bin: dict[int, float], fallback: Curve) -> Curve:

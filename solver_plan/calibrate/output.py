@@ -30,6 +30,8 @@ def cluster_dict(cluster: Cluster) -> dict:
         if curve:
             device[name] = [[float(t), float(e)] for t, e in curve]
     device["launch_overhead"] = float(d.launch_overhead)
+    if d.kernel_time_scale != 1.0:
+        device["kernel_time_scale"] = float(d.kernel_time_scale)
     links = {"intra_node": _link(cluster.intra_node, False)}
     if cluster.inter_node is not None:
         links["inter_node"] = _link(cluster.inter_node, True)

@@ -14,7 +14,8 @@ Optional device keys for the compute model (cost/compute.py; `peak_flops` may th
 it defaults to the matrix peak of the device's default compute dtype):
 `matrix_flops: {bf16: 312TFLOPS, ...}`, `vector_flops: {fp32: 19.5TFLOPS, ...}`,
 `hbm_bandwidth: 2039GB/s`, `matrix_efficiency` / `vector_efficiency: [[GFLOP, fraction], ...]`,
-`memory_efficiency: [[MB, fraction], ...]` (thresholds decreasing to 0), `launch_overhead: 5us`.
+`memory_efficiency: [[MB, fraction], ...]` (thresholds decreasing to 0), `launch_overhead: 5us`,
+`kernel_time_scale: 1.09` (a calibrated factor on every kernel's time; default 1).
 Optional link keys: `efficiency` (achieved fraction of bandwidth, default 1) and, on inter_node,
 `nics_per_node` (bandwidth is then per NIC; default: one NIC per device).
 """
@@ -100,6 +101,13 @@ def _curve(section: Section, key: str) -> tuple[tuple[float, float], ...]:
     return tuple(curve)
 
 
+def _scale(dev: Section, key: str) -> float:
+    value = dev.get(key, 1.0)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (math.isfinite(value) and 0.1 <= value <= 10):
+        raise InputError(f"expected a number between 0.1 and 10, got {value!r}", dev.path(key))
+    return float(value)
+
+
 def _device(dev: Section) -> DeviceSpec:
     from solver_plan.cost.precision import default_for  # lazy: cost imports cluster
     name = dev.string("name", "device")
@@ -114,7 +122,8 @@ def _device(dev: Section) -> DeviceSpec:
         hbm_bandwidth=None if hbm is None else parse_bandwidth(hbm, dev.path("hbm_bandwidth")),
         matrix_efficiency=_curve(dev, "matrix_efficiency"), vector_efficiency=_curve(dev, "vector_efficiency"),
         memory_efficiency=_curve(dev, "memory_efficiency"),
-        launch_overhead=parse_seconds(dev.get("launch_overhead", 0), dev.path("launch_overhead")))
+        launch_overhead=parse_seconds(dev.get("launch_overhead", 0), dev.path("launch_overhead")),
+        kernel_time_scale=_scale(dev, "kernel_time_scale"))
     dev.close()
     try:
         if peak is None:  # the peak of what the device runs by default

@@ -70,6 +70,9 @@ class DeviceSpec:
     vector_efficiency: Curve = ()
     memory_efficiency: Curve = ()  # (MB per operation, achieved fraction of HBM bandwidth)
     launch_overhead: float = 0.0  # seconds per kernel
+    # Calibrated factor on every kernel's time (1: the curves as published). Fitted from a measured
+    # layer time (scripts/hybrid_vs_published.py on data/published/hybrid.yaml's `calibrate` entries).
+    kernel_time_scale: float = 1.0
 
     def __post_init__(self):
         if not (self.peak_flops > 0 and self.memory > 0):
@@ -84,6 +87,9 @@ class DeviceSpec:
             _check_curve(f"device {self.name!r} {name}", getattr(self, name))
         if not (math.isfinite(self.launch_overhead) and self.launch_overhead >= 0):
             raise ClusterError(f"device {self.name!r}: launch_overhead must be non-negative")
+        if not (math.isfinite(self.kernel_time_scale) and 0.1 <= self.kernel_time_scale <= 10):
+            raise ClusterError(f"device {self.name!r}: kernel_time_scale must be between 0.1 and 10, "
+                               f"got {self.kernel_time_scale}")
 
     def peak(self, dtype, unit: str = "matrix") -> float:
         """Peak FLOP/s of `dtype` ("bf16" or a `Precision`) on the matrix or vector units.

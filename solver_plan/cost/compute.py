@@ -69,8 +69,9 @@ def memory_time(device: DeviceSpec, hbm_bytes: float) -> float:
 
 def compute_time(cluster_or_device, flops: float, hbm_bytes: float = 0.0, *, unit: str = "matrix",
                  dtype: "Precision | str | None" = None) -> float:
-    """Seconds of one kernel: max(math_time, memory_time) + launch_overhead (roofline; the slower
-    of arithmetic and memory traffic bounds the kernel). `dtype` None: the device's default compute
+    """Seconds of one kernel: (max(math_time, memory_time) + launch_overhead) x kernel_time_scale
+    (roofline: the slower of arithmetic and memory traffic bounds the kernel; the scale is the
+    device's calibrated factor, 1 unless a measurement set it). `dtype` None: the device's default compute
     dtype (`default_for`). A kernel with neither FLOPs nor bytes costs nothing (no launch)."""
     if unit not in UNITS:
         raise ValueError(f"unit must be one of {UNITS}, got {unit!r}")
@@ -78,7 +79,8 @@ def compute_time(cluster_or_device, flops: float, hbm_bytes: float = 0.0, *, uni
     if flops <= 0 and hbm_bytes <= 0:
         return 0.0
     dtype = default_for(device).compute if dtype is None else Precision.parse(dtype)
-    return max(math_time(device, flops, unit, dtype), memory_time(device, hbm_bytes)) + device.launch_overhead
+    kernel = max(math_time(device, flops, unit, dtype), memory_time(device, hbm_bytes)) + device.launch_overhead
+    return kernel * device.kernel_time_scale
 
 
 def matmul_flops(m: int, n: int, k: int, batch: int = 1) -> float:
