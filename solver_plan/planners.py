@@ -10,8 +10,10 @@ Kinds and their call signatures:
 - "hybrid": plan(model, cluster, global_batch, *, devices=None, time_limit=None, memory_limit="device",
   fix=None, **options) -> HybridResult (solver_plan/hybrid/registry.py)
 
-Planner modules register themselves with `@register(...)`; `load_builtin_planners()` imports every
-module of the planner packages, so a new planner appears everywhere (CLI, batch, reports) by existing.
+Planner modules register themselves with `@register(...)`; `load_builtin_planners(kind)` imports every
+module of that kind's planner packages (KIND_PACKAGES), so a new planner appears everywhere (CLI,
+batch, reports) by existing, and a `plan` command does not pay for importing the pipeline or hybrid
+packages (ortools, pandas: seconds).
 """
 from __future__ import annotations
 
@@ -24,6 +26,9 @@ from solver_plan.errors import InputError
 
 PLANNER_PACKAGES = ("solver_plan.intra", "solver_plan.simulate", "solver_plan.pipeline", "solver_plan.hybrid")
 KINDS = ("config", "pipeline", "schedule", "hybrid")
+# Which packages register planners of each kind (every package registers only its own kinds).
+KIND_PACKAGES = {"config": ("solver_plan.intra", "solver_plan.simulate"), "pipeline": ("solver_plan.pipeline",),
+                 "schedule": ("solver_plan.pipeline",), "hybrid": ("solver_plan.hybrid",)}
 OBJECTIVES = ("sum", "load")
 
 
@@ -62,7 +67,7 @@ class PlannerInfo:
 
 
 _REGISTRY: dict[str, dict[str, PlannerInfo]] = {kind: {} for kind in KINDS}
-_loaded = False
+_loaded_packages: set[str] = set()
 
 
 def register(name: str, kind: str = "config", *, exact: bool = False, description: str = "",
@@ -84,19 +89,22 @@ def register(name: str, kind: str = "config", *, exact: bool = False, descriptio
     return decorator
 
 
-def load_builtin_planners() -> None:
-    global _loaded
-    if _loaded:
-        return
-    _loaded = True
-    for package_name in PLANNER_PACKAGES:
+def load_builtin_planners(*kinds: str) -> None:
+    """Import the planner packages of `kinds` (every kind when none is given), each once."""
+    wanted = [p for kind in (kinds or KINDS) for p in KIND_PACKAGES[kind]]
+    for package_name in dict.fromkeys(wanted):
+        if package_name in _loaded_packages:
+            continue
+        _loaded_packages.add(package_name)
         package = importlib.import_module(package_name)
         for module in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
             importlib.import_module(f"{package_name}.{module.name}")
 
 
 def planners(kind: str = "config") -> dict[str, PlannerInfo]:
-    load_builtin_planners()
+    if kind not in KINDS:
+        raise ValueError(f"unknown planner kind {kind!r}")
+    load_builtin_planners(kind)
     return dict(sorted(_REGISTRY[kind].items()))
 
 

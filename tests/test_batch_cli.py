@@ -23,7 +23,7 @@ def standin_config_job(job):
 def standins(monkeypatch):
     """Stand-in planners in the registry and a stand-in config runner (inherited by forked workers)."""
     monkeypatch.setattr(planner_registry, "_REGISTRY", {kind: {} for kind in planner_registry.KINDS})
-    monkeypatch.setattr(planner_registry, "load_builtin_planners", lambda: None)
+    monkeypatch.setattr(planner_registry, "load_builtin_planners", lambda *kinds: None)
     for name in ("exact-a", "heuristic-b"):
         planner_registry.register(name, "config")(lambda problem, **options: None)
     monkeypatch.setitem(kinds.RUNNERS, "config", standin_config_job)

@@ -18,7 +18,7 @@ CONFIGS = Path(__file__).resolve().parents[1] / "configs" / "jobs"
 def registry(monkeypatch):
     """A registry holding only stand-in planners, so these tests need no real planner module."""
     monkeypatch.setattr(planner_registry, "_REGISTRY", {kind: {} for kind in planner_registry.KINDS})
-    monkeypatch.setattr(planner_registry, "load_builtin_planners", lambda: None)
+    monkeypatch.setattr(planner_registry, "load_builtin_planners", lambda *kinds: None)
     for name, kind in (("exact-a", "config"), ("heuristic-b", "config"), ("stages", "pipeline"),
                        ("cyclic", "schedule")):
         planner_registry.register(name, kind)(lambda problem, **options: None)

@@ -25,7 +25,7 @@ from solver_plan.result import Status
 def standins(monkeypatch):
     """A stand-in planner and config runner, so a batch takes milliseconds."""
     monkeypatch.setattr(planner_registry, "_REGISTRY", {kind: {} for kind in planner_registry.KINDS})
-    monkeypatch.setattr(planner_registry, "load_builtin_planners", lambda: None)
+    monkeypatch.setattr(planner_registry, "load_builtin_planners", lambda *kinds: None)
     planner_registry.register("stand-in", "config")(lambda problem, **options: None)
     monkeypatch.setitem(kinds.RUNNERS, "config", lambda job: outcome(Status.FEASIBLE, 1.0, None, 0.01, {}))
 

@@ -148,3 +148,17 @@ def test_exact_joint_past_its_safety_net_returns_at_once_and_says_so():
         assert validate(result.pattern).valid
     else:
         assert result.status == Status.TIME_LIMIT and any("ran out" in n or "time limit" in n for n in result.notes)
+
+
+def test_a_kinds_planners_load_only_their_packages():
+    """`plan` asks for config planners: the pipeline and hybrid planner modules stay unimported
+    (their imports cost seconds); asking for every kind still lists them all."""
+    import subprocess
+    import sys
+    code = ("import sys\nfrom solver_plan.planners import planners, KINDS\nplanners('config')\n"
+            "print(sorted(m for m in ('solver_plan.pipeline.madpipe', 'solver_plan.hybrid.search', "
+            "'solver_plan.intra.milp') if m in sys.modules))\n"
+            "print(all(planners(k) for k in KINDS), 'madpipe' in planners('pipeline'))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split("\n")
+    assert out[0] == "['solver_plan.intra.milp']"
+    assert out[1] == "True True"
