@@ -35,6 +35,30 @@ def _single_node(cfg: ParallelConfig, devices_per_node: int) -> int:
     return nodes.pop() if len(nodes) == 1 else -1
 
 
+_ROW_HASH = np.random.default_rng(20261123).integers(1, 2**62, size=64, dtype=np.int64) | 1
+
+
+def _unique_rows(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(distinct rows, index of each row's distinct row) of an int matrix: what
+    np.unique(axis=0, return_inverse=True) gives (up to the order of the distinct rows), without its
+    sort of whole rows as bytes, which took 4.4 of 17.5 s building gpt3-175B on 1,024 devices.
+    Rows are hashed to one int64 (a fixed random linear form, wrapping) and the hashes made unique;
+    a hash collision is detected (a row differing from its representative) and falls back to the
+    exact row sort, so the answer is always exact."""
+    if len(keys) == 0 or keys.shape[1] > len(_ROW_HASH):
+        unique, which = np.unique(keys, axis=0, return_inverse=True)
+        return unique, which.ravel()
+    with np.errstate(over="ignore"):
+        hashed = keys.astype(np.int64) @ _ROW_HASH[:keys.shape[1]]
+    _, first, code = np.unique(hashed, return_index=True, return_inverse=True)
+    code = code.ravel()
+    unique = keys[first]
+    if not np.array_equal(unique[code], keys):  # a collision: exact but slower
+        unique, which = np.unique(keys, axis=0, return_inverse=True)
+        return unique, which.ravel()
+    return unique, code
+
+
 def _crosses_nodes(cluster: Cluster, recv_cfgs: Sequence[ParallelConfig], hold_cfgs: Sequence[ParallelConfig],
                    hold_boxes: Sequence[np.ndarray], tables: np.ndarray, wanted: np.ndarray,
                    receivers: np.ndarray, missing: np.ndarray) -> np.ndarray:
@@ -50,7 +74,7 @@ def _crosses_nodes(cluster: Cluster, recv_cfgs: Sequence[ParallelConfig], hold_c
     rank = wanted.shape[2]
     keys = np.concatenate([(receivers // per_node)[..., None], wanted.reshape(wanted.shape[:2] + (2 * rank,))],
                           axis=-1).reshape(-1, 1 + 2 * rank)
-    unique, which = np.unique(keys, axis=0, return_inverse=True)
+    unique, which = _unique_rows(keys)
     boxes = unique[:, 1:].reshape(len(unique), rank, 2)
     first = np.stack([first_on_node(c, b, cluster.num_devices, per_node) for c, b in zip(hold_cfgs, hold_boxes)])
     node_of = unique[:, 0]
