@@ -41,6 +41,7 @@ def device_counts(num_devices: int) -> tuple[int, ...]:
     return tuple(sorted(counts | {num_devices}))
 
 
+@lru_cache(maxsize=4096)  # pure; was rebuilt per degree assignment (0.2 s of a 1 s gpt3-175B@1024 build)
 def placements(count: int, num_devices: int, max_placements: int) -> tuple[tuple[int, ...], ...]:
     """Up to `max_placements` aligned blocks of `count` devices, spread evenly, first block first."""
     blocks = num_devices // count

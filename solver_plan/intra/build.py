@@ -29,8 +29,12 @@ FEW_CANDIDATES = 4
 # candidates, idle 2-core machine): 0.24 s for 27,807 candidates costed, 1.01 s for 1,754,064
 # redistribution entries. Validated on t5-large (estimate 1.67 s, measured 3.0 s) and gpt3-175B
 # (2.54 s vs 1.64 s) on the same cluster: within 2x, which BUILD_SHARE / SAFETY_SHARE leave room for.
+# A redistribution entry costs more on more devices (its pieces are located device by device):
+# scaled by devices / 64 above 64, it predicts gpt3-175B at 2.3 us per entry on 256 devices
+# (measured 1.06 us) and 9.3 us on 1,024 (measured 5.4 us): conservative, as a budget should be.
 S_PER_CANDIDATE = 8.7e-6
 S_PER_EDGE_ENTRY = 5.8e-7
+CALIBRATION_DEVICES = 64
 
 
 def _few(configs, costs: np.ndarray, memory: np.ndarray) -> np.ndarray:
@@ -51,20 +55,22 @@ def nominal_limit(deadline: Deadline | None) -> float | None:
     return min(limits) if limits else None
 
 
-def build_seconds(counts: np.ndarray, edge_pairs: np.ndarray, cap: int) -> float:
+def build_seconds(counts: np.ndarray, edge_pairs: np.ndarray, cap: int, devices: int = CALIBRATION_DEVICES) -> float:
     """Estimated build time with at most `cap` candidates per operator (`counts`: each operator's
     enumerated candidates; `edge_pairs`: (source, destination) operator indices, one per tensor)."""
     kept = np.minimum(counts, cap).astype(float)
     entries = float(np.dot(kept[edge_pairs[:, 0]], kept[edge_pairs[:, 1]])) if len(edge_pairs) else 0.0
-    return S_PER_CANDIDATE * float(kept.sum()) + S_PER_EDGE_ENTRY * entries
+    per_entry = S_PER_EDGE_ENTRY * max(1.0, devices / CALIBRATION_DEVICES)
+    return S_PER_CANDIDATE * float(kept.sum()) + per_entry * entries
 
 
-def candidate_cap(counts: np.ndarray, edge_pairs: np.ndarray, max_candidates: int, budget_s: float | None) -> int:
+def candidate_cap(counts: np.ndarray, edge_pairs: np.ndarray, max_candidates: int, budget_s: float | None,
+                  devices: int = CALIBRATION_DEVICES) -> int:
     """The largest cap (FEW_CANDIDATES at least) whose estimated build time fits `budget_s`."""
-    if budget_s is None or build_seconds(counts, edge_pairs, max_candidates) <= budget_s:
+    if budget_s is None or build_seconds(counts, edge_pairs, max_candidates, devices) <= budget_s:
         return max_candidates
     for cap in range(min(max_candidates, int(counts.max(initial=2))) - 1, FEW_CANDIDATES, -1):
-        if build_seconds(counts, edge_pairs, cap) <= budget_s:
+        if build_seconds(counts, edge_pairs, cap, devices) <= budget_s:
             return cap
     return min(FEW_CANDIDATES, max_candidates)
 
@@ -90,7 +96,8 @@ def build_config_problem(graph: Graph, cluster: Cluster, memory_limit: float | N
     limit = nominal_limit(deadline)
     edge_pairs = np.array([(index[e.src], index[e.dst]) for e in graph.edges], dtype=np.int64).reshape(-1, 2)
     counts = np.array([len(configs) for configs in enumerated], dtype=np.int64)
-    planned = candidate_cap(counts, edge_pairs, max_candidates, None if limit is None else BUILD_SHARE * limit)
+    planned = candidate_cap(counts, edge_pairs, max_candidates, None if limit is None else BUILD_SHARE * limit,
+                            cluster.num_devices)
     candidates, costs, memory = [], [], []
     capped = 0  # operators cut by the wall clock (the safety net)
     for name, configs in zip(order, enumerated):
@@ -134,7 +141,7 @@ def build_config_problem(graph: Graph, cluster: Cluster, memory_limit: float | N
     notes: tuple[str, ...] = ()
     if planned < max_candidates:
         notes += (f"at most {planned} candidates per operator (not {max_candidates}): the estimated build work "
-                  f"({build_seconds(counts, edge_pairs, max_candidates):.1f} s) exceeds {BUILD_SHARE:.0%} of the "
+                  f"({build_seconds(counts, edge_pairs, max_candidates, cluster.num_devices):.1f} s) exceeds {BUILD_SHARE:.0%} of the "
                   f"{limit:g} s time limit",)
     if capped or kept:
         notes += (f"the wall clock cut the build short ({SAFETY_SHARE:.0%} of the time left, a slower machine "
