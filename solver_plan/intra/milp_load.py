@@ -66,7 +66,8 @@ def _work_clock(problem: ConfigProblem, deadline: Deadline) -> Deadline:
     left = deadline.remaining()
     if left is None:
         return deadline
-    return Deadline(max(1e-3, left - min(0.25 * left, FINISH_S_PER_NODE * problem.num_nodes)), parent=deadline)
+    budget = max(1e-3, left - min(0.25 * left, FINISH_S_PER_NODE * problem.num_nodes))
+    return Deadline(deadline.elapsed() + budget, start=deadline.start, parent=deadline)  # same elapsed()
 
 
 def model_entries(problem: ConfigProblem) -> int:
@@ -114,7 +115,7 @@ def _relaxation(problem, load, deadline: Deadline, seed: int, notes: list[str]):
 def plan_milp_load(problem: ConfigProblem, *, time_limit=None, seed=0, warm_start=None, **options) -> ConfigResult:
     """`time_limit`: seconds or a caller's Deadline (time already spent counts). On a time-out the
     best plan so far comes back (TIME_LIMIT) with the LP bound when there was time for it."""
-    deadline = start_clock(time_limit)
+    deadline = _work_clock(problem, start_clock(time_limit))
     if topological_order(problem) is None:
         return ConfigResult(NAME, Status.ERROR, runtime_s=deadline.elapsed(),
                             notes=("the load objective needs acyclic edges (a critical path)",))
@@ -187,10 +188,14 @@ def _seed_only(problem: ConfigProblem, seeds, deadline: Deadline, notes: list[st
         status = Status.TIME_LIMIT if deadline.expired() else Status.ERROR
         return ConfigResult(NAME, status, None, None, deadline.elapsed(), None, tuple(notes + ["no seed plan"]))
     split = split_edges(problem)
-    scored = [(load_breakdown(problem, plan, split), plan, source) for plan, source in dict(seeds).items()]
-    parts, plan, source = min(scored, key=lambda item: item[0].objective)
+    if len(dict(seeds)) == 1 or deadline.expired():  # nothing to rank, or no time to: the first seed
+        plan, source = seeds[0]
+        parts = load_breakdown(problem, plan, split)
+    else:
+        scored = [(load_breakdown(problem, plan, split), plan, source) for plan, source in dict(seeds).items()]
+        parts, plan, source = min(scored, key=lambda item: item[0].objective)
     if not deadline.expired():
-        better = improve_load(problem, split, plan, _work_clock(problem, deadline).share(SEARCH_SHARE))
+        better = improve_load(problem, split, plan, deadline.share(SEARCH_SHARE))
         if better != plan:
             better_parts = load_breakdown(problem, better, split)
             if better_parts.objective < parts.objective:
