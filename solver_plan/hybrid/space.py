@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass
 from typing import Iterator, Mapping
 
 from solver_plan.errors import InputError
+from solver_plan.keyvalues import parse_key_values
 from solver_plan.hybrid.memory import RECOMPUTE_MODES, SCHEDULES
 from solver_plan.hybrid.model import TransformerSpec
 
@@ -61,18 +62,12 @@ class Parallelism:
 def parse_fix(text: str | None) -> dict:
     """'tp=8,pp=8,recompute=full' -> {'tp': 8, 'pp': 8, 'recompute': 'full'}; InputError naming the
     bad key or value."""
-    pins: dict = {}
     if text is None or not text.strip():
-        return pins
-    for item in filter(None, (part.strip() for part in text.split(","))):
-        key, eq, value = (s.strip() for s in item.partition("="))
-        if not eq or not key or not value:
-            raise InputError(f"expected KEY=VALUE, got {item!r}", "--fix")
+        return {}
+    pins = parse_key_values(text, "--fix", "KEY=VALUE,KEY=VALUE")
+    for key in pins:
         if key not in FIX_KEYS:
             raise InputError(f"unknown key {key!r} (keys: {', '.join(FIX_KEYS)})", "--fix")
-        if key in pins:
-            raise InputError(f"key {key!r} given twice", "--fix")
-        pins[key] = value
     return check_fix(pins)
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from solver_plan.errors import InputError
+from solver_plan.keyvalues import parse_key_values
 
 FAMILIES = ("random-dag", "series-parallel", "skip-chain")
 MEMORY_LEVELS = ("none", "binding", "infeasible")
@@ -65,14 +66,7 @@ def parse_problem_spec(spec: str) -> ProblemSpec:
     family, _, rest = spec.partition(":")
     family = family.strip()
     where = "model spec"
-    values: dict[str, str] = {}
-    for item in filter(None, (part.strip() for part in rest.split(","))):
-        key, equals, value = item.partition("=")
-        if not equals or not key.strip() or not value.strip():
-            raise InputError(f"expected key=value in {spec!r}, got {item!r}", where)
-        if key.strip() in values:
-            raise InputError(f"{key.strip()!r} given twice in {spec!r}", where)
-        values[key.strip()] = value.strip()
+    values = parse_key_values(rest, where, f"{family}:key=value,key=value")
     unknown = sorted(set(values) - {"nodes", "candidates", "seed", "memory", "devices"})
     if unknown:
         raise InputError(f"{family} has no option {unknown[0]!r} (options: nodes, candidates, seed, memory, "

@@ -28,6 +28,7 @@ from solver_plan.errors import GraphError, InputError
 from solver_plan.graph.builder import GraphBuilder
 from solver_plan.graph.ir import Graph
 from solver_plan.graph.ops import OpType
+from solver_plan.keyvalues import parse_key_values
 
 FORMAT = "solver-plan-graph"
 VERSION = 1
@@ -58,15 +59,7 @@ def split_file_spec(spec: str) -> tuple[str, dict[str, str]] | None:
             path, options = head, tail
     if Path(path).suffix.lower() not in MODEL_SUFFIXES and not spec.strip().startswith(HF_PREFIX):
         return None
-    raw: dict[str, str] = {}
-    for item in filter(None, (p.strip() for p in options.split(","))):
-        key, eq, value = (s.strip() for s in item.partition("="))
-        if not eq or not key or not value:
-            raise InputError(f"expected 'key=value' in {item!r} (form: FILE:key=value,key=value)", path)
-        if key in raw:
-            raise InputError(f"option {key!r} given twice", path)
-        raw[key] = value
-    return path, raw
+    return path, parse_key_values(options, path, "FILE:key=value,key=value")
 
 
 def model_file_parts(spec: str) -> tuple[str, str, str] | None:

@@ -13,6 +13,7 @@ from types import MappingProxyType
 from typing import Any, Callable, Mapping
 
 from solver_plan.errors import InputError
+from solver_plan.keyvalues import parse_key_values
 from solver_plan.graph.ir import Graph
 
 
@@ -46,15 +47,7 @@ def split_spec(spec: str) -> tuple[str, dict[str, str]]:
     name = name.strip()
     if not name:
         raise InputError(f"missing model name in {spec!r} (expected 'name:key=value,...')", "model spec")
-    raw: dict[str, str] = {}
-    for item in filter(None, (part.strip() for part in rest.split(","))):
-        key, eq, value = (s.strip() for s in item.partition("="))
-        if not eq or not key or not value:
-            raise InputError(f"expected 'key=value' in {item!r} (spec form: name:key=value,key=value)", name)
-        if key in raw:
-            raise InputError(f"option {key!r} given twice", name)
-        raw[key] = value
-    return name, raw
+    return name, parse_key_values(rest, name, "name:key=value,key=value")
 
 
 def _convert(model: str, key: str, text: str, default: Any) -> Any:
