@@ -100,7 +100,7 @@ def test_milp_finds_the_brute_force_optimum_under_a_binding_limit(family):
     ("skip-chain:nodes=ten", "nodes must be an integer"),
     ("skip-chain:nodes=10,width=3", "skip-chain has no option 'width'"),
     ("skip-chain:nodes=10,nodes=11", "'nodes' given twice"),
-    ("skip-chain:nodes", "expected key=value"),
+    ("skip-chain:nodes", "expected 'key=value' in 'nodes'"),
 ])
 def test_bad_specs_say_what_is_wrong(spec, message):
     assert is_problem_spec(spec)
