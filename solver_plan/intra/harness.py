@@ -128,8 +128,8 @@ def _diagnose(problem: ConfigProblem, deadline: Deadline, answer: Answer, name: 
         return Answer(Status.TIME_LIMIT if answer.status is not Status.ERROR else answer.status, None,
                       answer.lower_bound, answer.notes + ("no plan found within the time limit",))
     budget = DEFAULT_DIAGNOSIS_TIME_S if budget is None else min(budget, DEFAULT_DIAGNOSIS_TIME_S)
-    peak = min_peak_memory(problem, budget)
     limit = float(problem.memory_limit)
+    peak = min_peak_memory(problem, budget, limit)
     if peak.lower_bound > limit * (1 + 1e-9):
         return Answer(Status.INFEASIBLE, None, None, answer.notes + (peak.describe(limit),))
     if peak.assignment is not None and peak.peak is not None and peak.peak <= limit:

@@ -17,6 +17,7 @@ from solver_plan.intra.problem import ConfigProblem
 from solver_plan.units import format_bytes
 
 DEFAULT_DIAGNOSIS_TIME_S = 10.0
+EXACT_DIAGNOSIS_MIN_S = 2.0  # below this, a closed-form bound above the limit ends the diagnosis
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,11 @@ class PeakMemory:
 
 def closed_form_bound(problem: ConfigProblem) -> float:
     """Per device: each node adds its least memory on that device (0 if some candidate avoids it)."""
+    if not problem.num_devices:
+        return 0.0
+    matrix = problem.least_memory_matrix()  # the same per-node terms, vectorised (None when too big)
+    if matrix is not None:
+        return float(matrix.sum(axis=0).max())
     least = np.zeros(problem.num_devices)
     for node in range(problem.num_nodes):
         on_device = np.full(problem.num_devices, np.inf)
@@ -46,15 +52,22 @@ def closed_form_bound(problem: ConfigProblem) -> float:
     return float(least.max()) if problem.num_devices else 0.0
 
 
-def min_peak_memory(problem: ConfigProblem, time_limit: float | None = DEFAULT_DIAGNOSIS_TIME_S) -> PeakMemory:
-    """Least busiest-device memory over all plans (exact, or a proven lower bound on time-out)."""
+def min_peak_memory(problem: ConfigProblem, time_limit: float | None = DEFAULT_DIAGNOSIS_TIME_S,
+                    limit: float | None = None) -> PeakMemory:
+    """Least busiest-device memory over all plans (exact, or a proven lower bound on time-out).
+    With `limit` and less than `EXACT_DIAGNOSIS_MIN_S` to spend, a closed-form bound already above
+    the limit is answer enough: it proves INFEASIBLE, and the exact figure (a MILP that takes about
+    a second on a thousand operators) would overrun the caller's deadline."""
+    floor = closed_form_bound(problem)
+    short_of_time = time_limit is not None and time_limit < EXACT_DIAGNOSIS_MIN_S
+    if limit is not None and short_of_time and floor > limit * (1 + 1e-9):
+        return PeakMemory(floor, exact=False)
     model = min_peak_memory_model(problem)
     try:
         outcome = isolated.call("highspy", "solver_plan.intra.backends.highs", "solve_with_highs", timeout=time_limit,
                                 model=model, time_limit=time_limit, relax_first=False, mip_rel_gap=1e-9)
     except (RuntimeError, TimeoutError, OSError):
-        return PeakMemory(closed_form_bound(problem), exact=False)
-    floor = closed_form_bound(problem)
+        return PeakMemory(floor, exact=False)
     if outcome.x_values is None:
         bound = max(floor, outcome.bound or 0.0)
         return PeakMemory(bound, exact=False)
