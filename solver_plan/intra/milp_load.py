@@ -184,9 +184,15 @@ def plan_milp_load(problem: ConfigProblem, *, time_limit=None, seed=0, warm_star
 def _seed_only(problem: ConfigProblem, seeds, deadline: Deadline, notes: list[str]) -> ConfigResult:
     """The best seed under the load objective, improved by load local search while time is left."""
     from solver_plan.intra.load_objective import split_edges
-    if not seeds:
-        status = Status.TIME_LIMIT if deadline.expired() else Status.ERROR
-        return ConfigResult(NAME, status, None, None, deadline.elapsed(), None, tuple(notes + ["no seed plan"]))
+    if not seeds:  # no heuristic plan fits memory: say whether any plan could (as the harness does)
+        status, why = Status.TIME_LIMIT, "no plan found within the time limit"
+        if problem.memory_limit is not None:
+            from solver_plan.intra.memory import min_peak_memory
+            left = deadline.remaining()
+            peak = min_peak_memory(problem, None if left is None else max(left, 0.05), float(problem.memory_limit))
+            if peak.lower_bound > problem.memory_limit * (1 + 1e-9):
+                status, why = Status.INFEASIBLE, peak.describe(float(problem.memory_limit))
+        return ConfigResult(NAME, status, None, None, deadline.elapsed(), None, tuple(notes + ["no seed plan", why]))
     split = split_edges(problem)
     if len(dict(seeds)) == 1 or deadline.expired():  # nothing to rank, or no time to: the first seed
         plan, source = seeds[0]
