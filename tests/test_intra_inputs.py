@@ -39,7 +39,7 @@ def test_unknown_random_shape_is_an_input_error():
         random_problem(5, shape="tree")
 
 
-@pytest.mark.parametrize("planner", ["milp", "cpsat", "elimination", "greedy", "brute"])
+@pytest.mark.parametrize("planner", ["milp", "cpsat", "elimination", "greedy", "brute", "milp-load"])
 def test_impossible_memory_limit_is_infeasible_with_the_least_peak(planner):
     problem = PROBLEM.with_memory_limit(1.0)
     result = solve(problem, planner)

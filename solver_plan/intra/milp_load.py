@@ -166,10 +166,8 @@ def plan_milp_load(problem: ConfigProblem, *, time_limit=None, seed=0, warm_star
                       "infeasible": Status.INFEASIBLE}.get(outcome.status, Status.FEASIBLE)
     else:
         status = Status.TIME_LIMIT
-    if assignment is None:
-        if status is Status.OPTIMAL:
-            status = Status.ERROR
-        return ConfigResult(NAME, status, None, None, deadline.elapsed(), None, tuple(notes))
+    if assignment is None:  # no plan at all: the same diagnosis as without seeds (least memory, or out of time)
+        return _seed_only(problem, [], deadline, notes)
     parts = load_breakdown(problem, assignment, load.split)
     if bound is not None:
         bound = min(float(bound), parts.objective)
