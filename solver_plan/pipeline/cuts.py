@@ -52,27 +52,35 @@ class OrderChoice:
     note: str
 
 
-def _ideals(preds_mask: Sequence[int], max_states: int) -> list[int] | None:
-    """Every ideal reachable from the empty set by adding one ready node, as bitmasks; None past the cap."""
-    n = len(preds_mask)
-    seen = {0}
-    frontier = [0]
-    out = [0]
+def _grow(starts: Sequence[int], grow, max_states: int) -> list[int] | None:
+    """Breadth-first: the empty ideal, `starts`, and everything `grow(ideal)` (an iterable of larger
+    ideals) reaches from them, in discovery order; None once more than `max_states` are seen."""
+    frontier = list(dict.fromkeys(starts))
+    seen = {0, *frontier}
+    out = list(dict.fromkeys([0, *frontier]))
     while frontier:
         nxt = []
         for ideal in frontier:
-            for v in range(n):
-                bit = 1 << v
-                if not ideal & bit and preds_mask[v] & ~ideal == 0:
-                    grown = ideal | bit
-                    if grown not in seen:
-                        seen.add(grown)
-                        nxt.append(grown)
-                        if len(seen) > max_states:
-                            return None
+            for grown in grow(ideal):
+                if grown not in seen:
+                    seen.add(grown)
+                    nxt.append(grown)
+                    if len(seen) > max_states:
+                        return None
         out.extend(nxt)
         frontier = nxt
     return out
+
+
+def _ideals(preds_mask: Sequence[int], max_states: int) -> list[int] | None:
+    """Every ideal reachable from the empty set by adding one ready node, as bitmasks; None past the cap."""
+    n = len(preds_mask)
+
+    def add_one_ready_node(ideal: int):
+        for v in range(n):
+            if not ideal >> v & 1 and preds_mask[v] & ~ideal == 0:
+                yield ideal | 1 << v
+    return _grow([0], add_one_ready_node, max_states)
 
 
 def _closure_ideals(preds_mask: Sequence[int], succs: Sequence[Sequence[int]], max_states: int) -> list[int] | None:
@@ -86,27 +94,15 @@ def _closure_ideals(preds_mask: Sequence[int], succs: Sequence[Sequence[int]], m
             if preds_mask[v] >> u & 1:
                 mask |= closure[u]
         closure[v] = mask
-    starts = [closure[v] for v in range(n) if preds_mask[v] == 0]
-    seen = {0, *starts}
-    frontier = list(dict.fromkeys(starts))
-    out = [0, *frontier]
-    while frontier:
-        nxt = []
-        for ideal in frontier:
-            for u in range(n):
-                if not ideal >> u & 1:
-                    continue
+
+    def add_one_successor_closure(ideal: int):
+        for u in range(n):
+            if ideal >> u & 1:
                 for v in succs[u]:
                     if not ideal >> v & 1:
-                        grown = ideal | closure[v]
-                        if grown not in seen:
-                            seen.add(grown)
-                            nxt.append(grown)
-                            if len(seen) > max_states:
-                                return None
-        out.extend(nxt)
-        frontier = nxt
-    if (1 << n) - 1 not in seen:
+                        yield ideal | closure[v]
+    out = _grow([closure[v] for v in range(n) if preds_mask[v] == 0], add_one_successor_closure, max_states)
+    if out is not None and (1 << n) - 1 not in set(out):
         out.append((1 << n) - 1)  # several sinks: the whole graph closes the last stage
     return out
 
