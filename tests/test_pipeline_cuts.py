@@ -17,6 +17,7 @@ from solver_plan.pipeline.cuts import CutDag, _cut_bytes, best_order
 from solver_plan.pipeline.granularity import madpipe_layers
 from solver_plan.pipeline.problem import ChainProblem
 from solver_plan.pipeline.sources import build_chain_problem, chain_from_model
+from test_pipeline_planners import random_problem  # noqa: E402  (one random chain generator for both files)
 
 
 def random_dag(seed: int, n: int) -> CutDag:
@@ -96,13 +97,6 @@ def test_transformer_chains_are_cut_between_blocks_unless_asked():
     assert sum(whole.forward_s) == pytest.approx(sum(inside.forward_s))
     assert any("between transformer blocks" in note for note in whole.notes)
 
-
-def random_problem(seed: int, layers: int, processors: int, memory: float) -> ChainProblem:
-    rng = random.Random(seed)
-    chain = LayerChain.simple(f"r{seed}", [rng.randint(1, 4) for _ in range(layers)],
-                              [rng.randint(1, 6) for _ in range(layers)], [rng.randint(0, 3) for _ in range(layers)],
-                              [rng.randint(1, 3) for _ in range(layers)], 2)
-    return ChainProblem(chain, processors, memory, 1.0)
 
 
 @pytest.mark.parametrize("seed, memory", [(1, 1000.0), (2, 45.0), (3, 60.0), (5, 38.0)])
