@@ -6,7 +6,9 @@ PipeDream's optimizer (msr-fiddle/pipedream, optimizer/optimizer_graph_hierarchi
 unmodified from a checkout given by --pipedream (its `graph` package needs graphviz only to draw,
 so a stand-in module is registered when graphviz is missing). Ours: the profile's chain ordered by
 `pipeline.cuts.best_order` for that P and bandwidth, then the `pipedream` planner's DP (memory
-filter off). Prints both periods and their ratio; exits 1 if ours is worse anywhere.
+filter off). Memory rule: PipeDream's 3 x weights (`pipeline.memory.pipedream_rule`), stated explicitly
+so the comparison stays apples to apples (no memory limit binds here: 1e15 bytes). Prints both
+periods and their ratio; exits 1 if ours is worse anywhere.
     python scripts/pipedream_side_by_side.py --pipedream /path/to/pipedream [--profiles resnet50 gnmt]
 """
 from __future__ import annotations
@@ -45,12 +47,13 @@ def pipedream_period(og, profile: Path, stages: int, bandwidth: float | None) ->
 
 def our_period(profile: Path, stages: int, bandwidth: float | None) -> tuple[float, str]:
     from solver_plan.pipeline import pipedream_dp
+    from solver_plan.pipeline.memory import pipedream_rule
     from solver_plan.pipeline.problem import ChainProblem
     from solver_plan.pipeline.sources import chain_from_profile
     beta = math.inf if bandwidth is None else bandwidth
     chain = chain_from_profile(profile.parent, processors=stages, bandwidth=beta)
     stages = min(stages, len(chain))
-    result = pipedream_dp.plan(ChainProblem(chain, stages, 1e15, beta), memory_filter=False)
+    result = pipedream_dp.plan(ChainProblem(chain, stages, 1e15, beta, pipedream_rule()), memory_filter=False)
     return result.period_s, "; ".join(chain.notes)
 
 
@@ -61,8 +64,11 @@ def main(argv=None) -> int:
     parser.add_argument("--stages", nargs="+", type=int, default=STAGES)
     args = parser.parse_args(argv)
     from solver_plan.data import data_dir
+    from solver_plan.pipeline.memory import pipedream_rule
     og = load_pipedream(args.pipedream)
     worse = 0
+    print(f"memory rule (both sides): {pipedream_rule().describe()}; memory limit 1e15 B (not binding), PipeDream's "
+          f"memory constraint off")
     print(f"{'profile':>14} {'P':>3} {'beta GB/s':>9} {'PipeDream s':>12} {'ours s':>12} {'ours/PD':>8} "
           f"{'PD time':>8} {'our time':>8}")
     for name in args.profiles:

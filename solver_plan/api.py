@@ -69,16 +69,18 @@ def plan(model: Any, cluster: Any = DEFAULT_CLUSTER, planner: str = "milp", *, d
 
 def pipeline(model: Any, cluster: Any = DEFAULT_CLUSTER, processors: int = 4, planner: str = "madpipe",
              schedule: str = "exact", *, time_limit: float | None = 60.0, memory: float | None = None,
-             bandwidth: float | None = None, max_layers: int | None = None) -> "PipelineResult":  # noqa: F821
+             bandwidth: float | None = None, max_layers: int | None = None, precision: str | None = None,
+             optimizer: str = "adam") -> "PipelineResult":  # noqa: F821
     """Pipeline stages and a periodic schedule on `processors` devices. `model` is any MODEL string
-    (including a pipeline-blocks JSON) or a `Graph`. Returns a `PipelineResult` (status, period_s,
-    lower_bound_s, `to_dict()`)."""
+    (including a pipeline-blocks JSON) or a `Graph`. `precision` and `optimizer` as the command's
+    `--precision` (None: auto) and `--optimizer` (stage memory keeps that optimizer's state). Returns
+    a `PipelineResult` (status, period_s, lower_bound_s, `to_dict()`)."""
     from solver_plan.graph.ir import Graph
     from solver_plan.pipeline.api import plan_pipeline
     from solver_plan.pipeline.sources import build_chain_problem
     problem = build_chain_problem(model if isinstance(model, Graph) else str(model), load_cluster(cluster),
                                   processors, memory=memory, bandwidth=bandwidth, planner=planner,
-                                  max_layers=max_layers)
+                                  max_layers=max_layers, precision=precision, optimizer=optimizer)
     return plan_pipeline(problem, planner, schedule, time_limit=time_limit)
 
 

@@ -9,6 +9,7 @@ from solver_plan.errors import InputError
 from solver_plan.graph.chain import LayerChain, coarsen
 from solver_plan.pipeline import exact_schedule, onef1b, pipedream_dp
 from solver_plan.pipeline.allocation import Allocation, Stage
+from solver_plan.pipeline.memory import pipedream_rule
 from solver_plan.pipeline.problem import ChainProblem
 from solver_plan.pipeline.validate import validate
 from solver_plan.result import Status
@@ -46,12 +47,15 @@ def test_transfers_count_as_stages_so_first_stage_keeps_2p_minus_1():
     assert counts == [2 * P - 1, 2 * P - 3, 2 * P - 5, 1]
 
 
-def test_activation_memory_matches_group_counts():
+@pytest.mark.parametrize("state, copies", [(None, 4), (pipedream_rule(), 3)])
+def test_activation_memory_matches_group_counts(state, copies):
+    # weights in fp32: Adam keeps 4 + 4 + 8 = 16 B per parameter = 4 x W (the default); PipeDream's rule 3 x W
     problem = ChainProblem(chain([1, 1, 1], [1, 1, 1], weights=[1, 2, 3], acts=[10, 20, 30], input_bytes=5),
-                           3, 1e9, math.inf)
+                           3, 1e9, math.inf, **({"state": state} if state else {}))
     alloc = contiguous([1, 1, 1])
     memory = onef1b.peak_memory(problem, alloc, 2)  # each stage its own group: 3, 2, 1 in flight
-    assert memory == {0: 3 * 1 + 3 * 5 + 2 * 10, 1: 3 * 2 + 2 * 10 + 2 * (10 + 20), 2: 3 * 3 + 1 * 20 + 2 * 20}
+    c = copies
+    assert memory == {0: c * 1 + 3 * 5 + 2 * 10, 1: c * 2 + 2 * 10 + 2 * (10 + 20), 2: c * 3 + 1 * 20 + 2 * 20}
     pattern = onef1b.pattern(problem, alloc, 2)
     check = validate(pattern)
     assert check.valid and check.peak_memory == memory
@@ -180,16 +184,17 @@ def test_memory_too_small_is_infeasible_with_the_memory_that_would_work():
     result = pipedream_dp.plan(problem)
     assert result.status == Status.INFEASIBLE and result.allocation is None
     # The figure every planner and schedule reports: one batch in flight per stage, split 2 + 2
-    # needs 3*20 + 1*(5 + 5) + 2*5 = 80 bytes on each processor; one stage of 4 layers 3*40 + 20 = 140
-    assert result.min_memory == pytest.approx(80.0)
-    assert "80 B" in result.notes[0] and "processor 0 (layers 0..1)" in result.notes[0] and "50 B" in result.notes[0]
+    # needs 4*20 (fp32 Adam: 16 B per 4-B parameter) + 1*(5 + 5) + 2*5 = 100 bytes on each
+    # processor; one stage of 4 layers 4*40 + 20 = 180
+    assert result.min_memory == pytest.approx(100.0)
+    assert "100 B" in result.notes[0] and "processor 0 (layers 0..1)" in result.notes[0] and "70 B" in result.notes[0]
     # the figure is exact: with it every schedule finds a plan, a byte less and all are infeasible
     from solver_plan.pipeline.api import plan_pipeline
     for schedule in ("exact", "1f1b*", "exact-milp"):
         enough = plan_pipeline(problem.with_(memory=result.min_memory), "madpipe", schedule, time_limit=20)
         short = plan_pipeline(problem.with_(memory=result.min_memory - 1), "madpipe", schedule, time_limit=20)
         assert enough.valid and short.status == Status.INFEASIBLE
-        assert short.allocation.min_memory == pytest.approx(80.0)
+        assert short.allocation.min_memory == pytest.approx(100.0)
 
 
 def test_coarsen_keeps_totals():

@@ -186,10 +186,11 @@ def test_antichain_dp_with_memory_matches_one_stage_count_at_a_time(seed):
         return real(*args, **kwargs)
     cuts._dp = spy
     try:
-        best_order(dag, 4, 2.0, memory=60.0)
+        best_order(dag, 4, 2.0, memory=60.0, state_factor=3.0)  # PipeDream's filter: 3 x the weights
     finally:
         cuts._dp = real
-    load, weights, act, cut, comm, subset, processors, memory = captured["args"][:8]
+    load, state, act, cut, comm, subset, processors, memory = captured["args"][:8]
+    assert state[-1] == pytest.approx(3.0 * sum(dag.weights))  # the largest ideal holds every layer
     S, full = len(load), len(load) - 1
     best = np.full((S, processors + 1), np.inf)
     best[0, 0] = 0.0
@@ -197,10 +198,10 @@ def test_antichain_dp_with_memory_matches_one_stage_count_at_a_time(seed):
         for k in np.flatnonzero(subset[:, j]):
             stage = max(load[j] - load[k], comm[k], comm[j] if j != full else 0.0)
             for p in range(1, processors + 1):
-                need = (3 * (weights[j] - weights[k]) + (processors - p + 1) * (cut[k] + act[j] - act[k])
+                need = (state[j] - state[k] + (processors - p + 1) * (cut[k] + act[j] - act[k])
                         + 2 * (cut[k] + (cut[j] if j != full else 0)))
                 if memory is None or need <= memory:
                     best[j, p] = min(best[j, p], max(best[k, p - 1], stage))
-    period, chain = real(load, weights, act, cut, comm, subset, processors, memory)
+    period, chain = real(load, state, act, cut, comm, subset, processors, memory)
     assert period == pytest.approx(best[full, 1:].min()) if np.isfinite(best[full, 1:].min()) else np.isinf(period)
     assert chain[0] == 0 and chain[-1] == full

@@ -12,17 +12,19 @@ from solver_plan.graph.chain import LayerChain
 from solver_plan.pipeline import madpipe
 from solver_plan.pipeline.api import plan_pipeline
 from solver_plan.pipeline.cli import register_command
+from solver_plan.pipeline.memory import pipedream_rule
 from solver_plan.pipeline.problem import ChainProblem
 from solver_plan.planners import planners
 from solver_plan.result import Status
 
 
-def random_problem(seed: int, layers: int, processors: int, memory: float) -> ChainProblem:
+def random_problem(seed: int, layers: int, processors: int, memory: float, state=None) -> ChainProblem:
+    """A random chain in fp32 (default model state: Adam, 4 x W; `state` e.g. PipeDream's rule)."""
     rng = random.Random(seed)
     chain = LayerChain.simple(f"r{seed}", [rng.randint(1, 4) for _ in range(layers)],
                               [rng.randint(1, 6) for _ in range(layers)], [rng.randint(0, 3) for _ in range(layers)],
                               [rng.randint(1, 3) for _ in range(layers)], 2)
-    return ChainProblem(chain, processors, memory, 1.0)
+    return ChainProblem(chain, processors, memory, 1.0, **({"state": state} if state is not None else {}))
 
 
 def test_registry_lists_the_planners():
@@ -32,7 +34,8 @@ def test_registry_lists_the_planners():
 
 @pytest.mark.parametrize("seed, memory", [(1, 1000.0), (2, 45.0), (4, 40.0), (5, 60.0)])
 def test_exact_joint_le_madpipe_le_pipedream(seed, memory):
-    problem = random_problem(seed, 6, 3, memory)
+    # the MadPipe paper's setting (its Figure 7 ordering), with its memory model: 3 x the weights
+    problem = random_problem(seed, 6, 3, memory, pipedream_rule())
     pipedream = plan_pipeline(problem, "pipedream", "1f1b*")
     mad = plan_pipeline(problem, "madpipe", "exact", schedule_options={"tick": 1.0}, time_limit=30)
     joint = plan_pipeline(problem, "exact-joint", "exact", planner_options={"tick": 1.0}, time_limit=60)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from solver_plan.errors import InputError
-from solver_plan.pipeline.problem import WEIGHT_COPIES, ChainProblem
+from solver_plan.pipeline.problem import ChainProblem
 from solver_plan.result import Status, relative_gap
 
 
@@ -93,10 +93,11 @@ class Allocation:
         return max([*self.processor_loads(problem).values(), *self.link_loads(problem).values(), 0.0])
 
     def static_memory(self, problem: ChainProblem) -> dict[int, float]:
-        """Weights and communication buffers per processor (independent of the schedule)."""
+        """Model state (`ChainProblem.state_memory`) and communication buffers per processor
+        (independent of the schedule)."""
         memory = {p: 0.0 for p in self.processors_used}
         for i, s in enumerate(self.stages):
-            memory[s.processor] += WEIGHT_COPIES * problem.weights(s.first, s.last)
+            memory[s.processor] += problem.state_memory(s.first, s.last)
             if i > 0 and self.stages[i - 1].processor != s.processor:
                 memory[s.processor] += 2 * problem.cut(s.first - 1)
             if i + 1 < len(self.stages) and self.stages[i + 1].processor != s.processor:

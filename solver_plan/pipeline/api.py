@@ -68,6 +68,7 @@ class PipelineResult:
             "processors": problem.processors, "memory_bytes": problem.memory, "bandwidth_bytes_per_s":
                 None if problem.bandwidth == float("inf") else problem.bandwidth,
             "layers": problem.layers, "notes": list(problem.chain.notes + self.allocation.notes + self.notes),
+            **problem.state.to_dict(),  # precision, optimizer and the model state per parameter memory charges
         }
         if self.allocation.min_memory is not None:
             out["min_memory_bytes"] = self.allocation.min_memory

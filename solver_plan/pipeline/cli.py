@@ -26,6 +26,10 @@ def register_command(subparsers) -> None:
     parser.add_argument("--precision", default="auto", choices=("auto", "fp32", "tf32", "bf16", "fp16", "fp8"),
                         help="training precision of zoo models' layer times and sizes, as for `plan` (default "
                              "auto: the device's default); profiles and block files keep their measured times")
+    parser.add_argument("--optimizer", default="adam", choices=("adam", "sgd-momentum", "sgd", "pipedream"),
+                        help="optimizer whose state stage memory keeps per parameter with the precision's dtypes "
+                             "(default adam: 16 B in mixed precision or fp32; sgd-momentum 12 B; sgd 8 B); "
+                             "pipedream: PipeDream's rule, 3 x the weights, for comparisons with PipeDream")
     parser.add_argument("--planner", default="madpipe", help="pipedream | madpipe | exact-joint")
     parser.add_argument("--schedule", default="exact", help="exact | 1f1b*")
     parser.add_argument("--max-layers", type=int, default=None,
@@ -104,7 +108,8 @@ def build_problem(args, deadline=None):
                                # MadPipe is coarsened by the front door, after the full-granularity baseline
                                max_layers=None if args.planner == "madpipe" else args.max_layers,
                                blocks=blocks, cut_inside_blocks=getattr(args, "cut_inside_blocks", False),
-                               precision=getattr(args, "precision", None), deadline=deadline)
+                               precision=getattr(args, "precision", None), deadline=deadline,
+                               optimizer=getattr(args, "optimizer", None) or "adam")
 
 
 def print_result(result) -> None:
@@ -112,6 +117,8 @@ def print_result(result) -> None:
     print(f"model {problem.name}: {problem.layers} layers, P = {problem.processors}, "
           f"M = {format_bytes(problem.memory)}, beta = "
           f"{'inf' if math.isinf(problem.bandwidth) else format_bytes(problem.bandwidth) + '/s'}")
+    print(f"memory: {problem.state.describe()}; a stage keeps {problem.state.weight_factor:g} x its weights "
+          f"+ activations in flight + transfer buffers")
     print(f"planner {result.planner} + schedule {result.scheduler}: {result.status.value}")
     if result.period_s is not None:
         bound = result.lower_bound_s

@@ -12,7 +12,8 @@ subset test (one matrix product) and O(S^2 P) for the DP, S ideals, N nodes, P p
 The optimal chain of ideals becomes one topological order (stage by stage, each in the base order),
 so every chain planner sees those boundaries with their exact cut bytes. With `memory` the DP also
 applies PipeDream's filter (a stage followed by q others keeps q + 1 batches:
-3 W + (q + 1) (cut(K) + activations of the stage) + 2 (cut(K) + cut(J)) <= M), and drops it when no
+f W + (q + 1) (cut(K) + activations of the stage) + 2 (cut(K) + cut(J)) <= M, with f W the model
+state of `pipeline.memory`: `state_factor` = f, 3 for PipeDream's own rule), and drops it when no
 chain passes (the chain planners then report the memory shortage themselves).
 
 When the ideals exceed the cap, series chains (a node whose only predecessor has it as only
@@ -158,8 +159,10 @@ def _cut_bytes(dag: CutDag, member: np.ndarray) -> np.ndarray:
 
 
 def best_order(dag: CutDag, processors: int, bandwidth: float = math.inf, memory: float | None = None,
-               max_states: int = MAX_STATES, deadline=None) -> OrderChoice:
+               max_states: int = MAX_STATES, deadline=None, state_factor: float | None = None) -> OrderChoice:
     """The topological order whose contiguous splits include the best chain of ideals (module docstring).
+    `state_factor`: model-state bytes per byte of weights in the memory filter (default: the one of
+    `pipeline.memory.DEFAULT_STATE`, fp32 Adam); chain problems pass their `state.weight_factor`.
     Its work is bounded by `max_states` (deterministic); `deadline` is only the safety net of a
     machine far slower than expected: when it runs out the base order is kept, and the note says so."""
     n = len(dag.names)
@@ -186,16 +189,19 @@ def best_order(dag: CutDag, processors: int, bandwidth: float = math.inf, memory
     masks_sorted = np.argsort(member.sum(axis=1), kind="stable")
     member = member[masks_sorted]
     load = member @ np.asarray(dag.load, dtype=np.float64)
-    weights = member @ np.asarray(dag.weights, dtype=np.float64)
+    if state_factor is None:
+        from solver_plan.pipeline.memory import DEFAULT_STATE
+        state_factor = DEFAULT_STATE.weight_factor
+    state = state_factor * (member @ np.asarray(dag.weights, dtype=np.float64))  # model state per ideal
     act = member @ np.asarray(dag.kept, dtype=np.float64)
     cut = _cut_bytes(dag, member)
     comm = np.zeros_like(cut) if math.isinf(bandwidth) else 2.0 * cut / bandwidth
     comm[0] = 0.0  # nothing is sent into the first stage
     subset = (member @ (1.0 - member).T) == 0  # subset[k, j]: ideal k inside ideal j
     np.fill_diagonal(subset, False)
-    period, choice = _dp(load, weights, act, cut, comm, subset, processors, memory, deadline)
+    period, choice = _dp(load, state, act, cut, comm, subset, processors, memory, deadline)
     if memory is not None and not np.isfinite(period) and choice is not None:
-        period, choice = _dp(load, weights, act, cut, comm, subset, processors, None, deadline)
+        period, choice = _dp(load, state, act, cut, comm, subset, processors, None, deadline)
     if choice is None:
         return OrderChoice(base, None, len(masks), f"the time limit ran out while choosing cuts among {len(masks)} "
                                                    f"antichain states (wall-clock safety net): base topological order")
@@ -206,8 +212,9 @@ def best_order(dag: CutDag, processors: int, bandwidth: float = math.inf, memory
                        f"stage boundaries at antichains: {len(masks)} states{how}, DP period {period:.6g} s")
 
 
-def _dp(load, weights, act, cut, comm, subset, processors, memory, deadline=None):
-    """best[j, p] over ideals j (sorted by size) with p stages; returns (period, chain of ideals),
+def _dp(load, state, act, cut, comm, subset, processors, memory, deadline=None):
+    """best[j, p] over ideals j (sorted by size) with p stages (`state`: model-state bytes of each
+    ideal, so a stage keeps state[j] - state[k]); returns (period, chain of ideals),
     or (inf, None) when `deadline` (the wall-clock safety net) runs out first."""
     S = len(load)
     full = S - 1  # the largest ideal is the whole graph
@@ -228,7 +235,7 @@ def _dp(load, weights, act, cut, comm, subset, processors, memory, deadline=None
         value = np.maximum(best[ks, :processors], stage[:, None])  # all p at once: column p - 1
         if memory is not None:
             stored = (cut[ks] + act[j] - act[ks])[:, None]
-            need = (3 * (weights[j] - weights[ks]) + 2 * (cut[ks] + (cut[j] if j != full else 0)))[:, None] \
+            need = (state[j] - state[ks] + 2 * (cut[ks] + (cut[j] if j != full else 0)))[:, None] \
                 + flight * stored
             value = np.where(need <= memory, value, np.inf)
         i = np.argmin(value, axis=0)  # first minimum, as one p at a time did

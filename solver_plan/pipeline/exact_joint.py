@@ -25,7 +25,7 @@ from solver_plan.pipeline.operations import pipeline_operations
 from solver_plan.pipeline.pattern import PeriodicPattern
 from solver_plan.pipeline.period_search import search_period
 from solver_plan.pipeline.work import WorkBudget
-from solver_plan.pipeline.problem import WEIGHT_COPIES, ChainProblem
+from solver_plan.pipeline.problem import ChainProblem
 from solver_plan.pipeline.ticks import memory_unit, tick_for, to_ticks
 from solver_plan.pipeline.validate import validate
 from solver_plan.result import Status
@@ -127,7 +127,7 @@ class JointModel:
         unit = memory_unit(problem.memory)
         size = lambda b: int(math.ceil(b / unit - 1e-9))
         limit = int(math.floor(problem.memory / unit + 1e-9))
-        weights = [size(WEIGHT_COPIES * problem.weights(j, j)) for j in range(L)]
+        weights = [size(problem.state_memory(j, j)) for j in range(L)]  # model state per layer
         stored = [size(problem.stored(j, j)) for j in range(L)]
         buffer = [size(2 * problem.cut(i)) for i in range(L - 1)]
         same = {}

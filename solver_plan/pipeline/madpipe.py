@@ -69,13 +69,13 @@ class _StageTables:
         self.first = ks
         self.load = np.array([problem.load(k, last) for k in ks])
         self.comm = np.array([problem.comm_load(k - 1) if k > 0 else 0.0 for k in ks])
-        self.weights = np.array([3 * problem.weights(k, last) for k in ks])
+        self.state = np.array([problem.state_memory(k, last) for k in ks])  # model state
         self.stored = np.array([problem.stored(k, last) for k in ks])
         self.buffers = np.array([problem.buffers(k, last) for k in ks])
 
     def memory(self, in_flight: np.ndarray, first: int = 0) -> np.ndarray:
         """Memory of stages k..l-1 for k >= first, with in_flight[k - first, :] batches."""
-        return (self.weights[first:, None] + in_flight * self.stored[first:, None]) + self.buffers[first:, None]
+        return (self.state[first:, None] + in_flight * self.stored[first:, None]) + self.buffers[first:, None]
 
 
 class MadPipeDP:

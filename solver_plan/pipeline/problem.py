@@ -2,8 +2,12 @@
 pairwise at bandwidth beta (bytes/s; math.inf means free transfers).
 
 Stage quantities use 0-based inclusive layer ranges [first, last]. Memory of a normal processor
-holding layers k..l with g batches in flight (MadPipe 4.2.1, generalised to DAG cuts):
-    3 W(k..l) + g * abar(k, l) + 2 (a_{k-1} [k > 0] + a_l [l < L-1]).
+holding layers k..l with g batches in flight (MadPipe 4.2.1, generalised to DAG cuts, with the
+model state of the training precision and optimizer instead of the paper's 3 W):
+    f W(k..l) + g * abar(k, l) + 2 (a_{k-1} [k > 0] + a_l [l < L-1]),
+f = `state.weight_factor` (`pipeline.memory`): state bytes per parameter / bytes per parameter of
+W, e.g. 16 / 2 = 8 for mixed-precision Adam on bf16 weights, 16 / 4 = 4 for fp32 Adam, 3 for
+PipeDream's rule. `state_memory` is the one place the pipeline charges weights.
 """
 from __future__ import annotations
 
@@ -13,8 +17,8 @@ from itertools import accumulate
 
 from solver_plan.errors import InputError
 from solver_plan.graph.chain import LayerChain
+from solver_plan.pipeline.memory import DEFAULT_STATE, ModelState
 
-WEIGHT_COPIES = 3  # two weight versions and one gradient accumulator (PipeDream-2BW)
 BUFFER_COPIES = 2  # a send/receive buffer for the activation and its gradient
 
 
@@ -28,6 +32,7 @@ class ChainProblem:
     processors: int
     memory: float  # bytes per processor
     bandwidth: float  # bytes per second; math.inf for free transfers
+    state: ModelState = DEFAULT_STATE  # model state per byte of W (precision and optimizer)
     _sums: dict = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self):
@@ -41,6 +46,8 @@ class ChainProblem:
             raise InputError(f"memory must be a positive number of bytes, got {self.memory!r}", where)
         if not (isinstance(self.bandwidth, (int, float)) and self.bandwidth > 0):
             raise InputError(f"bandwidth must be positive (bytes/s, inf for free transfers), got {self.bandwidth!r}", where)
+        if not isinstance(self.state, ModelState):
+            raise InputError(f"state must be a pipeline.memory.ModelState, got {self.state!r}", where)
         c = self.chain
         object.__setattr__(self, "_sums", {
             "u": _prefix(f + b for f, b in zip(c.forward_s, c.backward_s)),
@@ -90,6 +97,11 @@ class ChainProblem:
     def weights(self, first: int, last: int) -> float:
         return self._range_sum("w", first, last)
 
+    def state_memory(self, first: int, last: int) -> float:
+        """Model state of layers first..last: f W (weights, gradients, master copy, optimizer moments;
+        `pipeline.memory.state_bytes_per_parameter` per parameter)."""
+        return self.state.weight_factor * self.weights(first, last)
+
     def stored(self, first: int, last: int) -> float:
         """abar: bytes kept per batch in flight by a stage of layers first..last."""
         inner, out = self._sums["inner"], self._sums["out"]
@@ -103,7 +115,7 @@ class ChainProblem:
 
     def stage_memory(self, first: int, last: int, in_flight: float) -> float:
         """M(k, l, g) of MadPipe 4.2.1 for a stage alone on a normal processor."""
-        return (WEIGHT_COPIES * self.weights(first, last) + in_flight * self.stored(first, last)
+        return (self.state_memory(first, last) + in_flight * self.stored(first, last)
                 + self.buffers(first, last))
 
     def stage_memory_from(self, first: int, in_flight: float):
@@ -115,7 +127,7 @@ class ChainProblem:
         out = s["out"][first:-1] - s["out"][first]
         after = s["cut_after"][first:]
         before = self.cut(first - 1) if first > 0 else 0.0
-        return WEIGHT_COPIES * w + in_flight * (self.cut(first - 1) + inner + out) + BUFFER_COPIES * (before + after)
+        return self.state.weight_factor * w + in_flight * (self.cut(first - 1) + inner + out) + BUFFER_COPIES * (before + after)
 
     def loads_from(self, first: int):
         """U(first, l) for every l >= first, as a numpy vector."""

@@ -5,14 +5,20 @@ Zoo graphs: the cost model of `plan` and `hybrid` on one device, no parallelism 
 (`CostModel.node` with a one-device configuration): forward + backward = its compute seconds
 (roofline `cost.compute.compute_time` in the precision's compute dtype), split forward = total /
 (1 + BACKWARD_FACTOR) as the cost model builds it; W = parameters x the precision's parameter bytes
-(the working copy; `problem.WEIGHT_COPIES` counts versions and the gradient); activations = declared
-bytes in the precision's activation dtype (`CostModel.activation_scale`). The precision is
-`cost.precision.resolve_precision(requested, device, graph)`: auto is the device's default, and
-profiles (measured times) keep their fp32 times and sizes.
+(the working copy); activations = declared bytes in the precision's activation dtype
+(`CostModel.activation_scale`). The precision is `cost.precision.resolve_precision(requested,
+device, graph)`: auto is the device's default, and profiles (measured times) keep their fp32 times
+and sizes. Model state (`pipeline.memory`): the resolved precision's bytes per parameter with the
+optimizer (default Adam), per parameter of W (`graph_state`, `blocks_state`): so a profile planned with
+`--precision bf16` keeps its measured fp32 times and activations, and 16 B of Adam state per
+parameter (W / 4 parameters).
 
 Pipeline blocks (JSON with Tf, Tb, Tw ms and Mparams, Mf MB): `blocks` identical transformer
 blocks; forward Tf, backward Tb + Tw; W = Mparams; each block keeps Mf for its backward; the tensor
 crossing a cut is one block output, hidden x seq x 2 bytes (fp16, micro-batch of one sequence).
+Mparams is the fp32 size of a block's parameters (default.json: 48.05 MiB for the 12.6 M
+parameters of a hidden-1024 block, 4.0 B each), so W is in fp32 there and auto is fp32 as for
+profiles.
 """
 from __future__ import annotations
 
@@ -24,6 +30,7 @@ from solver_plan.errors import InputError
 from solver_plan.graph.chain import (LayerChain, block_key, cut_dag, is_transformer, layer_groups, linearize,
                                      merge_layers)
 from solver_plan.pipeline.cuts import best_order
+from solver_plan.pipeline.memory import DEFAULT_OPTIMIZER, ModelState, model_state
 
 MIB = 2.0 ** 20
 BLOCK_KEYS = ("Tf", "Tb", "Tw", "Mparams", "Mf")
@@ -48,9 +55,33 @@ def zoo_costs(graph, cluster, precision=None):
     return times, sizes, model.precision.name
 
 
+MEASURED_WEIGHT_BYTES = 4.0  # profiles and block files were measured in fp32
+
+
+def graph_state(graph, cluster, precision=None, optimizer: str = DEFAULT_OPTIMIZER) -> ModelState:
+    """Model state of `graph`'s chain: the precision `--precision` resolves to (auto: the device's
+    default; fp32 for graphs with measured times), with `optimizer`; W in the precision's parameter
+    dtype for zoo graphs (as `zoo_costs` prices them), in the declared dtype for measured graphs."""
+    from solver_plan.cost.precision import resolve_precision
+    resolved = resolve_precision(precision, None if cluster is None else cluster.device, graph)
+    weight = None
+    if graph.has_measured_times:
+        params = sum(op.params for op in graph)
+        weight = sum(op.param_bytes for op in graph) / params if params else MEASURED_WEIGHT_BYTES
+    return model_state(resolved, optimizer, weight)
+
+
+def blocks_state(precision=None, optimizer: str = DEFAULT_OPTIMIZER) -> ModelState:
+    """Model state of a pipeline-blocks chain: W in fp32 (Mparams, module docstring); auto is fp32."""
+    from solver_plan.cost.precision import TrainingPrecision
+    resolved = (TrainingPrecision.fp32() if precision is None or str(precision).strip().lower() == "auto"
+                else TrainingPrecision.parse(precision, None, "--precision"))
+    return model_state(resolved, optimizer, MEASURED_WEIGHT_BYTES)
+
+
 def chain_from_graph(graph, cluster, *, processors: int | None = None, bandwidth: float = math.inf,
                      memory: float | None = None, cut_inside_blocks: bool | None = None,
-                     precision=None, deadline=None) -> LayerChain:
+                     precision=None, deadline=None, optimizer: str = DEFAULT_OPTIMIZER) -> LayerChain:
     """Measured times where the graph has them (profiles), else the cost model on one device.
 
     With `processors` (> 1) the layers are ordered so that the best chain of antichain cuts for a
@@ -58,7 +89,8 @@ def chain_from_graph(graph, cluster, *, processors: int | None = None, bandwidth
     `memory`) is among the chain's cuts. Transformer models (attention inside `blockN` scopes) are cut
     between blocks only, each block one layer of the chain, unless `cut_inside_blocks` is true.
     `precision` (zoo graphs): as `--precision`; graphs with measured times (profiles) keep them.
-    `deadline`: the command's clock, the safety net of the antichain search (`best_order`)."""
+    `deadline`: the command's clock, the safety net of the antichain search (`best_order`).
+    `optimizer`: with the precision, the model state `best_order`'s memory filter charges."""
     times = sizes = None
     notes: list[str] = []
     if not graph.has_measured_times:
@@ -73,7 +105,8 @@ def chain_from_graph(graph, cluster, *, processors: int | None = None, bandwidth
         notes.append("blocks are not a chain of the graph: cuts inside blocks allowed")
     order = None
     if processors is not None and processors > 1:
-        choice = best_order(dag, processors, bandwidth, memory, deadline=deadline)
+        factor = graph_state(graph, cluster, precision, optimizer).weight_factor if memory is not None else None
+        choice = best_order(dag, processors, bandwidth, memory, deadline=deadline, state_factor=factor)
         notes.append(choice.note)
         order = [n for name in choice.order for n in name.split("|")]
     chain = linearize(graph, times, order, sizes)
@@ -128,17 +161,24 @@ def chain_from_blocks(path, blocks: int = 16) -> LayerChain:
 def chain_from_model(model, cluster, blocks: int = 16, **order) -> LayerChain:
     """MODEL as every command takes it (a zoo spec or a PipeDream profile, via `resolve_model`), a
     pipeline-blocks JSON, or an already built `Graph` (Python callers); `order` as for
-    `chain_from_graph` (processors, bandwidth, memory, cut_inside_blocks)."""
+    `chain_from_graph` (processors, bandwidth, memory, cut_inside_blocks, precision, optimizer)."""
+    return chain_and_state(model, cluster, blocks, **order)[0]
+
+
+def chain_and_state(model, cluster, blocks: int = 16, **order) -> tuple[LayerChain, ModelState]:
+    """`chain_from_model` and the model state its W stands for (`graph_state`, `blocks_state`)."""
     from solver_plan.graph.importers.graph_file import is_model_document
     from solver_plan.graph.ir import Graph
-    if isinstance(model, Graph):
-        return chain_from_graph(model, cluster, **order)
-    if Path(model).suffix == ".json" and not model.startswith("hf:") and not is_model_document(model):
-        if not Path(model).exists():
-            raise InputError("no such pipeline-blocks file", model)
-        return chain_from_blocks(model, blocks)  # measured block times: no precision to apply
-    from solver_plan.graph.resolve import resolve_model
-    return chain_from_graph(resolve_model(model), cluster, **order)
+    precision, optimizer = order.get("precision"), order.get("optimizer", DEFAULT_OPTIMIZER)
+    if not isinstance(model, Graph):
+        if Path(model).suffix == ".json" and not model.startswith("hf:") and not is_model_document(model):
+            if not Path(model).exists():
+                raise InputError("no such pipeline-blocks file", model)
+            # measured block times: the precision sets the model state only
+            return chain_from_blocks(model, blocks), blocks_state(precision, optimizer)
+        from solver_plan.graph.resolve import resolve_model
+        model = resolve_model(model)
+    return chain_from_graph(model, cluster, **order), graph_state(model, cluster, precision, optimizer)
 
 
 # Layers kept (by merging neighbours) for planners whose cost grows fast with the chain length;
@@ -149,7 +189,7 @@ DEFAULT_MAX_LAYERS = {"exact-joint": 12}
 def build_chain_problem(model, cluster, processors: int, *, memory: float | None = None,
                         bandwidth: float | None = None, no_comm: bool = False, planner: str | None = None,
                         max_layers: int | None = None, blocks: int = 16, cut_inside_blocks: bool = False,
-                        dag_cuts: bool = True, precision=None, deadline=None):
+                        dag_cuts: bool = True, precision=None, deadline=None, optimizer: str = DEFAULT_OPTIMIZER):
     """The one way the CLI, batch jobs and the Python API make a `ChainProblem` from MODEL (a string
     or a `Graph`) and a cluster.
 
@@ -160,12 +200,16 @@ def build_chain_problem(model, cluster, processors: int, *, memory: float | None
     `cut_inside_blocks`. The chain is coarsened only to an explicit `max_layers` (or the planner's
     entry in DEFAULT_MAX_LAYERS); `plan_pipeline` coarsens for MadPipe from its time budget.
     `precision` (fp32, tf32, bf16, fp16, fp8, auto/None) prices zoo graphs as `plan` does
-    (`zoo_costs`); profiles and pipeline-blocks files keep their measured times. `deadline`: the
-    command's clock (building the chain counts against the time limit).
+    (`zoo_costs`); profiles and pipeline-blocks files keep their measured times. Stage memory
+    charges the model state of that precision and `optimizer` (adam, sgd-momentum, sgd, or
+    pipedream: PipeDream's 3 x weights; `pipeline.memory`). `deadline`: the command's clock
+    (building the chain counts against the time limit).
     """
     from solver_plan.graph.chain import coarsen
     from solver_plan.pipeline.problem import ChainProblem
 
+    from solver_plan.pipeline.memory import check_optimizer
+    optimizer = check_optimizer(optimizer)  # before any work
     if isinstance(processors, bool) or not isinstance(processors, int) or processors < 1:
         raise InputError(f"must be a positive integer, got {processors}", "--processors")
     if processors > cluster.num_devices:
@@ -176,10 +220,10 @@ def build_chain_problem(model, cluster, processors: int, *, memory: float | None
     elif bandwidth is None:
         bandwidth = min((cluster.bandwidth(p, p + 1) for p in range(processors - 1)), default=math.inf)
     memory = memory if memory is not None else cluster.device.memory
-    chain = chain_from_model(model, cluster, blocks, processors=processors if dag_cuts else None,
-                             bandwidth=bandwidth, memory=memory, cut_inside_blocks=cut_inside_blocks,
-                             precision=precision, deadline=deadline)
+    chain, state = chain_and_state(model, cluster, blocks, processors=processors if dag_cuts else None,
+                                   bandwidth=bandwidth, memory=memory, cut_inside_blocks=cut_inside_blocks,
+                                   precision=precision, deadline=deadline, optimizer=optimizer)
     limit = max_layers if max_layers is not None else DEFAULT_MAX_LAYERS.get(planner or "")
     if limit is not None and len(chain) > limit:
         chain = coarsen(chain, limit)
-    return ChainProblem(chain, processors, memory, bandwidth)
+    return ChainProblem(chain, processors, memory, bandwidth, state)
