@@ -41,6 +41,8 @@ from solver_plan.errors import InputError
 MATRIX_THRESHOLDS = (64.0, 16.0, 4.0, 1.0, 0.25, 0.0625, 0.0)
 VECTOR_THRESHOLDS = (16.0, 1.0, 0.1, 0.0)
 MEMORY_THRESHOLDS = (1000.0, 100.0, 10.0, 1.0, 0.0)
+# narrow curve: smallest GEMM dimension in elements; the first bin (>= 256) is the wide reference
+NARROW_THRESHOLDS = (256.0, 128.0, 64.0, 32.0, 16.0, 8.0, 4.0, 0.0)
 CURVES = ("matrix", "vector", "memory")
 THRESHOLDS = {"matrix": MATRIX_THRESHOLDS, "vector": VECTOR_THRESHOLDS, "memory": MEMORY_THRESHOLDS}
 ROUNDS = 30
@@ -51,7 +53,8 @@ ERROR_POWER = 0.5  # residuals divided by measured time ** ERROR_POWER (1: relat
 
 def predict(device: DeviceSpec, measurement: Measurement) -> float:
     """The cost model's time for a measurement: the sum of its kernels' compute_time."""
-    return sum(compute_time(device, k.flops, k.hbm_bytes, unit=k.unit, dtype=k.dtype) for k in measurement.kernels)
+    return sum(compute_time(device, k.flops, k.hbm_bytes, unit=k.unit, dtype=k.dtype, narrow=k.narrow)
+               for k in measurement.kernels)
 
 
 def _bins(thresholds, sizes: np.ndarray) -> np.ndarray:
@@ -88,6 +91,9 @@ class KernelTable:
         self.memory_s = nbytes / hbm if hbm else np.zeros(len(kernels))
         self.math_bin = np.where(self.vector, _bins(VECTOR_THRESHOLDS, flops / 1e9), _bins(MATRIX_THRESHOLDS, flops / 1e9))
         self.memory_bin = _bins(MEMORY_THRESHOLDS, nbytes / 1e6)
+        narrow = np.array([k.narrow for _, k in kernels])
+        self.has_narrow = (narrow > 0) & ~self.vector  # matrix kernels with a known smallest dimension
+        self.narrow_bin = _bins(NARROW_THRESHOLDS, narrow)
         self.seconds = np.array([m.seconds for m in measurements])
         self.kernels_per = np.bincount(self.owner, minlength=self.count).astype(float)
         self.overhead_names = tuple(sorted({m.overhead for m in measurements if m.overhead}))
@@ -97,15 +103,21 @@ class KernelTable:
     def overhead_times(self, overheads: np.ndarray) -> np.ndarray:
         return np.where(self.overhead_of >= 0, overheads[np.maximum(self.overhead_of, 0)] if len(overheads) else 0.0, 0.0)
 
-    def kernel_parts(self, matrix: np.ndarray, vector: np.ndarray, memory: np.ndarray):
+    def narrow_factors(self, narrow: np.ndarray | None) -> np.ndarray:
+        """Every kernel's narrow efficiency under per-bin levels (1 where it has no narrow dimension)."""
+        if narrow is None or not len(self.has_narrow):
+            return np.ones(len(self.has_narrow))
+        return np.where(self.has_narrow, narrow[np.minimum(self.narrow_bin, len(narrow) - 1)], 1.0)
+
+    def kernel_parts(self, matrix: np.ndarray, vector: np.ndarray, memory: np.ndarray, narrow: np.ndarray | None = None):
         """(math seconds, memory seconds) of every kernel under per-bin efficiencies."""
         math_eff = np.where(self.vector, vector[np.minimum(self.math_bin, len(vector) - 1)],
-                            matrix[np.minimum(self.math_bin, len(matrix) - 1)])
+                            matrix[np.minimum(self.math_bin, len(matrix) - 1)]) * self.narrow_factors(narrow)
         return self.math_s / math_eff, np.where(self.memory_s > 0, self.memory_s / memory[self.memory_bin], 0.0)
 
     def times(self, matrix: np.ndarray, vector: np.ndarray, memory: np.ndarray, launch: float,
-              overheads: np.ndarray = np.zeros(0)) -> np.ndarray:
-        math_t, memory_t = self.kernel_parts(matrix, vector, memory)
+              overheads: np.ndarray = np.zeros(0), narrow: np.ndarray | None = None) -> np.ndarray:
+        math_t, memory_t = self.kernel_parts(matrix, vector, memory, narrow)
         per_kernel = np.maximum(math_t, memory_t) + launch
         return np.bincount(self.owner, weights=per_kernel, minlength=self.count) + self.overhead_times(overheads)
 
@@ -121,6 +133,7 @@ class ComputeFit:
     measurements: int
     # fitted nuisance times of the measuring itself, by Measurement.overhead name (seconds)
     measurement_overheads: tuple[tuple[str, float], ...] = ()
+    narrow_efficiency: Curve = ()  # () when no measurement carries a narrow dimension
 
     def predict(self, device: DeviceSpec, measurement: Measurement) -> float:
         """What the measurement should read under this fit: the cost model's time on the fitted
@@ -131,7 +144,7 @@ class ComputeFit:
         # the fitted curves absorb any earlier calibration factor, so it is not applied twice
         return replace(device, matrix_efficiency=self.matrix_efficiency, vector_efficiency=self.vector_efficiency,
                        memory_efficiency=self.memory_efficiency, launch_overhead=self.launch_overhead,
-                       kernel_time_scale=1.0)
+                       narrow_efficiency=self.narrow_efficiency or device.narrow_efficiency, kernel_time_scale=1.0)
 
 
 def _curve(thresholds, r_by_bin: dict[int, float], fallback: Curve) -> Curve:
@@ -149,12 +162,13 @@ def _curve(thresholds, r_by_bin: dict[int, float], fallback: Curve) -> Curve:
 
 
 def _solve_round(table: KernelTable, levels, launch: float, weights: np.ndarray):
-    """One weighted NNLS with every kernel's binding term and bin fixed under the current levels."""
+    """One weighted NNLS with every kernel's binding term and bin fixed under the current levels
+    (matrix, vector, memory, narrow); the narrow factors stay fixed (`_solve_narrow` fits them)."""
     math_t, memory_t = table.kernel_parts(*levels)
     memory_binds = memory_t > math_t
     curve = np.where(memory_binds, 2, np.where(table.vector, 1, 0))  # 0 matrix, 1 vector, 2 memory
     bins = np.where(memory_binds, table.memory_bin, table.math_bin)
-    base = np.where(memory_binds, table.memory_s, table.math_s)
+    base = np.where(memory_binds, table.memory_s, table.math_s / table.narrow_factors(levels[3]))
     columns, index = [], {}
     for c in range(3):
         for b in sorted(set(bins[curve == c].tolist())):
@@ -183,30 +197,63 @@ def _solve_round(table: KernelTable, levels, launch: float, weights: np.ndarray)
     return r, float(solution[len(columns)]), solution[len(columns) + 1:], key
 
 
+def _solve_narrow(table: KernelTable, levels, launch: float, overheads: np.ndarray, weights: np.ndarray) -> dict[int, float]:
+    """The narrow curve's r = 1 / efficiency per bin with data, the size curves, launch overhead
+    and nuisance times fixed: a matrix kernel whose arithmetic binds takes m r_b seconds (m: its
+    time at the size curve's efficiency), r_b = 1 + d_1 + ... + d_b with d >= 0 from the widest bin
+    down, the widest bin (>= NARROW_THRESHOLDS[0]) fixed at 1 so the size curve keeps the scale;
+    the same weighted NNLS as `_solve_round`."""
+    math_t, memory_t = table.kernel_parts(*levels)
+    size_only, _ = table.kernel_parts(*levels[:3])
+    fitted = table.has_narrow & (math_t >= memory_t) & (table.narrow_bin > 0)
+    per_kernel = np.where(fitted, size_only, np.maximum(math_t, memory_t)) + launch
+    constant = np.bincount(table.owner, weights=per_kernel, minlength=table.count) + table.overhead_times(overheads)
+    bins = sorted(set(table.narrow_bin[fitted].tolist()))
+    if not bins:
+        return {}
+    A = np.zeros((table.count, len(bins)))
+    for col, b in enumerate(bins):
+        mask = fitted & (table.narrow_bin >= b)
+        A[:, col] = np.bincount(table.owner[mask], weights=size_only[mask], minlength=table.count)
+    scale = weights / table.seconds ** ERROR_POWER
+    solution = nnls(A * scale[:, None], (table.seconds - constant) * scale)
+    return {b: 1.0 + float(np.sum(solution[:col + 1])) for col, b in enumerate(bins)} | {0: 1.0}
+
+
 def fit_compute(device: DeviceSpec, measurements) -> ComputeFit:
-    """Fit the efficiency curves and launch overhead of `device` to `measurements` (module text)."""
+    """Fit the efficiency curves and launch overhead of `device` to `measurements` (module text);
+    the narrow curve too when kernels carry narrow dimensions, alternating with the others."""
     measurements = tuple(measurements)
     if not measurements:
         raise InputError("no measurements to calibrate on", "measurements")
     table = KernelTable(device, measurements)
-    levels = tuple(_levels(getattr(device, f"{c}_efficiency"), THRESHOLDS[c]) for c in CURVES)
+    levels = tuple(_levels(getattr(device, f"{c}_efficiency"), THRESHOLDS[c]) for c in CURVES) + (
+        _levels(device.narrow_efficiency, NARROW_THRESHOLDS),)
     launch = device.launch_overhead
     weights = np.ones(table.count)
-    previous_key, fit = None, None
+    fits_narrow = bool(table.has_narrow.any())
+    previous, fit = None, None
     for rounds in range(1, ROUNDS + 1):
         r, launch, overheads, key = _solve_round(table, levels, launch, weights)
+        size_levels = tuple(_levels(_curve(THRESHOLDS[c], r[i], getattr(device, f"{c}_efficiency")), THRESHOLDS[c])
+                            for i, c in enumerate(CURVES))
+        narrow_curve = device.narrow_efficiency
+        if fits_narrow:
+            r_narrow = _solve_narrow(table, size_levels + (levels[3],), launch, overheads, weights)
+            narrow_curve = _curve(NARROW_THRESHOLDS, r_narrow, device.narrow_efficiency)
         fit = ComputeFit(_curve(MATRIX_THRESHOLDS, r[0], device.matrix_efficiency),
                          _curve(VECTOR_THRESHOLDS, r[1], device.vector_efficiency),
                          _curve(MEMORY_THRESHOLDS, r[2], device.memory_efficiency),
                          launch, rounds, len(measurements),
-                         tuple((name, float(v)) for name, v in zip(table.overhead_names, overheads)))
-        levels = (_levels(fit.matrix_efficiency, MATRIX_THRESHOLDS), _levels(fit.vector_efficiency, VECTOR_THRESHOLDS),
-                  _levels(fit.memory_efficiency, MEMORY_THRESHOLDS))
-        residuals = table.times(*levels, launch, overheads) / table.seconds - 1.0
+                         tuple((name, float(v)) for name, v in zip(table.overhead_names, overheads)),
+                         narrow_curve if fits_narrow else ())
+        levels = size_levels + (_levels(narrow_curve, NARROW_THRESHOLDS),)
+        residuals = table.times(*levels[:3], launch, overheads, narrow=levels[3]) / table.seconds - 1.0
         new_weights = np.minimum(1.0, HUBER / np.maximum(np.abs(residuals), 1e-12))
-        if key == previous_key and np.allclose(new_weights, weights, rtol=1e-3, atol=1e-6):
+        state = (key, levels[3].round(4).tobytes())
+        if state == previous and np.allclose(new_weights, weights, rtol=1e-3, atol=1e-6):
             break
-        previous_key, weights = key, new_weights
+        previous, weights = state, new_weights
     return fit
 
 

@@ -31,10 +31,12 @@ class Kernel:
     unit: str  # "matrix" (GEMM, convolution, attention) or "vector" (element-wise, reductions)
     dtype: Precision
     where: str = "kernel"
+    narrow: float = 0.0  # smallest GEMM dimension of a matrix kernel (0: unknown or wide)
 
     def __post_init__(self):
         _check(self.flops, "flops", self.where)
         _check(self.hbm_bytes, "hbm_bytes", self.where)
+        _check(self.narrow, "narrow dimension", self.where)
         if self.unit not in UNITS:
             raise InputError(f"unit must be one of {', '.join(UNITS)}, got {self.unit!r}", self.where)
         if not isinstance(self.dtype, Precision):

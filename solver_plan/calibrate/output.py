@@ -25,7 +25,7 @@ def cluster_dict(cluster: Cluster) -> dict:
         device["vector_flops"] = {k: float(v) for k, v in d.vector_flops}
     if d.hbm_bandwidth is not None:
         device["hbm_bandwidth"] = float(d.hbm_bandwidth)
-    for name in ("matrix_efficiency", "vector_efficiency", "memory_efficiency"):
+    for name in ("matrix_efficiency", "vector_efficiency", "memory_efficiency", "narrow_efficiency"):
         curve = getattr(d, name)
         if curve:
             device[name] = [[float(t), float(e)] for t, e in curve]

@@ -60,8 +60,8 @@ def _kind(description: str) -> str:
     return match.group(0) if match else "?"
 
 
-def _matrix(flops, nbytes, where):
-    return Kernel(float(flops), float(nbytes), "matrix", FP32, where)
+def _matrix(flops, nbytes, where, narrow=0.0):
+    return Kernel(float(flops), float(nbytes), "matrix", FP32, where, float(narrow))
 
 
 def _vector(flops, nbytes, where):
@@ -105,7 +105,7 @@ def layer_work(node: ProfileNode, input_bytes: float, input_is_model_input: bool
         match = re.match(r"Conv2d\(" + _INT + r", " + _INT + r", kernel_size=\(" + _INT + r", " + _INT + r"\)", text)
         if not match:
             return None
-        cin, _, kh, kw = map(int, match.groups())
+        cin, cout, kh, kw = map(int, match.groups())
         groups = re.search(r"groups=" + _INT, text)
         groups = int(groups.group(1)) if groups else 1
         stride = re.search(r"stride=\(" + _INT + r", " + _INT + r"\)", text)
@@ -113,10 +113,11 @@ def layer_work(node: ProfileNode, input_bytes: float, input_is_model_input: bool
         # cost/kernels.py: Winograd FLOPs (fp32 profiles) and input read per filter tap, the
         # definition the cost model prices convolutions with (per-tap traffic lifted the
         # cross-validated accuracy of small-channel convolutions: median model error 13.5% -> 10.8%)
-        work = conv_kernel(E, cin, kh, kw, sh, sw, groups, I, A, P, simt_fp32=True)
-        flops, I = work.flops, work.hbm_bytes - P - A
+        work = conv_kernel(E, cin, kh, kw, sh, sw, groups, I, A, P, simt_fp32=True, cout=cout)
+        flops, I, narrow = work.flops, work.hbm_bytes - P - A, work.narrow
     elif kind == "Linear":
         flops = _linear_flops(text, A, first_only=True)
+        narrow = 0.0  # unknown (every PipeDream linear layer has >= 512 features)
     elif kind in ("LSTM", "EmuBidirLSTM", "RecurrentAttention", "Classifier"):
         flops, gates = _lstm_flops(text, A)
         flops += _linear_flops(text, A, first_only=False) if kind != "LSTM" else 0.0
@@ -130,8 +131,8 @@ def layer_work(node: ProfileNode, input_bytes: float, input_is_model_input: bool
         return _elementwise(kind, text, A, I, P, E, where)
     if flops <= 0:
         return None
-    forward = (_matrix(flops, I + P + A, where),)
-    backward = (_matrix(flops, A + P + I, where),) * (1 if input_is_model_input else 2)
+    forward = (_matrix(flops, I + P + A, where, narrow),)
+    backward = (_matrix(flops, A + P + I, where, narrow),) * (1 if input_is_model_input else 2)
     return LayerWork(kind, forward, backward)
 
 

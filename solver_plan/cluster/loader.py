@@ -121,7 +121,7 @@ def _device(dev: Section) -> DeviceSpec:
         matrix_flops=matrix, vector_flops=vector,
         hbm_bandwidth=None if hbm is None else parse_bandwidth(hbm, dev.path("hbm_bandwidth")),
         matrix_efficiency=_curve(dev, "matrix_efficiency"), vector_efficiency=_curve(dev, "vector_efficiency"),
-        memory_efficiency=_curve(dev, "memory_efficiency"),
+        memory_efficiency=_curve(dev, "memory_efficiency"), narrow_efficiency=_curve(dev, "narrow_efficiency"),
         launch_overhead=parse_seconds(dev.get("launch_overhead", 0), dev.path("launch_overhead")),
         kernel_time_scale=_scale(dev, "kernel_time_scale"))
     dev.close()

@@ -70,6 +70,9 @@ class DeviceSpec:
     vector_efficiency: Curve = ()
     memory_efficiency: Curve = ()  # (MB per operation, achieved fraction of HBM bandwidth)
     launch_overhead: float = 0.0  # seconds per kernel
+    # (smallest GEMM dimension in elements, achieved fraction relative to a wide GEMM of the same
+    # FLOPs): tile quantisation and low reuse of narrow matrix kernels (cost/compute.py)
+    narrow_efficiency: Curve = ()
     # Calibrated factor on every kernel's time (1: the curves as published). Fitted from a measured
     # layer time (scripts/hybrid_vs_published.py on data/published/hybrid.yaml's `calibrate` entries).
     kernel_time_scale: float = 1.0
@@ -83,7 +86,7 @@ class DeviceSpec:
                     raise ClusterError(f"device {self.name!r}: peak of {dtype!r} must be positive, got {flops}")
         if self.hbm_bandwidth is not None and not (math.isfinite(self.hbm_bandwidth) and self.hbm_bandwidth > 0):
             raise ClusterError(f"device {self.name!r}: hbm_bandwidth must be positive, got {self.hbm_bandwidth}")
-        for name in ("matrix_efficiency", "vector_efficiency", "memory_efficiency"):
+        for name in ("matrix_efficiency", "vector_efficiency", "memory_efficiency", "narrow_efficiency"):
             _check_curve(f"device {self.name!r} {name}", getattr(self, name))
         if not (math.isfinite(self.launch_overhead) and self.launch_overhead >= 0):
             raise ClusterError(f"device {self.name!r}: launch_overhead must be non-negative")

@@ -1,6 +1,6 @@
 """Compute time of one kernel: achieved FLOP/s (a roofline with size-dependent efficiencies).
 
-    compute_time = max(flops / (peak(dtype, unit) x efficiency(flops)),
+    compute_time = max(flops / (peak(dtype, unit) x efficiency(flops) x narrow_efficiency(narrow)),
                        hbm_bytes / (hbm_bandwidth x memory_efficiency(hbm_bytes))) + launch_overhead
 
 Efficiency curves are step functions as in calculon (Isaev et al., "Calculon: a methodology and
@@ -9,7 +9,14 @@ are data/hardware/a100_80g.json and h100_80g_nvl8.json): a list of (threshold, e
 thresholds decreasing to 0; the efficiency of a size is that of the first threshold it reaches.
 Matrix and vector curves are indexed by GFLOP per kernel, the memory curve by MB (10^6 bytes)
 moved per kernel. Small kernels are launch- and memory-bound; large GEMMs reach 90-95% of peak.
-A device with no curve runs at 100% (the first cost model's assumption); one with no HBM
+`narrow_efficiency` is indexed by a matrix kernel's smallest GEMM dimension in elements (`narrow`:
+the channels per group of a convolution, the features of a small linear layer; 0 when unknown or
+wide): a GEMM whose output tile or reduction is narrower than the kernel's tiles wastes lanes and
+reuses each loaded operand less, so it runs below the efficiency its FLOPs alone suggest (the
+PipeDream V100 profiles: SqueezeNet's 16-channel convolutions' backward 4-5x, 3-channel first
+layers about 3x their FLOP-indexed prediction). It is relative to a wide GEMM (1 at the largest
+dimensions) and has no default: `solver-plan calibrate` fits it where the measurements carry
+shapes. A device with no curve runs at 100% (the first cost model's assumption); one with no HBM
 bandwidth has no memory roofline.
 
 Devices whose hardware files have no curves (V100, P100, K80 presets) use calculon's A100 curves
@@ -53,11 +60,22 @@ def memory_efficiency(device: DeviceSpec, hbm_bytes: float) -> float:
     return step_efficiency(device.memory_efficiency, hbm_bytes / 1e6)
 
 
-def math_time(device: DeviceSpec, flops: float, unit: str, dtype) -> float:
-    """flops / (peak(dtype, unit) x flops_efficiency(flops))."""
+def narrow_efficiency(device: DeviceSpec, narrow: float) -> float:
+    """Achieved fraction relative to a wide GEMM for a matrix kernel whose smallest GEMM dimension
+    is `narrow` elements: the device's narrow curve at `narrow`; 1.0 for narrow <= 0 (unknown or
+    wide) or no curve."""
+    return step_efficiency(device.narrow_efficiency, narrow) if narrow > 0 else 1.0
+
+
+def math_time(device: DeviceSpec, flops: float, unit: str, dtype, narrow: float = 0.0) -> float:
+    """flops / (peak(dtype, unit) x flops_efficiency(flops) x narrow_efficiency(narrow)); the
+    narrow factor applies to matrix kernels only."""
     if flops <= 0:
         return 0.0
-    return flops / (device.peak(dtype, unit) * flops_efficiency(device, flops, unit))
+    efficiency = flops_efficiency(device, flops, unit)
+    if unit == "matrix":
+        efficiency *= narrow_efficiency(device, narrow)
+    return flops / (device.peak(dtype, unit) * efficiency)
 
 
 def memory_time(device: DeviceSpec, hbm_bytes: float) -> float:
@@ -68,10 +86,11 @@ def memory_time(device: DeviceSpec, hbm_bytes: float) -> float:
 
 
 def compute_time(cluster_or_device, flops: float, hbm_bytes: float = 0.0, *, unit: str = "matrix",
-                 dtype: "Precision | str | None" = None) -> float:
+                 dtype: "Precision | str | None" = None, narrow: float = 0.0) -> float:
     """Seconds of one kernel: (max(math_time, memory_time) + launch_overhead) x kernel_time_scale
     (roofline: the slower of arithmetic and memory traffic bounds the kernel; the scale is the
-    device's calibrated factor, 1 unless a measurement set it). `dtype` None: the device's default compute
+    device's calibrated factor, 1 unless a measurement set it). `narrow`: the smallest GEMM dimension
+    of a matrix kernel (0: unknown or wide; `narrow_efficiency`). `dtype` None: the device's default compute
     dtype (`default_for`). A kernel with neither FLOPs nor bytes costs nothing (no launch)."""
     if unit not in UNITS:
         raise ValueError(f"unit must be one of {UNITS}, got {unit!r}")
@@ -79,7 +98,7 @@ def compute_time(cluster_or_device, flops: float, hbm_bytes: float = 0.0, *, uni
     if flops <= 0 and hbm_bytes <= 0:
         return 0.0
     dtype = default_for(device).compute if dtype is None else Precision.parse(dtype)
-    kernel = max(math_time(device, flops, unit, dtype), memory_time(device, hbm_bytes)) + device.launch_overhead
+    kernel = max(math_time(device, flops, unit, dtype, narrow), memory_time(device, hbm_bytes)) + device.launch_overhead
     return kernel * device.kernel_time_scale
 
 

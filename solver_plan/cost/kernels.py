@@ -4,13 +4,16 @@
 functions and `cost/model.py` prices the graph's operators with the same ones, so what the
 calibration fits is what the cost model predicts with.
 
-Convolution (`conv_kernel`), forward; backward runs it twice (input gradient dX and weight
+Convolution (`conv_kernel`), forward (narrow dimension: channels per group, `channels_narrow`);
+backward runs it twice (input gradient dX and weight
 gradient dW; once when the input needs no gradient):
-- FLOPs: 2 x output elements x (cin / groups) x kh x kw, divided by WINOGRAD_SAVING for 3x3
-  stride-1 ungrouped convolutions when computed in fp32 on the SIMT units. cuDNN runs those with
-  Winograd's F(2x2, 3x3) (Lavin and Gray, "Fast Algorithms for Convolutional Neural Networks",
-  CVPR 2016: 2.25x fewer multiplications); evidence: VGG-16's 3x3 layers counted directly run at
-  25-28 TFLOP/s in the PipeDream V100 fp32 profiles, above the 15.7 TFLOP/s peak. On tensor cores
+- FLOPs: 2 x output elements x (cin / groups) x kh x kw, divided by `winograd_saving(r)` for r x r
+  (r = 3 or 5) stride-1 ungrouped convolutions when computed in fp32 on the SIMT units. cuDNN runs
+  those with Winograd's F(2x2, r x r) (Lavin and Gray, "Fast Algorithms for Convolutional Neural
+  Networks", CVPR 2016: (2r)^2 / (r + 1)^2 fewer multiplications, 2.25x for 3x3, 2.78x for 5x5;
+  cuDNN's non-fused Winograd takes 3x3 and 5x5 filters); evidence: VGG-16's 3x3 layers counted
+  directly run at 25-28 TFLOP/s in the PipeDream V100 fp32 profiles, AlexNet's and Inception-v3's
+  5x5 layers at 18-37 TFLOP/s, above the 15.7 TFLOP/s peak. On tensor cores
   (fp16, bf16, tf32) cuDNN's implicit-GEMM kernels are the usual choice (its Winograd kernels are
   SIMT ones), so no saving is assumed there.
 - HBM bytes: input x max(1, kh kw / (sh sw)) (implicit GEMM reads each input element once per
@@ -32,30 +35,49 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-WINOGRAD_SAVING = 2.25
+WINOGRAD_SAVING = 2.25  # F(2x2, 3x3): winograd_saving(3)
+WINOGRAD_FILTERS = (3, 5)
+
+
+def winograd_saving(r: int) -> float:
+    """Multiplications saved by Winograd's F(2x2, r x r): (2 r)^2 / (r + 1)^2 (Lavin and Gray 2016)."""
+    return (2.0 * r) ** 2 / (r + 1.0) ** 2
 
 
 @dataclass(frozen=True)
 class KernelWork:
-    """FLOPs and HBM bytes of one kernel."""
+    """FLOPs and HBM bytes of one kernel; `narrow` its smallest GEMM dimension (0: not a GEMM or
+    unknown; `cost.compute.narrow_efficiency`)."""
     flops: float
     hbm_bytes: float
+    narrow: float = 0.0
 
 
 def winograd_applies(kh: int, kw: int, sh: int, sw: int, groups: int, simt_fp32: bool) -> bool:
-    """3x3, stride 1, ungrouped, on fp32 SIMT units (module text)."""
-    return simt_fp32 and (kh, kw) == (3, 3) and (sh, sw) == (1, 1) and groups == 1
+    """3x3 or 5x5, stride 1, ungrouped, on fp32 SIMT units (module text)."""
+    return simt_fp32 and kh == kw and kh in WINOGRAD_FILTERS and (sh, sw) == (1, 1) and groups == 1
 
 
 def conv_kernel(out_elements: float, cin: int, kh: int, kw: int, sh: int, sw: int, groups: int,
-                input_bytes: float, output_bytes: float, parameter_bytes: float, simt_fp32: bool) -> KernelWork:
+                input_bytes: float, output_bytes: float, parameter_bytes: float, simt_fp32: bool,
+                cout: int | None = None) -> KernelWork:
     """The forward kernel of a convolution: 2 E (cin / groups) kh kw FLOPs (/ WINOGRAD_SAVING where
-    `winograd_applies`), I max(1, kh kw / (sh sw)) + P + A bytes (module text)."""
+    `winograd_applies`: winograd_saving(kh)), I max(1, kh kw / (sh sw)) + P + A bytes (module text). Its narrow
+    dimension is min(cin, cout) / groups, the channels per group (`channels_narrow`)."""
     flops = 2.0 * out_elements * cin / groups * kh * kw
     if winograd_applies(kh, kw, sh, sw, groups, simt_fp32):
-        flops /= WINOGRAD_SAVING
+        flops /= winograd_saving(kh)
     traffic = input_bytes * max(1.0, kh * kw / (sh * sw)) + parameter_bytes + output_bytes
-    return KernelWork(flops, traffic)
+    return KernelWork(flops, traffic, channels_narrow(cin, cout, groups))
+
+
+def channels_narrow(cin: int, cout: int | None, groups: int = 1) -> float:
+    """Smallest GEMM dimension of a convolution's kernels: min(cin, cout) / groups. Forward is an
+    implicit GEMM [N P Q x cout] = [N P Q x cin kh kw] [cin kh kw x cout], the input gradient
+    swaps cin and cout and the weight gradient is [cout x cin kh kw] over N P Q: each has a side
+    of cin or cout channels per group (the filter taps multiply the reduction, but cuDNN iterates
+    over them, so a 3-channel 7x7 layer runs like a 3-channel one)."""
+    return float(min(cin, cin if cout is None else cout)) / groups
 
 
 # kind: (forward FLOPs per output element, forward bytes (a, i, p), backward FLOPs per element,

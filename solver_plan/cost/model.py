@@ -49,7 +49,7 @@ from solver_plan.cost.collectives import (DDP_BUCKET_BYTES, collective_time, gra
                                           ring_allreduce_bytes)
 from solver_plan.cost.compute import compute_time
 from solver_plan.cost.config import ParallelConfig
-from solver_plan.cost.kernels import WINDOWED, conv_kernel, elementwise_kernels
+from solver_plan.cost.kernels import WINDOWED, channels_narrow, conv_kernel, elementwise_kernels
 from solver_plan.cost.dims import OpLayout, op_layout, op_signature
 from solver_plan.cost.precision import Precision, TrainingPrecision
 from solver_plan.cost.redistribution import redistribution
@@ -226,16 +226,21 @@ class CostModel:
 
     def _conv_seconds(self, graph, op, cfg, input_bytes, out_elements, element, weight_bytes) -> float:
         """Forward kernel `kernels.conv_kernel` (Winograd FLOPs on fp32 SIMT units, input read per
-        filter tap), backward the same kernel twice (dX, dW), once when the input needs no gradient."""
+        filter tap, narrow dimension the channels per group on each device), backward the same kernel twice (dX, dW), once when the input needs no gradient."""
         a = op.attrs
         (kh, kw), (sh, sw) = a["kernel"], a["stride"]
         # the busiest device's share of the operator's FLOPs, as op.flops / shards elsewhere
         shards = cfg.num_shards
+        # channels on each device: splitting out_channel or in_channel narrows its GEMMs
+        cin = max(1, a["in_channels"] // cfg.degree("in_channel"))
+        cout = max(1, a["out_channels"] // cfg.degree("out_channel"))
+        groups = max(1, a.get("groups", 1) // cfg.degree("out_channel")) if a.get("groups", 1) > 1 else 1
         work = conv_kernel(out_elements, a["in_channels"], kh, kw, sh, sw, a.get("groups", 1), input_bytes,
                            out_elements * element, weight_bytes, self.precision.compute == Precision.FP32)
         flops = work.flops * (op.flops / shards) / max(1e-30, 2.0 * out_elements * a["in_channels"]
                                                         / a.get("groups", 1) * kh * kw)
-        forward = compute_time(self.cluster, flops, work.hbm_bytes, unit="matrix", dtype=self.precision.compute)
+        forward = compute_time(self.cluster, flops, work.hbm_bytes, unit="matrix", dtype=self.precision.compute,
+                               narrow=channels_narrow(cin, cout, groups))
         return forward * (1 + (2 if needs_gradient(graph, op, 0) else 1))
 
     def _elementwise_seconds(self, op, kind, input_bytes, out_elements, element, weight_bytes) -> float:
