@@ -60,3 +60,33 @@ def test_pipeline_only_keys_are_refused_in_hybrid_jobs(tmp_path):
         """)
     with pytest.raises(InputError, match="only pipeline jobs take 'processors'"):
         load_jobs(path)
+
+
+def test_hybrid_jobs_take_precision(tmp_path):
+    """precision is validated like the other kinds' (unknown names: one line naming the key); the
+    hybrid planners price the device's default precision (A100: mixed bf16), so bf16 and auto are
+    accepted there and reach the job and its record key, and fp32 is refused, not silently ignored."""
+    from solver_plan.batch.kinds import run_job
+    entry = f"""
+        jobs:
+          - name: j
+            kind: hybrid
+            models: ["{MODEL}"]
+            clusters: [a100x8-80gb]
+            devices: [8]
+            planners: [{{name: hybrid, options: {{batch: 16}}}}]
+            time_limit: 30
+        """
+    plain, = load_jobs(job_file(tmp_path, entry))
+    job, = load_jobs(job_file(tmp_path, entry + "    precision: BF16\n"))
+    assert (plain.precision, job.precision) == (None, "bf16")
+    assert job.inputs()["precision"] == "bf16" and "precision" not in plain.inputs() and job.key != plain.key
+    auto, = load_jobs(job_file(tmp_path, entry + "    precision: auto\n"))
+    assert auto.key == plain.key
+    with pytest.raises(InputError, match=r"jobs\[0\]\.precision: unknown precision 'fp64'"):
+        load_jobs(job_file(tmp_path, entry + "    precision: fp64\n"))
+    with pytest.raises(InputError, match=r"jobs\[0\]\.precision: the hybrid planner 'hybrid' prices .* mixed-bf16 "
+                                         r"only, not fp32; use precision: auto or bf16"):
+        load_jobs(job_file(tmp_path, entry + "    precision: fp32\n"))
+    outcome = run_job(job)
+    assert outcome["status"] in ("OPTIMAL", "FEASIBLE") and outcome["error"] is None

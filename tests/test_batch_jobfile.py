@@ -125,6 +125,10 @@ def test_cluster_file_is_found_next_to_the_job_file_and_its_content_is_in_the_ke
      "job 'j': jobs[0].precision: unknown precision 'fp12'"),
     ("{name: j, models: mlp, clusters: v100x8-nvlink, planners: exact-a, precision: 16}",
      "job 'j': jobs[0].precision: expected auto or one of"),
+    ("{name: j, kind: pipeline, models: mlp, clusters: v100x8-nvlink, processors: 2, planners: stages, "
+     "optimizer: lamb}", "job 'j': jobs[0].optimizer: unknown optimizer 'lamb'; expected one of adam, sgd-momentum"),
+    ("{name: j, models: mlp, clusters: v100x8-nvlink, planners: exact-a, optimizer: adam}",
+     "job 'j': jobs[0].optimizer: only pipeline jobs take 'optimizer'"),
     ("{name: j, models: mlp, clusters: v100x8-nvlink, planners: exact-a, all_devices: yes please}",
      "job 'j': jobs[0].all_devices: expected true or false"),
     ("{name: j, kind: pipeline, models: mlp, clusters: v100x8-nvlink, processors: 2, planners: stages, "
@@ -191,3 +195,16 @@ def test_time_limit_defaults_to_the_clis_and_precision_and_all_devices_reach_the
     assert jobs["tuned"].key != jobs["plain"].key
     # unset precision and all_devices leave the record key as before the settings existed
     assert "precision" not in jobs["plain"].inputs() and "all_devices" not in jobs["plain"].inputs()
+
+
+def test_pipeline_optimizer_reaches_the_job_and_its_key(tmp_path, registry):
+    path = write(tmp_path, """
+        jobs:
+          - {name: adam, kind: pipeline, models: mlp, clusters: v100x8-nvlink, processors: 2, planners: stages}
+          - {name: rule, kind: pipeline, models: mlp, clusters: v100x8-nvlink, processors: 2, planners: stages,
+             optimizer: PipeDream}
+        """)
+    jobs = {job.group: job for job in load_jobs(path)}
+    assert (jobs["adam"].optimizer, jobs["rule"].optimizer) == (None, "pipedream")
+    assert "optimizer" not in jobs["adam"].inputs() and jobs["rule"].inputs()["optimizer"] == "pipedream"
+    assert jobs["adam"].key != jobs["rule"].key

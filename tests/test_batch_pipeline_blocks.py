@@ -50,3 +50,24 @@ def test_config_jobs_do_not_take_blocks_json(tmp_path):
                     .replace("planners: [pipedream]", "planners: [greedy]").replace('schedule: "1f1b*"', ""))
     with pytest.raises(InputError, match="default.json"):
         load_jobs(path)
+
+
+def test_pipeline_job_optimizer_and_precision_reach_the_plan(tmp_path):
+    """Blocks are measured in fp32 (Mparams: 4 B per parameter): Adam keeps 16 B per parameter = 4 x W
+    whatever the precision, PipeDream's rule 3 x W. Same allocation (8 + 8 identical blocks) and
+    schedule, so processor 0's peaks differ by exactly 8 x Mparams MiB."""
+    from solver_plan.batch.kinds import run_job
+    blocks = data_dir() / "pipeline-blocks" / "default.json"
+    mparams = json.loads(blocks.read_text())["Mparams"] * 2.0 ** 20
+    plans = {}
+    for name, extra in (("adam", "precision: bf16\n"), ("rule", "optimizer: pipedream\n")):
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(JOB.format(model=blocks) + "    " + extra)
+        (job,) = load_jobs(path)
+        plans[name] = run_job(job)["plan"]
+    adam, rule = plans["adam"], plans["rule"]
+    assert (adam["precision"], adam["optimizer"], adam["state_bytes_per_parameter"]) == ("mixed-bf16", "adam", 16.0)
+    assert (rule["precision"], rule["optimizer"], rule["memory_rule"]) == ("fp32", "pipedream", "pipedream-3w")
+    assert adam["weight_bytes_per_parameter"] == rule["weight_bytes_per_parameter"] == 4.0
+    assert adam["stages"] == rule["stages"] and [s["last_layer"] for s in adam["stages"]] == [7, 15]
+    assert adam["peak_memory_bytes"]["0"] - rule["peak_memory_bytes"]["0"] == pytest.approx(8 * mparams)

@@ -46,8 +46,9 @@ class Job:
     max_candidates: int | None = None  # config jobs
     schedule: str | None = None  # pipeline jobs: schedule planner
     options: tuple[tuple[str, Any], ...] = ()  # extra keyword arguments of the planner, sorted
-    precision: str | None = None  # config and pipeline jobs: as `--precision` (None: auto)
+    precision: str | None = None  # config, pipeline and hybrid jobs: as `--precision` (None: auto)
     all_devices: bool = False  # config jobs: every operator on all devices (`--all-devices`)
+    optimizer: str | None = None  # pipeline jobs: as `--optimizer` (None: adam)
     grace: float = DEFAULT_GRACE_S  # seconds past time_limit before the runner kills the job
     # Content digests of input files (model profile, cluster YAML), keyed by the spec naming them.
     fingerprints: tuple[tuple[str, str], ...] = field(default=())
@@ -66,6 +67,8 @@ class Job:
             raise ValueError(f"Job: grace must be >= 0, got {self.grace}")
         if self.precision is not None and not isinstance(self.precision, str):
             raise ValueError(f"Job: precision must be a string or None, got {self.precision!r}")
+        if self.optimizer is not None and not isinstance(self.optimizer, str):
+            raise ValueError(f"Job: optimizer must be a string or None, got {self.optimizer!r}")
         if not isinstance(self.all_devices, bool):
             raise ValueError(f"Job: all_devices must be a boolean, got {self.all_devices!r}")
         if list(self.options) != sorted(self.options):
@@ -90,6 +93,8 @@ class Job:
             inputs["precision"] = self.precision
         if self.all_devices:
             inputs["all_devices"] = True
+        if self.optimizer is not None:
+            inputs["optimizer"] = self.optimizer
         return inputs
 
     @property
@@ -117,7 +122,7 @@ class Job:
                 "processors": self.processors, "time_limit": self.time_limit,
                 "memory_limit": self.memory_limit, "max_candidates": self.max_candidates,
                 "schedule": self.schedule, "options": dict(self.options), "precision": self.precision,
-                "all_devices": self.all_devices, "grace": self.grace}
+                "all_devices": self.all_devices, "optimizer": self.optimizer, "grace": self.grace}
 
 
 def short_spec(spec: str) -> str:

@@ -13,7 +13,7 @@ jobs:
       - milp
       - {name: mcmc, seeds: [0, 1, 2], options: {iterations: 2000}}
     time_limit: 60                           # seconds (or "500ms"); default 60; null for none
-    precision: bf16                          # config and pipeline jobs: auto (default), fp32, tf32, bf16, fp16, fp8
+    precision: bf16                          # config, pipeline, hybrid jobs: auto (default), fp32, tf32, bf16, fp16, fp8
     all_devices: false                       # config jobs: every operator on all devices
     memory_limit: 16GB
     max_candidates: 24                       # config jobs
@@ -25,6 +25,7 @@ jobs:
     processors: [4, 8]                       # pipeline jobs: number of processors
     planners: [madpipe]
     schedule: exact                          # pipeline jobs: schedule planner
+    optimizer: adam                          # pipeline jobs: adam (default), sgd-momentum, sgd, pipedream (3 x weights)
 ```
 Each entry is a grid: every model x cluster x devices/processors x planner x seed. Relative file
 paths are taken from the job file's folder first. Every error names the file, the job and the key
@@ -37,7 +38,7 @@ from pathlib import Path
 from typing import Callable
 
 from solver_plan.batch.job import JOB_KINDS, Job
-from solver_plan.batch.kinds import check_kind_available
+from solver_plan.batch.kinds import check_kind_available, hybrid_precision
 from solver_plan.batch.settings import Settings, read_settings, reject_foreign_keys
 from solver_plan.errors import InputError
 from solver_plan.planners import planners
@@ -130,16 +131,24 @@ class _JobReader:
                 if processors is not None:  # pipeline processors are the cluster's first devices
                     self._check_cluster(cluster, processors, section.path("processors"))
                 for seed in settings.seeds:
-                    jobs.append(Job(
+                    jobs.append(self._checked(Job(
                         group=name, kind=kind, model=model, cluster=cluster, planner=planner, seed=seed,
                         devices=devices, processors=processors, time_limit=settings.time_limit,
                         memory_limit=settings.memory_limit,
                         max_candidates=settings.max_candidates if is_config else None,
                         schedule=None if uses_devices else settings.schedule, options=settings.options,
-                        precision=settings.precision if kind in ("config", "pipeline") else None,
+                        precision=settings.precision,
                         all_devices=settings.all_devices if is_config else False,
-                        grace=settings.grace, fingerprints=tuple(sorted(fingerprints))))
+                        optimizer=settings.optimizer if kind == "pipeline" else None,
+                        grace=settings.grace, fingerprints=tuple(sorted(fingerprints))), section))
         return jobs
+
+    @staticmethod
+    def _checked(job: Job, section: Section) -> Job:
+        """Checks that need the whole job: a hybrid job's precision against what its planner prices."""
+        if job.kind == "hybrid" and job.precision is not None:
+            hybrid_precision(job, section.path("precision"))
+        return job
 
     def _specs(self, section: Section, key: str, check: Callable[[str, str], None]) -> list[tuple[str, list]]:
         """Model or cluster specs: each as the worker will resolve it, with the digests of its files."""

@@ -92,12 +92,38 @@ def chain_problem(job: Job, deadline=None):
 
     cluster = resolve_cluster(job.cluster, job.processors)
     return build_chain_problem(job.model, cluster, job.processors, memory=job.memory_limit, planner=job.planner,
-                               precision=job.precision, deadline=deadline)
+                               precision=job.precision, deadline=deadline, optimizer=job.optimizer or "adam")
+
+
+def hybrid_precision(job: Job, where: str = "precision") -> Job:
+    """`job` as the hybrid planner takes it, with its precision (None: auto, nothing to do).
+
+    A planner function with a `precision` parameter gets it as an option. The others price the
+    device's default precision (`cost.precision.default_for`: mixed bf16 on A100/H100, mixed fp16 on
+    V100, fp32 on K80/P100): a precision that resolves to the same is accepted, any other is refused
+    with one line naming the key (the planner would silently plan something else)."""
+    if job.precision is None:
+        return job
+    import inspect
+    from dataclasses import replace
+
+    from solver_plan.cluster import resolve_cluster
+    from solver_plan.cost.precision import TrainingPrecision, default_for
+    from solver_plan.planners import get_planner
+    function = get_planner(job.planner, "hybrid").func
+    if "precision" in inspect.signature(function).parameters:
+        return replace(job, options=tuple(sorted({**dict(job.options), "precision": job.precision}.items())))
+    device = resolve_cluster(job.cluster, job.devices).device
+    asked, runs = TrainingPrecision.parse(job.precision, device, where), default_for(device)
+    if asked != runs:
+        raise InputError(f"the hybrid planner {job.planner!r} prices {device.name}'s default precision {runs.name} "
+                         f"only, not {asked.name}; use precision: auto or {runs.compute.value}", where)
+    return job
 
 
 def run_hybrid_job(job: Job) -> dict[str, Any]:
     from solver_plan.hybrid.registry import run_job
-    _, o = run_job(job)
+    _, o = run_job(hybrid_precision(job))
     return outcome(o["status"], o["objective_s"], o["lower_bound_s"], o["runtime_s"], o["plan"],
                    error=planner_error(o["status"], o["notes"]))
 

@@ -17,11 +17,11 @@ from solver_plan.units import parse_bytes, parse_seconds
 from solver_plan.yamlio import Section
 
 SETTING_KEYS = ("time_limit", "memory_limit", "seed", "seeds", "devices", "processors", "max_candidates",
-                "schedule", "grace", "options", "precision", "all_devices")
+                "schedule", "grace", "options", "precision", "all_devices", "optimizer")
 # Keys that only some kinds of job take; the other kinds reject them (except in `defaults`).
 KIND_ONLY_KEYS = {"devices": ("config", "hybrid"), "max_candidates": ("config",),
-                  "processors": ("pipeline",), "schedule": ("pipeline",), "precision": ("config", "pipeline"),
-                  "all_devices": ("config",)}
+                  "processors": ("pipeline",), "schedule": ("pipeline",), "precision": ("config", "pipeline", "hybrid"),
+                  "all_devices": ("config",), "optimizer": ("pipeline",)}
 OPTION_SCALARS = (str, int, float, bool)
 
 
@@ -37,6 +37,7 @@ class Settings:
     grace: float = DEFAULT_GRACE_S
     precision: str | None = None  # None: auto (the device's default)
     all_devices: bool = False
+    optimizer: str | None = None  # pipeline jobs, as `--optimizer` (None: adam)
     options: tuple[tuple[str, Any], ...] = ()
 
 
@@ -71,6 +72,8 @@ def read_settings(section: Section, inherited: Settings) -> Settings:
         changes["grace"] = parse_seconds(section.get("grace"), section.path("grace"))
     if section.has("precision"):
         changes["precision"] = _precision(section)
+    if section.has("optimizer"):
+        changes["optimizer"] = _optimizer(section)
     if section.has("all_devices"):
         value = section.get("all_devices")
         if not isinstance(value, bool):
@@ -120,6 +123,13 @@ def _precision(section: Section) -> str | None:
         raise InputError(f"expected auto or one of {', '.join(p.value for p in Precision)}, got {value!r}",
                          section.path("precision"))
     return Precision.parse(value, section.path("precision")).value
+
+
+def _optimizer(section: Section) -> str | None:
+    """null (adam) or an optimizer whose state pipeline stages keep, as `pipeline --optimizer` takes."""
+    from solver_plan.pipeline.memory import check_optimizer
+    value = section.get("optimizer")
+    return None if value is None else check_optimizer(value, section.path("optimizer"))
 
 
 def _options(section: Section) -> dict[str, Any]:
