@@ -52,7 +52,8 @@ def main(argv=None) -> int:
         if scheduled.valid and (best is None or scheduled.period_s < best.period_s):
             best = scheduled
     total = time.perf_counter() - begin
-    print(f"chain {problem.name}: {problem.layers} layers, P = {problem.processors}, M = {problem.memory:.3g} B")
+    print(f"chain {problem.name}: {problem.layers} layers, P = {problem.processors}, M = {problem.memory:.3g} B, "
+          f"memory {problem.state.describe()}")
     print(f"full granularity, no time limit: MadPipe-DP (optimistic, conservative, contiguous estimates) "
           f"{dp_s:.2f} s; {len(candidates)} allocation(s)")
     print(f"  exact schedule: {total - dp_s:.2f} s, status {best.status.value if best else 'none'}, "
