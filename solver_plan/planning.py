@@ -45,16 +45,18 @@ def solve_deadline(deadline: Deadline | None, problem: ConfigProblem) -> Deadlin
 def prepare_problem(graph: Graph, cluster: Cluster, memory_limit: float | str | None = DEVICE_MEMORY,
                     max_candidates: int = DEFAULT_MAX_CANDIDATES,
                     deadline: Deadline | None = None, *, precision: str | None = None,
-                    all_devices: bool = False) -> tuple[ConfigProblem, CostModel]:
+                    all_devices: bool = False, memory_format: str = "nhwc") -> tuple[ConfigProblem, CostModel]:
     """`precision`: fp32, tf32, bf16, fp16, fp8 or auto/None (the device's default, `default_for`;
-    fp32 for profiles with measured times: `resolve_precision`);
+    fp32 for profiles with measured times: `resolve_precision`); `memory_format`: nhwc (channels
+    last, default) or nchw (`CostModel`);
     `all_devices`: every operator on all devices (Alpa's setting)."""
     if memory_limit == DEVICE_MEMORY:
         memory_limit = cluster.device.memory
     check_positive(memory_limit, "--memory-limit")
     if isinstance(max_candidates, bool) or not isinstance(max_candidates, int) or max_candidates < 2:
         raise InputError(f"must be an integer of at least 2, got {max_candidates}", "--max-candidates")
-    cost_model = CostModel(cluster, precision=resolve_precision(precision, cluster.device, graph))
+    cost_model = CostModel(cluster, precision=resolve_precision(precision, cluster.device, graph),
+                           memory_format=memory_format)
     return build_config_problem(graph, cluster, memory_limit, max_candidates, cost_model, deadline,
                                 all_devices=all_devices), cost_model
 

@@ -17,7 +17,11 @@ gradient dW; once when the input needs no gradient):
   (fp16, bf16, tf32) cuDNN's implicit-GEMM kernels are the usual choice (its Winograd kernels are
   SIMT ones), so no saving is assumed there.
 - HBM bytes: input x max(1, kh kw / (sh sw)) (implicit GEMM reads each input element once per
-  filter tap it meets: an upper bound, caches catch some) + weights + output.
+  filter tap it meets: an upper bound, caches catch some) + weights + output; plus, for tensors in
+  NCHW (PyTorch's default memory format) on tensor cores, 2 x (input + output) for the transposes
+  to and from NHWC that cuDNN's tensor-core kernels run in (NVIDIA, "Deep Learning Performance
+  Guide: Convolutional layers", channels-last: "NCHW ... requires transposes"; SIMT fp32 kernels
+  work in NCHW directly). NHWC ("channels last") is the default, as mixed-precision users run.
 
 Memory-bound layers (`ELEMENTWISE`): passes over the output of A bytes (and the input of I bytes
 for pooling) per forward and backward kernel, with FLOPs per output element:
@@ -35,6 +39,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+MEMORY_FORMATS = ("nhwc", "nchw")  # layouts of 4-d activations; nhwc (channels last) the default
 WINOGRAD_SAVING = 2.25  # F(2x2, 3x3): winograd_saving(3)
 WINOGRAD_FILTERS = (3, 5)
 
@@ -60,14 +65,17 @@ def winograd_applies(kh: int, kw: int, sh: int, sw: int, groups: int, simt_fp32:
 
 def conv_kernel(out_elements: float, cin: int, kh: int, kw: int, sh: int, sw: int, groups: int,
                 input_bytes: float, output_bytes: float, parameter_bytes: float, simt_fp32: bool,
-                cout: int | None = None) -> KernelWork:
+                cout: int | None = None, nchw: bool = False) -> KernelWork:
     """The forward kernel of a convolution: 2 E (cin / groups) kh kw FLOPs (/ WINOGRAD_SAVING where
     `winograd_applies`: winograd_saving(kh)), I max(1, kh kw / (sh sw)) + P + A bytes (module text). Its narrow
-    dimension is min(cin, cout) / groups, the channels per group (`channels_narrow`)."""
+    dimension is min(cin, cout) / groups, the channels per group (`channels_narrow`); `nchw` adds the
+    layout transposes of tensor-core kernels."""
     flops = 2.0 * out_elements * cin / groups * kh * kw
     if winograd_applies(kh, kw, sh, sw, groups, simt_fp32):
         flops /= winograd_saving(kh)
     traffic = input_bytes * max(1.0, kh * kw / (sh * sw)) + parameter_bytes + output_bytes
+    if nchw and not simt_fp32:  # layout transposes around a tensor-core kernel (module text)
+        traffic += 2.0 * (input_bytes + output_bytes)
     return KernelWork(flops, traffic, channels_narrow(cin, cout, groups))
 
 

@@ -49,7 +49,7 @@ from solver_plan.cost.collectives import (DDP_BUCKET_BYTES, collective_time, gra
                                           ring_allreduce_bytes)
 from solver_plan.cost.compute import compute_time
 from solver_plan.cost.config import ParallelConfig
-from solver_plan.cost.kernels import WINDOWED, channels_narrow, conv_kernel, elementwise_kernels
+from solver_plan.cost.kernels import MEMORY_FORMATS, WINDOWED, channels_narrow, conv_kernel, elementwise_kernels
 from solver_plan.cost.dims import OpLayout, op_layout, op_signature
 from solver_plan.cost.precision import Precision, TrainingPrecision
 from solver_plan.cost.redistribution import redistribution
@@ -116,9 +116,12 @@ class CostModel:
     so repeated blocks are computed once."""
 
     def __init__(self, cluster: Cluster, optimizer_factor: float | None = None,
-                 precision: "TrainingPrecision | str | None" = None, bucket_bytes: float = DDP_BUCKET_BYTES):
+                 precision: "TrainingPrecision | str | None" = None, bucket_bytes: float = DDP_BUCKET_BYTES,
+                 memory_format: str = "nhwc"):
         """`precision`: a `TrainingPrecision`, a name (fp32, tf32, bf16, fp16, fp8, auto) or None
-        (auto: `default_for(cluster.device)`). `optimizer_factor`, if given, replaces the
+        (auto: `default_for(cluster.device)`). `memory_format`: nhwc (channels last, default) or
+        nchw, the layout of 4-d activations (NCHW convolutions on tensor cores pay layout
+        transposes: `kernels.conv_kernel`). `optimizer_factor`, if given, replaces the
         precision's bytes per parameter by factor x weight bytes (the first model's knob)."""
         if optimizer_factor is not None and not (
                 isinstance(optimizer_factor, (int, float)) and math.isfinite(optimizer_factor)
@@ -134,6 +137,10 @@ class CostModel:
                              f"choose another precision", "--precision")
         self.optimizer_factor = None if optimizer_factor is None else float(optimizer_factor)
         self.bucket_bytes = float(bucket_bytes)
+        if memory_format not in MEMORY_FORMATS:
+            raise InputError(f"memory format must be one of {', '.join(MEMORY_FORMATS)}, got {memory_format!r}",
+                             "--memory-format")
+        self.memory_format = memory_format
         inter = cluster.nodes > 1
         # point-to-point alpha-beta by link level, for vectorised redistribution (collectives.p2p_time)
         self._g_by_level = np.array([0.0, cluster.g(LinkLevel.INTRA_NODE),
@@ -226,7 +233,8 @@ class CostModel:
 
     def _conv_seconds(self, graph, op, cfg, input_bytes, out_elements, element, weight_bytes) -> float:
         """Forward kernel `kernels.conv_kernel` (Winograd FLOPs on fp32 SIMT units, input read per
-        filter tap, narrow dimension the channels per group on each device), backward the same kernel twice (dX, dW), once when the input needs no gradient."""
+        filter tap, narrow dimension the channels per group on each device, NCHW transposes on tensor
+        cores), backward the same kernel twice (dX, dW), once when the input needs no gradient."""
         a = op.attrs
         (kh, kw), (sh, sw) = a["kernel"], a["stride"]
         # the busiest device's share of the operator's FLOPs, as op.flops / shards elsewhere
@@ -236,7 +244,8 @@ class CostModel:
         cout = max(1, a["out_channels"] // cfg.degree("out_channel"))
         groups = max(1, a.get("groups", 1) // cfg.degree("out_channel")) if a.get("groups", 1) > 1 else 1
         work = conv_kernel(out_elements, a["in_channels"], kh, kw, sh, sw, a.get("groups", 1), input_bytes,
-                           out_elements * element, weight_bytes, self.precision.compute == Precision.FP32)
+                           out_elements * element, weight_bytes, self.precision.compute == Precision.FP32,
+                           nchw=self.memory_format == "nchw")
         flops = work.flops * (op.flops / shards) / max(1e-30, 2.0 * out_elements * a["in_channels"]
                                                         / a.get("groups", 1) * kh * kw)
         forward = compute_time(self.cluster, flops, work.hbm_bytes, unit="matrix", dtype=self.precision.compute,
