@@ -121,3 +121,12 @@ def test_bad_narrow_curve_names_the_key(value):
     with pytest.raises(InputError) as info:
         cluster_from_dict(data)
     assert "narrow_efficiency" in str(info.value) or "narrow_efficiency" in getattr(info.value, "where", "")
+
+
+def test_csv_conv_rows_carry_channels_as_narrow(tmp_path):
+    from solver_plan.calibrate.csvfile import read_calibration_csv
+    path = tmp_path / "m.csv"
+    path.write_text("op,shape,dtype,time_us\nconv2d,n=32 c=16 h=56 w=56 k=64 r=3 s=3 pad=1,fp16,301.0\n"
+                    "matmul,m=4096 n=4096 k=4096,bf16,812.5\n")
+    kernels, _ = read_calibration_csv(path)
+    assert [k.kernels[0].narrow for k in kernels] == [16.0, 0.0]

@@ -7,7 +7,8 @@
 Kernels (FLOPs and HBM bytes as the cost model counts them, in `dtype`):
 - matmul m n k [batch]: 2 batch m n k FLOPs; batch (m k + k n + m n) elements moved (matrix units).
 - conv2d n c h w k r s [stride pad groups]: output p x q = (h + 2 pad - r) / stride + 1 (likewise
-  w); 2 n k p q (c / groups) r s FLOPs (counted directly); input + weights + output moved.
+  w); 2 n k p q (c / groups) r s FLOPs (counted directly); input + weights + output moved; narrow
+  dimension min(c, k) / groups (`cost.kernels.channels_narrow`, so the fit learns the narrow curve).
 - attention batch heads seq head_dim [kv_seq causal]: fused (flash) attention forward,
   4 batch heads seq kv_seq head_dim FLOPs (half when causal); q, k, v and the output moved.
 - elementwise elements [reads writes]: one FLOP per element, (reads + writes) x elements moved
@@ -27,6 +28,7 @@ from pathlib import Path
 
 from solver_plan.calibrate.measurements import CollectiveMeasurement, Kernel, Measurement
 from solver_plan.cost.collectives import KINDS as COLLECTIVES
+from solver_plan.cost.kernels import channels_narrow
 from solver_plan.cost.precision import Precision
 from solver_plan.errors import InputError
 
@@ -83,7 +85,7 @@ def kernel_of(op: str, s: dict[str, int], dtype: Precision, where: str) -> Kerne
         flops = 2.0 * s["n"] * s["k"] * p * q * (s["c"] // s["groups"]) * s["r"] * s["s"]
         moved = (s["n"] * s["c"] * s["h"] * s["w"] + s["k"] * (s["c"] // s["groups"]) * s["r"] * s["s"]
                  + s["n"] * s["k"] * p * q) * b
-        return Kernel(flops, float(moved), "matrix", dtype, where)
+        return Kernel(flops, float(moved), "matrix", dtype, where, channels_narrow(s["c"], s["k"], s["groups"]))
     if op == "attention":
         kv = s["kv_seq"] or s["seq"]
         flops = 4.0 * s["batch"] * s["heads"] * s["seq"] * kv * s["head_dim"] / (2 if s["causal"] else 1)
