@@ -25,7 +25,8 @@ def register_command(subparsers) -> None:
     parser.add_argument("--no-comm", action="store_true", help="transfers take no time")
     parser.add_argument("--precision", default="auto", choices=("auto", "fp32", "tf32", "bf16", "fp16", "fp8"),
                         help="training precision of zoo models' layer times and sizes, as for `plan` (default "
-                             "auto: the device's default); profiles and block files keep their measured times")
+                             "auto: the device's default; fp32 for profiles and block files, which keep their "
+                             "measured times), and of every model's optimizer state in stage memory")
     parser.add_argument("--optimizer", default="adam", choices=("adam", "sgd-momentum", "sgd", "pipedream"),
                         help="optimizer whose state stage memory keeps per parameter with the precision's dtypes "
                              "(default adam: 16 B in mixed precision or fp32; sgd-momentum 12 B; sgd 8 B); "
