@@ -9,10 +9,10 @@ with w, g, m, o the bytes of the precision's parameter, gradient, master (0 with
 dtypes. Source: Rajbhandari et al., "ZeRO", SC'20, section 3.1 (mixed-precision Adam keeps
 "2 Psi + 2 Psi + K Psi" bytes, K = 12 for the fp32 master weights, momentum and variance);
 Megatron-LM keeps the same 16 B per parameter; SGD with momentum keeps one moment, plain SGD none.
-    pipedream:     3 w               (PipeDream's rule, Narayanan et al., SOSP'19, and MadPipe 4.2.1:
-                                      the weights, their gradients and one more version, 3 W whatever
-                                      the precision; kept for comparisons with PipeDream's optimizer
-                                      and the MadPipe paper's setting)
+    pipedream:     3 w               (MadPipe, Beaumont et al. IPDPS'22, section 3 after
+                                      PipeDream-2BW: "two versions of each parameter, plus one
+                                      gradient", 3 W whatever the precision and optimizer; kept for
+                                      comparisons with PipeDream's optimizer and the MadPipe paper)
 
 A chain gives each layer's weights W in bytes of some dtype (the working copy as the cost model
 priced it, or fp32 as profiles were measured): a stage keeps
@@ -27,7 +27,6 @@ from solver_plan.errors import InputError
 OPTIMIZERS = ("adam", "sgd-momentum", "sgd", "pipedream")
 DEFAULT_OPTIMIZER = "adam"
 MOMENTS = {"adam": 2, "sgd-momentum": 1, "sgd": 0}  # optimizer moments kept per parameter
-PIPEDREAM_COPIES = 3  # PipeDream's weights + gradients + one more weight version
 
 
 def check_optimizer(optimizer: str, where: str = "--optimizer") -> str:
@@ -55,7 +54,8 @@ def state_terms(precision, optimizer: str = DEFAULT_OPTIMIZER) -> tuple[tuple[st
 def state_bytes_per_parameter(precision, optimizer: str = DEFAULT_OPTIMIZER) -> float:
     """Bytes a stage keeps per parameter for `precision` (a `TrainingPrecision`) and `optimizer`:
     adam w + g + m + 2 o, sgd-momentum w + g + m + o, sgd w + g + m (ZeRO section 3.1: 16 B for
-    mixed-precision Adam), pipedream 3 w (PipeDream / MadPipe 4.2.1). See the module docstring."""
+    mixed-precision Adam), pipedream 3 w (MadPipe section 3: two weight versions and a gradient).
+    See the module docstring."""
     return sum(value for _, value in state_terms(precision, optimizer))
 
 
