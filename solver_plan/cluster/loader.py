@@ -18,6 +18,8 @@ it defaults to the matrix peak of the device's default compute dtype):
 `kernel_time_scale: 1.09` (a calibrated factor on every kernel's time; default 1).
 Optional link keys: `efficiency` (achieved fraction of bandwidth, default 1) and, on inter_node,
 `nics_per_node` (bandwidth is then per NIC; default: one NIC per device).
+Optional `gradient_sync: {scheme: ring | parameter_server, copy_bandwidth: {intra_node: 4GB/s,
+inter_node: 1GB/s}}`: the runtime's gradient synchronisation (cluster/sync.py; default ring).
 """
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ import math
 from pathlib import Path
 
 from solver_plan.cluster.model import Cluster, DeviceSpec, Link, LinkLevel
+from solver_plan.cluster.sync import SYNC_SCHEMES, GradientSync
 from solver_plan.errors import ClusterError, InputError
 from solver_plan.resources import cluster_presets_dir
 from solver_plan.units import parse_bandwidth, parse_bytes, parse_flops, parse_seconds
@@ -136,6 +139,25 @@ def _device(dev: Section) -> DeviceSpec:
         raise ClusterError(str(exc), dev.where) from None
 
 
+def _gradient_sync(section: Section | None) -> GradientSync:
+    if section is None:
+        return GradientSync()
+    scheme = section.string("scheme", "ring")
+    if scheme not in SYNC_SCHEMES:
+        raise InputError(f"expected one of {', '.join(SYNC_SCHEMES)}, got {scheme!r}", section.path("scheme"))
+    rates = {}
+    copy = section.section("copy_bandwidth")
+    if copy is not None:
+        if scheme != "parameter_server":
+            raise InputError("copy_bandwidth applies to scheme parameter_server only", section.path("copy_bandwidth"))
+        for level in ("intra_node", "inter_node"):
+            if copy.get(level) is not None:
+                rates[f"{level}_bandwidth"] = parse_bandwidth(copy.get(level), copy.path(level))
+        copy.close()
+    section.close()
+    return GradientSync(scheme, **rates)
+
+
 def cluster_from_dict(data: object, where: str = "") -> Cluster:
     top = Section(data, where)
     name = top.string("name", "cluster")
@@ -158,9 +180,10 @@ def cluster_from_dict(data: object, where: str = "") -> Cluster:
             if value is not None:
                 g_overrides.append((level, value))
         hardware.close()
+    sync = _gradient_sync(top.section("gradient_sync"))
     top.close()
     try:
-        return Cluster(name, nodes, per_node, device, intra, inter, w_override, tuple(g_overrides))
+        return Cluster(name, nodes, per_node, device, intra, inter, w_override, tuple(g_overrides), sync)
     except ClusterError as exc:
         raise ClusterError(str(exc), where or None) from None
 

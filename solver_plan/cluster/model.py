@@ -16,6 +16,7 @@ import enum
 import math
 from dataclasses import dataclass, field
 
+from solver_plan.cluster.sync import GradientSync
 from solver_plan.errors import ClusterError
 
 
@@ -131,6 +132,7 @@ class Cluster:
     inter_node: Link | None = None
     w_override: float | None = None
     g_overrides: tuple[tuple[LinkLevel, float], ...] = field(default=())
+    gradient_sync: GradientSync = field(default=GradientSync())
 
     def __post_init__(self):
         if self.nodes < 1 or self.devices_per_node < 1:
@@ -231,7 +233,8 @@ class Cluster:
                 f"--devices {count} on {self.name!r}: use at most {self.devices_per_node} "
                 f"(one node) or a multiple of {self.devices_per_node} (whole nodes)")
         return Cluster(f"{self.name}[:{count}]", nodes, per_node, self.device, self.intra_node,
-                       self.inter_node if nodes > 1 else None, self.w_override, self.g_overrides)
+                       self.inter_node if nodes > 1 else None, self.w_override, self.g_overrides,
+                       self.gradient_sync)
 
     def describe(self) -> str:
         from solver_plan.units import format_bytes

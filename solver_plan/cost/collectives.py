@@ -146,11 +146,32 @@ def gradient_sync_time(cluster: Cluster, nbytes: float, group_size: int,
                        bucket_bytes: float = DDP_BUCKET_BYTES) -> float:
     """A tensor's share of a bucketed gradient all-reduce: nbytes / bucket_bytes buckets of
     bucket_bytes each (latency per bucket, bandwidth per byte), so the sum over a model's tensors
-    is the all-reduce of all its gradients in buckets of `bucket_bytes`."""
+    is the all-reduce of all its gradients in buckets of `bucket_bytes`. On a cluster whose runtime
+    syncs through parameter owners (`cluster.gradient_sync`, FlexFlow's presets) it is
+    `parameter_server_sync_time` instead."""
     if nbytes <= 0 or group_size <= 1:
         return 0.0
+    if cluster.gradient_sync.owner_based:
+        return parameter_server_sync_time(cluster, nbytes, group_size, devices_per_node_in_group)
     return collective_time(cluster, "all_reduce", nbytes, group_size, devices_per_node_in_group,
                            buckets=nbytes / bucket_bytes)
+
+
+def parameter_server_sync_time(cluster: Cluster, nbytes: float, group_size: int,
+                               devices_per_node_in_group: int | None = None) -> float:
+    """Gradient copies of one tensor into its owner (FlexFlow's runtime; formula and source in
+    `cluster/sync.py`): k replicas per node on m nodes,
+    (k-1)(alpha_i + S / B_i) + (m-1)(alpha_e + S / B_e), B the scheme's copy bandwidth per level."""
+    if nbytes <= 0 or group_size <= 1:
+        return 0.0
+    from solver_plan.cluster.sync import copy_seconds_per_byte
+    k = min(group_size, cluster.devices_per_node) if devices_per_node_in_group is None else devices_per_node_in_group
+    m = math.ceil(group_size / k)
+    seconds = (k - 1) * (cluster.alpha(LinkLevel.INTRA_NODE) + nbytes * copy_seconds_per_byte(cluster, LinkLevel.INTRA_NODE))
+    if m > 1:
+        seconds += (m - 1) * (cluster.alpha(LinkLevel.INTER_NODE)
+                              + nbytes * copy_seconds_per_byte(cluster, LinkLevel.INTER_NODE))
+    return seconds
 
 
 def p2p_time(cluster: Cluster, level: LinkLevel, nbytes: float) -> float:

@@ -15,7 +15,11 @@ objective is
 - sync_d: the gradient sync of the candidates on device d. It runs on the links, beside the
   compute (as frameworks overlap it with backward and the simulator models it), so it is a resource
   of its own, not device time. Read from the cost model in `problem.context` (NodeCost.sync_s);
-  zero for problems without one.
+  zero for problems without one. Where the cluster's runtime syncs through parameter owners after
+  the backward pass (`cluster.gradient_sync`, FlexFlow's runtime: cluster/sync.py), sync_d is the
+  sync of the groups device d owns (their first device), received one after the other once d's own
+  backward work is done, so the term is max_d (busy_d + sync_d) instead ("bulk"): the owner's
+  sync tasks start after its backward barrier.
 - critical_path: the longest path through the operator DAG with node time = device time and
   edge time = M[k, l] (forward and backward follow the same path, so the node costs, which hold
   both passes, add up along it).
@@ -54,6 +58,7 @@ class LoadBreakdown:
     link_busy: np.ndarray | None = None  # gradient sync of each device's parameters (its links)
     sync_tail: float = 0.0  # max over operators of (longest path from it to the end + its gradient sync)
     device_tail: float = 0.0  # max over heavy-sync operators and devices (see the module text)
+    bulk: bool = False  # owner-based sync after the backward pass: link_busy is each owner's sync
 
     @property
     def busiest(self) -> float:
@@ -64,15 +69,24 @@ class LoadBreakdown:
         return float(self.link_busy.max()) if self.link_busy is not None and len(self.link_busy) else 0.0
 
     @property
+    def busy_then_sync(self) -> float:
+        """max_d (busy_d + sync_d) under bulk owner-based sync, else 0."""
+        if not self.bulk or self.link_busy is None or not len(self.device_busy):
+            return 0.0
+        return float((self.device_busy + self.link_busy).max())
+
+    @property
     def makespan(self) -> float:
-        return max(self.busiest, self.busiest_link, self.critical_path, self.sync_tail, self.device_tail)
+        return max(self.busiest, self.busiest_link, self.critical_path, self.sync_tail, self.device_tail,
+                   self.busy_then_sync)
 
     @property
     def objective(self) -> float:
         return self.makespan + SUM_WEIGHT * self.total
 
     def describe(self) -> str:
-        return (f"load objective {self.objective:.6g} s: busiest device {self.busiest:.6g} s, "
+        bulk = f"busy then owner sync {self.busy_then_sync:.6g} s, " if self.bulk else ""
+        return (f"load objective {self.objective:.6g} s: busiest device {self.busiest:.6g} s, {bulk}"
                 f"busiest link {self.busiest_link:.6g} s, critical path {self.critical_path:.6g} s, "
                 f"sync tail {self.sync_tail:.6g} s, device tail {self.device_tail:.6g} s, sum {self.total:.6g} s")
 
@@ -117,6 +131,19 @@ class EdgeSplit:
     sync: tuple[np.ndarray, ...]
     device_time: tuple[np.ndarray, ...]
     tails: tuple = ()  # (node, descendant mask) of the tail nodes, see `tail_nodes`
+    # per node and candidate, the devices charged with its sync: all of its devices, or under bulk
+    # owner-based sync the owners (first device) of its replica groups; None: all of its devices
+    sync_devices: tuple | None = None
+
+    @property
+    def bulk(self) -> bool:
+        return self.sync_devices is not None
+
+    def sync_on(self, problem: ConfigProblem, node: int, choice: int) -> np.ndarray:
+        """Devices charged with the sync of `node` under candidate `choice`."""
+        if self.sync_devices is None:
+            return problem.device_arrays[node][choice]
+        return self.sync_devices[node][choice]
 
 
 def sync_parts(problem: ConfigProblem) -> tuple[np.ndarray, ...]:
@@ -138,6 +165,32 @@ def sync_parts(problem: ConfigProblem) -> tuple[np.ndarray, ...]:
         sync = np.array([cost_model.node(graph, op, cfg).sync_s for cfg in candidates], dtype=float)
         parts.append(np.clip(sync, 0.0, problem.node_costs[i]))
     return tuple(parts)
+
+
+def sync_owners(problem: ConfigProblem) -> tuple | None:
+    """Per node and candidate, the owners of its replica groups (first device of each, as the
+    simulator's owner-based sync), when the cluster in `problem.context` syncs through parameter
+    owners; else None."""
+    context = problem.context
+    if not (isinstance(context, tuple) and len(context) == 3 and hasattr(context[2], "node")):
+        return None
+    graph, cluster, _ = context
+    if not getattr(getattr(cluster, "gradient_sync", None), "owner_based", False):
+        return None
+    from solver_plan.cost.collectives import collective_groups
+    from solver_plan.cost.dims import op_layout
+    owners = []
+    for members, candidates in zip(problem.members, problem.candidates):
+        if len(members) != 1:
+            return None
+        op = graph.op(members[0])
+        if op.params <= 0:
+            owners.append(tuple(np.zeros(0, dtype=np.int64) for _ in candidates))
+            continue
+        layout = op_layout(op, graph)
+        owners.append(tuple(np.array(sorted({g[0] for g in collective_groups(cfg, layout.names, layout.replica_dims)
+                                             if len(g) > 1}), dtype=np.int64) for cfg in candidates))
+    return tuple(owners)
 
 
 _LAST_SPLIT: list = []  # (problem, split) of the last call: the planner and the validator ask in turn
@@ -167,7 +220,8 @@ def _split_edges(problem: ConfigProblem) -> EdgeSplit:
         rows.append(row_min)
         columns.append(column_min)
         residuals.append(residual if residual.max() > 0 else None)
-    split = EdgeSplit(tuple(charged), tuple(rows), tuple(columns), tuple(residuals), sync, device_time)
+    split = EdgeSplit(tuple(charged), tuple(rows), tuple(columns), tuple(residuals), sync, device_time,
+                      sync_devices=sync_owners(problem))
     return replace(split, tails=tuple(tail_nodes(problem, split)))
 
 
@@ -209,13 +263,14 @@ def load_breakdown(problem: ConfigProblem, assignment, split: EdgeSplit | None =
             devices.append(both)
             amounts.append(np.full(len(both), amount))
     busy = _per_device(problem.num_devices, devices, amounts)
-    links = _per_device(problem.num_devices, used, [np.full(len(d), a) for d, a in zip(used, sync_amounts)])
+    on = [split.sync_on(problem, node, choice) for node, choice in enumerate(assignment)]
+    links = _per_device(problem.num_devices, on, [np.full(len(d), a) for d, a in zip(on, sync_amounts)])
     tail = _tail_times(problem, assignment, order, split)
     critical = float(tail.max()) if problem.num_nodes else 0.0
     sync = np.array([split.sync[node][choice] for node, choice in enumerate(assignment)])
     sync_tail = float((tail + sync).max()) if problem.num_nodes else 0.0
     return LoadBreakdown(busy, critical, problem.objective(assignment), links, sync_tail,
-                         _device_tail(problem, assignment, split))
+                         _device_tail(problem, assignment, split), split.bulk)
 
 
 TAIL_NODES = 16  # operators with the largest gradient sync that get a device-tail bound
@@ -328,6 +383,8 @@ def load_model(problem: ConfigProblem) -> LoadModel:
         rows.add_many(np.hstack([grid.T, (offsets[v] + np.arange(k_v))[:, None]]), np.append(np.ones(k_u), -1.0), 0.0, 0.0)
     _busy_rows(rows, problem, split, offsets, grids, z)
     _link_rows(rows, problem, split, offsets, z)
+    if split.bulk:  # busy_d + sync_d <= z
+        _busy_rows(rows, problem, split, offsets, grids, z, with_sync=True)
     _path_rows(rows, problem, split, offsets, grids, path_offset, z)
     _tail_rows(rows, problem, split, offsets, z)
     if problem.memory_limit is not None:
@@ -338,10 +395,12 @@ def load_model(problem: ConfigProblem) -> LoadModel:
     return LoadModel(model, split, tuple(grids), path_offset, z)
 
 
-def _busy_rows(rows: _Rows, problem, split: EdgeSplit, offsets, grids, z: int) -> None:
-    """busy_d - z <= 0 for every device d."""
+def _busy_rows(rows: _Rows, problem, split: EdgeSplit, offsets, grids, z: int, with_sync: bool = False) -> None:
+    """busy_d - z <= 0 for every device d (with_sync: busy_d + the sync d is charged with - z <= 0)."""
     columns: list[list[int]] = [[] for _ in range(problem.num_devices)]
     values: list[list[float]] = [[] for _ in range(problem.num_devices)]
+    if with_sync:
+        _add_sync_terms(problem, split, offsets, columns, values)
     for node in range(problem.num_nodes):
         for choice, devices in enumerate(problem.node_devices[node]):
             amount = float(split.charged[node][choice])
@@ -357,20 +416,29 @@ def _busy_rows(rows: _Rows, problem, split: EdgeSplit, offsets, grids, z: int) -
                 columns[device].append(int(grid[k, l]))
                 values[device].append(float(residual[k, l]))
     for device in range(problem.num_devices):
-        rows.add(columns[device] + [z], values[device] + [-1.0], -np.inf, 0.0)
+        cols, vals = np.asarray(columns[device], dtype=np.int64), np.asarray(values[device], dtype=float)
+        if with_sync and len(cols):  # a candidate's device time and its sync: one coefficient
+            cols, where = np.unique(cols, return_inverse=True)
+            vals = np.bincount(where.ravel(), weights=vals, minlength=len(cols))
+        rows.add(np.append(cols, z), np.append(vals, -1.0), -np.inf, 0.0)
+
+
+def _add_sync_terms(problem, split: EdgeSplit, offsets, columns, values) -> None:
+    """The sync of every candidate on the devices it is charged to (`EdgeSplit.sync_on`)."""
+    for node in range(problem.num_nodes):
+        for choice in range(len(problem.node_devices[node])):
+            amount = float(split.sync[node][choice])
+            if amount:
+                for device in split.sync_on(problem, node, choice):
+                    columns[int(device)].append(int(offsets[node] + choice))
+                    values[int(device)].append(amount)
 
 
 def _link_rows(rows: _Rows, problem, split: EdgeSplit, offsets, z: int) -> None:
     """sync_d - z <= 0 for every device whose candidates have gradient sync."""
     columns: list[list[int]] = [[] for _ in range(problem.num_devices)]
     values: list[list[float]] = [[] for _ in range(problem.num_devices)]
-    for node in range(problem.num_nodes):
-        for choice, devices in enumerate(problem.node_devices[node]):
-            amount = float(split.sync[node][choice])
-            if amount:
-                for device in devices:
-                    columns[device].append(int(offsets[node] + choice))
-                    values[device].append(amount)
+    _add_sync_terms(problem, split, offsets, columns, values)
     for device in range(problem.num_devices):
         if columns[device]:
             rows.add(columns[device] + [z], values[device] + [-1.0], -np.inf, 0.0)

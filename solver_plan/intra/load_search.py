@@ -57,8 +57,10 @@ class _LoadState:
                        _device_tail(self.problem, plan, self.split) if plan else 0.0)
         links = np.zeros(self.problem.num_devices)
         for node, choice in enumerate(plan):
-            links[list(self.problem.node_devices[node][choice])] += self.split.sync[node][choice]
-        return max(float(busy.max()), float(links.max()), critical) + SUM_WEIGHT * self.problem.objective(plan)
+            links[self.split.sync_on(self.problem, node, choice)] += self.split.sync[node][choice]
+        # bulk owner-based sync: an owner's copies follow its backward work (load_objective text)
+        busiest = float((busy + links).max()) if self.split.bulk else float(busy.max())
+        return max(busiest, float(links.max()), critical) + SUM_WEIGHT * self.problem.objective(plan)
 
     def try_move(self, node: int, choice: int) -> bool:
         """Apply node -> choice if it lowers the load objective and fits memory."""

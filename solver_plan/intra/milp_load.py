@@ -7,9 +7,18 @@ sum optimum (`milp`, given a share of the time), the greedy plans, and roundings
 optimum, with parallel branches moved onto disjoint device halves, each improved by local search
 (`load_search.py`: the LP relaxation of a max objective is
 too weak for branch and bound to close on real graphs in a minute); HiGHS then improves the best
-with what time is left. The LP optimum is a proven lower bound. The
+with part of what time is left. The LP optimum is a proven lower bound. The
 reported objective and bound are those of the load objective, which the validator recomputes
 (`objective="load"` in the registry).
+
+Where the problem can be simulated (one node per operator, graph in `problem.context`, a task
+graph small enough: `simulate/refine.py`), the plan returned is chosen by the execution simulator,
+not by the load objective, which is a maximum of lower bounds and misranks plans (module text of
+refine.py): every plan found (seeds, the sum optimum among them, LP roundings, local search,
+HiGHS) is simulated and the fastest is refined by simulated branch moves and single-operator
+changes with the last SIMULATE_SHARE of the time. So the plan never simulates slower than the sum
+optimum it was seeded with. Its reported objective is still its load objective, with the LP / MILP
+bound; the status is OPTIMAL only when that plan is the proven load optimum, else FEASIBLE.
 """
 from __future__ import annotations
 
@@ -30,6 +39,7 @@ from solver_plan.result import ConfigResult, Status
 SUM_SHARE = 0.15  # of the time limit for the sum optimum that seeds the search
 LP_SHARE = 0.4  # of what is left, for the LP relaxation (its optimum is a bound and a guide)
 SEARCH_SHARE = 0.4  # of what is left, for local search from the seeds and LP roundings
+SIMULATE_SHARE = 0.6  # of what is left after local search, for choosing and refining by simulation
 ROUNDINGS = 8
 NAME = "milp-load"
 # Building the load MILP is not interruptible and grows with the edge-matrix entries (one y column
@@ -140,11 +150,13 @@ def plan_milp_load(problem: ConfigProblem, *, time_limit=None, seed=0, warm_star
         better = improve_load(problem, load.split, plan, search.share(0.5))
         improved.append((better, f"{origin} + local search"))
     seeds += improved
+    simulate = _can_simulate(problem)
     incumbent, source = None, ""
     if seeds:
         incumbent, source = min(seeds, key=lambda s: load_breakdown(problem, s[0], load.split).objective)
     assignment, bound, status = incumbent, lp_bound, Status.FEASIBLE if incumbent is not None else Status.ERROR
-    remaining = deadline.remaining()
+    milp_clock = deadline.share(1 - SIMULATE_SHARE) if simulate else deadline
+    remaining = milp_clock.remaining()
     if remaining is None or remaining > 0.5:
         start = encode_load(load, problem, incumbent) if incumbent is not None else None
         try:
@@ -158,6 +170,8 @@ def plan_milp_load(problem: ConfigProblem, *, time_limit=None, seed=0, warm_star
             if outcome.bound is not None:
                 bound = outcome.bound if bound is None else max(bound, outcome.bound)
             found = decode(load.model, outcome.x_values) if outcome.x_values is not None else None
+            if found is not None and _usable(problem, found):
+                seeds.append((tuple(found), "HiGHS"))
             if found is not None and _usable(problem, found) and (
                     incumbent is None or load_breakdown(problem, found, load.split).objective
                     <= load_breakdown(problem, incumbent, load.split).objective):
@@ -168,6 +182,8 @@ def plan_milp_load(problem: ConfigProblem, *, time_limit=None, seed=0, warm_star
         status = Status.TIME_LIMIT
     if assignment is None:  # no plan at all: the same diagnosis as without seeds (least memory, or out of time)
         return _seed_only(problem, [], deadline, notes)
+    if simulate and not deadline.expired():
+        assignment, source = _by_simulation(problem, seeds, assignment, source, deadline, notes)
     parts = load_breakdown(problem, assignment, load.split)
     if bound is not None:
         bound = min(float(bound), parts.objective)
@@ -177,6 +193,30 @@ def plan_milp_load(problem: ConfigProblem, *, time_limit=None, seed=0, warm_star
         status = Status.FEASIBLE
     notes += [f"plan from {source}", parts.describe()]
     return ConfigResult(NAME, status, parts.objective, bound, deadline.elapsed(), tuple(assignment), tuple(notes))
+
+
+def _can_simulate(problem: ConfigProblem) -> bool:
+    from solver_plan.simulate.refine import can_simulate
+    return can_simulate(problem)
+
+
+def _by_simulation(problem: ConfigProblem, seeds, incumbent, source: str, deadline: Deadline,
+                   notes: list[str]) -> tuple[tuple[int, ...], str]:
+    """The fastest plan in simulation among the seeds and the load incumbent, refined by
+    simulated branch moves and single-operator changes (simulate/refine.py) until the deadline."""
+    from solver_plan.simulate.refine import fastest, refine_branches, refine_nodes
+    pool = [(tuple(incumbent), source)] + [(tuple(p), s) for p, s in seeds if _usable(problem, tuple(p))]
+    ranked = fastest(problem, pool, deadline)
+    by_source = {s: t for t, _, s in ranked}
+    seconds, plan, origin = ranked[0]
+    notes.append(f"simulated step {seconds * 1e3:.6g} ms: fastest of {len(ranked)} plans ({origin}); "
+                 f"load incumbent ({source}) {by_source.get(source, float('nan')) * 1e3:.6g} ms")
+    refined_s, refined = refine_branches(problem, plan, deadline.share(0.75))
+    refined_s, refined = refine_nodes(problem, refined, deadline)
+    if refined_s < seconds:
+        notes.append(f"simulated step {refined_s * 1e3:.6g} ms after simulated branch and operator moves")
+        return refined, f"{origin} + simulated moves"
+    return plan, origin
 
 
 def _seed_only(problem: ConfigProblem, seeds, deadline: Deadline, notes: list[str]) -> ConfigResult:

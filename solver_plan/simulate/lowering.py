@@ -4,7 +4,10 @@ change of one operator's configuration replaces only its own tasks and those of 
 Per operator under configuration c: a forward and a backward compute task per shard on its device
 (no backward for model inputs), and for parameters replicated over a group of devices a zero-time
 barrier after the group's backward tasks followed by one all-reduce task on every link of the
-group's ring. Per edge u -> v: a transfer per tensor piece that crosses devices, forward (u's output
+group's ring. Where the cluster's runtime syncs through parameter owners (`cluster.gradient_sync`,
+FlexFlow's runtime; cluster/sync.py) a group's sync is instead one task on the gradient port of its
+owner (the group's first device) that waits for the backward barrier of every member device (a
+zero-time task after all backward tasks on that device: bulk synchronous, not overlapped). Per edge u -> v: a transfer per tensor piece that crosses devices, forward (u's output
 to v's devices) and backward (the gradient back to u's devices) when the edge carries a gradient.
 
 Task keys (the simulator's tie-break, which must increase along dependencies) encode
@@ -14,6 +17,7 @@ decodes a key back to a label, so tasks need no other bookkeeping.
 """
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 
 from solver_plan.cost.collectives import collective_groups
@@ -74,6 +78,8 @@ class Lowering:
             self.incident[edge.src].append(index)
             if edge.dst != edge.src:
                 self.incident[edge.dst].append(index)
+        self.owner_sync = self.cluster.gradient_sync.owner_based
+        self._barriers: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # engine -> device barriers
         self._op_cache: dict[tuple[str, ParallelConfig], tuple] = {}
         self._edge_cache: dict[tuple[int, ParallelConfig, ParallelConfig], tuple] = {}
 
@@ -89,9 +95,13 @@ class Lowering:
                 layout = op_layout(op, self.graph)
                 position = {d: i for i, d in enumerate(cfg.devices)}
                 for group in collective_groups(cfg, layout.names, layout.replica_dims):
-                    if len(group) > 1:
+                    if len(group) <= 1:
+                        continue
+                    if self.owner_sync:  # one copy stream into the owner's port
+                        ring = (self.resources.port(group[0]),)
+                    else:
                         ring = tuple(self.resources.link(d, group[(j + 1) % len(group)]) for j, d in enumerate(group))
-                        groups.append((tuple(position[d] for d in group), ring))
+                    groups.append((tuple(position[d] for d in group), ring))
             sync_s = self.times.sync(op, cfg) if groups else 0.0
             cached = self._op_cache[(name, cfg)] = (forward_s, backward_s, has_backward, tuple(groups), sync_s)
         return cached
@@ -109,6 +119,16 @@ class Lowering:
             for f, b in zip(forward, backward):
                 engine.add_dependency(f, b)
         sync = []
+        if self.owner_sync:
+            barriers = self.device_barriers(engine)
+            for d, b in zip(cfg.devices, backward):
+                engine.add_dependency(b, barriers[d])
+            for g, (members, (port,)) in enumerate(groups):
+                task = engine.add_task(sync_s, port, task_key(SYNC, p, 1, g, 0))
+                for i in members:
+                    engine.add_dependency(barriers[cfg.devices[i]], task)
+                sync.append(task)
+            return OpTasks(forward, backward, tuple(sync))
         for g, (members, ring) in enumerate(groups):
             barrier = engine.add_task(0.0, UNCONTENDED, task_key(SYNC, p, 0, g, 0))
             for i in members:
@@ -119,6 +139,17 @@ class Lowering:
                 engine.add_dependency(barrier, task)
                 sync.append(task)
         return OpTasks(forward, backward, tuple(sync))
+
+    def device_barriers(self, engine: TaskEngine) -> tuple[int, ...]:
+        """Per device, the zero-time task after all its backward tasks (owner-based sync only;
+        made once per engine and kept: operators add their backward tasks as predecessors). Key
+        (SYNC, 0, 0, 0, device): after every backward key, before every sync task's."""
+        barriers = self._barriers.get(engine)
+        if barriers is None:
+            barriers = tuple(engine.add_task(0.0, UNCONTENDED, task_key(SYNC, 0, 0, 0, d))
+                             for d in range(self.cluster.num_devices))
+            self._barriers[engine] = barriers
+        return barriers
 
     # --- edges ----------------------------------------------------------------------------
     def _edge_template(self, index: int, src_cfg: ParallelConfig, dst_cfg: ParallelConfig) -> tuple:
@@ -181,6 +212,10 @@ class Lowering:
         phase, position, sub, slot, index = split_key(key)
         if phase == SYNC:
             name = self.order[position]
+            if self.owner_sync:
+                if sub == 0:
+                    return "barrier", f"device {index} backward barrier"
+                return "sync", f"{name} grad copies to owner g{slot}"
             if sub == 0:
                 return "barrier", f"{name} grad barrier g{slot}"
             return "sync", f"{name} grad all-reduce g{slot}.{index}"

@@ -3,7 +3,9 @@ each hardware connection as a device that only runs transfers, so compute and co
 
 Links follow the cluster's two levels: inside a node, one link per ordered pair of devices (NVLink or
 PCIe point to point, full duplex); between nodes, one link per ordered pair of nodes (the network
-path node a -> node b, shared by every transfer between those nodes).
+path node a -> node b, shared by every transfer between those nodes). On a cluster whose runtime
+syncs gradients through parameter owners (`cluster.gradient_sync`), each device also has a gradient
+port: the copies into it as an owner, received one after the other (cluster/sync.py).
 """
 from __future__ import annotations
 
@@ -32,6 +34,11 @@ class Resources:
                 if a != b:
                     self._inter[(a, b)] = len(self._names)
                     self._names.append(f"network n{a}->n{b}")
+        self._ports: dict[int, int] = {}
+        if cluster.gradient_sync.owner_based:
+            for d in range(self.num_devices):
+                self._ports[d] = len(self._names)
+                self._names.append(f"gradient port d{d}")
 
     def __len__(self) -> int:
         return len(self._names)
@@ -40,6 +47,10 @@ class Resources:
         """The communication device carrying data from device `src` to device `dst` (src != dst)."""
         a, b = self.cluster.node_of(src), self.cluster.node_of(dst)
         return self._intra[(src, dst)] if a == b else self._inter[(a, b)]
+
+    def port(self, owner: int) -> int:
+        """The resource receiving the gradient copies of the parameters `owner` owns."""
+        return self._ports[owner]
 
     def name(self, resource: int) -> str:
         return "barrier" if resource < 0 else self._names[resource]
