@@ -40,14 +40,16 @@ def test_breakdown_by_hand():
     problem = _diamond(edge=0.5)
     plan = (0, 1, 2, 0)  # src split, a on d0, b on d1, sink split
     parts = load_breakdown(problem, plan)
+    # device time: src and sink split (0.1 on each device) and one branch per device
+    assert parts.device_busy[0] == pytest.approx(0.1 + 3.6 + 0.1)
+    assert parts.device_busy[1] == pytest.approx(0.1 + 3.6 + 0.1)
     # every edge matrix is 0 on the diagonal and 0.5 elsewhere: row and column minima 0, so the
-    # whole 0.5 of each of the 4 crossing edges is residual, charged to both ends (d0 and d1)
-    assert parts.device_busy[0] == pytest.approx(0.1 + 3.6 + 0.1 + 4 * 0.5)
-    assert parts.device_busy[1] == pytest.approx(0.1 + 3.6 + 0.1 + 4 * 0.5)
+    # whole 0.5 of each of the 4 crossing edges is residual, charged to the links of both ends
+    assert parts.moved[0] == pytest.approx(4 * 0.5) and parts.moved[1] == pytest.approx(4 * 0.5)
     # critical path: src .1 + edge .5 + a 3.6 + edge .5 + sink .1
     assert parts.critical_path == pytest.approx(4.8)
     assert parts.total == pytest.approx(problem.objective(plan))
-    assert parts.objective == pytest.approx(5.8 + SUM_WEIGHT * parts.total)
+    assert parts.objective == pytest.approx(4.8 + SUM_WEIGHT * parts.total)
 
 
 def _brute_load(problem):

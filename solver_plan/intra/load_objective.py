@@ -6,12 +6,20 @@ A step can end no earlier than (a) its busiest device is done and (b) its longes
 is done (the two classic makespan lower bounds of list scheduling, Graham 1969). The load
 objective is
 
-    load(plan) = max(max_d busy_d, max_d sync_d, critical_path, sync_tail, device_tail) + SUM_WEIGHT x sum
+    load(plan) = max(max_d busy_d, max_d moved_d, max_d sync_d, critical_path, sync_tail, device_tail)
+                 + SUM_WEIGHT x sum
 
 - busy_d: the device time of every candidate placed on device d (its cost less gradient sync:
-  compute + intra-operator collectives), plus edges "counted on both ends": with each edge matrix written M[k, l] = a[k] + b[l] + R[k, l] (row minima, then column
-  minima, as `normal_form` does), a[k] is charged to the source candidate's devices, b[l] to the target's and the
-  residual R[k, l] to the devices of both.
+  compute + intra-operator collectives).
+- moved_d: the redistribution (edge) time "counted on both ends": with each edge matrix written
+  M[k, l] = a[k] + b[l] + R[k, l] (row minima, then column minima, as `normal_form` does), a[k] is
+  charged to the source candidate's devices, b[l] to the target's and the residual R[k, l] to the
+  devices of both. Transfers run on the links, beside the compute (FlexFlow's simulator models
+  every connection as a device of its own; so does `simulate/`), so they are a resource of their
+  own. They used to be added to busy_d, which ranked plans that move activations between branches
+  far below the simulator (Inception-v3 on 4 P100: a branch-parallel plan at 418 ms by the load
+  objective, 369 ms simulated, 322 ms of device time; docs/branch-parallelism.md). They still
+  delay their consumers: they stay on the critical path.
 - sync_d: the gradient sync of the candidates on device d. It runs on the links, beside the
   compute (as frameworks overlap it with backward and the simulator models it), so it is a resource
   of its own, not device time. Read from the cost model in `problem.context` (NodeCost.sync_s);
@@ -52,17 +60,22 @@ SUM_WEIGHT = 0.01  # weight of the total-work tie-break
 @dataclass(frozen=True)
 class LoadBreakdown:
     """The parts of the load objective of one plan (seconds)."""
-    device_busy: np.ndarray  # (num_devices,)
+    device_busy: np.ndarray  # (num_devices,) device time
     critical_path: float
     total: float  # the sum objective of the same plan
     link_busy: np.ndarray | None = None  # gradient sync of each device's parameters (its links)
     sync_tail: float = 0.0  # max over operators of (longest path from it to the end + its gradient sync)
     device_tail: float = 0.0  # max over heavy-sync operators and devices (see the module text)
     bulk: bool = False  # owner-based sync after the backward pass: link_busy is each owner's sync
+    moved: np.ndarray | None = None  # redistribution time charged to each device (its links)
 
     @property
     def busiest(self) -> float:
         return float(self.device_busy.max()) if len(self.device_busy) else 0.0
+
+    @property
+    def most_moved(self) -> float:
+        return float(self.moved.max()) if self.moved is not None and len(self.moved) else 0.0
 
     @property
     def busiest_link(self) -> float:
@@ -77,8 +90,8 @@ class LoadBreakdown:
 
     @property
     def makespan(self) -> float:
-        return max(self.busiest, self.busiest_link, self.critical_path, self.sync_tail, self.device_tail,
-                   self.busy_then_sync)
+        return max(self.busiest, self.most_moved, self.busiest_link, self.critical_path, self.sync_tail,
+                   self.device_tail, self.busy_then_sync)
 
     @property
     def objective(self) -> float:
@@ -87,6 +100,7 @@ class LoadBreakdown:
     def describe(self) -> str:
         bulk = f"busy then owner sync {self.busy_then_sync:.6g} s, " if self.bulk else ""
         return (f"load objective {self.objective:.6g} s: busiest device {self.busiest:.6g} s, {bulk}"
+                f"most moved {self.most_moved:.6g} s, "
                 f"busiest link {self.busiest_link:.6g} s, critical path {self.critical_path:.6g} s, "
                 f"sync tail {self.sync_tail:.6g} s, device tail {self.device_tail:.6g} s, sum {self.total:.6g} s")
 
@@ -121,10 +135,12 @@ def _require_dag(problem: ConfigProblem) -> list[int]:
 class EdgeSplit:
     """Every edge matrix as M[k, l] = a[k] + b[l] + R[k, l] (row minima, then column minima), with
     `charged[i]` = node i's device time (its cost less gradient sync) plus the a and b of its
-    edges: what a device running the candidate is charged before residuals. `residual[j]` is None
+    edges (a heuristic price of a candidate), `moved[i]` = the a and b of its edges alone (what
+    its devices' links are charged before residuals). `residual[j]` is None
     where R is zero everywhere. `sync[i]` is the gradient-sync part of each candidate's cost, and
     `device_time[i]` the rest."""
     charged: tuple[np.ndarray, ...]
+    moved: tuple[np.ndarray, ...]
     row_part: tuple[np.ndarray, ...]
     column_part: tuple[np.ndarray, ...]
     residual: tuple[np.ndarray | None, ...]
@@ -220,7 +236,8 @@ def _split_edges(problem: ConfigProblem) -> EdgeSplit:
         rows.append(row_min)
         columns.append(column_min)
         residuals.append(residual if residual.max() > 0 else None)
-    split = EdgeSplit(tuple(charged), tuple(rows), tuple(columns), tuple(residuals), sync, device_time,
+    moved = tuple(c - t for c, t in zip(charged, device_time))
+    split = EdgeSplit(tuple(charged), moved, tuple(rows), tuple(columns), tuple(residuals), sync, device_time,
                       sync_devices=sync_owners(problem))
     return replace(split, tails=tuple(tail_nodes(problem, split)))
 
@@ -250,9 +267,11 @@ def load_breakdown(problem: ConfigProblem, assignment, split: EdgeSplit | None =
     # on the union of their two device sets): python loops over devices took ~1 s on 1,024 devices
     arrays = problem.device_arrays
     used = [arrays[node][choice] for node, choice in enumerate(assignment)]
-    charged = [float(split.charged[node][choice]) for node, choice in enumerate(assignment)]
+    own = [float(split.device_time[node][choice]) for node, choice in enumerate(assignment)]
+    moved = [float(split.moved[node][choice]) for node, choice in enumerate(assignment)]
     sync_amounts = [float(split.sync[node][choice]) for node, choice in enumerate(assignment)]
-    devices, amounts = list(used), [np.full(len(d), a) for d, a in zip(used, charged)]
+    busy = _per_device(problem.num_devices, used, [np.full(len(d), a) for d, a in zip(used, own)])
+    devices, amounts = list(used), [np.full(len(d), a) for d, a in zip(used, moved)]
     for (u, v), residual in zip(problem.edges, split.residual):
         if residual is None:
             continue
@@ -262,7 +281,7 @@ def load_breakdown(problem: ConfigProblem, assignment, split: EdgeSplit | None =
             both = np.union1d(arrays[u][k], arrays[v][l])
             devices.append(both)
             amounts.append(np.full(len(both), amount))
-    busy = _per_device(problem.num_devices, devices, amounts)
+    moving = _per_device(problem.num_devices, devices, amounts)
     on = [split.sync_on(problem, node, choice) for node, choice in enumerate(assignment)]
     links = _per_device(problem.num_devices, on, [np.full(len(d), a) for d, a in zip(on, sync_amounts)])
     tail = _tail_times(problem, assignment, order, split)
@@ -270,7 +289,7 @@ def load_breakdown(problem: ConfigProblem, assignment, split: EdgeSplit | None =
     sync = np.array([split.sync[node][choice] for node, choice in enumerate(assignment)])
     sync_tail = float((tail + sync).max()) if problem.num_nodes else 0.0
     return LoadBreakdown(busy, critical, problem.objective(assignment), links, sync_tail,
-                         _device_tail(problem, assignment, split), split.bulk)
+                         _device_tail(problem, assignment, split), split.bulk, moving)
 
 
 TAIL_NODES = 16  # operators with the largest gradient sync that get a device-tail bound
@@ -382,6 +401,7 @@ def load_model(problem: ConfigProblem) -> LoadModel:
         rows.add_many(np.hstack([grid, (offsets[u] + np.arange(k_u))[:, None]]), np.append(np.ones(k_v), -1.0), 0.0, 0.0)
         rows.add_many(np.hstack([grid.T, (offsets[v] + np.arange(k_v))[:, None]]), np.append(np.ones(k_u), -1.0), 0.0, 0.0)
     _busy_rows(rows, problem, split, offsets, grids, z)
+    _moved_rows(rows, problem, split, offsets, grids, z)
     _link_rows(rows, problem, split, offsets, z)
     if split.bulk:  # busy_d + sync_d <= z
         _busy_rows(rows, problem, split, offsets, grids, z, with_sync=True)
@@ -401,13 +421,15 @@ def _busy_rows(rows: _Rows, problem, split: EdgeSplit, offsets, grids, z: int, w
     values: list[list[float]] = [[] for _ in range(problem.num_devices)]
     if with_sync:
         _add_sync_terms(problem, split, offsets, columns, values)
-    for node in range(problem.num_nodes):
-        for choice, devices in enumerate(problem.node_devices[node]):
-            amount = float(split.charged[node][choice])
-            if amount:
-                for device in devices:
-                    columns[device].append(int(offsets[node] + choice))
-                    values[device].append(amount)
+    _add_node_terms(problem, split.device_time, offsets, columns, values)
+    _add_rows(rows, problem, columns, values, z, merge=with_sync)
+
+
+def _moved_rows(rows: _Rows, problem, split: EdgeSplit, offsets, grids, z: int) -> None:
+    """moved_d - z <= 0 for every device d: edge minima of its candidates plus residuals."""
+    columns: list[list[int]] = [[] for _ in range(problem.num_devices)]
+    values: list[list[float]] = [[] for _ in range(problem.num_devices)]
+    _add_node_terms(problem, split.moved, offsets, columns, values)
     for (u, v), residual, grid in zip(problem.edges, split.residual, grids):
         if grid is None:
             continue
@@ -415,9 +437,27 @@ def _busy_rows(rows: _Rows, problem, split: EdgeSplit, offsets, grids, z: int, w
             for device in set(problem.node_devices[u][k]) | set(problem.node_devices[v][l]):
                 columns[device].append(int(grid[k, l]))
                 values[device].append(float(residual[k, l]))
+    _add_rows(rows, problem, columns, values, z, merge=False)
+
+
+def _add_node_terms(problem, amounts, offsets, columns, values) -> None:
+    """amounts[node][choice] on every device of the candidate."""
+    for node in range(problem.num_nodes):
+        for choice, devices in enumerate(problem.node_devices[node]):
+            amount = float(amounts[node][choice])
+            if amount:
+                for device in devices:
+                    columns[device].append(int(offsets[node] + choice))
+                    values[device].append(amount)
+
+
+def _add_rows(rows: _Rows, problem, columns, values, z: int, merge: bool) -> None:
+    """sum of the terms on d - z <= 0 for every device d (rows with no term are left out)."""
     for device in range(problem.num_devices):
+        if not columns[device]:
+            continue
         cols, vals = np.asarray(columns[device], dtype=np.int64), np.asarray(values[device], dtype=float)
-        if with_sync and len(cols):  # a candidate's device time and its sync: one coefficient
+        if merge:  # a candidate's device time and its sync: one coefficient
             cols, where = np.unique(cols, return_inverse=True)
             vals = np.bincount(where.ravel(), weights=vals, minlength=len(cols))
         rows.add(np.append(cols, z), np.append(vals, -1.0), -np.inf, 0.0)

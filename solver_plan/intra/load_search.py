@@ -26,7 +26,8 @@ from solver_plan.intra.problem import ConfigProblem
 
 
 class _LoadState:
-    """A plan with its busy vector, sum and memory per device, updated by single-node moves."""
+    """A plan with its busy and moved vectors, sum and memory per device, updated by single-node
+    moves (busy: device time; moved: redistribution charged to the devices' links)."""
 
     def __init__(self, problem: ConfigProblem, split: EdgeSplit, assignment):
         self.problem, self.split = problem, split
@@ -34,14 +35,16 @@ class _LoadState:
         self.order = topological_order(problem)
         self.incident: list[list[tuple[int, int, bool]]] = problem.neighbours()
         self.busy = np.zeros(problem.num_devices)
+        self.moved = np.zeros(problem.num_devices)
         self.memory = problem.device_memory(self.plan)
         for node, choice in enumerate(self.plan):
             for d in problem.node_devices[node][choice]:
-                self.busy[d] += split.charged[node][choice]
+                self.busy[d] += split.device_time[node][choice]
+                self.moved[d] += split.moved[node][choice]
         for j, (u, v) in enumerate(problem.edges):
-            self._add_edge(j, u, v, self.plan[u], self.plan[v], self.busy, 1.0)
+            self._add_edge(j, u, v, self.plan[u], self.plan[v], self.moved, 1.0)
         self.total = problem.objective(self.plan)
-        self.value = self._value(self.busy, self.plan)
+        self.value = self._value(self.busy, self.moved, self.plan)
 
     def _add_edge(self, j, u, v, k, l, busy, sign) -> None:
         residual = self.split.residual[j]
@@ -50,7 +53,7 @@ class _LoadState:
         for d in set(self.problem.node_devices[u][k]) | set(self.problem.node_devices[v][l]):
             busy[d] += sign * residual[k, l]
 
-    def _value(self, busy, plan) -> float:
+    def _value(self, busy, moved, plan) -> float:
         tail = _tail_times(self.problem, plan, self.order, self.split) if plan else np.zeros(1)
         sync = np.array([self.split.sync[node][choice] for node, choice in enumerate(plan)]) if plan else np.zeros(1)
         critical = max(float((tail + sync).max()),  # >= the critical path itself (sync >= 0)
@@ -60,7 +63,7 @@ class _LoadState:
             links[self.split.sync_on(self.problem, node, choice)] += self.split.sync[node][choice]
         # bulk owner-based sync: an owner's copies follow its backward work (load_objective text)
         busiest = float((busy + links).max()) if self.split.bulk else float(busy.max())
-        return max(busiest, float(links.max()), critical) + SUM_WEIGHT * self.problem.objective(plan)
+        return max(busiest, float(moved.max()), float(links.max()), critical) + SUM_WEIGHT * self.problem.objective(plan)
 
     def try_move(self, node: int, choice: int) -> bool:
         """Apply node -> choice if it lowers the load objective and fits memory."""
@@ -73,22 +76,25 @@ class _LoadState:
             memory[list(problem.node_devices[node][choice])] += problem.node_memory[node][choice]
             if memory.max() > problem.memory_limit * (1 + 1e-9):
                 return False
-        busy = self.busy.copy()
-        charged = self.split.charged[node]
-        busy[list(problem.node_devices[node][old])] -= charged[old]
-        busy[list(problem.node_devices[node][choice])] += charged[choice]
+        busy, moved = self.busy.copy(), self.moved.copy()
+        own, edges = self.split.device_time[node], self.split.moved[node]
+        before, after = list(problem.node_devices[node][old]), list(problem.node_devices[node][choice])
+        busy[before] -= own[old]
+        busy[after] += own[choice]
+        moved[before] -= edges[old]
+        moved[after] += edges[choice]
         for j, other, is_source in self.incident[node]:
             u, v = problem.edges[j]
             k_old, l_old = (old, self.plan[v]) if is_source else (self.plan[u], old)
             k_new, l_new = (choice, self.plan[v]) if is_source else (self.plan[u], choice)
-            self._add_edge(j, u, v, k_old, l_old, busy, -1.0)
-            self._add_edge(j, u, v, k_new, l_new, busy, 1.0)
-        if busy.max() >= self.value - 1e-12:  # the busiest device alone is no better: skip the path
+            self._add_edge(j, u, v, k_old, l_old, moved, -1.0)
+            self._add_edge(j, u, v, k_new, l_new, moved, 1.0)
+        if max(busy.max(), moved.max()) >= self.value - 1e-12:  # no better on its own: skip the path
             return False
         self.plan[node] = choice
-        value = self._value(busy, self.plan)
+        value = self._value(busy, moved, self.plan)
         if value < self.value - 1e-12 * max(1.0, self.value):
-            self.busy, self.value = busy, value
+            self.busy, self.moved, self.value = busy, moved, value
             if problem.memory_limit is not None:
                 self.memory = memory
             return True

@@ -5,9 +5,10 @@ Why: the load objective (intra/load_objective.py) is a maximum of lower bounds o
 (busiest device, critical path, ...). It cannot see how they interact: a branch moved onto half of
 the devices waits for its inputs to arrive there, devices idle at the join until the slowest
 branch ends, transfers queue on the links. So it may rank a plan above one that simulates faster
-(Inception-v3 on 4 P100: load objective 380 ms vs 391 ms for the sum optimum, simulated 411 vs
-385 ms). The simulator sees all of that (FlexFlow's task graph), so the final choice among plans
-and the coordinated branch moves below are made by simulated step time.
+(Inception-v3 on 4 P100, docs/branch-parallelism.md: its local search's plan scores 364 ms, the
+sum optimum 387 ms; simulated 474 vs 385 ms). The simulator sees all of that (FlexFlow's task
+graph), so the final choice among plans and the coordinated branch moves below are made by
+simulated step time.
 
 - `fastest(problem, plans, deadline)`: each distinct plan simulated once (full simulation), the
   fastest first; the plans not simulated when the deadline passes are left out.
@@ -15,12 +16,17 @@ and the coordinated branch moves below are made by simulated step time.
   nearest node every path from the fork reaches: immediate post-dominator), the branches: the
   nodes between fork and join reachable from each successor, overlapping ones merged. Inception's
   modules are forks with 3-4 branches; nested forks (Mixed_7's 1x3 / 3x1 pairs) are their own.
-- `refine_branches(problem, plan, deadline)`: coordinate descent by delta simulation: for each
-  fork, each branch is tried on every device block (each single device, each half, all devices:
-  every node of the branch takes its cheapest candidate on exactly that block), best first, kept
-  when the simulated step time drops; sweeps repeat until no move helps or the deadline.
-  Single-node moves (FlexFlow's MCMC proposals) cannot do this: one operator of a branch moved to
-  other devices pays transfers both ways and gains nothing until the whole branch has moved.
+- `refine_branches(problem, plan, deadline)`: for each fork, joint placements of its branches on
+  device blocks (each single device the configurations offer, each half, all devices; every node
+  of a branch takes its cheapest candidate on exactly that block) are simulated: every split of
+  the branches between the two halves, and the TRIALS placements with the least estimated
+  busiest device. A placement is kept when the simulated step drops (first improvement); sweeps
+  repeat, alternating whether a candidate's price includes its gradient sync, until two sweeps
+  gain nothing or the deadline. Single-node moves (FlexFlow's MCMC proposals) cannot do this: one
+  operator of a branch moved to other devices pays transfers both ways and gains nothing until
+  the whole branch has moved (mcmc from the sum optimum of Inception-v3: no gain in 60 s).
+- `refine_nodes(problem, plan, deadline)`: one pass of single-operator changes by delta
+  simulation over the operators with gradient sync.
 Plans returned never simulate slower than the plan given and keep the memory limit.
 """
 from __future__ import annotations
@@ -44,8 +50,11 @@ def fastest(problem: ConfigProblem, plans, deadline: Deadline) -> list[tuple[flo
     """(simulated seconds, plan, source) of the distinct `plans` ((plan, source) pairs) simulated
     before the deadline, fastest first (ties: the earlier plan)."""
     scorer = SimulatedObjective(problem, *problem.context)
+    distinct: dict[tuple[int, ...], str] = {}
+    for plan, source in plans:
+        distinct.setdefault(tuple(int(c) for c in plan), source)
     scored = []
-    for index, (plan, source) in enumerate(dict((tuple(p), s) for p, s in reversed(list(plans))).items()):
+    for index, (plan, source) in enumerate(distinct.items()):
         if deadline.expired() and scored:
             break
         scored.append((scorer.load(plan), index, plan, source))
@@ -284,8 +293,3 @@ def refine_nodes(problem: ConfigProblem, plan, deadline: Deadline) -> tuple[floa
             else:
                 scorer.undo()
     return cost, tuple(scorer.assignment)
-
-
-def simulated_seconds(problem: ConfigProblem, plan) -> float:
-    """One full simulation of `plan`."""
-    return SimulatedObjective(problem, *problem.context).load(tuple(int(c) for c in np.asarray(plan)))
