@@ -85,16 +85,18 @@ def pipeline(model: Any, cluster: Any = DEFAULT_CLUSTER, processors: int = 4, pl
 
 
 def hybrid(model: Any, cluster: Any = DEFAULT_CLUSTER, global_batch: int = 8, *, devices: int | None = None,
-           time_limit: float | None = 60.0, memory_limit: float | str | None = "device", **options) -> Any:
+           time_limit: float | None = 60.0, memory_limit: float | str | None = "device",
+           precision: str | None = None, **options) -> Any:
     """Data x tensor x pipeline parallelism with micro-batches, recomputation and ZeRO
-    (`solver_plan.hybrid.plan_hybrid`). `model` is a GPT-style zoo spec. Returns a `HybridResult`
-    (status, step_time_s, lower_bound_s, `to_dict()`, which `export_plan` turns into runtime configs)."""
+    (`solver_plan.hybrid.plan_hybrid`). `model` is a GPT-style zoo spec. `precision`: fp32, tf32,
+    bf16, fp16, fp8 or auto/None (the device's default). Returns a `HybridResult` (status,
+    step_time_s, lower_bound_s, `to_dict()`, which `export_plan` turns into runtime configs)."""
     try:
         from solver_plan.hybrid import plan_hybrid
     except ImportError as exc:
         raise InputError(f"the hybrid planner is not available in this installation ({exc})", "hybrid") from None
     return plan_hybrid(model, cluster, global_batch, devices=devices, time_limit=time_limit,
-                       memory_limit=memory_limit, **options)
+                       memory_limit=memory_limit, precision=precision, **options)
 
 
 def export_plan(plan_dict: dict, target: str, graph=None) -> str:

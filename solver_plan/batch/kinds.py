@@ -111,10 +111,13 @@ def hybrid_precision(job: Job, where: str = "precision") -> Job:
     from solver_plan.cost.precision import TrainingPrecision, default_for
     from solver_plan.planners import get_planner
     function = get_planner(job.planner, "hybrid").func
-    if "precision" in inspect.signature(function).parameters:
-        return replace(job, options=tuple(sorted({**dict(job.options), "precision": job.precision}.items())))
     device = resolve_cluster(job.cluster, job.devices).device
     asked, runs = TrainingPrecision.parse(job.precision, device, where), default_for(device)
+    if "precision" in inspect.signature(function).parameters:
+        if not device.supports(asked.compute):  # refused when the jobs load, not when one runs
+            raise InputError(f"{device.name} has no {asked.compute.value} units; use precision: auto or "
+                             f"{runs.compute.value}", where)
+        return replace(job, options=tuple(sorted({**dict(job.options), "precision": job.precision}.items())))
     if asked != runs:
         raise InputError(f"the hybrid planner {job.planner!r} prices {device.name}'s default precision {runs.name} "
                          f"only, not {asked.name}; use precision: auto or {runs.compute.value}", where)

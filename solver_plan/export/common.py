@@ -38,6 +38,9 @@ class HybridView:
     schedule: str
     stage_layers: tuple[int, ...]
     block_configs: tuple
+    # training precision the plan was priced in (`TrainingPrecision.name`: mixed-bf16, mixed-fp16,
+    # mixed-fp8, fp32, tf32); None for plans written before plans carried it
+    precision: str | None = None
 
     @property
     def layers(self) -> int:
@@ -46,6 +49,17 @@ class HybridView:
     @property
     def even_stages(self) -> bool:
         return len(set(self.stage_layers)) == 1
+
+
+PRECISIONS = ("mixed-bf16", "mixed-fp16", "mixed-fp8", "fp32", "tf32")
+
+
+def _precision(value) -> str | None:
+    if value is None:
+        return None
+    if value not in PRECISIONS:
+        raise InputError(f"unknown precision {value!r} (expected one of {', '.join(PRECISIONS)})", WHERE)
+    return value
 
 
 def hybrid_view(d: dict) -> HybridView:
@@ -58,7 +72,7 @@ def hybrid_view(d: dict) -> HybridView:
             int(p["pp"]), int(p["micro_batch_size"]), int(p["micro_batches"]), int(p.get("virtual_stages", 1)),
             str(p.get("recompute", "none")), int(p.get("zero_stage", 0)), bool(p.get("sequence_parallel", False)),
             str(p.get("schedule", "1f1b")), tuple(int(s["num_layers"]) for s in d["stages"]),
-            tuple(d.get("block_configs") or ()))
+            tuple(d.get("block_configs") or ()), _precision(d.get("precision")))
     except (KeyError, TypeError, ValueError) as exc:
         raise InputError(f"malformed hybrid plan ({type(exc).__name__}: {exc})", WHERE) from None
     if view.dp * view.tp * view.pp != view.devices:

@@ -15,8 +15,18 @@ def export_deepspeed(d: dict) -> str:
         "train_micro_batch_size_per_gpu": v.micro_batch_size,
         "gradient_accumulation_steps": v.micro_batches,
         "zero_optimization": {"stage": v.zero_stage},
-        "bf16": {"enabled": True},  # the hybrid memory model is mixed precision (16-bit weights, fp32 master)
     }
+    # mixed precision: DeepSpeed's bf16 / fp16 sections (16-bit weights, fp32 master and Adam
+    # state); fp32 and tf32: neither (DeepSpeed trains in fp32 by default). Plans without a
+    # precision were priced in mixed bf16 on the A100/H100 presets.
+    if v.precision in (None, "mixed-bf16", "mixed-fp8"):
+        config["bf16"] = {"enabled": True}
+    elif v.precision == "mixed-fp16":
+        config["fp16"] = {"enabled": True}
+    if v.precision == "mixed-fp8":
+        lost.append("fp8 GEMMs: ds_config has no key; wrap the model's linear layers with Transformer Engine")
+    if v.precision == "tf32":
+        lost.append("tf32 matrix units: set torch.backends.cuda.matmul.allow_tf32 = True in the training script")
     if v.tp > 1:
         config["tensor_parallel"] = {"autotp_size": v.tp}
     if v.pp > 1:
@@ -38,5 +48,5 @@ def export_deepspeed(d: dict) -> str:
         lost.append("schedule gpipe: DeepSpeed pipelines run 1F1B")
     lost += block_config_loss(v, "DeepSpeed AutoTP")
     config["solver_plan"] = {"model": v.model, "devices": v.devices, "dp": v.dp, "tp": v.tp, "pp": v.pp,
-                             "not_expressible": lost}
+                             "precision": v.precision, "not_expressible": lost}
     return json.dumps(config, indent=2) + "\n"

@@ -33,11 +33,22 @@ def export_megatron(d: dict) -> str:
     if v.zero_stage >= 2:
         lost.append(f"zero_stage {v.zero_stage}: Megatron-LM's distributed optimizer shards optimizer states only "
                     "(ZeRO-1); gradient/parameter sharding is not exported")
+    # precision (megatron/training/arguments.py: --bf16, --fp16; Transformer Engine's --fp8-format
+    # hybrid = e4m3 forward, e5m2 gradients); fp32 is Megatron-LM's default, no flag
+    if v.precision in ("mixed-bf16", "mixed-fp8"):
+        flags.append(("--bf16", None))
+    elif v.precision == "mixed-fp16":
+        flags.append(("--fp16", None))
+    if v.precision == "mixed-fp8":
+        flags += [("--fp8-format", "hybrid"), ("--transformer-impl", "transformer_engine")]
+    if v.precision == "tf32":
+        lost.append("tf32 matrix units: Megatron-LM has no flag (PyTorch's torch.backends.cuda.matmul.allow_tf32)")
     if v.schedule == "gpipe":
         lost.append("schedule gpipe: Megatron-LM runs 1F1B (same bubble, less activation memory)")
     lost += block_config_loss(v, "Megatron-LM")
     header = [f"# Megatron-LM arguments for {v.model}: {v.devices} devices = dp {v.dp} x tp {v.tp} x pp {v.pp} "
-              f"(data parallelism is world size / (tp x pp): launch {v.devices} ranks)"]
+              f"(data parallelism is world size / (tp x pp): launch {v.devices} ranks)"
+              + (f"; planned in {v.precision}" if v.precision else "")]
     header += [f"# not expressible: {item}" for item in lost]
     arguments = [f"{name} {value}" if value is not None else name for name, value in flags]
     return "\n".join(header) + "\n" + " \\\n".join(arguments) + "\n"

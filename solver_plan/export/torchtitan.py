@@ -44,8 +44,20 @@ def export_torchtitan(d: dict) -> str:
         lost.append("tensor parallelism without sequence parallelism: torchtitan's TP always shards norms by sequence")
     lost += block_config_loss(v, "torchtitan")
     training = {"local_batch_size": v.micro_batch_size * v.micro_batches, "global_batch_size": v.global_batch}
+    # precision: torchtitan's FSDP mixed-precision policy (training.mixed_precision_param: bfloat16 or
+    # float32; gradients reduced in float32); it has no fp16 policy and no tf32 switch
+    if v.precision in ("mixed-bf16", "mixed-fp8"):
+        training["mixed_precision_param"] = "bfloat16"
+    elif v.precision in ("fp32", "tf32"):
+        training["mixed_precision_param"] = "float32"
+    elif v.precision == "mixed-fp16":
+        training["mixed_precision_param"] = "bfloat16"
+        lost.append("mixed fp16: torchtitan's mixed precision is bfloat16 (exported as bfloat16)")
+    if v.precision == "mixed-fp8":
+        lost.append("fp8 GEMMs: enable torchtitan's float8 converter (model.converters = [\"float8\"])")
     checkpoint = {"mode": {"none": "none", "selective": "selective", "full": "full"}[v.recompute]}
-    lines = [f"# torchtitan parallelism for {v.model}: {v.devices} devices = dp {v.dp} x tp {v.tp} x pp {v.pp}"]
+    lines = [f"# torchtitan parallelism for {v.model}: {v.devices} devices = dp {v.dp} x tp {v.tp} x pp {v.pp}"
+             + (f"; planned in {v.precision}" if v.precision else "")]
     lines += [f"# not expressible: {item}" for item in lost]
     for section, values in (("parallelism", parallelism), ("training", training), ("activation_checkpoint", checkpoint)):
         lines.append(f"\n[{section}]")

@@ -10,7 +10,7 @@ import time
 
 from solver_plan.deadline import DEFAULT_TIME_LIMIT_S, Deadline
 from solver_plan.hybrid.plan import HybridResult
-from solver_plan.hybrid.search import _cluster, _spec, plan_hybrid
+from solver_plan.hybrid.search import _cluster, _spec, plan_hybrid, resolve_hybrid_precision
 from solver_plan.hybrid.space import tp_degrees
 from solver_plan.result import Status
 
@@ -27,19 +27,20 @@ def as_baseline(result: HybridResult, note: str) -> HybridResult:
 
 def data_parallel(model, cluster, global_batch: int, *, devices: int | None = None,
                   time_limit: float | None = DEFAULT_TIME_LIMIT_S, memory_limit="device", fix=None,
-                  deadline: Deadline | None = None, **options) -> HybridResult:
+                  deadline: Deadline | None = None, precision=None, **options) -> HybridResult:
     pins = {**(fix or {}), "tp": 1, "pp": 1}
     result = plan_hybrid(model, cluster, global_batch, devices=devices, time_limit=time_limit,
-                         memory_limit=memory_limit, fix=pins, deadline=deadline, **options)
+                         memory_limit=memory_limit, fix=pins, deadline=deadline, precision=precision, **options)
     return as_baseline(result, "data-parallel baseline: tp = pp = 1")
 
 
 def megatron_rule(model, cluster, global_batch: int, *, devices: int | None = None,
                   time_limit: float | None = DEFAULT_TIME_LIMIT_S, memory_limit="device", fix=None,
-                  deadline: Deadline | None = None, **options) -> HybridResult:
+                  deadline: Deadline | None = None, precision=None, **options) -> HybridResult:
     start = time.perf_counter()
     deadline = deadline or Deadline(time_limit)
     spec, c = _spec(model), _cluster(cluster, devices)
+    precision = resolve_hybrid_precision(precision, c)  # a bad one is refused before any solve
     tps = tp_degrees(spec, c.devices_per_node, c.num_devices)
     tp = max(tps) if tps else 1
     last = None
@@ -47,7 +48,8 @@ def megatron_rule(model, cluster, global_batch: int, *, devices: int | None = No
         if (c.num_devices // tp) % pp:
             continue
         pins = {**(fix or {}), "tp": tp, "pp": pp}
-        last = plan_hybrid(spec, c, global_batch, memory_limit=memory_limit, fix=pins, deadline=deadline, **options)
+        last = plan_hybrid(spec, c, global_batch, memory_limit=memory_limit, fix=pins, deadline=deadline,
+                           precision=precision, **options)
         if last.status.has_solution or deadline.expired():
             break
     if last is None:

@@ -24,6 +24,11 @@ def register_command(subparsers) -> None:
                                       "sequence_parallel (true|false), schedule (1f1b|interleaved|gpipe)")
     parser.add_argument("--compute-scale", type=float, default=1.0,
                         help="multiply every kernel time of the cost model (calibration; see docs/hybrid-accuracy.md)")
+    parser.add_argument("--precision", default="auto",
+                        help="training precision: auto (default: the device's, mixed bf16 on A100/H100, mixed fp16 on "
+                             "V100, fp32 on K80/P100), fp32, tf32, bf16, fp16 or fp8 (mixed: 16-bit weights, "
+                             "activations and gradients, fp32 master weights and Adam moments); sets memory, bytes "
+                             "moved and the peak FLOP/s")
     parser.add_argument("--planner", default="milp", help="per-operator planner for the block solves (default milp)")
     parser.add_argument("--out", help="write the plan as JSON here")
     from solver_plan.export.cli_support import add_export_arguments
@@ -59,7 +64,7 @@ def run(args) -> int:
     deadline = Deadline(args.time_limit, start=getattr(args, "started", None))
     result = plan_hybrid(args.model, args.cluster, args.batch, devices=args.devices, fix=pins,
                          memory_limit=parse_memory_limit(args.memory_limit), planner=args.planner,
-                         deadline=deadline, compute_scale=args.compute_scale)
+                         deadline=deadline, compute_scale=args.compute_scale, precision=args.precision)
     if args.out:  # before printing: a closed pipe must not lose the plan
         write_text_atomic(args.out, json.dumps(result.to_dict(), indent=2) + "\n")
     print(result.table())

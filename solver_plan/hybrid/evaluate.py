@@ -24,7 +24,8 @@ class Context:
     cluster: Cluster  # exactly the devices planned for
     global_batch: int
     memory_limit: float | None
-    state: StateBytes
+    state: StateBytes  # bytes of the training precision (memory.precision_state)
+    precision: str | None = None  # its name (`TrainingPrecision.name`: mixed-bf16, fp32, ...), carried by plans
 
 
 def layer_s(par: Parallelism, profile: BlockProfile, mode: str | None = None) -> tuple[float, float]:
@@ -42,7 +43,8 @@ def stage_p2p_s(ctx: Context, par: Parallelism, stage: int) -> float:
     total = 0.0
     for boundary in (stage - 1, stage):  # gradient back to stage - 1, activation on to stage + 1
         if 0 <= boundary < par.pp - 1:
-            total += schedule.p2p_send_s(ctx.cluster, ctx.spec, par.micro_batch_size, par.tp, par.dp, boundary)
+            total += schedule.p2p_send_s(ctx.cluster, ctx.spec, par.micro_batch_size, par.tp, par.dp, boundary,
+                                         ctx.state)
     return total * par.virtual_stages
 
 
@@ -138,7 +140,7 @@ def price(ctx: Context, par: Parallelism, profile: BlockProfile, memory_limit: f
         schedule.embedding_sync_s(cluster, spec, par.tp, pp, ctx.state),
         max(schedule.optimizer_s(cluster, p, par.dp, par.zero_stage, ctx.state) for p in params))
     return HybridPlan(spec.name, cluster.name, cluster.num_devices, ctx.global_batch, par, tuple(stages), terms,
-                      profile.configs, spec.model_flops_per_step(ctx.global_batch), memory_limit)
+                      profile.configs, spec.model_flops_per_step(ctx.global_batch), memory_limit, ctx.precision)
 
 
 def time_bound(ctx: Context, par: Parallelism, profile: BlockProfile) -> float:

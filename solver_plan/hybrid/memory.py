@@ -23,99 +23,139 @@ FRAMEWORK_RESERVE_BYTES = 2 * 1024 ** 3
 
 @dataclass(frozen=True)
 class StateBytes:
-    """Bytes per parameter of the model state in mixed-precision Adam training (Rajbhandari et al.
-    2020, ZeRO, section 3.1: 2 + 2 + 12 = 16): bf16/fp16 weights, bf16/fp16 gradients, and fp32
-    master weights + two fp32 Adam moments."""
+    """Bytes of one training precision (`cost.precision.TrainingPrecision`) as the memory terms and
+    the communication terms use them: per parameter, the working weights, their gradients and the
+    optimizer state (master copy + Adam moments); per activation element, `activations`.
+    Default: mixed-precision Adam (Rajbhandari et al. 2020, ZeRO, section 3.1: 2 + 2 + 12 = 16) with
+    16-bit activations (Korthikanti et al. 2022)."""
     weights: float = 2.0
     gradients: float = 2.0
     optimizer: float = 12.0
+    activations: float = 2.0  # bytes per activation element (weights' dtype of the tensors between operators)
 
     def __post_init__(self):
         for key, value in asdict(self).items():
             if not value >= 0:
                 raise ValueError(f"StateBytes.{key} must be non-negative, got {value}")
+        if not self.activations > 0:
+            raise ValueError(f"StateBytes.activations must be positive, got {self.activations}")
+
+    @property
+    def activation_scale(self) -> float:
+        """Factor from Korthikanti's 16-bit activation counts to this precision's: activations / 2."""
+        return self.activations / 2.0
 
 
 MIXED_PRECISION = StateBytes()
 
 
-def state_bytes(device=None) -> StateBytes:
-    """Bytes per parameter of the training precision the cost core picks for `device`
+def precision_state(precision) -> StateBytes:
+    """The `StateBytes` of a `TrainingPrecision`, with pipeline/memory.py's Adam rule (one rule for
+    both planners): weights w, gradients g, optimizer m + 2 o (master copy + two moments): mixed
+    bf16/fp16/fp8 2 + 2 + (4 + 8), fp32/tf32 4 + 4 + (0 + 8); activations in the precision's
+    activation dtype (2 mixed, 4 fp32; fp8 keeps bf16 activations, Transformer Engine)."""
+    from solver_plan.pipeline.memory import state_terms
+
+    terms = dict(state_terms(precision, "adam"))
+    return StateBytes(terms["weights"], terms["gradients"], terms.get("master", 0.0) + terms.get("moments", 0.0),
+                      float(precision.activations.bytes))
+
+
+def state_bytes(device=None, precision=None) -> StateBytes:
+    """Bytes of `precision` (a `TrainingPrecision`), or of the one the cost core picks for `device`
     (`cost.precision.default_for`: mixed bf16/fp16 = 2 + 2 + 4 + 8, plain fp32 = 4 + 4 + 0 + 8);
-    mixed precision (ZeRO's 2 + 2 + 12) without a device."""
+    mixed precision (ZeRO's 2 + 2 + 12) without either."""
     from solver_plan.cost.precision import TrainingPrecision, default_for
 
-    b = (default_for(device) if device is not None else TrainingPrecision.mixed()).bytes_per_parameter()
-    return StateBytes(float(b.weights), float(b.gradients), float(b.master + b.moments))
+    if precision is None:
+        precision = default_for(device) if device is not None else TrainingPrecision.mixed()
+    return precision_state(precision)
 
 
 # --- model state (Rajbhandari et al. 2020, figure 1: ZeRO stages 1, 2, 3) ---------------------
 def weights_bytes(params: float, dp: int, zero_stage: int, state: StateBytes = MIXED_PRECISION) -> float:
-    """Half-precision weights of `params` parameters (already divided by t): 2 P, sharded over
-    the dp replicas by ZeRO-3 (P_os+g+p): 2 P / dp."""
+    """Working weights of `params` parameters (already divided by t): w P (mixed precision 2 P,
+    fp32 4 P), sharded over the dp replicas by ZeRO-3 (P_os+g+p): w P / dp."""
     return state.weights * params / (dp if zero_stage >= 3 else 1)
 
 
 def gradients_bytes(params: float, dp: int, zero_stage: int, state: StateBytes = MIXED_PRECISION) -> float:
-    """Half-precision gradients: 2 P, sharded by ZeRO-2 and -3 (P_os+g): 2 P / dp."""
+    """Gradients in the gradient dtype: g P (mixed 2 P, fp32 4 P), sharded by ZeRO-2 and -3
+    (P_os+g): g P / dp."""
     return state.gradients * params / (dp if zero_stage >= 2 else 1)
 
 
 def optimizer_bytes(params: float, dp: int, zero_stage: int, state: StateBytes = MIXED_PRECISION) -> float:
-    """fp32 master weights and Adam moments: 12 P, sharded by ZeRO-1 and above (P_os; Megatron's
-    distributed optimizer is the same): 12 P / dp."""
+    """fp32 master weights (mixed precision only) and two fp32 Adam moments: (m + 2 o) P = 12 P
+    mixed, 8 P fp32 (ZeRO section 3.1; pipeline/memory.py's Adam rule), sharded by ZeRO-1 and above
+    (P_os; Megatron's distributed optimizer is the same): (m + 2 o) P / dp."""
     return state.optimizer * params / (dp if zero_stage >= 1 else 1)
 
 
 # --- activations (Korthikanti et al. 2022, section 4.1-4.3, table 2) --------------------------
-def layer_activation_bytes(spec: TransformerSpec, b: int, t: int, recompute: str, sequence_parallel: bool) -> float:
-    """Activations one transformer layer keeps for backward, per micro-batch, in 16-bit:
+# Korthikanti's counts are bytes of 16-bit training: each activation element 2 bytes, each dropout
+# mask element 1 byte. In another activation dtype of e bytes the elements take e/2 times as many
+# bytes and the masks (uint8 in PyTorch whatever the dtype) stay 1 byte per element: the terms
+# below are written as (2-byte elements) x e/2 + masks.
+def layer_activation_bytes(spec: TransformerSpec, b: int, t: int, recompute: str, sequence_parallel: bool,
+                           state: StateBytes = MIXED_PRECISION) -> float:
+    """Activations one transformer layer keeps for backward, per micro-batch (Korthikanti's counts,
+    16-bit elements scaled by e/2, `state.activation_scale`; masks 1 byte):
     - none, no parallelism: s b h (34 + 5 a s / h); the general form is
       s b (10 h + 2 (a d + 2 kv d) + 2 a d + mlp) + 5 a s^2 b (layer-norm inputs 4sbh, attention and MLP
       inputs 4sbh, dropout masks 2sbh; Q (2 s b a d), K and V (2 s b kv d each: grouped-query attention
       stores the kv_heads-wide tensors), projection input 2 s b a d; MLP: GeLU input and second
       matrix input 4 s b f; gated (Megatron's fused SwiGLU keeps its 2f-wide input and the down
       projection's input) 6 s b f; experts: top_k x that, plus the top_k dispatched copies 2 top_k s b h;
-      scores 5 a s^2 b);
+      scores 5 a s^2 b: softmax output 2, its dropout mask 1, dropout output 2);
     - tensor parallel t: s b h (10 + 24/t + 5 a s/(h t)): the 10 s b h outside the t-split regions stays;
     - tensor + sequence parallel: s b h (34/t + 5 a s/(h t)): everything is split;
     - selective recomputation drops the 5 a s^2 b term (softmax, its dropout, scores: recomputed);
-    - full recomputation keeps only the layer input, 2 s b h (2 s b h / t with sequence parallel)."""
+    - full recomputation keeps only the layer input, 2 s b h (2 s b h / t with sequence parallel).
+    In an e-byte activation dtype: the 2-byte parts x e/2, so 10 s b h -> (8 e/2 + 2) s b h and
+    5 a s^2 b -> (4 e/2 + 1) a s^2 b (fp32: 18 s b h and 9 a s^2 b); the rest x e/2."""
     s, h, a = spec.seq, spec.hidden, spec.heads
+    x = state.activation_scale
     if recompute == "full":
-        return 2.0 * s * b * h / (t if sequence_parallel else 1)
-    replicated = 10.0 * s * b * h
+        return x * 2.0 * s * b * h / (t if sequence_parallel else 1)
+    replicated = (x * 8.0 + 2.0) * s * b * h
     mlp = (6.0 if spec.gated_mlp else 4.0) * s * b * spec.ffn
     if spec.experts > 1:
         mlp = spec.top_k * (mlp + 2.0 * s * b * h)
-    split = 2.0 * s * b * (spec.attn_width + 2 * spec.kv_width) + 2.0 * s * b * spec.attn_width + mlp
-    scores = 5.0 * a * s * s * b if recompute == "none" else 0.0
+    split = x * (2.0 * s * b * (spec.attn_width + 2 * spec.kv_width) + 2.0 * s * b * spec.attn_width + mlp)
+    scores = (x * 4.0 + 1.0) * a * s * s * b if recompute == "none" else 0.0
     if sequence_parallel:
         return (replicated + split + scores) / t
     return replicated + (split + scores) / t
 
 
-def recompute_working_bytes(spec: TransformerSpec, b: int, t: int, recompute: str, sequence_parallel: bool) -> float:
+def recompute_working_bytes(spec: TransformerSpec, b: int, t: int, recompute: str, sequence_parallel: bool,
+                            state: StateBytes = MIXED_PRECISION) -> float:
     """Extra memory while one layer is recomputed in backward (Korthikanti et al. 2022, 4.2): full
     recomputation rematerialises one whole layer's activations (the `none` amount of one layer);
-    selective, the attention scores of one layer, 5 a s^2 b / t; none, nothing."""
+    selective, the attention scores of one layer, 5 a s^2 b / t in 16-bit ((4 e/2 + 1) a s^2 b / t
+    in an e-byte dtype); none, nothing."""
     if recompute == "full":
-        return layer_activation_bytes(spec, b, t, "none", sequence_parallel)
+        return layer_activation_bytes(spec, b, t, "none", sequence_parallel, state)
     if recompute == "selective":
-        return 5.0 * spec.heads * spec.seq * spec.seq * b / t
+        return (state.activation_scale * 4.0 + 1.0) * spec.heads * spec.seq * spec.seq * b / t
     return 0.0
 
 
-def embedding_activation_bytes(spec: TransformerSpec, b: int, t: int, sequence_parallel: bool) -> float:
-    """First stage: embedding output and its dropout mask, s b h (2 + 1) bytes (Korthikanti et al.
-    2022, eq. 4: s b h p / t... kept whole without sequence parallelism)."""
-    return 3.0 * spec.seq * b * spec.hidden / (t if sequence_parallel else 1)
+def embedding_activation_bytes(spec: TransformerSpec, b: int, t: int, sequence_parallel: bool,
+                               state: StateBytes = MIXED_PRECISION) -> float:
+    """First stage: embedding output and its dropout mask, s b h (2 + 1) bytes in 16-bit, s b h (e + 1)
+    in an e-byte dtype (Korthikanti et al. 2022, eq. 4; / t with sequence parallelism, else whole)."""
+    return (state.activations + 1.0) * spec.seq * b * spec.hidden / (t if sequence_parallel else 1)
 
 
-def logits_activation_bytes(spec: TransformerSpec, b: int, t: int, sequence_parallel: bool) -> float:
-    """Last stage: final layer-norm input and output projection input, 4 s b h, plus the logits in
-    fp32 for the (vocabulary-parallel) cross entropy, 4 s b V / t (Korthikanti et al. 2022, 4.3)."""
-    return 4.0 * spec.seq * b * spec.hidden / (t if sequence_parallel else 1) + 4.0 * spec.seq * b * spec.vocab / t
+def logits_activation_bytes(spec: TransformerSpec, b: int, t: int, sequence_parallel: bool,
+                            state: StateBytes = MIXED_PRECISION) -> float:
+    """Last stage: final layer-norm input and output projection input, 2 e s b h (4 s b h in 16-bit),
+    plus the logits in fp32 for the (vocabulary-parallel) cross entropy, 4 s b V / t, in every
+    precision (Korthikanti et al. 2022, 4.3)."""
+    return (2.0 * state.activations * spec.seq * b * spec.hidden / (t if sequence_parallel else 1)
+            + 4.0 * spec.seq * b * spec.vocab / t)
 
 
 # --- micro-batches in flight (Narayanan et al. 2021 sections 2.2.1-2.2.2; Korthikanti 4.2.3) ---
@@ -135,17 +175,20 @@ def in_flight_microbatches(stage: int, pp: int, m: int, schedule: str, v: int = 
 
 
 # --- buffers -------------------------------------------------------------------------------
-def p2p_buffer_bytes(spec: TransformerSpec, b: int, t: int, sequence_parallel: bool, pp: int) -> float:
-    """Send and receive buffers of pipeline activations and their gradients: 4 x 2 s b h bytes,
-    (/ t with sequence parallel, as Megatron's scatter-gather optimisation sends 1/t); none for p = 1."""
+def p2p_buffer_bytes(spec: TransformerSpec, b: int, t: int, sequence_parallel: bool, pp: int,
+                     state: StateBytes = MIXED_PRECISION) -> float:
+    """Send and receive buffers of pipeline activations and their gradients: 4 x e s b h bytes
+    (e = 2 in 16-bit; / t with sequence parallel, as Megatron's scatter-gather optimisation sends
+    1/t); none for p = 1."""
     if pp == 1:
         return 0.0
-    return 4.0 * 2.0 * spec.seq * b * spec.hidden / (t if sequence_parallel else 1)
+    return 4.0 * state.activations * spec.seq * b * spec.hidden / (t if sequence_parallel else 1)
 
 
 def zero3_gather_bytes(layer_params: float, zero_stage: int, state: StateBytes = MIXED_PRECISION) -> float:
     """ZeRO-3 gathers each layer's full (t-sharded) weights before use and prefetches the next: two
-    layers of 16-bit weights (Rajbhandari et al. 2020, section 7: constant-size gather buffers)."""
+    layers of working weights, 2 w P_layer (Rajbhandari et al. 2020, section 7: constant-size gather
+    buffers)."""
     return 2.0 * state.weights * layer_params if zero_stage >= 3 else 0.0
 
 
@@ -191,13 +234,13 @@ def stage_memory(spec: TransformerSpec, *, layers: int, stage: int, pp: int, tp:
     params = stage_params(spec, layers, first, last, tp, pp)
     b, t, sp = micro_batch, tp, sequence_parallel
     flight = in_flight_microbatches(stage, pp, micro_batches, schedule, virtual_stages)
-    acts = layers * layer_activation_bytes(spec, b, t, recompute, sp)
+    acts = layers * layer_activation_bytes(spec, b, t, recompute, sp, state)
     if first:
-        acts += embedding_activation_bytes(spec, b, t, sp)
+        acts += embedding_activation_bytes(spec, b, t, sp, state)
     if last:
-        acts += logits_activation_bytes(spec, b, t, sp) / max(flight, 1.0)  # logits live one micro-batch
-    working = recompute_working_bytes(spec, b, t, recompute, sp) if layers else 0.0
-    buffers = (p2p_buffer_bytes(spec, b, t, sp, pp) + zero3_gather_bytes(spec.block_params / t, zero_stage, state)
+        acts += logits_activation_bytes(spec, b, t, sp, state) / max(flight, 1.0)  # logits live one micro-batch
+    working = recompute_working_bytes(spec, b, t, recompute, sp, state) if layers else 0.0
+    buffers = (p2p_buffer_bytes(spec, b, t, sp, pp, state) + zero3_gather_bytes(spec.block_params / t, zero_stage, state)
                + reserve)
     return StageMemory(weights_bytes(params, dp, zero_stage, state), gradients_bytes(params, dp, zero_stage, state),
                        optimizer_bytes(params, dp, zero_stage, state), acts * flight, working, buffers)

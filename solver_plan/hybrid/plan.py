@@ -75,6 +75,8 @@ class HybridPlan:
     block_configs: tuple[tuple[str, str], ...]  # per-operator configuration of every block (tied)
     model_flops_per_step: float
     memory_limit: float | None
+    # training precision priced (`TrainingPrecision.name`: mixed-bf16, mixed-fp16, mixed-fp8, fp32, tf32)
+    precision: str | None = None
 
     def __post_init__(self):
         p = self.parallelism
@@ -99,7 +101,8 @@ class HybridPlan:
 
     def to_dict(self) -> dict:
         return {"model": self.model, "cluster": self.cluster, "devices": self.devices,
-                "global_batch": self.global_batch, "parallelism": self.parallelism.to_dict(),
+                "global_batch": self.global_batch, "precision": self.precision,
+                "parallelism": self.parallelism.to_dict(),
                 "step_time_s": self.step_time_s,
                 "step_terms_s": {"pipeline": self.terms.pipeline_s, "dp_sync": self.terms.dp_sync_s,
                                  "embedding_sync": self.terms.embedding_sync_s, "optimizer": self.terms.optimizer_s},
@@ -157,7 +160,8 @@ class HybridResult:
             q = p.parallelism
             bound = "-" if self.lower_bound_s is None else f"{self.lower_bound_s:.3f} s"
             gap = "" if self.gap is None else f" (gap {100 * self.gap:.2f}%)"
-            lines += [f"model: {p.model}   cluster: {p.cluster}   devices: {p.devices}   global batch: {p.global_batch}",
+            lines += [f"model: {p.model}   cluster: {p.cluster}   devices: {p.devices}   global batch: {p.global_batch}"
+                      + (f"   precision: {p.precision}" if p.precision else ""),
                       f"step time: {p.step_time_s:.3f} s   lower bound: {bound}{gap}   "
                       f"{p.tflops_per_device:.1f} TFLOP/s per device   model FLOPs/step {p.model_flops_per_step:.3e}",
                       f"parallelism: dp={q.dp} tp={q.tp} pp={q.pp} micro_batch_size={q.micro_batch_size} "

@@ -20,7 +20,7 @@ from solver_plan.cluster import Cluster
 from solver_plan.deadline import DEFAULT_TIME_LIMIT_S, Deadline
 from solver_plan.errors import InputError
 from solver_plan.hybrid.evaluate import Context, memory_floor, price, time_bound
-from solver_plan.hybrid.memory import state_bytes
+from solver_plan.hybrid.memory import precision_state
 from solver_plan.hybrid.model import TransformerSpec, transformer_spec
 from solver_plan.hybrid.plan import HybridPlan, HybridResult
 from solver_plan.hybrid.space import Parallelism, check_fix, enumerate_space
@@ -53,6 +53,27 @@ def _memory_limit(value, cluster: Cluster) -> float | None:
     return float(value)
 
 
+def resolve_hybrid_precision(precision, cluster: Cluster):
+    """The `TrainingPrecision` a hybrid plan prices, resolved once with the cost core's rules
+    (`cost.precision.resolve_precision`): fp32, tf32, bf16, fp16, fp8 (mixed), or auto/None = the
+    device's default (mixed bf16 on A100/H100, mixed fp16 on V100, fp32 on K80/P100). A dtype the
+    device has no units for is an InputError naming --precision."""
+    from solver_plan.cost.precision import Precision, TrainingPrecision, resolve_precision
+
+    if precision is not None and not isinstance(precision, (str, Precision, TrainingPrecision)):
+        raise InputError(f"expected a precision name (fp32, tf32, bf16, fp16, fp8 or auto), got {precision!r}",
+                         "--precision")
+    resolved = resolve_precision(precision, cluster.device)
+    if not cluster.device.supports(resolved.compute):
+        raise InputError(f"{cluster.device.name} has no {resolved.compute.value} units; choose another precision "
+                         f"(auto: {resolve_precision(None, cluster.device).name})", "--precision")
+    return resolved
+
+
+def _context(spec: TransformerSpec, cluster: Cluster, global_batch: int, limit, precision) -> Context:
+    return Context(spec, cluster, global_batch, limit, precision_state(precision), precision.name)
+
+
 def _check_batch(global_batch) -> None:
     if isinstance(global_batch, bool) or not isinstance(global_batch, int) or global_batch < 1:
         raise InputError(f"must be a positive integer, got {global_batch!r}", "--batch")
@@ -69,11 +90,13 @@ def compute_bound(ctx: Context) -> float:
 def plan_hybrid(model, cluster, global_batch: int, *, devices: int | None = None,
                 time_limit: float | None = DEFAULT_TIME_LIMIT_S, memory_limit="device",
                 fix: Mapping | None = None, planner: str = "milp", deadline: Deadline | None = None,
-                validate: bool = True, compute_scale: float = 1.0) -> HybridResult:
+                validate: bool = True, compute_scale: float = 1.0, precision=None) -> HybridResult:
     """Best hybrid plan of `model` (zoo spec or TransformerSpec) on `cluster` (name, YAML path or
     Cluster; `devices` = its first N) for `global_batch` sequences per optimizer step.
     `compute_scale` multiplies every kernel time of the cost core (1.0: its curves as they are; see
-    docs/hybrid-accuracy.md for the value fitted on one measured layer)."""
+    docs/hybrid-accuracy.md for the value fitted on one measured layer). `precision`: the training
+    precision (fp32, tf32, bf16, fp16, fp8; auto/None = the device's default, `resolve_hybrid_precision`):
+    memory, bytes moved and the peak FLOP/s of the block solves follow it."""
     deadline = deadline or Deadline(time_limit)
     start = time.perf_counter()
     outer = deadline
@@ -83,7 +106,8 @@ def plan_hybrid(model, cluster, global_batch: int, *, devices: int | None = None
     _check_batch(global_batch)
     pins = check_fix(fix or {})
     limit = _memory_limit(memory_limit, cluster)
-    ctx = Context(spec, cluster, global_batch, limit, state_bytes(cluster.device))
+    prec = resolve_hybrid_precision(precision, cluster)
+    ctx = _context(spec, cluster, global_batch, limit, prec)
     points = [p for p in enumerate_space(spec, cluster.num_devices, cluster.devices_per_node, global_batch, pins)
               if p.micro_batch_size <= MAX_MICRO_BATCH or "micro_batch_size" in pins]
     if not points:
@@ -93,7 +117,7 @@ def plan_hybrid(model, cluster, global_batch: int, *, devices: int | None = None
                                    "device, dp x micro-batch must divide the batch, tp must divide the heads and "
                                    "fit a node, ZeRO-2/3 only without pipelining)",))
     fits = [p for p in points if limit is None or memory_floor(ctx, p) <= limit]
-    coster = BlockCoster(spec, cluster, planner, compute_scale)
+    coster = BlockCoster(spec, cluster, planner, compute_scale, prec)
     if not fits:
         return _infeasible(ctx, points, coster, start, validate)
     groups: dict[tuple[int, int], list[Parallelism]] = defaultdict(list)
@@ -207,11 +231,11 @@ def _infeasible(ctx: Context, points, coster: BlockCoster, start: float, validat
 
 
 def evaluate(model, cluster, global_batch: int, parallelism, *, memory_limit="device", planner: str = "milp",
-             validate: bool = True, compute_scale: float = 1.0) -> HybridResult:
+             validate: bool = True, compute_scale: float = 1.0, precision=None) -> HybridResult:
     """What-if: the step time and memory of one fully given configuration (a Parallelism, or a dict
     with dp, tp, pp, micro_batch_size and optionally virtual_stages, recompute, zero_stage,
-    sequence_parallel, schedule). The cluster is restricted to dp x tp x pp devices. Over the memory
-    limit: INFEASIBLE with the plan and the memory it needs."""
+    sequence_parallel, schedule) in `precision` (as `plan_hybrid`). The cluster is restricted to
+    dp x tp x pp devices. Over the memory limit: INFEASIBLE with the plan and the memory it needs."""
     start = time.perf_counter()
     spec = _spec(model)
     _check_batch(global_batch)
@@ -231,8 +255,10 @@ def evaluate(model, cluster, global_batch: int, parallelism, *, memory_limit="de
                                   values.get("schedule", "interleaved" if v > 1 else "1f1b"))
     cluster = _cluster(cluster, parallelism.devices)
     limit = _memory_limit(memory_limit, cluster)
-    ctx = Context(spec, cluster, global_batch, limit, state_bytes(cluster.device))
-    profile = BlockCoster(spec, cluster, planner, compute_scale).profile(parallelism.tp, parallelism.micro_batch_size)
+    prec = resolve_hybrid_precision(precision, cluster)
+    ctx = _context(spec, cluster, global_batch, limit, prec)
+    profile = BlockCoster(spec, cluster, planner, compute_scale, prec).profile(parallelism.tp,
+                                                                               parallelism.micro_batch_size)
     plan = price(ctx, parallelism, profile, limit)
     status = Status.FEASIBLE
     notes = ["what-if evaluation of a given configuration"]

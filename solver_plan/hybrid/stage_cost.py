@@ -17,6 +17,8 @@ Times of the chosen configuration:
   attention scores it leaves out (`score_traffic_s`), times a calibration factor `compute_scale`;
 - communication: the cost model's collectives and redistributions of that configuration (in the
   training precision's bytes: the cost model narrows the graph's fp32 tensors itself).
+Both follow the training precision given to `BlockCoster` (`CostModel(precision=...)`: the peak of
+the compute dtype, tensors in the activation dtype).
 """
 from __future__ import annotations
 
@@ -100,40 +102,49 @@ def _restrict(problem, graph, tp: int):
         num_devices=problem.num_devices, memory_limit=None, name=problem.name, context=problem.context)
 
 
-SCORE_BYTES = 11  # HBM bytes per attention-score element in forward, see score_traffic_s
+def score_bytes(element_bytes: float = 2) -> float:
+    """HBM bytes per attention-score element in forward with e-byte scores: 5 e + 1 (11 for 16-bit)."""
+    return 5.0 * element_bytes + 1.0
 
 
-def score_traffic_s(cluster: Cluster, op, n: int) -> float:
+def score_traffic_s(cluster: Cluster, op, n: int, element_bytes: float = 2) -> float:
     """Forward seconds of the attention scores' memory traffic on one of n devices, which the cost
     model's roofline of the attention operator (inputs and output only) leaves out. Megatron-LM's
     unfused attention (2021-22, no flash attention) materialises the scores: per score element
-    Q K^T writes 2 bytes, the fused softmax reads 2 and writes 2, dropout reads 2, writes 2 and a
-    1-byte mask, scores x V reads 2: 11 bytes (Korthikanti et al. 2022 keep 5 of them for backward).
-    Those are separate memory-bound kernels, so their time adds to the GEMMs'."""
+    Q K^T writes e bytes, the fused softmax reads e and writes e, dropout reads e, writes e and a
+    1-byte mask, scores x V reads e: 5 e + 1 bytes, 11 for 16-bit scores (Korthikanti et al. 2022
+    keep 5 of them for backward), 21 in fp32. Those are separate memory-bound kernels, so their
+    time adds to the GEMMs'."""
     from solver_plan.cost.compute import memory_time
 
     if op.op_type != OpType.ATTENTION:
         return 0.0
     batch, seq = op.outputs[0].shape[0], op.outputs[0].shape[1]
-    return memory_time(cluster.device, SCORE_BYTES * op.attr("heads") * seq * seq * batch / n)
+    return memory_time(cluster.device, score_bytes(element_bytes) * op.attr("heads") * seq * seq * batch / n)
 
 
 def _compute_s(cluster: Cluster, cost_model, graph, op, cfg, scale: float = 1.0) -> tuple[float, float]:
     """(forward, backward) compute seconds of `op` under `cfg`, times `scale`: the cost model's
     roofline time (forward kernel + backward of two kernels its size, `CostModel.compute_seconds`,
     the one source of kernel times), plus the attention scores' traffic, split 1 : 2 likewise."""
-    total = cost_model.node(graph, op, cfg).compute_s + 3.0 * score_traffic_s(cluster, op, cfg.num_devices)
+    scores = score_traffic_s(cluster, op, cfg.num_devices, cost_model.precision.activations.bytes)
+    total = cost_model.node(graph, op, cfg).compute_s + 3.0 * scores
     return scale * total / 3.0, scale * 2.0 * total / 3.0
 
 
 class BlockCoster:
     """Memoised block profiles of one model on one cluster: `profile(tp, b)` solves at most once."""
 
-    def __init__(self, spec: TransformerSpec, cluster: Cluster, planner: str = "milp", compute_scale: float = 1.0):
+    def __init__(self, spec: TransformerSpec, cluster: Cluster, planner: str = "milp", compute_scale: float = 1.0,
+                 precision=None):
+        """`precision`: the training precision the blocks run in (a `TrainingPrecision` or a name;
+        None = the device's default): the cost model's peak FLOP/s is that of its compute dtype and
+        its tensors and collectives are in its activation dtype."""
         if not (isinstance(compute_scale, (int, float)) and math.isfinite(compute_scale) and compute_scale > 0):
             from solver_plan.errors import InputError
             raise InputError(f"must be a positive number, got {compute_scale!r}", "compute_scale")
         self.spec, self.cluster, self.planner = spec, cluster, planner
+        self.precision = precision
         self.compute_scale = float(compute_scale)
         self._cache: dict[tuple[int, int], BlockProfile] = {}
         self.solves = 0
@@ -155,7 +166,10 @@ class BlockCoster:
 
         graph = resolve_model(self.spec.block_spec(b))  # a zoo spec or a config.json with layers=1
         submesh = self.cluster.first_devices(tp)
-        problem = _restrict(build_config_problem(graph, submesh), graph, tp)
+        from solver_plan.cost.model import CostModel
+
+        cost_model = CostModel(submesh, precision=self.precision)
+        problem = _restrict(build_config_problem(graph, submesh, cost_model=cost_model), graph, tp)
         left = deadline.remaining()
         # an expired deadline still gets a short solve: the block profile is needed for any plan
         result = solve(problem, self.planner, time_limit=None if left is None else max(left, 0.2))

@@ -12,7 +12,7 @@ import math
 from solver_plan.cluster import Cluster
 from solver_plan.hybrid import memory as mem
 from solver_plan.hybrid.comm import collective
-from solver_plan.hybrid.memory import state_bytes
+from solver_plan.hybrid.memory import precision_state
 from solver_plan.hybrid.model import transformer_spec
 from solver_plan.hybrid.plan import HybridPlan
 
@@ -35,11 +35,29 @@ def _params(spec, stage, tp, pp) -> float:
     return out
 
 
+def plan_precision(plan: HybridPlan, cluster: Cluster):
+    """The `TrainingPrecision` the plan says it was priced in (its `precision` name: mixed-bf16 ->
+    bf16, fp32, ...), or the device's default for a plan without one."""
+    from solver_plan.cost.precision import resolve_precision
+
+    name = plan.precision
+    return resolve_precision(None if name is None else name.removeprefix("mixed-"), cluster.device)
+
+
 def validate_plan(plan: HybridPlan, cluster: Cluster, enforce_memory: bool = True) -> list[str]:
     problems: list[str] = []
     spec = transformer_spec(plan.model)
     q = plan.parallelism
-    st = state_bytes(cluster.device)
+    from solver_plan.errors import InputError
+    try:
+        precision = plan_precision(plan, cluster)
+    except InputError:
+        return [f"precision {plan.precision!r} does not name a training precision"]
+    if plan.precision is not None and precision.name != plan.precision:
+        problems.append(f"precision {plan.precision!r} does not name a training precision")
+    if not cluster.device.supports(precision.compute):
+        problems.append(f"precision {precision.name}: {cluster.device.name} has no {precision.compute.value} units")
+    st = precision_state(precision)
     if q.dp * q.tp * q.pp != cluster.num_devices:
         problems.append(f"dp x tp x pp = {q.dp * q.tp * q.pp}, cluster has {cluster.num_devices} devices")
     if q.dp * q.micro_batch_size * q.micro_batches != plan.global_batch:
@@ -77,15 +95,15 @@ def validate_plan(plan: HybridPlan, cluster: Cluster, enforce_memory: bool = Tru
         b, t, sp = q.micro_batch_size, q.tp, q.sequence_parallel
 
         def stage_total(mode: str) -> float:
-            acts = s.layers * mem.layer_activation_bytes(spec, b, t, mode, sp) * flight
+            acts = s.layers * mem.layer_activation_bytes(spec, b, t, mode, sp, st) * flight
             if s.embedding:
-                acts += mem.embedding_activation_bytes(spec, b, t, sp) * flight
+                acts += mem.embedding_activation_bytes(spec, b, t, sp, st) * flight
             if s.head:
-                acts += mem.logits_activation_bytes(spec, b, t, sp)
+                acts += mem.logits_activation_bytes(spec, b, t, sp, st)
             return (mem.weights_bytes(params, q.dp, zero, st) + mem.gradients_bytes(params, q.dp, zero, st)
                     + mem.optimizer_bytes(params, q.dp, zero, st) + acts
-                    + mem.recompute_working_bytes(spec, b, t, mode, sp)
-                    + mem.p2p_buffer_bytes(spec, b, t, sp, q.pp)
+                    + mem.recompute_working_bytes(spec, b, t, mode, sp, st)
+                    + mem.p2p_buffer_bytes(spec, b, t, sp, q.pp, st)
                     + mem.zero3_gather_bytes(spec.block_params / t, zero, st) + mem.FRAMEWORK_RESERVE_BYTES)
 
         mode = s.recompute if s.recompute in order else q.recompute
@@ -123,15 +141,16 @@ def validate_plan(plan: HybridPlan, cluster: Cluster, enforce_memory: bool = Tru
         sync = max(sync, t_s if q.dp > 1 else 0.0)
     if not _close(sync, plan.terms.dp_sync_s):
         problems.append(f"dp sync {plan.terms.dp_sync_s:.6g} s, re-derived {sync:.6g} s")
-    # pipeline transfers: each stage sends its activation on and its gradient back, s b h 16-bit
-    # values / t per micro-batch (v times with v chunks), between nodes where the stages' first
+    # pipeline transfers: each stage sends its activation on and its gradient back, s b h values of
+    # the activation dtype / t per micro-batch (v times with v chunks), between nodes where the stages' first
     # devices are on different nodes
     for s in plan.stages:
         p2p = 0.0
         for a, z in ((s.index - 1, s.index), (s.index, s.index + 1)):
             if 0 <= a and z < q.pp:
                 inter = cluster.node_of(a * q.tp * q.dp) != cluster.node_of(z * q.tp * q.dp)
-                p2p += collective(cluster, "p2p", spec.seq * q.micro_batch_size * spec.hidden * 2 / q.tp, 2,
+                p2p += collective(cluster, "p2p", spec.seq * q.micro_batch_size * spec.hidden * st.activations / q.tp,
+                                  2,
                                   1 if inter else 2)
         if not _close(p2p * q.virtual_stages, s.p2p_s):
             problems.append(f"stage {s.index}: p2p {s.p2p_s:.6g} s, re-derived {p2p * q.virtual_stages:.6g} s")
