@@ -5,8 +5,8 @@ Why: the load objective (intra/load_objective.py) is a maximum of lower bounds o
 (busiest device, critical path, ...). It cannot see how they interact: a branch moved onto half of
 the devices waits for its inputs to arrive there, devices idle at the join until the slowest
 branch ends, transfers queue on the links. So it may rank a plan above one that simulates faster
-(Inception-v3 on 4 P100, docs/branch-parallelism.md: its local search's plan scores 364 ms, the
-sum optimum 387 ms; simulated 474 vs 385 ms). The simulator sees all of that (FlexFlow's task
+(Inception-v3 on 4 P100, docs/branch-parallelism.md: its local search's plan scores 348 ms, the
+sum optimum 384 ms; simulated 473 vs 385 ms). The simulator sees all of that (FlexFlow's task
 graph), so the final choice among plans and the coordinated branch moves below are made by
 simulated step time.
 
