@@ -63,9 +63,10 @@ def test_pipeline_only_keys_are_refused_in_hybrid_jobs(tmp_path):
 
 
 def test_hybrid_jobs_take_precision(tmp_path):
-    """precision is validated like the other kinds' (unknown names: one line naming the key); the
-    hybrid planners price the device's default precision (A100: mixed bf16), so bf16 and auto are
-    accepted there and reach the job and its record key, and fp32 is refused, not silently ignored."""
+    """precision is validated like the other kinds' (unknown names: one line naming the key) and
+    reaches the job, its record key and the planner: auto is the device's default (A100: mixed bf16),
+    fp32 is planned in fp32, and a dtype the device has no units for (fp8 on an A100) is refused
+    when the jobs load."""
     from solver_plan.batch.kinds import run_job
     entry = f"""
         jobs:
@@ -85,8 +86,14 @@ def test_hybrid_jobs_take_precision(tmp_path):
     assert auto.key == plain.key
     with pytest.raises(InputError, match=r"jobs\[0\]\.precision: unknown precision 'fp64'"):
         load_jobs(job_file(tmp_path, entry + "    precision: fp64\n"))
-    with pytest.raises(InputError, match=r"jobs\[0\]\.precision: the hybrid planner 'hybrid' prices .* mixed-bf16 "
-                                         r"only, not fp32; use precision: auto or bf16"):
-        load_jobs(job_file(tmp_path, entry + "    precision: fp32\n"))
+    with pytest.raises(InputError, match=r"jobs\[0\]\.precision: A100-SXM-80GB has no fp8 units; use precision: "
+                                         r"auto or bf16"):
+        load_jobs(job_file(tmp_path, entry + "    precision: fp8\n"))
     outcome = run_job(job)
     assert outcome["status"] in ("OPTIMAL", "FEASIBLE") and outcome["error"] is None
+    assert outcome["plan"]["precision"] == "mixed-bf16"
+    fp32, = load_jobs(job_file(tmp_path, entry + "    precision: fp32\n"))
+    assert fp32.precision == "fp32" and fp32.key != plain.key
+    slow = run_job(fp32)
+    assert slow["status"] in ("OPTIMAL", "FEASIBLE") and slow["error"] is None
+    assert slow["plan"]["precision"] == "fp32" and slow["objective_s"] > outcome["objective_s"]
