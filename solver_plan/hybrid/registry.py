@@ -1,8 +1,10 @@
 """The hybrid planners in the registry (kind "hybrid") and the batch runner of `kind: hybrid` jobs.
 
 Registry signature: plan(model, cluster, global_batch, *, devices=None, time_limit=None,
-memory_limit="device", fix=None, compute_scale=1.0) -> HybridResult. Job files give the global
-batch as the option `batch` (and optionally `fix`, a mapping or "k=v,..." string, and `compute_scale`).
+memory_limit="device", fix=None, compute_scale=1.0, precision=None) -> HybridResult. Job files give the
+global batch as the option `batch` (and optionally `fix`, a mapping or "k=v,..." string, and
+`compute_scale`); a job's `precision:` reaches the planner as the option `precision`
+(`batch.kinds.hybrid_precision`).
 """
 from __future__ import annotations
 
