@@ -97,3 +97,15 @@ def test_branch_regions_and_simulated_branch_moves():
     seconds, plan = refine_branches(problem, dp, Deadline(10))
     assert seconds == pytest.approx(_simulate(problem, plan)[0]) and seconds < 0.95 * start
     assert {problem.candidates[names.index(n)][plan[names.index(n)]].devices for n in ("left", "right")} == {(0,), (1,)}
+
+
+def test_without_the_load_milp_the_plan_is_still_chosen_by_simulation(monkeypatch):
+    from solver_plan.intra import milp_load
+    monkeypatch.setattr(milp_load, "MAX_MODEL_ENTRIES", 0)  # the seed-only path (model too big)
+    graph, cluster = _graph(), _cluster()
+    problem = _placement_space(prepare_problem(graph, cluster, None)[0])
+    summed = solve(problem, "milp", time_limit=10)
+    loaded = solve(problem, "milp-load", time_limit=10)
+    assert any("load MILP not built" in note for note in loaded.notes)
+    assert validate_config_result(problem, loaded) == []
+    assert _simulate(problem, loaded.assignment)[0] < 0.95 * _simulate(problem, summed.assignment)[0]

@@ -244,6 +244,10 @@ def _seed_only(problem: ConfigProblem, seeds, deadline: Deadline, notes: list[st
             better_parts = load_breakdown(problem, better, split)
             if better_parts.objective < parts.objective:
                 parts, plan, source = better_parts, better, f"{source} + local search"
+    if _can_simulate(problem) and not deadline.expired():  # as after the MILP: the plan by simulation
+        chosen, source = _by_simulation(problem, list(seeds), plan, source, deadline, notes)
+        if tuple(chosen) != tuple(plan):
+            plan, parts = chosen, load_breakdown(problem, chosen, split)
     status = Status.TIME_LIMIT if deadline.remaining() is not None else Status.FEASIBLE
     notes += [f"plan from {source}", parts.describe()]
     return ConfigResult(NAME, status, parts.objective, None, deadline.elapsed(), tuple(plan), tuple(notes))
