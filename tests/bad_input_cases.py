@@ -675,6 +675,10 @@ def other_command_cases() -> list[Case]:
             expect = value if option in ("--model", "--cluster", "--out") else option.lstrip("-")
             cases.append(Case(f"hybrid-{option}-{value}", hybrid + (option, value), plan_file,
                               (expect.replace("{tmp}/", ""),)))
+        # training precision: unknown, and one the device has no units for (bf16 on a P100)
+        cases.append(Case("hybrid-precision-fp64", hybrid + ("--precision", "fp64"), plan_file, ("precision",)))
+        p100 = tuple("p100-4x4" if a == "v100x8-nvlink" else a for a in hybrid)
+        cases.append(Case("hybrid-precision-bf16-p100", p100 + ("--precision", "bf16"), plan_file, ("precision",)))
     plan_options = {opt for action in _subparser("plan")._actions for opt in action.option_strings}
     if "--option" in plan_options:  # planner options on the command line
         plan = ("plan", "--model", "mlp:layers=2,hidden=64,batch=8", "--planner", "mcmc")
