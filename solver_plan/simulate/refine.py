@@ -151,6 +151,7 @@ def _on_block(problem: ConfigProblem, node: int, block: tuple[int, ...], with_sy
 TRIALS = 4  # joint branch placements simulated per fork, the best balanced by the estimate
 MAX_BRANCHES = 6  # the heaviest branches of a fork that move (7^6 placements estimated at most)
 MAX_SPLIT_BRANCHES = 5  # forks of at most this many branches also try every split between halves
+MAX_ESTIMATED = 20_000  # joint placements estimated per fork at most
 
 
 class _Search:
@@ -219,6 +220,9 @@ def _placements(problem: ConfigProblem, branches: list[list[int]], plan, blocks,
         if not mine:
             return []
         options.append(mine)
+    while np.prod([len(o) for o in options], dtype=float) > MAX_ESTIMATED:  # many blocks (large clusters)
+        widest = max(options, key=len)  # drop its option whose own load is the most unbalanced
+        widest.remove(max(widest, key=lambda option: float(option[2].max())))
     scored = []
     for index, combo in enumerate(itertools.product(*options)):
         load = base + sum(part for _, _, part in combo)
