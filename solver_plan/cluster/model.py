@@ -248,4 +248,6 @@ class Cluster:
             text += f", inter-node {self.inter_node.bandwidth / 1e9:.2f} GB/s"
             if self.inter_node.nics_per_node is not None:
                 text += f" x {self.inter_node.nics_per_node} NICs per node"
+        if self.gradient_sync.owner_based:  # FlexFlow's runtime (cluster/sync.py), not NCCL's ring
+            text += "; gradient sync through parameter owners after the backward pass"
         return text
