@@ -37,6 +37,9 @@ def cluster_dict(cluster: Cluster) -> dict:
         links["inter_node"] = _link(cluster.inter_node, True)
     data = {"name": cluster.name, "nodes": cluster.nodes, "devices_per_node": cluster.devices_per_node,
             "device": device, "links": links}
+    sync = cluster.gradient_sync.as_yaml()  # the runtime's gradient sync, when not NCCL's ring
+    if sync is not None:
+        data["gradient_sync"] = sync
     hardware = {}
     if cluster.w_override is not None:
         hardware["w"] = float(cluster.w_override)

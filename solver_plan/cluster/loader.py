@@ -15,6 +15,8 @@ it defaults to the matrix peak of the device's default compute dtype):
 `matrix_flops: {bf16: 312TFLOPS, ...}`, `vector_flops: {fp32: 19.5TFLOPS, ...}`,
 `hbm_bandwidth: 2039GB/s`, `matrix_efficiency` / `vector_efficiency: [[GFLOP, fraction], ...]`,
 `memory_efficiency: [[MB, fraction], ...]` (thresholds decreasing to 0), `launch_overhead: 5us`,
+`narrow_efficiency: [[elements, fraction], ...]` (matrix kernels by their smallest GEMM dimension,
+relative to a wide one; usually written by `solver-plan calibrate`),
 `kernel_time_scale: 1.09` (a calibrated factor on every kernel's time; default 1).
 Optional link keys: `efficiency` (achieved fraction of bandwidth, default 1) and, on inter_node,
 `nics_per_node` (bandwidth is then per NIC; default: one NIC per device).
