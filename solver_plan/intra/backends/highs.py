@@ -17,23 +17,45 @@ from solver_plan.intra.linear_model import LinearModel, SolveOutcome, is_integra
 WATCHDOG_GRACE_S = 0.5
 
 
+SCALE_ROWS_ABOVE = 1e3  # rows with a larger coefficient (memory rows in bytes) are scaled
+FEASIBILITY_TOLERANCE = 1e-7  # HiGHS' primal_feasibility_tolerance default
+
+
+def row_scales(model: LinearModel) -> np.ndarray:
+    """1 / the largest |coefficient| of every row whose largest exceeds SCALE_ROWS_ABOVE, else 1.
+    Memory rows count bytes (1e9-1e11) beside 0/1 rows; with that range in one matrix HiGHS' MIP
+    declared a plan 0.07% worse than a feasible one optimal (a 100-operator DAG of the standard
+    suite, memory binding: 504.64 against 504.30), and agrees with CP-SAT once the rows are scaled."""
+    largest = np.zeros(model.num_rows)
+    np.maximum.at(largest, model.rows, np.abs(model.values))
+    return np.where(largest > SCALE_ROWS_ABOVE, 1.0 / np.maximum(largest, 1e-300), 1.0)
+
+
 def _variables_and_constraints(highs: highspy.Highs, model: LinearModel) -> None:
-    """Column-wise matrix from the model's coordinates (sorted by column, then row)."""
+    """Column-wise matrix from the model's coordinates (sorted by column, then row), rows with large
+    coefficients scaled (`row_scales`); a scaled inequality's non-zero bounds are tightened by HiGHS'
+    feasibility tolerance, so a plan HiGHS accepts keeps the unscaled memory limit exactly."""
     order = np.lexsort((model.rows, model.columns))
     columns = model.columns[order]
     starts = np.searchsorted(columns, np.arange(model.num_columns + 1)).astype(np.int32)
     infinity = highs.getInfinity()
+    scale = row_scales(model)
+    # tighten inequality rows with a non-zero bound (memory limits); equality rows and rows
+    # bounded by 0 (the min-peak model's peak rows, whose value is a reported bound) stay as they are
+    inequality = (scale != 1.0) & (model.row_lower < model.row_upper)
+    row_lower = model.row_lower * scale + np.where(inequality & (model.row_lower != 0), FEASIBILITY_TOLERANCE, 0.0)
+    row_upper = model.row_upper * scale - np.where(inequality & (model.row_upper != 0), FEASIBILITY_TOLERANCE, 0.0)
     lp = highspy.HighsLp()
     lp.num_col_ = model.num_columns
     lp.num_row_ = model.num_rows
     lp.col_lower_ = model.lower
     lp.col_upper_ = np.where(np.isinf(model.upper), infinity, model.upper)
-    lp.row_lower_ = np.where(np.isinf(model.row_lower), -infinity, model.row_lower)
-    lp.row_upper_ = np.where(np.isinf(model.row_upper), infinity, model.row_upper)
+    lp.row_lower_ = np.where(np.isinf(model.row_lower), -infinity, row_lower)
+    lp.row_upper_ = np.where(np.isinf(model.row_upper), infinity, row_upper)
     lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
     lp.a_matrix_.start_ = starts
     lp.a_matrix_.index_ = model.rows[order].astype(np.int32)
-    lp.a_matrix_.value_ = model.values[order]
+    lp.a_matrix_.value_ = model.values[order] * scale[model.rows[order]]
     _objective(lp, model)
     highs.passModel(lp)
 
