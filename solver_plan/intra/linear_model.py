@@ -228,3 +228,23 @@ def outcome_answer(model: LinearModel, outcome: SolveOutcome):
               "time_limit": Status.TIME_LIMIT, "error": Status.ERROR}[outcome.status]
     assignment = decode(model, outcome.x_values) if outcome.x_values is not None else None
     return Answer(status, assignment, outcome.bound, outcome.notes)
+
+
+SCALE_ROWS_ABOVE = 1e3  # rows with a larger coefficient (memory rows in bytes) are scaled
+SMALLEST_SCALED = 1e-6  # HiGHS drops matrix entries below 1e-9 (small_matrix_value): stay well above
+
+
+def row_scales(model: LinearModel) -> np.ndarray:
+    """Row scaling for a floating-point solver (the HiGHS backend). For every row whose largest
+    |coefficient| exceeds SCALE_ROWS_ABOVE: max(1 / largest, SMALLEST_SCALED / smallest), so its
+    largest entry becomes 1 unless that would shrink its smallest below SMALLEST_SCALED (the min-peak model's -1 peak column beside bytes); other rows 1.
+    Memory rows count bytes (1e9-1e11) beside 0/1 rows; with that range in one matrix HiGHS' MIP
+    declared a plan 0.07% worse than a feasible one optimal (a 100-operator DAG of the standard
+    suite, memory binding: 504.64 against 504.30), and agrees with CP-SAT once the rows are scaled."""
+    magnitude = np.abs(model.values)
+    largest = np.zeros(model.num_rows)
+    np.maximum.at(largest, model.rows, magnitude)
+    smallest = np.full(model.num_rows, np.inf)
+    np.minimum.at(smallest, model.rows, magnitude)
+    scale = np.maximum(1.0 / np.maximum(largest, 1e-300), SMALLEST_SCALED / np.maximum(smallest, 1e-300))
+    return np.where(largest > SCALE_ROWS_ABOVE, np.minimum(scale, 1.0), 1.0)

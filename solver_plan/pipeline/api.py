@@ -23,6 +23,7 @@ from solver_plan.pipeline.validate import Validation, validate
 from solver_plan.result import Status, relative_gap
 
 MIN_LIMIT_S = 1e-3  # an expired clock still hands a solver a positive limit: it returns at once
+EXACT_JOINT_LAYERS = 12  # the joint CP-SAT model's default resolution (merged layers)
 BASELINE = ("pipedream", "1f1b*")  # every answer is compared with it at full granularity
 # Shares of the nominal time limit, turned into deterministic work limits: the allocation planner
 # (MadPipe-DP through its coarsening, exact-joint through CP-SAT work) and all schedules together.
@@ -125,8 +126,13 @@ def plan_pipeline(problem: ChainProblem, planner: str = "madpipe", schedule: str
     if compare_baseline and (planner, schedule) != BASELINE:
         baseline = _plan_one(problem, *BASELINE, None, None, None, deadline)
     work, notes = problem, []
-    if planner == "madpipe":
-        layers = max_layers if max_layers is not None else madpipe_layers(problem, nominal and nominal * PLANNER_SHARE)
+    if planner in ("madpipe", "exact-joint"):
+        if max_layers is not None:
+            layers = max_layers
+        elif planner == "madpipe":
+            layers = madpipe_layers(problem, nominal and nominal * PLANNER_SHARE)
+        else:
+            layers = EXACT_JOINT_LAYERS
         if problem.layers > layers:
             # the baseline's stage boundaries stay cuts of the merged chain, so MadPipe can find its
             # allocation again; an explicit --max-layers below P is refused by ChainProblem
@@ -134,15 +140,31 @@ def plan_pipeline(problem: ChainProblem, planner: str = "madpipe", schedule: str
                     if baseline is not None and baseline.valid and max_layers is None else [])
             work = problem.with_(chain=coarsen(problem.chain, layers if max_layers is not None
                                                else max(layers, problem.processors), keep))
-            notes.append(f"MadPipe ran on {work.layers} merged layers of {problem.layers} "
-                         f"({'--max-layers' if max_layers is not None else 'what its time share allows'})")
-        if baseline is not None and baseline.valid:
+            name = "MadPipe" if planner == "madpipe" else planner
+            why = ("--max-layers" if max_layers is not None else
+                   "what its time share allows" if planner == "madpipe" else "the joint model's default resolution")
+            notes.append(f"{name} ran on {work.layers} merged layers of {problem.layers} ({why})")
+        if planner == "madpipe" and baseline is not None and baseline.valid:
             planner_options = {"period_hint": baseline.period_s, **(planner_options or {})}
     result = _plan_one(work, planner, schedule, nominal, planner_options, schedule_options, deadline)
     result = replace(result, notes=tuple(notes) + result.notes)
+    if work is not problem and result.lower_bound_s is not None:
+        # a bound of the merged chain bounds only plans cutting at its boundaries; min with the full
+        # chain's load bound is a bound of the chain the user gave
+        full = full_chain_load_bound(problem)
+        if result.lower_bound_s > full:
+            result = replace(result, lower_bound_s=full, notes=result.notes + (
+                f"lower bound: the full chain's load bound {full:.6g} s (the merged chain's "
+                f"{result.lower_bound_s:.6g} s bounds only plans cutting at its boundaries)",))
     if baseline is None:
         return replace(result, runtime_s=time.perf_counter() - begin)
     return _pick(result, baseline, begin)
+
+
+def full_chain_load_bound(problem: ChainProblem) -> float:
+    """max(total load / processors, the heaviest single layer's load): no period is shorter, whatever
+    the cuts (every layer's load is carried by some processor)."""
+    return max(problem.total_load / problem.processors, max(problem.load(i, i) for i in range(problem.layers)))
 
 
 def _summary(result: PipelineResult) -> dict:

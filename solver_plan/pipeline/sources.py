@@ -183,9 +183,6 @@ def chain_and_state(model, cluster, blocks: int = 16, **order) -> tuple[LayerCha
 
 # Layers kept (by merging neighbours) for planners whose cost grows fast with the chain length;
 # MadPipe's coarsening is chosen from the time budget by `plan_pipeline` instead (pipeline/budget.py).
-DEFAULT_MAX_LAYERS = {"exact-joint": 12}
-
-
 def build_chain_problem(model, cluster, processors: int, *, memory: float | None = None,
                         bandwidth: float | None = None, no_comm: bool = False, planner: str | None = None,
                         max_layers: int | None = None, blocks: int = 16, cut_inside_blocks: bool = False,
@@ -197,8 +194,9 @@ def build_chain_problem(model, cluster, processors: int, *, memory: float | None
     between consecutive processors among the first `processors` devices (a pipeline crossing nodes
     pays the inter-node link); `no_comm` makes transfers free. The layers are ordered for the best
     antichain cuts on `processors` (`dag_cuts`), transformer blocks kept whole unless
-    `cut_inside_blocks`. The chain is coarsened only to an explicit `max_layers` (or the planner's
-    entry in DEFAULT_MAX_LAYERS); `plan_pipeline` coarsens for MadPipe from its time budget.
+    `cut_inside_blocks`. The chain is coarsened only to an explicit `max_layers`; `plan_pipeline`
+    coarsens for MadPipe (from its time budget) and exact-joint (`EXACT_JOINT_LAYERS`) itself, so
+    bounds and the PipeDream baseline stay those of the full chain.
     `precision` (fp32, tf32, bf16, fp16, fp8, auto/None) prices zoo graphs as `plan` does
     (`zoo_costs`); profiles and pipeline-blocks files keep their measured times. Stage memory
     charges the model state of that precision and `optimizer` (adam, sgd-momentum, sgd, or
@@ -223,7 +221,6 @@ def build_chain_problem(model, cluster, processors: int, *, memory: float | None
     chain, state = chain_and_state(model, cluster, blocks, processors=processors if dag_cuts else None,
                                    bandwidth=bandwidth, memory=memory, cut_inside_blocks=cut_inside_blocks,
                                    precision=precision, deadline=deadline, optimizer=optimizer)
-    limit = max_layers if max_layers is not None else DEFAULT_MAX_LAYERS.get(planner or "")
-    if limit is not None and len(chain) > limit:
-        chain = coarsen(chain, limit)
+    if max_layers is not None and len(chain) > max_layers:
+        chain = coarsen(chain, max_layers)
     return ChainProblem(chain, processors, memory, bandwidth, state)
