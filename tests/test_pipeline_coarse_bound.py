@@ -1,6 +1,6 @@
 """A planner run on a merged chain reports a lower bound of the chain the user gave."""
 from solver_plan.cluster import resolve_cluster
-from solver_plan.pipeline.api import EXACT_JOINT_LAYERS, full_chain_load_bound, plan_pipeline
+from solver_plan.pipeline.api import EXACT_JOINT_LAYERS, plan_pipeline
 from solver_plan.pipeline.sources import build_chain_problem
 
 
@@ -13,6 +13,6 @@ def test_exact_joint_bound_never_exceeds_a_full_chain_plan():
     assert joint.lower_bound_s <= dp.period_s * (1 + 1e-9)
     replaced = [note for note in joint.notes if "the full chain's load bound" in note]
     if replaced:  # the merged chain's bound was larger: the full chain's load bound stands in
-        assert joint.lower_bound_s == full_chain_load_bound(problem)
+        assert joint.lower_bound_s == problem.load_bound
     assert any("merged layers" in note for note in joint.notes)
 

@@ -151,7 +151,7 @@ def plan_pipeline(problem: ChainProblem, planner: str = "madpipe", schedule: str
     if work is not problem and result.lower_bound_s is not None:
         # a bound of the merged chain bounds only plans cutting at its boundaries; min with the full
         # chain's load bound is a bound of the chain the user gave
-        full = full_chain_load_bound(problem)
+        full = problem.load_bound
         if result.lower_bound_s > full:
             result = replace(result, lower_bound_s=full, notes=result.notes + (
                 f"lower bound: the full chain's load bound {full:.6g} s (the merged chain's "
@@ -159,12 +159,6 @@ def plan_pipeline(problem: ChainProblem, planner: str = "madpipe", schedule: str
     if baseline is None:
         return replace(result, runtime_s=time.perf_counter() - begin)
     return _pick(result, baseline, begin)
-
-
-def full_chain_load_bound(problem: ChainProblem) -> float:
-    """max(total load / processors, the heaviest single layer's load): no period is shorter, whatever
-    the cuts (every layer's load is carried by some processor)."""
-    return max(problem.total_load / problem.processors, max(problem.load(i, i) for i in range(problem.layers)))
 
 
 def _summary(result: PipelineResult) -> dict:

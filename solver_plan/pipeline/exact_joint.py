@@ -348,9 +348,8 @@ def _answer(problem, tick, solution, bound, proven, begin) -> AllocationResult:
     status = (Status.OPTIMAL if exact else Status.FEASIBLE) if proven else Status.TIME_LIMIT
     if not check.valid:
         status = Status.ERROR
-    load_bound = max(problem.total_load / problem.processors, max(problem.load(i, i) for i in range(problem.layers)))
     note = (f"tick {tick:.4g} s; optimal at that resolution" if proven else
             f"tick {tick:.4g} s; time limit: best {pattern.period:.6g} s, none below {bound * tick:.6g} s at that resolution")
     return AllocationResult("exact-joint", status, allocation, pattern.period,
-                            bound * tick if exact else load_bound, time.perf_counter() - begin, pattern=pattern,
+                            bound * tick if exact else problem.load_bound, time.perf_counter() - begin, pattern=pattern,
                             notes=(note,) + check.violations)

@@ -192,7 +192,7 @@ def search(problem: ChainProblem, iterations: int, memory_levels: int, delay_lev
     above when the DP finds an allocation there and from below when it proves none."""
     dp = MadPipeDP(problem, memory_levels, delay_levels, special_estimate)
     upper = problem.total_load + problem.total_comm
-    low, high = lower_bound(problem), upper
+    low, high = problem.load_bound, upper
     precision = (high - low) / 2 ** iterations
     low = max(low, known_infeasible or low)
     best, best_target, cut_short = None, upper, False
@@ -219,8 +219,6 @@ def search(problem: ChainProblem, iterations: int, memory_levels: int, delay_lev
     return best, best_target, low, cut_short
 
 
-def lower_bound(problem: ChainProblem) -> float:
-    return max(problem.total_load / problem.processors, max(problem.load(i, i) for i in range(problem.layers)))
 
 
 @register("madpipe", "pipeline", exact=False,
@@ -249,7 +247,7 @@ def plan(problem: ChainProblem, *, time_limit: float | None = None, seed: int = 
             return infeasible_result("madpipe", problem, begin, "MadPipe-DP finds no allocation even at the longest period")
         # the DP's estimates reject everything, yet one batch per stage fits: a long period exists
         return AllocationResult("madpipe", Status.FEASIBLE, fallback, problem.total_load + problem.total_comm,
-                                lower_bound(problem), time.perf_counter() - begin,
+                                problem.load_bound, time.perf_counter() - begin,
                                 notes=("MadPipe-DP's memory estimates reject every allocation; returned the "
                                        f"least-memory contiguous allocation ({need:.0f} B <= M), scheduled below",))
     (estimate, (best, target, _, _)), others = found[0], found[1:]
@@ -260,5 +258,5 @@ def plan(problem: ChainProblem, *, time_limit: float | None = None, seed: int = 
     if cut_short:
         notes += ("the time limit cut the DP's bisection short: the allocation may be worse than with more time",)
     return AllocationResult("madpipe", Status.TIME_LIMIT if cut_short else Status.FEASIBLE, best,
-                            max(load, target), lower_bound(problem), time.perf_counter() - begin,
+                            max(load, target), problem.load_bound, time.perf_counter() - begin,
                             alternatives=alternatives, notes=notes)

@@ -148,5 +148,11 @@ class ChainProblem:
         return self.load(0, self.layers - 1)
 
     @property
+    def load_bound(self) -> float:
+        """max(total load / processors, the heaviest single layer's load): no period is shorter,
+        whatever the cuts (every layer's load is carried by some processor)."""
+        return max(self.total_load / self.processors, max(self.load(i, i) for i in range(self.layers)))
+
+    @property
     def total_comm(self) -> float:
         return sum(self.comm_load(i) for i in range(self.layers - 1))
