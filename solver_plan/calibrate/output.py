@@ -11,6 +11,8 @@ from solver_plan.cluster.model import Cluster, Link, LinkLevel
 
 def _link(link: Link, inter: bool) -> dict:
     data = {"bandwidth": float(link.bandwidth), "latency": float(link.latency), "efficiency": float(link.efficiency)}
+    if link.p2p_efficiency is not None:  # only when set: None follows `efficiency`
+        data["p2p_efficiency"] = float(link.p2p_efficiency)
     if inter and link.nics_per_node is not None:
         data["nics_per_node"] = int(link.nics_per_node)
     return data

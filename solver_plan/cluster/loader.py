@@ -18,8 +18,10 @@ it defaults to the matrix peak of the device's default compute dtype):
 `narrow_efficiency: [[elements, fraction], ...]` (matrix kernels by their smallest GEMM dimension,
 relative to a wide one; usually written by `solver-plan calibrate`),
 `kernel_time_scale: 1.09` (a calibrated factor on every kernel's time; default 1).
-Optional link keys: `efficiency` (achieved fraction of bandwidth, default 1) and, on inter_node,
-`nics_per_node` (bandwidth is then per NIC; default: one NIC per device).
+Optional link keys: `efficiency` (achieved fraction of bandwidth in collectives, default 1),
+`p2p_efficiency` (achieved fraction for one point-to-point copy: redistribution, pipeline stage
+transfers, the simulator's transfers; default: `efficiency`) and, on inter_node, `nics_per_node`
+(bandwidth is then per NIC; default: one NIC per device).
 Optional `gradient_sync: {scheme: ring | parameter_server, copy_bandwidth: {intra_node: 4GB/s,
 inter_node: 1GB/s}}`: the runtime's gradient synchronisation (cluster/sync.py; default ring).
 """
@@ -56,7 +58,7 @@ def _positive_number(section: Section, key: str) -> float | None:
     return number
 
 
-def _fraction(section: Section, key: str, default: float) -> float:
+def _fraction(section: Section, key: str, default: float | None) -> float | None:
     value = _positive_number(section, key)
     if value is None:
         return default
@@ -71,9 +73,10 @@ def _link(section: Section | None, inter: bool = False) -> Link | None:
     bandwidth = parse_bandwidth(section.get("bandwidth", required=True), section.path("bandwidth"))
     latency = parse_seconds(section.get("latency", 0), section.path("latency"))
     efficiency = _fraction(section, "efficiency", 1.0)
+    p2p_efficiency = _fraction(section, "p2p_efficiency", None)  # None: the collective figure
     nics = section.integer("nics_per_node") if inter else None
     section.close()
-    return Link(bandwidth, latency, efficiency, nics)
+    return Link(bandwidth, latency, efficiency, nics, p2p_efficiency)
 
 
 def _dtype_flops(section: Section, key: str) -> tuple[tuple[str, float], ...]:

@@ -2,7 +2,8 @@
 
 Hardware numbers: `w` is seconds per FLOP (1 / peak FLOP/s unless overridden), `g` the achieved
 seconds per byte one device moves on a link level: 1 / (bandwidth per device x link efficiency)
-unless overridden. Between nodes a device's bandwidth is its share of the node's NICs:
+unless overridden; `g_p2p` the same for one point-to-point copy, at the link's `p2p_efficiency`
+(a measured peer-to-peer copy rate; the collective `efficiency` where none is given). Between nodes a device's bandwidth is its share of the node's NICs:
 nics_per_node x NIC bandwidth / devices_per_node (each GPU its own NIC on DGX-class nodes).
 
 The device carries what the compute model needs (`cost/compute.py`): peak FLOP/s per dtype on the
@@ -32,6 +33,10 @@ class Link:
     latency: float = 0.0  # seconds per message (alpha of the alpha-beta model)
     efficiency: float = 1.0  # achieved fraction of `bandwidth` (NCCL bus bandwidth / link rate)
     nics_per_node: int | None = None  # inter-node only; None: one per device
+    # Achieved fraction of `bandwidth` for one point-to-point copy between two devices (CUDA's
+    # p2pBandwidthLatencyTest), which can differ from a collective's bus-bandwidth fraction;
+    # None: `efficiency` (so a link given one figure prices both alike).
+    p2p_efficiency: float | None = None
 
     def __post_init__(self):
         if not (math.isfinite(self.bandwidth) and self.bandwidth > 0):
@@ -40,9 +45,18 @@ class Link:
             raise ClusterError(f"link latency must be non-negative, got {self.latency}")
         if not (math.isfinite(self.efficiency) and 0 < self.efficiency <= 1):
             raise ClusterError(f"link efficiency must be in (0, 1], got {self.efficiency}")
+        if self.p2p_efficiency is not None and not (
+                isinstance(self.p2p_efficiency, (int, float)) and not isinstance(self.p2p_efficiency, bool)
+                and math.isfinite(self.p2p_efficiency) and 0 < self.p2p_efficiency <= 1):
+            raise ClusterError(f"link p2p_efficiency must be in (0, 1], got {self.p2p_efficiency!r}")
         if self.nics_per_node is not None and (isinstance(self.nics_per_node, bool) or
                                                not isinstance(self.nics_per_node, int) or self.nics_per_node < 1):
             raise ClusterError(f"nics_per_node must be a positive integer, got {self.nics_per_node!r}")
+
+    @property
+    def point_to_point_efficiency(self) -> float:
+        """Achieved fraction of `bandwidth` for a point-to-point copy: `p2p_efficiency`, else `efficiency`."""
+        return self.efficiency if self.p2p_efficiency is None else self.p2p_efficiency
 
 
 Curve = tuple[tuple[float, float], ...]  # (threshold, efficiency), thresholds descending
@@ -196,6 +210,19 @@ class Cluster:
                 return value
         return 1.0 / (self.device_bandwidth(level) * self.link(level).efficiency)
 
+    def g_p2p(self, level: LinkLevel) -> float:
+        """Achieved seconds per byte of one point-to-point copy on a link level (0 on the same
+        device): 1 / (device_bandwidth x link p2p_efficiency), or the YAML's `hardware` override.
+        Used by redistribution, pipeline stage transfers and the simulator's transfer tasks;
+        collectives keep `g` (NCCL's bus bandwidth is a different, lower fraction of the link).
+        Source of the one preset figure: p100-4x4.yaml (data/published/interconnect.yaml)."""
+        if level == LinkLevel.SAME_DEVICE:
+            return 0.0
+        for lvl, value in self.g_overrides:
+            if lvl == level:
+                return value
+        return 1.0 / (self.device_bandwidth(level) * self.link(level).point_to_point_efficiency)
+
     def alpha(self, level: LinkLevel) -> float:
         """Latency per message (one step of a collective) on a link level."""
         link = self.link(level)
@@ -208,8 +235,9 @@ class Cluster:
         return self.g(self.group_level(devices))
 
     def bandwidth(self, a: int, b: int) -> float:
+        """Achieved bytes per second of a point-to-point copy from a to b (`g_p2p`)."""
         level = self.level(a, b)
-        return math.inf if level == LinkLevel.SAME_DEVICE else 1.0 / self.g(level)
+        return math.inf if level == LinkLevel.SAME_DEVICE else 1.0 / self.g_p2p(level)
 
     def latency(self, a: int, b: int) -> float:
         link = self.link(self.level(a, b))

@@ -13,7 +13,9 @@ One node (m = 1), ring (NCCL's choice on NVLink/PCIe; Thakur et al., IJHPCA 2005
 - all_gather:       (n-1) alpha +  (n-1)/n S beta        (S: the full output on each device)
 - all_to_all:       (n-1) alpha +  (n-1)/n S beta        (pairwise exchange; S held per device)
 - broadcast:        (n-1) alpha +          S beta        (pipelined ring)
-- p2p:                    alpha +          S beta
+- p2p:                    alpha +          S beta_p2p   (beta_p2p: `Cluster.g_p2p`, the link's
+                                                     point-to-point efficiency; every other kind
+                                                     is an NCCL collective at `efficiency`)
 Across nodes, hierarchical (NCCL's two-level rings and trees; Jia et al. 2018, "Highly scalable
 deep learning training system with mixed-precision", for the 3-phase all-reduce): reduce-scatter
 inside each node on S, the inter-node collective among the m nodes on S/k per device (each device
@@ -125,11 +127,13 @@ def collective_cost(cluster: Cluster, kind: str, nbytes: float, group_size: int,
     if m > cluster.nodes:
         raise ValueError(f"a group of {n} with {k} per node needs {m} nodes; {cluster.name!r} has {cluster.nodes}")
     per_bucket = nbytes / buckets
-    alpha_i, beta_i = cluster.alpha(LinkLevel.INTRA_NODE), cluster.g(LinkLevel.INTRA_NODE)
+    # a point-to-point copy runs at the link's p2p rate, collectives at NCCL's bus rate
+    beta = cluster.g_p2p if kind == "p2p" else cluster.g
+    alpha_i, beta_i = cluster.alpha(LinkLevel.INTRA_NODE), beta(LinkLevel.INTRA_NODE)
     if m == 1:
         one = _ring(kind, per_bucket, n, alpha_i, beta_i)
     else:
-        alpha_e, beta_e = cluster.alpha(LinkLevel.INTER_NODE), cluster.g(LinkLevel.INTER_NODE)
+        alpha_e, beta_e = cluster.alpha(LinkLevel.INTER_NODE), beta(LinkLevel.INTER_NODE)
         one = _hierarchical(kind, per_bucket, n, k, m, alpha_i, beta_i, alpha_e, beta_e)
     return CollectiveTime(one.latency * buckets, one.transfer * buckets, one.algorithm)
 
@@ -175,10 +179,13 @@ def parameter_server_sync_time(cluster: Cluster, nbytes: float, group_size: int,
 
 
 def p2p_time(cluster: Cluster, level: LinkLevel, nbytes: float) -> float:
-    """alpha + nbytes x beta on one link level (0 on the same device or for no bytes)."""
+    """One point-to-point copy on a link level: alpha + nbytes x beta_p2p, beta_p2p =
+    `Cluster.g_p2p` = 1 / (bandwidth x the link's p2p_efficiency), a measured peer-to-peer copy
+    rate (CUDA's p2pBandwidthLatencyTest; p100-4x4: data/published/interconnect.yaml), which
+    defaults to the collective `efficiency`. 0 on the same device or for no bytes."""
     if level == LinkLevel.SAME_DEVICE or nbytes <= 0:
         return 0.0
-    return cluster.alpha(level) + nbytes * cluster.g(level)
+    return cluster.alpha(level) + nbytes * cluster.g_p2p(level)
 
 
 def ring_allreduce_bytes(shard_bytes: float, group_size: int) -> float:

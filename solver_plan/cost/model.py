@@ -31,7 +31,8 @@ Seconds:
   `collective_time(all_reduce)` on the slowest group's shape; gradient sync its share of a bucketed
   all-reduce (`gradient_sync_time`: latency per 25 MiB bucket, not per tensor); q_r a point-to-point
   transfer per direction on the slowest link level any receiver needs (inter-node when some missing
-  piece has no replica on its node).
+  piece has no replica on its node), alpha + q_r x `Cluster.g_p2p` (the link's p2p_efficiency:
+  a measured peer-to-peer copy rate, defaulting to the collective efficiency).
 A graph tensor's declared element size (`Tensor.dtype_bytes`, 4 for the zoo) is narrowed to P's
 activation dtype: min(declared, activation bytes); profile activation sizes scale the same way.
 """
@@ -142,9 +143,10 @@ class CostModel:
                              "--memory-format")
         self.memory_format = memory_format
         inter = cluster.nodes > 1
-        # point-to-point alpha-beta by link level, for vectorised redistribution (collectives.p2p_time)
-        self._g_by_level = np.array([0.0, cluster.g(LinkLevel.INTRA_NODE),
-                                     cluster.g(LinkLevel.INTER_NODE) if inter else 0.0])
+        # point-to-point alpha-beta by link level, for vectorised redistribution (collectives.p2p_time):
+        # a copy between two devices runs at the link's p2p rate (Cluster.g_p2p), not NCCL's bus rate
+        self._g_by_level = np.array([0.0, cluster.g_p2p(LinkLevel.INTRA_NODE),
+                                     cluster.g_p2p(LinkLevel.INTER_NODE) if inter else 0.0])
         self._latency_by_level = np.array([0.0, cluster.alpha(LinkLevel.INTRA_NODE),
                                            cluster.alpha(LinkLevel.INTER_NODE) if inter else 0.0])
         self._nodes: dict[tuple, NodeCost] = {}

@@ -5,8 +5,9 @@
   operator), split between forward and backward as the measured times say, or 1 : BACKWARD_FACTOR.
 - A gradient-synchronisation task takes the cost model's ring all-reduce time of the parameter
   shard (every link of the ring is busy for the whole collective).
-- A transfer of b bytes from device a to device c takes alpha + b x beta on their link level
-  (`collectives.p2p_time`, the alpha-beta model every cost term uses).
+- A transfer of b bytes from device a to device c takes alpha + b x beta_p2p on their link level
+  (`collectives.p2p_time`, the point-to-point term the cost model's redistribution uses: beta at
+  the link's p2p_efficiency).
 """
 from __future__ import annotations
 
