@@ -1,0 +1,76 @@
+"""Host input pipeline of image training: how many images per second the CPU loader can deliver.
+
+Frameworks decode and augment training images on the host in loader worker processes (PyTorch's
+DataLoader with `num_workers` per GPU, NVIDIA's ResNet-50 recipe with `data_backend: pytorch`).
+When the GPUs consume images faster than those workers produce them, the step waits for the
+loader and throughput is capped by the host, whatever the GPU plan. The bound:
+
+    images/s = nodes x min(workers per node, cores per node - devices per node) x images per core-second
+
+- workers per node = workers per device x devices per node (the job's setting);
+- each device's training process keeps one core busy (its Python dispatch loop and pin-memory
+  thread), so the workers share the remaining physical cores; a worker is single-threaded, so
+  more workers than cores add nothing; SMT siblings are not counted (no measured SMT gain);
+- images per core-second: the decode-crop-resize-flip transform measured on one core
+  (scripts/measure_input_pipeline.py; data/measurements/input-pipeline-*.yaml).
+
+The step of a data-parallel plan is then max(the GPU step, global batch / bound).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from solver_plan.errors import InputError
+
+
+@dataclass(frozen=True)
+class HostInputPipeline:
+    """A CPU loader: `workers_per_device` workers per GPU on hosts of `cpu_cores_per_node`
+    physical cores, each core transforming `images_per_core_s` images per second."""
+
+    workers_per_device: int
+    cpu_cores_per_node: int
+    images_per_core_s: float
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.workers_per_device, int) and self.workers_per_device >= 1):
+            raise InputError(f"workers_per_device must be an integer >= 1, got {self.workers_per_device!r}",
+                             "input_pipeline.workers_per_device")
+        if not (isinstance(self.cpu_cores_per_node, int) and self.cpu_cores_per_node >= 1):
+            raise InputError(f"cpu_cores_per_node must be an integer >= 1, got {self.cpu_cores_per_node!r}",
+                             "input_pipeline.cpu_cores_per_node")
+        if not (math.isfinite(self.images_per_core_s) and self.images_per_core_s > 0):
+            raise InputError(f"images_per_core_s must be a positive number, got {self.images_per_core_s!r}",
+                             "input_pipeline.images_per_core_s")
+
+    def busy_cores(self, devices_per_node: int) -> int:
+        """Cores decoding on one node: min(workers per node, cores per node - devices per node).
+        Zero when the training processes alone fill the host."""
+        workers = self.workers_per_device * devices_per_node
+        return max(0, min(workers, self.cpu_cores_per_node - devices_per_node))
+
+    def images_per_s(self, devices_per_node: int, nodes: int = 1) -> float:
+        """The bound of the module docstring, in images per second for the whole job."""
+        return nodes * self.busy_cores(devices_per_node) * self.images_per_core_s
+
+    def step_s(self, gpu_step_s: float, global_batch: int, devices_per_node: int, nodes: int = 1) -> float:
+        """max(gpu_step_s, global_batch / bound): the step when the loader can be the bottleneck."""
+        bound = self.images_per_s(devices_per_node, nodes)
+        return math.inf if bound <= 0 else max(gpu_step_s, global_batch / bound)
+
+
+def measured_images_per_core_s(path: str | Path) -> float:
+    """The median images per second of a record written by scripts/measure_input_pipeline.py."""
+    where = str(path)
+    try:
+        record = yaml.safe_load(Path(path).read_text())
+        value = record["images_per_second"]["decode_crop_resize_flip"]["median"]
+    except (OSError, yaml.YAMLError, KeyError, TypeError) as exc:
+        raise InputError(f"not an input-pipeline measurement record ({exc})", where) from None
+    if not (isinstance(value, (int, float)) and value > 0):
+        raise InputError(f"images_per_second.decode_crop_resize_flip.median must be positive, got {value!r}", where)
+    return float(value)

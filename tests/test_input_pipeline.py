@@ -1,0 +1,63 @@
+"""Host input-pipeline bound (solver_plan/cost/input_pipeline.py), against hand calculations."""
+import math
+
+import pytest
+import yaml
+
+from solver_plan.cost.input_pipeline import HostInputPipeline, measured_images_per_core_s
+from solver_plan.errors import InputError
+
+
+def test_dgx1_like_host_is_core_bound():
+    # 8 GPUs x 8 workers = 64 workers, but only 40 - 8 = 32 cores are free for them.
+    loader = HostInputPipeline(workers_per_device=8, cpu_cores_per_node=40, images_per_core_s=300.0)
+    assert loader.busy_cores(8) == 32
+    assert loader.images_per_s(8) == pytest.approx(32 * 300.0)
+    assert loader.images_per_s(8, nodes=4) == pytest.approx(4 * 32 * 300.0)
+
+
+def test_few_workers_are_worker_bound():
+    # 2 GPUs x 4 workers = 8 workers on 38 free cores: the workers are the limit.
+    loader = HostInputPipeline(workers_per_device=4, cpu_cores_per_node=40, images_per_core_s=250.0)
+    assert loader.busy_cores(2) == 8
+    assert loader.images_per_s(2) == pytest.approx(2000.0)
+
+
+def test_step_is_the_slower_of_gpu_and_loader():
+    loader = HostInputPipeline(workers_per_device=8, cpu_cores_per_node=40, images_per_core_s=300.0)
+    # bound 9,600 images/s: a 2,048-image batch needs 0.2133 s of loading.
+    assert loader.step_s(0.150, 2048, 8) == pytest.approx(2048 / 9600)
+    assert loader.step_s(0.300, 2048, 8) == pytest.approx(0.300)
+
+
+def test_host_filled_by_training_processes_gives_no_images():
+    loader = HostInputPipeline(workers_per_device=2, cpu_cores_per_node=8, images_per_core_s=300.0)
+    assert loader.busy_cores(8) == 0
+    assert loader.step_s(0.1, 256, 8) == math.inf
+
+
+@pytest.mark.parametrize("kwargs, key", [
+    ({"workers_per_device": 0, "cpu_cores_per_node": 40, "images_per_core_s": 1.0}, "workers_per_device"),
+    ({"workers_per_device": 1, "cpu_cores_per_node": 2.5, "images_per_core_s": 1.0}, "cpu_cores_per_node"),
+    ({"workers_per_device": 1, "cpu_cores_per_node": 4, "images_per_core_s": -3.0}, "images_per_core_s"),
+])
+def test_bad_values_name_their_key(kwargs, key):
+    with pytest.raises(InputError) as info:
+        HostInputPipeline(**kwargs)
+    assert key in str(info.value)
+
+
+def test_measured_rate_is_read_from_the_record(tmp_path):
+    path = tmp_path / "record.yaml"
+    path.write_text(yaml.safe_dump({"images_per_second": {"decode_crop_resize_flip": {"median": 309.5}}}))
+    assert measured_images_per_core_s(path) == 309.5
+    path.write_text("images_per_second: {}\n")
+    with pytest.raises(InputError):
+        measured_images_per_core_s(path)
+
+
+def test_committed_measurement_is_readable():
+    from solver_plan.data import data_dir
+    records = sorted((data_dir() / "measurements").glob("input-pipeline-*.yaml"))
+    assert records, "a measured input-pipeline record is committed"
+    assert all(measured_images_per_core_s(p) > 0 for p in records)
