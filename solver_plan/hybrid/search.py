@@ -79,12 +79,20 @@ def _check_batch(global_batch) -> None:
         raise InputError(f"must be a positive integer, got {global_batch!r}", "--batch")
 
 
-def compute_bound(ctx: Context) -> float:
-    """Model FLOPs per step over all devices at the highest peak the device lists (no efficiency
-    loss, no communication, no bubble): a lower bound on every plan's step time."""
+def compute_bound(ctx: Context, compute_scale: float = 1.0) -> float:
+    """Model FLOPs per step over all devices at the matrix peak of the dtype that computes (no
+    efficiency loss, no communication, no bubble), times min(1, compute_scale x the device's
+    kernel_time_scale): a lower bound on every plan's step time, since every kernel of the cost core
+    runs at most at that peak and is scaled by those factors. Without a precision in `ctx` the
+    highest peak the device lists (valid for any dtype, loose for fp32: 16x on an A100)."""
     device = ctx.cluster.device
     peak = max([device.peak_flops] + [f for _, f in getattr(device, "matrix_flops", ()) or ()])
-    return ctx.spec.model_flops_per_step(ctx.global_batch) / (ctx.cluster.num_devices * peak)
+    if ctx.precision:
+        dtype = ctx.precision.removeprefix("mixed-")  # TrainingPrecision.name: its compute dtype
+        if device.supports(dtype):
+            peak = device.peak(dtype, "matrix")
+    scale = min(1.0, compute_scale * device.kernel_time_scale)
+    return scale * ctx.spec.model_flops_per_step(ctx.global_batch) / (ctx.cluster.num_devices * peak)
 
 
 def plan_hybrid(model, cluster, global_batch: int, *, devices: int | None = None,
@@ -123,7 +131,7 @@ def plan_hybrid(model, cluster, global_batch: int, *, devices: int | None = None
     groups: dict[tuple[int, int], list[Parallelism]] = defaultdict(list)
     for p in fits:
         groups[(p.tp, p.micro_batch_size)].append(p)
-    floor = compute_bound(ctx)
+    floor = compute_bound(ctx, compute_scale)
     best: HybridPlan | None = None
     evaluated, pruned = 0, len(points) - len(fits)
     open_bounds: list[float] = []
