@@ -287,7 +287,9 @@ def write_markdown(path: Path, cv_rows, published_rows, sources) -> None:
                   "`how` column says so. Caveat: the rate was measured on one core of this repository's build "
                   "machine (an AMD EPYC Zen 3 core under KVM, Pillow 13 with libjpeg-turbo), not on the DGX-1's "
                   "Broadwell or the DGX A100's Zen 2 cores, and SMT siblings are not counted; a rate 20% lower or "
-                  "higher moves the bound by the same fraction.", "",
+                  "higher moves the bound by the same fraction. Both choices matter on the DGX-1: at a 20% "
+                  "higher rate, or counting its 80 hardware threads (64 workers on 72 free threads, about "
+                  "19,800 images/s), the bound would not bind and the row would stay at the GPU prediction.", "",
                   "What it explains and what it does not: on the DGX-1 the 64 workers share 32 free cores, and "
                   "the bound (about 9,900 images/s) sits below the GPUs' 10,190, so the 8-GPU AMP row drops from "
                   "+22.4% to the bound; on the DGX A100 the 120 free cores allow about 37,000 images/s, far "
