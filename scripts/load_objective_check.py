@@ -6,6 +6,7 @@ of the load plan, and the gains over data parallelism (issue 12, deliverable 4 a
 
     python scripts/load_objective_check.py [--time-limit 60] [--sync preset|links|ring]
                                            [--models inception,nmt] [--calibrated CLUSTER.yaml]
+                                           [--max-placements N]
 
 Defaults: Inception-v3 (batch 256) and NMT on 4 P100 (p100-4x4 --devices 4), FlexFlow's setting.
 Published figure compared against (data/published/flexflow.yaml): FlexFlow, SysML'19, section 8.4:
@@ -18,6 +19,9 @@ FlexFlow's copy rates; cluster/sync.py), `links` (the same scheme at the links' 
 bandwidth), or `ring` (NCCL's bucketed all-reduce overlapped with backward, the default of every
 other preset). `--calibrated` takes the efficiency curves and launch overhead of a calibrated
 cluster YAML (e.g. from `solver-plan calibrate --profile all`) onto the P100 device.
+`--max-placements N` (an experiment): enumerate each device count's configurations on up to N
+aligned blocks instead of `cost/enumerate.py`'s DEFAULT_MAX_PLACEMENTS (2: single-device candidates
+on devices 0 and 2 only); N = 4 gives every branch a device of its own to choose.
 """
 from __future__ import annotations
 
@@ -26,7 +30,7 @@ import sys
 import time
 from dataclasses import replace
 
-from solver_plan.cluster import GradientSync
+from solver_plan.cluster import GradientSync, LinkLevel
 from solver_plan.cluster.loader import load_cluster, resolve_cluster
 from solver_plan.graph.resolve import resolve_model
 from solver_plan.intra.load_objective import load_breakdown
@@ -62,6 +66,18 @@ def _cluster(sync: str, calibrated: str | None):
     return cluster
 
 
+def _use_max_placements(count: int) -> None:
+    """Make the problem builder enumerate candidates on up to `count` blocks per device count.
+    The front doors have no such option (the default is `cost/enumerate.py`'s), so this script
+    swaps the builder's reference to `enumerate_configs` for one with `max_placements` bound."""
+    if count < 1:
+        raise SystemExit("--max-placements must be at least 1")
+    import functools
+    from solver_plan.cost.enumerate import enumerate_configs
+    from solver_plan.intra import build
+    build.enumerate_configs = functools.partial(enumerate_configs, max_placements=count)
+
+
 def breakdown(simulation) -> str:
     """Compute (busiest device), exposed sync (step after the last backward task) and the busy
     time of the links / gradient ports that carried gradient sync."""
@@ -86,10 +102,16 @@ def main(argv=None) -> int:
     parser.add_argument("--sync", choices=("preset", "links", "ring"), default="preset")
     parser.add_argument("--models", default="inception,nmt", help="comma-separated: inception, nmt")
     parser.add_argument("--calibrated", help="cluster YAML whose device efficiency curves replace the preset's")
+    parser.add_argument("--max-placements", type=int, default=None,
+                        help="blocks per device count in the candidate enumeration (default: the package's)")
     args = parser.parse_args(argv)
+    if args.max_placements is not None:
+        _use_max_placements(args.max_placements)
     cluster = _cluster(args.sync, args.calibrated)
     flexflow_gain, flexflow_sync_share = flexflow_figures()
-    print(f"cluster {PRESET} --devices {DEVICES}, gradient sync {cluster.gradient_sync}")
+    print(f"cluster {PRESET} --devices {DEVICES}, gradient sync {cluster.gradient_sync}, point-to-point "
+          f"{cluster.bandwidth(0, 1) / 1e9:.2f} GB/s, collectives {1 / cluster.g(LinkLevel.INTRA_NODE) / 1e9:.2f} GB/s"
+          + (f", max placements {args.max_placements}" if args.max_placements is not None else ""))
     for key in args.models.split(","):
         model = MODELS[key.strip()]
         graph = resolve_model(model)
