@@ -284,3 +284,15 @@ def test_embedding_ids_align_with_leading_output_axes():
     from solver_plan.cost.enumerate import data_parallel_config
     edge = g.edges[0]
     assert model.edge(g, edge, data_parallel_config(g.op("ids"), g, 4), data_parallel_config(g.op("embed"), g, 4)).q_r == 0
+
+
+def test_owner_based_sync_reports_the_owners_received_bytes(mlp):
+    """Under FlexFlow's owner-based sync, q_p is what the owner receives: (n - 1) x the gradient
+    (the ring's 2 (n - 1) / n volume would misreport it); the time is parameter_server_sync_time."""
+    from dataclasses import replace
+    from solver_plan.cluster import GradientSync
+    from solver_plan.cost.collectives import parameter_server_sync_time
+    cluster = replace(make_cluster(), gradient_sync=GradientSync("parameter_server", 4e9, 1e9))
+    cost = CostModel(cluster).node(mlp, mlp.op("fc"), fc_cfg(range(4), sample=4))
+    assert cost.q_p == 3 * 2176  # three replicas copy 2,176 fp32 bytes each to the owner
+    assert cost.sync_s == pytest.approx(parameter_server_sync_time(cluster, 2176, 4, 4))

@@ -11,7 +11,8 @@ busiest device), with the training precision P in force (`precision.py`):
   split that input (it was replicated along them), e.g. Linear `out` split -> all-reduce of dX.
   Inputs that need no gradient (model inputs, Embedding ids) skip the backward part.
 - `q_p`: bytes of the ring all-reduce of the parameter-gradient shard (parameters / product of
-  degrees of the weight dimensions, in P's gradient dtype) over the group of the other dimensions.
+  degrees of the weight dimensions, in P's gradient dtype) over the group of the other dimensions;
+  under owner-based sync (`cluster.gradient_sync`) the bytes the owner receives, (n - 1) x shard.
 - memory per used device: parameter shard x P's bytes per parameter (weights, gradients, master
   copy, optimizer moments) + the output tile's share of the activations, in P's activation dtype,
   when some backward pass reads them (`activations.keeps_output`: a BatchNorm or addition output
@@ -301,6 +302,8 @@ class CostModel:
         if group.size <= 1:
             return 0.0, 0.0, shard
         seconds = gradient_sync_time(self.cluster, grad_bytes, group.size, group.per_node, self.bucket_bytes)
+        if self.cluster.gradient_sync.owner_based:  # every other replica copies its gradient to the owner
+            return (group.size - 1) * grad_bytes, seconds, shard
         return ring_allreduce_bytes(grad_bytes, group.size), seconds, shard
 
     # --- edges -----------------------------------------------------------------------------
