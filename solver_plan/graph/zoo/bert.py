@@ -3,6 +3,9 @@
 Word + position + segment embeddings and a layer norm, post-norm encoder blocks, then the MLM head
 (dense + GELU + layer norm, output projection tied to the word embedding, with its own bias).
 The pooler and next-sentence classifier are left out: the graph ends in the one MLM loss.
+`predictions=P` runs the MLM head on P positions per sequence, as the reference pre-training scripts
+do (Google's and NVIDIA's `max_predictions_per_seq`: 20 at sequence 128, 80 at 512, the masked
+positions gathered before the head); the default (0) runs it on every position.
 """
 from __future__ import annotations
 
@@ -18,8 +21,12 @@ SEGMENTS = 2
 
 
 def bert(graph_name: str, *, batch: int, seq: int, positions: int, hidden: int, ffn: int, heads: int,
-         head_dim: int, layers: int, vocab: int) -> Graph:
+         head_dim: int, layers: int, vocab: int, predictions: int = 0) -> Graph:
     check_sequence(seq, positions)
+    if not 0 <= predictions <= seq:
+        from solver_plan.errors import InputError
+        raise InputError(f"predictions must be between 0 (every position) and seq={seq}, got {predictions}",
+                         "model spec")
     b = GraphBuilder(graph_name)
     ids = {name: b.input((batch, seq), name=name) for name in ("tokens", "positions", "segments")}
     with b.scope("embeddings"):
@@ -27,6 +34,8 @@ def bert(graph_name: str, *, batch: int, seq: int, positions: int, hidden: int, 
         x = b.add_(words, b.embedding(ids["positions"], positions, hidden, name="position"))
         x = b.layernorm(b.add_(x, b.embedding(ids["segments"], SEGMENTS, hidden, name="segment")))
     x = stack(b, x, BlockShape(hidden, ffn, heads, head_dim, pre_norm=False), layers)
+    if 0 < predictions < seq:  # the gather of the masked positions: a slice of the same size
+        x = b.split(x, [predictions, seq - predictions], axis=1, name="masked_positions")[0]
     with b.scope("mlm_head"):
         x = b.layernorm(b.gelu(b.linear(x, hidden, name="transform")))
     b.softmax_cross_entropy(tied_output(b, x, vocab, "embeddings/word", bias=True))
@@ -36,7 +45,7 @@ def bert(graph_name: str, *, batch: int, seq: int, positions: int, hidden: int, 
 def bert_entry(name: str) -> ModelEntry:
     hidden, blocks, heads = BERT_SIZES[name]
     defaults = {"batch": 32, "seq": 512, "positions": 512, "hidden": hidden, "ffn": 4 * hidden, "heads": heads,
-                "head_dim": 64, "layers": blocks, "vocab": BERT_VOCAB}
+                "head_dim": 64, "layers": blocks, "vocab": BERT_VOCAB, "predictions": 0}
     return ModelEntry(name, f"BERT-{name.partition('-')[2]} with MLM head: {blocks} encoder blocks, hidden {hidden}",
                       defaults, bert)
 
