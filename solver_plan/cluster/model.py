@@ -272,6 +272,8 @@ class Cluster:
                 f"({self.device.peak_flops / 1e12:.1f} TFLOP/s, default {default_for(self.device).name}, "
                 f"{format_bytes(self.device.memory)}{hbm}); "
                 f"intra-node {self.intra_node.bandwidth / 1e9:.1f} GB/s")
+        if self.intra_node.p2p_efficiency is not None:  # a measured copy rate, unlike collectives'
+            text += f" (point-to-point copies at {self.intra_node.p2p_efficiency:.1%})"
         if self.inter_node is not None:
             text += f", inter-node {self.inter_node.bandwidth / 1e9:.2f} GB/s"
             if self.inter_node.nics_per_node is not None:
