@@ -302,18 +302,16 @@ def write_markdown(path: Path, cv_rows, published_rows, sources) -> None:
                   "turns into waiting for the slowest of 8 GPUs, and contention of the loader processes with "
                   "the training processes on the host. The A100 1-GPU AMP row is also 13% fast: part of the "
                   "miss is the A100 fp16 compute model itself.", "",
-                  "**BERT-large pre-training (graph path, no per-case tuning).** The A100 preset predicts "
-                  "NVIDIA's PaddlePaddle runs 23% fast in mixed precision and 39-40% fast in TF32; the same "
-                  "graph on the PipeDream-calibrated efficiencies (fitted on V100 fp32 layers, applied as "
-                  "fractions of the A100's peaks) lands at +3% and +17%. The preset's matrix efficiencies "
-                  "(calculon's 0.9-0.95 for GEMMs of 16 GFLOP and more, times the 1.105 fitted on one Megatron "
-                  "layer) are above what these runs achieve on BERT-large's 69-275 GFLOP GEMMs, and the graph "
-                  "leaves out work that implementations without fused attention pay: dropout (hidden and "
-                  "attention-probability) and the materialised b x heads x s^2 attention scores, "
-                  "memory-bound, roughly 10-15% of this step by a hand count. The Megatron rows share the "
-                  "preset but sit within 18%: their GEMMs are larger and their attention is a smaller share. "
-                  "A measured A100 GEMM and attention table (docs/calibration-csv.md) is what would settle "
-                  "the preset's efficiencies.", ""]
+                  "**BERT-large pre-training (graph path, no per-case tuning).** The rows model what the "
+                  "runs did: the MLM head on the 20 gathered positions, dropout 0.1 as separate operators, "
+                  "and attention without a fused kernel (`attention=unfused`: the b x heads x s^2 scores and "
+                  "probabilities pass through HBM 10-15 times per layer, `cost.kernels.attention_score_traffic`). "
+                  "Without the last two the preset predicted 23% (AMP) and 39-40% (TF32) fast; with them "
+                  "the AMP rows come within 8% and the TF32 rows stay about 22% fast. The same graphs on the "
+                  "PipeDream-calibrated efficiencies (fitted on V100 fp32 layers, applied as fractions of the "
+                  "A100's peaks) are slower still. What remains is the preset's TF32 matrix efficiency: it "
+                  "takes calculon's curve (0.9-0.95 of peak for GEMMs of 16 GFLOP and more) for every "
+                  "tensor-core dtype; a measured A100 TF32 GEMM table (docs/calibration-csv.md) would settle it.", ""]
         lines += ["Sources: " + "; ".join(f"{key}: {value['title']}" for key, value in sources.items()), ""]
     path.write_text("\n".join(lines))
 

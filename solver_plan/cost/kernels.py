@@ -115,3 +115,33 @@ def elementwise_kernels(kind: str, output_bytes: float, input_bytes: float, para
         nbytes = a * output_bytes + i * input_bytes + p * parameter_bytes
         return KernelWork(per_element * scale * output_elements, nbytes) if nbytes > 0 else None
     return kernel(f_flops, f_bytes), kernel(b_flops, b_bytes)
+
+
+# Attention without a fused kernel: HBM passes over the heads x Sq x Sk score matrix, per element.
+SCORE_PASSES = {False: (4, 7), True: (6, 9)}  # dropout -> (forward, backward) passes of the element dtype
+SCORE_MASK_BYTES = {False: (0, 0), True: (1, 1)}  # dropout mask, 1 byte per element, written then read
+
+
+def attention_score_traffic(score_elements: float, element_bytes: float, dropout: bool) -> tuple[float, float]:
+    """(forward, backward) HBM bytes of the score matrix when attention is not fused
+    (`scores="materialized"`): each pass reads or writes score_elements x element_bytes.
+
+    Forward: Q K^T writes the scores (1), softmax reads and writes them (2), dropout reads the
+    probabilities and writes the kept ones and a 1-byte mask (2 + mask), P V reads them (1): 4 passes
+    without dropout, 6 with. Backward: dO V^T writes dP (1), P^T dO reads P (1), dropout's backward
+    reads dP and the mask and writes its gradient (2 + mask), softmax's backward reads P and dP and
+    writes dS (3), dS K and dS^T Q read dS (2): 7 passes without dropout, 9 with. The tensors are
+    the ones Korthikanti et al. (2022, section 4.1, "5 a s^2 b" bytes of attention activations in
+    16-bit: softmax output 2, dropout mask 1, dropout output 2) count; FlashAttention (Dao et al.
+    2022) removes exactly this Theta(s^2) traffic, which is why fused attention has none."""
+    forward_passes, backward_passes = SCORE_PASSES[dropout]
+    forward_mask, backward_mask = SCORE_MASK_BYTES[dropout]
+    return (score_elements * (forward_passes * element_bytes + forward_mask),
+            score_elements * (backward_passes * element_bytes + backward_mask))
+
+
+def attention_score_memory(score_elements: float, element_bytes: float, dropout: bool) -> float:
+    """Bytes of the score matrix kept for the backward pass when attention is not fused: the
+    softmax output, and with dropout its 1-byte mask and the dropped probabilities (Korthikanti et
+    al. 2022: 2 a s^2 b without dropout, 5 a s^2 b with it, in 16-bit)."""
+    return score_elements * (element_bytes + (1 + element_bytes if dropout else 0))

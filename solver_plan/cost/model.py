@@ -51,7 +51,8 @@ from solver_plan.cost.collectives import (DDP_BUCKET_BYTES, collective_time, gra
                                           ring_allreduce_bytes)
 from solver_plan.cost.compute import compute_time
 from solver_plan.cost.config import ParallelConfig
-from solver_plan.cost.kernels import MEMORY_FORMATS, WINDOWED, channels_narrow, conv_kernel, elementwise_kernels
+from solver_plan.cost.kernels import (MEMORY_FORMATS, WINDOWED, attention_score_memory, attention_score_traffic,
+                                     channels_narrow, conv_kernel, elementwise_kernels)
 from solver_plan.cost.dims import OpLayout, op_layout, op_signature
 from solver_plan.cost.precision import Precision, TrainingPrecision
 from solver_plan.cost.redistribution import redistribution
@@ -205,6 +206,9 @@ class CostModel:
         kept_share = sum(out_tiles) / sum(math.prod(s) for s in out_shapes) if kept else 0.0
         memory = (shard_params * self.parameter_bytes()
                   + op.activation_bytes * self.activation_scale(op) * kept_share)
+        if op.op_type == OpType.ATTENTION and op.attrs.get("scores") == "materialized":
+            memory += attention_score_memory(self._score_elements(graph, op, cfg), self.element_bytes(op.dtype_bytes),
+                                             bool(op.attrs.get("dropout")))
         return NodeCost(q_x, q_c, q_p, compute_s, comm_s, sync_s, compute_s + comm_s + sync_s, memory)
 
     def compute_seconds(self, graph: Graph, op: Operator, cfg: ParallelConfig, layout: OpLayout,
@@ -232,7 +236,19 @@ class CostModel:
         hbm = (sum(in_tiles) + sum(out_tiles)) * element + weight_bytes
         forward = compute_time(self.cluster, op.flops / cfg.num_shards, hbm, unit=unit_of(op.op_type),
                                dtype=self.precision.compute)
-        return (1.0 + BACKWARD_FACTOR) * forward
+        seconds = (1.0 + BACKWARD_FACTOR) * forward
+        if op.op_type == OpType.ATTENTION and op.attrs.get("scores") == "materialized":
+            # the score matrix's own memory-bound kernels (softmax, dropout and their gradients)
+            for nbytes in attention_score_traffic(self._score_elements(graph, op, cfg), element, bool(op.attrs.get("dropout"))):
+                seconds += compute_time(self.cluster, 0.0, nbytes, unit="vector", dtype=self.precision.compute)
+        return seconds
+
+    @staticmethod
+    def _score_elements(graph: Graph, op: Operator, cfg: ParallelConfig) -> float:
+        """Elements of the heads x Sq x Sk score matrix on the busiest device (batch x heads x Sq x
+        Sk over the configuration's shards)."""
+        (n, sq, _), (_, sk, _) = (graph.tensor(t).shape for t in op.inputs[:2])
+        return n * op.attrs["heads"] * sq * sk / cfg.num_shards
 
     def _conv_seconds(self, graph, op, cfg, input_bytes, out_elements, element, weight_bytes) -> float:
         """Forward kernel `kernels.conv_kernel` (Winograd FLOPs on fp32 SIMT units, input read per

@@ -144,8 +144,19 @@ class GraphBuilder:
     def lstm(self, x: Tensor, hidden_size: int, name: str | None = None) -> Tensor:
         return self._one(OpType.LSTM, (x,), {"input_size": x.shape[-1], "hidden_size": hidden_size}, name)
 
-    def attention(self, q: Tensor, k: Tensor, v: Tensor, heads: int, name: str | None = None) -> Tensor:
-        return self._one(OpType.ATTENTION, (q, k, v), {"heads": heads}, name)
+    def attention(self, q: Tensor, k: Tensor, v: Tensor, heads: int, name: str | None = None, *,
+                  scores: str = "fused", dropout: bool = False) -> Tensor:
+        """Scaled dot-product attention. `scores="materialized"`: an implementation without a fused
+        kernel writes the heads x Sq x Sk scores and probabilities to memory (priced by
+        `cost.kernels.attention_score_traffic`); `dropout`: dropout on the probabilities."""
+        if scores not in ("fused", "materialized"):
+            raise GraphError(f"attention scores must be 'fused' or 'materialized', got {scores!r}")
+        attrs = {"heads": heads}
+        if scores != "fused":  # defaults stay out of the attributes: existing graphs keep their signature
+            attrs["scores"] = scores
+        if dropout:
+            attrs["dropout"] = True
+        return self._one(OpType.ATTENTION, (q, k, v), attrs, name)
 
     def concat(self, xs: Sequence[Tensor], axis: int, name: str | None = None) -> Tensor:
         return self._one(OpType.CONCAT, tuple(xs), {"axis": axis}, name)

@@ -6,9 +6,15 @@ The pooler and next-sentence classifier are left out: the graph ends in the one 
 `predictions=P` runs the MLM head on P positions per sequence, as the reference pre-training scripts
 do (Google's and NVIDIA's `max_predictions_per_seq`: 20 at sequence 128, 80 at 512, the masked
 positions gathered before the head); the default (0) runs it on every position.
+`dropout=0.1` adds the reference model's dropout operators (after the attention and MLP outputs,
+and on the attention probabilities; BERT's hidden_dropout_prob and attention_probs_dropout_prob);
+`attention=unfused` prices attention without a fused kernel (scores and probabilities written to
+memory, as frameworks ran it before FlashAttention-style kernels). Defaults: no dropout operators,
+fused attention.
 """
 from __future__ import annotations
 
+from solver_plan.errors import InputError
 from solver_plan.graph.builder import GraphBuilder
 from solver_plan.graph.ir import Graph
 from solver_plan.graph.zoo.spec import ModelEntry
@@ -21,10 +27,14 @@ SEGMENTS = 2
 
 
 def bert(graph_name: str, *, batch: int, seq: int, positions: int, hidden: int, ffn: int, heads: int,
-         head_dim: int, layers: int, vocab: int, predictions: int = 0) -> Graph:
+         head_dim: int, layers: int, vocab: int, predictions: int = 0, dropout: float = 0.0,
+         attention: str = "fused") -> Graph:
     check_sequence(seq, positions)
+    if attention not in ("fused", "unfused"):
+        raise InputError(f"option 'attention' expects 'fused' or 'unfused', got {attention!r}", "model spec")
+    if not 0 <= dropout < 1:
+        raise InputError(f"option 'dropout' expects a probability below 1, got {dropout}", "model spec")
     if not 0 <= predictions <= seq:
-        from solver_plan.errors import InputError
         raise InputError(f"predictions must be between 0 (every position) and seq={seq}, got {predictions}",
                          "model spec")
     b = GraphBuilder(graph_name)
@@ -33,7 +43,9 @@ def bert(graph_name: str, *, batch: int, seq: int, positions: int, hidden: int, 
         words = token_embedding(b, ids["tokens"], vocab, hidden, "word")
         x = b.add_(words, b.embedding(ids["positions"], positions, hidden, name="position"))
         x = b.layernorm(b.add_(x, b.embedding(ids["segments"], SEGMENTS, hidden, name="segment")))
-    x = stack(b, x, BlockShape(hidden, ffn, heads, head_dim, pre_norm=False), layers)
+    shape = BlockShape(hidden, ffn, heads, head_dim, pre_norm=False,
+                       attention_scores="materialized" if attention == "unfused" else "fused", dropout=dropout > 0)
+    x = stack(b, x, shape, layers)
     if 0 < predictions < seq:  # the gather of the masked positions: a slice of the same size
         x = b.split(x, [predictions, seq - predictions], axis=1, name="masked_positions")[0]
     with b.scope("mlm_head"):
@@ -45,7 +57,8 @@ def bert(graph_name: str, *, batch: int, seq: int, positions: int, hidden: int, 
 def bert_entry(name: str) -> ModelEntry:
     hidden, blocks, heads = BERT_SIZES[name]
     defaults = {"batch": 32, "seq": 512, "positions": 512, "hidden": hidden, "ffn": 4 * hidden, "heads": heads,
-                "head_dim": 64, "layers": blocks, "vocab": BERT_VOCAB, "predictions": 0}
+                "head_dim": 64, "layers": blocks, "vocab": BERT_VOCAB, "predictions": 0,
+                "dropout": 0.0, "attention": "fused"}
     return ModelEntry(name, f"BERT-{name.partition('-')[2]} with MLM head: {blocks} encoder blocks, hidden {hidden}",
                       defaults, bert)
 

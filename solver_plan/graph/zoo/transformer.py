@@ -25,6 +25,10 @@ class BlockShape:
     bias: bool = True
     activation: str = "gelu"
     pre_norm: bool = True
+    # Implementation details that cost time, not parameters (defaults: fused attention, no dropout
+    # operators; a residual add then stands for a fused bias-dropout-add).
+    attention_scores: str = "fused"  # "materialized": no fused attention kernel (scores in memory)
+    dropout: bool = False  # dropout after the attention and MLP outputs and on the probabilities
 
 
 def check_sequence(seq: int, positions: int) -> None:
@@ -42,7 +46,9 @@ def attention(b: GraphBuilder, x: Tensor, shape: BlockShape, memory: Tensor | No
     q = b.linear(x, width, shape.bias, name="q")
     k = b.linear(source, width, shape.bias, name="k")
     v = b.linear(source, width, shape.bias, name="v")
-    return b.linear(b.attention(q, k, v, shape.heads, name="attention"), shape.hidden, shape.bias, name="out")
+    context = b.attention(q, k, v, shape.heads, name="attention", scores=shape.attention_scores,
+                          dropout=shape.dropout)
+    return b.linear(context, shape.hidden, shape.bias, name="out")
 
 
 def feedforward(b: GraphBuilder, x: Tensor, shape: BlockShape) -> Tensor:
@@ -51,10 +57,14 @@ def feedforward(b: GraphBuilder, x: Tensor, shape: BlockShape) -> Tensor:
 
 
 def residual(b: GraphBuilder, x: Tensor, shape: BlockShape, sublayer, name: str) -> Tensor:
+    def branch(h: Tensor) -> Tensor:
+        out = sublayer(h)
+        return b.dropout(out, name="dropout") if shape.dropout else out
+
     with b.scope(name):
         if shape.pre_norm:
-            return b.add_(x, sublayer(b.layernorm(x, name="norm")), name="residual")
-        return b.layernorm(b.add_(x, sublayer(x), name="residual"), name="norm")
+            return b.add_(x, branch(b.layernorm(x, name="norm")), name="residual")
+        return b.layernorm(b.add_(x, branch(x), name="residual"), name="norm")
 
 
 def block(b: GraphBuilder, x: Tensor, shape: BlockShape, memory: Tensor | None = None) -> Tensor:
