@@ -60,3 +60,33 @@ def test_delta_without_changes_does_nothing():
     simulator.load({op.name: data_parallel_config(op, graph, 4) for op in graph})
     assert simulator.engine.simulate_delta() == simulator.iteration_s
     assert simulator.engine.resimulated == 0
+
+
+@pytest.mark.parametrize("spec,devices", [(spec, devices) for spec, devices, _ in CASES])
+def test_many_changes_at_once_and_unsimulated_reverts_equal_full(spec, devices):
+    """change_many (several operators, adjacent ones included) and reverts left unsimulated, as the
+    branch refinement uses them: the next simulation equals a full one of the current strategy."""
+    graph = build_model(spec)
+    cluster = resolve_cluster("k80-16x4", devices)
+    cost_model = CostModel(cluster)
+    order = graph.topological_order
+    candidates = {op.name: enumerate_configs(op, graph, devices, max_candidates=16) for op in graph}
+    strategy = {op.name: data_parallel_config(op, graph, devices) for op in graph}
+    live = StrategySimulator(graph, cluster, cost_model)
+    live.load(strategy)
+    fresh = StrategySimulator(graph, cluster, cost_model, lowering=live.lowering)
+    rng = random.Random(11)
+    for _ in range(40):
+        start = rng.randrange(len(order))
+        names = order[start:start + rng.randint(1, 12)]  # a run of neighbours: shared edges
+        trial = {name: rng.choice(candidates[name]) for name in names}
+        old = {name: strategy[name] for name in names}
+        seconds = live.change_many(trial)
+        assert seconds == fresh.load({**strategy, **trial})
+        assert live.timeline() == fresh.timeline()
+        if rng.random() < 0.5:
+            strategy.update(trial)  # kept
+        else:
+            assert live.change_many(old, simulate=False) is None  # reverted, not simulated
+    assert live.change_many({}) == fresh.load(strategy)
+    assert live.timeline() == fresh.timeline()

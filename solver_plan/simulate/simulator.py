@@ -57,6 +57,30 @@ class StrategySimulator:
         self.iteration_s = engine.simulate_delta() if delta else engine.simulate_full()
         return self.iteration_s
 
+    def change_many(self, changes: Mapping[str, ParallelConfig], simulate: bool = True) -> float | None:
+        """Give several operators new configurations at once: their tasks and the tasks of every
+        edge touching them are rebuilt (an edge between two changed operators once), the rest of the
+        task graph is kept. With `simulate`, the delta simulation runs and the iteration time is
+        returned; without, the changes wait for the next simulation (a rejected trial reverted
+        this way costs no simulation: the engine's change records cover both)."""
+        engine, lowering = self.engine, self.lowering
+        names = [name for name, cfg in changes.items() if self.strategy[name] != cfg]
+        edges = sorted({index for name in names for index in lowering.incident[name]})
+        for index in edges:
+            for task in self._edges.pop(index):
+                engine.remove_task(task)
+        for name in names:
+            for task in self._ops.pop(name).all:
+                engine.remove_task(task)
+            self.strategy[name] = changes[name]
+            self._ops[name] = lowering.add_op(engine, name, changes[name])
+        for index in edges:
+            self._edges[index] = self._add_edge(index)
+        if not simulate:
+            return None
+        self.iteration_s = engine.simulate_delta()
+        return self.iteration_s
+
     def _add_edge(self, index: int) -> tuple[int, ...]:
         edge = self.lowering.edges[index]
         return self.lowering.add_edge(self.engine, index, self.strategy[edge.src], self._ops[edge.src],
