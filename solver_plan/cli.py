@@ -87,6 +87,10 @@ def _cmd_plan(args) -> int:
     else:
         memory_limit = parse_bytes(args.memory_limit, "--memory-limit")
     cluster = resolve_cluster(args.cluster, args.devices)
+    loader = None
+    if args.host_loader:
+        from solver_plan.cost.input_pipeline import parse_host_loader
+        loader = parse_host_loader(args.host_loader)
     started = time.perf_counter()
     graph = resolve_model(args.model)
     problem, cost_model = prepare_problem(graph, cluster, memory_limit, args.max_candidates, deadline,
@@ -101,10 +105,15 @@ def _cmd_plan(args) -> int:
     if args.out:  # before any printing: a closed pipe (`| head`) must not lose the plan
         write_json_atomic(args.out, plan.to_dict())
     print(render_plan(plan, max_rows=args.rows))
+    step_s = plan.objective_s
     if args.simulate and result.assignment is not None:
         from solver_plan.simulate import format_simulation, simulate_strategy
         strategy = {problem.names[i]: problem.candidates[i][c] for i, c in enumerate(result.assignment)}
-        print(format_simulation(simulate_strategy(graph, cluster, strategy, cost_model)))
+        simulation = simulate_strategy(graph, cluster, strategy, cost_model)
+        print(format_simulation(simulation))
+        step_s = simulation.iteration_s
+    if loader is not None and step_s:
+        print(_host_loader_line(loader, graph, cluster, step_s))
     baselines = [name for name in ("data-parallel", "single-device") if name != args.planner]
     if baselines and plan.objective_s and deadline.expired():
         print("baselines: skipped (time limit reached)")
@@ -126,6 +135,25 @@ def _cmd_plan(args) -> int:
     if args.out:
         print(f"plan written to {args.out}")
     return 0 if result.assignment is not None else 1  # a time-out without any plan is a failure too
+
+
+def _host_loader_line(loader, graph, cluster, step_s: float) -> str:
+    """The host input-pipeline bound beside the plan's step (cost/input_pipeline.py)."""
+    from solver_plan.cost.input_pipeline import graph_batch
+    batch = graph_batch(graph)
+    if batch is None:
+        return "host loader: the model has no input to feed"
+    per_node = min(cluster.num_devices, cluster.devices_per_node)
+    nodes = -(-cluster.num_devices // per_node)
+    bound = loader.images_per_s(per_node, nodes)
+    if bound <= 0:
+        return (f"host loader: no core left for workers ({loader.cpu_cores_per_node} cores, "
+                f"{per_node} training processes per node)")
+    loader_s = batch / bound
+    verdict = (f"binding: the step waits for data, {format_seconds(loader_s)} ({batch / loader_s:,.0f} samples/s)"
+               if loader_s > step_s else f"not binding (the plan needs {batch / step_s:,.0f} samples/s)")
+    return (f"host loader: {bound:,.0f} samples/s ({nodes} node(s) x {loader.busy_cores(per_node)} cores x "
+            f"{loader.images_per_core_s:.0f}/s), a batch of {batch} in {format_seconds(loader_s)}; {verdict}")
 
 
 def _add_plan_parser(subparsers) -> None:
@@ -150,6 +178,10 @@ def _add_plan_parser(subparsers) -> None:
     p.add_argument("--rows", type=int, default=40, help="operators shown in the table")
     p.add_argument("--out", default=None, help="write the plan as JSON")
     p.add_argument("--simulate", action="store_true", help="also simulate the plan's task graph (overlap-aware step time)")
+    p.add_argument("--host-loader", default=None, metavar="workers=N,cores=N[,images_per_core=X]",
+                   help="image training: the CPU loader (workers per GPU, physical cores per node, images per "
+                        "core-second; default rate: data/measurements/input-pipeline-*.yaml) as a bound on "
+                        "the step (cost/input_pipeline.py)")
     from solver_plan.export.cli_support import add_export_arguments
     add_export_arguments(p, ("dtensor",))
     p.set_defaults(func=_cmd_plan)

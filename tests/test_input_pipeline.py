@@ -61,3 +61,28 @@ def test_committed_measurement_is_readable():
     records = sorted((data_dir() / "measurements").glob("input-pipeline-*.yaml"))
     assert records, "a measured input-pipeline record is committed"
     assert all(measured_images_per_core_s(p) > 0 for p in records)
+
+
+def test_parse_host_loader_and_its_errors():
+    from solver_plan.cost.input_pipeline import parse_host_loader
+    loader = parse_host_loader("workers=8,cores=40,images_per_core=250")
+    assert (loader.workers_per_device, loader.cpu_cores_per_node, loader.images_per_core_s) == (8, 40, 250.0)
+    assert parse_host_loader("workers=2,cores=16").images_per_core_s > 0  # the committed measurement
+    for text, word in [("workers=8", "cores"), ("workers=8,cores=40,speed=3", "speed"),
+                       ("workers=x,cores=40", "workers"), ("workers=0,cores=40", "workers"),
+                       ("workers=8,cores=40,images_per_core=-1", "images_per_core")]:
+        with pytest.raises(InputError) as info:
+            parse_host_loader(text)
+        assert "--host-loader" in str(info.value) and word in str(info.value), text
+
+
+def test_plan_command_prints_the_loader_bound(capsys):
+    from solver_plan.cli import main
+    code = main(["plan", "--model", "lenet:batch=4096", "--cluster", "v100x8-nvlink", "--planner", "data-parallel",
+                 "--host-loader", "workers=1,cores=10,images_per_core=100", "--time-limit", "20", "--quiet"])
+    out = capsys.readouterr().out
+    assert code == 0
+    # 8 workers on 2 free cores (10 - 8 training processes): 200 images/s, far below LeNet's GPU rate
+    assert "host loader: 200 samples/s" in out and "binding" in out and "not binding" not in out
+    assert main(["plan", "--model", "lenet", "--host-loader", "workers=1"]) == 2
+    assert "--host-loader" in capsys.readouterr().err

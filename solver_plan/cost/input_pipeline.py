@@ -74,3 +74,47 @@ def measured_images_per_core_s(path: str | Path) -> float:
     if not (isinstance(value, (int, float)) and value > 0):
         raise InputError(f"images_per_second.decode_crop_resize_flip.median must be positive, got {value!r}", where)
     return float(value)
+
+
+DEFAULT_MEASUREMENT = "measurements/input-pipeline-epyc-zen3.yaml"  # under data/: the committed record
+
+
+def parse_host_loader(text: str, where: str = "--host-loader") -> HostInputPipeline:
+    """`workers=8,cores=40[,images_per_core=310]` -> HostInputPipeline; the per-core rate defaults
+    to the committed measurement (data/measurements/input-pipeline-epyc-zen3.yaml)."""
+    from solver_plan.keyvalues import parse_key_values
+    values = parse_key_values(text, where, "workers=N,cores=N[,images_per_core=X]")
+    unknown = sorted(set(values) - {"workers", "cores", "images_per_core"})
+    if unknown:
+        raise InputError(f"unknown key {unknown[0]!r} (keys: workers, cores, images_per_core)", where)
+    for key in ("workers", "cores"):
+        if key not in values:
+            raise InputError(f"missing key {key!r} (form: workers=N,cores=N[,images_per_core=X])", where)
+
+    def number(key: str, kind):
+        try:
+            return kind(values[key])
+        except ValueError:
+            raise InputError(f"{key} expects {'an integer' if kind is int else 'a number'}, got {values[key]!r}",
+                             where) from None
+
+    workers, cores = number("workers", int), number("cores", int)
+    if workers < 1 or cores < 1:
+        raise InputError(f"workers and cores must be at least 1, got workers={workers}, cores={cores}", where)
+    if "images_per_core" in values:
+        rate = number("images_per_core", float)
+        if not (math.isfinite(rate) and rate > 0):
+            raise InputError(f"images_per_core must be a positive number, got {values['images_per_core']!r}", where)
+    else:
+        from solver_plan.data import data_dir
+        rate = measured_images_per_core_s(data_dir() / DEFAULT_MEASUREMENT)
+    return HostInputPipeline(workers, cores, rate)
+
+
+def graph_batch(graph) -> int | None:
+    """The minibatch of an image graph: the first dimension of its first model input (None without one)."""
+    from solver_plan.graph.ops import OpType
+    for op in graph:
+        if op.op_type == OpType.INPUT and op.outputs and op.outputs[0].shape:
+            return int(op.outputs[0].shape[0])
+    return None
