@@ -205,3 +205,23 @@ def test_cli_writes_a_cluster_every_command_loads(tmp_path, capsys):
     assert main(["calibrate", "--csv", str(bad), "--out", str(tmp_path / "x.yaml")]) == 2
     err = capsys.readouterr().err
     assert "missing dtype" in err and len(err.strip().splitlines()) == 1
+
+
+def test_link_fit_separates_point_to_point_from_collective_efficiency():
+    """p2p rows inform the link's p2p_efficiency, collectives its efficiency; the latency is shared."""
+    base = resolve_cluster("h100-4x8-ib")
+    truth = replace(base, intra_node=replace(base.intra_node, latency=7e-6, efficiency=0.8, p2p_efficiency=0.92))
+    rows = []
+    for nbytes in (1e5, 1e6, 1e7, 1e8, 1e9):
+        rows.append(CollectiveMeasurement("all_reduce", nbytes, 8, 8, collective_time(truth, "all_reduce", nbytes, 8, 8)))
+        rows.append(CollectiveMeasurement("p2p", nbytes, 2, 2, collective_time(truth, "p2p", nbytes, 2, 2)))
+    fit = fit_links(base, rows)
+    assert fit.intra_latency == pytest.approx(7e-6, rel=1e-3)
+    assert fit.intra_efficiency == pytest.approx(0.8, rel=1e-3)
+    assert fit.intra_p2p_efficiency == pytest.approx(0.92, rel=1e-3)
+    fitted = fit.apply(base)
+    assert fitted.intra_node.p2p_efficiency == pytest.approx(0.92, rel=1e-3)
+    # collectives alone leave the p2p efficiency as it was (None: it follows `efficiency`)
+    only_collectives = fit_links(base, [r for r in rows if r.kind == "all_reduce"])
+    assert only_collectives.intra_p2p_efficiency is None
+    assert only_collectives.apply(base).intra_node.p2p_efficiency is None

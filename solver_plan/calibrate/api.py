@@ -45,10 +45,12 @@ class Calibration:
             lines.append(f"  median |error| per measurement: {100 * self.median_error_before:.1f}% before, "
                          f"{100 * self.median_error_after:.1f}% after (in-sample)")
         link = self.links
-        for level, latency, efficiency in (("intra-node", link.intra_latency, link.intra_efficiency),
-                                           ("inter-node", link.inter_latency, link.inter_efficiency)):
-            if latency is not None or efficiency is not None:
-                lines.append(f"  {level} link: latency {_us(latency)}, efficiency {_fraction(efficiency)}")
+        for level, latency, efficiency, p2p in (
+                ("intra-node", link.intra_latency, link.intra_efficiency, link.intra_p2p_efficiency),
+                ("inter-node", link.inter_latency, link.inter_efficiency, link.inter_p2p_efficiency)):
+            if latency is not None or efficiency is not None or p2p is not None:
+                lines.append(f"  {level} link: latency {_us(latency)}, efficiency {_fraction(efficiency)}, "
+                             f"point-to-point efficiency {_fraction(p2p)}")
         lines.extend(f"  note: {n}" for n in self.notes)
         return "\n".join(lines)
 

@@ -15,7 +15,7 @@ Kernels (FLOPs and HBM bytes as the cost model counts them, in `dtype`):
   (defaults 1 and 1; vector units).
 - layernorm rows cols: 5 FLOPs per element (graph/ops.py), input and output moved.
 - softmax rows cols: 5 FLOPs per element, input and output moved.
-Collectives (`all_reduce`, `all_gather`, `reduce_scatter`, `all_to_all`, `broadcast`): bytes,
+Collectives (`all_reduce`, `all_gather`, `reduce_scatter`, `all_to_all`, `broadcast`, `p2p`): bytes,
 devices, [devices_per_node] (default: all on one node) as cost/collectives.py takes them. `group`
 names rows that belong together for cross-validation (default: the file name).
 """

@@ -260,32 +260,40 @@ def fit_compute(device: DeviceSpec, measurements) -> ComputeFit:
 # --- links ---------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class LinkFit:
-    """Fitted latency (s) and efficiency per link level; None where no measurement informs it."""
+    """Fitted latency (s), collective efficiency and point-to-point efficiency per link level; None
+    where no measurement informs it (p2p rows inform `p2p_efficiency`, collectives `efficiency`)."""
     intra_latency: float | None
     intra_efficiency: float | None
     inter_latency: float | None
     inter_efficiency: float | None
     measurements: int
+    intra_p2p_efficiency: float | None = None
+    inter_p2p_efficiency: float | None = None
 
     def apply(self, cluster: Cluster) -> Cluster:
-        def updated(link: Link | None, latency, efficiency) -> Link | None:
+        def updated(link: Link | None, latency, efficiency, p2p) -> Link | None:
             if link is None:
                 return None
             return replace(link, latency=link.latency if latency is None else latency,
-                           efficiency=link.efficiency if efficiency is None else efficiency)
-        return replace(cluster, intra_node=updated(cluster.intra_node, self.intra_latency, self.intra_efficiency),
-                       inter_node=updated(cluster.inter_node, self.inter_latency, self.inter_efficiency))
+                           efficiency=link.efficiency if efficiency is None else efficiency,
+                           p2p_efficiency=link.p2p_efficiency if p2p is None else p2p)
+        return replace(cluster, intra_node=updated(cluster.intra_node, self.intra_latency, self.intra_efficiency,
+                                                   self.intra_p2p_efficiency),
+                       inter_node=updated(cluster.inter_node, self.inter_latency, self.inter_efficiency,
+                                          self.inter_p2p_efficiency))
 
 
 LINK_ROUNDS = 8
+# theta: alpha_intra, alpha_inter, 1/eff_intra, 1/eff_inter, 1/p2p_eff_intra, 1/p2p_eff_inter
+THETA_STEPS = (1e-7, 1e-7, 1e-3, 1e-3, 1e-3, 1e-3)
 
 
 def _with_links(cluster: Cluster, theta) -> Cluster:
-    """`cluster` with (alpha_intra, alpha_inter, 1/eff_intra, 1/eff_inter) = theta, no g override."""
-    alpha_i, alpha_e, inv_i, inv_e = theta
-    intra = replace(cluster.intra_node, latency=alpha_i, efficiency=1.0 / inv_i)
+    """`cluster` with (alpha_i, alpha_e, 1/eff_i, 1/eff_e, 1/p2p_i, 1/p2p_e) = theta, no g override."""
+    alpha_i, alpha_e, inv_i, inv_e, inv_pi, inv_pe = theta
+    intra = replace(cluster.intra_node, latency=alpha_i, efficiency=1.0 / inv_i, p2p_efficiency=1.0 / inv_pi)
     inter = None if cluster.inter_node is None else replace(cluster.inter_node, latency=alpha_e,
-                                                           efficiency=1.0 / inv_e)
+                                                           efficiency=1.0 / inv_e, p2p_efficiency=1.0 / inv_pe)
     return replace(cluster, intra_node=intra, inter_node=inter, g_overrides=())
 
 
@@ -295,8 +303,8 @@ def _coefficients(cluster: Cluster, m: CollectiveMeasurement, theta) -> np.ndarr
     def seconds(t) -> float:
         return collective_cost(_with_links(cluster, t), m.kind, m.nbytes, m.group_size, m.devices_per_node).seconds
     base = seconds(theta)
-    gradient = np.zeros(4)
-    for j, step in enumerate((1e-7, 1e-7, 1e-3, 1e-3)):
+    gradient = np.zeros(len(theta))
+    for j, step in enumerate(THETA_STEPS):
         moved = list(theta)
         moved[j] += step
         gradient[j] = (seconds(moved) - base) / step
@@ -304,8 +312,10 @@ def _coefficients(cluster: Cluster, m: CollectiveMeasurement, theta) -> np.ndarr
 
 
 def fit_links(cluster: Cluster, measurements) -> LinkFit:
-    """Fit latency and efficiency of the levels the collectives span (module text), re-linearising
-    at the estimate until the ring/tree choices settle."""
+    """Fit latency, collective efficiency and point-to-point efficiency of the levels the
+    measurements span (module text), re-linearising at the estimate until the ring/tree choices
+    settle. Point-to-point rows (`p2p`) inform only the p2p efficiency, collectives only the
+    collective one; a level's latency is shared."""
     measurements = tuple(measurements)
     if not measurements:
         return LinkFit(None, None, None, None, 0)
@@ -313,25 +323,29 @@ def fit_links(cluster: Cluster, measurements) -> LinkFit:
         if m.devices_per_node > cluster.devices_per_node or m.nodes > cluster.nodes:
             raise InputError(f"a {m.kind} over {m.group_size} devices ({m.devices_per_node} per node) does not "
                              f"fit cluster {cluster.name!r} ({cluster.nodes} x {cluster.devices_per_node})", m.where)
-    inter = cluster.inter_node
-    theta = [cluster.intra_node.latency, inter.latency if inter else 0.0, 1.0 / cluster.intra_node.efficiency,
-             1.0 / inter.efficiency if inter else 1.0]
+    intra, inter = cluster.intra_node, cluster.inter_node
+    theta = [intra.latency, inter.latency if inter else 0.0, 1.0 / intra.efficiency,
+             1.0 / inter.efficiency if inter else 1.0, 1.0 / intra.point_to_point_efficiency,
+             1.0 / inter.point_to_point_efficiency if inter else 1.0]
     target = np.array([m.seconds for m in measurements])
     scale = 1.0 / target
-    informed = np.zeros(4, dtype=bool)
+    informed = np.zeros(len(theta), dtype=bool)
     for _ in range(LINK_ROUNDS):
         A = np.array([_coefficients(cluster, m, theta) for m in measurements])
         informed = np.abs(A).sum(axis=0) > 0
-        # time = a_i alpha_i + a_e alpha_e + b_i / eff_i + b_e / eff_e with 1 / eff = 1 + d, d >= 0
-        constant = A[:, 2] + A[:, 3]
+        # time = sum_l a_l alpha_l + sum_k b_k / eff_k with 1 / eff = 1 + d, d >= 0
+        constant = A[:, 2:].sum(axis=1)
         solution = nnls(A * scale[:, None], (target - constant) * scale)
-        new = [solution[0], solution[1], 1.0 + solution[2], 1.0 + solution[3]]
+        new = [solution[0], solution[1]] + [1.0 + s for s in solution[2:]]
         if np.allclose(new, theta, rtol=1e-9, atol=1e-15):
             break
         theta = new
     values = [theta[0] if informed[0] else None, 1.0 / theta[2] if informed[2] else None,
               theta[1] if informed[1] else None, 1.0 / theta[3] if informed[3] else None]
-    return LinkFit(*(None if v is None else float(v) for v in values), measurements=len(measurements))
+    p2p = [1.0 / theta[4] if informed[4] else None, 1.0 / theta[5] if informed[5] else None]
+    return LinkFit(*(None if v is None else float(v) for v in values), measurements=len(measurements),
+                   intra_p2p_efficiency=None if p2p[0] is None else float(p2p[0]),
+                   inter_p2p_efficiency=None if p2p[1] is None else float(p2p[1]))
 
 
 def relative_errors(device: DeviceSpec, measurements) -> np.ndarray:
