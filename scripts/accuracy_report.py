@@ -110,9 +110,7 @@ def _cnn_throughput(entry, calibrated=None) -> tuple[float, str]:
     how = f"data-parallel plan simulated, step {step * 1e3:.1f} ms"
     loader = _input_pipeline(entry)
     if loader is not None:
-        per_node = min(gpus, cluster.devices_per_node)
-        nodes = -(-gpus // per_node)
-        bound = loader.images_per_s(per_node, nodes)
+        bound, per_node, nodes = loader.bound_for(gpus, cluster.devices_per_node)
         binding = batch / bound > step
         how += (f"; host loader {bound:,.0f} images/s ({loader.busy_cores(per_node)} cores x "
                 f"{loader.images_per_core_s:.0f}){', binding' if binding else ''}")

@@ -88,7 +88,7 @@ def _cmd_plan(args) -> int:
         memory_limit = parse_bytes(args.memory_limit, "--memory-limit")
     cluster = resolve_cluster(args.cluster, args.devices)
     loader = None
-    if args.host_loader:
+    if args.host_loader is not None:
         from solver_plan.cost.input_pipeline import parse_host_loader
         loader = parse_host_loader(args.host_loader)
     started = time.perf_counter()
@@ -113,7 +113,7 @@ def _cmd_plan(args) -> int:
         print(format_simulation(simulation))
         step_s = simulation.iteration_s
     if loader is not None and step_s:
-        print(_host_loader_line(loader, graph, cluster, step_s))
+        print(_host_loader_line(loader, graph, cluster, step_s, default_rate="images_per_core" not in args.host_loader))
     baselines = [name for name in ("data-parallel", "single-device") if name != args.planner]
     if baselines and plan.objective_s and deadline.expired():
         print("baselines: skipped (time limit reached)")
@@ -137,23 +137,22 @@ def _cmd_plan(args) -> int:
     return 0 if result.assignment is not None else 1  # a time-out without any plan is a failure too
 
 
-def _host_loader_line(loader, graph, cluster, step_s: float) -> str:
+def _host_loader_line(loader, graph, cluster, step_s: float, default_rate: bool) -> str:
     """The host input-pipeline bound beside the plan's step (cost/input_pipeline.py)."""
-    from solver_plan.cost.input_pipeline import graph_batch
-    batch = graph_batch(graph)
+    from solver_plan.cost.input_pipeline import image_batch
+    batch = image_batch(graph)
     if batch is None:
-        return "host loader: the model has no input to feed"
-    per_node = min(cluster.num_devices, cluster.devices_per_node)
-    nodes = -(-cluster.num_devices // per_node)
-    bound = loader.images_per_s(per_node, nodes)
+        return "host loader: not applied (the model's first input is not an (N, C, H, W) image batch)"
+    bound, per_node, nodes = loader.bound_for(cluster.num_devices, cluster.devices_per_node)
     if bound <= 0:
         return (f"host loader: no core left for workers ({loader.cpu_cores_per_node} cores, "
                 f"{per_node} training processes per node)")
     loader_s = batch / bound
-    verdict = (f"binding: the step waits for data, {format_seconds(loader_s)} ({batch / loader_s:,.0f} samples/s)"
-               if loader_s > step_s else f"not binding (the plan needs {batch / step_s:,.0f} samples/s)")
-    return (f"host loader: {bound:,.0f} samples/s ({nodes} node(s) x {loader.busy_cores(per_node)} cores x "
-            f"{loader.images_per_core_s:.0f}/s), a batch of {batch} in {format_seconds(loader_s)}; {verdict}")
+    verdict = (f"binding: the step waits for data, {format_seconds(loader_s)}" if loader_s > step_s
+               else f"not binding (the plan needs {batch / step_s:,.0f} images/s)")
+    rate = " (the build machine's EPYC core, not yours: pass images_per_core)" if default_rate else ""
+    return (f"host loader: {bound:,.0f} images/s ({nodes} node(s) x {loader.busy_cores(per_node)} cores x "
+            f"{loader.images_per_core_s:.0f}/s{rate}), a batch of {batch} in {format_seconds(loader_s)}; {verdict}")
 
 
 def _add_plan_parser(subparsers) -> None:
@@ -179,9 +178,10 @@ def _add_plan_parser(subparsers) -> None:
     p.add_argument("--out", default=None, help="write the plan as JSON")
     p.add_argument("--simulate", action="store_true", help="also simulate the plan's task graph (overlap-aware step time)")
     p.add_argument("--host-loader", default=None, metavar="workers=N,cores=N[,images_per_core=X]",
-                   help="image training: the CPU loader (workers per GPU, physical cores per node, images per "
-                        "core-second; default rate: data/measurements/input-pipeline-*.yaml) as a bound on "
-                        "the step (cost/input_pipeline.py)")
+                   help="image models: the CPU loader (workers per GPU, physical cores per node, images per "
+                        "core-second; default rate: one EPYC core of the build machine, "
+                        "data/measurements/input-pipeline-epyc-zen3.yaml) as a bound on the step "
+                        "(cost/input_pipeline.py)")
     from solver_plan.export.cli_support import add_export_arguments
     add_export_arguments(p, ("dtensor",))
     p.set_defaults(func=_cmd_plan)

@@ -83,6 +83,25 @@ def test_plan_command_prints_the_loader_bound(capsys):
     out = capsys.readouterr().out
     assert code == 0
     # 8 workers on 2 free cores (10 - 8 training processes): 200 images/s, far below LeNet's GPU rate
-    assert "host loader: 200 samples/s" in out and "binding" in out and "not binding" not in out
+    assert "host loader: 200 images/s" in out and "binding" in out and "not binding" not in out
     assert main(["plan", "--model", "lenet", "--host-loader", "workers=1"]) == 2
     assert "--host-loader" in capsys.readouterr().err
+
+
+def test_loader_applies_to_image_models_only(capsys):
+    from solver_plan.cli import main
+    assert main(["plan", "--model", "mlp:layers=2,hidden=64,batch=32", "--cluster", "v100x8-nvlink",
+                 "--planner", "data-parallel", "--host-loader", "workers=1,cores=10", "--time-limit", "20",
+                 "--quiet"]) == 0
+    assert "host loader: not applied" in capsys.readouterr().out
+    assert main(["plan", "--model", "lenet", "--host-loader", ""]) == 2  # an empty value is an error
+    assert "--host-loader" in capsys.readouterr().err
+    assert main(["plan", "--model", "lenet", "--host-loader", "workers=99999999999,cores=40"]) == 2
+    assert "workers" in capsys.readouterr().err
+
+
+def test_bound_for_packs_devices_onto_nodes():
+    loader = HostInputPipeline(workers_per_device=4, cpu_cores_per_node=64, images_per_core_s=100.0)
+    # 12 GPUs on nodes of 8: 2 nodes of 8 devices, 32 workers each (32 <= 64 - 8 free cores)
+    assert loader.bound_for(12, 8) == (2 * 32 * 100.0, 8, 2)
+    assert loader.bound_for(1, 8) == (4 * 100.0, 1, 1)

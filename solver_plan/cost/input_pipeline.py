@@ -57,6 +57,13 @@ class HostInputPipeline:
         """The bound of the module docstring, in images per second for the whole job."""
         return nodes * self.busy_cores(devices_per_node) * self.images_per_core_s
 
+    def bound_for(self, devices: int, devices_per_node: int) -> tuple[float, int, int]:
+        """(images/s, devices on each node, nodes) for a job of `devices` GPUs packed onto nodes of
+        `devices_per_node` (the first node filled first, as the presets number devices)."""
+        per_node = min(devices, devices_per_node)
+        nodes = -(-devices // per_node)
+        return self.images_per_s(per_node, nodes), per_node, nodes
+
     def step_s(self, gpu_step_s: float, global_batch: int, devices_per_node: int, nodes: int = 1) -> float:
         """max(gpu_step_s, global_batch / bound): the step when the loader can be the bottleneck."""
         bound = self.images_per_s(devices_per_node, nodes)
@@ -76,7 +83,9 @@ def measured_images_per_core_s(path: str | Path) -> float:
     return float(value)
 
 
-DEFAULT_MEASUREMENT = "measurements/input-pipeline-epyc-zen3.yaml"  # under data/: the committed record
+# Under data/: the committed record (one AMD EPYC Zen 3 core of the build machine, not your host).
+DEFAULT_MEASUREMENT = "measurements/input-pipeline-epyc-zen3.yaml"
+MAX_WORKERS, MAX_CORES, MAX_RATE = 1024, 4096, 1e6  # sanity limits of the command-line form
 
 
 def parse_host_loader(text: str, where: str = "--host-loader") -> HostInputPipeline:
@@ -99,22 +108,27 @@ def parse_host_loader(text: str, where: str = "--host-loader") -> HostInputPipel
                              where) from None
 
     workers, cores = number("workers", int), number("cores", int)
-    if workers < 1 or cores < 1:
-        raise InputError(f"workers and cores must be at least 1, got workers={workers}, cores={cores}", where)
+    if not (1 <= workers <= MAX_WORKERS and 1 <= cores <= MAX_CORES):
+        raise InputError(f"workers must be 1..{MAX_WORKERS} and cores 1..{MAX_CORES}, got workers={workers}, "
+                         f"cores={cores}", where)
     if "images_per_core" in values:
         rate = number("images_per_core", float)
-        if not (math.isfinite(rate) and rate > 0):
-            raise InputError(f"images_per_core must be a positive number, got {values['images_per_core']!r}", where)
+        if not (math.isfinite(rate) and 0 < rate <= MAX_RATE):
+            raise InputError(f"images_per_core must be a positive number up to {MAX_RATE:g}, "
+                             f"got {values['images_per_core']!r}", where)
     else:
         from solver_plan.data import data_dir
         rate = measured_images_per_core_s(data_dir() / DEFAULT_MEASUREMENT)
     return HostInputPipeline(workers, cores, rate)
 
 
-def graph_batch(graph) -> int | None:
-    """The minibatch of an image graph: the first dimension of its first model input (None without one)."""
+def image_batch(graph) -> int | None:
+    """The minibatch of an image graph: the first dimension of its first model input when that
+    input is a 4-d (N, C, H, W) image tensor; None for any other model (the loader's rate is one
+    of JPEG decoding, meaningless for tokens or features)."""
     from solver_plan.graph.ops import OpType
     for op in graph:
-        if op.op_type == OpType.INPUT and op.outputs and op.outputs[0].shape:
-            return int(op.outputs[0].shape[0])
+        if op.op_type == OpType.INPUT and op.outputs:
+            shape = op.outputs[0].shape
+            return int(shape[0]) if len(shape) == 4 else None
     return None

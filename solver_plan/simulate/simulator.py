@@ -27,7 +27,7 @@ class StrategySimulator:
         self.strategy: dict[str, ParallelConfig] = {}
         self._ops: dict[str, OpTasks] = {}
         self._edges: dict[int, tuple[int, ...]] = {}
-        self.iteration_s = 0.0
+        self.iteration_s: float | None = 0.0  # None after unsimulated changes
 
     def load(self, strategy: Mapping[str, ParallelConfig]) -> float:
         """Build every task for `strategy` from scratch and simulate it fully; the iteration time."""
@@ -64,6 +64,9 @@ class StrategySimulator:
         returned; without, the changes wait for the next simulation (a rejected trial reverted
         this way costs no simulation: the engine's change records cover both)."""
         engine, lowering = self.engine, self.lowering
+        unknown = [name for name in changes if name not in self.strategy]
+        if unknown:
+            raise InputError(f"the strategy has no operator {unknown[0]!r}", "strategy")
         names = [name for name, cfg in changes.items() if self.strategy[name] != cfg]
         edges = sorted({index for name in names for index in lowering.incident[name]})
         for index in edges:
@@ -77,6 +80,7 @@ class StrategySimulator:
         for index in edges:
             self._edges[index] = self._add_edge(index)
         if not simulate:
+            self.iteration_s = None  # unknown until the next simulation
             return None
         self.iteration_s = engine.simulate_delta()
         return self.iteration_s

@@ -7,7 +7,8 @@ The pooler and next-sentence classifier are left out: the graph ends in the one 
 do (Google's and NVIDIA's `max_predictions_per_seq`: 20 at sequence 128, 80 at 512, the masked
 positions gathered before the head); the default (0) runs it on every position.
 `dropout=0.1` adds the reference model's dropout operators (after the attention and MLP outputs,
-and on the attention probabilities; BERT's hidden_dropout_prob and attention_probs_dropout_prob);
+and on the attention probabilities; BERT's hidden_dropout_prob and attention_probs_dropout_prob;
+any probability above 0 costs the same, and the embeddings' dropout is left out);
 `attention=unfused` prices attention without a fused kernel (scores and probabilities written to
 memory, as frameworks ran it before FlashAttention-style kernels). Defaults: no dropout operators,
 fused attention.
@@ -30,13 +31,14 @@ def bert(graph_name: str, *, batch: int, seq: int, positions: int, hidden: int, 
          head_dim: int, layers: int, vocab: int, predictions: int = 0, dropout: float = 0.0,
          attention: str = "fused") -> Graph:
     check_sequence(seq, positions)
+    model = graph_name.partition(":")[0]
     if attention not in ("fused", "unfused"):
-        raise InputError(f"option 'attention' expects 'fused' or 'unfused', got {attention!r}", "model spec")
-    if not 0 <= dropout < 1:
-        raise InputError(f"option 'dropout' expects a probability below 1, got {dropout}", "model spec")
-    if not 0 <= predictions <= seq:
-        raise InputError(f"predictions must be between 0 (every position) and seq={seq}, got {predictions}",
-                         "model spec")
+        raise InputError(f"option 'attention' expects 'fused' or 'unfused', got {attention!r}", model)
+    if dropout >= 1:
+        raise InputError(f"option 'dropout' expects a probability below 1, got {dropout}", model)
+    if predictions > seq:
+        raise InputError(f"option 'predictions' expects at most seq={seq} positions (0: every position), "
+                         f"got {predictions}", model)
     b = GraphBuilder(graph_name)
     ids = {name: b.input((batch, seq), name=name) for name in ("tokens", "positions", "segments")}
     with b.scope("embeddings"):

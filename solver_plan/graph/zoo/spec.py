@@ -58,8 +58,10 @@ def _convert(model: str, key: str, text: str, default: Any) -> Any:
         value = int(text) if isinstance(default, int) else float(text)
     except ValueError:
         raise InputError(f"option {key!r} expects a positive {kind}, got {text!r}", model) from None
-    if not math.isfinite(value) or value <= 0:
-        raise InputError(f"option {key!r} expects a positive {kind}, got {text!r}", model)
+    # an option whose default is 0 (off) may be set back to 0; every other must be positive
+    if not math.isfinite(value) or value < 0 or (value == 0 and default != 0):
+        raise InputError(f"option {key!r} expects a {'non-negative' if default == 0 else 'positive'} {kind}, "
+                         f"got {text!r}", model)
     limit = MAX_COUNT.get(key, MAX_SIZE)
     if isinstance(default, int) and value > limit:
         raise InputError(f"option {key!r} is too large: {text} (at most {limit})", model)
