@@ -286,9 +286,11 @@ def write_markdown(path: Path, cv_rows, published_rows, sources) -> None:
                   "`how` column says so. Caveat: the rate was measured on one core of this repository's build "
                   "machine (an AMD EPYC Zen 3 core under KVM, Pillow 13 with libjpeg-turbo), not on the DGX-1's "
                   "Broadwell or the DGX A100's Zen 2 cores, and SMT siblings are not counted; a rate 20% lower or "
-                  "higher moves the bound by the same fraction. Both choices matter on the DGX-1: at a 20% "
-                  "higher rate, or counting its 80 hardware threads (64 workers on 72 free threads, about "
-                  "19,800 images/s), the bound would not bind and the row would stay at the GPU prediction.", "",
+                  "higher moves the bound by the same fraction. Both choices matter on the DGX-1, and the "
+                  "margin is thin: the bound binds only below 318 images per core-second, 2.8% above the "
+                  "measured median (309.5; the record's passes ranged 280-362), and counting its 80 hardware "
+                  "threads (64 workers on 72 free threads, about 19,800 images/s) it would not bind. Without "
+                  "the bound that row is +22.4%, one fewer within 20%.", "",
                   "What it explains and what it does not: on the DGX-1 the 64 workers share 32 free cores, and "
                   "the bound (about 9,900 images/s) sits below the GPUs' 10,190, so the 8-GPU AMP row drops from "
                   "+22.4% to the bound; on the DGX A100 the 120 free cores allow about 37,000 images/s, far "
@@ -300,16 +302,21 @@ def write_markdown(path: Path, cv_rows, published_rows, sources) -> None:
                   "turns into waiting for the slowest of 8 GPUs, and contention of the loader processes with "
                   "the training processes on the host. The A100 1-GPU AMP row is also 13% fast: part of the "
                   "miss is the A100 fp16 compute model itself.", "",
-                  "**BERT-large pre-training (graph path, no per-case tuning).** The rows model what the "
-                  "runs did: the MLM head on the 20 gathered positions, dropout 0.1 as separate operators, "
-                  "and attention without a fused kernel (`attention=unfused`: the b x heads x s^2 scores and "
-                  "probabilities pass through HBM 10-15 times per layer, `cost.kernels.attention_score_traffic`). "
-                  "Without the last two the preset predicted 23% (AMP) and 39-40% (TF32) fast; with them "
-                  "the AMP rows come within 8% and the TF32 rows stay about 22% fast. The same graphs on the "
-                  "PipeDream-calibrated efficiencies (fitted on V100 fp32 layers, applied as fractions of the "
-                  "A100's peaks) are slower still. What remains is the preset's TF32 matrix efficiency: it "
-                  "takes calculon's curve (0.9-0.95 of peak for GEMMs of 16 GFLOP and more) for every "
-                  "tensor-core dtype; a measured A100 TF32 GEMM table (docs/calibration-csv.md) would settle it.", ""]
+                  "**BERT-large pre-training (graph path, no per-case tuning).** The rows model what each "
+                  "run did: the MLM head on the 20 gathered positions, dropout 0.1 as separate operators, and "
+                  "attention fused or not as the source says (`attention=unfused`: the b x heads x s^2 scores "
+                  "and probabilities make 15 HBM passes per layer with dropout, 11 without, "
+                  "`cost.kernels.attention_score_traffic`). NVIDIA's PaddlePaddle AMP figures come from the "
+                  "README version that adds cuDNN fused attention (modelled fused); its TF32 runs and the "
+                  "PyTorch 21.11 runs are unfused. The A100 preset predicts BERT-large 18-23% fast on "
+                  "PaddlePaddle and 18% (TF32) to 29% (AMP) fast on PyTorch: it is optimistic on this model. "
+                  "Likely causes: the preset's matrix efficiencies (calculon's 0.9-0.95 of peak for GEMMs of "
+                  "16 GFLOP and more, for every tensor-core dtype, times the 1.105 fitted on one Megatron "
+                  "layer) above what BERT-large's 69-275 GFLOP GEMMs reach, and per-kernel work no graph "
+                  "operator carries (LAMB's per-step work, framework overheads). The same graphs on the "
+                  "PipeDream-calibrated efficiencies (V100 fp32 layers applied as fractions of the A100's "
+                  "peaks) are slower. A measured A100 GEMM and attention table (docs/calibration-csv.md) "
+                  "would settle which.", ""]
         lines += ["Sources: " + "; ".join(f"{key}: {value['title']}" for key, value in sources.items()), ""]
     path.write_text("\n".join(lines))
 

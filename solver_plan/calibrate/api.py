@@ -49,8 +49,8 @@ class Calibration:
                 ("intra-node", link.intra_latency, link.intra_efficiency, link.intra_p2p_efficiency),
                 ("inter-node", link.inter_latency, link.inter_efficiency, link.inter_p2p_efficiency)):
             if latency is not None or efficiency is not None or p2p is not None:
-                lines.append(f"  {level} link: latency {_us(latency)}, efficiency {_fraction(efficiency)}, "
-                             f"point-to-point efficiency {_fraction(p2p)}")
+                lines.append(f"  {level} link: latency {_us(latency)}, efficiency {_fraction(efficiency)}"
+                             + ("" if p2p is None else f", point-to-point efficiency {_fraction(p2p)}"))
         lines.extend(f"  note: {n}" for n in self.notes)
         return "\n".join(lines)
 

@@ -102,34 +102,36 @@ def _restrict(problem, graph, tp: int):
         num_devices=problem.num_devices, memory_limit=None, name=problem.name, context=problem.context)
 
 
-def score_bytes(element_bytes: float = 2) -> float:
-    """HBM bytes per attention-score element in forward with e-byte scores: 5 e + 1 (11 for 16-bit)."""
-    return 5.0 * element_bytes + 1.0
-
-
-def score_traffic_s(cluster: Cluster, op, n: int, element_bytes: float = 2) -> float:
-    """Forward seconds of the attention scores' memory traffic on one of n devices, which the cost
-    model's roofline of the attention operator (inputs and output only) leaves out. Megatron-LM's
-    unfused attention (2021-22, no flash attention) materialises the scores: per score element
-    Q K^T writes e bytes, the fused softmax reads e and writes e, dropout reads e, writes e and a
-    1-byte mask, scores x V reads e: 5 e + 1 bytes, 11 for 16-bit scores (Korthikanti et al. 2022
-    keep 5 of them for backward), 21 in fp32. Those are separate memory-bound kernels, so their
-    time adds to the GEMMs'."""
+def score_traffic_s(cluster: Cluster, graph, op, n: int, element_bytes: float = 2) -> tuple[float, float]:
+    """(forward, backward) seconds of the attention scores' memory traffic on one of n devices,
+    which the cost model's roofline of a fused Attention operator (inputs and output only) leaves
+    out. Megatron-LM's attention (2021-22, no flash attention) materialises the scores and applies
+    dropout to the probabilities: the HBM passes of `cost.kernels.attention_score_traffic` with
+    dropout (forward 6 e + 1 bytes per score element, backward 9 e + 1; the one formula the
+    per-operator cost model uses for `scores="materialized"`), at the HBM roofline. These are
+    separate memory-bound kernels, so their time adds to the GEMMs'. None for an Attention the
+    graph already marks materialised (the cost model priced it) or any other operator."""
     from solver_plan.cost.compute import memory_time
+    from solver_plan.cost.kernels import attention_score_traffic
 
-    if op.op_type != OpType.ATTENTION:
-        return 0.0
+    if op.op_type != OpType.ATTENTION or op.attrs.get("scores") == "materialized":
+        return 0.0, 0.0
     batch, seq = op.outputs[0].shape[0], op.outputs[0].shape[1]
-    return memory_time(cluster.device, score_bytes(element_bytes) * op.attr("heads") * seq * seq * batch / n)
+    keys = graph.tensor(op.inputs[1]).shape[1]
+    elements = op.attr("heads") * seq * keys * batch / n
+    forward, backward = attention_score_traffic(elements, element_bytes, dropout=True)
+    return memory_time(cluster.device, forward), memory_time(cluster.device, backward)
 
 
 def _compute_s(cluster: Cluster, cost_model, graph, op, cfg, scale: float = 1.0) -> tuple[float, float]:
     """(forward, backward) compute seconds of `op` under `cfg`, times `scale`: the cost model's
     roofline time (forward kernel + backward of two kernels its size, `CostModel.compute_seconds`,
-    the one source of kernel times), plus the attention scores' traffic, split 1 : 2 likewise."""
-    scores = score_traffic_s(cluster, op, cfg.num_devices, cost_model.precision.activations.bytes)
-    total = cost_model.node(graph, op, cfg).compute_s + 3.0 * scores
-    return scale * total / 3.0, scale * 2.0 * total / 3.0
+    the one source of kernel times) split 1 : 2, plus the attention scores' forward and backward
+    traffic (`score_traffic_s`)."""
+    forward_scores, backward_scores = score_traffic_s(cluster, graph, op, cfg.num_devices,
+                                                      cost_model.precision.activations.bytes)
+    kernels = cost_model.node(graph, op, cfg).compute_s
+    return scale * (kernels / 3.0 + forward_scores), scale * (2.0 * kernels / 3.0 + backward_scores)
 
 
 class BlockCoster:
