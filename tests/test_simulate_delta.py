@@ -15,8 +15,9 @@ CASES = [  # branched graphs, small options; 2 nodes in the NMT case so inter-no
 ]
 
 
-@pytest.mark.parametrize("spec,devices,changes", CASES)
-def test_delta_equals_full_over_random_single_operator_changes(spec, devices, changes):
+def _live_and_fresh(spec: str, devices: int):
+    """The graph, up to 16 candidates per operator, the data-parallel strategy, a simulator loaded
+    with it (changed live by the tests) and one sharing its lowering for full re-simulations."""
     graph = build_model(spec)
     cluster = resolve_cluster("k80-16x4", devices)
     cost_model = CostModel(cluster)
@@ -24,7 +25,12 @@ def test_delta_equals_full_over_random_single_operator_changes(spec, devices, ch
     strategy = {op.name: data_parallel_config(op, graph, devices) for op in graph}
     live = StrategySimulator(graph, cluster, cost_model)
     live.load(strategy)
-    fresh = StrategySimulator(graph, cluster, cost_model, lowering=live.lowering)
+    return graph, candidates, strategy, live, StrategySimulator(graph, cluster, cost_model, lowering=live.lowering)
+
+
+@pytest.mark.parametrize("spec,devices,changes", CASES)
+def test_delta_equals_full_over_random_single_operator_changes(spec, devices, changes):
+    graph, candidates, strategy, live, fresh = _live_and_fresh(spec, devices)
     rng = random.Random(7)
     partial = 0
     for _ in range(changes):
@@ -66,15 +72,8 @@ def test_delta_without_changes_does_nothing():
 def test_many_changes_at_once_and_unsimulated_reverts_equal_full(spec, devices):
     """change_many (several operators, adjacent ones included) and reverts left unsimulated, as the
     branch refinement uses them: the next simulation equals a full one of the current strategy."""
-    graph = build_model(spec)
-    cluster = resolve_cluster("k80-16x4", devices)
-    cost_model = CostModel(cluster)
+    graph, candidates, strategy, live, fresh = _live_and_fresh(spec, devices)
     order = graph.topological_order
-    candidates = {op.name: enumerate_configs(op, graph, devices, max_candidates=16) for op in graph}
-    strategy = {op.name: data_parallel_config(op, graph, devices) for op in graph}
-    live = StrategySimulator(graph, cluster, cost_model)
-    live.load(strategy)
-    fresh = StrategySimulator(graph, cluster, cost_model, lowering=live.lowering)
     rng = random.Random(11)
     for _ in range(40):
         start = rng.randrange(len(order))
