@@ -3,7 +3,7 @@ sum, so concurrent branches on disjoint devices pay off.
 
 Registered with simplify=False: node and edge elimination are exact for a sum only (a folded node
 forgets which devices its members ran on). Warm start: the cheaper under the load objective of the
-sum optimum (`milp`, given a share of the time), the greedy plans, and roundings of the LP
+sum optimum (`milp`, given a share of the time), the greedy plans, data parallelism, and roundings of the LP
 optimum, with parallel branches moved onto disjoint device halves, each improved by local search
 (`load_search.py`: the LP relaxation of a max objective is
 too weak for branch and bound to close on real graphs in a minute); HiGHS then improves the best
