@@ -203,25 +203,24 @@ class Cluster:
     def g(self, level: LinkLevel) -> float:
         """Achieved seconds per byte one device moves on a link level (0 on the same device):
         1 / (device_bandwidth x link efficiency), or the YAML's `hardware` override."""
-        if level == LinkLevel.SAME_DEVICE:
-            return 0.0
-        for lvl, value in self.g_overrides:
-            if lvl == level:
-                return value
-        return 1.0 / (self.device_bandwidth(level) * self.link(level).efficiency)
+        return self._seconds_per_byte(level, "efficiency")
 
     def g_p2p(self, level: LinkLevel) -> float:
         """Achieved seconds per byte of one point-to-point copy on a link level (0 on the same
-        device): 1 / (device_bandwidth x link p2p_efficiency), or the YAML's `hardware` override.
-        Used by redistribution, pipeline stage transfers and the simulator's transfer tasks;
-        collectives keep `g` (NCCL's bus bandwidth is a different, lower fraction of the link).
-        Source of the one preset figure: p100-4x4.yaml (data/published/interconnect.yaml)."""
+        device): 1 / (device_bandwidth x link p2p_efficiency), or the YAML's `hardware` override
+        (which sets both rates). Used by redistribution, pipeline stage transfers and the
+        simulator's transfer tasks; collectives keep `g` (NCCL's bus bandwidth is a different,
+        lower fraction of the link). Source of the one preset figure: p100-4x4.yaml
+        (data/published/interconnect.yaml)."""
+        return self._seconds_per_byte(level, "point_to_point_efficiency")
+
+    def _seconds_per_byte(self, level: LinkLevel, efficiency: str) -> float:
         if level == LinkLevel.SAME_DEVICE:
             return 0.0
         for lvl, value in self.g_overrides:
             if lvl == level:
                 return value
-        return 1.0 / (self.device_bandwidth(level) * self.link(level).point_to_point_efficiency)
+        return 1.0 / (self.device_bandwidth(level) * getattr(self.link(level), efficiency))
 
     def alpha(self, level: LinkLevel) -> float:
         """Latency per message (one step of a collective) on a link level."""
