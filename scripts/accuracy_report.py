@@ -19,6 +19,7 @@ the figures. Deterministic; about 2-4 minutes on 2 cores.
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import statistics
 import sys
@@ -123,16 +124,23 @@ def _throughputs_path() -> Path:
     return path if path.exists() else ROOT / "data" / "published" / "throughputs.yaml"
 
 
+@functools.lru_cache(maxsize=1)
+def _measured_rate() -> float:
+    """Images per core-second of the record throughputs.yaml names (read once per run)."""
+    from solver_plan.cost.input_pipeline import measured_images_per_core_s
+    record = yaml.safe_load(_throughputs_path().read_text())["input_pipeline_measurement"]
+    return measured_images_per_core_s(data_dir() / record)
+
+
 def _input_pipeline(entry):
     """The row's host loader (workers per GPU and cores per node as published) with the per-core
     rate measured by scripts/measure_input_pipeline.py; None for rows without one."""
-    from solver_plan.cost.input_pipeline import HostInputPipeline, measured_images_per_core_s
+    from solver_plan.cost.input_pipeline import HostInputPipeline
     spec = entry.get("input_pipeline")
     if spec is None:
         return None
-    record = yaml.safe_load(_throughputs_path().read_text())["input_pipeline_measurement"]
     return HostInputPipeline(workers_per_device=spec["workers_per_gpu"], cpu_cores_per_node=spec["cpu_cores_per_node"],
-                             images_per_core_s=measured_images_per_core_s(data_dir() / record))
+                             images_per_core_s=_measured_rate())
 
 
 HYBRID_POINTS = ROOT / "data" / "published" / "hybrid.yaml"
