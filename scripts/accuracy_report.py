@@ -93,7 +93,7 @@ def pipedream_calibrated(cluster_name: str):
     return replace(cluster, device=_PIPEDREAM_FIT[0].apply(cluster.device))
 
 
-def _cnn_throughput(entry, calibrated=None) -> tuple[float, str]:
+def _graph_throughput(entry, calibrated=None) -> tuple[float, str]:
     from solver_plan.graph.resolve import resolve_model
     from solver_plan.intra.solve import solve
     from solver_plan.planning import prepare_problem
@@ -186,7 +186,7 @@ def published_predictions():
         started = time.perf_counter()
         try:
             if entry["kind"] in ("cnn", "graph"):
-                predicted, how = _cnn_throughput(entry)
+                predicted, how = _graph_throughput(entry)
             else:
                 predicted, how = _transformer_tflops(entry)
         except Exception as exc:  # report what could not be predicted instead of stopping
@@ -194,7 +194,7 @@ def published_predictions():
         measured = float(entry["measured"]["value"])
         recalibrated = None
         if entry["kind"] in ("cnn", "graph"):
-            recalibrated = _cnn_throughput(entry, pipedream_calibrated(entry["cluster"]))[0]
+            recalibrated = _graph_throughput(entry, pipedream_calibrated(entry["cluster"]))[0]
         rows.append({"calibrated": recalibrated, "id": entry["id"], "kind": entry["kind"], "gpus": entry["gpus"],
                      "precision": entry["precision"], "unit": entry["measured"]["unit"], "measured": measured,
                      "predicted": predicted, "how": how, "source": entry["source"]})
