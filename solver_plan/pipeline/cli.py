@@ -113,28 +113,41 @@ def build_problem(args, deadline=None):
                                optimizer=getattr(args, "optimizer", None) or "adam")
 
 
-def print_result(result) -> None:
+def print_result(result, full=None) -> None:
+    """The plan in the model's terms. `full`: the chain problem the command built (the result's
+    may be merged for the planner; layers are numbered and named in `full`'s chain)."""
+    from solver_plan.pipeline.describe import describe_layers, original_span, shared_processors
     problem = result.problem
-    print(f"model {problem.name}: {problem.layers} layers, P = {problem.processors}, "
-          f"M = {format_bytes(problem.memory)}, beta = "
-          f"{'inf' if math.isinf(problem.bandwidth) else format_bytes(problem.bandwidth) + '/s'}")
+    full = full or problem
+    merged = f" (the planner ran on {problem.layers} merged layers)" if problem.layers != full.layers else ""
+    print(f"model {full.name}: a chain of {full.layers} layers{merged}, P = {full.processors} processors, "
+          f"M = {format_bytes(full.memory)} per processor, link bandwidth "
+          f"{'unlimited' if math.isinf(full.bandwidth) else format_bytes(full.bandwidth) + '/s'}")
     print(f"memory: {problem.state.describe()}; a stage keeps {problem.state.weight_factor:g} x its weights "
           f"+ activations in flight + transfer buffers")
     print(f"planner {result.planner} + schedule {result.scheduler}: {result.status.value}")
     if result.period_s is not None:
         bound = result.lower_bound_s
-        print(f"period {format_seconds(result.period_s)}  (planned {format_seconds(result.allocation.period_s)}, "
-              f"lower bound {format_seconds(bound) if bound is not None else '-'}, valid: {result.valid})")
+        print(f"period {format_seconds(result.period_s)} per mini-batch (allocation's estimate "
+              f"{format_seconds(result.allocation.period_s)}, lower bound "
+              f"{format_seconds(bound) if bound is not None else '-'}, pattern valid: {result.valid})")
     for note in problem.chain.notes + result.allocation.notes + result.notes:
         print(f"  note: {note}")
     if result.allocation.allocation is not None:
+        stages = result.allocation.allocation.stages
         peaks = result.validation.peak_memory if result.validation else {}
-        print(f"{'stage':>5} {'layers':>12} {'proc':>4} {'load':>12} {'peak memory of proc':>20}")
-        for i, s in enumerate(result.allocation.allocation.stages):
+        print(f"{'stage':>5} {'processor':>9} {f'layers (of {full.layers})':>16} {'load':>11} "
+              f"{'peak memory':>12}  contents")
+        for i, s in enumerate(stages):
+            first, last = original_span(full.chain.layer_names, problem.chain.layer_names, s.first, s.last)
             peak = format_bytes(peaks[s.processor]) if s.processor in peaks else "-"
-            print(f"{i:>5} {f'{s.first}..{s.last}':>12} {s.processor:>4} "
-                  f"{format_seconds(problem.load(s.first, s.last)):>12} {peak:>20}")
-    print(f"runtime {result.runtime_s:.2f} s")
+            print(f"{i:>5} {s.processor:>9} {f'{first}..{last}':>16} "
+                  f"{format_seconds(problem.load(s.first, s.last)):>11} {peak:>12}  "
+                  f"{describe_layers(full.chain.layer_names, first, last)}")
+        print("  (load: forward + backward time of the stage per mini-batch; peak memory: the processor's, "
+              "all its stages)")
+        for line in shared_processors(stages):
+            print(f"  {line}")
 
 
 def run(args) -> int:
@@ -154,7 +167,7 @@ def run(args) -> int:
                            max_layers=args.max_layers if args.planner == "madpipe" else None)
     if args.out:  # before any printing: a closed pipe (`| head`) must not lose the pattern
         write_text_atomic(args.out, result.to_json())
-    print_result(result)
+    print_result(result, problem)
     if args.out:
         print(f"wrote {args.out}")
     if args.gantt:
@@ -162,6 +175,9 @@ def run(args) -> int:
             print("no valid pattern: no Gantt chart written")
         else:
             from solver_plan.pipeline.gantt import save_gantt
-            save_gantt(result.pattern, args.gantt, title=f"{problem.name}: {result.planner} + {result.scheduler}")
+            save_gantt(result.pattern, args.gantt,
+                       title=f"{problem.name} on {problem.processors} processors (M = {format_bytes(problem.memory)} "
+                             f"each): {result.planner} allocation + {result.scheduler} schedule")
             print(f"wrote {args.gantt}")
+    print(f"wall time {deadline.elapsed():.2f} s since the command started (planning {result.runtime_s:.2f} s)")
     return 0 if result.valid else 1

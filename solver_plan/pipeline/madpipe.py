@@ -254,7 +254,8 @@ def plan(problem: ChainProblem, *, time_limit: float | None = None, seed: int = 
     load = best.load_bound(problem)
     alternatives = tuple(answer[0] for _, answer in others if answer[0] != best)
     notes = (f"{estimate} estimate: target period T^ = {target:.6g} s, allocation load {load:.6g} s",)
-    notes += tuple(f"{e} estimate: allocation {a[0].to_dict()} at T^ = {a[1]:.6g} s" for e, a in others)
+    notes += tuple(f"{e} estimate: {'the same allocation' if a[0] == best else 'another allocation'} "
+                   f"({len(a[0].stages)} stages) at T^ = {a[1]:.6g} s" for e, a in others)
     if cut_short:
         notes += ("the time limit cut the DP's bisection short: the allocation may be worse than with more time",)
     return AllocationResult("madpipe", Status.TIME_LIMIT if cut_short else Status.FEASIBLE, best,
