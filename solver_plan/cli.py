@@ -14,7 +14,7 @@ import re
 import sys
 import time
 
-from solver_plan.errors import InputError, check_positive
+from solver_plan.errors import EXIT_SOLVER_FAILED, InputError, check_positive
 from solver_plan.intra.build import DEFAULT_MAX_CANDIDATES
 from solver_plan.deadline import DEFAULT_TIME_LIMIT_S
 from solver_plan.units import format_seconds, parse_bytes
@@ -114,7 +114,9 @@ def _cmd_plan(args) -> int:
         step_s = simulation.iteration_s
     if loader is not None and step_s:
         print(_host_loader_line(loader, graph, cluster, step_s, default_rate="images_per_core" not in args.host_loader))
-    baselines = [name for name in ("data-parallel", "single-device") if name != args.planner]
+    # --all-devices keeps only configurations on every device: no single-device plan exists to compare with
+    baselines = [name for name in ("data-parallel", "single-device") if name != args.planner
+                 and not (name == "single-device" and getattr(args, "all_devices", False))]
     if baselines and plan.objective_s and deadline.expired():
         print("baselines: skipped (time limit reached)")
     elif baselines and plan.objective_s:  # no ratio against a zero or missing objective
@@ -134,6 +136,9 @@ def _cmd_plan(args) -> int:
         write_export(args, plan.to_dict(), graph)
     if args.out:
         print(f"plan written to {args.out}")
+    if result.solver_failure:  # the plan is a fallback: say so on stderr and exit distinctly
+        print(f"solver-plan: solver failed: {result.solver_failure}", file=sys.stderr)
+        return EXIT_SOLVER_FAILED
     return 0 if result.assignment is not None else 1  # a time-out without any plan is a failure too
 
 
@@ -270,6 +275,10 @@ def main(argv: list[str] | None = None) -> int:
         except (AttributeError, OSError, ValueError):  # stdout replaced by an object without a descriptor
             pass
         return 0
+    except OSError as exc:  # a named path the system refuses (name too long, loop of links): one line
+        print(f"solver-plan: error: {exc.filename or ''}{': ' if exc.filename else ''}{exc.strerror or exc}",
+              file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

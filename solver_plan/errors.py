@@ -7,6 +7,14 @@ planners report it as a status.
 """
 from __future__ import annotations
 
+# Exit statuses of every command (README, "Exit statuses"): 0 a plan (or the asked output), 1 no
+# plan (INFEASIBLE, ERROR, or a time-out without one), 2 bad input, 3 a solver failed and the plan
+# printed is the fallback it was replaced with, 130 interrupted.
+EXIT_NO_PLAN = 1
+EXIT_BAD_INPUT = 2
+EXIT_SOLVER_FAILED = 3
+EXIT_INTERRUPTED = 130
+
 
 class SolverPlanError(Exception):
     """Base class of every error this package raises on purpose."""

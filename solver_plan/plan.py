@@ -63,6 +63,9 @@ class Plan:
     # `TrainingPrecision.name` the plan was priced in ("mixed-bf16", "fp32"); `simulate --plan`
     # re-prices with it. None: unknown (plans from before the field).
     precision: str | None = None
+    # One line naming the planner's solver and why it failed, when the plan is the fallback it
+    # returned instead (`ConfigResult.solver_failure`); None when the solver answered.
+    solver_failure: str | None = None
 
     def to_dict(self) -> dict:
         return {
@@ -70,6 +73,7 @@ class Plan:
             "planner": self.planner, "status": self.status.value, "objective_s": self.objective_s,
             "lower_bound_s": self.lower_bound_s, "gap": self.gap, "runtime_s": self.runtime_s,
             "memory_limit_bytes": self.memory_limit_bytes, "precision": self.precision, "notes": list(self.notes),
+            "solver_failure": self.solver_failure,
             "device_memory_bytes": list(self.device_memory_bytes),
             "operators": [{
                 "name": op.name, "type": op.op_type, "degrees": dict(op.degrees), "devices": list(op.devices),
@@ -113,7 +117,7 @@ def decode_plan(graph: Graph, cluster: Cluster, problem: ConfigProblem, result: 
     return Plan(graph.name, cluster.name, result.planner, result.status, result.objective, result.lower_bound,
                 result.gap, result.runtime_s, problem.memory_limit, result.notes, device_memory,
                 tuple(operators), tuple(edges), max((len(c) for c in problem.candidates), default=None),
-                cost_model.precision.name)
+                cost_model.precision.name, result.solver_failure)
 
 
 def _fmt_optional_seconds(value: float | None) -> str:
@@ -136,6 +140,8 @@ def render_plan(plan: Plan, max_rows: int = 40) -> str:
         f"status {_status_text(plan)} | objective {_fmt_optional_seconds(plan.objective_s)} per step | "
         f"bound {_fmt_optional_seconds(plan.lower_bound_s)} | gap {gap} | solved in {format_seconds(plan.runtime_s)}",
     ]
+    if plan.solver_failure:
+        lines.append(f"SOLVER FAILED: {plan.solver_failure}; the plan below is the fallback")
     for note in plan.notes:
         lines.append(f"note: {note}")
     if not plan.operators:

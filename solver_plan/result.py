@@ -32,6 +32,8 @@ class ConfigResult:
     """Answer of a per-operator configuration planner on a `ConfigProblem`.
 
     `assignment[i]` is the chosen candidate index of problem node i (None without a solution).
+    `solver_failure` is one line naming the planner's solver and why it failed (not a time-out)
+    when the plan returned is a fallback (the heuristic warm start); None when the solver answered.
     """
     planner: str
     status: Status
@@ -40,6 +42,7 @@ class ConfigResult:
     runtime_s: float = 0.0
     assignment: tuple[int, ...] | None = None
     notes: tuple[str, ...] = field(default=())
+    solver_failure: str | None = None
 
     @property
     def gap(self) -> float | None:

@@ -60,7 +60,7 @@ def run_config_job(job: Job) -> dict[str, Any]:
                               seed=job.seed, precision=job.precision, all_devices=job.all_devices, **extra,
                               **dict(job.options))
     return outcome(plan.status, plan.objective_s, plan.lower_bound_s, plan.runtime_s, plan.to_dict(),
-                   error=planner_error(plan.status, plan.notes))
+                   error=planner_error(plan.status, plan.notes), solver_failure=plan.solver_failure)
 
 
 def run_pipeline_job(job: Job) -> dict[str, Any]:
@@ -128,7 +128,7 @@ def run_hybrid_job(job: Job) -> dict[str, Any]:
     from solver_plan.hybrid.registry import run_job
     _, o = run_job(hybrid_precision(job))
     return outcome(o["status"], o["objective_s"], o["lower_bound_s"], o["runtime_s"], o["plan"],
-                   error=planner_error(o["status"], o["notes"]))
+                   error=planner_error(o["status"], o["notes"]), solver_failure=o.get("solver_failure"))
 
 
 RUNNERS: dict[str, Callable[[Job], dict[str, Any]]] = {"config": run_config_job, "pipeline": run_pipeline_job,
@@ -137,8 +137,14 @@ RUNNERS: dict[str, Callable[[Job], dict[str, Any]]] = {"config": run_config_job,
 
 def outcome(status: Status, objective: float | None, lower_bound: float | None, runtime_s: float | None,
             plan: dict | None, error: str | None = None, *, killed: bool = False,
-            detail: str | None = None) -> dict[str, Any]:
-    """`killed`: the runner stopped the job; `detail`: a traceback or other long explanation."""
+            detail: str | None = None, solver_failure: str | None = None) -> dict[str, Any]:
+    """`killed`: the runner stopped the job; `detail`: a traceback or other long explanation.
+    `solver_failure`: the planner's solver failed and the plan is the fallback it was replaced
+    with; the run counts as failed (status ERROR, no objective or bound credited to the planner),
+    the fallback plan is kept in the record for inspection."""
+    if solver_failure:
+        status, objective, lower_bound = Status.ERROR, None, None
+        error = f"solver failed: {solver_failure}"
     objective, lower_bound = finite_or_none(objective), finite_or_none(lower_bound)
     return {"status": Status(status).value, "objective_s": objective, "lower_bound_s": lower_bound,
             "gap": relative_gap(objective, lower_bound), "runtime_s": finite_or_none(runtime_s),

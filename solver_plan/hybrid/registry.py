@@ -42,4 +42,4 @@ def run_job(job) -> tuple[Any, dict]:
                        memory_limit="device" if job.memory_limit is None else job.memory_limit, fix=fix, **options)
     return result, {"status": result.status, "objective_s": result.step_time_s,
                     "lower_bound_s": result.lower_bound_s, "runtime_s": result.runtime_s, "plan": result.to_dict(),
-                    "notes": result.notes}
+                    "notes": result.notes, "solver_failure": getattr(result, "solver_failure", None)}

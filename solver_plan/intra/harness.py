@@ -213,20 +213,25 @@ def run_planner(name: str, problem: ConfigProblem, core: Callable[[ConfigProblem
         context.incumbent = tuple(int(c) for c in warm_start) if _usable(problem, warm_start) else None
     if context.incumbent is not None:
         progress.report(incumbent=problem.objective(context.incumbent))
+    failure = None  # why the solver failed (never a time-out): reported, never silently replaced
     try:
         answer = core(problem, context)
     except InputError:
         raise
     except SolverUnavailable as exc:
+        failure = f"{name}: solver unavailable: {exc}"
         answer = Answer(Status.ERROR, notes=(f"solver unavailable: {exc}",))
     except TimeoutError as exc:  # a solver killed at the wall clock: the incumbent still counts
         answer = Answer(Status.TIME_LIMIT, notes=(failure_note(name, exc),))
     except Exception as exc:  # a failing backend must not lose the heuristic answer
         _log_traceback(name)
-        answer = Answer(Status.ERROR, notes=(failure_note(name, exc),))
+        failure = failure_note(name, exc)
+        answer = Answer(Status.ERROR, notes=(failure,))
     if answer.assignment is not None and not _usable(problem, answer.assignment):
         answer = Answer(Status.ERROR, None, answer.lower_bound,
                         answer.notes + ("the planner's plan is invalid or breaks the memory limit; discarded",))
+    if failure is None and answer.status is Status.ERROR:
+        failure = f"{name} failed ({'; '.join(answer.notes) or 'no message'})"
     if exact:
         answer = _keep_incumbent_if_better(problem, answer, context.incumbent, source)
     if answer.assignment is None:
@@ -236,6 +241,8 @@ def run_planner(name: str, problem: ConfigProblem, core: Callable[[ConfigProblem
         answer = replace(answer, lower_bound=relaxation.lower_bound,
                          notes=answer.notes + ("bound from the edge-dropping relaxation",))
     result = _finish(problem, name, answer, deadline)
+    if failure is not None:
+        result = replace(result, solver_failure=failure)
     progress.report(result.objective, result.lower_bound)
     return result
 
@@ -247,9 +254,10 @@ def _log_traceback(name: str) -> None:
 
 
 def _child(func, args, connection) -> None:
-    from solver_plan.intra.isolated import die_with_parent
+    from solver_plan.intra.isolated import die_with_parent, silence_standard_output
     os.setpgid(0, 0)  # own process group, so a time-out also ends the solver processes it starts
     die_with_parent()
+    silence_standard_output(keep_stderr=os.environ.get("SOLVER_PLAN_SOLVER_OUTPUT") == "1")
     try:
         connection.send(("ok", func(*args)))
     except BaseException as exc:  # report every failure to the parent

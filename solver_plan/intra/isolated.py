@@ -1,16 +1,26 @@
-"""Run a solver function in this process if its library loads here, else in a helper process.
+"""Run a solver function in a helper process over a private channel, or in this process.
 
-Why: the highspy and ortools wheels each bundle a different `libhighs.so.1`; whichever is loaded
-first in a process breaks the other's import (undefined symbols). Other parts of the package import
-ortools at module level, so highspy is never loaded into the main process unless it already is:
-HiGHS runs in a persistent worker, a fresh `python -m solver_plan.intra.isolated` that imports only
-what the call needs (not the caller's main module, unlike multiprocessing's spawn). Other
-libraries run in process when they import, else in a worker too. A worker is killed and restarted
-if a call overruns its wall-clock limit. Requests and answers are pickled over the worker's pipes.
+One execution path per library, whatever was imported before:
+- HiGHS (`highspy`) always runs in a persistent worker, a fresh `python -m solver_plan.intra.isolated`
+  that imports only what each call needs. Why a worker: (1) the highspy and ortools wheels have
+  each bundled a `libhighs`, and whichever loaded second broke the other's import; (2) a call can
+  be killed at the command's deadline even while HiGHS builds its model, which its own time limit
+  does not cover; (3) whatever the library prints (highspy >= 1.16 prints a banner on standard
+  output when a `Highs()` is made, before output can be switched off) never reaches the terminal.
+- Other libraries (ortools) run in this process, unless the caller asks for a killable call with a
+  time limit, which runs in a worker of that library.
+
+The protocol is on a private pair of pipes passed to the worker as extra file descriptors (never its
+standard input or output). The worker's descriptors 0, 1 and 2 point at /dev/null (2 at this
+process's standard error when SOLVER_PLAN_SOLVER_OUTPUT=1 asks for solver logs) from before the
+interpreter starts, so no library output can reach the channel or the terminal. Each message is
+framed by a magic word and a length: anything else on the channel is reported as a broken worker,
+never read as data. Every read and write on the channel is bounded by the caller's deadline; a
+worker that overruns it is killed and `TimeoutError` raised.
 
 No worker outlives its command: workers are killed at exit (atexit), die with their parent on Linux
-(PR_SET_PDEATHSIG, even when the parent is killed with SIGKILL) and, elsewhere, notice a dead
-parent by polling its pid.
+(PR_SET_PDEATHSIG, even when the parent is killed with SIGKILL) and, elsewhere, notice a dead parent
+by polling its pid. A worker ignores SIGINT: Ctrl-C is the parent's to handle (it kills the worker).
 """
 from __future__ import annotations
 
@@ -29,40 +39,58 @@ import time
 GRACE_S = 0.5  # beyond the caller's deadline before the worker is killed (limits allow +10% / +0.5 s)
 PARENT_POLL_S = 1.0
 ALWAYS_ISOLATED = frozenset({"highspy"})
-_HEADER = struct.Struct("<Q")
-_importable: dict[str, bool] = {}
+SOLVER_OUTPUT_VARIABLE = "SOLVER_PLAN_SOLVER_OUTPUT"  # "1": solver logs go to standard error
+_MAGIC = b"SPW1"
+_HEADER = struct.Struct("<4sQ")
+_CHUNK = 1 << 16
 _workers: dict[str, "_Worker"] = {}
 
 
-def importable_here(library: str) -> bool:
-    if library not in _importable:
-        try:
-            importlib.import_module(library)
-            _importable[library] = True
-        except ImportError:
-            _importable[library] = False
-    return _importable[library]
+class SolverFailure(RuntimeError):
+    """The solver function raised, or its worker died or broke the protocol."""
 
 
-def _read_exactly(stream, size: int) -> bytes:
+def runs_in_worker(library: str, *, killable: bool = False, timeout: float | None = None) -> bool:
+    """Whether a call for `library` goes to a worker: decided by the library and the call alone."""
+    return library in ALWAYS_ISOLATED or (killable and timeout is not None)
+
+
+def _remaining(ends: float | None) -> float | None:
+    return None if ends is None else max(0.0, ends - time.monotonic())
+
+
+def _write_all(fd: int, data: bytes, ends: float | None) -> None:
+    view = memoryview(data)
+    while view:
+        _, writable, _ = select.select([], [fd], [], _remaining(ends))
+        if not writable:
+            raise TimeoutError("the solver process did not take its request in time")
+        view = view[os.write(fd, view[:_CHUNK]):]
+
+
+def _read_exactly(fd: int, size: int, ends: float | None) -> bytes:
     data = bytearray()
     while len(data) < size:
-        chunk = stream.read(size - len(data))
+        readable, _, _ = select.select([fd], [], [], _remaining(ends))
+        if not readable:
+            raise TimeoutError("the solver process did not answer in time")
+        chunk = os.read(fd, min(_CHUNK, size - len(data)))
         if not chunk:
-            raise EOFError("worker pipe closed")
+            raise EOFError("worker channel closed")
         data += chunk
     return bytes(data)
 
 
-def _send(stream, message) -> None:
+def send_message(fd: int, message, ends: float | None = None) -> None:
     payload = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
-    stream.write(_HEADER.pack(len(payload)) + payload)
-    stream.flush()
+    _write_all(fd, _HEADER.pack(_MAGIC, len(payload)) + payload, ends)
 
 
-def _receive(stream):
-    (size,) = _HEADER.unpack(_read_exactly(stream, _HEADER.size))
-    return pickle.loads(_read_exactly(stream, size))
+def receive_message(fd: int, ends: float | None = None):
+    magic, size = _HEADER.unpack(_read_exactly(fd, _HEADER.size, ends))
+    if magic != _MAGIC:
+        raise SolverFailure(f"the solver process wrote {magic!r} on its channel, not a message")
+    return pickle.loads(_read_exactly(fd, size, ends))
 
 
 def die_with_parent() -> None:
@@ -78,6 +106,18 @@ def die_with_parent() -> None:
         pass
 
 
+def silence_standard_output(keep_stderr: bool = False) -> None:
+    """Point descriptors 1 (and 2 unless kept) at /dev/null: what a solver library prints, from C or
+    Python, goes nowhere. Used by forked solver children; workers are started that way."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 1)
+    if not keep_stderr:
+        os.dup2(null, 2)
+    os.close(null)
+
+
 def _exit_when_orphaned(parent: int) -> None:
     while True:
         time.sleep(PARENT_POLL_S)
@@ -85,20 +125,19 @@ def _exit_when_orphaned(parent: int) -> None:
             os._exit(1)
 
 
-def serve(requests=None, answers=None) -> None:
-    """Worker loop: answer (module, function, kwargs) requests until the pipe closes."""
-    requests = requests or sys.stdin.buffer
-    answers = answers or sys.stdout.buffer
+def serve(requests: int, answers: int) -> None:
+    """Worker loop: answer (module, function, kwargs) requests until the channel closes."""
     while True:
         try:
-            module_name, function_name, kwargs = _receive(requests)
+            module_name, function_name, kwargs = receive_message(requests)
         except EOFError:
             return
         try:
             function = getattr(importlib.import_module(module_name), function_name)
-            _send(answers, ("ok", function(**kwargs)))
-        except Exception as exc:  # report any failure to the caller
-            _send(answers, ("error", repr(exc)))
+            answer = ("ok", function(**kwargs))
+        except Exception as exc:  # report any failure to the caller, as one line
+            answer = ("error", f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
+        send_message(answers, answer)
 
 
 class _Worker:
@@ -107,26 +146,40 @@ class _Worker:
         environment = dict(os.environ)
         environment["PYTHONPATH"] = os.pathsep.join(filter(None, [root, environment.get("PYTHONPATH")]))
         environment["SOLVER_PLAN_PARENT_PID"] = str(os.getpid())
-        self.process = subprocess.Popen([sys.executable, "-m", "solver_plan.intra.isolated"],
-                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=environment,
-                                        preexec_fn=die_with_parent)
+        request_read, self.requests = os.pipe()
+        self.answers, answer_write = os.pipe()
+        show_logs = os.environ.get(SOLVER_OUTPUT_VARIABLE) == "1"
+        try:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "solver_plan.intra.isolated", str(request_read), str(answer_write)],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                stderr=None if show_logs else subprocess.DEVNULL, env=environment,
+                pass_fds=(request_read, answer_write), preexec_fn=die_with_parent)
+        except BaseException:
+            for fd in (self.requests, self.answers):
+                os.close(fd)
+            raise
+        finally:
+            os.close(request_read)
+            os.close(answer_write)
 
     def call(self, module_name: str, function_name: str, kwargs: dict, timeout: float | None):
         ends = None if timeout is None else time.monotonic() + timeout
         try:
-            _send(self.process.stdin, (module_name, function_name, kwargs))
             # shipping a big model to a worker still importing its solver takes seconds: it counts
-            wait = None if ends is None else max(0.0, ends - time.monotonic())
-            ready, _, _ = select.select([self.process.stdout], [], [], wait)
-            if not ready:
-                self.kill()
-                raise TimeoutError(f"solver process killed after {timeout:.1f} s of wall clock")
-            kind, payload = _receive(self.process.stdout)
+            send_message(self.requests, (module_name, function_name, kwargs), ends)
+            kind, payload = receive_message(self.answers, ends)
+        except TimeoutError as exc:
+            self.kill()
+            raise TimeoutError(f"solver process killed after {timeout:.1f} s of wall clock ({exc})") from None
         except (EOFError, BrokenPipeError):
             self.kill()
-            raise RuntimeError("solver process died") from None
+            raise SolverFailure(f"solver process died (exit code {self.process.returncode})") from None
+        except SolverFailure:
+            self.kill()
+            raise
         if kind == "error":
-            raise RuntimeError(payload)
+            raise SolverFailure(payload)
         return payload
 
     def kill(self) -> None:
@@ -136,6 +189,12 @@ class _Worker:
             self.process.wait(5)
         except subprocess.TimeoutExpired:  # unkillable (uninterruptible I/O): nothing more to do
             pass
+        for fd in (self.requests, self.answers):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self.requests = self.answers = -1
 
     @property
     def alive(self) -> bool:
@@ -144,11 +203,10 @@ class _Worker:
 
 def call(library: str, module_name: str, function_name: str, *, timeout: float | None = None,
          killable: bool = False, **kwargs):
-    """function(**kwargs) from `module_name`, in process if `library` is (or may be) loaded here.
-    `killable` forces a worker when a timeout is set, for solvers whose own limit does not cover
-    the time spent building their model."""
-    in_process = library in sys.modules or (library not in ALWAYS_ISOLATED and importable_here(library))
-    if in_process and not (killable and timeout is not None):
+    """function(**kwargs) from `module_name`: in a worker for `library` if `runs_in_worker`, else in
+    this process. Raises TimeoutError when the worker overran `timeout` (and was killed), and
+    SolverFailure when the function raised or the worker died."""
+    if not runs_in_worker(library, killable=killable, timeout=timeout):
         return getattr(importlib.import_module(module_name), function_name)(**kwargs)
     worker = _workers.get(library)
     if worker is None or not worker.alive:
@@ -170,9 +228,16 @@ def shutdown() -> None:
 atexit.register(shutdown)
 
 
-if __name__ == "__main__":
+def _worker_main(arguments: list[str]) -> int:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's: it kills this worker
     parent_pid = int(os.environ.get("SOLVER_PLAN_PARENT_PID", os.getppid()))
     if os.getppid() != parent_pid:  # the parent died before we started
-        sys.exit(1)
+        return 1
     threading.Thread(target=_exit_when_orphaned, args=(parent_pid,), daemon=True).start()
-    serve()
+    requests, answers = int(arguments[0]), int(arguments[1])
+    serve(requests, answers)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_worker_main(sys.argv[1:]))

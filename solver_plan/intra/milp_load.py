@@ -28,7 +28,7 @@ import numpy as np
 
 from solver_plan.deadline import Deadline
 from solver_plan.intra import isolated
-from solver_plan.intra.harness import _usable, best_heuristic_plan, start_clock
+from solver_plan.intra.harness import _usable, best_heuristic_plan, failure_note, start_clock
 from solver_plan.intra.linear_model import decode
 from solver_plan.intra.load_objective import encode_load, load_breakdown, load_model, topological_order
 from solver_plan.intra.load_search import branch_moves, improve_load, lp_roundings
@@ -118,7 +118,7 @@ def _relaxation(problem, load, deadline: Deadline, seed: int, notes: list[str]):
     try:
         outcome = _highs(lp, deadline.share(LP_SHARE).remaining(), relax_first=False)
     except Exception as exc:  # the rounding is a heuristic: without it the MILP still runs
-        notes.append(f"LP relaxation failed: {exc!r}")
+        notes.append(failure_note("LP relaxation", exc))
         return None, []
     if outcome.status != "optimal" or outcome.x_values is None:
         notes.append(f"LP relaxation: {outcome.status}")
@@ -162,6 +162,7 @@ def plan_milp_load(problem: ConfigProblem, *, time_limit=None, seed=0, warm_star
     if seeds:
         incumbent, source = min(seeds, key=lambda s: load_breakdown(problem, s[0], load.split).objective)
     assignment, bound, status = incumbent, lp_bound, Status.FEASIBLE if incumbent is not None else Status.ERROR
+    failure = None  # why HiGHS failed (not a time-out): the result says so, never silently
     milp_clock = deadline.share(1 - SIMULATE_SHARE) if simulate else deadline
     remaining = milp_clock.remaining()
     if remaining is None or remaining > 0.5:
@@ -169,9 +170,13 @@ def plan_milp_load(problem: ConfigProblem, *, time_limit=None, seed=0, warm_star
         try:
             # the LP was solved above: by default go straight to branch and bound
             outcome = _highs(load.model, remaining, start, seed, options.get("relax_first", False))
-        except Exception as exc:  # a failing solver must not lose the seed plan
+        except TimeoutError as exc:  # killed at the wall clock: the seed plan stands
             outcome = None
-            notes.append(f"HiGHS failed: {exc!r}")
+            notes.append(failure_note("HiGHS", exc))
+        except Exception as exc:  # a failing solver must not lose the seed plan, and says so
+            outcome = None
+            failure = failure_note(f"{NAME} (HiGHS)", exc)
+            notes.append(failure)
         if outcome is not None:
             notes.extend(outcome.notes)
             if outcome.bound is not None:
@@ -188,7 +193,7 @@ def plan_milp_load(problem: ConfigProblem, *, time_limit=None, seed=0, warm_star
     else:
         status = Status.TIME_LIMIT
     if assignment is None:  # no plan at all: the same diagnosis as without seeds (least memory, or out of time)
-        return _seed_only(problem, [], deadline, notes)
+        return replace(_seed_only(problem, [], deadline, notes), solver_failure=failure)
     if simulate and not deadline.expired():
         assignment, source = _by_simulation(problem, seeds, assignment, source, deadline, notes)
     parts = load_breakdown(problem, assignment, load.split)
@@ -199,7 +204,8 @@ def plan_milp_load(problem: ConfigProblem, *, time_limit=None, seed=0, warm_star
     if status is Status.OPTIMAL and (bound is None or parts.objective - bound > 1e-6 * max(1.0, parts.objective)):
         status = Status.FEASIBLE
     notes += [f"plan from {source}", parts.describe()]
-    return ConfigResult(NAME, status, parts.objective, bound, deadline.elapsed(), tuple(assignment), tuple(notes))
+    return ConfigResult(NAME, status, parts.objective, bound, deadline.elapsed(), tuple(assignment), tuple(notes),
+                        solver_failure=failure)
 
 
 def _can_simulate(problem: ConfigProblem) -> bool:

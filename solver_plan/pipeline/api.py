@@ -80,6 +80,8 @@ class PipelineResult:
             out["violations"] = list(self.validation.violations)
         if self.pattern is not None:
             out["operations"] = self.pattern.rows()
+        if self.schedule is not None:  # the scheduler's own status: OPTIMAL = the best period for this allocation
+            out["schedule_status"] = self.schedule.status.value
         if self.compared:
             out["compared"] = [dict(c) for c in self.compared]
         return out
@@ -163,6 +165,7 @@ def plan_pipeline(problem: ChainProblem, planner: str = "madpipe", schedule: str
 
 def _summary(result: PipelineResult) -> dict:
     return {"planner": result.planner, "scheduler": result.scheduler, "status": result.status.value,
+            "schedule_status": None if result.schedule is None else result.schedule.status.value,
             "period_s": result.period_s, "layers": result.problem.layers,
             "processors_used": (len(result.allocation.allocation.processors_used)
                                 if result.allocation.allocation is not None else None)}

@@ -16,6 +16,6 @@ def run_problem_job(job: Job) -> dict[str, Any]:
     result = solve(problem, job.planner, time_limit=job.time_limit, seed=job.seed, **dict(job.options))
     plan = {"problem": problem.name, "planner": result.planner, "status": result.status.value,
             "assignment": None if result.assignment is None else list(result.assignment),
-            "notes": list(result.notes)}
+            "notes": list(result.notes), "solver_failure": result.solver_failure}
     return outcome(result.status, result.objective, result.lower_bound, result.runtime_s, plan,
-                   error=planner_error(result.status, result.notes))
+                   error=planner_error(result.status, result.notes), solver_failure=result.solver_failure)
