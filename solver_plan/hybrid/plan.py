@@ -125,6 +125,8 @@ class HybridResult:
     notes: tuple[str, ...] = field(default=())
     # INFEASIBLE: the smallest memory per device that some plan needs, and that plan
     needed_memory_bytes: float | None = None
+    # one line per block solve whose solver failed (its fallback plan was priced); None: none failed
+    solver_failure: str | None = None
 
     @property
     def step_time_s(self) -> float | None:
@@ -138,7 +140,7 @@ class HybridResult:
         out = {"schema_version": SCHEMA_VERSION, "kind": "hybrid", "status": self.status.value,
                "step_time_s": self.step_time_s, "lower_bound_s": self.lower_bound_s, "gap": self.gap,
                "runtime_s": self.runtime_s, "evaluated": self.evaluated, "pruned": self.pruned,
-               "notes": list(self.notes)}
+               "notes": list(self.notes), "solver_failure": self.solver_failure}
         if self.needed_memory_bytes is not None:
             out["needed_memory_per_device_bytes"] = int(round(self.needed_memory_bytes))
         if self.plan is not None:

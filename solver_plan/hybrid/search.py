@@ -177,7 +177,8 @@ def plan_hybrid(model, cluster, global_batch: int, *, devices: int | None = None
         status, bound = Status.FEASIBLE, floor
     notes = (f"{coster.solves} per-operator block solve(s) (tp, micro-batch) reused for all "
              f"{spec.layers} blocks", f"lower bound: {'optimum over the space' if status == Status.OPTIMAL else 'compute bound / open points'}")
-    result = HybridResult(status, best, bound, runtime, evaluated, pruned, notes)
+    failure = "; ".join(dict.fromkeys(coster.solver_failures)) or None
+    result = HybridResult(status, best, bound, runtime, evaluated, pruned, notes, solver_failure=failure)
     return _checked(result, ctx, validate)
 
 
