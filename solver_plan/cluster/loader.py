@@ -212,6 +212,8 @@ def resolve_cluster(spec: str, devices: int | None = None) -> Cluster:
     elif (PRESET_DIR / f"{spec}.yaml").exists():
         cluster = load_cluster(PRESET_DIR / f"{spec}.yaml")
     else:
-        raise InputError(f"unknown cluster {spec!r}; presets: {', '.join(preset_names())} "
+        from solver_plan.suggest import did_you_mean
+        raise InputError(f"unknown cluster {spec!r}{did_you_mean(spec, preset_names())}; "
+                         f"presets: {', '.join(preset_names())} "
                          "(or give a YAML file)", "--cluster")
     return cluster if devices is None else cluster.first_devices(devices)

@@ -257,7 +257,10 @@ def _child(func, args, connection) -> None:
     from solver_plan.intra.isolated import die_with_parent, silence_standard_output
     os.setpgid(0, 0)  # own process group, so a time-out also ends the solver processes it starts
     die_with_parent()
-    silence_standard_output(keep_stderr=os.environ.get("SOLVER_PLAN_SOLVER_OUTPUT") == "1")
+    if os.environ.get("SOLVER_PLAN_SOLVER_OUTPUT") == "1":  # asked for: what the solver prints goes to stderr
+        os.dup2(2, 1)
+    else:
+        silence_standard_output()
     try:
         connection.send(("ok", func(*args)))
     except BaseException as exc:  # report every failure to the parent

@@ -11,8 +11,8 @@ One execution path per library, whatever was imported before:
   time limit, which runs in a worker of that library.
 
 The protocol is on a private pair of pipes passed to the worker as extra file descriptors (never its
-standard input or output). The worker's descriptors 0, 1 and 2 point at /dev/null (2 at this
-process's standard error when SOLVER_PLAN_SOLVER_OUTPUT=1 asks for solver logs) from before the
+standard input or output). The worker's descriptors 0, 1 and 2 point at /dev/null (1 and 2 at this
+process's standard error when SOLVER_PLAN_SOLVER_OUTPUT=1 asks for solver output) from before the
 interpreter starts, so no library output can reach the channel or the terminal. Each message is
 framed by a magic word and a length: anything else on the channel is reported as a broken worker,
 never read as data. Every read and write on the channel is bounded by the caller's deadline; a
@@ -106,15 +106,14 @@ def die_with_parent() -> None:
         pass
 
 
-def silence_standard_output(keep_stderr: bool = False) -> None:
-    """Point descriptors 1 (and 2 unless kept) at /dev/null: what a solver library prints, from C or
-    Python, goes nowhere. Used by forked solver children; workers are started that way."""
+def silence_standard_output() -> None:
+    """Point descriptors 1 and 2 at /dev/null: what a solver library prints, from C or Python, goes
+    nowhere. Used by forked solver children; workers are started that way."""
     sys.stdout.flush()
     sys.stderr.flush()
     null = os.open(os.devnull, os.O_WRONLY)
     os.dup2(null, 1)
-    if not keep_stderr:
-        os.dup2(null, 2)
+    os.dup2(null, 2)
     os.close(null)
 
 
@@ -148,12 +147,12 @@ class _Worker:
         environment["SOLVER_PLAN_PARENT_PID"] = str(os.getpid())
         request_read, self.requests = os.pipe()
         self.answers, answer_write = os.pipe()
-        show_logs = os.environ.get(SOLVER_OUTPUT_VARIABLE) == "1"
+        # asked for (SOLVER_PLAN_SOLVER_OUTPUT=1): what the libraries print goes to our stderr
+        logs = 2 if os.environ.get(SOLVER_OUTPUT_VARIABLE) == "1" else subprocess.DEVNULL
         try:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "solver_plan.intra.isolated", str(request_read), str(answer_write)],
-                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                stderr=None if show_logs else subprocess.DEVNULL, env=environment,
+                stdin=subprocess.DEVNULL, stdout=logs, stderr=logs, env=environment,
                 pass_fds=(request_read, answer_write), preexec_fn=die_with_parent)
         except BaseException:
             for fd in (self.requests, self.answers):
