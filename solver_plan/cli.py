@@ -178,8 +178,8 @@ def _add_plan_parser(subparsers) -> None:
                    help="per-device memory limit, e.g. 16GB; 'device' (default) = the device's memory; 'none' = unlimited")
     p.add_argument("--max-candidates", type=int, default=DEFAULT_MAX_CANDIDATES,
                    help=f"configurations per operator (default {DEFAULT_MAX_CANDIDATES})")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--rows", type=int, default=40, help="operators shown in the table")
+    p.add_argument("--seed", type=int, default=0, help="random seed of randomised planners (mcmc; default 0)")
+    p.add_argument("--rows", type=int, default=40, help="operators shown in the table (default 40)")
     p.add_argument("--out", default=None, help="write the plan as JSON")
     p.add_argument("--simulate", action="store_true", help="also simulate the plan's task graph (overlap-aware step time)")
     p.add_argument("--host-loader", default=None, metavar="workers=N,cores=N[,images_per_core=X]",

@@ -112,5 +112,7 @@ def get_planner(name: str, kind: str = "config", where: str = "--planner") -> Pl
     available = planners(kind)
     if name not in available:
         noun = "scheduler" if kind == "schedule" else "planner"
-        raise InputError(f"unknown {noun} {name!r}; available: {', '.join(available)}", where)
+        from solver_plan.suggest import did_you_mean
+        raise InputError(f"unknown {noun} {name!r}{did_you_mean(name, available)}; available: {', '.join(available)}",
+                         where)
     return available[name]

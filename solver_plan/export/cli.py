@@ -5,16 +5,21 @@ import sys
 
 from solver_plan.export import TARGETS
 
+KIND_WORDS = {"operators": "a per-operator plan (solver-plan plan --out)",
+              "hybrid": "a hybrid plan (solver-plan hybrid --out)",
+              "pipeline": "a pipeline plan (solver-plan pipeline --out), which no runtime export takes"}
+
 
 def register_command(subparsers) -> None:
     parser = subparsers.add_parser(
         "export", help="turn a saved plan JSON into Megatron-LM / DeepSpeed / torchtitan / DTensor configuration",
         description="Read a plan written with --out and write it for a runtime: megatron, deepspeed, torchtitan "
-                    "(hybrid plans) or dtensor (per-operator plans; needs --model, the MODEL it was planned for). "
+                    "(hybrid plans) or dtensor (per-operator plans; the MODEL the plan JSON records, or --model). "
                     "What the runtime cannot express is listed in the output.")
     parser.add_argument("plan", help="plan JSON (solver-plan plan/hybrid --out)")
     parser.add_argument("--target", required=True, choices=TARGETS)
-    parser.add_argument("--model", help="the plan's MODEL (dtensor only: tensor axes come from the graph)")
+    parser.add_argument("--model", help="the plan's MODEL (dtensor only: tensor axes come from the graph; "
+                                         "default: the MODEL the plan JSON records)")
     parser.add_argument("--out", help="write here (default: standard output)")
     parser.set_defaults(func=run)
 
@@ -25,12 +30,17 @@ def run(args) -> int:
     from solver_plan.files import check_output_path, read_json, write_text_atomic
     check_output_path(args.out, "--out")
     plan = read_json(args.plan, "plan JSON")
+    from solver_plan.export.common import plan_kind
+    kind, wanted = plan_kind(plan), "operators" if args.target == "dtensor" else "hybrid"
+    if kind != wanted:  # said before any model is read, in words (the plan JSON's kinds)
+        raise InputError(f"the {args.target} export takes {KIND_WORDS[wanted]}; this is {KIND_WORDS[kind]}", args.plan)
     graph = None
     if args.target == "dtensor":
-        if not args.model:
-            raise InputError("the dtensor export needs the plan's MODEL", "--model")
+        model = args.model or plan.get("model")  # plan --out records the MODEL it was planned for
+        if not isinstance(model, str) or not model:
+            raise InputError("the dtensor export needs the plan's MODEL and the plan JSON records none", "--model")
         from solver_plan.graph.resolve import resolve_model
-        graph = resolve_model(args.model)
+        graph = resolve_model(model)
     elif args.model:
         raise InputError(f"only the dtensor export reads a model, not {args.target}", "--model")
     try:

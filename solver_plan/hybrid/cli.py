@@ -12,7 +12,10 @@ def register_command(subparsers) -> None:
                     "data, tensor and pipeline parallel degrees, micro-batches, schedule, recomputation and "
                     "ZeRO stage, with per-stage memory and the predicted step time.")
     parser.add_argument("--model", required=True,
-                        help="GPT-style zoo spec, e.g. gpt3-175B or gpt2:layers=96,hidden=12288,heads=96,...")
+                        help="a decoder-only transformer: a GPT-style zoo spec (gpt2, gpt2-medium/-large/-xl, an "
+                             "llm-shapes model such as gpt3-175B; options as gpt2:layers=96,hidden=12288,heads=96) "
+                             "or a Hugging Face config.json of model_type gpt2, llama, mistral, qwen2 or mixtral "
+                             "(data/hf-configs/llama-3-8b.json:seq=4096); `solver-plan models` lists the zoo")
     parser.add_argument("--cluster", required=True, help="preset name (a100-80gb-superpod, ...) or YAML file")
     parser.add_argument("--devices", type=int, help="use the first N devices (default: all)")
     parser.add_argument("--batch", type=int, required=True, help="global batch (sequences per optimizer step)")
@@ -23,7 +26,8 @@ def register_command(subparsers) -> None:
                                       "virtual_stages, recompute (none|selective|full|per-stage), zero_stage (0-3), "
                                       "sequence_parallel (true|false), schedule (1f1b|interleaved|gpipe)")
     parser.add_argument("--compute-scale", type=float, default=1.0,
-                        help="multiply every kernel time of the cost model (calibration; see docs/hybrid-accuracy.md)")
+                        help="multiply every kernel time of the cost model (calibration; see docs/hybrid-accuracy.md; "
+                             "default 1.0)")
     parser.add_argument("--precision", default="auto",
                         help="training precision: auto (default: the device's, mixed bf16 on A100/H100, mixed fp16 on "
                              "V100, fp32 on K80/P100), fp32, tf32, bf16, fp16 or fp8 (mixed: 16-bit weights, "
@@ -44,6 +48,25 @@ def parse_memory_limit(text: str):
     return parse_bytes(text, "--memory-limit")
 
 
+def check_model_name(spec: str) -> None:
+    """An unknown zoo name is refused naming only the models `hybrid` takes (not CNNs), with the closest."""
+    from solver_plan.errors import InputError
+    from solver_plan.graph.importers.graph_file import is_model_file
+    from solver_plan.graph.zoo import gpt
+    from solver_plan.graph.zoo.catalog import model_entry, model_names
+    from solver_plan.graph.zoo.spec import split_spec
+    from solver_plan.hybrid.model import HF_DECODERS
+    from solver_plan.suggest import did_you_mean
+    if is_model_file(spec):
+        return
+    name = split_spec(spec)[0]
+    if name not in model_names():
+        decoders = [n for n in model_names() if model_entry(n).build is gpt.gpt]
+        raise InputError(f"unknown model {name!r}{did_you_mean(name, decoders)}; hybrid takes the decoder-only "
+                         f"zoo models {', '.join(decoders)} or a Hugging Face config.json of model_type "
+                         f"{', '.join(HF_DECODERS)}", "--model")
+
+
 def run(args) -> int:
     from solver_plan.deadline import Deadline
     from solver_plan.errors import InputError, check_positive
@@ -61,6 +84,7 @@ def run(args) -> int:
         raise InputError(f"must be at least 1, got {args.batch}", "--batch")
     check_positive(args.compute_scale, "--compute-scale")
     pins = parse_fix(args.fix)
+    check_model_name(args.model)
     deadline = Deadline(args.time_limit, start=getattr(args, "started", None))
     result = plan_hybrid(args.model, args.cluster, args.batch, devices=args.devices, fix=pins,
                          memory_limit=parse_memory_limit(args.memory_limit), planner=args.planner,

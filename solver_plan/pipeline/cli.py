@@ -18,7 +18,8 @@ def register_command(subparsers) -> None:
     parser.add_argument("--model", required=True,
                         help="zoo spec (resnet50:batch=8,image=1000), a PipeDream graph.txt (or its folder), "
                              "or a pipeline-blocks JSON")
-    parser.add_argument("--cluster", default="v100x8-nvlink", help="preset name or YAML file")
+    parser.add_argument("--cluster", default="v100x8-nvlink",
+                        help="preset name (`solver-plan clusters`) or YAML file (default v100x8-nvlink)")
     parser.add_argument("--processors", "-P", type=int, required=True, help="number of processors P")
     parser.add_argument("--memory", help="memory per processor, e.g. 8GB (default: the device memory)")
     parser.add_argument("--bandwidth", help="link bandwidth, e.g. 12GB/s (default: the slowest link between consecutive processors)")
@@ -31,8 +32,11 @@ def register_command(subparsers) -> None:
                         help="optimizer whose state stage memory keeps per parameter with the precision's dtypes "
                              "(default adam: 16 B in mixed precision or fp32; sgd-momentum 12 B; sgd 8 B); "
                              "pipedream: PipeDream's rule, 3 x the weights, for comparisons with PipeDream")
-    parser.add_argument("--planner", default="madpipe", help="pipedream | madpipe | exact-joint")
-    parser.add_argument("--schedule", default="exact", help="exact | 1f1b*")
+    parser.add_argument("--planner", default="madpipe",
+                        help="allocation planner: madpipe (default), pipedream or exact-joint (`solver-plan planners`)")
+    parser.add_argument("--schedule", default="exact",
+                        help="schedule: exact (default; CP-SAT on a time grid, period bisected), exact-milp (CBC, "
+                             "real time) or 1f1b* (contiguous allocations only)")
     parser.add_argument("--max-layers", type=int, default=None,
                         help="merge adjacent layers until at most this many remain (default: madpipe keeps what "
                              "its share of --time-limit allows, 12 for exact-joint, no merging for pipedream)")
@@ -46,7 +50,7 @@ def register_command(subparsers) -> None:
     parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                         help="an allocation planner option (repeatable), checked against the planner's options")
     parser.add_argument("--out", help="write the pattern as JSON here")
-    parser.add_argument("--gantt", help="write a Gantt chart PNG here")
+    parser.add_argument("--gantt", help="write a Gantt chart here (.png, .svg, .pdf or .jpg; default: none)")
     parser.set_defaults(func=run)
 
 

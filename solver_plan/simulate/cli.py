@@ -56,5 +56,5 @@ def register_command(subparsers) -> None:
     p.add_argument("--cluster", default=None, help="preset[:N] or YAML file (default: the plan's cluster)")
     p.add_argument("--devices", type=int, default=None, help="use the first N devices of the cluster")
     p.add_argument("--trace", default=None, help="write a Chrome trace JSON here")
-    p.add_argument("--rows", type=int, default=12, help="critical-path rows shown")
+    p.add_argument("--rows", type=int, default=12, help="critical-path rows shown (default 12)")
     p.set_defaults(func=run)

@@ -23,7 +23,9 @@ def model_entry(name: str) -> ModelEntry:
         return FIXED_ENTRIES[name]
     if name in shape_names():
         return gpt.llm_entry(name)
-    raise InputError(f"unknown model {name!r} (models: {', '.join(model_names())}){missing_folder_hint()}",
+    from solver_plan.suggest import did_you_mean
+    raise InputError(f"unknown model {name!r}{did_you_mean(name, model_names())} (models: {', '.join(model_names())})"
+                     f"{missing_folder_hint()}",
                      "model spec")
 
 
