@@ -225,3 +225,53 @@ def test_link_fit_separates_point_to_point_from_collective_efficiency():
     only_collectives = fit_links(base, [r for r in rows if r.kind == "all_reduce"])
     assert only_collectives.intra_p2p_efficiency is None
     assert only_collectives.apply(base).intra_node.p2p_efficiency is None
+
+
+def test_row_in_a_dtype_the_device_lacks_names_the_line(tmp_path):
+    from solver_plan.calibrate.api import calibrate
+    path = tmp_path / "v100.csv"
+    path.write_text("op,shape,dtype,time_us\nmatmul,m=64 n=64 k=64,fp16,5\nmatmul,m=1024 n=1024 k=1024,bf16,40\n")
+    with pytest.raises(InputError) as info:
+        calibrate(resolve_cluster("v100x8-nvlink"), csv_files=[path])
+    assert f"{path}:3" in str(info.value) and "bf16" in str(info.value)
+
+
+def test_too_few_rows_warn_under_determined_and_bounds():
+    """One collective for a latency and an efficiency, and as many kernels as fitted values: both
+    fits say they are under-determined; a collective faster than the nominal bandwidth lands on the
+    efficiency cap and says so."""
+    base = resolve_cluster("a100x8-80gb")
+    nominal = collective_time(replace(base, intra_node=replace(base.intra_node, efficiency=1.0, latency=0.0)),
+                              "all_reduce", 2 ** 28, 8, 8)
+    links = fit_links(base, [CollectiveMeasurement("all_reduce", 2.0 ** 28, 8, 8, 0.5 * nominal)])
+    text = " ".join(links.warnings)
+    assert "under-determined: 1 collective" in text and "intra-node efficiency 1.000, the cap" in text
+    device = _device()
+    kernels = _synthetic_measurements(_true_device(), count=3)
+    fit = fit_compute(device, kernels)
+    assert fit.parameters >= 3 and any(w.startswith("under-determined: 3 kernel") for w in fit.warnings)
+
+
+def test_enough_rows_on_the_true_model_give_no_warnings():
+    truth = _true_device()
+    fit = fit_compute(_device(), _synthetic_measurements(truth))
+    assert not any(w.startswith("under-determined") for w in fit.warnings)
+    assert not any("implausibly" in w for w in fit.warnings)
+    base = resolve_cluster("h100-4x8-ib")
+    true_links = replace(base, intra_node=replace(base.intra_node, latency=7e-6, efficiency=0.8))
+    rows = [CollectiveMeasurement("all_reduce", b, 8, 8, collective_time(true_links, "all_reduce", b, 8, 8))
+            for b in (1e5, 1e6, 1e7, 1e8)]
+    assert fit_links(base, rows).warnings == ()
+
+
+def test_documented_example_csv_runs_as_the_readme_says(tmp_path, capsys):
+    """docs/calibration-csv.md's example is a CSV for v100x8-nvlink (the README's command)."""
+    from pathlib import Path
+    text = (Path(__file__).parent.parent / "docs" / "calibration-csv.md").read_text()
+    example = text.split("```\n")[1]
+    csv = tmp_path / "my-kernels.csv"
+    csv.write_text(example)
+    out = tmp_path / "my-cluster.yaml"
+    assert main(["calibrate", "--cluster", "v100x8-nvlink", "--csv", str(csv), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "intra-node link" in printed and load_cluster(out).devices_per_node == 8

@@ -52,7 +52,13 @@ class Calibration:
                 lines.append(f"  {level} link: latency {_us(latency)}, efficiency {_fraction(efficiency)}"
                              + ("" if p2p is None else f", point-to-point efficiency {_fraction(p2p)}"))
         lines.extend(f"  note: {n}" for n in self.notes)
+        lines.extend(f"  warning: {w}" for w in self.warnings)
         return "\n".join(lines)
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """Reasons not to trust the fitted values as they are (under-determined, on a bound)."""
+        return (self.compute.warnings if self.compute is not None else ()) + self.links.warnings
 
 
 def _us(value):
@@ -98,6 +104,12 @@ def calibrate(cluster: Cluster, profiles=(), csv_files=(), name: str | None = No
     if not measurements and not collectives:
         raise InputError("nothing to calibrate on: give --profile and/or --csv with measurements", "calibrate")
     device = cluster.device
+    for m in measurements:  # a row in a dtype the device cannot run: named by its CSV line
+        for kernel in m.kernels:
+            if not device.supports(kernel.dtype):
+                raise InputError(f"{kernel.dtype.value} {m.kind} measured, but {device.name} of cluster "
+                                 f"{cluster.name!r} has no {kernel.dtype.value} units; measure in a dtype it has "
+                                 "or calibrate a cluster with that device", m.where or m.name)
     compute = fit_compute(device, measurements) if measurements else None
     calibrated = cluster
     if compute is not None:

@@ -134,6 +134,8 @@ class ComputeFit:
     # fitted nuisance times of the measuring itself, by Measurement.overhead name (seconds)
     measurement_overheads: tuple[tuple[str, float], ...] = ()
     narrow_efficiency: Curve = ()  # () when no measurement carries a narrow dimension
+    parameters: int = 0  # fitted values: bins with data, launch overhead, nuisance times, narrow bins
+    warnings: tuple[str, ...] = ()  # under-determined, or values on a bound of the fit (`compute_warnings`)
 
     def predict(self, device: DeviceSpec, measurement: Measurement) -> float:
         """What the measurement should read under this fit: the cost model's time on the fitted
@@ -235,18 +237,21 @@ def fit_compute(device: DeviceSpec, measurements) -> ComputeFit:
     previous, fit = None, None
     for rounds in range(1, ROUNDS + 1):
         r, launch, overheads, key = _solve_round(table, levels, launch, weights)
+        parameters = sum(len(bins) for bins in r) + 1 + len(overheads)
         size_levels = tuple(_levels(_curve(THRESHOLDS[c], r[i], getattr(device, f"{c}_efficiency")), THRESHOLDS[c])
                             for i, c in enumerate(CURVES))
         narrow_curve = device.narrow_efficiency
         if fits_narrow:
             r_narrow = _solve_narrow(table, size_levels + (levels[3],), launch, overheads, weights)
             narrow_curve = _curve(NARROW_THRESHOLDS, r_narrow, device.narrow_efficiency)
+            parameters += len(r_narrow) - 1  # the widest bin is fixed at 1
         fit = ComputeFit(_curve(MATRIX_THRESHOLDS, r[0], device.matrix_efficiency),
                          _curve(VECTOR_THRESHOLDS, r[1], device.vector_efficiency),
                          _curve(MEMORY_THRESHOLDS, r[2], device.memory_efficiency),
                          launch, rounds, len(measurements),
                          tuple((name, float(v)) for name, v in zip(table.overhead_names, overheads)),
-                         narrow_curve if fits_narrow else ())
+                         narrow_curve if fits_narrow else (), parameters, compute_warnings(r, launch, parameters,
+                                                                                            len(measurements)))
         levels = size_levels + (_levels(narrow_curve, NARROW_THRESHOLDS),)
         residuals = table.times(*levels[:3], launch, overheads, narrow=levels[3]) / table.seconds - 1.0
         new_weights = np.minimum(1.0, HUBER / np.maximum(np.abs(residuals), 1e-12))
@@ -255,6 +260,39 @@ def fit_compute(device: DeviceSpec, measurements) -> ComputeFit:
             break
         previous, weights = state, new_weights
     return fit
+
+
+# Fitted efficiencies below this, for kernels large enough to fill the device (at least
+# LARGE_KERNEL[curve]: GFLOP, or MB for memory), are taken as a sign the measurements are not of
+# this device (or not of the kernel the row describes): GPUs reach 0.2-0.9 of peak on such kernels.
+IMPLAUSIBLE_EFFICIENCY = 0.05
+LARGE_KERNEL = {"matrix": 1.0, "vector": 1.0, "memory": 10.0}
+
+
+def _bin_text(curve: str, b: int) -> str:
+    unit = "MB" if curve == "memory" else "GFLOP"
+    return f"{curve} efficiency of kernels >= {THRESHOLDS[curve][b]:g} {unit}"
+
+
+def compute_warnings(r, launch: float, parameters: int, measurements: int) -> tuple[str, ...]:
+    """What a user must know before trusting a compute fit: fewer measurements than fitted values
+    (any values fit them exactly), values on a bound of the non-negative least squares (efficiency
+    1, the cap; launch overhead 0), or efficiencies too low to be this device's."""
+    notes = []
+    if measurements <= parameters:
+        notes.append(f"under-determined: {measurements} kernel measurements for {parameters} fitted values "
+                     "(efficiency bins with data, launch overhead); measure more kernels of each size")
+    for i, curve in enumerate(CURVES):
+        for b, value in sorted(r[i].items()):
+            if value <= 1.0 + 1e-9:
+                notes.append(f"{_bin_text(curve, b)} is 1.000, the cap: the measurements are as fast as or "
+                             "faster than the peak allows (or do not determine it)")
+            elif 1.0 / value < IMPLAUSIBLE_EFFICIENCY and THRESHOLDS[curve][b] >= LARGE_KERNEL[curve]:
+                notes.append(f"{_bin_text(curve, b)} is {1.0 / value:.3f}: implausibly low; were these "
+                             "measurements taken on this device, in the dtype the rows say?")
+    if launch <= 0.0:
+        notes.append("launch overhead 0 (its bound): the measurements do not determine it; include small kernels")
+    return tuple(notes)
 
 
 # --- links ---------------------------------------------------------------------------------------
@@ -269,6 +307,7 @@ class LinkFit:
     measurements: int
     intra_p2p_efficiency: float | None = None
     inter_p2p_efficiency: float | None = None
+    warnings: tuple[str, ...] = ()  # under-determined, or values on a bound (`link_warnings`)
 
     def apply(self, cluster: Cluster) -> Cluster:
         def updated(link: Link | None, latency, efficiency, p2p) -> Link | None:
@@ -345,7 +384,30 @@ def fit_links(cluster: Cluster, measurements) -> LinkFit:
     p2p = [1.0 / theta[4] if informed[4] else None, 1.0 / theta[5] if informed[5] else None]
     return LinkFit(*(None if v is None else float(v) for v in values), measurements=len(measurements),
                    intra_p2p_efficiency=None if p2p[0] is None else float(p2p[0]),
-                   inter_p2p_efficiency=None if p2p[1] is None else float(p2p[1]))
+                   inter_p2p_efficiency=None if p2p[1] is None else float(p2p[1]),
+                   warnings=link_warnings(theta, informed, len(measurements)))
+
+
+LINK_NAMES = ("intra-node latency", "inter-node latency", "intra-node efficiency", "inter-node efficiency",
+              "intra-node point-to-point efficiency", "inter-node point-to-point efficiency")
+
+
+def link_warnings(theta, informed, measurements: int) -> tuple[str, ...]:
+    """Fewer collective measurements than link values they inform, or values on a bound of the
+    fit (latency 0; efficiency 1, the cap)."""
+    names = [LINK_NAMES[j] for j in range(len(theta)) if informed[j]]
+    notes = []
+    if measurements <= len(names):
+        notes.append(f"under-determined: {measurements} collective measurement(s) for {len(names)} link values "
+                     f"({', '.join(names)}); measure each collective at several sizes (small ones fix the "
+                     "latency, large ones the efficiency)")
+    for j in range(len(theta)):
+        if informed[j] and j < 2 and theta[j] <= 0.0:
+            notes.append(f"{LINK_NAMES[j]} 0 (its bound): the measurements do not determine it; add small messages")
+        elif informed[j] and j >= 2 and theta[j] <= 1.0 + 1e-9:
+            notes.append(f"{LINK_NAMES[j]} 1.000, the cap: the measurements are as fast as or faster than the "
+                         "nominal bandwidth allows (or do not determine it)")
+    return tuple(notes)
 
 
 def relative_errors(device: DeviceSpec, measurements) -> np.ndarray:
