@@ -82,6 +82,8 @@ def _cmd_plan(args) -> int:
     deadline = Deadline(args.time_limit, start=getattr(args, "started", None))  # one clock for the whole command
     if args.rows < 1:
         raise InputError(f"must be at least 1, got {args.rows}", "--rows")
+    if args.seed < 0:  # as job files: seeds are non-negative
+        raise InputError(f"must be >= 0, got {args.seed}", "--seed")
     if args.memory_limit in ("device", "none"):
         memory_limit = DEVICE_MEMORY if args.memory_limit == "device" else None
     else:

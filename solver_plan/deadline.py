@@ -14,6 +14,9 @@ import time
 from solver_plan.errors import InputError
 
 DEFAULT_TIME_LIMIT_S = 60.0  # every command that solves stops by then unless told otherwise
+# Longest limit accepted (115 days): beyond it, waits on threads and processes overflow
+# (threading.TIMEOUT_MAX); `time_limit: 1e30` is a typo for "no limit" (null), not a plan.
+MAX_TIME_LIMIT_S = 1e7
 
 
 class Deadline:
@@ -25,6 +28,9 @@ class Deadline:
                                            and math.isfinite(time_limit) and time_limit > 0):
             raise InputError(f"time limit must be a positive number of seconds, got {time_limit!r}",
                              "time_limit")
+        if time_limit is not None and time_limit > MAX_TIME_LIMIT_S:
+            raise InputError(f"time limit {time_limit:g} s is too long (at most {MAX_TIME_LIMIT_S:g} s; "
+                             "none for no limit)", "time_limit")
         self.time_limit = time_limit
         self.start = time.perf_counter() if start is None else start
         self.parent = parent

@@ -1,30 +1,82 @@
-"""Atomic file writes: readers (and a resumed batch) never see half a file."""
+"""Reading inputs and writing outputs safely.
+
+Inputs are read only from regular files of bounded size: a FIFO would block for ever, a device such
+as /dev/zero has no end, and /proc or /sys files report a size of 0 whatever they hold; each is
+refused by name before a byte is read.
+
+Outputs go only to the path the user named: a regular file (or a missing one) is written to a
+temporary file beside it and renamed over it, so readers (and a resumed batch) never see half a
+file; a symbolic link is followed and its target written (the link stays a link); a character
+device (/dev/null, /dev/stdout) or a FIFO with a reader is written through, never replaced; block
+devices and sockets are refused. Missing folders are never created: the user names an existing
+folder. When a finished result cannot be written, it is kept in a file in the temporary folder and
+the error says where.
+"""
 from __future__ import annotations
 
+import errno
 import json
 import os
+import stat
 import tempfile
 from pathlib import Path
 
-
-def write_text_atomic(path: str | Path, text: str) -> None:
-    """Write to a temporary file in the same folder, then rename: readers never see half a file."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; outputs get the usual mode
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 MAX_INPUT_BYTES = 64 * 2**20  # far above any JSON input of ours; refuse before parsing gigabytes
+PSEUDO_FILE_SYSTEMS = ("/proc", "/sys")  # files there claim 0 bytes (or lie about their size)
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a folder")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def _pseudo_root(path: Path) -> str | None:
+    """'/proc' if `path` (links followed) lies in /proc, and so on; None for ordinary files."""
+    resolved = os.path.realpath(path)
+    return next((root for root in PSEUDO_FILE_SYSTEMS if resolved == root or resolved.startswith(root + "/")), None)
+
+
+def read_input_bytes(path: str | Path, what: str = "file", limit: int = MAX_INPUT_BYTES) -> bytes:
+    """The bytes of a regular file of at most `limit` bytes, or one `InputError` naming the file:
+    missing, unreadable, a folder, a FIFO, a device, a socket, a /proc or /sys file, too large.
+    Opened without blocking (a FIFO would wait for a writer) and read at most `limit` + 1 bytes."""
+    from solver_plan.errors import InputError
+
+    path = Path(path)
+    where = str(path)
+    root = _pseudo_root(path)
+    if root is not None:
+        raise InputError(f"is a file in {root}, not a regular file; a {what} is read from regular files only", where)
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except IsADirectoryError:
+        raise InputError(f"is a folder, expected a {what}", where) from None
+    except OSError as exc:
+        raise InputError(f"cannot read file ({exc.strerror or exc})", where) from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise InputError(f"is a folder, expected a {what}", where)
+        if not stat.S_ISREG(mode):
+            raise InputError(f"is {_kind(mode)}, not a regular file; a {what} is read from regular files only", where)
+        chunks, size = [], 0
+        while size <= limit:
+            chunk = os.read(fd, min(2**20, limit + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        if size > limit:
+            raise InputError(f"{what} is too large (at most {limit} bytes)", where)
+        return b"".join(chunks)
+    except OSError as exc:
+        raise InputError(f"cannot read file ({exc.strerror or exc})", where) from None
+    finally:
+        os.close(fd)
 
 
 def unique_keys(pairs: list[tuple[str, object]], where) -> dict:
@@ -40,19 +92,13 @@ def unique_keys(pairs: list[tuple[str, object]], where) -> dict:
 
 
 def read_json(path: str | Path, what: str = "JSON file"):
-    """A JSON document, or one `InputError` naming the file: missing, not UTF-8 text, malformed,
-    NaN / Infinity literals (not JSON), or nested too deeply for the parser."""
+    """A JSON document, or one `InputError` naming the file: missing, not a regular file, not UTF-8
+    text, malformed, NaN / Infinity literals (not JSON), or nested too deeply for the parser."""
     from solver_plan.errors import InputError
     from solver_plan.yamlio import decode_text
 
     path = Path(path)
-    try:
-        if path.stat().st_size > MAX_INPUT_BYTES:
-            raise InputError(f"{what} is too large (at most {MAX_INPUT_BYTES} bytes)", str(path))
-        text = decode_text(path.read_bytes(), str(path))
-    except OSError as exc:
-        raise InputError(f"cannot read {what} ({exc.strerror or exc})", str(path)) from None
-
+    text = decode_text(read_input_bytes(path, what), str(path))
     if not text.strip():
         raise InputError(f"file is empty (expected a {what})", str(path))
 
@@ -67,6 +113,7 @@ def read_json(path: str | Path, what: str = "JSON file"):
         raise InputError("JSON nested too deeply", str(path)) from None
 
 
+# --- outputs -------------------------------------------------------------------------------------
 def _umask() -> int:
     """The process umask, read without os.umask (which would change it for other threads)."""
     try:
@@ -78,6 +125,77 @@ def _umask() -> int:
     return 0o022
 
 
+def _write_through(target: str, text: str) -> None:
+    """Write to an existing character device or FIFO in place (O_NONBLOCK: a FIFO without a reader
+    is an error, ENXIO, not a hang)."""
+    fd = os.open(target, os.O_WRONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        os.set_blocking(fd, True)
+        data = text.encode()
+        while data:
+            data = data[os.write(fd, data):]
+    finally:
+        os.close(fd)
+
+
+def _replace_atomically(target: str, text: str) -> None:
+    """Temporary file in the target's folder, then rename over it."""
+    folder = os.path.dirname(target) or "."
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(target)}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; outputs get the usual mode
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _keep_elsewhere(path: Path, text: str) -> str:
+    """Save a finished result that could not be written where asked; returns where it went."""
+    try:
+        fd, kept = tempfile.mkstemp(prefix=f"solver-plan-{path.stem[:40]}-", suffix=path.suffix[:16])
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+        return kept
+    except OSError:
+        import sys
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+        sys.stdout.flush()
+        return "standard output (above)"
+
+
+def write_text_atomic(path: str | Path, text: str) -> None:
+    """Write `text` to `path` as the module docstring says (regular files atomically, links through to
+    their target, character devices and FIFOs in place; never a new folder). If it cannot be written,
+    the text is kept in the temporary folder and an `InputError` names both paths."""
+    from solver_plan.errors import InputError
+
+    path = Path(path)
+    target = os.path.realpath(path) if path.is_symlink() else str(path)
+    try:
+        try:
+            mode = os.stat(target).st_mode
+        except FileNotFoundError:
+            mode = None
+        if mode is not None and (stat.S_ISCHR(mode) or stat.S_ISFIFO(mode)):
+            _write_through(target, text)
+            return
+        if mode is not None and not stat.S_ISREG(mode):
+            raise InputError(f"cannot write {str(path)!r}: it is {_kind(mode)}", str(path))
+        folder = os.path.dirname(target) or "."
+        if not os.path.isdir(folder):
+            raise FileNotFoundError(errno.ENOENT, f"folder {folder!r} does not exist")
+        _replace_atomically(target, text)
+    except OSError as exc:
+        why = "no reader on the FIFO" if exc.errno == errno.ENXIO else (exc.strerror or str(exc))
+        kept = _keep_elsewhere(path, text)
+        raise InputError(f"cannot write the result ({why}); it was kept in {kept}", str(path)) from None
+
+
 def write_json_atomic(path: str | Path, data: dict) -> None:
     write_text_atomic(path, json.dumps(data, indent=2) + "\n")
 
@@ -85,8 +203,8 @@ def write_json_atomic(path: str | Path, data: dict) -> None:
 def check_output_path(path: str | Path | None, where: str, suffixes: tuple[str, ...] | None = None,
                       what: str = "") -> None:
     """Fail before any work when an output file could not be written later, or, with `suffixes`,
-    when its extension names a format the writer does not produce. Creates nothing: missing
-    folders are checked through their nearest existing ancestor (the writer creates them)."""
+    when its extension names a format the writer does not produce. Creates nothing, and accepts
+    only an existing folder: missing folders are refused, not created."""
     if path is None:
         return
     from solver_plan.errors import InputError
@@ -97,10 +215,27 @@ def check_output_path(path: str | Path | None, where: str, suffixes: tuple[str, 
     if suffixes is not None and Path(path).suffix.lower() not in suffixes:
         raise InputError(f"cannot write {Path(path).suffix or 'a file without extension'} "
                          f"({str(path)!r}); expected one of {', '.join(suffixes)}", where)
-    if Path(path).is_dir():
+    path = Path(path)
+    target = Path(os.path.realpath(path)) if path.is_symlink() else path
+    try:
+        mode = os.stat(target).st_mode
+    except OSError:
+        mode = None
+    if mode is not None and stat.S_ISDIR(mode):
         raise InputError(f"{label}: it is a folder, expected a file name", where)
-    check_output_folder(Path(path).parent, where, label)
-    if Path(path).exists() and not os.access(path, os.W_OK):
+    if mode is not None and not (stat.S_ISREG(mode) or stat.S_ISCHR(mode) or stat.S_ISFIFO(mode)):
+        raise InputError(f"{label}: it is {_kind(mode)}", where)
+    if mode is not None and stat.S_ISFIFO(mode):
+        return  # written through when the result is ready (a reader may attach until then)
+    if mode is not None and stat.S_ISCHR(mode):
+        if not os.access(target, os.W_OK):
+            raise InputError(f"{label} (permission denied)", where)
+        return
+    folder = target.parent
+    if not folder.exists():
+        raise InputError(f"{label}: folder {str(folder)!r} does not exist (create it first)", where)
+    check_output_folder(folder, where, label)
+    if mode is not None and not os.access(target, os.W_OK):
         raise InputError(f"{label} (permission denied)", where)
 
 

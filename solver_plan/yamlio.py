@@ -57,18 +57,10 @@ def decode_text(raw: bytes, where: str) -> str:
 
 
 def read_text(path: str | Path, what: str = "file") -> str:
-    """A small UTF-8 text file, or an `InputError` naming it (missing, unreadable, binary, huge)."""
-    path = Path(path)
-    try:
-        if path.is_dir():
-            raise InputError(f"is a folder, expected a {what}", str(path))
-        size = path.stat().st_size
-        if size > MAX_BYTES:
-            raise InputError(f"{what} is too large ({size} bytes; at most {MAX_BYTES})", str(path))
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise InputError(f"cannot read file ({exc.strerror or exc})", str(path)) from None
-    return decode_text(raw, str(path))
+    """A small UTF-8 text file, or an `InputError` naming it (missing, unreadable, binary, huge, or
+    not a regular file: FIFOs, devices and /proc files are refused, see `files.read_input_bytes`)."""
+    from solver_plan.files import read_input_bytes
+    return decode_text(read_input_bytes(path, what, MAX_BYTES), str(path))
 
 
 def _depth(value: Any) -> int:

@@ -8,6 +8,7 @@ from solver_plan.hybrid.model import TransformerSpec
 GPT3 = TransformerSpec("gpt3", layers=96, hidden=12288, ffn=49152, heads=96, head_dim=128, seq=2048,
                        vocab=51200, positions=2048)
 S, H, A = 2048, 12288, 96
+M21 = "megatron-2021"  # the runtime Korthikanti et al. measured: unfused attention with dropout
 
 
 def test_model_state_bytes_by_zero_stage():
@@ -26,23 +27,23 @@ def test_activations_match_korthikanti_table_2():
     b, t = 1, 8
     sbh = S * b * H
     # no parallelism: sbh (34 + 5as/h)
-    assert mem.layer_activation_bytes(GPT3, b, 1, "none", False) == pytest.approx(sbh * (34 + 5 * A * S / H))
+    assert mem.layer_activation_bytes(GPT3, b, 1, "none", False, runtime=M21) == pytest.approx(sbh * (34 + 5 * A * S / H))
     # tensor parallel: sbh (10 + 24/t + 5as/(ht))
-    assert mem.layer_activation_bytes(GPT3, b, t, "none", False) == pytest.approx(
+    assert mem.layer_activation_bytes(GPT3, b, t, "none", False, runtime=M21) == pytest.approx(
         sbh * (10 + 24 / t + 5 * A * S / (H * t)))
     # tensor + sequence parallel: sbh (34/t + 5as/(ht))
-    assert mem.layer_activation_bytes(GPT3, b, t, "none", True) == pytest.approx(sbh * (34 / t + 5 * A * S / (H * t)))
+    assert mem.layer_activation_bytes(GPT3, b, t, "none", True, runtime=M21) == pytest.approx(sbh * (34 / t + 5 * A * S / (H * t)))
     # selective recomputation drops the attention-score term
-    assert mem.layer_activation_bytes(GPT3, b, t, "selective", False) == pytest.approx(sbh * (10 + 24 / t))
-    assert mem.layer_activation_bytes(GPT3, b, t, "selective", True) == pytest.approx(sbh * 34 / t)
+    assert mem.layer_activation_bytes(GPT3, b, t, "selective", False, runtime=M21) == pytest.approx(sbh * (10 + 24 / t))
+    assert mem.layer_activation_bytes(GPT3, b, t, "selective", True, runtime=M21) == pytest.approx(sbh * 34 / t)
     # full recomputation keeps the layer input only: 2 sbh (2 sbh / t with sequence parallel)
-    assert mem.layer_activation_bytes(GPT3, b, t, "full", False) == pytest.approx(2 * sbh)
-    assert mem.layer_activation_bytes(GPT3, b, t, "full", True) == pytest.approx(2 * sbh / t)
+    assert mem.layer_activation_bytes(GPT3, b, t, "full", False, runtime=M21) == pytest.approx(2 * sbh)
+    assert mem.layer_activation_bytes(GPT3, b, t, "full", True, runtime=M21) == pytest.approx(2 * sbh / t)
 
 
 def test_activations_scale_with_micro_batch():
-    one = mem.layer_activation_bytes(GPT3, 1, 4, "none", False)
-    assert mem.layer_activation_bytes(GPT3, 3, 4, "none", False) == pytest.approx(3 * one)
+    one = mem.layer_activation_bytes(GPT3, 1, 4, "none", False, runtime=M21)
+    assert mem.layer_activation_bytes(GPT3, 3, 4, "none", False, runtime=M21) == pytest.approx(3 * one)
 
 
 def test_in_flight_microbatches_1f1b_and_interleaved():
@@ -61,16 +62,22 @@ def test_in_flight_microbatches_1f1b_and_interleaved():
 def test_stage_memory_sums_its_terms_by_hand():
     # 175B, t = 8, p = 8, stage 3 of 8 with 12 blocks, 1F1B with 64 micro-batches, ZeRO-1 over dp = 4
     m = mem.stage_memory(GPT3, layers=12, stage=3, pp=8, tp=8, dp=4, micro_batch=1, micro_batches=64,
-                         recompute="selective", sequence_parallel=True, zero_stage=1, schedule="1f1b")
+                         recompute="selective", sequence_parallel=True, zero_stage=1, schedule="1f1b", runtime=M21)
     params = 12 * GPT3.block_params / 8
     assert m.weights == pytest.approx(2 * params)
     assert m.gradients == pytest.approx(2 * params)
     assert m.optimizer == pytest.approx(12 * params / 4)
     assert m.activations == pytest.approx(5 * 12 * S * H * 34 / 8)  # 8 - 3 = 5 micro-batches in flight
     assert m.recompute_working == pytest.approx(5 * A * S * S / 8)
-    assert m.buffers == pytest.approx(8 * S * H / 8 + mem.FRAMEWORK_RESERVE_BYTES)
-    assert m.total == pytest.approx(m.weights + m.gradients + m.optimizer + m.activations + m.recompute_working
-                                    + m.buffers)
+    assert m.buffers == pytest.approx(8 * S * H / 8)
+    # the runtime's reserve: CUDA context 1 GiB (CUDA 11, no lazy loading), NCCL 280 MiB for each of
+    # dp, tp, the two pipeline neighbours and the tied-embedding pair, 5% fragmentation of what changes
+    assert m.cuda_context == 1024 ** 3
+    assert m.nccl == pytest.approx(5 * 2 * 16 * 8.75 * 1024 ** 2)
+    assert m.fragmentation == pytest.approx(0.05 * (m.activations + m.recompute_working + m.buffers))
+    assert m.allocated == pytest.approx(m.weights + m.gradients + m.optimizer + m.activations + m.recompute_working
+                                        + m.buffers)
+    assert m.total == pytest.approx(m.allocated + m.fragmentation + m.cuda_context + m.nccl)
 
 
 def test_first_and_last_stage_hold_embedding_and_head():
@@ -81,3 +88,29 @@ def test_first_and_last_stage_hold_embedding_and_head():
     emb = (GPT3.vocab + GPT3.positions) * GPT3.hidden / 2
     assert first.weights - middle.weights == pytest.approx(2 * emb)
     assert last.weights - middle.weights == pytest.approx(2 * (2 * GPT3.hidden + GPT3.vocab * GPT3.hidden / 2))
+
+
+def test_fused_attention_keeps_no_scores():
+    """Flash attention (megatron-core) keeps no s^2 term, only its fp32 log-sum-exp 4 a s b; unfused
+    attention without dropout keeps the softmax output 2 a s^2 b (Korthikanti's 5 is with dropout)."""
+    b, t = 1, 8
+    sbh = S * b * H
+    flash = mem.layer_activation_bytes(GPT3, b, t, "none", True, runtime="megatron-core")
+    assert flash == pytest.approx(sbh * 34 / t + 4 * A * S * b / t)
+    unfused = mem.layer_activation_bytes(GPT3, b, t, "none", True, runtime=M21)
+    assert unfused - sbh * 34 / t == pytest.approx(5 * A * S * S * b / t)
+    # selective recomputation has nothing to drop under flash attention: same memory as none
+    assert mem.layer_activation_bytes(GPT3, b, t, "selective", True, runtime="megatron-core") == pytest.approx(flash)
+    # backward temporaries of the fused kernel: fp32 dQ accumulator, 4 s b h / t
+    assert mem.recompute_working_bytes(GPT3, b, t, "none", True, runtime="megatron-core") == pytest.approx(4 * sbh / t)
+
+
+def test_unfused_swiglu_and_fused_cross_entropy():
+    llama = TransformerSpec("llama", layers=2, hidden=4096, ffn=14336, heads=32, head_dim=128, seq=8192, vocab=128256,
+                            positions=8192, gated_mlp=True, kv_heads=8)
+    fused = mem.layer_activation_bytes(llama, 1, 1, "none", False, runtime="megatron-core")
+    eager = mem.layer_activation_bytes(llama, 1, 1, "none", False, runtime="torchtitan")
+    assert eager - fused == pytest.approx(2 * 8192 * 14336)  # 8 s b f instead of 6 s b f
+    unfused = mem.logits_activation_bytes(llama, 1, 1, False, runtime="megatron-core")
+    fused_ce = mem.logits_activation_bytes(llama, 1, 1, False, runtime="nemo")
+    assert unfused - fused_ce == pytest.approx((4 - 2) * 8192 * 128256)

@@ -77,6 +77,8 @@ class _JobReader:
 
     def read(self, entry: object, index: int, defaults: Settings) -> list[Job]:
         name = entry.get("name") if isinstance(entry, dict) else None
+        if isinstance(name, str):
+            _check_job_name(name, f"{self.path}: jobs[{index}].name")
         name = name if isinstance(name, str) and name else f"#{index + 1}"
         try:
             if name in self.names:  # reports and messages tell jobs apart by name
@@ -145,7 +147,10 @@ class _JobReader:
 
     @staticmethod
     def _checked(job: Job, section: Section) -> Job:
-        """Checks that need the whole job: a hybrid job's precision against what its planner prices."""
+        """Checks that need the whole job: a hybrid job's options (as `run_job` reads them) and its
+        precision against what its planner prices; refused when the jobs load, not when one runs."""
+        if job.kind == "hybrid":
+            _check_hybrid_options(job, section.path("options"))
         if job.kind == "hybrid" and job.precision is not None:
             hybrid_precision(job, section.path("precision"))
         return job
@@ -209,6 +214,9 @@ class _JobReader:
             if kind == "pipeline" and _is_blocks_file(spec):  # pipeline jobs also take pipeline-blocks JSON
                 from solver_plan.pipeline.sources import chain_from_blocks
                 chain_from_blocks(spec)
+            elif kind == "hybrid":  # a decoder-only transformer, read as the hybrid planner reads it
+                from solver_plan.hybrid.model import transformer_spec
+                transformer_spec(spec)
             else:
                 check_problem_spec(spec) if is_problem_spec(spec) else resolve_model(spec)
         except InputError as exc:
@@ -247,9 +255,44 @@ class _JobReader:
         if not path.is_file():
             return []
         try:
-            return [(spec, hashlib.sha256(path.read_bytes()).hexdigest()[:16])]
+            from solver_plan.files import read_input_bytes  # regular files only: a FIFO would block
+            return [(spec, hashlib.sha256(read_input_bytes(path, "model file")).hexdigest()[:16])]
         except OSError as exc:
             raise InputError(f"cannot read file ({exc.strerror})", where) from None
+
+
+MAX_JOB_NAME = 200
+
+
+def _check_hybrid_options(job: Job, where: str) -> None:
+    """`batch` (the global batch) and `fix` (pins) as `hybrid.registry.run_job` reads them."""
+    from solver_plan.hybrid.search import check_global_batch
+    from solver_plan.hybrid.space import check_fix, parse_fix
+
+    options = dict(job.options)
+    if "batch" not in options:
+        raise InputError("hybrid jobs need the option 'batch' (the global batch, a positive integer)", where)
+    check_global_batch(options["batch"], f"{where}.batch")
+    fix = options.get("fix")
+    try:
+        if isinstance(fix, str):
+            parse_fix(fix)
+        elif fix is not None:
+            raise InputError(f"expected pins as text such as 'tp=8,pp=4', got {fix!r}", "fix")
+    except InputError as exc:
+        raise InputError(str(exc), f"{where}.fix") from None
+
+
+def _check_job_name(name: str, where: str) -> None:
+    """Names label records, reports and progress lines (and may name files one day): printable,
+    no path separators, not '.' or '..', not blank, at most MAX_JOB_NAME characters."""
+    if not name.strip():
+        raise InputError("a job name must not be empty", where)
+    if len(name) > MAX_JOB_NAME:
+        raise InputError(f"a job name has at most {MAX_JOB_NAME} characters, got {len(name)}", where)
+    if "/" in name or "\\" in name or name.strip() in (".", "..") or not name.isprintable():
+        raise InputError(f"a job name is printable text without '/' or '\\\\' (and not '.' or '..'), got {name!r}",
+                         where)
 
 
 def _generated_problems(section: Section, kind: str) -> bool:

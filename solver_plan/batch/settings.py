@@ -11,7 +11,7 @@ from typing import Any
 
 from solver_plan.batch.job import DEFAULT_GRACE_S
 from solver_plan.cost.precision import Precision
-from solver_plan.deadline import DEFAULT_TIME_LIMIT_S
+from solver_plan.deadline import DEFAULT_TIME_LIMIT_S, MAX_TIME_LIMIT_S
 from solver_plan.errors import InputError
 from solver_plan.units import parse_bytes, parse_seconds
 from solver_plan.yamlio import Section
@@ -111,6 +111,9 @@ def _optional_positive_seconds(section: Section, key: str) -> float | None:
     seconds = parse_seconds(value, section.path(key))
     if seconds <= 0:
         raise InputError(f"must be positive, got {value!r}", section.path(key))
+    if seconds > MAX_TIME_LIMIT_S:  # waits on workers overflow; null means no limit
+        raise InputError(f"must be at most {MAX_TIME_LIMIT_S:g} s (null for no limit), got {value!r}",
+                         section.path(key))
     return seconds
 
 

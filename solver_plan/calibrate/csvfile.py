@@ -103,7 +103,8 @@ def read_calibration_csv(path: str | Path) -> tuple[tuple[Measurement, ...], tup
     """Kernel and collective measurements of a calibration CSV (lines starting with # skipped)."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        from solver_plan.files import read_input_bytes  # regular files only: FIFOs, devices refused
+        text = read_input_bytes(path, "calibration CSV").decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"cannot read the calibration CSV ({exc})", str(path)) from None
     lines = [(n, line) for n, line in enumerate(text.splitlines(), start=1)

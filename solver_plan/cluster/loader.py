@@ -10,6 +10,10 @@ links:
   inter_node: {bandwidth: 100Gb/s, latency: 5us}   # required when nodes > 1
 hardware: {w: 8e-15, g_intra_node: 6.7e-12, g_inter_node: 8e-11}   # optional overrides
 ```
+A device named as one of data/hardware/devices.yaml's known devices (A100-SXM-80GB, H100-SXM-80GB,
+H200-SXM-141GB, B200-SXM-180GB, B200-GB200, MI300X, or an alias) inherits every key below that the
+YAML leaves out (cluster/devices.py); a device still without peaks per dtype, HBM bandwidth or
+efficiency curves is priced with a `DeviceTableWarning` naming what is missing.
 Optional device keys for the compute model (cost/compute.py; `peak_flops` may then be left out:
 it defaults to the matrix peak of the device's default compute dtype):
 `matrix_flops: {bf16: 312TFLOPS, ...}`, `vector_flops: {fp32: 19.5TFLOPS, ...}`,
@@ -117,7 +121,9 @@ def _scale(dev: Section, key: str) -> float:
 
 
 def _device(dev: Section) -> DeviceSpec:
+    from solver_plan.cluster.devices import with_known_tables
     from solver_plan.cost.precision import default_for  # lazy: cost imports cluster
+    dev.data = with_known_tables(dev.data)  # a known device's tables (data/hardware/devices.yaml) under the YAML's keys
     name = dev.string("name", "device")
     memory = parse_bytes(dev.get("memory", required=True), dev.path("memory"))
     matrix, vector = _dtype_flops(dev, "matrix_flops"), _dtype_flops(dev, "vector_flops")
@@ -187,6 +193,9 @@ def cluster_from_dict(data: object, where: str = "") -> Cluster:
         hardware.close()
     sync = _gradient_sync(top.section("gradient_sync"))
     top.close()
+    if w_override is None:  # a hand-calibrated s/FLOP replaces the compute model's tables
+        from solver_plan.cluster.devices import warn_gaps
+        warn_gaps(device, where or name)
     try:
         return Cluster(name, nodes, per_node, device, intra, inter, w_override, tuple(g_overrides), sync)
     except ClusterError as exc:
@@ -204,6 +213,8 @@ def preset_names() -> list[str]:
 
 def resolve_cluster(spec: str, devices: int | None = None) -> Cluster:
     """A preset name or a YAML path; optionally restricted to the first `devices` devices."""
+    if not isinstance(spec, str) or not spec.strip():  # '' would be the current folder, not the default
+        raise InputError("empty cluster name (expected a preset such as v100x8-nvlink, or a YAML file)", "--cluster")
     path = Path(spec)
     if path.suffix in (".yaml", ".yml") or path.exists():
         if not path.exists():

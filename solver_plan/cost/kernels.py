@@ -145,3 +145,52 @@ def attention_score_memory(score_elements: float, element_bytes: float, dropout:
     softmax output, and with dropout its 1-byte mask and the dropped probabilities (Korthikanti et
     al. 2022: 2 a s^2 b without dropout, 5 a s^2 b with it, in 16-bit)."""
     return score_elements * (element_bytes + (1 + element_bytes if dropout else 0))
+
+
+# Fused (flash) attention: FlashAttention-2 (Dao 2023) recomputes the scores in its backward pass,
+# five GEMMs against the forward's two: 2.5x the forward's FLOPs (the paper's own FLOP count for
+# its backward benchmarks); with a causal mask it skips the tiles above the diagonal, about half of
+# the s x s work (section 3.1, "causal masking"). An unfused attention computes every score and
+# masks afterwards, and its backward is two GEMMs per forward GEMM.
+FLASH_BACKWARD_RATIO = 2.5
+CAUSAL_WORK_FRACTION = 0.5
+
+
+def attention_kernel_factors(fused: bool, causal_skip: bool) -> tuple[float, float]:
+    """(forward, backward) time of the attention core's kernels relative to one dense forward kernel
+    of its FLOPs: unfused 1 and 2 (the cost model's dX, dW rule); fused f and 2.5 f, with f = 1/2
+    when the kernel skips the causal mask's upper half and 1 otherwise (module text)."""
+    if not fused:
+        return 1.0, 2.0
+    forward = CAUSAL_WORK_FRACTION if causal_skip else 1.0
+    return forward, FLASH_BACKWARD_RATIO * forward
+
+
+@dataclass(frozen=True)
+class ScoreCost:
+    """What the s x s score matrix costs an attention as a runtime runs it: HBM bytes of its forward
+    and backward passes and bytes kept for backward (all zero when fused)."""
+    forward_bytes: float
+    backward_bytes: float
+    kept_bytes: float
+
+
+def attention_scores(score_elements: float, element_bytes: float, fused: bool, dropout: bool) -> ScoreCost:
+    """The one definition of the score matrix's cost, for the per-operator cost model
+    (`scores="materialized"`) and the hybrid block cost alike: fused attention (FlashAttention, cuDNN
+    fused attention) keeps the scores in on-chip memory, so nothing; unfused,
+    `attention_score_traffic` and `attention_score_memory`."""
+    if fused:
+        return ScoreCost(0.0, 0.0, 0.0)
+    forward, backward = attention_score_traffic(score_elements, element_bytes, dropout)
+    return ScoreCost(forward, backward, attention_score_memory(score_elements, element_bytes, dropout))
+
+
+def fp8_cast_bytes(input_elements: float, output_elements: float, element_bytes: float = 2.0) -> tuple[float, float]:
+    """(forward, backward) HBM bytes of the casts around one fp8 GEMM (Transformer Engine, torchao
+    float8 with per-tensor scaling): forward casts the input activation (read e bytes, write 1 per
+    element; the amax comes out of the same pass), backward casts the output gradient likewise;
+    weights are cast once per optimizer step and cached across micro-batches (TE's
+    is_first_microbatch), so not counted per micro-batch."""
+    per_element = element_bytes + 1.0
+    return input_elements * per_element, output_elements * per_element

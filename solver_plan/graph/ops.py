@@ -66,6 +66,9 @@ def _rank(shape: Shape, ranks, what: str) -> None:
 
 
 def _conv_out(size: int, kernel: int, stride: int, padding: int, what: str) -> int:
+    if kernel < 1 or stride < 1 or padding < 0:
+        raise ShapeError(f"{what}: kernel {kernel} and stride {stride} must be positive, padding {padding} "
+                         "non-negative")
     out = (size + 2 * padding - kernel) // stride + 1
     if out < 1:
         raise ShapeError(f"{what}: kernel {kernel} larger than padded input {size + 2 * padding}")

@@ -25,15 +25,26 @@ def check_sizes(graph: Graph, where: str) -> Graph:
     return graph
 
 
+def _names_path(test, path: Path) -> bool:
+    """`path.is_file()` and friends, False (not an OSError) for names the system cannot look up:
+    too long, or a loop of links; the zoo lookup that follows then names the spec."""
+    try:
+        return test(path)
+    except OSError:
+        return False
+
+
 def resolve_model(spec: str) -> Graph:
     from solver_plan.graph.importers.graph_file import is_model_file, load_model_file
+    if not isinstance(spec, str) or not spec.strip():
+        raise InputError("empty model spec (expected a zoo name such as resnet50, or a model file)", "--model")
     if is_model_file(spec):  # model.onnx, config.json, hf:config.json, graph.yaml (with :key=value options)
         return check_sizes(load_model_file(spec), spec)
     path = Path(spec)
-    if path.suffix == ".txt" or path.is_file() or path.is_dir():
-        if path.is_dir():
+    if path.suffix == ".txt" or _names_path(Path.is_file, path) or _names_path(Path.is_dir, path):
+        if _names_path(Path.is_dir, path):
             path = path / "graph.txt"
-        if not path.is_file():
+        if not _names_path(Path.exists, path):
             raise InputError("no such profile file", spec)
         from solver_plan.graph.importers.pipedream import load_pipedream_profile
         return check_sizes(load_pipedream_profile(path), str(path))

@@ -33,6 +33,11 @@ def register_command(subparsers) -> None:
                              "V100, fp32 on K80/P100), fp32, tf32, bf16, fp16 or fp8 (mixed: 16-bit weights, "
                              "activations and gradients, fp32 master weights and Adam moments); sets memory, bytes "
                              "moved and the peak FLOP/s")
+    from solver_plan.runtime import runtime_names
+    parser.add_argument("--runtime", default="megatron-core",
+                        help="software stack whose kernels, communication overlap and memory reserve are priced: "
+                             f"{', '.join(runtime_names())} (default megatron-core; facts and sources in "
+                             "solver_plan/runtime/profiles.py)")
     parser.add_argument("--planner", default="milp", help="per-operator planner for the block solves (default milp)")
     parser.add_argument("--out", help="write the plan as JSON here")
     from solver_plan.export.cli_support import add_export_arguments
@@ -87,8 +92,11 @@ def run(args) -> int:
     check_model_name(args.model)
     deadline = Deadline(args.time_limit, start=getattr(args, "started", None))
     result = plan_hybrid(args.model, args.cluster, args.batch, devices=args.devices, fix=pins,
+    from solver_plan.runtime import resolve_runtime
+    runtime = resolve_runtime(args.runtime, "--runtime")
                          memory_limit=parse_memory_limit(args.memory_limit), planner=args.planner,
-                         deadline=deadline, compute_scale=args.compute_scale, precision=args.precision)
+                         deadline=deadline, compute_scale=args.compute_scale, precision=args.precision,
+                         runtime=runtime)
     if args.out:  # before printing: a closed pipe must not lose the plan
         write_text_atomic(args.out, json.dumps(result.to_dict(), indent=2) + "\n")
     print(result.table())

@@ -16,6 +16,7 @@ from solver_plan.hybrid.model import TransformerSpec
 from solver_plan.hybrid.plan import HybridPlan, StagePlan
 from solver_plan.hybrid.space import Parallelism
 from solver_plan.hybrid.stage_cost import BlockProfile
+from solver_plan.runtime import DEFAULT_RUNTIME, RuntimeProfile
 
 
 @dataclass(frozen=True)
@@ -26,6 +27,7 @@ class Context:
     memory_limit: float | None
     state: StateBytes  # bytes of the training precision (memory.precision_state)
     precision: str | None = None  # its name (`TrainingPrecision.name`: mixed-bf16, fp32, ...), carried by plans
+    runtime: RuntimeProfile = DEFAULT_RUNTIME  # kernels, overlap and memory reserve of the software stack
 
 
 def layer_s(par: Parallelism, profile: BlockProfile, mode: str | None = None) -> tuple[float, float]:
@@ -37,9 +39,19 @@ def layer_s(par: Parallelism, profile: BlockProfile, mode: str | None = None) ->
     return profile.block_s, extra
 
 
+def p2p_overlapped(runtime: RuntimeProfile, par: Parallelism) -> bool:
+    """Whether the pipeline's sends and receives run under compute: Megatron-core's interleaved
+    schedule posts them asynchronously and waits only before the chunk that needs them
+    (overlap_p2p_comm); 1F1B and GPipe wait for each transfer."""
+    return runtime.overlap.pp_p2p and par.schedule == "interleaved"
+
+
 def stage_p2p_s(ctx: Context, par: Parallelism, stage: int) -> float:
     """Transfers stage `stage` sends per micro-batch: the activation forward (all but the last) and
-    the gradient backward (all but the first), v times each with v chunks."""
+    the gradient backward (all but the first), v times each with v chunks; none on the critical
+    path where the runtime overlaps them (`p2p_overlapped`)."""
+    if p2p_overlapped(ctx.runtime, par):
+        return 0.0
     total = 0.0
     for boundary in (stage - 1, stage):  # gradient back to stage - 1, activation on to stage + 1
         if 0 <= boundary < par.pp - 1:
@@ -57,7 +69,7 @@ def memory_of(ctx: Context, par: Parallelism, stage: int, layers: int, mode: str
     return stage_memory(ctx.spec, layers=layers, stage=stage, pp=par.pp, tp=par.tp, dp=par.dp,
                         micro_batch=par.micro_batch_size, micro_batches=par.micro_batches, recompute=mode,
                         sequence_parallel=par.sequence_parallel, zero_stage=par.zero_stage, schedule=par.schedule,
-                        virtual_stages=par.virtual_stages, state=ctx.state)
+                        virtual_stages=par.virtual_stages, state=ctx.state, runtime=ctx.runtime)
 
 
 def _extras(par: Parallelism, profile: BlockProfile) -> list[float]:
@@ -129,18 +141,36 @@ def price(ctx: Context, par: Parallelism, profile: BlockProfile, memory_limit: f
             (tuple(("head", op, c) for op, c in profile.head_configs) if i == pp - 1 else ())
         stages.append(StagePlan(i, first, k, i == 0, i == pp - 1, i * par.tp * par.dp, par.tp, par.dp,
                                 k * block, k * recompute, extra, stage_p2p_s(ctx, par, i),
-                                memory_of(ctx, par, i, k, modes[i]), configs, modes[i]))
+                                memory_of(ctx, par, i, k, modes[i]), configs, modes[i],
+                                k * profile.block_forward_s + extra / 3.0))
         first += k
     times = [s.time_per_microbatch_s for s in stages]
     params = [stage_params(spec, s.layers, s.embedding, s.head, par.tp, pp) for s in stages]
+    exposed, raw = dp_sync_terms(ctx, par, stages, params)
     terms = schedule.StepTerms(
-        schedule.pipeline_s(times, par.micro_batches, par.schedule, par.virtual_stages),
-        max(schedule.dp_sync_s(cluster, p, par.tp, par.dp, par.zero_stage, par.micro_batches, ctx.state)
-            for p in params),
+        schedule.pipeline_s(times, par.micro_batches, par.schedule, par.virtual_stages), exposed,
         schedule.embedding_sync_s(cluster, spec, par.tp, pp, ctx.state),
-        max(schedule.optimizer_s(cluster, p, par.dp, par.zero_stage, ctx.state) for p in params))
+        max(schedule.optimizer_s(cluster, p, par.dp, par.zero_stage, ctx.state) for p in params), raw - exposed)
     return HybridPlan(spec.name, cluster.name, cluster.num_devices, ctx.global_batch, par, tuple(stages), terms,
-                      profile.configs, spec.model_flops_per_step(ctx.global_batch), memory_limit, ctx.precision)
+                      profile.configs, spec.model_flops_per_step(ctx.global_batch), memory_limit, ctx.precision,
+                      ctx.runtime.name)
+
+
+def dp_sync_terms(ctx: Context, par: Parallelism, stages, params) -> tuple[float, float]:
+    """(exposed, unoverlapped) data-parallel sync of the plan: the largest over stages, each stage's
+    `schedule.exposed_sync_s` with its own forward and backward per micro-batch as windows and, as
+    slack, the forwards (backwards) of the stages before it (their last backwards end after its)."""
+    exposed = raw = 0.0
+    slack_forward = slack_backward = 0.0
+    for s, p in zip(stages, params):
+        parts = schedule.sync_parts(ctx.cluster, p, par.tp, par.dp, par.zero_stage, ctx.state, ctx.runtime, s.layers)
+        backward = s.block_s + s.recompute_s + s.extra_s - s.forward_s
+        exposed = max(exposed, schedule.exposed_sync_s(parts, par.micro_batches, s.forward_s, backward, ctx.runtime,
+                                                       slack_forward, slack_backward))
+        raw = max(raw, parts.grad_s + parts.gather_s + par.micro_batches * (parts.forward_s + parts.backward_s))
+        slack_forward += s.forward_s
+        slack_backward += backward
+    return exposed, raw
 
 
 def time_bound(ctx: Context, par: Parallelism, profile: BlockProfile) -> float:
@@ -160,9 +190,23 @@ def time_bound(ctx: Context, par: Parallelism, profile: BlockProfile) -> float:
     else:
         pipe = total + (m - 1) * slowest
     params = stage_params(spec, spec.layers // pp, False, False, par.tp, pp)
-    return (pipe + schedule.dp_sync_s(ctx.cluster, params, par.tp, par.dp, par.zero_stage, m, ctx.state)
+    return (pipe + sync_bound(ctx, par, params)
             + schedule.embedding_sync_s(ctx.cluster, spec, par.tp, pp, ctx.state)
             + schedule.optimizer_s(ctx.cluster, params, par.dp, par.zero_stage, ctx.state))
+
+
+def sync_bound(ctx: Context, par: Parallelism, params: float) -> float:
+    """A lower bound on the exposed data-parallel sync of every cut: the parts the runtime does not
+    overlap, for a stage of `params` parameters (the fewest any stage has); overlapped parts may hide
+    entirely, so they count 0."""
+    overlap = ctx.runtime.overlap
+    parts = schedule.sync_parts(ctx.cluster, params, par.tp, par.dp, par.zero_stage, ctx.state, ctx.runtime,
+                                ctx.spec.layers // par.pp)
+    per_microbatch = parts.forward_s + parts.backward_s
+    if overlap.sharded_prefetch:
+        per_microbatch = parts.backward_s - parts.backward_gather_s if not overlap.grad_reduce else 0.0
+    return ((0.0 if overlap.grad_reduce else parts.grad_s) + (0.0 if overlap.param_gather else parts.gather_s)
+            + par.micro_batches * per_microbatch)
 
 
 def memory_floor(ctx: Context, par: Parallelism) -> float:

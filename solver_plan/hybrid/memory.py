@@ -16,9 +16,12 @@ UNIFORM_RECOMPUTE = ("none", "selective", "full")  # least to most recomputation
 # "per-stage": each stage uses the least recomputation that fits its own memory (evaluate.py)
 RECOMPUTE_MODES = UNIFORM_RECOMPUTE + ("per-stage",)
 SCHEDULES = ("1f1b", "interleaved", "gpipe")
-# Bytes a framework keeps beyond the terms below (CUDA context, NCCL and allocator workspace); a
-# fixed reserve rather than a fitted number: ~1-2 GiB is what PyTorch + NCCL take on an A100.
-FRAMEWORK_RESERVE_BYTES = 2 * 1024 ** 3
+
+
+def _kernels(runtime):
+    from solver_plan.runtime import resolve_runtime
+
+    return resolve_runtime(runtime).kernels
 
 
 @dataclass(frozen=True)
@@ -98,7 +101,7 @@ def optimizer_bytes(params: float, dp: int, zero_stage: int, state: StateBytes =
 # bytes and the masks (uint8 in PyTorch whatever the dtype) stay 1 byte per element: the terms
 # below are written as (2-byte elements) x e/2 + masks.
 def layer_activation_bytes(spec: TransformerSpec, b: int, t: int, recompute: str, sequence_parallel: bool,
-                           state: StateBytes = MIXED_PRECISION) -> float:
+                           state: StateBytes = MIXED_PRECISION, runtime=None) -> float:
     """Activations one transformer layer keeps for backward, per micro-batch (Korthikanti's counts,
     16-bit elements scaled by e/2, `state.activation_scale`; masks 1 byte):
     - none, no parallelism: s b h (34 + 5 a s / h); the general form is
@@ -113,33 +116,55 @@ def layer_activation_bytes(spec: TransformerSpec, b: int, t: int, recompute: str
     - selective recomputation drops the 5 a s^2 b term (softmax, its dropout, scores: recomputed);
     - full recomputation keeps only the layer input, 2 s b h (2 s b h / t with sequence parallel).
     In an e-byte activation dtype: the 2-byte parts x e/2, so 10 s b h -> (8 e/2 + 2) s b h and
-    5 a s^2 b -> (4 e/2 + 1) a s^2 b (fp32: 18 s b h and 9 a s^2 b); the rest x e/2."""
+    5 a s^2 b -> (4 e/2 + 1) a s^2 b (fp32: 18 s b h and 9 a s^2 b); the rest x e/2.
+    As `runtime` (a `RuntimeProfile`; None: megatron-core) runs the block:
+    - the scores are `cost.kernels.attention_scores(...).kept_bytes` (the per-operator cost model's
+      definition): 5 a s^2 b unfused with dropout, 2 a s^2 b without, nothing for fused attention,
+      which keeps instead its fp32 log-sum-exp, 4 a s b bytes (FlashAttention's backward input);
+    - a gated MLP without a fused SwiGLU kernel (torchtitan's eager w2(silu(w1 x) * w3 x)) keeps
+      the gate, up, silu and product tensors, 8 s b f instead of 6 s b f."""
+    from solver_plan.cost.kernels import attention_scores
+
+    kernels = _kernels(runtime)
     s, h, a = spec.seq, spec.hidden, spec.heads
     x = state.activation_scale
     if recompute == "full":
         return x * 2.0 * s * b * h / (t if sequence_parallel else 1)
     replicated = (x * 8.0 + 2.0) * s * b * h
-    mlp = (6.0 if spec.gated_mlp else 4.0) * s * b * spec.ffn
+    mlp = (6.0 if kernels.fused_swiglu else 8.0) * s * b * spec.ffn if spec.gated_mlp else 4.0 * s * b * spec.ffn
     if spec.experts > 1:
         mlp = spec.top_k * (mlp + 2.0 * s * b * h)
     split = x * (2.0 * s * b * (spec.attn_width + 2 * spec.kv_width) + 2.0 * s * b * spec.attn_width + mlp)
-    scores = (x * 4.0 + 1.0) * a * s * s * b if recompute == "none" else 0.0
+    if kernels.flash_attention:
+        scores = 4.0 * a * s * b  # log-sum-exp, fp32, kept in every mode but full
+    elif recompute == "none":
+        scores = attention_scores(a * s * s * b, state.activations, False, kernels.attention_dropout).kept_bytes
+    else:
+        scores = 0.0
     if sequence_parallel:
         return (replicated + split + scores) / t
     return replicated + (split + scores) / t
 
 
 def recompute_working_bytes(spec: TransformerSpec, b: int, t: int, recompute: str, sequence_parallel: bool,
-                            state: StateBytes = MIXED_PRECISION) -> float:
-    """Extra memory while one layer is recomputed in backward (Korthikanti et al. 2022, 4.2): full
+                            state: StateBytes = MIXED_PRECISION, runtime=None) -> float:
+    """Extra memory while one layer runs its backward (Korthikanti et al. 2022, 4.2): full
     recomputation rematerialises one whole layer's activations (the `none` amount of one layer);
-    selective, the attention scores of one layer, 5 a s^2 b / t in 16-bit ((4 e/2 + 1) a s^2 b / t
-    in an e-byte dtype); none, nothing."""
+    selective, the attention scores of one layer (`attention_scores(...).kept_bytes` / t: 5 a s^2 b / t
+    in 16-bit with dropout; nothing with fused attention); none, nothing. With fused attention
+    (`runtime`), plus the kernel's backward temporaries: FlashAttention-2 accumulates dQ in fp32,
+    4 s b (a d) / t bytes (flash_attn's dq_accum)."""
+    from solver_plan.cost.kernels import attention_scores
+
+    kernels = _kernels(runtime)
+    flash = 4.0 * spec.seq * b * spec.attn_width / t if kernels.flash_attention else 0.0
     if recompute == "full":
-        return layer_activation_bytes(spec, b, t, "none", sequence_parallel, state)
+        return layer_activation_bytes(spec, b, t, "none", sequence_parallel, state, runtime) + flash
     if recompute == "selective":
-        return (state.activation_scale * 4.0 + 1.0) * spec.heads * spec.seq * spec.seq * b / t
-    return 0.0
+        scores = spec.heads * spec.seq * spec.seq * b / t
+        return flash + attention_scores(scores, state.activations, kernels.flash_attention,
+                                        kernels.attention_dropout).kept_bytes
+    return flash
 
 
 def embedding_activation_bytes(spec: TransformerSpec, b: int, t: int, sequence_parallel: bool,
@@ -150,12 +175,14 @@ def embedding_activation_bytes(spec: TransformerSpec, b: int, t: int, sequence_p
 
 
 def logits_activation_bytes(spec: TransformerSpec, b: int, t: int, sequence_parallel: bool,
-                            state: StateBytes = MIXED_PRECISION) -> float:
+                            state: StateBytes = MIXED_PRECISION, runtime=None) -> float:
     """Last stage: final layer-norm input and output projection input, 2 e s b h (4 s b h in 16-bit),
     plus the logits in fp32 for the (vocabulary-parallel) cross entropy, 4 s b V / t, in every
-    precision (Korthikanti et al. 2022, 4.3)."""
+    precision (Korthikanti et al. 2022, 4.3); with a fused cross-entropy kernel (`runtime`) the
+    logits stay in the activation dtype, e s b V / t."""
+    logits = state.activations if _kernels(runtime).fused_cross_entropy else 4.0
     return (2.0 * state.activations * spec.seq * b * spec.hidden / (t if sequence_parallel else 1)
-            + 4.0 * spec.seq * b * spec.vocab / t)
+            + logits * spec.seq * b * spec.vocab / t)
 
 
 # --- micro-batches in flight (Narayanan et al. 2021 sections 2.2.1-2.2.2; Korthikanti 4.2.3) ---
@@ -201,14 +228,30 @@ class StageMemory:
     activations: float
     recompute_working: float
     buffers: float
+    workspace: float = 0.0  # GEMM workspaces (in the allocator)
+    fragmentation: float = 0.0  # the caching allocator's reserved-but-unallocated memory
+    cuda_context: float = 0.0  # outside the allocator
+    nccl: float = 0.0  # outside the allocator
+
+    @property
+    def allocated(self) -> float:
+        """What torch.cuda.max_memory_allocated would report at the peak."""
+        return (self.weights + self.gradients + self.optimizer + self.activations + self.recompute_working
+                + self.buffers + self.workspace)
+
+    @property
+    def reserved(self) -> float:
+        """What torch.cuda.max_memory_reserved would report: allocated + fragmentation."""
+        return self.allocated + self.fragmentation
 
     @property
     def total(self) -> float:
-        return (self.weights + self.gradients + self.optimizer + self.activations + self.recompute_working
-                + self.buffers)
+        """The process's device memory (nvidia-smi): reserved + CUDA context + NCCL buffers."""
+        return self.reserved + self.cuda_context + self.nccl
 
     def to_dict(self) -> dict:
-        return {**{k: int(round(v)) for k, v in asdict(self).items()}, "total": int(round(self.total))}
+        return {**{k: int(round(v)) for k, v in asdict(self).items()}, "allocated": int(round(self.allocated)),
+                "reserved": int(round(self.reserved)), "total": int(round(self.total))}
 
 
 def stage_params(spec: TransformerSpec, layers: int, first: bool, last: bool, t: int, pp: int) -> float:
@@ -225,22 +268,43 @@ def stage_params(spec: TransformerSpec, layers: int, first: bool, last: bool, t:
     return params
 
 
+def communicators(tp: int, dp: int, pp: int, tied_embeddings: bool) -> int:
+    """NCCL communicators a device of the plan joins: its data-parallel group (dp > 1), its
+    tensor-parallel group (tp > 1), its two pipeline neighbours (pp > 1; Megatron and torch both
+    make one communicator per send/receive pair) and the tied-embedding group of the end stages
+    (pp > 1, tied)."""
+    return (dp > 1) + (tp > 1) + 2 * (pp > 1) + (pp > 1 and tied_embeddings)
+
+
+def runtime_reserve(runtime, dynamic_bytes: float, communicator_count: int) -> dict[str, float]:
+    """The runtime's memory beyond the model's tensors (`runtime.profiles.MemoryReserve`): GEMM
+    workspace, fragmentation = the profile's fraction of the memory that changes during a step
+    (`dynamic_bytes`: activations, backward working set, buffers), the CUDA context, and NCCL
+    buffers per communicator."""
+    from solver_plan.runtime import resolve_runtime
+
+    reserve = resolve_runtime(runtime).memory
+    return {"workspace": reserve.workspace, "fragmentation": reserve.fragmentation * dynamic_bytes,
+            "cuda_context": reserve.cuda_context, "nccl": reserve.nccl_per_communicator * communicator_count}
+
+
 def stage_memory(spec: TransformerSpec, *, layers: int, stage: int, pp: int, tp: int, dp: int, micro_batch: int,
                  micro_batches: int, recompute: str, sequence_parallel: bool, zero_stage: int, schedule: str,
-                 virtual_stages: int = 1, state: StateBytes = MIXED_PRECISION,
-                 reserve: float = FRAMEWORK_RESERVE_BYTES) -> StageMemory:
-    """Sum of the terms above for stage `stage` holding `layers` blocks."""
+                 virtual_stages: int = 1, state: StateBytes = MIXED_PRECISION, runtime=None) -> StageMemory:
+    """Sum of the terms above for stage `stage` holding `layers` blocks, as `runtime` (None:
+    megatron-core) runs them, with its reserve (`runtime_reserve`)."""
     first, last = stage == 0, stage == pp - 1
     params = stage_params(spec, layers, first, last, tp, pp)
     b, t, sp = micro_batch, tp, sequence_parallel
     flight = in_flight_microbatches(stage, pp, micro_batches, schedule, virtual_stages)
-    acts = layers * layer_activation_bytes(spec, b, t, recompute, sp, state)
+    acts = layers * layer_activation_bytes(spec, b, t, recompute, sp, state, runtime)
     if first:
         acts += embedding_activation_bytes(spec, b, t, sp, state)
-    if last:
-        acts += logits_activation_bytes(spec, b, t, sp, state) / max(flight, 1.0)  # logits live one micro-batch
-    working = recompute_working_bytes(spec, b, t, recompute, sp, state) if layers else 0.0
-    buffers = (p2p_buffer_bytes(spec, b, t, sp, pp, state) + zero3_gather_bytes(spec.block_params / t, zero_stage, state)
-               + reserve)
+    if last:  # logits live one micro-batch
+        acts += logits_activation_bytes(spec, b, t, sp, state, runtime) / max(flight, 1.0)
+    working = recompute_working_bytes(spec, b, t, recompute, sp, state, runtime) if layers else 0.0
+    buffers = p2p_buffer_bytes(spec, b, t, sp, pp, state) + zero3_gather_bytes(spec.block_params / t, zero_stage, state)
+    reserve = runtime_reserve(runtime, acts * flight + working + buffers,
+                              communicators(tp, dp, pp, spec.tied_embeddings))
     return StageMemory(weights_bytes(params, dp, zero_stage, state), gradients_bytes(params, dp, zero_stage, state),
-                       optimizer_bytes(params, dp, zero_stage, state), acts * flight, working, buffers)
+                       optimizer_bytes(params, dp, zero_stage, state), acts * flight, working, buffers, **reserve)

@@ -35,6 +35,7 @@ class StagePlan:
     # group "embedding", "block" (every block of the stage alike: tying) or "head"
     configs: tuple[tuple[str, str, str], ...] = ()
     recompute: str = "none"  # this stage's recomputation (the plan's, or its own with "per-stage")
+    forward_s: float = 0.0  # the forward part of block_s + recompute_s + extra_s (windows for overlapped sync)
 
     def __post_init__(self):
         if self.layers < 0 or self.tp < 1 or self.replicas < 1:
@@ -58,7 +59,7 @@ class StagePlan:
                             "replica_0_devices": [self.first_device, self.first_device + self.tp - 1]},
                 "time_per_microbatch_s": self.time_per_microbatch_s,
                 "time_terms_s": {"blocks": self.block_s, "recompute": self.recompute_s,
-                                 "embedding_and_head": self.extra_s, "p2p": self.p2p_s},
+                                 "embedding_and_head": self.extra_s, "p2p": self.p2p_s, "forward": self.forward_s},
                 "memory_bytes": self.memory.to_dict(),
                 "operator_configs": [{"group": g, "operator": op, "config": cfg} for g, op, cfg in self.configs]}
 
@@ -77,6 +78,7 @@ class HybridPlan:
     memory_limit: float | None
     # training precision priced (`TrainingPrecision.name`: mixed-bf16, mixed-fp16, mixed-fp8, fp32, tf32)
     precision: str | None = None
+    runtime: str | None = None  # the runtime profile priced (`solver_plan.runtime`: megatron-core, ...)
 
     def __post_init__(self):
         p = self.parallelism
@@ -96,16 +98,21 @@ class HybridPlan:
         return max(s.memory.total for s in self.stages)
 
     @property
+    def peak_stage(self) -> StagePlan:
+        return max(self.stages, key=lambda s: s.memory.total)
+
+    @property
     def tflops_per_device(self) -> float:
         return self.model_flops_per_step / self.step_time_s / self.devices / 1e12
 
     def to_dict(self) -> dict:
         return {"model": self.model, "cluster": self.cluster, "devices": self.devices,
-                "global_batch": self.global_batch, "precision": self.precision,
+                "global_batch": self.global_batch, "precision": self.precision, "runtime": self.runtime,
                 "parallelism": self.parallelism.to_dict(),
                 "step_time_s": self.step_time_s,
                 "step_terms_s": {"pipeline": self.terms.pipeline_s, "dp_sync": self.terms.dp_sync_s,
-                                 "embedding_sync": self.terms.embedding_sync_s, "optimizer": self.terms.optimizer_s},
+                                 "embedding_sync": self.terms.embedding_sync_s, "optimizer": self.terms.optimizer_s,
+                                 "dp_sync_hidden": self.terms.dp_sync_hidden_s},
                 "memory_per_device_bytes": int(round(self.memory_per_device_bytes)),
                 "memory_limit_bytes": None if self.memory_limit is None else int(self.memory_limit),
                 "model_flops_per_step": self.model_flops_per_step,
@@ -163,15 +170,19 @@ class HybridResult:
             bound = "-" if self.lower_bound_s is None else f"{self.lower_bound_s:.3f} s"
             gap = "" if self.gap is None else f" (gap {100 * self.gap:.2f}%)"
             lines += [f"model: {p.model}   cluster: {p.cluster}   devices: {p.devices}   global batch: {p.global_batch}"
-                      + (f"   precision: {p.precision}" if p.precision else ""),
+                      + (f"   precision: {p.precision}" if p.precision else "")
+                      + (f"   runtime: {p.runtime}" if p.runtime else ""),
                       f"step time: {p.step_time_s:.3f} s   lower bound: {bound}{gap}   "
                       f"{p.tflops_per_device:.1f} TFLOP/s per device   model FLOPs/step {p.model_flops_per_step:.3e}",
                       f"parallelism: dp={q.dp} tp={q.tp} pp={q.pp} micro_batch_size={q.micro_batch_size} "
                       f"micro_batches={q.micro_batches} schedule={q.schedule} virtual_stages={q.virtual_stages} "
                       f"recompute={q.recompute} zero_stage={q.zero_stage} sequence_parallel={q.sequence_parallel}",
-                      f"step terms: pipeline {p.terms.pipeline_s:.3f} s, dp sync {p.terms.dp_sync_s:.3f} s, "
+                      f"step terms: pipeline {p.terms.pipeline_s:.3f} s, dp sync {p.terms.dp_sync_s:.3f} s "
+                      f"({p.terms.dp_sync_hidden_s:.3f} s more hidden under compute), "
                       f"embedding sync {p.terms.embedding_sync_s:.4f} s, optimizer {p.terms.optimizer_s:.4f} s",
-                      f"memory per device (largest): {format_bytes(p.memory_per_device_bytes)}",
+                      f"memory per device (largest): {format_bytes(p.memory_per_device_bytes)} (allocated "
+                      f"{format_bytes(p.peak_stage.memory.allocated)}, reserved {format_bytes(p.peak_stage.memory.reserved)}"
+                      f", + CUDA context and NCCL buffers)",
                       "stage  layers      devices          ms/micro-batch  weights+grads+optim  activations  total"
                       "  recompute"]
             shown = p.stages if len(p.stages) <= 12 else p.stages[:6] + p.stages[-6:]

@@ -2,8 +2,9 @@
 
 Registry signature: plan(model, cluster, global_batch, *, devices=None, time_limit=None,
 memory_limit="device", fix=None, compute_scale=1.0, precision=None) -> HybridResult. Job files give the
-global batch as the option `batch` (and optionally `fix`, a mapping or "k=v,..." string, and
-`compute_scale`); a job's `precision:` reaches the planner as the option `precision`
+global batch as the option `batch` (and optionally `fix`, a mapping or "k=v,..." string,
+`compute_scale`, and `runtime`, a runtime profile name: megatron-core, megatron-2021, deepspeed,
+torchtitan, nemo); a job's `precision:` reaches the planner as the option `precision`
 (`batch.kinds.hybrid_precision`).
 """
 from __future__ import annotations
@@ -15,13 +16,21 @@ from solver_plan.hybrid import baselines
 from solver_plan.hybrid.search import plan_hybrid
 from solver_plan.planners import get_planner, register
 
-OPTIONS = ("batch", "fix", "compute_scale")
+OPTIONS = ("batch", "fix", "compute_scale", "runtime")
 
-register("hybrid", "hybrid", exact=True, options=OPTIONS,
+
+def _check_values(options: dict) -> None:
+    """A job's `runtime` option names a runtime profile (solver_plan/runtime), checked when the jobs load."""
+    if "runtime" in options:
+        from solver_plan.runtime import resolve_runtime
+        resolve_runtime(options["runtime"], "runtime")
+
+
+register("hybrid", "hybrid", exact=True, options=OPTIONS, check_values=_check_values,
          description="data x tensor x pipeline search with tied per-operator block solves")(plan_hybrid)
-register("data-parallel", "hybrid", options=OPTIONS,
+register("data-parallel", "hybrid", options=OPTIONS, check_values=_check_values,
          description="baseline: pure data parallel, ZeRO stage as needed")(baselines.data_parallel)
-register("megatron-rule", "hybrid", options=OPTIONS,
+register("megatron-rule", "hybrid", options=OPTIONS, check_values=_check_values,
          description="baseline: tp = GPUs per node, smallest pipeline that fits")(baselines.megatron_rule)
 
 

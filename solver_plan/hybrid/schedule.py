@@ -8,11 +8,15 @@
   (m + p - 1) T, Narayanan et al. 2021 section 2.2.1);
   interleaved 1F1B with v chunks: (m + (p - 1) / v) max_i T_i (bubble (p - 1)/v, section 2.2.2),
   each micro-batch crossing v times as many stage boundaries.
-- gradient sync: all-reduce of the stage's gradients (in the gradient dtype) over the dp group, bucketed, not
-  overlapped with the backward pass (Megatron-LM 2021 does not overlap it); ZeRO-1/2 (distributed
-  optimizer) reduce-scatter the gradients and all-gather the weights (the same volume); ZeRO-3
-  all-gathers the weights in forward and in backward and reduce-scatters the gradients of every
-  micro-batch (Rajbhandari et al. 2020, section 7.2: 3 x the data-parallel volume per pass).
+- gradient sync: all-reduce of the stage's gradients (in the gradient dtype) over the dp group, in
+  the runtime's buckets; ZeRO-1/2 (distributed optimizer) reduce-scatter the gradients and
+  all-gather the weights (the same volume); ZeRO-3 all-gathers the weights in forward and in
+  backward and reduce-scatters the gradients of every micro-batch (Rajbhandari et al. 2020,
+  section 7.2: 3 x the data-parallel volume per pass) (`sync_parts`). What the runtime overlaps
+  with compute is taken off (`exposed_sync_s`): Megatron-LM 2021 overlaps nothing, Megatron-core
+  the gradient reduce under the last micro-batch's backward and the parameter gather under the
+  next step's first forward, FSDP2 / ZeRO-3 each block's gather and reduce-scatter under its
+  neighbours' compute; the term is what is left on the critical path.
 - tied embedding: the first and last stage all-reduce the word-embedding gradient (p > 1).
 - optimizer: Adam reads and writes each local parameter's optimizer state and weight and reads its
   gradient, a memory-bound vector kernel (`compute_time` with those HBM bytes).
@@ -29,17 +33,18 @@ from solver_plan.cluster import Cluster
 from solver_plan.hybrid.comm import collective, crosses_nodes
 from solver_plan.hybrid.memory import MIXED_PRECISION, StateBytes
 from solver_plan.hybrid.model import TransformerSpec
+from solver_plan.runtime import resolve_runtime
 
-BUCKET_BYTES = 40e6  # gradient-sync bucket (Megatron/DDP default order of magnitude: 25-40 MB)
 ADAM_FLOPS_PER_PARAM = 12.0  # moment updates, bias correction, update: a dozen element-wise FLOPs
 
 
 @dataclass(frozen=True)
 class StepTerms:
     pipeline_s: float
-    dp_sync_s: float
+    dp_sync_s: float  # exposed: after what the runtime overlaps with compute
     embedding_sync_s: float
     optimizer_s: float
+    dp_sync_hidden_s: float = 0.0  # data-parallel communication hidden under compute (not in the total)
 
     @property
     def total(self) -> float:
@@ -69,25 +74,104 @@ def pipeline_s(stage_times: list[float], m: int, schedule: str, v: int = 1) -> f
     return sum(stage_times) + (m - 1) * slowest
 
 
-def dp_sync_s(cluster: Cluster, params_per_device: float, tp: int, dp: int, zero_stage: int, m: int,
-              state: StateBytes) -> float:
-    """Gradient sync (and ZeRO's weight gathers) of one stage, per step, in the gradient dtype
-    (g P bytes: 2 P mixed, 4 P fp32) and the working weights' (w P): all-reduce of g P (ZeRO-0);
-    reduce-scatter of g P + all-gather of w P (ZeRO-1/2); m x (2 all-gathers of w P + reduce-scatter
-    of g P) (ZeRO-3, Rajbhandari et al. 2020 section 7.2); buckets of BUCKET_BYTES."""
+@dataclass(frozen=True)
+class SyncParts:
+    """Data-parallel communication of one stage, unoverlapped: per step the gradient reduce and the
+    parameter gather (ZeRO-1/2), per micro-batch (ZeRO-3) the forward gather and the backward
+    gather + reduce-scatter; `pieces` = buckets (collectives issued one after another)."""
+    grad_s: float = 0.0
+    gather_s: float = 0.0
+    forward_s: float = 0.0  # ZeRO-3, per micro-batch
+    backward_s: float = 0.0  # ZeRO-3, per micro-batch: gather + reduce-scatter
+    backward_gather_s: float = 0.0  # the gather part of backward_s
+    pieces: int = 1
+
+
+def buckets(params_per_device: float, dp: int, state: StateBytes, runtime, layers: int) -> int:
+    """Number of gradient buckets: one per block (`bucket_per_layer`, FSDP units) or
+    ceil(g P / bucket bytes) with the runtime's bucket size (`Overlap.bucket_size_bytes`)."""
+    overlap = resolve_runtime(runtime).overlap
+    if overlap.bucket_per_layer:
+        return max(1, layers)
+    return max(1, math.ceil(params_per_device * state.gradients / overlap.bucket_size_bytes(dp, state.gradients)))
+
+
+def sync_parts(cluster: Cluster, params_per_device: float, tp: int, dp: int, zero_stage: int, state: StateBytes,
+               runtime=None, layers: int = 1) -> SyncParts:
+    """Gradient sync (and ZeRO's weight gathers) of one stage in the gradient dtype (g P bytes: 2 P
+    mixed, 4 P fp32) and the working weights' (w P): all-reduce of g P (ZeRO-0); reduce-scatter of
+    g P + all-gather of w P (ZeRO-1/2); per micro-batch all-gather of w P in forward, all-gather +
+    reduce-scatter of g P in backward (ZeRO-3, Rajbhandari et al. 2020 section 7.2); in the
+    runtime's buckets (`buckets`)."""
     if dp == 1:
-        return 0.0
+        return SyncParts()
     per_node = dp_per_node(cluster, tp, dp)
     grads = params_per_device * state.gradients
     weights = params_per_device * state.weights
-    buckets = max(1, math.ceil(grads / BUCKET_BYTES))
+    n = buckets(params_per_device, dp, state, runtime, layers)
     if zero_stage == 0:
-        return collective(cluster, "all_reduce", grads, dp, per_node, buckets)
+        return SyncParts(grad_s=collective(cluster, "all_reduce", grads, dp, per_node, n), pieces=n)
     if zero_stage in (1, 2):
-        return (collective(cluster, "reduce_scatter", grads, dp, per_node, buckets)
-                + collective(cluster, "all_gather", weights, dp, per_node, buckets))
-    return m * (2 * collective(cluster, "all_gather", weights, dp, per_node, buckets)
-                + collective(cluster, "reduce_scatter", grads, dp, per_node, buckets))
+        return SyncParts(grad_s=collective(cluster, "reduce_scatter", grads, dp, per_node, n),
+                         gather_s=collective(cluster, "all_gather", weights, dp, per_node, n), pieces=n)
+    gather = collective(cluster, "all_gather", weights, dp, per_node, n)
+    return SyncParts(forward_s=gather, backward_s=gather + collective(cluster, "reduce_scatter", grads, dp, per_node, n),
+                     backward_gather_s=gather, pieces=n)
+
+
+def dp_sync_s(cluster: Cluster, params_per_device: float, tp: int, dp: int, zero_stage: int, m: int,
+              state: StateBytes, runtime=None, layers: int = 1) -> float:
+    """Data-parallel communication of one stage per step with nothing overlapped (`sync_parts`):
+    grad + gather, or m x (forward + backward) under ZeRO-3. An upper bound on `exposed_sync_s`."""
+    parts = sync_parts(cluster, params_per_device, tp, dp, zero_stage, state, runtime, layers)
+    return parts.grad_s + parts.gather_s + m * (parts.forward_s + parts.backward_s)
+
+
+def hidden_behind(comm_s: float, window_s: float, pieces: int) -> float:
+    """What is left of `comm_s` issued in `pieces` equal collectives, one after another, each as
+    soon as the compute producing (or, for a gather, needing) it allows, under a compute window
+    of `window_s` seconds: at least the last (first) piece, which no compute covers, and whatever
+    exceeds the window: max(c / n, c - w)."""
+    if comm_s <= 0:
+        return 0.0
+    return max(comm_s / max(1, pieces), comm_s - window_s)
+
+
+def exposed_sync_s(parts: SyncParts, m: int, forward_s: float, backward_s: float, runtime=None,
+                   slack_forward_s: float = 0.0, slack_backward_s: float = 0.0) -> float:
+    """Data-parallel communication of one stage left on the step's critical path, as the runtime
+    overlaps it (`runtime.overlap`; `hidden_behind` for the bucket rule):
+    - gradient reduce (Megatron-core --overlap-grad-reduce, PyTorch DDP, FSDP2): the buckets are
+      reduced during the backward pass of the last micro-batch (`backward_s`: the stage's backward
+      per micro-batch, recomputation included); stage i of a pipeline ends its last backward
+      before stages i - 1 ... 0 end theirs, which gives it `slack_backward_s` more:
+      max(0, hidden_behind(grad, backward) - slack);
+    - parameter gather (--overlap-param-gather): under the next step's first forward of the stage,
+      whose start waits `slack_forward_s` (the forwards of the stages before it):
+      max(0, hidden_behind(gather, forward) - slack);
+    - ZeRO-3 / FSDP with prefetch: every micro-batch, each block's gather under the previous block's
+      forward, and in backward the gathers (prefetch) and the reduce-scatters (if the gradient
+      reduce overlaps) under the blocks' backward: m x (hidden_behind(forward gather, forward) +
+      hidden part of backward + the rest);
+    without overlap, the whole of each (Megatron-LM 2021: after the backward pass). Overlapped
+    collectives also slow the compute they run under (NCCL kernels take SMs and HBM bandwidth);
+    that contention is not modelled."""
+    overlap = resolve_runtime(runtime).overlap
+    n = parts.pieces
+    grad = max(0.0, hidden_behind(parts.grad_s, backward_s, n) - slack_backward_s) if overlap.grad_reduce \
+        else parts.grad_s
+    gather = max(0.0, hidden_behind(parts.gather_s, forward_s, n) - slack_forward_s) if overlap.param_gather \
+        else parts.gather_s
+    if not (parts.forward_s or parts.backward_s):
+        return grad + gather
+    if not overlap.sharded_prefetch:
+        per_microbatch = parts.forward_s + parts.backward_s
+    else:
+        scatter = parts.backward_s - parts.backward_gather_s
+        hidden = parts.backward_gather_s + (scatter if overlap.grad_reduce else 0.0)
+        per_microbatch = (hidden_behind(parts.forward_s, forward_s, n) + hidden_behind(hidden, backward_s, n)
+                          + parts.backward_s - hidden)
+    return grad + gather + m * per_microbatch
 
 
 def embedding_sync_s(cluster: Cluster, spec: TransformerSpec, tp: int, pp: int, state: StateBytes) -> float:

@@ -44,8 +44,9 @@ def _cluster(cluster, devices: int | None) -> Cluster:
 
 
 def _memory_limit(value, cluster: Cluster) -> float | None:
-    if value == "device":
-        return cluster.device.memory
+    if value == "device":  # less a planning margin (runtime.profiles.DEFAULT_MEMORY_MARGIN)
+        from solver_plan.runtime.profiles import DEFAULT_MEMORY_MARGIN
+        return cluster.device.memory * (1.0 - DEFAULT_MEMORY_MARGIN)
     if value is None or value == "none":
         return None
     if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
@@ -70,13 +71,29 @@ def resolve_hybrid_precision(precision, cluster: Cluster):
     return resolved
 
 
-def _context(spec: TransformerSpec, cluster: Cluster, global_batch: int, limit, precision) -> Context:
-    return Context(spec, cluster, global_batch, limit, precision_state(precision), precision.name)
+def _context(spec: TransformerSpec, cluster: Cluster, global_batch: int, limit, precision, runtime=None) -> Context:
+    from solver_plan.runtime import resolve_runtime
+
+    runtime = resolve_runtime(runtime)
+    if precision.compute.value == "fp8" and not runtime.kernels.fp8_gemms:
+        raise InputError(f"runtime {runtime.name} has no fp8 GEMMs; choose another precision or runtime", "--precision")
+    return Context(spec, cluster, global_batch, limit, precision_state(precision), precision.name, runtime)
+
+
+# Largest global batch (sequences per step): 2**24 is 5,000x the largest published ones (Megatron's
+# 3,072; PaLM's 2,048 x 2k tokens), and keeps the divisor enumeration and the cost core's products small.
+MAX_GLOBAL_BATCH = 2**24
+
+
+def check_global_batch(global_batch, where: str = "--batch") -> None:
+    if isinstance(global_batch, bool) or not isinstance(global_batch, int) or global_batch < 1:
+        raise InputError(f"must be a positive integer, got {global_batch!r}", where)
+    if global_batch > MAX_GLOBAL_BATCH:
+        raise InputError(f"must be at most {MAX_GLOBAL_BATCH}, got {global_batch}", where)
 
 
 def _check_batch(global_batch) -> None:
-    if isinstance(global_batch, bool) or not isinstance(global_batch, int) or global_batch < 1:
-        raise InputError(f"must be a positive integer, got {global_batch!r}", "--batch")
+    check_global_batch(global_batch, "--batch")
 
 
 def compute_bound(ctx: Context, compute_scale: float = 1.0) -> float:
@@ -98,13 +115,14 @@ def compute_bound(ctx: Context, compute_scale: float = 1.0) -> float:
 def plan_hybrid(model, cluster, global_batch: int, *, devices: int | None = None,
                 time_limit: float | None = DEFAULT_TIME_LIMIT_S, memory_limit="device",
                 fix: Mapping | None = None, planner: str = "milp", deadline: Deadline | None = None,
-                validate: bool = True, compute_scale: float = 1.0, precision=None) -> HybridResult:
+                validate: bool = True, compute_scale: float = 1.0, precision=None, runtime=None) -> HybridResult:
     """Best hybrid plan of `model` (zoo spec or TransformerSpec) on `cluster` (name, YAML path or
     Cluster; `devices` = its first N) for `global_batch` sequences per optimizer step.
     `compute_scale` multiplies every kernel time of the cost core (1.0: its curves as they are; see
     docs/hybrid-accuracy.md for the value fitted on one measured layer). `precision`: the training
     precision (fp32, tf32, bf16, fp16, fp8; auto/None = the device's default, `resolve_hybrid_precision`):
-    memory, bytes moved and the peak FLOP/s of the block solves follow it."""
+    memory, bytes moved and the peak FLOP/s of the block solves follow it. `runtime`: the software
+    stack's profile (name or `RuntimeProfile`; None = megatron-core, `solver_plan.runtime`)."""
     deadline = deadline or Deadline(time_limit)
     start = time.perf_counter()
     outer = deadline
@@ -115,7 +133,7 @@ def plan_hybrid(model, cluster, global_batch: int, *, devices: int | None = None
     pins = check_fix(fix or {})
     limit = _memory_limit(memory_limit, cluster)
     prec = resolve_hybrid_precision(precision, cluster)
-    ctx = _context(spec, cluster, global_batch, limit, prec)
+    ctx = _context(spec, cluster, global_batch, limit, prec, runtime)
     points = [p for p in enumerate_space(spec, cluster.num_devices, cluster.devices_per_node, global_batch, pins)
               if p.micro_batch_size <= MAX_MICRO_BATCH or "micro_batch_size" in pins]
     if not points:
@@ -125,7 +143,7 @@ def plan_hybrid(model, cluster, global_batch: int, *, devices: int | None = None
                                    "device, dp x micro-batch must divide the batch, tp must divide the heads and "
                                    "fit a node, ZeRO-2/3 only without pipelining)",))
     fits = [p for p in points if limit is None or memory_floor(ctx, p) <= limit]
-    coster = BlockCoster(spec, cluster, planner, compute_scale, prec)
+    coster = BlockCoster(spec, cluster, planner, compute_scale, prec, ctx.runtime)
     if not fits:
         return _infeasible(ctx, points, coster, start, validate)
     groups: dict[tuple[int, int], list[Parallelism]] = defaultdict(list)
@@ -240,7 +258,7 @@ def _infeasible(ctx: Context, points, coster: BlockCoster, start: float, validat
 
 
 def evaluate(model, cluster, global_batch: int, parallelism, *, memory_limit="device", planner: str = "milp",
-             validate: bool = True, compute_scale: float = 1.0, precision=None) -> HybridResult:
+             validate: bool = True, compute_scale: float = 1.0, precision=None, runtime=None) -> HybridResult:
     """What-if: the step time and memory of one fully given configuration (a Parallelism, or a dict
     with dp, tp, pp, micro_batch_size and optionally virtual_stages, recompute, zero_stage,
     sequence_parallel, schedule) in `precision` (as `plan_hybrid`). The cluster is restricted to
@@ -265,8 +283,8 @@ def evaluate(model, cluster, global_batch: int, parallelism, *, memory_limit="de
     cluster = _cluster(cluster, parallelism.devices)
     limit = _memory_limit(memory_limit, cluster)
     prec = resolve_hybrid_precision(precision, cluster)
-    ctx = _context(spec, cluster, global_batch, limit, prec)
-    profile = BlockCoster(spec, cluster, planner, compute_scale, prec).profile(parallelism.tp,
+    ctx = _context(spec, cluster, global_batch, limit, prec, runtime)
+    profile = BlockCoster(spec, cluster, planner, compute_scale, prec, ctx.runtime).profile(parallelism.tp,
                                                                                parallelism.micro_batch_size)
     plan = price(ctx, parallelism, profile, limit)
     status = Status.FEASIBLE

@@ -13,10 +13,13 @@ between them are laid out (sequence splits, replication) is the per-operator sol
 
 Times of the chosen configuration:
 - compute: the cost model's roofline time of each operator (`compute_time` with the device's
-  efficiency curves; backward = 2 kernels of the forward's size), plus the memory traffic of the
-  attention scores it leaves out (`score_traffic_s`), times a calibration factor `compute_scale`;
+  efficiency curves; backward = 2 kernels of the forward's size; the attention core as the
+  runtime's kernel runs it, `cost.kernels.attention_kernel_factors`), plus the memory traffic of
+  the attention scores an unfused runtime adds (`score_traffic_s`) and fp8 casts (`fp8_cast_s`),
+  times a calibration factor `compute_scale`;
 - communication: the cost model's collectives and redistributions of that configuration (in the
-  training precision's bytes: the cost model narrows the graph's fp32 tensors itself).
+  training precision's bytes: the cost model narrows the graph's fp32 tensors itself), less what
+  the runtime hides under the GEMMs (`tp_overlap_exposed_s`).
 Both follow the training precision given to `BlockCoster` (`CostModel(precision=...)`: the peak of
 the compute dtype, tensors in the activation dtype).
 """
@@ -46,7 +49,7 @@ class BlockProfile:
     attention_forward_s: float  # the attention core's forward: what selective recomputation repeats
     embed_s: float  # token + position embeddings (first stage)
     head_s: float  # final norm, output projection, loss (last stage)
-    tp_comm_s: float  # part of block_s spent in the submesh's collectives and redistributions
+    tp_comm_s: float  # part of block_s spent in the submesh's collectives and redistributions (exposed, after overlap)
     status: Status  # of the per-operator solve
     bound_ratio: float  # intra lower bound / intra objective (1.0 when proven optimal)
     configs: tuple[tuple[str, str], ...] = field(default=())  # (operator, configuration) of the block
@@ -102,51 +105,103 @@ def _restrict(problem, graph, tp: int):
         num_devices=problem.num_devices, memory_limit=None, name=problem.name, context=problem.context)
 
 
-def score_traffic_s(cluster: Cluster, graph, op, n: int, element_bytes: float = 2) -> tuple[float, float]:
+def score_traffic_s(cluster: Cluster, graph, op, n: int, element_bytes: float = 2,
+                    runtime=None) -> tuple[float, float]:
     """(forward, backward) seconds of the attention scores' memory traffic on one of n devices,
     which the cost model's roofline of a fused Attention operator (inputs and output only) leaves
-    out. Megatron-LM's attention (2021-22, no flash attention) materialises the scores and applies
-    dropout to the probabilities: the HBM passes of `cost.kernels.attention_score_traffic` with
-    dropout (forward 6 e + 1 bytes per score element, backward 9 e + 1; the one formula the
-    per-operator cost model uses for `scores="materialized"`), at the HBM roofline. These are
-    separate memory-bound kernels, so their time adds to the GEMMs'. None for an Attention the
-    graph already marks materialised (the cost model priced it) or any other operator."""
+    out, as `runtime` (a `RuntimeProfile`; None: the default, megatron-core) runs attention:
+    `cost.kernels.attention_scores`, the one definition the per-operator cost model uses for
+    `scores="materialized"`: nothing for fused attention (FlashAttention, cuDNN fused attention);
+    for unfused attention (Megatron-LM 2021-22: baddbmm, fused softmax, dropout, bmm) the HBM passes
+    of `attention_score_traffic` (with dropout forward 6 e + 1 bytes per score element, backward
+    9 e + 1), at the HBM roofline. These are separate memory-bound kernels, so their time adds to
+    the GEMMs'. None for an Attention the graph already marks materialised (the cost model priced
+    it) or any other operator."""
     from solver_plan.cost.compute import memory_time
-    from solver_plan.cost.kernels import attention_score_traffic
+    from solver_plan.cost.kernels import attention_scores
+    from solver_plan.runtime import resolve_runtime
 
     if op.op_type != OpType.ATTENTION or op.attrs.get("scores") == "materialized":
         return 0.0, 0.0
+    kernels = resolve_runtime(runtime).kernels
     batch, seq = op.outputs[0].shape[0], op.outputs[0].shape[1]
     keys = graph.tensor(op.inputs[1]).shape[1]
     elements = op.attr("heads") * seq * keys * batch / n
-    forward, backward = attention_score_traffic(elements, element_bytes, dropout=True)
+    cost = attention_scores(elements, element_bytes, kernels.flash_attention, kernels.attention_dropout)
+    return memory_time(cluster.device, cost.forward_bytes), memory_time(cluster.device, cost.backward_bytes)
+
+
+def fp8_cast_s(cluster: Cluster, graph, op, cfg, cost_model, runtime) -> tuple[float, float]:
+    """(forward, backward) seconds of the casts around a Linear's fp8 GEMM (`cost.kernels.fp8_cast_bytes`
+    on this device's input and output tiles, memory-bound), when the compute dtype is fp8 and the
+    runtime runs fp8 GEMMs; nothing otherwise."""
+    from solver_plan.cost.compute import memory_time
+    from solver_plan.cost.kernels import fp8_cast_bytes
+
+    if op.op_type != OpType.LINEAR or cost_model.precision.compute.value != "fp8" or not runtime.kernels.fp8_gemms:
+        return 0.0, 0.0
+    shards = cfg.num_shards
+    inputs = math.prod(graph.tensor(op.inputs[0]).shape) / shards
+    outputs = math.prod(op.outputs[0].shape) / shards
+    forward, backward = fp8_cast_bytes(inputs, outputs, cost_model.precision.activations.bytes)
     return memory_time(cluster.device, forward), memory_time(cluster.device, backward)
 
 
-def _compute_s(cluster: Cluster, cost_model, graph, op, cfg, scale: float = 1.0) -> tuple[float, float]:
+def _compute_s(cluster: Cluster, cost_model, graph, op, cfg, scale: float = 1.0,
+               runtime=None) -> tuple[float, float]:
     """(forward, backward) compute seconds of `op` under `cfg`, times `scale`: the cost model's
     roofline time (forward kernel + backward of two kernels its size, `CostModel.compute_seconds`,
-    the one source of kernel times) split 1 : 2, plus the attention scores' forward and backward
-    traffic (`score_traffic_s`)."""
+    the one source of kernel times) split 1 : 2; the attention core as the runtime's kernel runs it
+    (`cost.kernels.attention_kernel_factors`: a causal flash kernel does half the forward work and
+    2.5x that backward), plus the attention scores' forward and backward traffic (`score_traffic_s`)
+    and fp8 casts (`fp8_cast_s`)."""
+    from solver_plan.cost.kernels import attention_kernel_factors
+    from solver_plan.runtime import resolve_runtime
+
+    runtime = resolve_runtime(runtime)
     forward_scores, backward_scores = score_traffic_s(cluster, graph, op, cfg.num_devices,
-                                                      cost_model.precision.activations.bytes)
+                                                      cost_model.precision.activations.bytes, runtime)
+    forward_casts, backward_casts = fp8_cast_s(cluster, graph, op, cfg, cost_model, runtime)
     kernels = cost_model.node(graph, op, cfg).compute_s
-    return scale * (kernels / 3.0 + forward_scores), scale * (2.0 * kernels / 3.0 + backward_scores)
+    forward_factor, backward_factor = 1.0, 2.0
+    if op.op_type == OpType.ATTENTION and op.attrs.get("scores") != "materialized":
+        forward_factor, backward_factor = attention_kernel_factors(runtime.kernels.flash_attention,
+                                                                   runtime.kernels.causal_skip)
+    one = kernels / 3.0
+    return (scale * (forward_factor * one + forward_scores + forward_casts),
+            scale * (backward_factor * one + backward_scores + backward_casts))
+
+
+def tp_overlap_exposed_s(tp_comm_s: float, gemm_s: float, tp: int, runtime) -> float:
+    """Tensor-parallel communication left on the critical path. Without overlap, all of it. With
+    Transformer Engine's userbuffers overlap (`--tp-comm-overlap`, NeMo's tp_comm_overlap), each
+    all-gather / reduce-scatter is split into t chunks pipelined with the chunks of its GEMM: the
+    first chunk cannot hide (1/t of the communication), the rest hides under the GEMMs as far as
+    their time reaches: c / t + max(0, c (t - 1) / t - g), c the block's communication, g its GEMM
+    time (TE userbuffers, transformer_engine/pytorch/module/base.py initialize_ub; Wang et al. 2022,
+    "Overlap communication with dependent computation via decomposition")."""
+    if tp <= 1 or not runtime.overlap.tp_comm or tp_comm_s <= 0:
+        return tp_comm_s
+    return tp_comm_s / tp + max(0.0, tp_comm_s * (tp - 1) / tp - gemm_s)
 
 
 class BlockCoster:
     """Memoised block profiles of one model on one cluster: `profile(tp, b)` solves at most once."""
 
     def __init__(self, spec: TransformerSpec, cluster: Cluster, planner: str = "milp", compute_scale: float = 1.0,
-                 precision=None):
+                 precision=None, runtime=None):
         """`precision`: the training precision the blocks run in (a `TrainingPrecision` or a name;
         None = the device's default): the cost model's peak FLOP/s is that of its compute dtype and
-        its tensors and collectives are in its activation dtype."""
+        its tensors and collectives are in its activation dtype. `runtime`: the `RuntimeProfile` (or
+        name; None = megatron-core) whose kernels and tensor-parallel overlap price the block."""
+        from solver_plan.runtime import resolve_runtime
+
         if not (isinstance(compute_scale, (int, float)) and math.isfinite(compute_scale) and compute_scale > 0):
             from solver_plan.errors import InputError
             raise InputError(f"must be a positive number, got {compute_scale!r}", "compute_scale")
         self.spec, self.cluster, self.planner = spec, cluster, planner
         self.precision = precision
+        self.runtime = resolve_runtime(runtime)
         self.compute_scale = float(compute_scale)
         self._cache: dict[tuple[int, int], BlockProfile] = {}
         self.solves = 0
@@ -184,13 +239,13 @@ class BlockCoster:
             group[i] = "block" if name.startswith(scope) else ("head" if _after_block(problem.names, i, scope) else "embed")
         total = {"block": 0.0, "embed": 0.0, "head": 0.0}
         forward = {"block": 0.0, "embed": 0.0, "head": 0.0}
-        comm = 0.0
+        comm = gemm = 0.0
         attention_forward = 0.0
         configs = {"block": [], "embed": [], "head": []}
         for i, name in enumerate(problem.names):
             cfg = problem.candidates[i][result.assignment[i]]
             op = graph.op(name)
-            fwd, bwd = _compute_s(submesh, cost_model, graph, op, cfg, self.compute_scale)
+            fwd, bwd = _compute_s(submesh, cost_model, graph, op, cfg, self.compute_scale, self.runtime)
             node = cost_model.node(graph, op, cfg)
             collectives = node.comm_s + node.sync_s
             total[group[i]] += fwd + bwd + collectives
@@ -200,6 +255,8 @@ class BlockCoster:
                 if op.op_type == OpType.ATTENTION:
                     attention_forward += fwd
             configs[group[i]].append((name[len(scope):] if group[i] == "block" else name, _config_text(cfg)))
+                if op.op_type == OpType.LINEAR:
+                    gemm += fwd + bwd
         for (u, v), matrix in zip(problem.edges, problem.edge_costs):
             seconds = float(matrix[result.assignment[u], result.assignment[v]])
             total[group[v]] += seconds
@@ -213,6 +270,10 @@ class BlockCoster:
         ratio = 1.0
         if result.status != Status.OPTIMAL:
             ratio = (result.lower_bound / result.objective) if (result.lower_bound and result.objective) else 0.0
+        exposed = tp_overlap_exposed_s(comm, gemm, tp, self.runtime)
+        total["block"] -= comm - exposed
+        forward["block"] -= (comm - exposed) / 2.0  # forward was booked half the communication (above)
+        comm = exposed
         return BlockProfile(tp, b, total["block"], forward["block"], attention_forward, total["embed"], total["head"],
                             comm, result.status, max(0.0, min(1.0, ratio)), tuple(configs["block"]),
                             tuple(configs["embed"]), tuple(configs["head"]))

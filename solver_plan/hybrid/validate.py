@@ -1,9 +1,10 @@
 """Independent checker of a HybridPlan: structure, memory and step time re-derived from the plan.
 
-Shares with the search only the memory term functions (memory.py) and the collective model
-(comm.py); the stage sums, the schedule formulas, the parameter placement and the sync volumes are
-written again here from their definitions, so a slip in the search's bookkeeping shows up as a
-disagreement. Returns a list of problems (empty = valid).
+Shares with the search only the memory term functions (memory.py), the collective model
+(comm.py) and the runtime profiles' facts (solver_plan/runtime); the stage sums, the schedule
+formulas, the parameter placement, the runtime's reserve, the sync volumes, buckets and what the
+runtime overlaps are written again here from their definitions, so a slip in the search's
+bookkeeping shows up as a disagreement. Returns a list of problems (empty = valid).
 """
 from __future__ import annotations
 
@@ -58,6 +59,12 @@ def validate_plan(plan: HybridPlan, cluster: Cluster, enforce_memory: bool = Tru
     if not cluster.device.supports(precision.compute):
         problems.append(f"precision {precision.name}: {cluster.device.name} has no {precision.compute.value} units")
     st = precision_state(precision)
+    from solver_plan.runtime import RUNTIMES, DEFAULT_RUNTIME
+    if plan.runtime is not None and plan.runtime not in RUNTIMES:
+        return problems + [f"runtime {plan.runtime!r} is not a known runtime profile"]
+    runtime = RUNTIMES.get(plan.runtime, DEFAULT_RUNTIME)
+    if precision.compute.value == "fp8" and not runtime.kernels.fp8_gemms:
+        problems.append(f"precision {precision.name}: runtime {runtime.name} has no fp8 GEMMs")
     if q.dp * q.tp * q.pp != cluster.num_devices:
         problems.append(f"dp x tp x pp = {q.dp * q.tp * q.pp}, cluster has {cluster.num_devices} devices")
     if q.dp * q.micro_batch_size * q.micro_batches != plan.global_batch:
@@ -94,17 +101,22 @@ def validate_plan(plan: HybridPlan, cluster: Cluster, enforce_memory: bool = Tru
         flight = mem.in_flight_microbatches(s.index, q.pp, q.micro_batches, q.schedule, q.virtual_stages)
         b, t, sp = q.micro_batch_size, q.tp, q.sequence_parallel
 
+        # communicators the device joins: dp, tp, both pipeline neighbours, the tied-embedding pair
+        groups = int(q.dp > 1) + int(q.tp > 1) + (2 if q.pp > 1 else 0) + int(q.pp > 1 and spec.tied_embeddings)
+
         def stage_total(mode: str) -> float:
-            acts = s.layers * mem.layer_activation_bytes(spec, b, t, mode, sp, st) * flight
+            acts = s.layers * mem.layer_activation_bytes(spec, b, t, mode, sp, st, runtime) * flight
             if s.embedding:
                 acts += mem.embedding_activation_bytes(spec, b, t, sp, st) * flight
             if s.head:
-                acts += mem.logits_activation_bytes(spec, b, t, sp, st)
+                acts += mem.logits_activation_bytes(spec, b, t, sp, st, runtime)
+            dynamic = (acts + mem.recompute_working_bytes(spec, b, t, mode, sp, st, runtime)
+                       + mem.p2p_buffer_bytes(spec, b, t, sp, q.pp, st)
+                       + mem.zero3_gather_bytes(spec.block_params / t, zero, st))
+            reserve = runtime.memory
             return (mem.weights_bytes(params, q.dp, zero, st) + mem.gradients_bytes(params, q.dp, zero, st)
-                    + mem.optimizer_bytes(params, q.dp, zero, st) + acts
-                    + mem.recompute_working_bytes(spec, b, t, mode, sp, st)
-                    + mem.p2p_buffer_bytes(spec, b, t, sp, q.pp, st)
-                    + mem.zero3_gather_bytes(spec.block_params / t, zero, st) + mem.FRAMEWORK_RESERVE_BYTES)
+                    + mem.optimizer_bytes(params, q.dp, zero, st) + dynamic * (1 + reserve.fragmentation)
+                    + reserve.workspace + reserve.cuda_context + groups * reserve.nccl_per_communicator)
 
         mode = s.recompute if s.recompute in order else q.recompute
         total = stage_total(mode)
@@ -124,23 +136,14 @@ def validate_plan(plan: HybridPlan, cluster: Cluster, enforce_memory: bool = Tru
         pipeline = sum(times) + max(times) * (q.micro_batches - 1)
     if not _close(pipeline, plan.terms.pipeline_s):
         problems.append(f"pipeline {plan.terms.pipeline_s:.6g} s, re-derived {pipeline:.6g} s")
-    per_node = max(1, min(q.dp, cluster.devices_per_node // q.tp))
-    sync = 0.0
-    for s in plan.stages:
-        grads = _params(spec, s, q.tp, q.pp) * st.gradients
-        weights = _params(spec, s, q.tp, q.pp) * st.weights
-        buckets = max(1, math.ceil(grads / 40e6))
-        if q.zero_stage == 0:
-            t_s = collective(cluster, "all_reduce", grads, q.dp, per_node, buckets)
-        elif q.zero_stage < 3:
-            t_s = (collective(cluster, "reduce_scatter", grads, q.dp, per_node, buckets)
-                   + collective(cluster, "all_gather", weights, q.dp, per_node, buckets))
-        else:
-            t_s = q.micro_batches * (2 * collective(cluster, "all_gather", weights, q.dp, per_node, buckets)
-                                     + collective(cluster, "reduce_scatter", grads, q.dp, per_node, buckets))
-        sync = max(sync, t_s if q.dp > 1 else 0.0)
+    sync, hidden = _dp_sync(plan, cluster, spec, st, runtime)
     if not _close(sync, plan.terms.dp_sync_s):
         problems.append(f"dp sync {plan.terms.dp_sync_s:.6g} s, re-derived {sync:.6g} s")
+    if not _close(hidden, plan.terms.dp_sync_hidden_s):
+        problems.append(f"dp sync hidden {plan.terms.dp_sync_hidden_s:.6g} s, re-derived {hidden:.6g} s")
+    for s in plan.stages:
+        if not -RTOL <= s.forward_s <= (s.block_s + s.recompute_s + s.extra_s) * (1 + RTOL):
+            problems.append(f"stage {s.index}: forward {s.forward_s:.6g} s outside [0, its compute]")
     # pipeline transfers: each stage sends its activation on and its gradient back, s b h values of
     # the activation dtype / t per micro-batch (v times with v chunks), between nodes where the stages' first
     # devices are on different nodes
@@ -152,6 +155,8 @@ def validate_plan(plan: HybridPlan, cluster: Cluster, enforce_memory: bool = Tru
                 p2p += collective(cluster, "p2p", spec.seq * q.micro_batch_size * spec.hidden * st.activations / q.tp,
                                   2,
                                   1 if inter else 2)
+        if runtime.overlap.pp_p2p and q.schedule == "interleaved":  # posted asynchronously, under compute
+            p2p = 0.0
         if not _close(p2p * q.virtual_stages, s.p2p_s):
             problems.append(f"stage {s.index}: p2p {s.p2p_s:.6g} s, re-derived {p2p * q.virtual_stages:.6g} s")
     # tied word embedding: first and last stage all-reduce its gradient shard
@@ -185,3 +190,56 @@ def validate_plan(plan: HybridPlan, cluster: Cluster, enforce_memory: bool = Tru
     if not _close(flops, plan.model_flops_per_step):
         problems.append(f"model FLOPs {plan.model_flops_per_step:.6g}, re-derived {flops:.6g}")
     return problems
+
+
+def _dp_sync(plan: HybridPlan, cluster: Cluster, spec, st, runtime) -> tuple[float, float]:
+    """(exposed, hidden) data-parallel sync, from the definitions: per stage the collectives of its
+    parameters in the runtime's buckets; what the runtime overlaps hides under the stage's backward
+    (gradient reduce) or forward (parameter gather) of one micro-batch, plus, in a pipeline, the
+    backward (forward) of the stages before it, except the last (first) bucket; ZeRO-3 with
+    prefetch hides each micro-batch's gathers (and reduce-scatters when the reduce overlaps) under
+    that micro-batch's compute, except one bucket of each."""
+    q, o = plan.parallelism, runtime.overlap
+    if q.dp == 1:
+        return 0.0, 0.0
+    per_node = max(1, min(q.dp, cluster.devices_per_node // q.tp))
+    exposed = raw = 0.0
+    before_forward = before_backward = 0.0
+    for s in plan.stages:
+        params = _params(spec, s, q.tp, q.pp)
+        grads, weights = params * st.gradients, params * st.weights
+        if o.bucket_per_layer:
+            n = max(1, s.layers)
+        else:
+            size = o.bucket_bytes or max(o.bucket_elements, o.bucket_elements_per_dp * q.dp) * st.gradients
+            n = max(1, math.ceil(grads / size))
+        forward = s.forward_s
+        backward = s.block_s + s.recompute_s + s.extra_s - s.forward_s
+
+        def left(c: float, window: float, slack: float = 0.0) -> float:
+            return max(0.0, max(c / n, c - window) - slack) if c > 0 else 0.0
+
+        if q.zero_stage == 0:
+            reduce = collective(cluster, "all_reduce", grads, q.dp, per_node, n)
+            stage_raw = reduce
+            stage = left(reduce, backward, before_backward) if o.grad_reduce else reduce
+        elif q.zero_stage < 3:
+            reduce = collective(cluster, "reduce_scatter", grads, q.dp, per_node, n)
+            gather = collective(cluster, "all_gather", weights, q.dp, per_node, n)
+            stage_raw = reduce + gather
+            stage = ((left(reduce, backward, before_backward) if o.grad_reduce else reduce)
+                     + (left(gather, forward, before_forward) if o.param_gather else gather))
+        else:
+            gather = collective(cluster, "all_gather", weights, q.dp, per_node, n)
+            scatter = collective(cluster, "reduce_scatter", grads, q.dp, per_node, n)
+            stage_raw = q.micro_batches * (2 * gather + scatter)
+            if o.sharded_prefetch:
+                under_backward = gather + (scatter if o.grad_reduce else 0.0)
+                stage = q.micro_batches * (left(gather, forward) + left(under_backward, backward)
+                                           + (0.0 if o.grad_reduce else scatter))
+            else:
+                stage = stage_raw
+        exposed, raw = max(exposed, stage), max(raw, stage_raw)
+        before_forward += forward
+        before_backward += backward
+    return exposed, raw - exposed

@@ -136,7 +136,8 @@ def chain_from_profile(path, **order) -> LayerChain:
 def chain_from_blocks(path, blocks: int = 16) -> LayerChain:
     path = Path(path)
     try:
-        data = json.loads(path.read_text())
+        from solver_plan.files import read_input_bytes  # regular files only: FIFOs, devices refused
+        data = json.loads(read_input_bytes(path, "pipeline-blocks JSON"))
     except (OSError, json.JSONDecodeError) as exc:
         raise InputError(f"cannot read the pipeline-blocks JSON ({exc})", str(path)) from None
     if not isinstance(data, dict):

@@ -20,10 +20,11 @@ from solver_plan.graph.ir import Graph
 
 def read_plan_json(path: str | Path) -> dict:
     path = Path(path)
-    if not path.is_file():
+    if not path.exists():
         raise InputError("no such plan file", str(path))
+    from solver_plan.yamlio import read_text  # regular files only: a FIFO or /dev/zero is refused by name
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_text(path, "plan JSON")
         if not text.strip():
             raise InputError("file is empty (expected a plan written by `solver-plan plan --out`)", str(path))
         data = json.loads(text, object_pairs_hook=lambda pairs: unique_keys(pairs, path))

@@ -27,7 +27,7 @@ from typing import Any
 from solver_plan.errors import GraphError, InputError
 from solver_plan.graph.builder import GraphBuilder
 from solver_plan.graph.ir import Graph
-from solver_plan.graph.ops import OpType
+from solver_plan.graph.ops import BINARY_KINDS, UNARY_FLOPS_PER_ELEMENT, OpType
 from solver_plan.keyvalues import parse_key_values
 
 FORMAT = "solver-plan-graph"
@@ -81,8 +81,9 @@ def is_model_document(path: str) -> bool:
     """Whether a .json file is a model (Hugging Face config or graph file) rather than another tool's
     JSON (e.g. pipeline-blocks profiles); unreadable files are not, so their reader reports them."""
     try:
-        document = json.loads(Path(path).read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        from solver_plan.files import read_input_bytes  # regular files only: a FIFO would block
+        document = json.loads(read_input_bytes(path, "model file"))
+    except (InputError, OSError, UnicodeDecodeError, json.JSONDecodeError):
         return False
     from solver_plan.graph.importers.hf import looks_like_hf_config
     return isinstance(document, dict) and (document.get("format") == FORMAT or looks_like_hf_config(document))
@@ -92,9 +93,13 @@ def load_model_file(spec: str) -> Graph:
     """An ONNX model, a Hugging Face config.json or a graph file (JSON/YAML), with options."""
     path_text, options = split_file_spec(spec)
     path = Path(path_text)
-    if path.is_dir() and spec.strip().startswith(HF_PREFIX):  # a downloaded model folder
-        path = path / "config.json"
-    if not path.is_file():
+    try:
+        if path.is_dir() and spec.strip().startswith(HF_PREFIX):  # a downloaded model folder
+            path = path / "config.json"
+        exists = path.exists()  # FIFOs, devices and folders: refused by name when read
+    except OSError as exc:  # a name too long, a loop of links
+        raise InputError(f"cannot read file ({exc.strerror or exc})", str(path)) from None
+    if not exists:
         raise InputError("no such model file", str(path))
     label = path.parent.name if path.name == "config.json" and path.parent.name else path.name
     name = label + model_file_parts(spec)[2]  # "gpt2.json:seq=128": short, and says what was built
@@ -171,6 +176,7 @@ def graph_from_document(doc: Any, where: str) -> Graph:
         attrs = op.get("attrs", {})
         if not isinstance(attrs, dict):
             raise InputError("key 'attrs' must be a mapping", at)
+        check_attrs(op_type, attrs, at)
         attrs = {k: _tuples(v) for k, v in attrs.items()}
         try:
             outs = b.add(op_type, tuple(tensors[t] for t in inputs), attrs, op_name)
@@ -186,9 +192,126 @@ def graph_from_document(doc: Any, where: str) -> Graph:
         for t in outs:
             tensors[t.name] = t
     try:
-        return b.build()
+        graph = b.build()
     except GraphError as exc:
         raise InputError(str(exc), where) from None
+    check_tied_weights(graph, where)
+    return graph
+
+
+# --- attributes: what each type takes (docs/graph-file.md), checked before `ops.infer` sees them ----
+def _positive_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+def _non_negative_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _ints(value, test, length: int | None = None) -> bool:
+    return (isinstance(value, list) and (length is None or len(value) == length) and len(value) >= 1
+            and all(test(v) for v in value))
+
+
+def _shape(value) -> bool:
+    return _ints(value, _positive_int)
+
+
+def _finite_non_negative(value) -> bool:
+    import math
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
+
+
+_CHECKS = {  # name -> (test, what the error says is expected)
+    "positive": (_positive_int, "a positive integer"),
+    "index": (_non_negative_int, "a non-negative integer"),
+    "integer": (lambda v: isinstance(v, int) and not isinstance(v, bool), "an integer"),
+    "bool": (lambda v: isinstance(v, bool), "true or false"),
+    "pair": (lambda v: _ints(v, _positive_int, 2), "two positive integers [h, w]"),
+    "pads": (lambda v: _ints(v, _non_negative_int, 2), "two non-negative integers [h, w]"),
+    "shape": (_shape, "a list of positive integers"),
+    "indices": (lambda v: _ints(v, _non_negative_int), "a list of non-negative integers"),
+    "shapes": (lambda v: isinstance(v, list) and len(v) >= 1 and all(_shape(s) for s in v),
+               "a list of shapes (lists of positive integers)"),
+    "amount": (_finite_non_negative, "a non-negative number"),
+    "name": (lambda v: isinstance(v, str) and bool(v), "an operator name"),
+    "text": (lambda v: isinstance(v, str), "a string"),
+}
+_KINDS = {OpType.UNARY: tuple(UNARY_FLOPS_PER_ELEMENT), OpType.BINARY: BINARY_KINDS, OpType.POOL2D: ("max", "avg")}
+_WINDOW = {"kernel": "pair", "stride": "pair", "padding": "pads"}
+ATTRS: dict[OpType, dict[str, str]] = {  # type -> attribute -> check (kinds: _KINDS)
+    OpType.INPUT: {"shape": "shape"},
+    OpType.LINEAR: {"in_features": "positive", "out_features": "positive", "bias": "bool", "tied_to": "name"},
+    OpType.MATMUL: {},
+    OpType.CONV2D: {"in_channels": "positive", "out_channels": "positive", **_WINDOW, "groups": "positive",
+                    "bias": "bool"},
+    OpType.POOL2D: {"kind": "kind", "global_pool": "bool", **_WINDOW},
+    OpType.BATCHNORM: {},
+    OpType.LAYERNORM: {"rms": "bool"},
+    OpType.UNARY: {"kind": "kind"},
+    OpType.BINARY: {"kind": "kind"},
+    OpType.SOFTMAX: {"axis": "integer"},  # -1: the last axis, as in PyTorch
+    OpType.EMBEDDING: {"num_embeddings": "positive", "embedding_dim": "positive", "tied_to": "name"},
+    OpType.LSTM: {"input_size": "positive", "hidden_size": "positive", "reverse": "bool"},
+    OpType.ATTENTION: {"heads": "positive", "kv_heads": "positive", "scores": "scores", "dropout": "bool"},
+    OpType.CONCAT: {"axis": "index"},
+    OpType.SPLIT: {"axis": "index", "sizes": "shape"},
+    OpType.RESHAPE: {"shape": "shape"},
+    OpType.TRANSPOSE: {"perm": "indices"},
+    OpType.SOFTMAX_CE: {},
+    OpType.PROFILED: {"output_shapes": "shapes", "flops": "amount", "params": "index", "description": "text",
+                      "onnx_op": "text"},
+}
+
+
+def check_attrs(op_type: OpType, attrs: dict, at: str) -> None:
+    """Unknown attributes, and known ones of the wrong type or out of range, refused naming the
+    attribute and its value (the file's values, before `ops.infer` would trip on them)."""
+    allowed = ATTRS[op_type]
+    for key, value in attrs.items():
+        if key not in allowed:
+            known = ", ".join(allowed) or "none"
+            raise InputError(f"unknown attribute {key!r} of a {op_type.value} (attributes: {known})", at)
+        check = allowed[key]
+        if check == "kind":
+            choices = _KINDS[op_type]
+            ok, expected = value in choices, "one of " + ", ".join(choices)
+        elif check == "scores":
+            ok, expected = value in ("fused", "materialized"), "fused or materialized"
+        else:
+            test, expected = _CHECKS[check]
+            ok = test(value)
+        if not ok:
+            raise InputError(f"attribute {key!r} expects {expected}, got {value!r}", at)
+
+
+def _weight_shape(op) -> tuple[int, int] | None:
+    """The weight matrix a tied operator shares: (rows, columns) as the embedding stores it."""
+    if op.op_type == OpType.LINEAR:
+        return op.attr("out_features"), op.attr("in_features")
+    if op.op_type == OpType.EMBEDDING:
+        return op.attr("num_embeddings"), op.attr("embedding_dim")
+    return None
+
+
+def check_tied_weights(graph: Graph, where: str) -> None:
+    """`tied_to` names another Linear or Embedding operator whose weight has the same shape (the
+    weight is then counted once, on the operator named)."""
+    for op in graph:
+        owner_name = op.attr("tied_to")
+        if not owner_name:
+            continue
+        at = f"{where}: operator {op.name!r}"
+        if owner_name == op.name or owner_name not in {other.name for other in graph}:
+            raise InputError(f"attribute 'tied_to' names {owner_name!r}, which is not another operator of the graph", at)
+        owner = graph.op(owner_name)
+        mine, theirs = _weight_shape(op), _weight_shape(owner)
+        if theirs is None:
+            raise InputError(f"attribute 'tied_to' names {owner_name!r} (type {owner.op_type.value}): only a Linear or "
+                             "an Embedding has a weight to share", at)
+        if mine != theirs:
+            raise InputError(f"attribute 'tied_to': this weight is {mine[0]} x {mine[1]}, the weight of "
+                             f"{owner_name!r} is {theirs[0]} x {theirs[1]}", at)
 
 
 def _tuples(value):

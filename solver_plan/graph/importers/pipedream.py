@@ -110,7 +110,8 @@ def parse_profile(path: Path) -> tuple[list[ProfileNode], list[tuple[str, str, i
     nodes: list[ProfileNode] = []
     edges: list[tuple[str, str, int]] = []
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        from solver_plan.files import read_input_bytes  # regular files only: FIFOs, devices refused
+        lines = read_input_bytes(path, "profile").decode("utf-8").splitlines()
     except OSError as exc:
         raise InputError(f"cannot read the profile ({exc.strerror or exc})", str(path)) from None
     except UnicodeDecodeError as exc:

@@ -55,6 +55,8 @@ def _convert(model: str, key: str, text: str, default: Any) -> Any:
         return text
     kind = "integer" if isinstance(default, int) else "number"
     try:
+        if not text.isascii():  # int() reads '１' (full-width) and other scripts' digits: a typo here
+            raise ValueError(text)
         value = int(text) if isinstance(default, int) else float(text)
     except ValueError:
         raise InputError(f"option {key!r} expects a positive {kind}, got {text!r}", model) from None
@@ -76,4 +78,22 @@ def resolve_options(entry: ModelEntry, raw: Mapping[str, str]) -> dict[str, Any]
             choices = ", ".join(sorted(entry.defaults))
             raise InputError(f"unknown option {key!r} (options: {choices})", entry.name)
         options[key] = _convert(entry.name, key, text, entry.defaults[key])
+    _check_attention_width(entry, raw, options)
     return options
+
+
+def _check_attention_width(entry: ModelEntry, raw: Mapping[str, str], options: dict[str, Any]) -> None:
+    """A transformer whose default shape has hidden = heads x head_dim keeps it when the spec changes
+    `hidden` or `heads` without `head_dim`: 'gpt2:heads=7' (7 x 64 = 448 wide attention in a 768
+    model) or 'gpt2:hidden=3' (3 features, 12 heads) is a typo, not a shape anyone trains. Setting
+    `head_dim` too states the width on purpose (GPT-3 13B's 40 x 128 in 5140 is such a shape)."""
+    keys = ("hidden", "heads", "head_dim")
+    if not all(key in entry.defaults for key in keys) or "head_dim" in raw or not {"hidden", "heads"} & set(raw):
+        return
+    if entry.defaults["hidden"] != entry.defaults["heads"] * entry.defaults["head_dim"]:
+        return
+    hidden, heads, head_dim = (options[key] for key in keys)
+    if hidden != heads * head_dim:
+        fit = f"; head_dim={hidden // heads} fits" if hidden % heads == 0 else ""
+        raise InputError(f"options hidden={hidden} and heads={heads} do not fit head_dim={head_dim} "
+                         f"(hidden must be heads x head_dim; set head_dim too{fit})", entry.name)

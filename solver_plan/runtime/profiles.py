@@ -1,0 +1,230 @@
+"""Named training runtimes: the facts about a software stack that change a plan's time and memory.
+
+A `RuntimeProfile` says which kernels the runtime runs (`Kernels`: fused attention, fused SwiGLU,
+fused cross entropy, fp8 GEMMs), which communication it overlaps with compute and in which buckets
+(`Overlap`), and which memory it takes beyond the model's tensors (`MemoryReserve`). Every fact is
+read from the runtime's code or documentation and named with its source in `sources`; none is
+fitted to an end-to-end throughput. The hybrid planner prices a plan with one profile
+(`solver-plan hybrid --runtime NAME`, job option `runtime`, recorded in the plan JSON):
+
+- megatron-core (default): Megatron-LM with Megatron-core and Transformer Engine, 2024-25;
+- megatron-2021: Megatron-LM as Narayanan et al. 2021 and Korthikanti et al. 2022 ran it (the
+  validation set of docs/hybrid-accuracy.md);
+- deepspeed: Megatron-DeepSpeed with ZeRO as run in 2022 (MT-NLG, BLOOM);
+- torchtitan: PyTorch-native FSDP2 + tensor/pipeline parallelism (torchtitan, 2024-25);
+- nemo: NVIDIA NeMo 2 performance recipes (Megatron-core with TP communication overlap).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from solver_plan.errors import InputError
+
+MIB = 1024 ** 2
+GIB = 1024 ** 3
+
+# NCCL's buffers for one communicator the process joins: each ring/tree channel keeps a connection
+# to its send and receive peer (2), with a buffer per protocol: Simple NCCL_BUFFSIZE = 4 MiB,
+# LL128 about 4.5 MiB, LL 0.25 MiB (NCCL docs, "Environment variables": NCCL_BUFFSIZE default
+# 4194304; src/include/comm.h DEFAULT_LL128_BUFFSIZE), over 16 channels (NCCL's usual count on an
+# 8-GPU NVSwitch node with 8 NICs; NCCL_MAX_NCHANNELS caps it). 2 x 16 x 8.75 MiB = 280 MiB.
+NCCL_BYTES_PER_COMMUNICATOR = 2 * 16 * 8.75 * MIB
+# Left free of the device's memory when the limit is the device's (`--memory-limit device`): a
+# planning margin for what no term models (allocator spikes, a data loader's pinned staging,
+# profiler buffers), so that plans do not fill HBM to 99%. A policy, not a runtime fact.
+DEFAULT_MEMORY_MARGIN = 0.05
+
+
+@dataclass(frozen=True)
+class Kernels:
+    """Which fused kernels the runtime runs for a decoder block."""
+    flash_attention: bool  # fused attention: no s^2 scores in HBM (FlashAttention / cuDNN fused attention)
+    attention_dropout: bool  # dropout on the attention probabilities (unfused attention: 1-byte mask, extra passes)
+    causal_skip: bool  # the fused kernel skips the masked half of the s x s tiles (causal)
+    fused_swiglu: bool  # gated MLP: one fused SiLU x up kernel keeping its 2f-wide input only
+    fused_cross_entropy: bool  # logits kept in the activation dtype, no fp32 copy
+    fp8_gemms: bool  # fp8 GEMMs with per-tensor scaling (Transformer Engine, torchao float8)
+
+
+@dataclass(frozen=True)
+class Overlap:
+    """Which communication runs under compute, and its bucketing.
+
+    `bucket_elements` and `bucket_elements_per_dp`: a gradient bucket holds max(bucket_elements,
+    bucket_elements_per_dp x dp) parameters; `bucket_per_layer`: one bucket per transformer block
+    (FSDP units); `bucket_bytes`: a fixed size in bytes instead (Megatron-LM 2021)."""
+    grad_reduce: bool  # data-parallel gradient all-reduce / reduce-scatter during the backward pass
+    param_gather: bool  # distributed optimizer / ZeRO-1,2: parameter all-gather during the next forward
+    sharded_prefetch: bool  # ZeRO-3 / FSDP: a block's parameter all-gather prefetched under the previous block
+    tp_comm: bool  # tensor-parallel all-gather / reduce-scatter pipelined with the GEMMs (userbuffers)
+    pp_p2p: bool  # pipeline sends and receives under compute (interleaved schedule only)
+    bucket_elements: float = 0.0
+    bucket_elements_per_dp: float = 0.0
+    bucket_per_layer: bool = False
+    bucket_bytes: float = 0.0
+
+    def bucket_size_bytes(self, dp: int, bytes_per_element: float) -> float:
+        """Bytes of one gradient bucket (0: one bucket per block, `bucket_per_layer`)."""
+        if self.bucket_bytes:
+            return self.bucket_bytes
+        return max(self.bucket_elements, self.bucket_elements_per_dp * dp) * bytes_per_element
+
+
+@dataclass(frozen=True)
+class MemoryReserve:
+    """Memory a process takes beyond the model's tensors.
+
+    - `cuda_context`: CUDA context, cuBLAS/cuDNN handles and loaded kernels (outside PyTorch's
+      allocator: nvidia-smi sees it, torch.cuda.max_memory_reserved does not);
+    - `nccl_per_communicator`: NCCL's buffers per communicator joined (outside the allocator);
+    - `workspace`: GEMM workspaces in the allocator (cuBLAS / Transformer Engine);
+    - `fragmentation`: the caching allocator's reserved-but-unallocated share of the memory that
+      changes during a step (activations, recomputation working set, buffers)."""
+    cuda_context: float
+    nccl_per_communicator: float
+    workspace: float
+    fragmentation: float
+
+
+@dataclass(frozen=True)
+class RuntimeProfile:
+    name: str
+    summary: str
+    kernels: Kernels
+    overlap: Overlap
+    memory: MemoryReserve
+    sources: tuple[tuple[str, str], ...] = field(default=())  # (fact, file / flag / document)
+
+    def to_dict(self) -> dict:
+        from dataclasses import asdict
+
+        return {"name": self.name, "kernels": asdict(self.kernels), "overlap": asdict(self.overlap),
+                "memory": asdict(self.memory)}
+
+
+MEGATRON_CORE = RuntimeProfile(
+    "megatron-core", "Megatron-LM with Megatron-core and Transformer Engine (2024-25), pretrain_gpt.py",
+    Kernels(flash_attention=True, attention_dropout=False, causal_skip=True, fused_swiglu=True,
+            fused_cross_entropy=False, fp8_gemms=True),
+    Overlap(grad_reduce=True, param_gather=True, sharded_prefetch=False, tp_comm=False, pp_p2p=True,
+            bucket_elements=40e6, bucket_elements_per_dp=1e6),
+    MemoryReserve(cuda_context=0.5 * GIB, nccl_per_communicator=NCCL_BYTES_PER_COMMUNICATOR, workspace=64 * MIB,
+                  fragmentation=0.05),
+    sources=(
+        ("flash_attention", "megatron/core/transformer/custom_layers/transformer_engine.py TEDotProductAttention "
+                            "(--transformer-impl transformer_engine, the default; TE picks the flash or cuDNN fused backend)"),
+        ("attention_dropout", "fused kernels apply dropout inside the kernel (no mask in HBM); Llama-style recipes "
+                              "set --attention-dropout 0"),
+        ("causal_skip", "Dao 2023, FlashAttention-2, section 3.1: causal masking skips blocks above the diagonal"),
+        ("fused_swiglu", "megatron/core/fusions/fused_bias_swiglu.py (--swiglu, bias_swiglu_fusion default True)"),
+        ("fused_cross_entropy", "--cross-entropy-loss-fusion (TransformerConfig.cross_entropy_loss_fusion default False)"),
+        ("fp8_gemms", "--fp8-format hybrid with Transformer Engine (te.fp8_autocast)"),
+        ("grad_reduce", "--overlap-grad-reduce (DistributedDataParallelConfig.overlap_grad_reduce), in every "
+                        "Megatron-core example script with --use-distributed-optimizer"),
+        ("param_gather", "--overlap-param-gather (all-gather of updated parameters in the next forward's pre-hooks)"),
+        ("bucket", "megatron/core/distributed/distributed_data_parallel_config.py: bucket_size default "
+                   "max(40000000, 1000000 x dp_size) parameters"),
+        ("pp_p2p", "megatron/core/pipeline_parallel/schedules.py forward_backward_pipelining_with_interleaving "
+                   "(config.overlap_p2p_comm; --no-overlap-p2p-communication turns it off)"),
+        ("tp_comm", "--tp-comm-overlap is off by default (needs Transformer Engine userbuffers)"),
+        ("cuda_context", "CUDA 12 lazy module loading (CUDA_MODULE_LOADING=LAZY, PyTorch's default since 2.0)"),
+        ("workspace", "Transformer Engine get_workspace(): 32 MiB cuBLAS workspace on Hopper; PyTorch's cuBLAS "
+                      "workspace :4096:8 = 32 MiB"),
+    ))
+
+MEGATRON_2021 = RuntimeProfile(
+    "megatron-2021", "Megatron-LM of Narayanan et al. 2021 and Korthikanti et al. 2022 (no flash attention)",
+    Kernels(flash_attention=False, attention_dropout=True, causal_skip=False, fused_swiglu=True,
+            fused_cross_entropy=False, fp8_gemms=False),
+    Overlap(grad_reduce=False, param_gather=False, sharded_prefetch=False, tp_comm=False, pp_p2p=False,
+            bucket_bytes=40e6),
+    MemoryReserve(cuda_context=1.0 * GIB, nccl_per_communicator=NCCL_BYTES_PER_COMMUNICATOR, workspace=0.0,
+                  fragmentation=0.05),
+    sources=(
+        ("flash_attention", "megatron/model/transformer.py CoreAttention (2021-22): baddbmm scores, "
+                            "FusedScaleMaskSoftmax, attention_dropout, bmm; flash attention came in 2023 (--use-flash-attn)"),
+        ("attention_dropout", "megatron/arguments.py --attention-dropout default 0.1; Korthikanti et al. 2022 "
+                              "section 4.1 counts its 5 a s^2 b bytes"),
+        ("grad_reduce", "DDP=local in examples/sc21/run_table_1.sh: Megatron's DistributedDataParallel "
+                        "all-reduces after the backward pass (allreduce_gradients)"),
+        ("pp_p2p", "megatron/p2p_communication.py: blocking batch_isend_irecv + wait"),
+        ("bucket", "40 MB buckets (the hybrid model's earlier fixed figure; PyTorch DDP 25 MiB)"),
+        ("cuda_context", "CUDA 11 without lazy loading: about 1 GiB of context and kernels"),
+    ))
+
+DEEPSPEED = RuntimeProfile(
+    "deepspeed", "Megatron-DeepSpeed with ZeRO (2022: MT-NLG, BLOOM), unfused attention, fp16/bf16",
+    Kernels(flash_attention=False, attention_dropout=True, causal_skip=False, fused_swiglu=False,
+            fused_cross_entropy=False, fp8_gemms=False),
+    Overlap(grad_reduce=False, param_gather=False, sharded_prefetch=True, tp_comm=False, pp_p2p=False,
+            bucket_elements=5e8),
+    MemoryReserve(cuda_context=1.0 * GIB, nccl_per_communicator=NCCL_BYTES_PER_COMMUNICATOR, workspace=0.0,
+                  fragmentation=0.10),
+    sources=(
+        ("flash_attention", "Megatron-DeepSpeed megatron/model/transformer.py CoreAttention (2022); "
+                            "--use-flash-attn only from 2023"),
+        ("grad_reduce", "DeepSpeed config zero_optimization.overlap_comm: default false for stages 1 and 2 "
+                        "(deepspeed/runtime/zero/config.py overlap_comm_valid: true only for stage 3)"),
+        ("sharded_prefetch", "ZeRO-3 prefetch: stage3_prefetch_bucket_size (deepspeed/runtime/zero/config.py)"),
+        ("bucket", "zero_optimization.reduce_bucket_size and allgather_bucket_size default 5e8 elements"),
+        ("fragmentation", "DeepSpeed docs note memory fragmentation (contiguous_gradients exists to reduce it); "
+                          "assumed 10%, to be replaced by a measurement (scripts/measure_device.py)"),
+    ))
+
+TORCHTITAN = RuntimeProfile(
+    "torchtitan", "torchtitan: FSDP2 (fully_shard per block) + tensor / pipeline parallel, SDPA flash attention",
+    Kernels(flash_attention=True, attention_dropout=False, causal_skip=True, fused_swiglu=False,
+            fused_cross_entropy=False, fp8_gemms=True),
+    Overlap(grad_reduce=True, param_gather=True, sharded_prefetch=True, tp_comm=False, pp_p2p=False,
+            bucket_per_layer=True),
+    MemoryReserve(cuda_context=0.5 * GIB, nccl_per_communicator=NCCL_BYTES_PER_COMMUNICATOR, workspace=32 * MIB,
+                  fragmentation=0.02),
+    sources=(
+        ("flash_attention", "torchtitan/models/llama/model.py: F.scaled_dot_product_attention(is_causal=True) "
+                            "(flash / cuDNN backend on H100)"),
+        ("fused_swiglu", "torchtitan FeedForward: w2(F.silu(w1(x)) * w3(x)) in eager mode (torch.compile optional)"),
+        ("fp8_gemms", "torchtitan float8 training (torchao.float8, --float8.enable_fsdp_float8_all_gather)"),
+        ("grad_reduce", "FSDP2 fully_shard: reduce-scatter of each block's gradients on a separate stream during "
+                        "backward"),
+        ("sharded_prefetch", "FSDP2: implicit forward prefetch and backward prefetch of the next block's all-gather "
+                             "(torch.distributed._composable.fsdp, reshard_after_forward=True)"),
+        ("bucket", "torchtitan parallelize_llama: fully_shard on every TransformerBlock (one FSDP unit per block)"),
+        ("fragmentation", "torchtitan run_train.sh sets PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"),
+        ("tp_comm", "experimental.enable_async_tensor_parallel default false"),
+    ))
+
+NEMO = RuntimeProfile(
+    "nemo", "NVIDIA NeMo 2 performance recipes (Megatron-core, Transformer Engine, TP communication overlap)",
+    Kernels(flash_attention=True, attention_dropout=False, causal_skip=True, fused_swiglu=True,
+            fused_cross_entropy=True, fp8_gemms=True),
+    Overlap(grad_reduce=True, param_gather=True, sharded_prefetch=False, tp_comm=True, pp_p2p=True,
+            bucket_elements=40e6, bucket_elements_per_dp=1e6),
+    MemoryReserve(cuda_context=0.5 * GIB, nccl_per_communicator=NCCL_BYTES_PER_COMMUNICATOR, workspace=64 * MIB,
+                  fragmentation=0.05),
+    sources=(
+        ("tp_comm", "nemo/collections/llm/recipes (performance mode): tp_comm_overlap=True with "
+                    "MegatronCommOverlapCallback (Transformer Engine userbuffers)"),
+        ("fused_cross_entropy", "nemo/collections/llm/gpt/model/base.py GPTConfig.cross_entropy_loss_fusion = True"),
+        ("grad_reduce", "MegatronCommOverlapCallback: overlap_grad_reduce, overlap_param_gather with the "
+                        "distributed optimizer"),
+        ("rest", "as megatron-core"),
+    ))
+
+RUNTIMES: dict[str, RuntimeProfile] = {p.name: p for p in (MEGATRON_CORE, MEGATRON_2021, DEEPSPEED, TORCHTITAN, NEMO)}
+DEFAULT_RUNTIME = MEGATRON_CORE
+
+
+def runtime_names() -> list[str]:
+    return list(RUNTIMES)
+
+
+def resolve_runtime(value, where: str = "--runtime") -> RuntimeProfile:
+    """A `RuntimeProfile` from a name (None: the default, megatron-core) or a profile; InputError
+    naming `where` otherwise."""
+    if value is None:
+        return DEFAULT_RUNTIME
+    if isinstance(value, RuntimeProfile):
+        return value
+    if isinstance(value, str) and value.strip().lower() in RUNTIMES:
+        return RUNTIMES[value.strip().lower()]
+    raise InputError(f"unknown runtime {value!r}; known: {', '.join(RUNTIMES)}", where)
