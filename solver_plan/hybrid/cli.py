@@ -90,10 +90,10 @@ def run(args) -> int:
     check_positive(args.compute_scale, "--compute-scale")
     pins = parse_fix(args.fix)
     check_model_name(args.model)
-    deadline = Deadline(args.time_limit, start=getattr(args, "started", None))
-    result = plan_hybrid(args.model, args.cluster, args.batch, devices=args.devices, fix=pins,
     from solver_plan.runtime import resolve_runtime
     runtime = resolve_runtime(args.runtime, "--runtime")
+    deadline = Deadline(args.time_limit, start=getattr(args, "started", None))
+    result = plan_hybrid(args.model, args.cluster, args.batch, devices=args.devices, fix=pins,
                          memory_limit=parse_memory_limit(args.memory_limit), planner=args.planner,
                          deadline=deadline, compute_scale=args.compute_scale, precision=args.precision,
                          runtime=runtime)

@@ -252,11 +252,11 @@ class BlockCoster:
             forward[group[i]] += fwd + node.comm_s / 2
             if group[i] == "block":
                 comm += collectives
+                if op.op_type == OpType.LINEAR:
+                    gemm += fwd + bwd
                 if op.op_type == OpType.ATTENTION:
                     attention_forward += fwd
             configs[group[i]].append((name[len(scope):] if group[i] == "block" else name, _config_text(cfg)))
-                if op.op_type == OpType.LINEAR:
-                    gemm += fwd + bwd
         for (u, v), matrix in zip(problem.edges, problem.edge_costs):
             seconds = float(matrix[result.assignment[u], result.assignment[v]])
             total[group[v]] += seconds
@@ -267,13 +267,13 @@ class BlockCoster:
         total["block"] -= shared_s
         forward["block"] -= shared_forward_s
         comm -= shared_s
-        ratio = 1.0
-        if result.status != Status.OPTIMAL:
-            ratio = (result.lower_bound / result.objective) if (result.lower_bound and result.objective) else 0.0
         exposed = tp_overlap_exposed_s(comm, gemm, tp, self.runtime)
         total["block"] -= comm - exposed
         forward["block"] -= (comm - exposed) / 2.0  # forward was booked half the communication (above)
         comm = exposed
+        ratio = 1.0
+        if result.status != Status.OPTIMAL:
+            ratio = (result.lower_bound / result.objective) if (result.lower_bound and result.objective) else 0.0
         return BlockProfile(tp, b, total["block"], forward["block"], attention_forward, total["embed"], total["head"],
                             comm, result.status, max(0.0, min(1.0, ratio)), tuple(configs["block"]),
                             tuple(configs["embed"]), tuple(configs["head"]))
