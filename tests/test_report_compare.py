@@ -199,3 +199,35 @@ def test_a_bound_above_a_found_plan_is_ignored_and_named():
         records.append(build_record(job, outcome(Status.FEASIBLE, objective, bound, 1.0, None), 1.0))
     result = compare(runs_from_records(records)).instances[0]
     assert result.invalid_bounds == ("edge-drop",) and result.reference_s == 4.0
+
+
+def _figures_of(draw, monkeypatch):
+    """The figures a plot function makes, kept open for inspection (it closes them when saving)."""
+    import matplotlib.pyplot as plt
+    figures = []
+    monkeypatch.setattr(plt, "close", lambda fig: figures.append(fig))
+    draw()
+    return figures
+
+
+def test_plots_explain_themselves(tmp_path, monkeypatch):
+    """Titles say what was compared (source, counts in the singular when 1), one legend naming
+    every planner, x tick labels that do not overlap, axes with units."""
+    from solver_plan.report.plots import gap_versus_time, performance_profile
+    folder = write_fixed(tmp_path / "records")
+    comparison = compare(load_runs(folder)[0], 0.1)
+    (gap,) = _figures_of(lambda: gap_versus_time(comparison, tmp_path / "g.png", "config", source=folder), monkeypatch)
+    assert str(folder) in gap._suptitle.get_text()
+    assert {t.get_text() for t in gap.legends[0].get_texts()} == set(comparison.planners)
+    gap.canvas.draw()
+    for ax in gap.axes:
+        if not ax.get_visible():
+            continue
+        assert ax.get_xlabel().endswith("(s)") and ax.get_ylabel().endswith("(%)")
+        assert "1 instances" not in ax.get_title()
+        boxes = [label.get_window_extent() for label in ax.get_xticklabels() if label.get_text()
+                 and ax.get_xlim()[0] <= label.get_position()[0] <= ax.get_xlim()[1]]
+        assert all(not a.overlaps(b) for a, b in zip(boxes, boxes[1:]))
+    (profile,) = _figures_of(lambda: performance_profile(comparison, tmp_path / "p.png", "config", source=folder),
+                             monkeypatch)
+    assert "common instance" in profile._suptitle.get_text() and profile.axes[1].get_legend() is not None

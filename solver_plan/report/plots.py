@@ -8,6 +8,8 @@ planner (config and pipeline planners never share a plot).
   (drawn widest first).
 - Gap versus time: one panel per family; for each planner the shifted geometric-mean gap of its best
   answer returned by time t (before a run returns it counts as 100%).
+Titles say what was compared (the records' folder, instance counts); one legend per figure, outside
+the panels, with each planner's style the same in every panel.
 """
 from __future__ import annotations
 
@@ -30,7 +32,8 @@ def _pyplot():
 
 def _style(index: int, count: int) -> dict:
     """Distinct style per planner; widths shrink so coinciding curves show as nested lines."""
-    return {"linestyle": LINE_STYLES[index % len(LINE_STYLES)], "marker": MARKERS[index % len(MARKERS)],
+    return {"color": f"C{index % 10}", "linestyle": LINE_STYLES[index % len(LINE_STYLES)],
+            "marker": MARKERS[index % len(MARKERS)],
             "linewidth": 1.0 + 2.5 * (count - 1 - index) / max(1, count - 1), "markersize": 5,
             "markerfacecolor": "none" if index % 2 else None}
 
@@ -39,22 +42,34 @@ def kinds(comparison: Comparison) -> list[str]:
     return sorted({result.kind for result in comparison.instances})
 
 
-def performance_profile(comparison: Comparison, path: str | Path, kind: str) -> None:
+def plural(count: int, noun: str) -> str:
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
+def _source_text(source: str | Path | None) -> str:
+    return f" (records in {source})" if source else ""
+
+
+def performance_profile(comparison: Comparison, path: str | Path, kind: str, source: str | Path | None = None) -> None:
     plt = _pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(13, 4.8))
-    for ax, metric, label in ((axes[0], "objective", "objective / best objective found"),
-                              (axes[1], "time", f"time to {100 * comparison.target_gap:g}% / fastest")):
+    for ax, metric, label in ((axes[0], "objective", "plan's objective / best objective found"),
+                              (axes[1], "time", f"time to within {100 * comparison.target_gap:g}% / fastest")):
         ratios = performance_ratios(comparison, kind, metric)
         _profile(ax, ratios, label)
-    axes[1].legend(loc="center left", bbox_to_anchor=(1.02, 0.5), fontsize="small")
+    axes[1].legend(loc="center left", bbox_to_anchor=(1.02, 0.5), fontsize="small", title="planner")
     count = len(next(iter(ratios.values()), []))
-    fig.suptitle(f"Performance profiles, {kind} planners ({count} common instances)")
+    fig.suptitle(f"Performance profiles of the {kind} planners on {plural(count, 'common instance')}"
+                 f"{_source_text(source)}\nhigher and further left is better: the share of instances on "
+                 "which a planner is within a factor tau of the best")
     _save(fig, path)
 
 
 def _profile(ax, ratios: dict[str, list[float]], label: str) -> None:
     finite = [r for values in ratios.values() for r in values if math.isfinite(r)]
     largest = max(finite, default=1.0)
+    if largest < 1.001:  # every planner at the best (up to rounding): one tick, no second "1"
+        largest = 1.0
     tau_max = max(largest * 1.05, 1.05)
     for index, (planner, values) in enumerate(ratios.items()):
         taus = sorted(r for r in values if math.isfinite(r))
@@ -94,10 +109,13 @@ def _log_ticks(tau_max: float, largest: float) -> list[float]:
     return ticks + [end]
 
 
-def _label_log_axis(axis) -> None:
-    """Labels at 1, 2 and 5 of each decade, so a range within one decade is labelled too."""
+def _label_log_axis(axis, low: float, high: float) -> None:
+    """Labels at 1, 2 and 5 of each decade over at most two decades (a range within one decade is
+    labelled too), at 1 and 3 up to three, at decades beyond: labels never run into each other."""
     import matplotlib.ticker
-    axis.set_major_locator(matplotlib.ticker.LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    decades = math.log10(max(high, low * 1.0001) / low)
+    subs = (1.0, 2.0, 5.0) if decades <= 2 else (1.0, 3.0) if decades <= 3 else (1.0,)
+    axis.set_major_locator(matplotlib.ticker.LogLocator(base=10, subs=subs))
     axis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda value, _: f"{value:g}"))
     axis.set_minor_formatter(matplotlib.ticker.NullFormatter())
 
@@ -120,14 +138,16 @@ def gap_curve(members: list[InstanceResult], planner: str, times: list[float]) -
     return curve
 
 
-def gap_versus_time(comparison: Comparison, path: str | Path, kind: str) -> None:
+def gap_versus_time(comparison: Comparison, path: str | Path, kind: str, source: str | Path | None = None) -> None:
     plt = _pyplot()
     families = [group for group in comparison.families if group.kind == kind]
     columns = min(3, max(1, len(families)))
     rows = max(1, math.ceil(len(families) / columns))
-    fig, axes = plt.subplots(rows, columns, figsize=(5.2 * columns, 3.9 * rows), squeeze=False)
+    fig, axes = plt.subplots(rows, columns, figsize=(5.4 * max(columns, 2), 3.9 * rows + 1.2), squeeze=False)
     for ax in axes.flat[len(families):]:
         ax.set_visible(False)
+    everyone = sorted({e.run.planner for r in comparison.instances if r.kind == kind for e in r.entries})
+    handles = {}
     for ax, group in zip(axes.flat, families):
         members = [r for r in comparison.instances if r.instance in set(group.instances) and r.reference_s is not None]
         planners = sorted({e.run.planner for r in members for e in r.entries})
@@ -136,24 +156,29 @@ def gap_versus_time(comparison: Comparison, path: str | Path, kind: str) -> None
             ax.set_title(f"{group.name}: no instance with a plan", fontsize="small")
             continue
         times = sorted(set(runtimes + [runtimes[-1] * 1.2]))
-        for index, planner in enumerate(planners):
-            ax.step(times, gap_curve(members, planner, times), where="post", label=planner,
-                    markevery=max(1, len(times) // 8), **_style(index, len(planners)))
+        for planner in planners:
+            index = everyone.index(planner)  # one style per planner across panels
+            handles[planner], = ax.step(times, gap_curve(members, planner, times), where="post", label=planner,
+                                        markevery=max(1, len(times) // 8), **_style(index, len(everyone)))
         ax.set_xscale("log")
         ax.set_yscale("symlog", linthresh=0.01)
         ax.set_ylim(0, 110)
-        ax.set_xlabel("time (s)")
-        ax.set_ylabel("geo-mean gap (%)")
-        ax.set_title(f"{group.name} ({len(members)} instances with a plan)", fontsize="medium")
+        ax.set_xlabel("wall time of the run (s)")
+        ax.set_ylabel("geo-mean gap to best known (%)")
+        ax.set_title(f"{group.name} ({plural(len(members), 'instance')} with a plan)", fontsize="medium")
         ax.grid(True, which="both", alpha=0.3)
-        _label_log_axis(ax.xaxis)
-        ax.legend(fontsize="x-small", loc="best")
-    fig.suptitle(f"Gap versus time, {kind} planners")
-    _save(fig, path)
+        _label_log_axis(ax.xaxis, times[0], times[-1])
+    if handles:
+        fig.legend([handles[p] for p in everyone if p in handles], [p for p in everyone if p in handles],
+                   loc="lower center", ncol=min(len(handles), 7), fontsize="small", frameon=False, title="planner")
+    fig.suptitle(f"Gap versus time of the {kind} planners{_source_text(source)}\nlower is better: the best "
+                 "plan each planner returned by that time (no plan yet counts as 100%)")
+    _save(fig, path, legend_rows=math.ceil(len(handles) / 7) if handles else 0)
 
 
-def _save(fig, path: str | Path) -> None:
+def _save(fig, path: str | Path, legend_rows: int = 0) -> None:
     import matplotlib.pyplot as plt
-    fig.tight_layout()
+    height = fig.get_size_inches()[1]
+    fig.tight_layout(rect=(0, (0.35 + 0.25 * legend_rows) / height if legend_rows else 0, 1, 1))
     fig.savefig(path, dpi=100)
     plt.close(fig)

@@ -45,8 +45,8 @@ def write_report(folder: str | Path, report_path: str | Path, target_gap: float 
             from solver_plan.report.plots import gap_versus_time, kinds, performance_profile
             for kind in kinds(comparison):
                 profile, curves = Path(f"{stem}-profile-{kind}.png"), Path(f"{stem}-gap-time-{kind}.png")
-                performance_profile(comparison, profile, kind)
-                gap_versus_time(comparison, curves, kind)
+                performance_profile(comparison, profile, kind, source=folder)
+                gap_versus_time(comparison, curves, kind, source=folder)
                 images += [(f"performance profile: {kind} planners", profile),
                            (f"gap versus time: {kind} planners", curves)]
         markdown = render_report(comparison, source=str(folder), invalid=len(invalid),
