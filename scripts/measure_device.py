@@ -1,0 +1,430 @@
+"""Device measurement kit: kernel tables to calibrate on, blocks and memory to validate with.
+
+    python scripts/measure_device.py --out DIR [--budget-s 420] [--cluster h100-4x8-ib] [--dry-run]
+
+In one call on one GPU (under 8 minutes; `--budget-s` stops starting new cases once spent) it
+measures, with CUDA events (median of `--repeats` after `--warmup` runs):
+1. GEMMs per dtype (bf16, fp16, fp8 via torch._scaled_mm where the device has it, tf32) over
+   square, transformer-shaped and skinny (m, n, k);
+2. fused attention (F.scaled_dot_product_attention, causal, the flash / cuDNN backend) forward and
+   forward+backward over sequence lengths and head counts;
+3. one Llama-style block (RMSNorm, grouped-query SDPA attention with rotary-free q/k/v, SwiGLU MLP)
+   and one GPT-style block (LayerNorm, SDPA attention, GeLU MLP), forward + backward at a few
+   (batch, sequence, hidden), with torch.cuda.max_memory_allocated and max_memory_reserved;
+4. host-device copies (pinned and pageable, both directions).
+It writes to DIR:
+- calibration.csv: GEMM and attention-forward rows in the calibration CSV format
+  (docs/calibration-csv.md), for `solver-plan calibrate --csv DIR/calibration.csv --cluster BASE`;
+- attention-backward.csv: forward and forward+backward times per case, and their ratio (the cost
+  model assumes 2.5x for a flash backward: cost/kernels.py FLASH_BACKWARD_RATIO);
+- blocks.csv: block times and peak memory, with the memory the hybrid model predicts for the same
+  block (solver_plan/hybrid/memory.py, runtime torchtitan: eager PyTorch, SDPA flash attention, unfused
+  SwiGLU) and how each figure was measured;
+- copies.csv: host-device copy rates;
+- meta.json: device, versions, what was skipped and why.
+Calibrate on the kernel tables only; validate on blocks.csv and on published runs, never the
+other way round.
+
+`--dry-run` needs no GPU and no torch: it builds the same plan of measurements and writes every
+file, with times and memory from the project's own cost model for `--cluster` (marked `dry-run` in
+each row's `how` column and in meta.json), so the plan, the writers and the CSV format are tested on
+CPU (tests/test_measure_device.py). Never feed a dry run's CSV to calibrate.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import statistics
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+GEMM_DTYPES = ("bf16", "fp16", "fp8", "tf32")
+DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp8": 1, "tf32": 4}
+
+
+@dataclass(frozen=True)
+class GemmCase:
+    m: int
+    n: int
+    k: int
+    dtype: str
+
+    @property
+    def flops(self) -> float:
+        return 2.0 * self.m * self.n * self.k
+
+    def shape(self) -> str:
+        return f"m={self.m} n={self.n} k={self.k}"
+
+
+@dataclass(frozen=True)
+class AttentionCase:
+    batch: int
+    heads: int
+    seq: int
+    head_dim: int = 128
+    dtype: str = "bf16"
+
+    @property
+    def forward_flops(self) -> float:  # causal: half of 4 b a s^2 d
+        return 2.0 * self.batch * self.heads * self.seq * self.seq * self.head_dim
+
+    def shape(self) -> str:
+        return f"batch={self.batch} heads={self.heads} seq={self.seq} head_dim={self.head_dim} causal=1"
+
+
+@dataclass(frozen=True)
+class BlockCase:
+    style: str  # "llama" or "gpt"
+    batch: int
+    seq: int
+    hidden: int
+    heads: int
+    kv_heads: int
+    ffn: int
+    dtype: str = "bf16"
+
+
+@dataclass(frozen=True)
+class CopyCase:
+    direction: str  # "h2d" or "d2h"
+    pinned: bool
+    nbytes: int
+
+
+def plan_cases(quick: bool = False) -> dict[str, list]:
+    """Every case of one run, cheapest first within each table (a spent budget drops the tail)."""
+    sizes = [1024, 2048, 4096, 8192] if not quick else [1024, 4096]
+    gemms = [GemmCase(s, s, s, d) for d in GEMM_DTYPES for s in sizes]
+    # transformer-shaped: tokens x hidden x {qkv, mlp} at 8B and 70B widths, and narrow (tp-split) ones
+    shaped = [(8192, 6144, 4096), (8192, 28672, 4096), (8192, 4096, 14336), (8192, 10240, 8192),
+              (16384, 8192, 3584), (4096, 512, 4096), (4096, 4096, 512), (1024, 1024, 256)]
+    gemms += [GemmCase(m, n, k, d) for d in ("bf16", "fp8") for m, n, k in (shaped if not quick else shaped[:2])]
+    attention = [AttentionCase(max(1, 16384 // s), a, s) for s in ([1024, 2048, 4096, 8192] if not quick else [2048])
+                 for a in ([16, 32, 64] if not quick else [32])]
+    blocks = [BlockCase("llama", 1, 4096, 4096, 32, 8, 14336), BlockCase("llama", 2, 2048, 4096, 32, 8, 14336),
+              BlockCase("llama", 1, 8192, 4096, 32, 8, 14336),
+              BlockCase("gpt", 4, 2048, 2048, 16, 16, 8192), BlockCase("gpt", 1, 2048, 6144, 48, 48, 24576)]
+    copies = [CopyCase(d, p, n) for d in ("h2d", "d2h") for p in (True, False) for n in (1 << 20, 1 << 26, 1 << 30)]
+    if quick:
+        blocks, copies = [blocks[0], blocks[3]], copies[:4]
+    return {"gemm": gemms, "attention": attention, "block": blocks, "copy": copies}
+
+
+# --- predictions (dry run, and the predicted column of blocks.csv) ---------------------------
+def _cost_device(cluster_name: str):
+    from solver_plan.cluster import resolve_cluster
+    return resolve_cluster(cluster_name)
+
+
+def predicted_gemm_s(cluster, case: GemmCase) -> float:
+    from solver_plan.cost.compute import compute_time
+    nbytes = DTYPE_BYTES[case.dtype] * (case.m * case.k + case.k * case.n) + 2 * case.m * case.n
+    dtype = case.dtype if cluster.device.supports(case.dtype) else "bf16"
+    return compute_time(cluster, case.flops, nbytes, unit="matrix", dtype=dtype)
+
+
+def predicted_attention_s(cluster, case: AttentionCase) -> tuple[float, float]:
+    """(forward, forward + backward) of a causal fused attention (cost/kernels.py factors)."""
+    from solver_plan.cost.compute import compute_time
+    from solver_plan.cost.kernels import attention_kernel_factors
+    full = 2.0 * case.forward_flops  # the dense count the factors are relative to
+    nbytes = 4 * case.batch * case.seq * case.heads * case.head_dim * 2
+    one = compute_time(cluster, full, nbytes, unit="matrix", dtype=case.dtype)
+    forward, backward = attention_kernel_factors(True, True)
+    return forward * one, (forward + backward) * one
+
+
+def block_spec(case: BlockCase):
+    """The hybrid model's spec of the block `make_block` builds: Llama-style without biases, RMS
+    norms, SwiGLU, grouped-query attention; GPT-style with biases, LayerNorms, GeLU."""
+    from solver_plan.hybrid.model import TransformerSpec
+    llama = case.style == "llama"
+    return TransformerSpec(f"{case.style}-block", layers=1, hidden=case.hidden, ffn=case.ffn, heads=case.heads,
+                           head_dim=case.hidden // case.heads, seq=case.seq, vocab=32000, positions=case.seq,
+                           gated_mlp=llama, kv_heads=case.kv_heads if llama else 0, qkv_bias=not llama,
+                           out_bias=not llama, mlp_bias=not llama, rms_norm=llama)
+
+
+def predicted_block_bytes(case: BlockCase) -> float:
+    """What torch.cuda.max_memory_allocated should show for one block's forward + backward in bf16
+    with no optimizer (hybrid/memory.py terms, runtime torchtitan = eager PyTorch with SDPA flash
+    attention): weights w P + gradients g P, the block's kept activations, the backward working set
+    (flash dQ accumulator), the input and its gradient (2 x 2 s b h), and the GEMM workspace."""
+    from solver_plan.hybrid import memory as mem
+    from solver_plan.runtime import resolve_runtime
+    spec = block_spec(case)
+    runtime = resolve_runtime("torchtitan")
+    params = spec.block_params
+    acts = mem.layer_activation_bytes(spec, case.batch, 1, "none", False, runtime=runtime)
+    working = mem.recompute_working_bytes(spec, case.batch, 1, "none", False, runtime=runtime)
+    io = 2 * 2.0 * case.seq * case.batch * case.hidden
+    return 2.0 * params + 2.0 * params + acts + working + io + runtime.memory.workspace
+
+
+def predicted_block_s(cluster, case: BlockCase) -> float:
+    """Forward + backward of one block from GEMM FLOPs at the device's curve (dry run only: the real
+    comparison is `solver-plan hybrid` on the same shapes)."""
+    from solver_plan.cost.compute import compute_time
+    spec = block_spec(case)
+    tokens = case.batch * case.seq
+    gemm = 2.0 * tokens * spec.block_params
+    attention = predicted_attention_s(cluster, AttentionCase(case.batch, case.heads, case.seq,
+                                                             case.hidden // case.heads))[1]
+    return 3.0 * compute_time(cluster, gemm, 0.0, unit="matrix", dtype=case.dtype) + attention
+
+
+def predicted_copy_s(cluster, case: CopyCase) -> float:
+    pcie = 25e9 if case.pinned else 10e9  # PCIe gen5 x16 ~ 50 GB/s peak: placeholders for the dry run
+    return case.nbytes / pcie
+
+
+# --- measurement with torch ------------------------------------------------------------------
+class Timer:
+    def __init__(self, torch, warmup: int, repeats: int):
+        self.torch, self.warmup, self.repeats = torch, warmup, repeats
+
+    def median_s(self, fn) -> float:
+        torch = self.torch
+        for _ in range(self.warmup):
+            fn()
+        torch.cuda.synchronize()
+        times = []
+        for _ in range(self.repeats):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end) / 1e3)
+        return statistics.median(times)
+
+
+def measure_gemm(torch, timer: Timer, case: GemmCase) -> float | None:
+    dev = "cuda"
+    if case.dtype == "fp8":
+        if not hasattr(torch, "float8_e4m3fn") or not hasattr(torch, "_scaled_mm"):
+            return None
+        if torch.cuda.get_device_capability() < (8, 9):
+            return None
+        a = torch.randn(case.m, case.k, device=dev).to(torch.float8_e4m3fn)
+        b = torch.randn(case.n, case.k, device=dev).to(torch.float8_e4m3fn).t()
+        one = torch.tensor(1.0, device=dev)
+        return timer.median_s(lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16))
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "tf32": torch.float32}[case.dtype]
+    torch.backends.cuda.matmul.allow_tf32 = case.dtype == "tf32"
+    a = torch.randn(case.m, case.k, device=dev, dtype=dtype)
+    b = torch.randn(case.k, case.n, device=dev, dtype=dtype)
+    return timer.median_s(lambda: torch.matmul(a, b))
+
+
+def measure_attention(torch, timer: Timer, case: AttentionCase) -> tuple[float, float]:
+    import torch.nn.functional as F
+    shape = (case.batch, case.heads, case.seq, case.head_dim)
+    q, k, v = (torch.randn(shape, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
+    forward = timer.median_s(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True))
+    grad = torch.randn(shape, device="cuda", dtype=torch.bfloat16)
+
+    def both():
+        F.scaled_dot_product_attention(q, k, v, is_causal=True).backward(grad)
+    return forward, timer.median_s(both)
+
+
+def make_block(torch, case: BlockCase):
+    import torch.nn as nn
+    import torch.nn.functional as F
+    h, a, kv, f = case.hidden, case.heads, case.kv_heads, case.ffn
+    d = h // a
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            llama = case.style == "llama"
+            norm = (lambda: nn.RMSNorm(h)) if llama and hasattr(nn, "RMSNorm") else (lambda: nn.LayerNorm(h))
+            self.n1, self.n2 = norm(), norm()
+            self.qkv = nn.Linear(h, (a + 2 * kv) * d, bias=not llama)
+            self.proj = nn.Linear(a * d, h, bias=not llama)
+            if llama:
+                self.up = nn.Linear(h, 2 * f, bias=False)  # gate and up in one GEMM
+            else:
+                self.up = nn.Linear(h, f)
+            self.down = nn.Linear(f, h, bias=not llama)
+            self.llama = llama
+
+        def forward(self, x):
+            b, s, _ = x.shape
+            q, k, v = self.qkv(self.n1(x)).split([a * d, kv * d, kv * d], dim=-1)
+            q = q.view(b, s, a, d).transpose(1, 2)
+            k = k.view(b, s, kv, d).transpose(1, 2).repeat_interleave(a // kv, dim=1)
+            v = v.view(b, s, kv, d).transpose(1, 2).repeat_interleave(a // kv, dim=1)
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(b, s, a * d)
+            x = x + self.proj(y)
+            z = self.up(self.n2(x))
+            if self.llama:
+                gate, up = z.chunk(2, dim=-1)
+                z = F.silu(gate) * up
+            else:
+                z = F.gelu(z)
+            return x + self.down(z)
+    return Block().to(device="cuda", dtype=torch.bfloat16)
+
+
+def measure_block(torch, timer: Timer, case: BlockCase) -> tuple[float, int, int, int]:
+    """(forward + backward seconds, peak allocated, peak reserved, allocated before the step)."""
+    block = make_block(torch, case)
+    x = torch.randn(case.batch, case.seq, case.hidden, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+
+    def step():
+        block.zero_grad(set_to_none=False)
+        block(x).sum().backward()
+    step()  # gradients allocated once, as in training
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    base = torch.cuda.memory_allocated()
+    step()
+    torch.cuda.synchronize()
+    peak, reserved = torch.cuda.max_memory_allocated(), torch.cuda.max_memory_reserved()
+    seconds = timer.median_s(step)
+    del block, x
+    torch.cuda.empty_cache()
+    return seconds, peak, reserved, base
+
+
+def measure_copy(torch, timer: Timer, case: CopyCase) -> float:
+    host = torch.empty(case.nbytes, dtype=torch.uint8, pin_memory=case.pinned)
+    device = torch.empty(case.nbytes, dtype=torch.uint8, device="cuda")
+    if case.direction == "h2d":
+        return timer.median_s(lambda: device.copy_(host, non_blocking=case.pinned))
+    return timer.median_s(lambda: host.copy_(device, non_blocking=case.pinned))
+
+
+# --- run and write ---------------------------------------------------------------------------
+def run(args) -> dict:
+    cases = plan_cases(args.quick)
+    cluster = _cost_device(args.cluster)
+    torch = None
+    if not args.dry_run:
+        import torch  # noqa: F811  (the real run needs it; the dry run must not)
+        if not torch.cuda.is_available():
+            raise SystemExit("no CUDA device: use --dry-run to check the plan and the writers on CPU")
+    timer = Timer(torch, args.warmup, args.repeats) if torch else None
+    how = "dry-run: the cost model's prediction, not a measurement" if args.dry_run else \
+        f"CUDA events, median of {args.repeats} after {args.warmup} warm-up runs"
+    started = time.perf_counter()
+    skipped: list[str] = []
+    out = {"gemm": [], "attention": [], "block": [], "copy": []}
+
+    def budget_left() -> bool:
+        return time.perf_counter() - started < args.budget_s
+
+    for case in cases["gemm"]:
+        if not budget_left():
+            skipped.append(f"gemm {case}: budget spent")
+            continue
+        seconds = predicted_gemm_s(cluster, case) if args.dry_run else measure_gemm(torch, timer, case)
+        if seconds is None:
+            skipped.append(f"gemm {case.dtype} {case.shape()}: no {case.dtype} GEMM on this device / torch")
+            continue
+        out["gemm"].append((case, seconds))
+    for case in cases["attention"]:
+        if not budget_left():
+            skipped.append(f"attention {case}: budget spent")
+            continue
+        times = predicted_attention_s(cluster, case) if args.dry_run else measure_attention(torch, timer, case)
+        out["attention"].append((case, *times))
+    for case in cases["block"]:
+        if not budget_left():
+            skipped.append(f"block {case}: budget spent")
+            continue
+        if args.dry_run:
+            predicted = predicted_block_bytes(case)
+            result = (predicted_block_s(cluster, case), predicted, predicted, 0)
+        else:
+            result = measure_block(torch, timer, case)
+        out["block"].append((case, *result))
+    for case in cases["copy"]:
+        if not budget_left():
+            skipped.append(f"copy {case}: budget spent")
+            continue
+        seconds = predicted_copy_s(cluster, case) if args.dry_run else measure_copy(torch, timer, case)
+        out["copy"].append((case, seconds))
+    meta = {"dry_run": args.dry_run, "how": how, "cluster_for_predictions": args.cluster,
+            "elapsed_s": time.perf_counter() - started, "budget_s": args.budget_s, "skipped": skipped,
+            "planned": {k: len(v) for k, v in cases.items()}, "written": {k: len(v) for k, v in out.items()}}
+    if torch is not None:
+        meta.update(device=torch.cuda.get_device_name(), torch=torch.__version__, cuda=torch.version.cuda,
+                    capability=list(torch.cuda.get_device_capability()),
+                    total_memory_bytes=torch.cuda.get_device_properties(0).total_memory)
+    write_all(Path(args.out), out, meta, how)
+    return meta
+
+
+def write_all(out_dir: Path, out: dict, meta: dict, how: str) -> None:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with open(out_dir / "calibration.csv", "w", newline="") as f:
+        f.write(f"# scripts/measure_device.py: {how}\n")
+        w = csv.writer(f)
+        w.writerow(["op", "shape", "dtype", "time_us", "group"])
+        for case, seconds in out["gemm"]:
+            w.writerow(["matmul", case.shape(), case.dtype, f"{seconds * 1e6:.3f}", f"gemm-{case.dtype}"])
+        for case, forward, _ in out["attention"]:
+            w.writerow(["attention", case.shape(), case.dtype, f"{forward * 1e6:.3f}", "attention"])
+    with open(out_dir / "attention-backward.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["batch", "heads", "seq", "head_dim", "dtype", "forward_us", "forward_backward_us",
+                    "backward_over_forward", "forward_tflops", "how"])
+        for case, forward, both in out["attention"]:
+            w.writerow([case.batch, case.heads, case.seq, case.head_dim, case.dtype, f"{forward * 1e6:.3f}",
+                        f"{both * 1e6:.3f}", f"{(both - forward) / forward:.3f}",
+                        f"{case.forward_flops / forward / 1e12:.1f}", how])
+    with open(out_dir / "blocks.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["style", "batch", "seq", "hidden", "heads", "kv_heads", "ffn", "dtype", "forward_backward_ms",
+                    "peak_allocated_bytes", "peak_reserved_bytes", "allocated_before_bytes",
+                    "predicted_allocated_bytes", "allocated_error", "how"])
+        for case, seconds, peak, reserved, base in out["block"]:
+            predicted = predicted_block_bytes(case)
+            w.writerow([case.style, case.batch, case.seq, case.hidden, case.heads, case.kv_heads, case.ffn, case.dtype,
+                        f"{seconds * 1e3:.3f}", int(peak), int(reserved), int(base), int(round(predicted)),
+                        f"{predicted / peak - 1:+.3f}" if peak else "",
+                        how + "; memory: torch.cuda.max_memory_allocated / max_memory_reserved after "
+                              "reset_peak_memory_stats, over one forward + backward with gradients already "
+                              "allocated (no optimizer state)"])
+    with open(out_dir / "copies.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["direction", "pinned", "bytes", "time_us", "gb_per_s", "how"])
+        for case, seconds in out["copy"]:
+            w.writerow([case.direction, int(case.pinned), case.nbytes, f"{seconds * 1e6:.3f}",
+                        f"{case.nbytes / seconds / 1e9:.2f}", how])
+    (out_dir / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", required=True, help="folder for calibration.csv, blocks.csv, ...")
+    parser.add_argument("--dry-run", action="store_true", help="no GPU, no torch: cost-model figures, same files")
+    parser.add_argument("--cluster", default="h100-4x8-ib", help="preset whose cost model fills a dry run")
+    parser.add_argument("--budget-s", type=float, default=420.0, help="stop starting cases after this (default 420)")
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--quick", action="store_true", help="a few cases of each kind (smoke test)")
+    args = parser.parse_args(argv)
+    if not (math.isfinite(args.budget_s) and args.budget_s > 0) or args.warmup < 0 or args.repeats < 1:
+        parser.error("--budget-s must be positive, --warmup >= 0, --repeats >= 1")
+    meta = run(args)
+    print(json.dumps({k: meta[k] for k in ("dry_run", "elapsed_s", "planned", "written")}, indent=None))
+    for line in meta["skipped"]:
+        print("skipped:", line)
+    print(f"wrote {args.out}/calibration.csv, attention-backward.csv, blocks.csv, copies.csv, meta.json")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,55 @@
+"""The device measurement kit's dry run (scripts/measure_device.py): no GPU, no torch; the plan of
+measurements and every writer run, and the calibration CSV it writes is one `calibrate` reads."""
+import csv
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _kit():
+    spec = importlib.util.spec_from_file_location("measure_device", ROOT / "scripts" / "measure_device.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["measure_device"] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("quick", [True, False])
+def test_dry_run_writes_every_planned_case(tmp_path, quick):
+    kit = _kit()
+    assert kit.main(["--out", str(tmp_path), "--dry-run", "--cluster", "h100-4x8-ib"] + (["--quick"] if quick else [])) == 0
+    meta = json.loads((tmp_path / "meta.json").read_text())
+    plan = kit.plan_cases(quick)
+    assert meta["dry_run"] and meta["planned"] == {k: len(v) for k, v in plan.items()} == meta["written"]
+    assert {c.dtype for c in plan["gemm"]} == {"bf16", "fp16", "fp8", "tf32"}
+    assert {c.style for c in plan["block"]} == {"llama", "gpt"}
+
+    from solver_plan.calibrate.csvfile import read_calibration_csv
+    kernels, collectives = read_calibration_csv(tmp_path / "calibration.csv")
+    assert len(kernels) == len(plan["gemm"]) + len(plan["attention"]) and not collectives
+    with open(tmp_path / "blocks.csv") as f:
+        blocks = list(csv.DictReader(f))
+    assert len(blocks) == len(plan["block"]) and all("dry-run" in row["how"] for row in blocks)
+    for row, case in zip(blocks, plan["block"]):
+        assert int(row["predicted_allocated_bytes"]) == round(kit.predicted_block_bytes(case))
+    with open(tmp_path / "attention-backward.csv") as f:
+        ratios = {float(row["backward_over_forward"]) for row in csv.DictReader(f)}
+    from solver_plan.cost.kernels import FLASH_BACKWARD_RATIO
+    assert ratios == {FLASH_BACKWARD_RATIO}  # the dry run is the cost model's own rule
+
+
+def test_predicted_block_memory_sums_the_hybrid_terms():
+    """Llama-style block, b = 1, s = 4096: weights + grads 4 P, activations (eager SwiGLU 8 s b f,
+    flash log-sum-exp), dQ accumulator, input and its gradient, GEMM workspace."""
+    kit = _kit()
+    case = kit.BlockCase("llama", 1, 4096, 4096, 32, 8, 14336)
+    s, b, h, f, a, kv = 4096, 1, 4096, 14336, 32, 8
+    params = 2 * h * h + 2 * h * kv * 128 + 3 * h * f + 2 * h  # q, o; k, v (grouped); gate, up, down; 2 RMSNorms
+    acts = 10 * s * b * h + 2 * s * b * (h + 2 * kv * 128) + 2 * s * b * h + 8 * s * b * f + 4 * a * s * b
+    expected = 4 * params + acts + 4 * s * b * h + 4 * s * b * h + 32 * 1024 ** 2
+    assert kit.predicted_block_bytes(case) == pytest.approx(expected)
