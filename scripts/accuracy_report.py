@@ -329,40 +329,62 @@ def write_markdown(path: Path, cv_rows, published_rows, sources) -> None:
     path.write_text("\n".join(lines))
 
 
+KIND_STYLE = {"cnn": ("tab:blue", "o", "CNN, data-parallel plan simulated"),
+              "graph": ("tab:orange", "s", "BERT graph, data-parallel plan simulated"),
+              "transformer": ("tab:green", "D", "GPT, Megatron layout (hybrid what-if)")}
+
+
 def write_plot(path: Path, layer_points, cv_rows, published_rows) -> None:
+    """Left: PipeDream layers and model steps, predicted against measured (log-log, ms). Right: the
+    published configurations one per row (labels on the axis, none over the data), the error of the
+    prediction in percent: units differ between rows (img/s, TFLOP/s/GPU) but errors do not."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(1, 2, figsize=(11, 5))
+    done = [r for r in published_rows if r["predicted"] is not None]
+    height = max(5.0, 0.24 * len(done) + 1.8)
+    fig, axes = plt.subplots(1, 2, figsize=(14, height), gridspec_kw={"width_ratios": (1, 1.25)})
     if layer_points:
         measured, predicted = np.array(layer_points).T
         ax = axes[0]
-        ax.scatter(measured * 1e3, predicted * 1e3, s=3, alpha=0.25, color="tab:gray", label="layer (fwd or bwd)")
+        ax.scatter(measured * 1e3, predicted * 1e3, s=3, alpha=0.25, color="tab:gray",
+                   label="one layer's forward or backward pass")
         ax.scatter([r["measured_s"] * 1e3 for r in cv_rows], [r["predicted_s"] * 1e3 for r in cv_rows], s=30,
-                   color="tab:red", label="model step (sum)")
+                   color="tab:red", label="one model's step (sum of its layers)")
         lo, hi = 1e-2, 2e3
-        ax.plot([lo, hi], [lo, hi], "k-", lw=0.8)
-        ax.fill_between([lo, hi], [lo * 0.8, hi * 0.8], [lo * 1.2, hi * 1.2], color="k", alpha=0.07, label="+-20%")
-        ax.set(xscale="log", yscale="log", xlim=(lo, hi), ylim=(lo, hi), xlabel="measured (ms)", ylabel="predicted (ms)",
-               title="PipeDream V100 profiles, leave-one-model-out")
+        ax.plot([lo, hi], [lo, hi], "k-", lw=0.8, label="predicted = measured")
+        ax.fill_between([lo, hi], [lo * 0.8, hi * 0.8], [lo * 1.2, hi * 1.2], color="k", alpha=0.07, label="within 20%")
+        ax.set(xscale="log", yscale="log", xlim=(lo, hi), ylim=(lo, hi), xlabel="measured on a V100 (ms)",
+               ylabel="predicted (ms)")
+        ax.set_title(f"PipeDream V100 profiles ({len(cv_rows)} models): each model predicted\nby the fit on the "
+                     "others (leave-one-model-out)", fontsize=10)
         ax.legend(loc="upper left", fontsize=8)
-    done = [r for r in published_rows if r["predicted"] is not None]
+    else:
+        axes[0].set_visible(False)
     if done:
         ax = axes[1]
-        for kind, color in (("cnn", "tab:blue"), ("graph", "tab:orange"), ("transformer", "tab:green")):
-            pts = [r for r in done if r["kind"] == kind]
-            ax.scatter([r["measured"] for r in pts], [r["predicted"] for r in pts], color=color, label=kind)
-            for r in pts:
-                ax.annotate(r["id"], (r["measured"], r["predicted"]), fontsize=6)
-        values = [v for r in done for v in (r["measured"], r["predicted"])]
-        lo, hi = min(values) / 2, max(values) * 2
-        ax.plot([lo, hi], [lo, hi], "k-", lw=0.8)
-        ax.fill_between([lo, hi], [lo * 0.8, hi * 0.8], [lo * 1.2, hi * 1.2], color="k", alpha=0.07)
-        ax.set(xscale="log", yscale="log", xlim=(lo, hi), ylim=(lo, hi), xlabel="published",
-               ylabel="predicted", title="published throughputs (img/s, TFLOP/s/GPU)")
-        ax.legend(loc="upper left", fontsize=8)
+        rows = list(reversed(done))  # the table's order, top to bottom
+        ax.axvspan(-20, 20, color="k", alpha=0.07, label="within 20%")
+        ax.axvline(0, color="k", lw=0.8)
+        for kind, (color, marker, label) in KIND_STYLE.items():
+            ys = [i for i, r in enumerate(rows) if r["kind"] == kind]
+            if ys:
+                ax.scatter([100 * _err(rows[i]["predicted"], rows[i]["measured"]) for i in ys], ys, color=color,
+                           marker=marker, s=36, zorder=3, label=f"{label}: shipped preset")
+        again = [(i, r) for i, r in enumerate(rows) if r.get("calibrated")]
+        if again:
+            ax.scatter([100 * _err(r["calibrated"], r["measured"]) for _, r in again], [i for i, _ in again],
+                       facecolors="none", edgecolors="k", marker="o", s=36, zorder=3,
+                       label="same, PipeDream-calibrated V100 efficiencies")
+        ax.set_yticks(range(len(rows)), [f"{r['id']} ({r['unit']})" for r in rows], fontsize=7)
+        ax.set_ylim(-0.7, len(rows) - 0.3)
+        ax.set_xlabel("predicted / published throughput - 1 (%)")
+        ax.set_title(f"Published throughputs ({len(done)} configurations): error of the prediction", fontsize=10)
+        ax.grid(True, axis="x", alpha=0.3)
+        ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.06), fontsize=7, ncol=2, frameon=False)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
+    plt.close(fig)
 
 
 def main(argv=None) -> int:
@@ -371,7 +393,15 @@ def main(argv=None) -> int:
     parser.add_argument("--out-png", default=str(ROOT / "docs" / "accuracy.png"))
     parser.add_argument("--skip-profiles", action="store_true")
     parser.add_argument("--skip-published", action="store_true")
+    parser.add_argument("--rows-json", help="also write every figure computed here as JSON (for --plot-from)")
+    parser.add_argument("--plot-from", help="redraw the plot from a --rows-json file, computing nothing")
     args = parser.parse_args(argv)
+    if args.plot_from:
+        import json
+        saved = json.loads(Path(args.plot_from).read_text())
+        write_plot(Path(args.out_png), saved["layer_points"], saved["cv_rows"], saved["published_rows"])
+        print(f"wrote {args.out_png}")
+        return 0
     cv_rows, layer_points, published_rows, sources = [], [], [], {}
     if not args.skip_profiles:
         print("PipeDream leave-one-model-out:")
@@ -383,6 +413,11 @@ def main(argv=None) -> int:
         published_rows, sources = published_predictions()
     write_markdown(Path(args.out_md), cv_rows, published_rows, sources)
     write_plot(Path(args.out_png), layer_points, cv_rows, published_rows)
+    if args.rows_json:
+        import json
+        Path(args.rows_json).write_text(json.dumps({"layer_points": [list(map(float, p)) for p in layer_points],
+                                                    "cv_rows": cv_rows, "published_rows": published_rows},
+                                                   default=str))
     print(f"wrote {args.out_md} and {args.out_png}")
     return 0
 
