@@ -22,6 +22,7 @@ import tempfile
 from pathlib import Path
 
 MAX_INPUT_BYTES = 64 * 2**20  # far above any JSON input of ours; refuse before parsing gigabytes
+NAME_MAX = 255  # bytes in one file or folder name (Linux, macOS)
 PSEUDO_FILE_SYSTEMS = ("/proc", "/sys")  # files there claim 0 bytes (or lie about their size)
 
 
@@ -125,17 +126,50 @@ def _umask() -> int:
     return 0o022
 
 
+_OWN_DESCRIPTORS = {"/dev/stdout": 1, "/dev/stderr": 2}
+
+
+def _own_descriptor(target: str) -> int | None:
+    """1 for /dev/stdout, /proc/self/fd/1 or /dev/fd/1: written through this process's own
+    descriptor, so the text lands after what was printed (a reopened file would start at 0)."""
+    absolute = os.path.abspath(target)
+    if absolute in _OWN_DESCRIPTORS:
+        return _OWN_DESCRIPTORS[absolute]
+    for prefix in ("/proc/self/fd/", f"/proc/{os.getpid()}/fd/", "/dev/fd/"):
+        if absolute.startswith(prefix) and absolute[len(prefix):].isdigit():
+            return int(absolute[len(prefix):])
+    return None
+
+
+def _write_all(fd: int, text: str) -> None:
+    data = text.encode()
+    while data:
+        data = data[os.write(fd, data):]
+
+
 def _write_through(target: str, text: str) -> None:
-    """Write to an existing character device or FIFO in place (O_NONBLOCK: a FIFO without a reader
-    is an error, ENXIO, not a hang)."""
+    """Write to an existing character device, FIFO or descriptor in place (O_NONBLOCK: a FIFO
+    without a reader is an error, ENXIO, not a hang)."""
+    own = _own_descriptor(target)
+    if own is not None:
+        import sys
+        for stream in (sys.stdout, sys.stderr):
+            stream.flush()
+        _write_all(own, text)
+        return
     fd = os.open(target, os.O_WRONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0))
     try:
         os.set_blocking(fd, True)
-        data = text.encode()
-        while data:
-            data = data[os.write(fd, data):]
+        _write_all(fd, text)
     finally:
         os.close(fd)
+
+
+def _is_descriptor_link(path: Path) -> bool:
+    """/dev/stdout, /proc/self/fd/1 and the like: an open descriptor of this process, written where
+    it stands (a shell's `>` file keeps what was printed before), never replaced by a new file."""
+    absolute = os.path.abspath(path)
+    return absolute.startswith(("/dev/", "/proc/")) and os.path.islink(absolute)
 
 
 def _replace_atomically(target: str, text: str) -> None:
@@ -175,15 +209,15 @@ def write_text_atomic(path: str | Path, text: str) -> None:
     from solver_plan.errors import InputError
 
     path = Path(path)
-    target = os.path.realpath(path) if path.is_symlink() else str(path)
     try:
         try:
-            mode = os.stat(target).st_mode
+            mode = os.stat(path).st_mode  # links followed: /proc/self/fd/1 is the terminal or pipe it names
         except FileNotFoundError:
             mode = None
-        if mode is not None and (stat.S_ISCHR(mode) or stat.S_ISFIFO(mode)):
-            _write_through(target, text)
+        if mode is not None and (stat.S_ISCHR(mode) or stat.S_ISFIFO(mode) or _is_descriptor_link(path)):
+            _write_through(str(path), text)
             return
+        target = os.path.realpath(path) if path.is_symlink() else str(path)
         if mode is not None and not stat.S_ISREG(mode):
             raise InputError(f"cannot write {str(path)!r}: it is {_kind(mode)}", str(path))
         folder = os.path.dirname(target) or "."
@@ -216,11 +250,13 @@ def check_output_path(path: str | Path | None, where: str, suffixes: tuple[str, 
         raise InputError(f"cannot write {Path(path).suffix or 'a file without extension'} "
                          f"({str(path)!r}); expected one of {', '.join(suffixes)}", where)
     path = Path(path)
-    target = Path(os.path.realpath(path)) if path.is_symlink() else path
+    if any(len(os.fsencode(part)) > NAME_MAX for part in path.parts):
+        raise InputError(f"{label[:80]}...: a file or folder name is at most {NAME_MAX} bytes", where)
     try:
-        mode = os.stat(target).st_mode
+        mode = os.stat(path).st_mode  # links followed
     except OSError:
         mode = None
+    target = Path(os.path.realpath(path)) if path.is_symlink() else path
     if mode is not None and stat.S_ISDIR(mode):
         raise InputError(f"{label}: it is a folder, expected a file name", where)
     if mode is not None and not (stat.S_ISREG(mode) or stat.S_ISCHR(mode) or stat.S_ISFIFO(mode)):

@@ -30,6 +30,12 @@ CORPUS_COMMANDS = {
 
 
 @dataclass(frozen=True)
+class Special:
+    """A file that is not a regular file: `fifo`, `folder`, or `link:TARGET` (a symbolic link)."""
+    kind: str
+
+
+@dataclass(frozen=True)
 class Case:
     id: str
     argv: tuple[str, ...]
@@ -717,5 +723,191 @@ def corpus_cases() -> list[Case]:
     return cases
 
 
+# ---------------------------------------------------------------------------------------------
+# Files that are not regular files, as every file input: a FIFO would block, /dev/zero never ends,
+# /proc files claim 0 bytes; each is refused by name before a byte is read
+SPECIAL_FILES = {"fifo": Special("fifo"), "dev-zero": Special("link:/dev/zero"),
+                 "dev-urandom": Special("link:/dev/urandom"), "proc": Special("link:/proc/self/status"),
+                 "folder": Special("folder")}
+LONG_NAME = "n" * 300  # longer than any file system's name limit (255 bytes)
+FILE_INPUTS = {  # what reads the file -> (argv with {f}, the file's name)
+    "check": (("check", "{f}"), "c.yaml"),
+    "plan-cluster": (("plan", "--cluster", "{f}", "--model", "lenet", "--planner", "greedy"), "c.yaml"),
+    "batch": (("batch", "{f}", "--out", "{tmp}/out"), "j.yaml"),
+    "simulate-plan": (("simulate", "--plan", "{f}", "--model", PLAN_MODEL, "--cluster", PLAN_CLUSTER), "p.json"),
+    "export-plan": (("export", "--target", "megatron", "{f}"), "p.json"),
+    "pipeline-blocks": (("pipeline", "--model", "{f}", "-P", "2"), "b.json"),
+    "graph-json": (("plan", "--model", "{f}", "--planner", "greedy"), "g.json"),
+    "graph-yaml": (("plan", "--model", "{f}", "--planner", "greedy"), "g.yaml"),
+    "hf-config": (("plan", "--model", "hf:{f}", "--planner", "greedy"), "config.json"),
+    "profile": (("plan", "--model", "{f}", "--planner", "greedy"), "g.txt"),
+    "calibrate-csv": (("calibrate", "--csv", "{f}", "--out", "{tmp}/o.yaml"), "m.csv"),
+}
+
+
+def special_file_cases() -> list[Case]:
+    cases = []
+    for entry, (argv, name) in FILE_INPUTS.items():
+        if argv[0] not in _commands():
+            continue
+        for kind, special in SPECIAL_FILES.items():
+            cases.append(Case(f"special-{entry}-{kind}", tuple(a.replace("{f}", "{tmp}/" + name) for a in argv),
+                              {name: special}, (name,)))
+        long_name = LONG_NAME + Path(name).suffix
+        cases.append(Case(f"special-{entry}-long-name", tuple(a.replace("{f}", "{tmp}/" + long_name) for a in argv),
+                          {}, (LONG_NAME[:20],)))
+    plan = ("plan", "--model", "lenet", "--planner", "greedy")
+    for option in ("--model", "--cluster"):
+        for command in (plan, ("pipeline", "--model", "lenet", "-P", "2"),
+                        ("hybrid", "--model", "gpt2", "--cluster", "v100x8-nvlink", "--batch", "8")):
+            cases.append(Case(f"empty-{command[0]}-{option}", command + (option, ""), {}, ("empty",)))
+    for option, suffix in (("--out", ".json"), ("--out", "/x.json")):
+        cases.append(Case(f"long-name-plan-{option}{suffix}", plan + (option, "{tmp}/" + LONG_NAME + suffix), {},
+                          (option, "255")))
+    cases.append(Case("missing-output-folder", plan + ("--out", "{tmp}/no/such/p.json"), {}, ("--out", "does not exist")))
+    return cases
+
+
+# ---------------------------------------------------------------------------------------------
+# Graph-file attributes: every attribute of every type, mutated to each kind of wrong value
+GRAPH_ALL_TYPES = {"format": "solver-plan-graph", "version": 1, "name": "every-type", "operators": [
+    {"name": "img", "type": "Input", "attrs": {"shape": [2, 3, 8, 8]}},
+    {"name": "conv", "type": "Conv2d", "inputs": ["img"], "attrs": {
+        "in_channels": 3, "out_channels": 4, "kernel": [3, 3], "stride": [1, 1], "padding": [1, 1], "groups": 1,
+        "bias": True}},
+    {"name": "norm", "type": "BatchNorm", "inputs": ["conv"]},
+    {"name": "pool", "type": "Pool2d", "inputs": ["norm"], "attrs": {
+        "kind": "max", "global_pool": False, "kernel": [2, 2], "stride": [2, 2], "padding": [0, 0]}},
+    {"name": "flat", "type": "Reshape", "inputs": ["pool"], "attrs": {"shape": [2, 64]}},
+    {"name": "fc", "type": "Linear", "inputs": ["flat"], "attrs": {"in_features": 64, "out_features": 16, "bias": True}},
+    {"name": "act", "type": "Unary", "inputs": ["fc"], "attrs": {"kind": "gelu"}},
+    {"name": "halves", "type": "Split", "inputs": ["act"], "attrs": {"axis": 1, "sizes": [8, 8]}},
+    {"name": "both", "type": "Concat", "inputs": ["halves:0", "halves:1"], "attrs": {"axis": 1}},
+    {"name": "mix", "type": "Binary", "inputs": ["both", "act"], "attrs": {"kind": "add"}},
+    {"name": "seq", "type": "Reshape", "inputs": ["mix"], "attrs": {"shape": [2, 4, 4]}},
+    {"name": "swap", "type": "Transpose", "inputs": ["seq"], "attrs": {"perm": [0, 2, 1]}},
+    {"name": "ln", "type": "LayerNorm", "inputs": ["swap"], "attrs": {"rms": False}},
+    {"name": "att", "type": "Attention", "inputs": ["ln", "ln", "ln"], "attrs": {
+        "heads": 2, "kv_heads": 2, "scores": "fused", "dropout": False}},
+    {"name": "rnn", "type": "LSTM", "inputs": ["att"], "attrs": {"input_size": 4, "hidden_size": 4, "reverse": False}},
+    {"name": "soft", "type": "Softmax", "inputs": ["rnn"], "attrs": {"axis": -1}},
+    {"name": "opaque", "type": "Profiled", "inputs": ["soft"], "attrs": {
+        "output_shapes": [[2, 16]], "flops": 100.0, "params": 10, "description": "a measured layer"}},
+    {"name": "ids", "type": "Input", "attrs": {"shape": [2, 16]}},
+    {"name": "emb", "type": "Embedding", "inputs": ["ids"], "attrs": {"num_embeddings": 10, "embedding_dim": 16}},
+    {"name": "head", "type": "Linear", "inputs": ["opaque"], "attrs": {"in_features": 16, "out_features": 10,
+                                                                       "bias": False, "tied_to": "emb"}},
+    {"name": "loss", "type": "SoftmaxCrossEntropy", "inputs": ["head"]},
+]}
+# wrong values by what an attribute holds (the value it has decides which apply)
+_BAD_INT = [0, -1, 2.5, True, "4", None, [4]]
+_BAD_BOOL = ["no", "yes", 0, 1, None, "false"]
+_BAD_LIST = [[], "big", 5, [0, 1], [-1, 2], [1.5, 2], [True, 1], None]
+_BAD_TEXT = [5, None, ["a"], {"a": 1}]
+
+
+_VALID_FOR_KEY = {("padding", "[0, 1]"), ("axis", "0"), ("params", "0")}  # wrong elsewhere, valid here
+
+
+def _bad_values(value) -> list:
+    if isinstance(value, bool):
+        return _BAD_BOOL
+    if isinstance(value, int):
+        return [v for v in _BAD_INT if not (value < 0 and v == -1)] if value >= 0 else [2.5, True, "x", None]
+    if isinstance(value, float):
+        return [-1.0, "x", None, True, float("inf")]
+    if isinstance(value, list):
+        return _BAD_LIST
+    return _BAD_TEXT + ["median", "pow", ""]
+
+
+def graph_attribute_cases() -> list[Case]:
+    argv = ("plan", "--model", "{tmp}/g.json", "--planner", "greedy")
+    cases = []
+    for index, op in enumerate(GRAPH_ALL_TYPES["operators"]):
+        attrs = op.get("attrs", {})
+        for key, value in attrs.items():
+            for bad in _bad_values(value):
+                if key in ("axis",) and op["type"] == "Softmax" and isinstance(bad, int) and not isinstance(bad, bool):
+                    continue  # any integer axis is an axis (-1: the last)
+                if key == "description" and isinstance(bad, str) or (key, repr(bad)) in _VALID_FOR_KEY:
+                    continue
+                data = copy.deepcopy(GRAPH_ALL_TYPES)
+                data["operators"][index]["attrs"][key] = bad
+                text = json.dumps(data, allow_nan=True).replace("Infinity", "1e999")
+                cases.append(Case(f"graph-attr-{op['name']}-{key}={bad!r}", argv, {"g.json": text},
+                                  ("g.json", op["name"])))
+        data = copy.deepcopy(GRAPH_ALL_TYPES)
+        data["operators"][index].setdefault("attrs", {})["colour"] = "red"
+        cases.append(Case(f"graph-attr-{op['type']}-{op['name']}-unknown", argv, {"g.json": json.dumps(data)},
+                          ("g.json", op["name"], "colour")))
+    head = next(i for i, op in enumerate(GRAPH_ALL_TYPES["operators"]) if op["name"] == "head")
+    for owner, fragment in (("nope", "nope"), ("head", "head"), ("fc", "10 x 16"), ("act", "Unary"), ("", "tied_to")):
+        data = copy.deepcopy(GRAPH_ALL_TYPES)
+        data["operators"][head]["attrs"]["tied_to"] = owner
+        cases.append(Case(f"graph-tied-to-{owner or 'empty'}", argv, {"g.json": json.dumps(data)}, ("g.json", fragment)))
+    return cases
+
+
+# ---------------------------------------------------------------------------------------------
+# Zoo numbers in other scripts' digits, and transformer widths that do not fit their heads
+def zoo_shape_cases() -> list[Case]:
+    from solver_plan.graph.zoo import model_names, model_options
+
+    cases = []
+    for name in model_names():
+        options = model_options(name)
+        ints = [key for key, value in options.items() if isinstance(value, int) and not isinstance(value, bool)]
+        for key in ints[:1]:
+            for digits in ("\uff11", "\u0661", "\u096a"):  # full-width 1, Arabic-Indic 1, Devanagari 4
+                cases.append(Case(f"zoo-{name}-{key}-digit-{ord(digits):x}",
+                                  ("plan", "--model", f"{name}:{key}={digits}", "--planner", "greedy"), {}, (key,)))
+        if {"hidden", "heads", "head_dim"} <= set(options) and options["hidden"] == options["heads"] * options["head_dim"]:
+            for spec in (f"{name}:heads={options['heads'] + 1}", f"{name}:hidden=3", f"{name}:hidden={options['hidden'] * 2 + 1}"):
+                cases.append(Case(f"zoo-width-{spec}", ("plan", "--model", spec, "--planner", "greedy"), {},
+                                  (name, "head_dim")))
+    cases.append(Case("zoo-seed-negative", ("plan", "--model", "lenet", "--planner", "greedy", "--seed", "-1"), {},
+                      ("--seed",)))
+    return cases
+
+
+# ---------------------------------------------------------------------------------------------
+# Job files: names, time limits past what waits can hold, hybrid options checked when the jobs load
+HYBRID_JOB = ("jobs:\n  - name: h\n    kind: hybrid\n    models: ['{model}']\n    clusters: [v100x8-nvlink]\n"
+              "    planners: [{{name: hybrid, options: {options}}}]\n    time_limit: 5\n")
+
+
+def job_limit_cases() -> list[Case]:
+    argv = ("batch", "{tmp}/j.yaml", "--out", "{tmp}/out")
+    cases = []
+    for label, name in (("empty", '""'), ("blank", '"  "'), ("parent", '"../../evil"'), ("slash", '"a/b"'),
+                        ("dot", '"."'), ("dotdot", '".."'), ("backslash", '"a\\\\b"'), ("tab", '"a\\tb"'),
+                        ("newline", '"a\\nb"'), ("long", "x" * 201)):
+        text = _job_text(("  - name: small", f"  - name: {name}"))
+        cases.append(Case(f"jobs-name-{label}", argv, {"j.yaml": text}, ("j.yaml", "name")))
+    for value in ("1e30", "1e8", "100000000s", "1e308"):
+        cases.append(Case(f"jobs-time-limit-{value}", argv,
+                          {"j.yaml": _job_text(("    time_limit: 5", f"    time_limit: {value}"))}, ("j.yaml", "time_limit")))
+        cases.append(Case(f"jobs-defaults-time-limit-{value}", argv,
+                          {"j.yaml": _job_text(("  time_limit: 5", f"  time_limit: {value}"))}, ("j.yaml", "time_limit")))
+    if "hybrid" in _commands():
+        model = "gpt3-175B:layers=4"
+        for options, fragment in (("{batch: 0}", "batch"), ("{batch: -8}", "batch"), ("{batch: 1e308}", "batch"),
+                                  ("{batch: 2.5}", "batch"), ("{batch: abc}", "batch"), ("{batch: true}", "batch"),
+                                  ("{batch: 1000000000000}", "batch"), ("{}", "batch"),
+                                  ("{batch: 8, fix: 'tp=abc'}", "fix"), ("{batch: 8, fix: 'colour=3'}", "fix"),
+                                  ("{batch: 8, fix: 5}", "fix")):
+            cases.append(Case(f"jobs-hybrid-options-{options}", argv,
+                              {"j.yaml": HYBRID_JOB.format(model=model, options=options)}, ("j.yaml", fragment)))
+        for cnn in ("resnet50", "lenet", "mlp", "bert-base", "t5-small"):
+            cases.append(Case(f"jobs-hybrid-model-{cnn}", argv,
+                              {"j.yaml": HYBRID_JOB.format(model=cnn, options="{batch: 8}")}, ("j.yaml", cnn)))
+        hybrid = ("hybrid", "--model", "gpt2", "--cluster", "v100x8-nvlink", "--time-limit", "4")
+        for batch in ("1000000000000", "16777217"):
+            cases.append(Case(f"hybrid-batch-{batch}", hybrid + ("--batch", batch), {}, ("--batch", batch)))
+    return cases
+
+
 GENERATORS = (cluster_cases, model_cases, profile_cases, blocks_cases, job_cases, cli_cases, hf_cases,
-              graph_file_cases, other_command_cases, corpus_cases)
+              graph_file_cases, other_command_cases, corpus_cases, special_file_cases, graph_attribute_cases,
+              zoo_shape_cases, job_limit_cases)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import bad_input_cases as cases_module
-from bad_input_cases import GENERATORS, PLAN_CLUSTER, PLAN_MODEL, Case, plan_cases
+from bad_input_cases import GENERATORS, PLAN_CLUSTER, PLAN_MODEL, Case, Special, plan_cases
 from solver_plan.cli import main
 
 sys.setrecursionlimit(max(sys.getrecursionlimit(), 1000))  # the default: deep inputs must not need more
@@ -29,7 +29,14 @@ def materialise(case: Case, tmp_path: Path) -> list[str]:
     for name, content in case.files.items():
         path = tmp_path / name
         path.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(content, bytes):
+        if isinstance(content, Special):
+            if content.kind == "fifo":
+                os.mkfifo(path)
+            elif content.kind == "folder":
+                path.mkdir()
+            else:
+                path.symlink_to(content.kind.removeprefix("link:"))
+        elif isinstance(content, bytes):
             path.write_bytes(content)
         else:
             path.write_text(content)
@@ -90,6 +97,10 @@ def test_unmutated_inputs_are_accepted(plan_document, tmp_path, capsys):
     assert main(["batch", str(tmp_path / "j.yaml"), "--out", str(tmp_path / "out"), "--list"]) == 0
     (tmp_path / "p.json").write_text(json.dumps(plan_document))
     assert main(["simulate", "--plan", str(tmp_path / "p.json")]) == 0
+    (tmp_path / "g.json").write_text(json.dumps(cases_module.GRAPH_ALL_TYPES))
+    assert main(["plan", "--model", str(tmp_path / "g.json"), "--planner", "greedy"]) == 0
+    (tmp_path / "h.yaml").write_text(cases_module.HYBRID_JOB.format(model="gpt3-175B:layers=4", options="{batch: 8}"))
+    assert main(["batch", str(tmp_path / "h.yaml"), "--out", str(tmp_path / "hout"), "--list"]) == 0
     capsys.readouterr()
 
 
