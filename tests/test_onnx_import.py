@@ -350,3 +350,82 @@ def test_llama_style_export_unfused_keeps_buffers_apart(tmp_path):
     expand = g.op("k_rep/expand")
     assert expand.op_type == OpType.PROFILED and expand.flops == 0 and expand.attr("onnx_op") == "Expand"
     assert g.op("scores").op_type == OpType.MATMUL and g.op("scores").output.shape == (1, 4, 8, 8)
+
+
+# --- real exports (tests/fixtures/onnx, made by scripts/make_onnx_fixtures.py) -----------------
+FIXTURES = __import__("pathlib").Path(__file__).parent / "fixtures" / "onnx"
+MANIFEST = __import__("json").loads((FIXTURES / "manifest.json").read_text())
+MATRIX_PRODUCTS = (OpType.LINEAR, OpType.CONV2D, OpType.MATMUL)
+
+
+def _matrix_product_flops(g) -> float:
+    """Forward FLOPs of the matrix products (biases included), as the independent count counts
+    them: Linear, Conv2d and MatMul operators, and the two products inside each fused Attention
+    (scores and context: 2 x 2 x sequence^2 x width per sample), read from its input shapes."""
+    total = sum(op.flops for op in g if op.op_type in MATRIX_PRODUCTS)
+    for op in g:
+        if op.op_type == OpType.ATTENTION:
+            (n, sq, width), (_, sk, _) = (g.tensor(t).shape for t in op.inputs[:2])
+            total += 4 * n * sq * sk * width
+    return total
+
+
+@pytest.mark.parametrize("stem", sorted(MANIFEST))
+def test_real_export_parameters_and_flops(stem):
+    """Each real torch.onnx export: parameters equal torch's count (less what the exporter itself
+    folded away, recorded by the script), matrix-product FLOPs within 1% of FlopCounterMode's."""
+    entry = MANIFEST[stem]
+    g = load_onnx(FIXTURES / entry["file"], entry["options"])
+    assert g.total_params == entry["torch_parameters"] - entry["parameters_folded_by_exporter"]
+    assert _matrix_product_flops(g) == pytest.approx(entry["independent_forward_flops"], rel=0.01)
+    inputs = [op for op in g if op.op_type == OpType.INPUT]
+    assert [tuple(op.output.shape) for op in inputs] == [tuple(entry["input_shape"])]
+
+
+def test_real_exports_keep_their_attention_and_tables():
+    """GPT-2 (classic exporter) fuses both blocks' attention; its learned position table and
+    ViT's class token and position embedding are parameters of the operators that add them."""
+    gpt2 = load_onnx(FIXTURES / "gpt2_tiny.onnx")
+    assert sum(op.op_type == OpType.ATTENTION for op in gpt2) == 2
+    assert any(op.op_type == OpType.PROFILED and op.params == 32 * 64 for op in gpt2)  # wpe: 32 positions x 64
+    vit = load_onnx(FIXTURES / "vit_tiny.onnx")
+    assert sorted(op.params for op in vit if op.op_type == OpType.PROFILED and op.params) == [64, 17 * 64]
+
+
+def _table_model(tmp_path, table_values, op_type="Add"):
+    """x (1, 4, 8) + or * a (1, 4, 8) table reached through Gather(table, constant positions)."""
+    positions = _ints("positions", [0, 1, 2, 3])
+    table = numpy_helper.from_array(np.asarray(table_values, np.float32).reshape(6, 8), "table")
+    nodes = [helper.make_node("Gather", ["table", "positions"], ["rows"], name="lookup"),
+             helper.make_node("Unsqueeze", ["rows", "axis0"], ["rows3"], name="batch_axis"),
+             helper.make_node(op_type, ["x", "rows3"], ["y"], name="combine")]
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 8])
+    return _save(tmp_path, nodes, [x], [y], [table, positions, _ints("axis0", [0])])
+
+
+def test_learned_table_added_is_a_parameter_but_masks_and_multiplied_caches_are_not(tmp_path):
+    rng = np.random.default_rng(0)
+    assert load_onnx(_table_model(tmp_path, rng.normal(size=48))).op("combine").params == 48
+    mask = np.where(rng.random(48) < 0.5, 0.0, -1e9)
+    assert load_onnx(_table_model(tmp_path, mask)).op("combine").params == 0
+    assert load_onnx(_table_model(tmp_path, rng.normal(size=48), "Mul")).op("combine").params == 0
+
+
+def test_shape_arithmetic_is_folded(tmp_path):
+    """An Expand whose shape is computed with Where/Equal/ConstantOfShape (ViT's class token, as
+    torch's classic exporter writes it) gets a known shape, and the class token counts."""
+    token = numpy_helper.from_array(np.ones((1, 1, 8), np.float32), "token")
+    N = helper.make_node
+    nodes = [N("Constant", [], ["dims"], value=numpy_helper.from_array(np.array([3, -1, -1], np.int64))),
+             N("ConstantOfShape", ["three"], ["ones"], value=numpy_helper.from_array(np.array([1], np.int64))),
+             N("Mul", ["ones", "minus1"], ["minus"], name="minus"),
+             N("Equal", ["dims", "minus"], ["is_minus"], name="is_minus"),
+             N("Where", ["is_minus", "ones", "dims"], ["shape"], name="where"),
+             N("Expand", ["token", "shape"], ["tokens"], name="expand"),
+             N("Concat", ["tokens", "x"], ["y"], axis=1, name="prepend")]
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 4, 8])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 5, 8])
+    inits = [token, _ints("three", [3]), _ints("minus1", [-1])]
+    g = load_onnx(_save(tmp_path, nodes, [x], [y], inits))
+    assert g.op("prepend").output.shape == (3, 5, 8) and g.op("prepend").params == 8

@@ -28,9 +28,15 @@ Mapping (ONNX -> OpType):
   unsupported operator type. Nothing is ever silently free.
 Scaled dot-product attention written in primitives (reshape/transpose to heads, MatMul, scale,
 mask, Softmax, MatMul, back) becomes one Attention (onnx_attention.py), so plans may split it by
-heads as the zoo's attention. Nodes that only compute constants or shapes (Shape, Constant, Range, and whatever consumes only
-those) are folded away. Parameters are the float initializers of more than one element that
-mapped operators consume (and constant vectors, above). A rank-0 tensor becomes shape (1,).
+heads as the zoo's attention. Shape arithmetic on constants is evaluated first (onnx_fold.py), so
+shapes computed at run time (ViT's class-token Expand) are known. Nodes that only compute
+constants or shapes (Shape, Constant, Range, and whatever consumes only those) are folded away.
+Parameters are the float initializers of more than one element that mapped operators consume,
+directly or through value-preserving constant nodes (views, Expand, Slice, Concat, a Gather at
+constant positions): constant vectors (above), learned tables added to activations (GPT-2's and
+BERT's position and token-type tables, ViT's position embedding) and pieces concatenated to them
+(ViT's class token); additive masks (0 / very negative values) and constants multiplied in (rotary
+caches) are buffers. A rank-0 tensor becomes shape (1,).
 """
 from __future__ import annotations
 
@@ -57,6 +63,8 @@ DATA_MOVEMENT = ("Slice", "Expand", "Tile", "Pad", "Where", "Gather", "GatherEle
                  "Range", "ConstantOfShape", "Compress", "ReverseSequence")
 REDUCTIONS = ("ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL2", "ReduceSumSquare",
               "ArgMax", "ArgMin", "TopK", "CumSum")
+VALUE_PRESERVING = ("Identity", "Cast", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Expand", "Tile",
+                    "Slice", "Gather", "Concat")  # a constant's values pass through these unchanged
 METADATA = ("Shape", "Size", "Constant")  # outputs describe shapes or constants, never activations
 DATA_INPUTS = {"Reshape": (0,), "Expand": (0,), "Slice": (0,), "Squeeze": (0,), "Unsqueeze": (0,), "Tile": (0,),
                "Pad": (0,), "Resize": (0,), "Upsample": (0,), "Split": (0,), "TopK": (0,), "ConstantOfShape": (),
@@ -95,10 +103,15 @@ def load_onnx(path: str | Path, options: dict[str, str] | None = None, name: str
     if not model.graph.node:
         raise InputError("the ONNX model has no nodes (truncated or not a model?)", where)
     _fix_input_dims(model, dims, where)
-    try:
-        model = onnx.shape_inference.infer_shapes(model, data_prop=True)
-    except Exception as exc:
-        raise InputError(f"ONNX shape inference failed ({str(exc).splitlines()[0][:160]})", where) from None
+
+    def infer(model):
+        try:
+            return onnx.shape_inference.infer_shapes(model, data_prop=True)
+        except Exception as exc:
+            raise InputError(f"ONNX shape inference failed ({str(exc).splitlines()[0][:160]})", where) from None
+
+    from solver_plan.graph.importers.onnx_fold import fold_shape_arithmetic
+    model = fold_shape_arithmetic(onnx, model, infer)
     try:
         return _Importer(onnx, model, where, opaque).run(name or path.stem)
     except GraphError as exc:
@@ -161,6 +174,7 @@ class _Importer:
         self.folded: dict[str, str] = {}  # output of a bias Add folded into a Linear -> the Linear's output
         self.names: set[str] = set()
         self.const_src: dict[str, str] = {}
+        self.const_producer: dict[str, object] = {}  # output of a folded (constant) node -> the node
         self.claimed: dict[str, str] = {}  # initializer -> the operator that owns its parameters
         self.active = self._active_nodes()
         from solver_plan.graph.importers.onnx_attention import find_attention
@@ -191,14 +205,14 @@ class _Importer:
                 shape = self.shape(tensor.name, "the graph inputs")
                 self.tensors[tensor.name] = self.b.input(shape, name=self._unique(tensor.name))
         unknown = sorted({n.op_type for i, n in enumerate(self.model.graph.node)
-                          if self._is_activation(n) and i not in self.fused and not self._known(n)})
+                          if i in self.active and i not in self.fused and not self._known(n)})
         if unknown and not self.opaque:
             raise InputError(f"unsupported ONNX operator(s) {', '.join(unknown)}; import them as opaque operators "
                              f"(1 FLOP per output element) with {self.where}:{OPTION_OPAQUE}=1", self.where)
         for index, node in enumerate(self.model.graph.node):
             if index in self.attention:
                 self._attention(node, index, self.attention[index])
-            elif self._is_activation(node) and index not in self.fused:
+            elif index in self.active and index not in self.fused:
                 self._import(node, index)
         if len(self.b._ops) == len([t for t in self.model.graph.input if t.name not in self.initializers]):
             raise InputError("no operator of the model consumes its inputs", self.where)
@@ -219,14 +233,13 @@ class _Importer:
             if node.op_type not in METADATA and any(n in live for n in self._data_inputs(node)):
                 active.add(index)
                 live.update(o for o in node.output if o)
-            elif node.op_type in ("Transpose", "Identity", "Cast", "Reshape", "Squeeze", "Unsqueeze") and node.input:
-                self.const_src[node.output[0]] = node.input[0]  # a weight seen through a view
+            else:
+                for output in node.output:
+                    self.const_producer[output] = node
+                if node.op_type in ("Transpose", "Identity", "Cast", "Reshape", "Squeeze", "Unsqueeze") and node.input:
+                    self.const_src[node.output[0]] = node.input[0]  # a weight seen through a view
         self.live = live
-        self.index_of = {id(node): i for i, node in enumerate(self.model.graph.node)}
         return active
-
-    def _is_activation(self, node) -> bool:
-        return self.index_of[id(node)] in self.active
 
     def _known(self, node) -> bool:
         t = node.op_type
@@ -263,13 +276,45 @@ class _Importer:
     def _is_weight(self, name: str) -> bool:
         return name not in self.live and self.shapes.get(name) is not None
 
-    def _params(self, names) -> int:
+    def _learned_sources(self, name: str) -> list[str]:
+        """The float initializers (more than one element) whose values reach the constant `name`
+        unchanged: through views, Expand, Tile, Slice, Concat and table lookups (a learned position
+        table gathered by constant positions, a class token expanded over the batch). Values that
+        pass through arithmetic (rotary caches computed from inv_freq, masks) are derived buffers."""
+        sources, stack, seen = [], [name], set()
+        while stack:
+            current = stack.pop()
+            if current in seen:
+                continue
+            seen.add(current)
+            t = self.initializers.get(current)
+            if t is not None:
+                if t.data_type in FLOAT_TYPES and math.prod(t.dims) > 1:
+                    sources.append(current)
+                continue
+            node = self.const_producer.get(current)
+            if node is None or node.op_type not in VALUE_PRESERVING:
+                continue
+            stack.extend(n for n in node.input[:None if node.op_type == "Concat" else 1] if n)
+        return sources
+
+    def _is_mask(self, name: str) -> bool:
+        """An additive attention mask: 0 where attending, a huge negative number elsewhere (only
+        decidable when the file holds the values)."""
+        t = self.initializers[name]
+        if not (t.raw_data or t.float_data):
+            return False
+        values = self.onnx.numpy_helper.to_array(t)
+        return bool(((values == 0) | (values <= -1e4)).all() and (values <= -1e4).any())
+
+    def _params(self, names, masks_excluded: bool = False) -> int:
         total = 0
         for n in names:
-            t = self.initializers.get(self._root(n))
-            if t is not None and t.data_type in FLOAT_TYPES and math.prod(t.dims) > 1 and \
-                    self._claim(n, "opaque") is None:
-                total += math.prod(t.dims)
+            for source in self._learned_sources(n):
+                if masks_excluded and self._is_mask(source):
+                    continue
+                if self._claim(source, "opaque") is None:
+                    total += math.prod(self.initializers[source].dims)
         return total
 
     def _activations(self, node) -> list[Tensor]:
@@ -340,8 +385,12 @@ class _Importer:
             self._opaque(node, label, math.prod(out), 0)  # mutual broadcast: no Binary counterpart
             return
         # a learned per-feature vector (a decomposed norm's scale or shift, an unfused bias) is a
-        # parameter; higher-rank constants (rotary cos/sin caches, masks) are buffers
-        params = self._params([c for c in consts if len(self.shapes.get(c) or ()) == 1])
+        # parameter; so is a learned table added to the activations (position embeddings: GPT-2's
+        # wpe, BERT's position and token-type tables, ViT's pos_embedding); other higher-rank
+        # constants (rotary cos/sin caches multiplied in, additive masks) are buffers
+        additive = node.op_type in ("Add", "Sub")
+        params = self._params([c for c in consts if additive or len(self.shapes.get(c) or ()) == 1],
+                              masks_excluded=True)
         if params or tuple(acts[0].shape) != out:
             self._opaque(node, label, math.prod(out), params)
         else:
