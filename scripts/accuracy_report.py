@@ -157,11 +157,14 @@ def _transformer_tflops(entry) -> tuple[float, str]:
     shipped `a100-80gb-superpod` preset (DGX A100 nodes with Selene's 8 x 200 Gb/s HDR per node)."""
     from solver_plan.hybrid import evaluate
     from solver_plan.hybrid.model import transformer_spec
-    points = {p["name"]: p for p in yaml.safe_load(HYBRID_POINTS.read_text())["points"]}
+    data = yaml.safe_load(HYBRID_POINTS.read_text())
+    points = {p["name"]: p for p in data["points"]}
     point = points[entry["hybrid_point"]]
     spec = transformer_spec(point["model"])
     fix = dict(point["fix"])
-    result = evaluate(point["model"], "a100-80gb-superpod", point["global_batch"], fix, memory_limit="none")
+    runtime = data.get("defaults", {}).get("runtime")  # the runtime those papers ran (megatron-2021)
+    result = evaluate(point["model"], "a100-80gb-superpod", point["global_batch"], fix, memory_limit="none",
+                      runtime=runtime)
     step = result.step_time_s
     if step is None:
         raise RuntimeError(f"hybrid evaluation gave no step time: {result.status.value} {result.notes}")
