@@ -77,7 +77,8 @@ def export(commit: str, into: Path) -> None:
     archive.unlink()
 
 
-def run_step(step: Step, tree: Path, scratch: Path) -> float:
+def run_step(step: Step, tree: Path, scratch: Path) -> float | None:
+    """Seconds the step took, or None when it failed (its outputs are then not copied)."""
     out = scratch / step.name
     out.mkdir(parents=True)
     if step.name == "compare-standard" and not (tree / RECORDS).exists():
@@ -94,7 +95,8 @@ def run_step(step: Step, tree: Path, scratch: Path) -> float:
     result = subprocess.run(command, cwd=tree, env=env, text=True, stdout=subprocess.PIPE)
     print(result.stdout[-3000:], end="")
     if result.returncode != 0:
-        raise SystemExit(f"[{step.name}] failed with exit status {result.returncode}")
+        print(f"[{step.name}] FAILED with exit status {result.returncode}; docs/ keeps its earlier outputs", flush=True)
+        return None
     return time.perf_counter() - began
 
 
@@ -142,18 +144,22 @@ def main(argv=None) -> int:
         return 0
     commit = git("rev-parse", "--short", args.commit)
     steps = [s for s in STEPS if not args.only or s.name in args.only]
-    entries = {}
+    entries, failed = {}, []
     with tempfile.TemporaryDirectory(prefix="regenerate-docs-") as temp:
         tree, scratch = Path(temp) / "tree", Path(temp) / "scratch"
         export(commit, tree)
         for step in steps:
             seconds = run_step(step, tree, scratch)
+            if seconds is None:
+                failed.append(step.name)
+                continue
             files = copy_outputs(step, scratch)
             entries[step.name] = (commit, time.strftime("%Y-%m-%d %H:%M", time.gmtime()), seconds, files)
             print(f"[{step.name}] {seconds:.0f} s: wrote {', '.join(files)}", flush=True)
     write_manifest(entries)
-    print(f"wrote {MANIFEST}; documents generated at commit {commit}")
-    return 0
+    print(f"wrote {MANIFEST}; documents generated at commit {commit}"
+          + (f"; FAILED: {', '.join(failed)}" if failed else ""))
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
