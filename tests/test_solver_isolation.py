@@ -237,3 +237,13 @@ def test_batch_and_compare_count_a_failed_solver_as_failed(tmp_path, broken_high
     milp_rows = [line for line in table.splitlines() if line.startswith("|") and "| milp |" in line]
     assert milp_rows and "| milp | 1 | 0 | 0 |" in milp_rows[0], milp_rows
     _no_solver_output(process)
+
+
+def test_our_highs_backend_and_pulps_highs_do_not_share_a_process():
+    """HiGHS fixes its thread count per process at the first solve: PuLP's HiGHS (1 thread) after
+    our backend in one worker answered "Not Solved" at once, read as a time-out."""
+    problem = random_problem(10, seed=4, shape="dag")
+    assert solve(problem, "milp", time_limit=60).status is Status.OPTIMAL
+    reference = solve(problem, "reference-highs", time_limit=60)
+    assert reference.status is Status.OPTIMAL, reference.notes
+    assert {"highspy", "highspy:pulp"} <= set(isolated._workers)

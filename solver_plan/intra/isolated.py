@@ -51,8 +51,12 @@ class SolverFailure(RuntimeError):
 
 
 def runs_in_worker(library: str, *, killable: bool = False, timeout: float | None = None) -> bool:
-    """Whether a call for `library` goes to a worker: decided by the library and the call alone."""
-    return library in ALWAYS_ISOLATED or (killable and timeout is not None)
+    """Whether a call for `library` goes to a worker: decided by the library and the call alone.
+    `library` may name a worker of its own after a colon ("highspy:pulp"): callers whose use of a
+    library conflicts with another's in one process get separate workers (HiGHS fixes its thread
+    count for the whole process at the first solve; PuLP's HiGHS asks for 1 thread later and fails
+    with "Not Solved" in a process where our backend solved first)."""
+    return library.split(":")[0] in ALWAYS_ISOLATED or (killable and timeout is not None)
 
 
 def _remaining(ends: float | None) -> float | None:

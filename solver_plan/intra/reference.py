@@ -88,7 +88,9 @@ def solve_reference(data: dict, solver: str, time_limit: float | None) -> dict:
         backend = pulp.PULP_CBC_CMD(msg=False, timeLimit=limit, threads=1, gapRel=OPTIMALITY_GAP)
     else:
         backend = pulp.HiGHS(msg=False, timeLimit=limit, threads=1, gapRel=OPTIMALITY_GAP)
+    solve_started = time.monotonic()
     model.solve(backend)
+    solve_s = time.monotonic() - solve_started
     assignment = []
     for row in s:
         chosen = [k for k, x in enumerate(row) if (x.varValue or 0.0) > 0.5]
@@ -103,6 +105,10 @@ def solve_reference(data: dict, solver: str, time_limit: float | None) -> dict:
     status = {pulp.LpSolutionOptimal: "OPTIMAL", pulp.LpSolutionIntegerFeasible: "TIME_LIMIT",
               pulp.LpSolutionInfeasible: "INFEASIBLE", pulp.LpSolutionNoSolutionFound: "TIME_LIMIT"}.get(
         model.sol_status, "ERROR")
+    if status == "TIME_LIMIT" and assignment is None and (limit is None or solve_s < 0.5 * limit):
+        # "no solution found" long before the limit is a solver failure, not a time-out
+        status = "ERROR"
+        notes.append(f"{solver} stopped after {solve_s:.2f} s without a solution, before its time limit")
     if status == "OPTIMAL" and bound is None:  # CBC proved it within OPTIMALITY_GAP
         bound = pulp.value(model.objective)
     notes.append(f"{solver}: {pulp.LpStatus[model.status]}, solution status {model.sol_status}")
@@ -115,7 +121,7 @@ def _core(solver: str):
         data = problem_data(problem)
         try:
             if solver == "highs":
-                out = isolated.call("highspy", __name__, "solve_reference", timeout=remaining, killable=True,
+                out = isolated.call("highspy:pulp", __name__, "solve_reference", timeout=remaining, killable=True,
                                     data=data, solver=solver, time_limit=remaining)
             else:
                 out = call_in_subprocess(solve_reference, (data, solver, remaining), remaining)
