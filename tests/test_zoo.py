@@ -202,7 +202,7 @@ def test_mlp_counts_follow_its_shape(layers, hidden, batch):
 
 @pytest.mark.parametrize("spec, message", [
     ("mlp:hiden=3", "mlp: unknown option 'hiden' (options: batch, hidden, layers)"),
-    ("resnet5", "unknown model 'resnet5' (models: lenet, alexnet"),
+    ("resnet5", "unknown model 'resnet5' (did you mean 'resnet50'?) (models: lenet, alexnet"),
     ("mlp:layers=0", "mlp: option 'layers' expects a positive integer, got '0'"),
     ("mlp:layers=-2", "mlp: option 'layers' expects a positive integer"),
     ("mlp:layers=two", "mlp: option 'layers' expects a positive integer, got 'two'"),
