@@ -4,12 +4,17 @@ Backends (option backend=): "highs" (default; highspy, HiGHS' time limit plus a 
 watchdog; in process unless ortools was loaded first, see isolated) and "cbc" (PuLP + CBC, in a
 forked subprocess whose process group is killed at the wall-clock limit, because CBC can overrun
 its own limit). Both solve the LP relaxation first and accept an integral LP optimum as proven.
+
+Under a memory limit that can bind (option lagrangian, default on), the Lagrangian relaxation of the
+memory rows runs first (lagrangian_fixing): its bound, its plan as incumbent, and the model built on
+the candidates its multipliers leave open only.
 """
 from __future__ import annotations
 
 from solver_plan.errors import InputError
 from solver_plan.intra import isolated
 from solver_plan.intra.harness import Answer, Context, call_in_subprocess, run_planner
+from solver_plan.intra.lagrangian_fixing import Restriction, lagrangian_restriction
 from solver_plan.intra.linear_model import config_model, encode, outcome_answer
 from solver_plan.intra.problem import ConfigProblem
 from solver_plan.planners import register
@@ -30,8 +35,9 @@ def check_milp_options(options: dict) -> None:
     backend = options.get("backend", "highs")
     if backend not in BACKENDS:
         raise InputError(f"unknown MILP backend {backend!r}; expected one of {', '.join(BACKENDS)}", "backend")
-    if not isinstance(options.get("relax_first", True), bool):
-        raise InputError(f"must be true or false, got {options['relax_first']!r}", "relax_first")
+    for flag in ("relax_first", "lagrangian"):
+        if not isinstance(options.get(flag, True), bool):
+            raise InputError(f"must be true or false, got {options[flag]!r}", flag)
 
 
 def _milp_core(problem: ConfigProblem, context: Context) -> Answer:
@@ -40,8 +46,37 @@ def _milp_core(problem: ConfigProblem, context: Context) -> Answer:
         raise InputError(f"unknown MILP backend {backend!r}; expected one of {', '.join(BACKENDS)}", "backend")
     if context.deadline.expired():
         return Answer(Status.TIME_LIMIT, notes=("no time left for the MILP after the heuristics",))
+    restriction = None
+    if context.options.get("lagrangian", True):
+        restriction = lagrangian_restriction(problem, context.deadline, context.incumbent)
+    if restriction is None:
+        return _solve_model(problem, context.incumbent, context, backend)
+    if restriction.incumbent is not None and restriction.incumbent != context.incumbent:
+        # the harness keeps it should the solver fail
+        context.incumbent, context.incumbent_source = restriction.incumbent, "Lagrangian"
+    start = restriction.encode(restriction.incumbent) if restriction.incumbent is not None else None
+    answer = _solve_model(restriction.problem, start, context, backend)
+    return widened(problem, answer, restriction)
+
+
+def widened(problem: ConfigProblem, answer: Answer, restriction: Restriction) -> Answer:
+    """An answer on the restricted problem as one on `problem`: plan decoded, bound made global, and
+    the Lagrangian plan kept when the solver found nothing better."""
+    notes = (restriction.note,) + answer.notes
+    bound = restriction.problem_bound(answer.lower_bound)
+    plan = restriction.decode(answer.assignment) if answer.assignment is not None else None
+    incumbent = restriction.incumbent
+    if incumbent is not None and (plan is None or problem.objective(incumbent) < problem.objective(plan)):
+        status = Status.TIME_LIMIT if answer.status is Status.TIME_LIMIT else Status.FEASIBLE
+        if answer.status is Status.OPTIMAL:  # restricted optimum above the incumbent: rounding
+            status = Status.FEASIBLE
+        return Answer(status, incumbent, bound, notes + ("kept the Lagrangian plan (no better found)",))
+    return Answer(answer.status, plan, bound, notes)
+
+
+def _solve_model(problem: ConfigProblem, incumbent, context: Context, backend: str) -> Answer:
     model = config_model(problem)
-    start = encode(model, problem, context.incumbent) if context.incumbent is not None else None
+    start = encode(model, problem, incumbent) if incumbent is not None else None
     remaining = context.deadline.remaining()
     if remaining is not None and remaining < MIN_SOLVER_S:
         return Answer(Status.TIME_LIMIT, notes=("no time left for the MILP after building it",))
@@ -59,7 +94,7 @@ def _milp_core(problem: ConfigProblem, context: Context) -> Answer:
     return outcome_answer(model, outcome)
 
 
-@register("milp", "config", options=("backend", "relax_first"), exact=True, check_values=check_milp_options,
+@register("milp", "config", options=("backend", "relax_first", "lagrangian"), exact=True, check_values=check_milp_options,
           description="one-hot MILP (HiGHS by default, CBC via PuLP), LP relaxation first")
 def plan_milp(problem: ConfigProblem, *, time_limit=None, seed=0, warm_start=None, **options):
     return run_planner("milp", problem, _milp_core, exact=True, time_limit=time_limit, seed=seed,

@@ -1,0 +1,193 @@
+"""Lagrangian relaxation of the memory rows: a proven bound, plans, and candidates it rules out.
+
+For multipliers lam_d >= 0 (seconds per memory limit, one per device whose row can bind), every
+memory-feasible plan x satisfies
+  objective(x) >= objective(x) + sum_d lam_d (memory_d(x) / M - 1) =: L(x, lam),
+and L(x, lam) is the objective of the unconstrained problem whose candidate costs carry the
+penalty memory / M x (sum of lam_d over the devices the candidate uses), minus sum_d lam_d. Its
+minimum over all plans is the Lagrangian bound (Held and Karp 1971; Fisher 1981). The inner
+minimum is solved by the forest DP (forest_dp): exactly on a forest (chains, trees), and on other
+graphs as a lower bound after min-sum diffusion (dual_ascent), whose reparametrisation keeps every
+plan's cost, so the edges outside the spanning forest lose little when cut to their smallest entry.
+The DP's min-marginals bound every plan that uses a given candidate: a candidate whose bound
+exceeds a known plan's cost is in no better plan and can be removed before an exact model is built
+(Lagrangian reduced-cost fixing). Multipliers follow projected subgradient steps with Polyak's step
+length towards the best known plan's cost.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from solver_plan.intra.dual_ascent import reparametrise
+from solver_plan.intra.forest_dp import Forest, spanning_forest
+from solver_plan.intra.problem import ConfigProblem
+
+DIFFUSION_SHARE = 0.3  # of the Lagrangian's time, for the reparametrisation of non-forest graphs
+MAX_STEPS = 200
+STALL_STEPS = 6  # steps without a better bound before the step length is halved
+MIN_STEP_FACTOR = 1e-3
+RAISE_STEPS = 60  # raises of the multipliers of the devices over the limit, until a minimiser fits
+RAISE_FACTOR = 1.1
+REDIFFUSIONS = 3  # diffusions at the best multipliers, each followed by more steps
+CLOSED_GAP = 1e-7  # relative: a bound this close to a known plan's cost ends the ascent
+ROUNDING_SLACK = 1e-9  # relative: reparametrised costs equal the original up to float rounding
+
+
+@dataclass(frozen=True, eq=False)
+class LagrangianBound:
+    bound: float  # no memory-feasible plan costs less
+    multipliers: np.ndarray  # per device, seconds per memory limit
+    candidate_bounds: tuple[np.ndarray, ...]  # per node and candidate: no feasible plan using it costs less
+    plans: tuple[tuple[int, ...], ...]  # minimisers met on the way (they may break memory), best bound first
+    steps: int
+    exact_inner: bool  # the graph is a forest: each inner minimum was exact
+
+    def open_candidates(self, upper_bound: float, keep=None) -> tuple[np.ndarray, ...]:
+        """Per node, the candidates that may still be in a plan cheaper than `upper_bound` (and the
+        choices of the plan `keep`, so that plan stays expressible)."""
+        threshold = upper_bound - ROUNDING_SLACK * (1.0 + abs(upper_bound))
+        masks = [bounds < threshold for bounds in self.candidate_bounds]
+        if keep is not None:
+            for node, choice in enumerate(keep):
+                masks[node][choice] = True
+        return tuple(np.flatnonzero(mask) for mask in masks)
+
+
+class _Penalties:
+    """Memory / limit of every candidate on every device, to price multipliers fast."""
+
+    def __init__(self, problem: ConfigProblem, binding: np.ndarray):
+        node, choice, device, amount = problem.memory_entries
+        sizes = np.array([len(c) for c in problem.node_costs])
+        self.offsets = np.concatenate([[0], np.cumsum(sizes)])
+        keep = binding[device] & (amount != 0)
+        self.flat = (self.offsets[node] + choice)[keep]
+        self.device = device[keep]
+        self.share = amount[keep] / float(problem.memory_limit)
+        self.problem = problem
+
+    def node_costs(self, base_costs, multipliers: np.ndarray) -> list[np.ndarray]:
+        extra = np.bincount(self.flat, weights=self.share * multipliers[self.device], minlength=self.offsets[-1])
+        return [costs + extra[start:stop] for costs, start, stop in zip(base_costs, self.offsets[:-1],
+                                                                          self.offsets[1:])]
+
+    def slack(self, plan) -> np.ndarray:
+        """Per device, memory / limit - 1 under `plan`: the subgradient."""
+        return self.problem.device_memory(plan) / float(self.problem.memory_limit) - 1.0
+
+
+def binding_devices(problem: ConfigProblem) -> np.ndarray:
+    """Devices whose memory row can bind (some plan exceeds the limit there)."""
+    return problem.worst_memory_per_device() > float(problem.memory_limit)
+
+
+def lagrangian_dual(problem: ConfigProblem, deadline=None, upper_bound: float | None = None,
+                    max_steps: int = MAX_STEPS) -> LagrangianBound | None:
+    """Subgradient ascent on the multipliers of the memory rows (None without a memory limit that
+    can bind). `upper_bound`: the cost of a known memory-feasible plan (Polyak's target; minimisers
+    that fit memory lower it). Stops when the bound meets it (within CLOSED_GAP), when steps stall
+    or at the deadline."""
+    if problem.memory_limit is None:
+        return None
+    binding = binding_devices(problem)
+    if not binding.any():
+        return None
+    penalties = _Penalties(problem, binding)
+    free = problem.with_memory_limit(None)
+    keep = spanning_forest(problem.num_nodes, problem.edges, problem.edge_costs)
+    exact = bool(keep.all())
+    if not exact:  # move edge cost into the nodes first, so cutting edges loses little
+        free, _ = reparametrise(free, _diffusion_budget(deadline))
+    forest = Forest(problem.num_nodes, free.edges, free.edge_costs, keep)
+    multipliers = np.zeros(problem.num_devices)
+    best = None  # (bound, multipliers, solution)
+    plans: list[tuple[int, ...]] = []
+    factor, stall, rediffused, steps = 1.0, 0, 0, 0
+    while steps < max_steps:
+        steps += 1
+        solution = forest.solve(penalties.node_costs(free.node_costs, multipliers))
+        value = solution.value - float(multipliers.sum())
+        slack = np.where(binding, penalties.slack(solution.plan), 0.0)
+        if not (slack > 0).any():  # a minimiser that fits memory: a plan, and a target
+            cost = problem.objective(solution.plan)
+            upper_bound = cost if upper_bound is None else min(upper_bound, cost)
+        if best is None or value > best[0]:
+            best, stall = (value, multipliers.copy(), solution), 0
+            plans.insert(0, solution.plan)
+        else:
+            plans.append(solution.plan)
+            stall += 1
+            if stall >= STALL_STEPS:
+                factor, stall = factor / 2, 0
+        if upper_bound is not None and best[0] >= upper_bound - CLOSED_GAP * (1.0 + abs(upper_bound)):
+            break
+        if deadline is not None and deadline.expired():
+            break
+        if factor < MIN_STEP_FACTOR:
+            if exact or rediffused >= REDIFFUSIONS:
+                break
+            free = _rediffused(free, penalties, best[1], deadline)  # diffusion at the best multipliers
+            forest = Forest(problem.num_nodes, free.edges, free.edge_costs, keep)
+            multipliers, factor, stall, rediffused = best[1].copy(), 1.0, 0, rediffused + 1
+            continue
+        projected = np.where((multipliers > 0) | (slack > 0), slack, 0.0)  # a step that stays at 0 is no step
+        norm = float(projected @ projected)
+        if norm == 0.0:  # the minimiser fits memory with no multiplier pushing: the bound is the optimum
+            break
+        target = upper_bound if upper_bound is not None else best[0] + 0.01 * (1.0 + abs(best[0]))
+        gap = max(target - value, 1e-9 * (1.0 + abs(value)))
+        multipliers = np.maximum(0.0, multipliers + factor * gap / norm * projected)
+    value, chosen, solution = best
+    slack = ROUNDING_SLACK * (1.0 + abs(value))
+    bounds = tuple(m - float(chosen.sum()) - slack for m in solution.min_marginals)
+    plans += _fitting_plans(problem, penalties, free, forest, chosen, deadline)
+    return LagrangianBound(value - slack, chosen, bounds, tuple(dict.fromkeys(plans)), steps, exact)
+
+
+def _diffusion_budget(deadline) -> float | None:
+    left = None if deadline is None else deadline.remaining()
+    return None if left is None else DIFFUSION_SHARE * left
+
+
+def _fitting_plans(problem: ConfigProblem, penalties: _Penalties, free: ConfigProblem, forest: Forest, multipliers,
+                   deadline) -> list[tuple[int, ...]]:
+    """Raise the multipliers of the devices over the limit (by RAISE_FACTOR, plus a floor for those at
+    0) until the minimiser fits memory. A fitting minimiser is optimal for the memory it uses itself
+    (Everett 1963), so starting from the best multipliers it is a near-optimal plan."""
+    binding = binding_devices(problem)
+    floor = np.where(binding, max(float(multipliers[binding].mean()), 1e-3) * (RAISE_FACTOR - 1.0), 0.0)
+    multipliers = multipliers.copy()
+    for _ in range(RAISE_STEPS):
+        if deadline is not None and deadline.expired():
+            break
+        costs = penalties.node_costs(free.node_costs, multipliers)
+        plan = forest.solve(costs).plan
+        over = binding & (penalties.slack(plan) > 0)
+        if not over.any():
+            return [plan]
+        multipliers = np.where(over, multipliers * RAISE_FACTOR + floor, multipliers)
+    return []
+
+
+def _rediffused(free: ConfigProblem, penalties: _Penalties, multipliers: np.ndarray, deadline) -> ConfigProblem:
+    """`free` reparametrised again by diffusion of its costs with the multipliers' penalties (an
+    exact reparametrisation of `free`: the penalties are taken back out of the node costs)."""
+    penalised = penalties.node_costs(free.node_costs, multipliers)
+    again, _ = reparametrise(replace(free, node_costs=tuple(penalised)), _diffusion_budget(deadline))
+    extra = [p - c for p, c in zip(penalised, free.node_costs)]
+    return replace(again, node_costs=tuple(c - e for c, e in zip(again.node_costs, extra)))
+
+
+def restricted(problem: ConfigProblem, open_candidates) -> ConfigProblem:
+    """The problem with only the given candidates of every node (indices into the original)."""
+    pick = [np.asarray(c, dtype=np.int64) for c in open_candidates]
+    return replace(
+        problem,
+        candidates=tuple(tuple(problem.candidates[i][c] for c in keep) for i, keep in enumerate(pick)),
+        node_costs=tuple(np.asarray(problem.node_costs[i], dtype=float)[keep] for i, keep in enumerate(pick)),
+        node_memory=tuple(np.asarray(problem.node_memory[i], dtype=float)[keep] for i, keep in enumerate(pick)),
+        node_devices=tuple(tuple(problem.node_devices[i][c] for c in keep) for i, keep in enumerate(pick)),
+        edge_costs=tuple(m[np.ix_(pick[u], pick[v])] for (u, v), m in zip(problem.edges, problem.edge_costs)),
+        name=f"{problem.name}-restricted")
