@@ -578,7 +578,8 @@ def hf_cases() -> list[Case]:
                 cases.append(Case(f"hf-{name}-{key}-{label}", argv, {"config.json": json.dumps(data)},
                                   ("config.json", key)))
         for label, change in (("model-type-unknown", {"model_type": "colour-net"}),
-                              ("model-type-number", {"model_type": 5})):
+                              ("model-type-number", {"model_type": 5}), ("model-type-list", {"model_type": [name]}),
+                              ("model-type-mapping", {"model_type": {"name": name}}), ("model-type-bool", {"model_type": True})):
             cases.append(Case(f"hf-{name}-{label}", argv, {"config.json": json.dumps(dict(config, **change))},
                               ("config.json", "model_type")))
         for spec, fragment in (("batch=0", "batch"), ("layers=-1", "layers"), ("nope=1", "nope"),

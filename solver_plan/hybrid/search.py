@@ -134,18 +134,24 @@ def plan_hybrid(model, cluster, global_batch: int, *, devices: int | None = None
     limit = _memory_limit(memory_limit, cluster)
     prec = resolve_hybrid_precision(precision, cluster)
     ctx = _context(spec, cluster, global_batch, limit, prec, runtime)
-    points = [p for p in enumerate_space(spec, cluster.num_devices, cluster.devices_per_node, global_batch, pins)
-              if p.micro_batch_size <= MAX_MICRO_BATCH or "micro_batch_size" in pins]
+    points = _points(spec, cluster, global_batch, pins, deadline)
+    if points is None:  # the compute bound holds for every plan
+        return HybridResult(Status.TIME_LIMIT, None, compute_bound(ctx, compute_scale), time.perf_counter() - start,
+                            notes=("time limit reached while enumerating the configurations",))
     if not points:
         return HybridResult(Status.INFEASIBLE, None, None, time.perf_counter() - start,
                             notes=(f"no configuration of {cluster.num_devices} devices agrees with the pins "
                                    f"{pins or '{}'} and global batch {global_batch} (dp x tp x pp must use every "
                                    "device, dp x micro-batch must divide the batch, tp must divide the heads and "
                                    "fit a node, ZeRO-2/3 only without pipelining)",))
-    fits = [p for p in points if limit is None or memory_floor(ctx, p) <= limit]
+    floors = None if limit is None else _floors(ctx, points, deadline)
+    if limit is not None and floors is None:
+        return HybridResult(Status.TIME_LIMIT, None, compute_bound(ctx, compute_scale), time.perf_counter() - start,
+                            notes=(f"time limit reached while bounding the memory of {len(points)} configurations",))
+    fits = points if floors is None else [p for p, floor in zip(points, floors) if floor <= limit]
     coster = BlockCoster(spec, cluster, planner, compute_scale, prec, ctx.runtime)
     if not fits:
-        return _infeasible(ctx, points, coster, start, validate)
+        return _infeasible(ctx, points, floors, coster, start, validate, deadline=deadline)
     groups: dict[tuple[int, int], list[Parallelism]] = defaultdict(list)
     for p in fits:
         groups[(p.tp, p.micro_batch_size)].append(p)
@@ -185,7 +191,7 @@ def plan_hybrid(model, cluster, global_batch: int, *, devices: int | None = None
         if timed_out:
             return HybridResult(Status.TIME_LIMIT, None, min(open_bounds, default=floor), runtime, evaluated, pruned,
                                 notes=("time limit reached before any configuration fitted",))
-        return _infeasible(ctx, points, coster, start, validate, evaluated, pruned)
+        return _infeasible(ctx, points, floors, coster, start, validate, evaluated, pruned, deadline=deadline)
     proven = all(r >= 1.0 for r in ratios)
     if timed_out:
         status, bound = Status.TIME_LIMIT, min([best.step_time_s] + open_bounds)
@@ -213,9 +219,39 @@ def _checked(result: HybridResult, ctx: Context, validate: bool) -> HybridResult
     return replace(result, notes=result.notes + ("validator: step time and memory re-derived, agree",))
 
 
-def _least_memory(ctx: Context, par: Parallelism, floor: float) -> float:
+CHECK_EVERY = 256  # points enumerated between two looks at the clock
+
+
+def _points(spec, cluster: Cluster, global_batch: int, pins: dict, deadline: Deadline) -> list[Parallelism] | None:
+    """The space's points (micro-batches above MAX_MICRO_BATCH only when pinned); None when the
+    deadline passes first (a batch with many divisors on many devices has 10^5 points and more)."""
+    points = []
+    for index, p in enumerate(enumerate_space(spec, cluster.num_devices, cluster.devices_per_node, global_batch, pins)):
+        if index % CHECK_EVERY == 0 and deadline.expired():
+            return None
+        if p.micro_batch_size <= MAX_MICRO_BATCH or "micro_batch_size" in pins:
+            points.append(p)
+    return points
+
+
+def _floors(ctx: Context, points: list[Parallelism], deadline: Deadline) -> list[float] | None:
+    """`memory_floor` of every point, once (the search and the INFEASIBLE diagnosis share them);
+    None when the deadline passes first."""
+    floors = []
+    for index, p in enumerate(points):
+        if index % CHECK_EVERY == 0 and deadline.expired():
+            return None
+        floors.append(memory_floor(ctx, p))
+    return floors
+
+
+MAX_DOUBLINGS = 64  # 2**64 x the floor: a point that fits in no memory at all needs infinitely much
+
+
+def _least_memory(ctx: Context, par: Parallelism, floor: float, deadline: Deadline | None = None) -> float:
     """The smallest per-device memory some cut of `par` fits in (bisection on the limit between the
-    point's floor and what its time-optimal cut needs)."""
+    point's floor and what its time-optimal cut needs; relative precision 1e-9, or what was reached
+    when `deadline` passes). math.inf for a point no memory fits (a stage with no block)."""
     from solver_plan.hybrid import interop
     from solver_plan.hybrid.evaluate import memory_of
 
@@ -227,31 +263,52 @@ def _least_memory(ctx: Context, par: Parallelism, floor: float) -> float:
             return interop.equal_cut(L, par.pp, caps) is not None
         return min(caps) >= 1 and sum(caps) >= L
 
-    lo, hi = floor, floor
-    while not fits(hi):
-        hi *= 2
-    for _ in range(50):
+    lo, hi = floor, max(floor, 1.0)
+    for _ in range(MAX_DOUBLINGS):
+        if fits(hi):
+            break
+        lo, hi = hi, hi * 2
+    else:
+        return math.inf
+    while hi - lo > 1e-9 * hi and not (deadline is not None and deadline.expired()):
         mid = (lo + hi) / 2
         lo, hi = (lo, mid) if fits(mid) else (mid, hi)
     return hi
 
 
-def _infeasible(ctx: Context, points, coster: BlockCoster, start: float, validate: bool,
-                evaluated: int = 0, pruned: int = 0) -> HybridResult:
+def _infeasible(ctx: Context, points, floors: list[float] | None, coster: BlockCoster, start: float,
+                validate: bool, evaluated: int = 0, pruned: int = 0, *,
+                deadline: Deadline | None = None) -> HybridResult:
     """No point fits: the point needing the least memory per device (exactly: points are visited in
-    order of their memory floor until the floor exceeds the least need found), priced at that memory."""
+    order of their memory floor until the floor exceeds the least need found), priced at that memory.
+    When `deadline` passes first, the least need among the points visited (said in a note)."""
     best_par, best_need = None, math.inf
-    for floor, _, par in sorted((memory_floor(ctx, p), i, p) for i, p in enumerate(points)):
-        if floor >= best_need:
+    floors = floors if floors is not None else [memory_floor(ctx, p) for p in points]
+    ranked = sorted((floor, i, p) for i, (floor, p) in enumerate(zip(floors, points)))
+    visited = 0
+    for floor, _, par in ranked:
+        if floor >= best_need or (deadline is not None and deadline.expired()):
             break
-        need = _least_memory(ctx, par, floor)
+        need = _least_memory(ctx, par, floor, deadline)
+        visited += 1
         if need < best_need:
             best_par, best_need = par, need
-    profile = coster.profile(best_par.tp, best_par.micro_batch_size)
+    cut_short = visited < len(ranked) and ranked[visited][0] < best_need
+    if best_par is None:
+        why = "time limit reached before" if cut_short else "no cut of the layers fits any memory in"
+        return HybridResult(Status.TIME_LIMIT if cut_short else Status.INFEASIBLE, None, None,
+                            time.perf_counter() - start, evaluated, pruned,
+                            (f"no configuration fits {ctx.memory_limit / 1e9:.2f} GB per device; {why} "
+                             "the least memory any needs was found",))
+    profile = coster.profile(best_par.tp, best_par.micro_batch_size, deadline=deadline)
     plan = price(ctx, best_par, profile, best_need * (1 + 1e-9)) or price(ctx, best_par, profile, None)
     limit = ctx.memory_limit
     note = (f"no configuration fits {limit / 1e9:.2f} GB per device; the least any needs is "
             f"{plan.memory_per_device_bytes / 1e9:.2f} GB (this plan)")
+    if cut_short:
+        note = (f"no configuration fits {limit / 1e9:.2f} GB per device; the least need found before the time "
+                f"limit ({visited} of {len(ranked)} configurations examined) is "
+                f"{plan.memory_per_device_bytes / 1e9:.2f} GB (this plan)")
     result = HybridResult(Status.INFEASIBLE, plan, None, time.perf_counter() - start, evaluated, pruned, (note,),
                           needed_memory_bytes=plan.memory_per_device_bytes)
     return _checked(result, ctx, validate)

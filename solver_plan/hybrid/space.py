@@ -8,6 +8,7 @@ them by cheap lower bounds before pricing any.
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import asdict, dataclass
 from typing import Iterator, Mapping
 
@@ -106,7 +107,9 @@ def check_fix(pins: Mapping) -> dict:
 
 
 def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
+    """Divisors of n in increasing order, in O(sqrt n) (a global batch of 10^12 took hours in O(n))."""
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return small + [n // d for d in reversed(small) if d * d != n]
 
 
 def tp_degrees(spec: TransformerSpec, devices_per_node: int, devices: int) -> list[int]:

@@ -101,7 +101,7 @@ def load_hf_config(path: str | Path, options: dict[str, str] | None = None, name
     model_type = cfg.data.get("model_type")
     if model_type is None:
         raise InputError(f"missing key 'model_type' (one of {', '.join(sorted(FAMILIES))})", where)
-    if model_type not in FAMILIES:
+    if not isinstance(model_type, str) or model_type not in FAMILIES:  # a list or mapping is unhashable
         raise InputError(f"model_type {model_type!r} is not supported (supported: {', '.join(sorted(FAMILIES))})",
                          where)
     opts = _options(options or {}, where)
