@@ -68,7 +68,9 @@ def test_stage_memory_sums_its_terms_by_hand():
     assert m.gradients == pytest.approx(2 * params)
     assert m.optimizer == pytest.approx(12 * params / 4)
     assert m.activations == pytest.approx(5 * 12 * S * H * 34 / 8)  # 8 - 3 = 5 micro-batches in flight
-    assert m.recompute_working == pytest.approx(5 * A * S * S / 8)
+    # the scores of one layer, plus the whole-sequence inputs of the two column-parallel GEMMs that
+    # backward gathers again under sequence parallelism (2 x 2 s b h)
+    assert m.recompute_working == pytest.approx(5 * A * S * S / 8 + 4 * S * H)
     assert m.buffers == pytest.approx(8 * S * H / 8)
     # the runtime's reserve: CUDA context 1 GiB (CUDA 11, no lazy loading), NCCL 280 MiB for each of
     # dp, tp, the two pipeline neighbours and the tied-embedding pair, 5% fragmentation of what changes
@@ -101,8 +103,11 @@ def test_fused_attention_keeps_no_scores():
     assert unfused - sbh * 34 / t == pytest.approx(5 * A * S * S * b / t)
     # selective recomputation has nothing to drop under flash attention: same memory as none
     assert mem.layer_activation_bytes(GPT3, b, t, "selective", True, runtime="megatron-core") == pytest.approx(flash)
-    # backward temporaries of the fused kernel: fp32 dQ accumulator, 4 s b h / t
-    assert mem.recompute_working_bytes(GPT3, b, t, "none", True, runtime="megatron-core") == pytest.approx(4 * sbh / t)
+    # backward temporaries of the fused kernel: fp32 dQ accumulator, 4 s b h / t (+ 2 e s b h gathered
+    # GEMM inputs with sequence parallelism)
+    assert mem.recompute_working_bytes(GPT3, b, t, "none", False, runtime="megatron-core") == pytest.approx(4 * sbh / t)
+    assert mem.recompute_working_bytes(GPT3, b, t, "none", True, runtime="megatron-core") == pytest.approx(
+        4 * sbh / t + 4 * sbh)
 
 
 def test_unfused_swiglu_and_fused_cross_entropy():
@@ -111,6 +116,21 @@ def test_unfused_swiglu_and_fused_cross_entropy():
     fused = mem.layer_activation_bytes(llama, 1, 1, "none", False, runtime="megatron-core")
     eager = mem.layer_activation_bytes(llama, 1, 1, "none", False, runtime="torchtitan")
     assert eager - fused == pytest.approx(2 * 8192 * 14336)  # 8 s b f instead of 6 s b f
-    unfused = mem.logits_activation_bytes(llama, 1, 1, False, runtime="megatron-core")
+    megatron = mem.logits_activation_bytes(llama, 1, 1, False, runtime="megatron-core")
     fused_ce = mem.logits_activation_bytes(llama, 1, 1, False, runtime="nemo")
-    assert unfused - fused_ce == pytest.approx((4 - 2) * 8192 * 128256)
+    eager = mem.logits_activation_bytes(llama, 1, 1, False, runtime="torchtitan")
+    assert megatron - fused_ce == pytest.approx((4 - 2) * 8192 * 128256)  # fp32 logits vs bf16 in the fused kernel
+    assert eager - megatron == pytest.approx((12 - 4) * 8192 * 128256)  # eager fp32 log-softmax + two gradients
+
+
+def test_torchtitan_op_selective_keeps_every_other_matmul():
+    """torchtitan's op-level selective checkpointing: input, attention output + log-sum-exp, half the
+    matmul outputs (q, k, v, o, gate, up, down); less than no recomputation, more than full."""
+    llama = TransformerSpec("llama", layers=2, hidden=4096, ffn=14336, heads=32, head_dim=128, seq=8192, vocab=128256,
+                            positions=8192, gated_mlp=True, kv_heads=8)
+    s, h, f = 8192, 4096, 14336
+    kept = mem.layer_activation_bytes(llama, 1, 1, "selective", False, runtime="torchtitan")
+    matmuls = h + 2 * 1024 + h + 2 * f + h
+    assert kept == pytest.approx(2 * s * h + 2 * s * h + 4 * 32 * s + 2 * s * matmuls / 2)
+    assert mem.layer_activation_bytes(llama, 1, 1, "full", False, runtime="torchtitan") < kept
+    assert kept < mem.layer_activation_bytes(llama, 1, 1, "none", False, runtime="torchtitan")

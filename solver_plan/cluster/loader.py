@@ -21,7 +21,10 @@ it defaults to the matrix peak of the device's default compute dtype):
 `memory_efficiency: [[MB, fraction], ...]` (thresholds decreasing to 0), `launch_overhead: 5us`,
 `narrow_efficiency: [[elements, fraction], ...]` (matrix kernels by their smallest GEMM dimension,
 relative to a wide one; usually written by `solver-plan calibrate`),
-`kernel_time_scale: 1.09` (a calibrated factor on every kernel's time; default 1).
+`kernel_time_scale: 1.09` (a calibrated factor on every kernel's time; default 1),
+`attention_efficiency: {flash2: 0.35, cudnn: 0.6}` (fused attention kernels' achieved fraction of the
+16-bit matrix peak, by kernel family; cost/compute.py attention_time), `dtype_efficiency: {fp8: 0.85}`
+(a factor on the matrix efficiency curve for that dtype's GEMMs).
 Optional link keys: `efficiency` (achieved fraction of bandwidth in collectives, default 1),
 `p2p_efficiency` (achieved fraction for one point-to-point copy: redistribution, pipeline stage
 transfers, the simulator's transfers; default: `efficiency`) and, on inter_node, `nics_per_node`
@@ -120,8 +123,22 @@ def _scale(dev: Section, key: str) -> float:
     return float(value)
 
 
+def _fractions(dev: Section, key: str) -> tuple[tuple[str, float], ...]:
+    """A mapping of names to fractions in (0, 1]: `attention_efficiency: {flash2: 0.35, cudnn: 0.6}`
+    (fused attention kernel family -> fraction), `dtype_efficiency: {fp8: 0.85}`."""
+    table = dev.section(key)
+    if table is None:
+        return ()
+    out = []
+    for backend in list(table.data):
+        out.append((str(backend), _fraction(table, backend, None)))
+    table.close()
+    return tuple(out)
+
+
 def _device(dev: Section) -> DeviceSpec:
     from solver_plan.cluster.devices import with_known_tables
+    from solver_plan.cost.precision import Precision
     from solver_plan.cost.precision import default_for  # lazy: cost imports cluster
     dev.data = with_known_tables(dev.data)  # a known device's tables (data/hardware/devices.yaml) under the YAML's keys
     name = dev.string("name", "device")
@@ -137,7 +154,10 @@ def _device(dev: Section) -> DeviceSpec:
         matrix_efficiency=_curve(dev, "matrix_efficiency"), vector_efficiency=_curve(dev, "vector_efficiency"),
         memory_efficiency=_curve(dev, "memory_efficiency"), narrow_efficiency=_curve(dev, "narrow_efficiency"),
         launch_overhead=parse_seconds(dev.get("launch_overhead", 0), dev.path("launch_overhead")),
-        kernel_time_scale=_scale(dev, "kernel_time_scale"))
+        kernel_time_scale=_scale(dev, "kernel_time_scale"),
+        attention_efficiency=_fractions(dev, "attention_efficiency"),
+        dtype_efficiency=tuple((Precision.parse(k, dev.path("dtype_efficiency")).value, v)
+                               for k, v in _fractions(dev, "dtype_efficiency")))
     dev.close()
     try:
         if peak is None:  # the peak of what the device runs by default

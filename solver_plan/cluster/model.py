@@ -91,6 +91,13 @@ class DeviceSpec:
     # Calibrated factor on every kernel's time (1: the curves as published). Fitted from a measured
     # layer time (scripts/hybrid_vs_published.py on data/published/hybrid.yaml's `calibrate` entries).
     kernel_time_scale: float = 1.0
+    # (fused attention kernel family, achieved fraction of the 16-bit matrix peak over forward and
+    # backward): "flash2", "cudnn" (runtime.profiles Kernels.attention_backend); measured kernel facts
+    # (data/hardware/devices.yaml); a family not listed runs at the matrix efficiency curve
+    attention_efficiency: tuple[tuple[str, float], ...] = ()
+    # (dtype, factor on the matrix efficiency curve for that dtype's GEMMs): e.g. fp8 GEMMs reach a
+    # smaller fraction of their doubled peak than 16-bit ones; a dtype not listed: factor 1
+    dtype_efficiency: tuple[tuple[str, float], ...] = ()
 
     def __post_init__(self):
         if not (self.peak_flops > 0 and self.memory > 0):
@@ -105,6 +112,10 @@ class DeviceSpec:
             _check_curve(f"device {self.name!r} {name}", getattr(self, name))
         if not (math.isfinite(self.launch_overhead) and self.launch_overhead >= 0):
             raise ClusterError(f"device {self.name!r}: launch_overhead must be non-negative")
+        for backend, fraction in self.attention_efficiency + self.dtype_efficiency:
+            if not (isinstance(backend, str) and math.isfinite(fraction) and 0 < fraction <= 1):
+                raise ClusterError(f"device {self.name!r}: attention_efficiency of {backend!r} must be in (0, 1], "
+                                   f"got {fraction}")
         if not (math.isfinite(self.kernel_time_scale) and 0.1 <= self.kernel_time_scale <= 10):
             raise ClusterError(f"device {self.name!r}: kernel_time_scale must be between 0.1 and 10, "
                                f"got {self.kernel_time_scale}")

@@ -68,13 +68,14 @@ def narrow_efficiency(device: DeviceSpec, narrow: float) -> float:
 
 
 def math_time(device: DeviceSpec, flops: float, unit: str, dtype, narrow: float = 0.0) -> float:
-    """flops / (peak(dtype, unit) x flops_efficiency(flops) x narrow_efficiency(narrow)); the
-    narrow factor applies to matrix kernels only."""
+    """flops / (peak(dtype, unit) x flops_efficiency(flops) x narrow_efficiency(narrow) x
+    dtype_efficiency(dtype)); the narrow and dtype factors apply to matrix kernels only."""
     if flops <= 0:
         return 0.0
     efficiency = flops_efficiency(device, flops, unit)
     if unit == "matrix":
-        efficiency *= narrow_efficiency(device, narrow)
+        efficiency *= narrow_efficiency(device, narrow) * dict(device.dtype_efficiency).get(
+            str(getattr(dtype, "value", dtype)), 1.0)
     return flops / (device.peak(dtype, unit) * efficiency)
 
 
@@ -116,3 +117,17 @@ def matmul_time(cluster_or_device, m: int, n: int, k: int, dtype="bf16", batch: 
     """compute_time of a (batched) GEMM on the matrix units."""
     return compute_time(cluster_or_device, matmul_flops(m, n, k, batch), matmul_bytes(m, n, k, dtype, batch),
                         unit="matrix", dtype=dtype)
+
+
+def attention_time(cluster_or_device, flops: float, hbm_bytes: float, backend: str, dtype="bf16") -> float | None:
+    """Seconds of a fused attention kernel of `flops` at the device's measured efficiency for its
+    kernel family (`DeviceSpec.attention_efficiency`, e.g. FlashAttention-2 at 50-73% of an A100's
+    peak, Dao 2023; 35% of an H100's, Shah et al. 2024): max(flops / (peak(dtype) x efficiency),
+    memory_time) + launch overhead, times kernel_time_scale; None when the device has no figure for
+    `backend` (callers fall back to the matrix curve)."""
+    device = device_of(cluster_or_device)
+    efficiency = dict(device.attention_efficiency).get(backend)
+    if efficiency is None or flops <= 0:
+        return None
+    seconds = max(flops / (device.peak(dtype, "matrix") * efficiency), memory_time(device, hbm_bytes))
+    return (seconds + device.launch_overhead) * device.kernel_time_scale

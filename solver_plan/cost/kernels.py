@@ -194,3 +194,25 @@ def fp8_cast_bytes(input_elements: float, output_elements: float, element_bytes:
     is_first_microbatch), so not counted per micro-batch."""
     per_element = element_bytes + 1.0
     return input_elements * per_element, output_elements * per_element
+
+
+# Eager (unfused) normalisation and rotary embedding, as eager PyTorch models write them (torchtitan's
+# Llama: RMSNorm computed in fp32, rotary embeddings through view_as_complex(x.float())): HBM bytes per
+# element of a 16-bit activation, beyond what one fused kernel moves. RMSNorm forward: x.float()
+# (read 2, write 4), pow (4 + 4), mean (4), x * rsqrt (4 + 4), type_as (4 + 2), * weight (2 + 2) = 36;
+# a fused kernel reads 2 and writes 2, so 32 more; backward about twice the forward's passes (66 more
+# than a fused backward's 6). Rotary forward on q and k: float() (2 + 4), complex multiply (4 + 4),
+# type_as (4 + 2) = 20, backward alike; a fused RoPE kernel reads and writes once (4 each way), which
+# the graph (no rotary operator) does not price either.
+EAGER_RMSNORM_EXTRA_BYTES = (32.0, 66.0)
+EAGER_ROPE_BYTES = (20.0, 20.0)
+FUSED_ROPE_BYTES = (4.0, 4.0)
+
+
+def norm_rope_bytes(norm_elements: float, rope_elements: float, fused: bool) -> tuple[float, float]:
+    """(forward, backward) HBM bytes one block's normalisations (`norm_elements`: both norms' inputs)
+    and rotary embeddings (`rope_elements`: q and k; 0 without rotary positions) move beyond the
+    cost model's fused-norm pricing: eager fp32 ops, or a fused RoPE kernel (module text above)."""
+    rope = FUSED_ROPE_BYTES if fused else EAGER_ROPE_BYTES
+    norm = (0.0, 0.0) if fused else EAGER_RMSNORM_EXTRA_BYTES
+    return (norm_elements * norm[0] + rope_elements * rope[0], norm_elements * norm[1] + rope_elements * rope[1])

@@ -34,7 +34,7 @@ def layer_s(par: Parallelism, profile: BlockProfile, mode: str | None = None) ->
     """(forward + backward, recomputation) seconds of one block per micro-batch, in recomputation
     `mode` (default the point's; "per-stage" without a mode: none, the least, for lower bounds)."""
     mode = mode or par.recompute
-    extra = {"none": 0.0, "selective": profile.attention_forward_s, "full": profile.block_forward_s,
+    extra = {"none": 0.0, "selective": profile.selective_forward_s, "full": profile.block_forward_s,
              "per-stage": 0.0}[mode]
     return profile.block_s, extra
 
@@ -56,7 +56,7 @@ def stage_p2p_s(ctx: Context, par: Parallelism, stage: int) -> float:
     for boundary in (stage - 1, stage):  # gradient back to stage - 1, activation on to stage + 1
         if 0 <= boundary < par.pp - 1:
             total += schedule.p2p_send_s(ctx.cluster, ctx.spec, par.micro_batch_size, par.tp, par.dp, boundary,
-                                         ctx.state)
+                                         ctx.state, ctx.runtime)
     return total * par.virtual_stages
 
 

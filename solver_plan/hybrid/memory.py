@@ -135,6 +135,8 @@ def layer_activation_bytes(spec: TransformerSpec, b: int, t: int, recompute: str
     if spec.experts > 1:
         mlp = spec.top_k * (mlp + 2.0 * s * b * h)
     split = x * (2.0 * s * b * (spec.attn_width + 2 * spec.kv_width) + 2.0 * s * b * spec.attn_width + mlp)
+    if recompute == "selective" and kernels.selective_policy == "every-other-matmul":
+        return op_selective_bytes(spec, b, t, sequence_parallel, state, kernels)
     if kernels.flash_attention:
         scores = 4.0 * a * s * b  # log-sum-exp, fp32, kept in every mode but full
     elif recompute == "none":
@@ -146,6 +148,21 @@ def layer_activation_bytes(spec: TransformerSpec, b: int, t: int, recompute: str
     return replicated + (split + scores) / t
 
 
+def op_selective_bytes(spec: TransformerSpec, b: int, t: int, sequence_parallel: bool, state: StateBytes,
+                       kernels) -> float:
+    """What torchtitan's op-level selective checkpointing keeps of a layer (`selective_policy`
+    "every-other-matmul"): the layer input (e s b h, / t with sequence parallelism), the attention
+    output (e s b a d / t) with its fp32 log-sum-exp (4 a s b / t), and every second matmul output:
+    half of q, k, v, the output projection and the MLP's matmuls, e s b (a d + 2 kv d + h + m + h) / 2 / t
+    with m = 2f gated, f otherwise (torchtitan parallelize_llama.py _save_list: mm, SDPA; "for mm,
+    save every second one"); the norms, activations and residuals are recomputed."""
+    s, h, e = spec.seq, spec.hidden, state.activations
+    mlp = (2 if spec.gated_mlp else 1) * spec.ffn * max(1, spec.top_k if spec.experts > 1 else 1)
+    matmuls = spec.attn_width + 2 * spec.kv_width + h + mlp + h
+    return (e * s * b * h / (t if sequence_parallel else 1)
+            + (e * s * b * spec.attn_width + 4.0 * spec.heads * s * b + e * s * b * matmuls / 2.0) / t)
+
+
 def recompute_working_bytes(spec: TransformerSpec, b: int, t: int, recompute: str, sequence_parallel: bool,
                             state: StateBytes = MIXED_PRECISION, runtime=None) -> float:
     """Extra memory while one layer runs its backward (Korthikanti et al. 2022, 4.2): full
@@ -153,13 +170,20 @@ def recompute_working_bytes(spec: TransformerSpec, b: int, t: int, recompute: st
     selective, the attention scores of one layer (`attention_scores(...).kept_bytes` / t: 5 a s^2 b / t
     in 16-bit with dropout; nothing with fused attention); none, nothing. With fused attention
     (`runtime`), plus the kernel's backward temporaries: FlashAttention-2 accumulates dQ in fp32,
-    4 s b (a d) / t bytes (flash_attn's dq_accum)."""
+    4 s b (a d) / t bytes (flash_attn's dq_accum). With sequence parallelism, plus the all-gathered
+    (whole-sequence) inputs of the attention's and the MLP's column-parallel GEMMs, which backward
+    gathers again: 2 e s b h (Korthikanti et al. 2022, section 4.2.2), in every mode."""
     from solver_plan.cost.kernels import attention_scores
 
     kernels = _kernels(runtime)
     flash = 4.0 * spec.seq * b * spec.attn_width / t if kernels.flash_attention else 0.0
+    if sequence_parallel and t > 1:  # the two column-parallel GEMMs' all-gathered inputs, whole (Korthikanti 4.2.2)
+        flash += 2.0 * state.activations * spec.seq * b * spec.hidden
     if recompute == "full":
         return layer_activation_bytes(spec, b, t, "none", sequence_parallel, state, runtime) + flash
+    if recompute == "selective" and kernels.selective_policy == "every-other-matmul":  # one layer's dropped tensors
+        return flash + max(0.0, layer_activation_bytes(spec, b, t, "none", sequence_parallel, state, runtime)
+                           - op_selective_bytes(spec, b, t, sequence_parallel, state, kernels))
     if recompute == "selective":
         scores = spec.heads * spec.seq * spec.seq * b / t
         return flash + attention_scores(scores, state.activations, kernels.flash_attention,
@@ -178,9 +202,10 @@ def logits_activation_bytes(spec: TransformerSpec, b: int, t: int, sequence_para
                             state: StateBytes = MIXED_PRECISION, runtime=None) -> float:
     """Last stage: final layer-norm input and output projection input, 2 e s b h (4 s b h in 16-bit),
     plus the logits in fp32 for the (vocabulary-parallel) cross entropy, 4 s b V / t, in every
-    precision (Korthikanti et al. 2022, 4.3); with a fused cross-entropy kernel (`runtime`) the
-    logits stay in the activation dtype, e s b V / t."""
-    logits = state.activations if _kernels(runtime).fused_cross_entropy else 4.0
+    precision (Korthikanti et al. 2022, 4.3): in general the runtime's bytes per logit at the loss's
+    peak (`Kernels.loss_bytes_per_logit`: Megatron 4, eager PyTorch F.cross_entropy on fp32 logits 12,
+    a fused cross-entropy kernel 2)."""
+    logits = _kernels(runtime).loss_bytes_per_logit
     return (2.0 * state.activations * spec.seq * b * spec.hidden / (t if sequence_parallel else 1)
             + logits * spec.seq * b * spec.vocab / t)
 

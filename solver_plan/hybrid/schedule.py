@@ -56,13 +56,15 @@ def dp_per_node(cluster: Cluster, tp: int, dp: int) -> int:
 
 
 def p2p_send_s(cluster: Cluster, spec: TransformerSpec, b: int, tp: int, dp: int, boundary: int,
-               state: StateBytes = MIXED_PRECISION) -> float:
+               state: StateBytes = MIXED_PRECISION, runtime=None) -> float:
     """One send across the boundary between stages `boundary` and `boundary + 1` (an activation
     forward or its gradient backward): s b h values of the activation dtype / t, e s b h / t bytes
     (e = 2 in mixed precision, 4 in fp32; Megatron's scatter-gather sends each tensor-parallel
-    rank's 1/t, Narayanan et al. 2021 section 4.1), between nodes when the two stages' first devices
-    are on different nodes (stage i starts at device i x tp x dp)."""
-    nbytes = spec.seq * b * spec.hidden * state.activations / tp
+    rank's 1/t, Narayanan et al. 2021 section 4.1; a runtime without it, `Overlap.p2p_scatter_gather`
+    False (DeepSpeed's pipeline engine), sends all e s b h from every rank), between nodes when the
+    two stages' first devices are on different nodes (stage i starts at device i x tp x dp)."""
+    split = tp if resolve_runtime(runtime).overlap.p2p_scatter_gather else 1
+    nbytes = spec.seq * b * spec.hidden * state.activations / split
     a, z = boundary * tp * dp, (boundary + 1) * tp * dp
     return collective(cluster, "p2p", nbytes, 2, 1 if crosses_nodes(cluster, a, z) else 2)
 

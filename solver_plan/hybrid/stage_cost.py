@@ -14,9 +14,10 @@ between them are laid out (sequence splits, replication) is the per-operator sol
 Times of the chosen configuration:
 - compute: the cost model's roofline time of each operator (`compute_time` with the device's
   efficiency curves; backward = 2 kernels of the forward's size; the attention core as the
-  runtime's kernel runs it, `cost.kernels.attention_kernel_factors`), plus the memory traffic of
-  the attention scores an unfused runtime adds (`score_traffic_s`) and fp8 casts (`fp8_cast_s`),
-  times a calibration factor `compute_scale`;
+  runtime's kernel runs it, `cost.kernels.attention_kernel_factors`, at the device's measured
+  efficiency for that kernel family, `_fused_attention_s`), plus the memory traffic of the attention
+  scores an unfused runtime adds (`score_traffic_s`), fp8 casts (`fp8_cast_s`) and eager
+  normalisation / rotary passes (`norm_rope_s`), times a calibration factor `compute_scale`;
 - communication: the cost model's collectives and redistributions of that configuration (in the
   training precision's bytes: the cost model narrows the graph's fp32 tensors itself), less what
   the runtime hides under the GEMMs (`tp_overlap_exposed_s`).
@@ -52,9 +53,17 @@ class BlockProfile:
     tp_comm_s: float  # part of block_s spent in the submesh's collectives and redistributions (exposed, after overlap)
     status: Status  # of the per-operator solve
     bound_ratio: float  # intra lower bound / intra objective (1.0 when proven optimal)
+    # what selective recomputation repeats: the attention core's forward (Megatron), or half the block's
+    # forward (torchtitan's every-other-matmul policy); None: attention_forward_s
+    selective_s: float | None = None
     configs: tuple[tuple[str, str], ...] = field(default=())  # (operator, configuration) of the block
     embed_configs: tuple[tuple[str, str], ...] = field(default=())  # of the embeddings (first stage)
     head_configs: tuple[tuple[str, str], ...] = field(default=())  # of norm, output layer, loss (last stage)
+
+    @property
+    def selective_forward_s(self) -> float:
+        """Seconds selective recomputation repeats per block (the runtime's policy)."""
+        return self.attention_forward_s if self.selective_s is None else self.selective_s
 
 
 def _config_text(cfg) -> str:
@@ -164,12 +173,46 @@ def _compute_s(cluster: Cluster, cost_model, graph, op, cfg, scale: float = 1.0,
     forward_casts, backward_casts = fp8_cast_s(cluster, graph, op, cfg, cost_model, runtime)
     kernels = cost_model.node(graph, op, cfg).compute_s
     forward_factor, backward_factor = 1.0, 2.0
+    one = kernels / 3.0
     if op.op_type == OpType.ATTENTION and op.attrs.get("scores") != "materialized":
         forward_factor, backward_factor = attention_kernel_factors(runtime.kernels.flash_attention,
                                                                    runtime.kernels.causal_skip)
-    one = kernels / 3.0
+        measured = _fused_attention_s(cluster, cost_model, op, cfg, runtime)
+        one = one if measured is None else measured
     return (scale * (forward_factor * one + forward_scores + forward_casts),
             scale * (backward_factor * one + backward_scores + backward_casts))
+
+
+def _fused_attention_s(cluster: Cluster, cost_model, op, cfg, runtime) -> float | None:
+    """One dense forward kernel of the attention core's FLOPs at the device's measured efficiency for
+    the runtime's fused kernel family (`cost.compute.attention_time`; None: no figure, or unfused). The
+    kernel runs in the activation dtype: fp8 training keeps attention in 16 bits (Transformer Engine's
+    fp8_dot_product_attention is off by default; torchao converts nn.Linear only)."""
+    from solver_plan.cost.compute import attention_time
+
+    backend = runtime.kernels.attention_backend if runtime.kernels.flash_attention else ""
+    if not backend:
+        return None
+    dtype = cost_model.precision.activations if cost_model.precision.compute.value == "fp8" \
+        else cost_model.precision.compute
+    element = cost_model.precision.activations.bytes
+    hbm = 4.0 * math.prod(op.outputs[0].shape) * element / cfg.num_shards  # q, k, v, output
+    return attention_time(cluster, op.flops / cfg.num_shards, hbm, backend, dtype)
+
+
+def norm_rope_s(cluster: Cluster, spec: TransformerSpec, b: int, tp: int, runtime,
+                element_bytes: float = 2.0) -> tuple[float, float]:
+    """(forward, backward) seconds per block of what the graph's fused-norm pricing leaves out
+    (`cost.kernels.norm_rope_bytes`): eager fp32 RMSNorm passes over both norms' s b h / t inputs
+    and rotary embeddings over q and k (s b (a d + kv d) / t, rotary models only), memory-bound."""
+    from solver_plan.cost.compute import memory_time
+    from solver_plan.cost.kernels import norm_rope_bytes
+
+    scale = element_bytes / 2.0  # the byte counts are for 16-bit activations
+    norms = 2.0 * spec.seq * b * spec.hidden / tp
+    rope = 0.0 if spec.learned_positions else spec.seq * b * (spec.attn_width + spec.kv_width) / tp
+    forward, backward = norm_rope_bytes(norms, rope, runtime.kernels.fused_norm_rope)
+    return memory_time(cluster.device, forward * scale), memory_time(cluster.device, backward * scale)
 
 
 def tp_overlap_exposed_s(tp_comm_s: float, gemm_s: float, tp: int, runtime) -> float:
@@ -267,6 +310,10 @@ class BlockCoster:
         total["block"] -= shared_s
         forward["block"] -= shared_forward_s
         comm -= shared_s
+        eager_forward, eager_backward = norm_rope_s(submesh, self.spec, b, tp, self.runtime,
+                                                    cost_model.precision.activations.bytes)
+        total["block"] += self.compute_scale * (eager_forward + eager_backward)
+        forward["block"] += self.compute_scale * eager_forward
         exposed = tp_overlap_exposed_s(comm, gemm, tp, self.runtime)
         total["block"] -= comm - exposed
         forward["block"] -= (comm - exposed) / 2.0  # forward was booked half the communication (above)
@@ -274,8 +321,10 @@ class BlockCoster:
         ratio = 1.0
         if result.status != Status.OPTIMAL:
             ratio = (result.lower_bound / result.objective) if (result.lower_bound and result.objective) else 0.0
+        # torchtitan's op-level policy recomputes every second matmul and the element-wise ops: half the forward
+        selective = forward["block"] / 2.0 if self.runtime.kernels.selective_policy == "every-other-matmul" else None
         return BlockProfile(tp, b, total["block"], forward["block"], attention_forward, total["embed"], total["head"],
-                            comm, result.status, max(0.0, min(1.0, ratio)), tuple(configs["block"]),
+                            comm, result.status, max(0.0, min(1.0, ratio)), selective, tuple(configs["block"]),
                             tuple(configs["embed"]), tuple(configs["head"]))
 
 

@@ -152,7 +152,8 @@ def validate_plan(plan: HybridPlan, cluster: Cluster, enforce_memory: bool = Tru
         for a, z in ((s.index - 1, s.index), (s.index, s.index + 1)):
             if 0 <= a and z < q.pp:
                 inter = cluster.node_of(a * q.tp * q.dp) != cluster.node_of(z * q.tp * q.dp)
-                p2p += collective(cluster, "p2p", spec.seq * q.micro_batch_size * spec.hidden * st.activations / q.tp,
+                split = q.tp if runtime.overlap.p2p_scatter_gather else 1  # each rank sends 1/t, or all of it
+                p2p += collective(cluster, "p2p", spec.seq * q.micro_batch_size * spec.hidden * st.activations / split,
                                   2,
                                   1 if inter else 2)
         if runtime.overlap.pp_p2p and q.schedule == "interleaved":  # posted asynchronously, under compute

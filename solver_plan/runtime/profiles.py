@@ -11,7 +11,8 @@ fitted to an end-to-end throughput. The hybrid planner prices a plan with one pr
 - megatron-2021: Megatron-LM as Narayanan et al. 2021 and Korthikanti et al. 2022 ran it (the
   validation set of docs/hybrid-accuracy.md);
 - deepspeed: Megatron-DeepSpeed with ZeRO as run in 2022 (MT-NLG, BLOOM);
-- torchtitan: PyTorch-native FSDP2 + tensor/pipeline parallelism (torchtitan, 2024-25);
+- torchtitan: PyTorch-native FSDP2 + tensor/pipeline parallelism (torchtitan, 2024-25), eager;
+- torchtitan-compile: the same with torch.compile on each block;
 - nemo: NVIDIA NeMo 2 performance recipes (Megatron-core with TP communication overlap).
 """
 from __future__ import annotations
@@ -44,6 +45,19 @@ class Kernels:
     fused_swiglu: bool  # gated MLP: one fused SiLU x up kernel keeping its 2f-wide input only
     fused_cross_entropy: bool  # logits kept in the activation dtype, no fp32 copy
     fp8_gemms: bool  # fp8 GEMMs with per-tensor scaling (Transformer Engine, torchao float8)
+    # fused attention kernel family, a key of the device's `attention_efficiency` table ("" when unfused):
+    # "flash2" (FlashAttention-2, PyTorch SDPA's flash backend), "cudnn" (cuDNN / FlashAttention-3 class)
+    attention_backend: str = ""
+    fused_norm_rope: bool = True  # RMSNorm / LayerNorm and rotary embeddings as fused kernels (not eager fp32 ops)
+    # bytes per logit element held at the loss's peak (the start of backward): Megatron's
+    # vocab-parallel cross entropy keeps fp32 logits and works in place (Korthikanti et al. 2022: 4);
+    # eager F.cross_entropy(logits.float()) holds the fp32 log-softmax, its gradient and the input
+    # gradient (12); a fused cross-entropy kernel, the activation dtype's (2)
+    loss_bytes_per_logit: float = 4.0
+    # what "selective" recomputation recomputes: "attention" (Megatron: the attention core, Korthikanti
+    # et al. 2022 section 5) or "every-other-matmul" (torchtitan's op-level selective checkpointing:
+    # saves every second matmul output and the attention output, recomputes the rest)
+    selective_policy: str = "attention"
 
 
 @dataclass(frozen=True)
@@ -58,6 +72,9 @@ class Overlap:
     sharded_prefetch: bool  # ZeRO-3 / FSDP: a block's parameter all-gather prefetched under the previous block
     tp_comm: bool  # tensor-parallel all-gather / reduce-scatter pipelined with the GEMMs (userbuffers)
     pp_p2p: bool  # pipeline sends and receives under compute (interleaved schedule only)
+    # each tensor-parallel rank sends 1/t of a pipeline activation and the next stage all-gathers it
+    # (Megatron's scatter-gather, Narayanan et al. 2021 section 4.1); False: every rank sends all of it
+    p2p_scatter_gather: bool = True
     bucket_elements: float = 0.0
     bucket_elements_per_dp: float = 0.0
     bucket_per_layer: bool = False
@@ -105,12 +122,16 @@ class RuntimeProfile:
 MEGATRON_CORE = RuntimeProfile(
     "megatron-core", "Megatron-LM with Megatron-core and Transformer Engine (2024-25), pretrain_gpt.py",
     Kernels(flash_attention=True, attention_dropout=False, causal_skip=True, fused_swiglu=True,
-            fused_cross_entropy=False, fp8_gemms=True),
+            fused_cross_entropy=False, fp8_gemms=True, attention_backend="cudnn"),
     Overlap(grad_reduce=True, param_gather=True, sharded_prefetch=False, tp_comm=False, pp_p2p=True,
             bucket_elements=40e6, bucket_elements_per_dp=1e6),
     MemoryReserve(cuda_context=0.5 * GIB, nccl_per_communicator=NCCL_BYTES_PER_COMMUNICATOR, workspace=64 * MIB,
                   fragmentation=0.05),
     sources=(
+        ("attention_backend", "Transformer Engine DotProductAttention picks cuDNN fused attention (FusedAttention) on "
+                              "Hopper by default, flash-attn otherwise (NVTE_FUSED_ATTN / NVTE_FLASH_ATTN)"),
+        ("fused_norm_rope", "TE fused LayerNorm/RMSNorm (LayerNormLinear) and fused RoPE (--apply-rope-fusion, "
+                            "default on)"),
         ("flash_attention", "megatron/core/transformer/custom_layers/transformer_engine.py TEDotProductAttention "
                             "(--transformer-impl transformer_engine, the default; TE picks the flash or cuDNN fused backend)"),
         ("attention_dropout", "fused kernels apply dropout inside the kernel (no mask in HBM); Llama-style recipes "
@@ -147,7 +168,8 @@ MEGATRON_2021 = RuntimeProfile(
                               "section 4.1 counts its 5 a s^2 b bytes"),
         ("grad_reduce", "DDP=local in examples/sc21/run_table_1.sh: Megatron's DistributedDataParallel "
                         "all-reduces after the backward pass (allreduce_gradients)"),
-        ("pp_p2p", "megatron/p2p_communication.py: blocking batch_isend_irecv + wait"),
+        ("pp_p2p", "megatron/p2p_communication.py: blocking batch_isend_irecv + wait; scatter-gather of the "
+                   "activation across tensor-parallel ranks (--scatter-gather-tensors-in-pipeline, default on)"),
         ("bucket", "40 MB buckets (the hybrid model's earlier fixed figure; PyTorch DDP 25 MiB)"),
         ("cuda_context", "CUDA 11 without lazy loading: about 1 GiB of context and kernels"),
     ))
@@ -157,7 +179,7 @@ DEEPSPEED = RuntimeProfile(
     Kernels(flash_attention=False, attention_dropout=True, causal_skip=False, fused_swiglu=False,
             fused_cross_entropy=False, fp8_gemms=False),
     Overlap(grad_reduce=False, param_gather=False, sharded_prefetch=True, tp_comm=False, pp_p2p=False,
-            bucket_elements=5e8),
+            bucket_elements=5e8, p2p_scatter_gather=False),
     MemoryReserve(cuda_context=1.0 * GIB, nccl_per_communicator=NCCL_BYTES_PER_COMMUNICATOR, workspace=0.0,
                   fragmentation=0.10),
     sources=(
@@ -166,6 +188,8 @@ DEEPSPEED = RuntimeProfile(
         ("grad_reduce", "DeepSpeed config zero_optimization.overlap_comm: default false for stages 1 and 2 "
                         "(deepspeed/runtime/zero/config.py overlap_comm_valid: true only for stage 3)"),
         ("sharded_prefetch", "ZeRO-3 prefetch: stage3_prefetch_bucket_size (deepspeed/runtime/zero/config.py)"),
+        ("p2p_scatter_gather", "deepspeed/runtime/pipe/engine.py _exec_send_activations: every rank sends its whole "
+                               "activation tensor to its peer of the next stage (no split across tensor-parallel ranks)"),
         ("bucket", "zero_optimization.reduce_bucket_size and allgather_bucket_size default 5e8 elements"),
         ("fragmentation", "DeepSpeed docs note memory fragmentation (contiguous_gradients exists to reduce it); "
                           "assumed 10%, to be replaced by a measurement (scripts/measure_device.py)"),
@@ -174,7 +198,8 @@ DEEPSPEED = RuntimeProfile(
 TORCHTITAN = RuntimeProfile(
     "torchtitan", "torchtitan: FSDP2 (fully_shard per block) + tensor / pipeline parallel, SDPA flash attention",
     Kernels(flash_attention=True, attention_dropout=False, causal_skip=True, fused_swiglu=False,
-            fused_cross_entropy=False, fp8_gemms=True),
+            fused_cross_entropy=False, fp8_gemms=True, attention_backend="flash2", fused_norm_rope=False,
+            loss_bytes_per_logit=12.0, selective_policy="every-other-matmul"),
     Overlap(grad_reduce=True, param_gather=True, sharded_prefetch=True, tp_comm=False, pp_p2p=False,
             bucket_per_layer=True),
     MemoryReserve(cuda_context=0.5 * GIB, nccl_per_communicator=NCCL_BYTES_PER_COMMUNICATOR, workspace=32 * MIB,
@@ -184,6 +209,13 @@ TORCHTITAN = RuntimeProfile(
                             "(flash / cuDNN backend on H100)"),
         ("fused_swiglu", "torchtitan FeedForward: w2(F.silu(w1(x)) * w3(x)) in eager mode (torch.compile optional)"),
         ("fp8_gemms", "torchtitan float8 training (torchao.float8, --float8.enable_fsdp_float8_all_gather)"),
+        ("attention_backend", "PyTorch SDPA tries its flash backend first: the bundled FlashAttention-2 "
+                              "(torch 2.2+, aten/src/ATen/native/transformers/cuda/flash_attn)"),
+        ("fused_norm_rope", "torchtitan/models/llama/model.py (eager): RMSNorm in fp32 (x.float(), pow, mean, rsqrt, "
+                            "type_as, * weight) and apply_rotary_emb on view_as_complex(x.float())"),
+        ("loss_bytes_per_logit", "torchtitan train.py loss_fn: F.cross_entropy(pred.flatten(0, 1).float(), labels)"),
+        ("selective_policy", "torchtitan parallelize_llama.py _apply_ac selective_ac_option='op' (the llama3 "
+                             "configs' default): _save_list of mm (every second one), SDPA and reduce-scatter"),
         ("grad_reduce", "FSDP2 fully_shard: reduce-scatter of each block's gradients on a separate stream during "
                         "backward"),
         ("sharded_prefetch", "FSDP2: implicit forward prefetch and backward prefetch of the next block's all-gather "
@@ -193,10 +225,24 @@ TORCHTITAN = RuntimeProfile(
         ("tp_comm", "experimental.enable_async_tensor_parallel default false"),
     ))
 
+TORCHTITAN_COMPILE = RuntimeProfile(
+    "torchtitan-compile", "torchtitan with torch.compile on each block (training.compile = true)",
+    Kernels(flash_attention=True, attention_dropout=False, causal_skip=True, fused_swiglu=True,
+            fused_cross_entropy=False, fp8_gemms=True, attention_backend="flash2", fused_norm_rope=True,
+            loss_bytes_per_logit=12.0, selective_policy="every-other-matmul"),
+    TORCHTITAN.overlap, TORCHTITAN.memory,
+    sources=(
+        ("fused_norm_rope", "torch.compile (Inductor) fuses the element-wise chains of RMSNorm, rotary embedding and "
+                            "SiLU x up into generated kernels"),
+        ("loss_bytes_per_logit", "torchtitan parallelize_llama.py apply_compile compiles each TransformerBlock only: "
+                                 "the output layer and the loss stay eager (12, as torchtitan)"),
+        ("rest", "as torchtitan"),
+    ))
+
 NEMO = RuntimeProfile(
     "nemo", "NVIDIA NeMo 2 performance recipes (Megatron-core, Transformer Engine, TP communication overlap)",
     Kernels(flash_attention=True, attention_dropout=False, causal_skip=True, fused_swiglu=True,
-            fused_cross_entropy=True, fp8_gemms=True),
+            fused_cross_entropy=True, fp8_gemms=True, attention_backend="cudnn", loss_bytes_per_logit=2.0),
     Overlap(grad_reduce=True, param_gather=True, sharded_prefetch=False, tp_comm=True, pp_p2p=True,
             bucket_elements=40e6, bucket_elements_per_dp=1e6),
     MemoryReserve(cuda_context=0.5 * GIB, nccl_per_communicator=NCCL_BYTES_PER_COMMUNICATOR, workspace=64 * MIB,
@@ -210,7 +256,8 @@ NEMO = RuntimeProfile(
         ("rest", "as megatron-core"),
     ))
 
-RUNTIMES: dict[str, RuntimeProfile] = {p.name: p for p in (MEGATRON_CORE, MEGATRON_2021, DEEPSPEED, TORCHTITAN, NEMO)}
+RUNTIMES: dict[str, RuntimeProfile] = {p.name: p for p in (MEGATRON_CORE, MEGATRON_2021, DEEPSPEED, TORCHTITAN,
+                                                              TORCHTITAN_COMPILE, NEMO)}
 DEFAULT_RUNTIME = MEGATRON_CORE
 
 
