@@ -31,7 +31,10 @@ def run(args) -> int:
     check_output_path(args.out, "--out")
     plan = read_json(args.plan, "plan JSON")
     from solver_plan.export.common import plan_kind
-    kind, wanted = plan_kind(plan), "operators" if args.target == "dtensor" else "hybrid"
+    try:
+        kind, wanted = plan_kind(plan), "operators" if args.target == "dtensor" else "hybrid"
+    except InputError as exc:  # named by the file, as export_plan's errors are below
+        raise InputError(str(exc), args.plan) from None
     if kind != wanted:  # said before any model is read, in words (the plan JSON's kinds)
         raise InputError(f"the {args.target} export takes {KIND_WORDS[wanted]}; this is {KIND_WORDS[kind]}", args.plan)
     graph = None
