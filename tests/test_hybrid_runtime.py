@@ -54,8 +54,9 @@ def test_overlapped_gradient_reduce_by_hand():
     bucket; the all-gather under the first forward except the first; with slack, less."""
     parts = schedule.SyncParts(grad_s=1.0, gather_s=0.6, pieces=4)
     core = resolve_runtime("megatron-core")
+    # communication-bound: everything but what the first 3 of 4 pieces' compute covers
     assert schedule.exposed_sync_s(parts, 8, forward_s=0.3, backward_s=0.5, runtime=core) == pytest.approx(
-        (1.0 - 0.5) + (0.6 - 0.3))
+        (1.0 - 0.5 * 3 / 4) + (0.6 - 0.3 * 3 / 4))
     assert schedule.exposed_sync_s(parts, 8, forward_s=5.0, backward_s=5.0, runtime=core) == pytest.approx(
         1.0 / 4 + 0.6 / 4)  # only the last (first) bucket is exposed
     assert schedule.exposed_sync_s(parts, 8, 5.0, 5.0, core, slack_forward_s=0.1, slack_backward_s=0.1) == \
@@ -71,7 +72,8 @@ def test_fsdp_prefetch_by_hand():
     titan = resolve_runtime("torchtitan")
     assert schedule.exposed_sync_s(parts, 2, forward_s=1.0, backward_s=2.0, runtime=titan) == pytest.approx(
         2 * (0.04 + 0.09))
-    assert schedule.exposed_sync_s(parts, 2, 0.1, 0.2, titan) == pytest.approx(2 * ((0.4 - 0.1) + (0.9 - 0.2)))
+    assert schedule.exposed_sync_s(parts, 2, 0.1, 0.2, titan) == pytest.approx(
+        2 * ((0.4 - 0.1 * 0.9) + (0.9 - 0.2 * 0.9)))
     assert schedule.exposed_sync_s(parts, 2, 1.0, 2.0, resolve_runtime("megatron-2021")) == pytest.approx(2 * 1.3)
 
 
@@ -155,3 +157,28 @@ def test_nvl72_keeps_a_72_way_tensor_split_on_nvlink():
     cluster = resolve_cluster("gb200-nvl72")
     assert cluster.devices_per_node == 72
     assert cluster.level(0, 71).name == "INTRA_NODE" and cluster.level(0, 72).name == "INTER_NODE"
+
+
+@pytest.mark.parametrize("bandwidth", [1e10, 1e13])  # communication-bound, compute-bound
+def test_closed_form_agrees_with_the_simulator(bandwidth):
+    """Data parallelism of 8 equal layers on 2 devices: the per-operator simulator starts each layer's
+    ring all-reduce after its backward task, one after another on the link; the hybrid closed form
+    (`schedule.hidden_behind`) gives the time left after the backward pass."""
+    from solver_plan.cluster import Cluster, DeviceSpec, Link
+    from solver_plan.graph.resolve import resolve_model
+    from solver_plan.intra.solve import solve
+    from solver_plan.planning import prepare_problem
+    from solver_plan.simulate import simulate_strategy
+
+    graph = resolve_model("mlp:layers=8,hidden=2048,batch=256")
+    cluster = Cluster("t", 1, 2, DeviceSpec("dev", 1e13, 16e9), Link(bandwidth, 1e-6))
+    problem, cost_model = prepare_problem(graph, cluster, None)
+    plan = solve(problem, "data-parallel").assignment
+    strategy = {problem.names[i]: problem.candidates[i][c] for i, c in enumerate(plan)}
+    sim = simulate_strategy(graph, cluster, strategy, cost_model)
+    backward = [t for t in sim.tasks if t.category == "backward"]
+    start, end = min(t.start for t in backward), max(t.end for t in backward)
+    layers = [op for op in graph.operators if op.params]
+    comm = sum(cost_model.node(graph, op, strategy[op.name]).sync_s for op in layers)
+    exposed = schedule.hidden_behind(comm, end - start, len(layers))
+    assert sim.iteration_s - end == pytest.approx(exposed, rel=0.01)

@@ -130,13 +130,17 @@ def dp_sync_s(cluster: Cluster, params_per_device: float, tp: int, dp: int, zero
 
 
 def hidden_behind(comm_s: float, window_s: float, pieces: int) -> float:
-    """What is left of `comm_s` issued in `pieces` equal collectives, one after another, each as
-    soon as the compute producing (or, for a gather, needing) it allows, under a compute window
-    of `window_s` seconds: at least the last (first) piece, which no compute covers, and whatever
-    exceeds the window: max(c / n, c - w)."""
+    """What is left of `comm_s` issued in n = `pieces` equal collectives, one after another on one
+    link, under a compute window of w = `window_s` seconds that produces (or, for a gather,
+    consumes) the pieces evenly: piece i is ready at i w / n, so the last one ends at
+    max_i (i w / n + (n - i + 1) c / n), which is w + c / n (compute-bound) or w / n + c
+    (communication-bound): max(c / n, c - w (n - 1) / n) after the window. Exact for the project's
+    simulator on equal layers (tests/test_hybrid_runtime.py: per-layer ring all-reduce tasks after
+    each backward task)."""
     if comm_s <= 0:
         return 0.0
-    return max(comm_s / max(1, pieces), comm_s - window_s)
+    n = max(1, pieces)
+    return max(comm_s / n, comm_s - window_s * (n - 1) / n)
 
 
 def exposed_sync_s(parts: SyncParts, m: int, forward_s: float, backward_s: float, runtime=None,
@@ -145,9 +149,9 @@ def exposed_sync_s(parts: SyncParts, m: int, forward_s: float, backward_s: float
     overlaps it (`runtime.overlap`; `hidden_behind` for the bucket rule):
     - gradient reduce (Megatron-core --overlap-grad-reduce, PyTorch DDP, FSDP2): the buckets are
       reduced during the backward pass of the last micro-batch (`backward_s`: the stage's backward
-      per micro-batch, recomputation included); stage i of a pipeline ends its last backward
-      before stages i - 1 ... 0 end theirs, which gives it `slack_backward_s` more:
-      max(0, hidden_behind(grad, backward) - slack);
+      per micro-batch, recomputation included), one bucket after another (`hidden_behind`); stage
+      i of a pipeline ends its last backward before stages i - 1 ... 0 end theirs, which gives it
+      `slack_backward_s` more: max(0, hidden_behind(grad, backward) - slack);
     - parameter gather (--overlap-param-gather): under the next step's first forward of the stage,
       whose start waits `slack_forward_s` (the forwards of the stages before it):
       max(0, hidden_behind(gather, forward) - slack);

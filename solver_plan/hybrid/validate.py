@@ -218,7 +218,8 @@ def _dp_sync(plan: HybridPlan, cluster: Cluster, spec, st, runtime) -> tuple[flo
         backward = s.block_s + s.recompute_s + s.extra_s - s.forward_s
 
         def left(c: float, window: float, slack: float = 0.0) -> float:
-            return max(0.0, max(c / n, c - window) - slack) if c > 0 else 0.0
+            # n equal buckets, piece i ready i window / n into the window, sent one after another
+            return max(0.0, max(c / n, c - window * (n - 1) / n) - slack) if c > 0 else 0.0
 
         if q.zero_stage == 0:
             reduce = collective(cluster, "all_reduce", grads, q.dp, per_node, n)
