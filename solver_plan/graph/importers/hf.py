@@ -14,15 +14,20 @@ published sizes, see data/hf-configs/SOURCES.md):
 - llama, mistral, qwen2: RMS norms, rotary positions (no parameters), grouped-query attention
   (`num_key_value_heads`), SwiGLU feed-forward (silu(gate) * up, silu = x * sigmoid(x)), q/k/v
   biases for qwen2 (or `attention_bias`), LM head tied only if `tie_word_embeddings`;
-- mixtral: llama with a mixture of experts in place of each feed-forward (see `moe`).
+- qwen3: llama with q/k norms (RMSNorm over head_dim) and no biases;
+- mixtral: llama with a mixture of experts in place of each feed-forward (see `moe`);
+- gemma2, gemma3(_text), phi3, falcon, gpt_neox, opt: hf_dense.py; qwen2_moe, qwen3_moe,
+  deepseek_v2, deepseek_v3 (multi-head latent attention, shared experts, first dense layers):
+  hf_moe.py.
 
 Mixture of experts. The cost model has no expert dimension of its own, so the experts of a layer
 are one grouped 1x1 convolution with `groups = num_local_experts`: its weight dimension
 (`out_channel`, split with the input channels of each group) *is* the expert dimension, and a
 degree that divides the expert count is expert parallelism; the sample and sequence (`height`)
 dimensions stay data/sequence parallel. Tokens are dispatched top-k: the k copies of the sequence
-are laid out as (N, experts x hidden, k x seq / experts, 1), i.e. perfectly balanced routing with
-no capacity slack, so k x seq must divide by the expert count. The router is a bias-free linear
+are laid out as (N, experts x hidden, ceil(k x seq / experts), 1), i.e. perfectly balanced routing
+with each expert's capacity rounded up to whole slots (padding slots are computed, as in a padded
+grouped GEMM); routing imbalance is the hybrid planner's (hybrid/moe.py), not the graph's. The router is a bias-free linear
 layer and a softmax whose first k probabilities weight the k expert outputs.
 """
 from __future__ import annotations
@@ -135,6 +140,11 @@ def _seq(cfg: _Config, opts: dict, *position_keys: str) -> int:
     return seq
 
 
+def _tokens_input(b: GraphBuilder, cfg: _Config, opts: dict) -> Tensor:
+    """The (batch, seq) token ids of a decoder whose positions are `max_position_embeddings`."""
+    return b.input((opts.get("batch", DEFAULT_BATCH), _seq(cfg, opts, "max_position_embeddings")), name="tokens")
+
+
 # --- GPT-2 and BERT: the zoo's builders -----------------------------------------------------------
 def _gpt2(cfg: _Config, opts: dict, name: str) -> Graph:
     from solver_plan.graph.zoo.gpt import gpt
@@ -168,15 +178,31 @@ def _rms(b: GraphBuilder, x: Tensor, name: str) -> Tensor:
     return b.add(OpType.LAYERNORM, (x,), {"rms": True}, name)[0]
 
 
+def _head_norm(b: GraphBuilder, x: Tensor, head_dim: int, name: str) -> Tensor:
+    """RMSNorm over each head's head_dim features (Qwen3's and Gemma 3's q_norm / k_norm: head_dim
+    parameters shared by the heads)."""
+    n, seq, width = x.shape
+    heads = b.reshape(x, (n, seq, width // head_dim, head_dim), name=f"{name}_heads")
+    return b.reshape(_rms(b, heads, name), (n, seq, width), name=f"{name}_out")
+
+
 def _attention(b: GraphBuilder, x: Tensor, heads: int, kv_heads: int, head_dim: int, qkv_bias: bool,
-               out_bias: bool, memory: Tensor | None = None) -> Tensor:
+               out_bias: bool, memory: Tensor | None = None, qk_norm: bool = False) -> Tensor:
     source = x if memory is None else memory
     q = b.linear(x, heads * head_dim, qkv_bias, name="q_proj")
     k = b.linear(source, kv_heads * head_dim, qkv_bias, name="k_proj")
     v = b.linear(source, kv_heads * head_dim, qkv_bias, name="v_proj")
+    if qk_norm:
+        q, k = _head_norm(b, q, head_dim, "q_norm"), _head_norm(b, k, head_dim, "k_norm")
+    return _core(b, q, k, v, heads, kv_heads, x.shape[-1], out_bias)
+
+
+def _core(b: GraphBuilder, q: Tensor, k: Tensor, v: Tensor, heads: int, kv_heads: int, hidden: int,
+          out_bias: bool) -> Tensor:
+    """The attention over projected q, k, v and the output projection (o_proj)."""
     attrs = {"heads": heads} if kv_heads == heads else {"heads": heads, "kv_heads": kv_heads}
     core = b.add(OpType.ATTENTION, (q, k, v), attrs, "attention")[0]
-    return b.linear(core, x.shape[-1], out_bias, name="o_proj")
+    return b.linear(core, hidden, out_bias, name="o_proj")
 
 
 def _silu(b: GraphBuilder, x: Tensor, name: str) -> Tensor:
@@ -184,35 +210,55 @@ def _silu(b: GraphBuilder, x: Tensor, name: str) -> Tensor:
     return b.mul(x, b.unary(x, "sigmoid", name=f"{name}_sigmoid"), name=name)
 
 
+def _activate(b: GraphBuilder, x: Tensor, activation: str, name: str) -> Tensor:
+    return _silu(b, x, name) if activation == "silu" else b.unary(x, activation, name=name)
+
+
 def _gated_mlp(b: GraphBuilder, x: Tensor, ffn: int, activation: str) -> Tensor:
     gate = b.linear(x, ffn, False, name="gate_proj")
-    act = _silu(b, gate, "act") if activation == "silu" else b.unary(gate, activation, name="act")
+    act = _activate(b, gate, activation, "act")
     return b.linear(b.mul(act, b.linear(x, ffn, False, name="up_proj"), name="gated"), x.shape[-1], False,
                     name="down_proj")
 
 
-def _moe(b: GraphBuilder, x: Tensor, ffn: int, experts: int, top_k: int, where: str) -> Tensor:
-    """Top-k mixture of SwiGLU experts; the experts are grouped 1x1 convolutions (module docstring)."""
+def _first_rows(b: GraphBuilder, x: Tensor, rows: int) -> Tensor:
+    """The first `rows` rows (axis 1) of x repeated as often as needed: filler for capacity slots."""
+    pool = b.concat([x] * -(-rows // x.shape[1]), axis=1, name="pad_pool") if rows > x.shape[1] else x
+    if pool.shape[1] == rows:
+        return pool
+    return b.split(pool, (rows, pool.shape[1] - rows), axis=1, name="pad")[0]
+
+
+def _moe(b: GraphBuilder, x: Tensor, ffn: int, experts: int, top_k: int, where: str, *, activation: str = "silu",
+         router_bias: bool = False, scoring: str = "softmax") -> Tensor:
+    """Top-k mixture of gated experts; the experts are grouped 1x1 convolutions (module docstring).
+    `scoring`: the router's softmax (Mixtral, Qwen) or sigmoid (DeepSeek-V3, whose `router_bias` is
+    its e_score_correction_bias: one parameter per expert, used to choose the experts)."""
     n, seq, hidden = x.shape
     if top_k > experts:
-        raise InputError(f"num_experts_per_tok ({top_k}) exceeds num_local_experts ({experts})", where)
-    if (top_k * seq) % experts:
-        raise InputError(f"option 'seq' ({seq}) x num_experts_per_tok ({top_k}) must divide by num_local_experts "
-                         f"({experts}): tokens are spread evenly over the experts", where)
-    per_expert = top_k * seq // experts
-    probs = b.softmax(b.linear(x, experts, False, name="router"), name="router_softmax")
+        raise InputError(f"num_experts_per_tok ({top_k}) exceeds the number of experts ({experts})", where)
+    per_expert = -(-top_k * seq // experts)  # capacity rounded up: k x seq need not divide by the experts
+    padding = experts * per_expert - top_k * seq
+    logits = b.linear(x, experts, router_bias, name="router")
+    probs = b.softmax(logits, name="router_softmax") if scoring == "softmax" else \
+        b.unary(logits, "sigmoid", name="router_sigmoid")
     sizes = (1,) * top_k + ((experts - top_k,) if experts > top_k else ())
     weights = b.split(probs, sizes, axis=2, name="top_k")[:top_k]
     copies = b.concat([x] * top_k, axis=1, name="dispatch") if top_k > 1 else x
+    if padding:  # the empty capacity slots run through the experts too (padded grouped GEMM)
+        copies = b.concat([copies, _first_rows(b, copies, padding)], axis=1, name="padded")
     grouped = b.reshape(copies, (n, experts, per_expert, hidden), name="by_expert")
     grouped = b.reshape(b.transpose(grouped, (0, 1, 3, 2), name="to_channels"),
                         (n, experts * hidden, per_expert, 1), name="expert_inputs")
     up = b.conv2d(grouped, experts * 2 * ffn, 1, groups=experts, name="experts_gate_up")
     gate, lin = b.split(up, (experts * ffn, experts * ffn), axis=1, name="gate_up_split")
-    act = b.mul(_silu(b, gate, "experts_act"), lin, name="experts_gated")
+    act = b.mul(_activate(b, gate, activation, "experts_act"), lin, name="experts_gated")
     down = b.conv2d(act, experts * hidden, 1, groups=experts, name="experts_down")
     back = b.reshape(down, (n, experts, hidden, per_expert), name="from_channels")
-    back = b.reshape(b.transpose(back, (0, 1, 3, 2), name="to_tokens"), (n, top_k * seq, hidden), name="combine")
+    back = b.reshape(b.transpose(back, (0, 1, 3, 2), name="to_tokens"), (n, experts * per_expert, hidden),
+                     name="combine")
+    if padding:
+        back = b.split(back, (top_k * seq, padding), axis=1, name="unpad")[0]
     parts = b.split(back, (seq,) * top_k, axis=1, name="copies") if top_k > 1 else (back,)
     out = b.mul(parts[0], weights[0], name="weighted0")
     for i in range(1, top_k):
@@ -235,6 +281,7 @@ def _llama(cfg: _Config, opts: dict, name: str) -> Graph:
     _divides(cfg, kv_heads, heads, "num_key_value_heads", "num_attention_heads")
     model_type = cfg.data["model_type"]
     qkv_bias = cfg.bool("attention_bias", model_type == "qwen2")
+    qk_norm = model_type == "qwen3"  # q_norm / k_norm over head_dim
     out_bias = cfg.bool("attention_bias", False) if model_type != "qwen2" else False
     act = cfg.str("hidden_act", "silu")
     if act not in ("silu", "gelu", "relu"):
@@ -247,12 +294,12 @@ def _llama(cfg: _Config, opts: dict, name: str) -> Graph:
     ffn, vocab = cfg.int("intermediate_size"), cfg.int("vocab_size")
     layers = opts.get("layers", cfg.int("num_hidden_layers"))
     b = GraphBuilder(name)
-    tokens = b.input((opts.get("batch", DEFAULT_BATCH), _seq(cfg, opts, "max_position_embeddings")), name="tokens")
-    x = token_embedding(b, tokens, vocab, hidden, "embed_tokens")
+    x = token_embedding(b, _tokens_input(b, cfg, opts), vocab, hidden, "embed_tokens")
     for index in range(layers):
         with b.scope(f"layers.{index}"):
             with b.scope("self_attn"):
-                h = _attention(b, _rms(b, x, "input_layernorm"), heads, kv_heads, head_dim, qkv_bias, out_bias)
+                h = _attention(b, _rms(b, x, "input_layernorm"), heads, kv_heads, head_dim, qkv_bias, out_bias,
+                               qk_norm=qk_norm)
                 x = b.add_(x, h, name="residual")
             with b.scope("block_sparse_moe" if moe else "mlp"):
                 h = _rms(b, x, "post_attention_layernorm")
@@ -306,4 +353,11 @@ def _t5(cfg: _Config, opts: dict, name: str) -> Graph:
 
 
 FAMILIES = {"gpt2": _gpt2, "bert": _bert, "t5": _t5, "llama": _llama, "mistral": _llama, "qwen2": _llama,
-            "mixtral": _llama}
+            "qwen3": _llama, "mixtral": _llama}
+
+# Families in their own modules (they build on the blocks above, so they are imported last).
+from solver_plan.graph.importers.hf_dense import DENSE_FAMILIES  # noqa: E402
+from solver_plan.graph.importers.hf_moe import MOE_FAMILIES  # noqa: E402
+
+FAMILIES.update(DENSE_FAMILIES)
+FAMILIES.update(MOE_FAMILIES)
