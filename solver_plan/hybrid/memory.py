@@ -64,6 +64,23 @@ def precision_state(precision) -> StateBytes:
                       float(precision.activations.bytes))
 
 
+def runtime_state(state: StateBytes, runtime) -> StateBytes:
+    """The bytes per parameter as `runtime` keeps them in 16-bit mixed precision (`state.gradients`
+    2): fp32 gradients (`fp32_gradients`: Megatron's main_grad, 2 + 4 + 12 = 18 bytes per parameter,
+    its distrib_optimizer.md table; FSDP2's fp32 reduce), and for FSDP2 (`sharded_fp32_params`) the
+    fp32 sharded parameter doubling as the master copy (2 + 4 + 10 = 16: the 2 bytes of working
+    weights are what the all-gather moves). Unchanged in fp32 training."""
+    from dataclasses import replace
+
+    from solver_plan.runtime import resolve_runtime
+
+    runtime = resolve_runtime(runtime)
+    if state.gradients != 2.0 or not runtime.fp32_gradients:
+        return state
+    optimizer = state.optimizer - (2.0 if runtime.sharded_fp32_params else 0.0)
+    return replace(state, gradients=4.0, optimizer=optimizer)
+
+
 def state_bytes(device=None, precision=None) -> StateBytes:
     """Bytes of `precision` (a `TrainingPrecision`), or of the one the cost core picks for `device`
     (`cost.precision.default_for`: mixed bf16/fp16 = 2 + 2 + 4 + 8, plain fp32 = 4 + 4 + 0 + 8);

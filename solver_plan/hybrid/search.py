@@ -77,7 +77,9 @@ def _context(spec: TransformerSpec, cluster: Cluster, global_batch: int, limit, 
     runtime = resolve_runtime(runtime)
     if precision.compute.value == "fp8" and not runtime.kernels.fp8_gemms:
         raise InputError(f"runtime {runtime.name} has no fp8 GEMMs; choose another precision or runtime", "--precision")
-    return Context(spec, cluster, global_batch, limit, precision_state(precision), precision.name, runtime)
+    from solver_plan.hybrid.memory import runtime_state
+    return Context(spec, cluster, global_batch, limit, runtime_state(precision_state(precision), runtime),
+                   precision.name, runtime)
 
 
 # Largest global batch (sequences per step): 2**24 is 5,000x the largest published ones (Megatron's

@@ -9,6 +9,7 @@ bookkeeping shows up as a disagreement. Returns a list of problems (empty = vali
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from solver_plan.cluster import Cluster
 from solver_plan.hybrid import memory as mem
@@ -58,11 +59,13 @@ def validate_plan(plan: HybridPlan, cluster: Cluster, enforce_memory: bool = Tru
         problems.append(f"precision {plan.precision!r} does not name a training precision")
     if not cluster.device.supports(precision.compute):
         problems.append(f"precision {precision.name}: {cluster.device.name} has no {precision.compute.value} units")
-    st = precision_state(precision)
     from solver_plan.runtime import RUNTIMES, DEFAULT_RUNTIME
     if plan.runtime is not None and plan.runtime not in RUNTIMES:
         return problems + [f"runtime {plan.runtime!r} is not a known runtime profile"]
     runtime = RUNTIMES.get(plan.runtime, DEFAULT_RUNTIME)
+    st = precision_state(precision)
+    if st.gradients == 2.0 and runtime.fp32_gradients:  # fp32 gradients; FSDP2's fp32 shard is the master
+        st = replace(st, gradients=4.0, optimizer=st.optimizer - (2.0 if runtime.sharded_fp32_params else 0.0))
     if precision.compute.value == "fp8" and not runtime.kernels.fp8_gemms:
         problems.append(f"precision {precision.name}: runtime {runtime.name} has no fp8 GEMMs")
     if q.dp * q.tp * q.pp != cluster.num_devices:

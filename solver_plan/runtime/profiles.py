@@ -111,6 +111,11 @@ class RuntimeProfile:
     overlap: Overlap
     memory: MemoryReserve
     sources: tuple[tuple[str, str], ...] = field(default=())  # (fact, file / flag / document)
+    # In 16-bit mixed precision: gradients kept and reduced in fp32 (4 bytes per parameter instead of 2)
+    fp32_gradients: bool = False
+    # ... and the sharded parameter itself is the fp32 master (FSDP2 mixed precision): no separate
+    # 16-bit copy at rest, so the optimizer state holds 2 bytes less per parameter
+    sharded_fp32_params: bool = False
 
     def to_dict(self) -> dict:
         from dataclasses import asdict
@@ -151,7 +156,10 @@ MEGATRON_CORE = RuntimeProfile(
         ("cuda_context", "CUDA 12 lazy module loading (CUDA_MODULE_LOADING=LAZY, PyTorch's default since 2.0)"),
         ("workspace", "Transformer Engine get_workspace(): 32 MiB cuBLAS workspace on Hopper; PyTorch's cuBLAS "
                       "workspace :4096:8 = 32 MiB"),
-    ))
+        ("fp32_gradients", "megatron/training/arguments.py: with --bf16, accumulate_allreduce_grads_in_fp32 is set "
+                           "(fp32 main_grad buffers, reduced in fp32); docs/source/distrib_optimizer.md: bf16 params "
+                           "with fp32 grads take 18 bytes per parameter, 6 + 12/d with the distributed optimizer"),
+    ), fp32_gradients=True)
 
 MEGATRON_2021 = RuntimeProfile(
     "megatron-2021", "Megatron-LM of Narayanan et al. 2021 and Korthikanti et al. 2022 (no flash attention)",
@@ -223,7 +231,10 @@ TORCHTITAN = RuntimeProfile(
         ("bucket", "torchtitan parallelize_llama: fully_shard on every TransformerBlock (one FSDP unit per block)"),
         ("fragmentation", "torchtitan run_train.sh sets PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"),
         ("tp_comm", "experimental.enable_async_tensor_parallel default false"),
-    ))
+        ("fp32_gradients", "torchtitan parallelize_llama.py apply_fsdp: MixedPrecisionPolicy(param_dtype=bfloat16, "
+                           "reduce_dtype=float32) (training.mixed_precision_reduce default float32)"),
+        ("sharded_fp32_params", "FSDP2 keeps the sharded parameters in fp32 and all-gathers bf16 casts of them"),
+    ), fp32_gradients=True, sharded_fp32_params=True)
 
 TORCHTITAN_COMPILE = RuntimeProfile(
     "torchtitan-compile", "torchtitan with torch.compile on each block (training.compile = true)",
@@ -237,7 +248,7 @@ TORCHTITAN_COMPILE = RuntimeProfile(
         ("loss_bytes_per_logit", "torchtitan parallelize_llama.py apply_compile compiles each TransformerBlock only: "
                                  "the output layer and the loss stay eager (12, as torchtitan)"),
         ("rest", "as torchtitan"),
-    ))
+    ), fp32_gradients=True, sharded_fp32_params=True)
 
 NEMO = RuntimeProfile(
     "nemo", "NVIDIA NeMo 2 performance recipes (Megatron-core, Transformer Engine, TP communication overlap)",
@@ -254,7 +265,7 @@ NEMO = RuntimeProfile(
         ("grad_reduce", "MegatronCommOverlapCallback: overlap_grad_reduce, overlap_param_gather with the "
                         "distributed optimizer"),
         ("rest", "as megatron-core"),
-    ))
+    ), fp32_gradients=True)
 
 RUNTIMES: dict[str, RuntimeProfile] = {p.name: p for p in (MEGATRON_CORE, MEGATRON_2021, DEEPSPEED, TORCHTITAN,
                                                               TORCHTITAN_COMPILE, NEMO)}
