@@ -17,7 +17,7 @@ fitted to an end-to-end throughput. The hybrid planner prices a plan with one pr
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from solver_plan.errors import InputError
 
@@ -236,28 +236,22 @@ TORCHTITAN = RuntimeProfile(
         ("sharded_fp32_params", "FSDP2 keeps the sharded parameters in fp32 and all-gathers bf16 casts of them"),
     ), fp32_gradients=True, sharded_fp32_params=True)
 
-TORCHTITAN_COMPILE = RuntimeProfile(
-    "torchtitan-compile", "torchtitan with torch.compile on each block (training.compile = true)",
-    Kernels(flash_attention=True, attention_dropout=False, causal_skip=True, fused_swiglu=True,
-            fused_cross_entropy=False, fp8_gemms=True, attention_backend="flash2", fused_norm_rope=True,
-            loss_bytes_per_logit=12.0, selective_policy="every-other-matmul"),
-    TORCHTITAN.overlap, TORCHTITAN.memory,
+TORCHTITAN_COMPILE = replace(
+    TORCHTITAN, name="torchtitan-compile", summary="torchtitan with torch.compile on each block (training.compile = true)",
+    kernels=replace(TORCHTITAN.kernels, fused_swiglu=True, fused_norm_rope=True),
     sources=(
         ("fused_norm_rope", "torch.compile (Inductor) fuses the element-wise chains of RMSNorm, rotary embedding and "
                             "SiLU x up into generated kernels"),
         ("loss_bytes_per_logit", "torchtitan parallelize_llama.py apply_compile compiles each TransformerBlock only: "
                                  "the output layer and the loss stay eager (12, as torchtitan)"),
         ("rest", "as torchtitan"),
-    ), fp32_gradients=True, sharded_fp32_params=True)
+    ))
 
-NEMO = RuntimeProfile(
-    "nemo", "NVIDIA NeMo 2 performance recipes (Megatron-core, Transformer Engine, TP communication overlap)",
-    Kernels(flash_attention=True, attention_dropout=False, causal_skip=True, fused_swiglu=True,
-            fused_cross_entropy=True, fp8_gemms=True, attention_backend="cudnn", loss_bytes_per_logit=2.0),
-    Overlap(grad_reduce=True, param_gather=True, sharded_prefetch=False, tp_comm=True, pp_p2p=True,
-            bucket_elements=40e6, bucket_elements_per_dp=1e6),
-    MemoryReserve(cuda_context=0.5 * GIB, nccl_per_communicator=NCCL_BYTES_PER_COMMUNICATOR, workspace=64 * MIB,
-                  fragmentation=0.05),
+NEMO = replace(
+    MEGATRON_CORE, name="nemo",
+    summary="NVIDIA NeMo 2 performance recipes (Megatron-core, Transformer Engine, TP communication overlap)",
+    kernels=replace(MEGATRON_CORE.kernels, fused_cross_entropy=True, loss_bytes_per_logit=2.0),
+    overlap=replace(MEGATRON_CORE.overlap, tp_comm=True),
     sources=(
         ("tp_comm", "nemo/collections/llm/recipes (performance mode): tp_comm_overlap=True with "
                     "MegatronCommOverlapCallback (Transformer Engine userbuffers)"),
@@ -265,7 +259,7 @@ NEMO = RuntimeProfile(
         ("grad_reduce", "MegatronCommOverlapCallback: overlap_grad_reduce, overlap_param_gather with the "
                         "distributed optimizer"),
         ("rest", "as megatron-core"),
-    ), fp32_gradients=True)
+    ))
 
 RUNTIMES: dict[str, RuntimeProfile] = {p.name: p for p in (MEGATRON_CORE, MEGATRON_2021, DEEPSPEED, TORCHTITAN,
                                                               TORCHTITAN_COMPILE, NEMO)}
