@@ -9,11 +9,13 @@ from solver_plan.batch.job import Job
 
 def run_problem_job(job: Job) -> dict[str, Any]:
     from solver_plan.batch.kinds import outcome, planner_error
+    from solver_plan.deadline import Deadline
     from solver_plan.intra.solve import solve
     from solver_plan.suite.generators import resolve_problem
 
+    deadline = Deadline(job.time_limit)  # generating the problem counts against the job's limit, as building a model does
     problem = resolve_problem(job.model)
-    result = solve(problem, job.planner, time_limit=job.time_limit, seed=job.seed, **dict(job.options))
+    result = solve(problem, job.planner, seed=job.seed, deadline=deadline, **dict(job.options))
     plan = {"problem": problem.name, "planner": result.planner, "status": result.status.value,
             "assignment": None if result.assignment is None else list(result.assignment),
             "notes": list(result.notes), "solver_failure": result.solver_failure}
