@@ -4,26 +4,27 @@ from __future__ import annotations
 
 import json
 import shlex
-import tomllib
 
 import pytest
 
 from solver_plan.errors import InputError
 from solver_plan.export import export_plan
+from solver_plan.resources import REPO_ROOT
 
 
 def hybrid_plan(dp=2, tp=2, pp=2, micro=2, micro_batches=4, layers=(12, 12), v=1, recompute="none", zero=1,
-                sp=False, schedule="1f1b", block_configs=True) -> dict:
+                sp=False, schedule="1f1b", block_configs=True, stage_recompute=None, model="gpt2") -> dict:
     """A hand-written hybrid plan in the JSON layout of solver_plan/hybrid/plan.py."""
     stages, first = [], 0
     for i, n in enumerate(layers):
         stages.append({"index": i, "layers": [first, first + n], "num_layers": n, "embedding": i == 0,
                        "head": i == len(layers) - 1,
+                       "recompute": stage_recompute[i] if stage_recompute else recompute,
                        "submesh": {"devices_per_replica": tp, "replicas": dp,
                                    "devices": [i * tp * dp, (i + 1) * tp * dp - 1]}})
         first += n
     return {"schema_version": 1, "kind": "hybrid", "status": "FEASIBLE", "step_time_s": 1.0, "lower_bound_s": 0.9,
-            "model": "gpt2", "cluster": "c", "devices": dp * tp * pp, "global_batch": dp * micro * micro_batches,
+            "model": model, "cluster": "c", "devices": dp * tp * pp, "global_batch": dp * micro * micro_batches,
             "parallelism": {"dp": dp, "tp": tp, "pp": pp, "micro_batch_size": micro, "micro_batches": micro_batches,
                             "virtual_stages": v, "recompute": recompute, "zero_stage": zero,
                             "sequence_parallel": sp, "schedule": schedule},
@@ -33,12 +34,19 @@ def hybrid_plan(dp=2, tp=2, pp=2, micro=2, micro_batches=4, layers=(12, 12), v=1
             if block_configs else []}
 
 
+LLAMA = str(REPO_ROOT / "data" / "hf-configs" / "llama-3-8b.json") + ":seq=4096"
+MIXTRAL = str(REPO_ROOT / "data" / "hf-configs" / "mixtral-8x7b-v0.1.json") + ":seq=4096"
 PLANS = {
     "even": hybrid_plan(),
     "interleaved": hybrid_plan(dp=1, tp=2, pp=4, micro=1, micro_batches=8, layers=(6, 6, 6, 6), v=3,
                                schedule="interleaved", recompute="full", sp=True),
     "uneven": hybrid_plan(dp=4, tp=1, pp=2, micro=1, micro_batches=2, layers=(10, 14), zero=0),
     "zero3": hybrid_plan(dp=8, tp=1, pp=1, micro=4, micro_batches=1, layers=(24,), zero=3, recompute="selective"),
+    "per-stage": hybrid_plan(dp=2, tp=4, pp=4, micro=1, micro_batches=16, layers=(9, 9, 9, 5), recompute="per-stage",
+                             stage_recompute=("selective", "selective", "none", "none"), model=LLAMA),
+    "autotp": hybrid_plan(dp=8, tp=8, pp=1, micro=16, micro_batches=4, layers=(32,), model=LLAMA, sp=True),
+    "mixtral": hybrid_plan(dp=8, tp=2, pp=4, micro=2, micro_batches=16, layers=(8, 8, 8, 8), v=8,
+                           schedule="interleaved", sp=True, model=MIXTRAL),
 }
 
 
@@ -78,23 +86,55 @@ def test_megatron_arithmetic(name):
         assert "# not expressible: zero_stage" in text
 
 
+def command_args(text: str) -> dict:
+    """A command-line export (Megatron-LM, torchtitan) as {flag: value or True}, plus the torchtitan
+    subcommand under "subcommand" and multi-token values as lists."""
+    args = shlex.split(" ".join(line.rstrip("\\") for line in text.splitlines() if not line.startswith("#")))
+    out, i = {}, 0
+    while i < len(args):
+        if not args[i].startswith("--"):
+            out["subcommand"] = args[i]
+            i += 1
+            continue
+        values = []
+        while i + 1 + len(values) < len(args) and not args[i + 1 + len(values)].startswith("--") \
+                and ":" not in args[i + 1 + len(values)]:
+            values.append(args[i + 1 + len(values)])
+        out[args[i]] = True if not values else values[0] if len(values) == 1 else values
+        i += 1 + len(values)
+    return out
+
+
 @pytest.mark.parametrize("name", sorted(PLANS))
 def test_deepspeed_arithmetic(name):
     plan = PLANS[name]
     p = plan["parallelism"]
     config = json.loads(export_plan(plan, "deepspeed"))
-    dp = config["solver_plan"]["dp"]
-    # DeepSpeed's own check: train_batch_size = micro x accumulation x data-parallel ranks
-    assert config["train_batch_size"] == config["train_micro_batch_size_per_gpu"] * \
-        config["gradient_accumulation_steps"] * dp == plan["global_batch"]
+    ours = config["solver_plan"]
+    dp, tp, pp = ours["dp"], ours["tp"], ours["pp"]
+    assert dp * tp * pp == plan["devices"] and (dp, tp, pp) == (p["dp"], p["tp"], p["pp"])
+    micro, accumulation = config["train_micro_batch_size_per_gpu"], config["gradient_accumulation_steps"]
+    # DeepSpeed's own check: train_batch_size = micro x accumulation x its data-parallel size, which
+    # is dp under a pipeline topology and the world size under AutoTP alone (then it is left out)
+    if tp > 1 and pp == 1:
+        assert "train_batch_size" not in config and config["tensor_parallel"]["autotp_size"] == tp
+        assert micro * accumulation * dp == plan["global_batch"]
+    else:
+        assert config["train_batch_size"] == micro * accumulation * dp == plan["global_batch"]
     assert config["zero_optimization"]["stage"] == p["zero_stage"]
-    stages = config.get("pipeline", {}).get("stages", 1)
-    tp = config.get("tensor_parallel", {}).get("autotp_size", 1)
-    assert dp * tp * stages == plan["devices"]
-    if stages > 1:
-        assert sum(config["pipeline"]["layers_per_stage"]) == sum(s["num_layers"] for s in plan["stages"])
+    modes = {s["recompute"] for s in plan["stages"]}
+    if pp > 1:
+        # only keys DeepSpeed reads: the pipeline engine's checkpoint interval; PipelineModule's
+        # arguments (never partition_method "custom", which raises NotImplementedError) are ours
+        assert set(config["pipeline"]) == {"activation_checkpoint_interval"}
+        assert config["pipeline"]["activation_checkpoint_interval"] == (0 if modes == {"none"} else 1)
+        assert ours["pipeline_module"] == {"num_stages": pp, "partition_method": "uniform"}
+    if modes != {"none"}:
+        assert "activation_checkpointing" in config
+    if len(modes) > 1:
+        assert any("per-stage recomputation" in item for item in ours["not_expressible"])
     if p["virtual_stages"] > 1:
-        assert any("interleaved" in item for item in config["solver_plan"]["not_expressible"])
+        assert any("interleaved" in item for item in ours["not_expressible"])
 
 
 @pytest.mark.parametrize("name", sorted(PLANS))
@@ -102,19 +142,95 @@ def test_torchtitan_arithmetic(name):
     plan = PLANS[name]
     p = plan["parallelism"]
     text = export_plan(plan, "torchtitan")
-    doc = tomllib.loads(text)
-    par = doc["parallelism"]
-    dp = par["data_parallel_replicate_degree"] * par["data_parallel_shard_degree"]
-    assert dp * par["tensor_parallel_degree"] * par["pipeline_parallel_degree"] * par["context_parallel_degree"] \
-        == plan["devices"]
+    a = command_args(text)
+    degree = lambda key: int(a[f"--parallelism.{key}"])  # noqa: E731
+    dp = degree("data_parallel_replicate_degree") * degree("data_parallel_shard_degree")
+    assert dp == p["dp"] and dp * degree("tensor_parallel_degree") * degree("pipeline_parallel_degree") * \
+        degree("context_parallel_degree") == plan["devices"]
+    local, global_batch = int(a["--training.local_batch_size"]), int(a["--training.global_batch_size"])
+    assert global_batch == plan["global_batch"]
     layers = sum(s["num_layers"] for s in plan["stages"])
-    if "pipeline_parallel_layers_per_stage" in par:
-        assert par["pipeline_parallel_layers_per_stage"] * par["pipeline_parallel_degree"] * p["virtual_stages"] == layers
+    if p["pp"] > 1:
+        # the plan's stages as model parts: every layer once, in order, embedding first, output last
+        parts = a["--parallelism.module_fqns_per_model_part"]
+        parts = [part.split(",") for part in ([parts] if isinstance(parts, str) else parts)]
+        assert len(parts) == p["pp"] * p["virtual_stages"]
+        names = [n for part in parts for n in part]
+        assert names == ["tok_embeddings"] + [f"layers.{i}" for i in range(layers)] + ["norm", "lm_head"]
+        if p["virtual_stages"] == 1:
+            assert [sum(n.startswith("layers.") for n in part) for part in parts] == \
+                [s["num_layers"] for s in plan["stages"]]
+        assert local == p["micro_batch_size"] * p["micro_batches"]  # the schedule cuts it into micro-batches
+        assert int(a["--parallelism.pipeline_parallel_microbatch_size"]) == p["micro_batch_size"]
     else:
-        assert par["pipeline_parallel_degree"] == 1 or "uneven stages" in text
-    assert doc["training"]["global_batch_size"] == doc["training"]["local_batch_size"] * dp == plan["global_batch"]
+        assert local == p["micro_batch_size"]  # torchtitan accumulates global / (local x dp)
+    assert global_batch // (local * dp) * local * dp == global_batch
+    assert int(a["--training.seq_len"]) == (4096 if plan["model"] in (LLAMA, MIXTRAL) else 1024)
+    modes = [s["recompute"] for s in plan["stages"]]
+    strongest = max(modes, key=("none", "selective", "full").index)
+    assert a["subcommand"] == f"activation_checkpoint:{strongest}"
     if p["zero_stage"] in (1, 2) and p["dp"] > 1:
         assert "not expressible: zero_stage" in text
+
+
+def test_model_shape_flags():
+    """Megatron-LM gets the model the plan priced: LLaMA-3-8B's grouped-query attention, SwiGLU,
+    RMSNorm, rotary positions, untied output and no biases; GPT-2's learned positions and LayerNorm;
+    Mixtral's experts (split by the tensor-parallel degree: expert parallelism)."""
+    llama = command_args(export_plan(PLANS["autotp"], "megatron"))
+    assert (llama["--num-layers"], llama["--hidden-size"], llama["--ffn-hidden-size"], llama["--num-attention-heads"],
+            llama["--num-query-groups"], llama["--seq-length"]) == ("32", "4096", "14336", "32", "8", "4096")
+    assert {"--group-query-attention", "--swiglu", "--untie-embeddings-and-output-weights",
+            "--disable-bias-linear"} <= set(llama)
+    assert (llama["--normalization"], llama["--position-embedding-type"]) == ("RMSNorm", "rope")
+    gpt2 = command_args(export_plan(PLANS["even"], "megatron"))
+    assert (gpt2["--hidden-size"], gpt2["--seq-length"], gpt2["--normalization"]) == ("768", "1024", "LayerNorm")
+    assert gpt2["--position-embedding-type"] == "learned_absolute" and "--swiglu" not in gpt2
+    assert "--untie-embeddings-and-output-weights" not in gpt2 and "--disable-bias-linear" not in gpt2
+    mixtral = command_args(export_plan(PLANS["mixtral"], "megatron"))
+    assert (mixtral["--num-experts"], mixtral["--moe-router-topk"], mixtral["--expert-model-parallel-size"]) == \
+        ("8", "2", "2")
+    unreadable = hybrid_plan(model="no/such/config.json")
+    text = export_plan(unreadable, "megatron")
+    assert "not expressible: model shape" in text and "--hidden-size" not in command_args(text)
+
+
+def test_recomputation_is_never_dropped():
+    """Every plan that recomputes gets the runtime's recomputation, stage by stage where the
+    runtime cannot: the strongest planned mode everywhere, and a line saying so."""
+    plan = PLANS["per-stage"]
+    megatron = export_plan(plan, "megatron")
+    assert command_args(megatron)["--recompute-granularity"] == "selective"
+    assert "not expressible: per-stage recomputation ['selective', 'selective', 'none', 'none']" in megatron
+    full = hybrid_plan(recompute="per-stage", stage_recompute=("full", "none"))
+    a = command_args(export_plan(full, "megatron"))
+    assert (a["--recompute-granularity"], a["--recompute-method"], a["--recompute-num-layers"]) == \
+        ("full", "uniform", "1")
+    everywhere = hybrid_plan(recompute="per-stage", stage_recompute=("selective", "selective"))
+    assert "--recompute-granularity selective" in export_plan(everywhere, "megatron")
+    assert "not expressible: per-stage" not in export_plan(everywhere, "megatron")
+    broken = hybrid_plan(recompute="per-stage")
+    for stage in broken["stages"]:
+        stage.pop("recompute")
+    with pytest.raises(InputError, match="recompute 'per-stage'"):
+        export_plan(broken, "torchtitan")
+
+
+def test_layout_warnings_know_every_family():
+    """A LLaMA-family plan whose block splits k_proj by `in` and q_proj out x in is named; one whose
+    projections follow the column/row layout is not."""
+    differing = hybrid_plan(tp=4, dp=1, pp=2, micro_batches=8, model=LLAMA)
+    differing["block_configs"] = [{"operator": "layers.0/self_attn/q_proj", "config": "out=2,in=2@4"},
+                                  {"operator": "layers.0/self_attn/k_proj", "config": "in=4@4"},
+                                  {"operator": "layers.0/mlp/down_proj", "config": "in=4@4"}]
+    text = export_plan(differing, "megatron")
+    assert "q_proj planned out=2,in=2@4" in text and "k_proj planned in=4@4" in text and "down_proj" not in text
+    agrees = hybrid_plan(tp=4, dp=1, pp=2, micro_batches=8, model=LLAMA)
+    agrees["block_configs"] = [{"operator": f"layers.0/{name}", "config": f"{dim}=4@4"} for name, dim in (
+        ("self_attn/q_proj", "out"), ("self_attn/k_proj", "out"), ("self_attn/v_proj", "out"),
+        ("self_attn/attention", "heads"), ("self_attn/o_proj", "in"), ("mlp/gate_proj", "out"),
+        ("mlp/up_proj", "out"), ("mlp/down_proj", "in"))]
+    assert "per-operator split" not in export_plan(agrees, "megatron")
 
 
 def test_losses_are_named():
@@ -219,7 +335,45 @@ def test_export_command(tmp_path, capsys):
     plan_path = tmp_path / "hybrid.json"
     plan_path.write_text(json.dumps(PLANS["uneven"]))
     assert main(["export", str(plan_path), "--target", "torchtitan"]) == 0
-    assert tomllib.loads(capsys.readouterr().out)["parallelism"]["data_parallel_replicate_degree"] == 4
+    assert command_args(capsys.readouterr().out)["--parallelism.data_parallel_replicate_degree"] == "4"
     assert main(["export", str(plan_path), "--target", "dtensor", "--model", "mlp"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "hybrid.json" in err and "per-operator plan" in err
+
+
+def test_dtensor_bad_plans_are_one_line_errors():
+    """A per-operator plan without devices, or with a degree given as a list, is an InputError
+    naming the operator (not a KeyError or TypeError)."""
+    from solver_plan.api import load_model
+    graph = load_model("mlp:layers=2,hidden=128,batch=32")
+    operators = [{"name": op.name, "type": op.op_type.value, "degrees": {"sample": 2}, "devices": [0, 1]}
+                 for op in graph]
+    plan = {"schema_version": 1, "model": graph.name, "status": "FEASIBLE", "operators": operators, "edges": []}
+    no_devices = json.loads(json.dumps(plan))
+    del no_devices["operators"][1]["devices"]
+    with pytest.raises(InputError, match=f"operator '{operators[1]['name']}' has no devices"):
+        export_plan(no_devices, "dtensor", graph=graph)
+    listed = json.loads(json.dumps(plan))
+    listed["operators"][1]["degrees"]["sample"] = [2]
+    with pytest.raises(InputError, match="degrees must map dimension names to positive integers"):
+        export_plan(listed, "dtensor", graph=graph)
+
+
+def test_dtensor_biases_and_mesh_changes():
+    """fc0 split out=2 on devices 0-1 and fc1 by sample on 0-3: fc0's bias is sharded like its
+    output features, and the edge fc0 -> relu0 (devices 0-1 -> 0-3) is listed as a mesh change."""
+    from solver_plan.api import load_model
+    graph = load_model("mlp:layers=2,hidden=128,batch=32")
+    operators = []
+    for op in graph:
+        on_two = op.name in ("features", "fc0")
+        degrees = {"sample": 1, "out": 2, "in": 1} if op.name == "fc0" else {"sample": 2 if on_two else 4}
+        operators.append({"name": op.name, "type": op.op_type.value, "degrees": degrees,
+                          "devices": [0, 1] if on_two else [0, 1, 2, 3]})
+    edges = [{"src": "features", "dst": "fc0", "tensors": ["features"]}, {"src": "fc0", "dst": "relu0", "tensors": ["fc0"]},
+             {"src": "relu0", "dst": "fc1", "tensors": ["relu0"]}]
+    d = {"schema_version": 1, "model": graph.name, "status": "FEASIBLE", "operators": operators, "edges": edges,
+         "device_memory_bytes": [0] * 4}
+    doc = json.loads(export_plan(d, "dtensor", graph=graph))
+    assert doc["modules"]["fc0"]["bias_placements"] == ["Shard(0)"]
+    assert doc["cross_mesh_edges"] == [edges[1]]  # features -> fc0 share devices 0-1; relu0 -> fc1 share 0-3

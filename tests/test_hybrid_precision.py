@@ -176,7 +176,7 @@ def test_exports_write_the_planned_precision(precision, megatron, deepspeed, tit
     ds = json.loads(export_deepspeed(d))
     assert ds["solver_plan"]["precision"] == precision
     assert [k for k in ("bf16", "fp16") if k in ds] == ([deepspeed] if deepspeed else [])
-    assert f'mixed_precision_param = "{titan}"' in export_torchtitan(d)
+    assert f"--training.mixed_precision_param {titan}" in export_torchtitan(d)
     d["precision"] = "fp64"
     with pytest.raises(InputError, match="unknown precision 'fp64'"):
         export_megatron(d)

@@ -41,6 +41,21 @@ class HybridView:
     # training precision the plan was priced in (`TrainingPrecision.name`: mixed-bf16, mixed-fp16,
     # mixed-fp8, fp32, tf32); None for plans written before plans carried it
     precision: str | None = None
+    # each stage's recomputation (none / selective / full); with recompute "per-stage" they differ
+    stage_recompute: tuple[str, ...] = ()
+
+    @property
+    def recompute_modes(self) -> tuple[str, ...]:
+        """The recomputation of every stage (the plan-wide mode when stages do not say)."""
+        if self.stage_recompute:
+            return self.stage_recompute
+        return (self.recompute,) * self.pp
+
+    @property
+    def strongest_recompute(self) -> str:
+        """The most any stage recomputes: what a runtime with one setting for every stage must use
+        so that no stage needs more memory than planned."""
+        return max(self.recompute_modes, key=RECOMPUTE_ORDER.index)
 
     @property
     def layers(self) -> int:
@@ -52,6 +67,7 @@ class HybridView:
 
 
 PRECISIONS = ("mixed-bf16", "mixed-fp16", "mixed-fp8", "fp32", "tf32")
+RECOMPUTE_ORDER = ("none", "selective", "full")  # least to most recomputation (and least memory)
 
 
 def _precision(value) -> str | None:
@@ -60,6 +76,19 @@ def _precision(value) -> str | None:
     if value not in PRECISIONS:
         raise InputError(f"unknown precision {value!r} (expected one of {', '.join(PRECISIONS)})", WHERE)
     return value
+
+
+def _stage_recompute(stages: list, plan_wide: str) -> tuple[str, ...]:
+    """Each stage's recomputation: its own `recompute` key (solver_plan/hybrid/plan.py writes it),
+    else the plan-wide mode; "per-stage" without stage keys is malformed."""
+    modes = []
+    for stage in stages:
+        mode = stage.get("recompute", plan_wide)
+        if mode not in RECOMPUTE_ORDER:
+            raise InputError(f"stage {stage.get('index', len(modes))} recompute {mode!r} (expected one of "
+                             f"{', '.join(RECOMPUTE_ORDER)})", WHERE)
+        modes.append(mode)
+    return tuple(modes)
 
 
 def hybrid_view(d: dict) -> HybridView:
@@ -72,8 +101,9 @@ def hybrid_view(d: dict) -> HybridView:
             int(p["pp"]), int(p["micro_batch_size"]), int(p["micro_batches"]), int(p.get("virtual_stages", 1)),
             str(p.get("recompute", "none")), int(p.get("zero_stage", 0)), bool(p.get("sequence_parallel", False)),
             str(p.get("schedule", "1f1b")), tuple(int(s["num_layers"]) for s in d["stages"]),
-            tuple(d.get("block_configs") or ()), _precision(d.get("precision")))
-    except (KeyError, TypeError, ValueError) as exc:
+            tuple(d.get("block_configs") or ()), _precision(d.get("precision")),
+            _stage_recompute(d["stages"], str(p.get("recompute", "none"))))
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise InputError(f"malformed hybrid plan ({type(exc).__name__}: {exc})", WHERE) from None
     if view.dp * view.tp * view.pp != view.devices:
         raise InputError(f"dp x tp x pp = {view.dp * view.tp * view.pp} != devices {view.devices}", WHERE)
@@ -85,8 +115,16 @@ def hybrid_view(d: dict) -> HybridView:
 
 
 # The tensor-parallel layout Megatron-LM (and DeepSpeed AutoTP, torchtitan) give a transformer block
-# (Shoeybi et al. 2019): q, k, v and fc1 column-parallel, attention by heads, out and fc2 row-parallel.
-RUNTIME_LAYOUT = {"q": "out", "k": "out", "v": "out", "fc1": "out", "attention": "heads", "out": "in", "fc2": "in"}
+# (Shoeybi et al. 2019): the projections into attention and the MLP's first matrices column-parallel
+# (split `out`), attention by heads, the projections back row-parallel (split `in`). Operator names
+# of every family the planner builds blocks of: the zoo's GPT (q, k, v, out, fc1, fc2), the LLaMA
+# family from config.json (q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj: LLaMA,
+# Mistral, Qwen2, Mixtral), T5 (wi, wo), and Mixtral's experts (one grouped convolution each, its
+# `out_channel` the expert dimension: split by expert parallelism).
+COLUMN_PARALLEL = ("q", "k", "v", "fc1", "q_proj", "k_proj", "v_proj", "gate_proj", "up_proj", "wi")
+ROW_PARALLEL = ("out", "fc2", "o_proj", "down_proj", "wo")
+RUNTIME_LAYOUT = {**{name: "out" for name in COLUMN_PARALLEL}, **{name: "in" for name in ROW_PARALLEL},
+                  "attention": "heads", "experts_gate_up": "out_channel", "experts_down": "out_channel"}
 
 
 def _parse_config(text: str) -> tuple[dict[str, int], int]:

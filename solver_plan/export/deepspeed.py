@@ -1,5 +1,12 @@
-"""A DeepSpeed ds_config JSON (keys as in deepspeed/runtime/config.py, v0.14+): batch arithmetic,
-ZeRO stage, precision, pipeline stages; what ds_config cannot say goes under `solver_plan`."""
+"""A DeepSpeed ds_config JSON (keys as deepspeed/runtime/config.py reads them; checked with
+DeepSpeedConfig of deepspeed 0.19 by scripts/check_exports.py): batch arithmetic, ZeRO stage,
+precision, tensor parallelism (AutoTP), the pipeline engine's activation checkpointing.
+
+Only keys DeepSpeed reads go at the top level. What belongs in the training script
+(`PipelineModule(num_stages=..., partition_method=...)`, its topology) and what DeepSpeed cannot do
+at all is under `solver_plan` (DeepSpeed ignores that key): `pipeline_module` holds the arguments
+to pass, `not_expressible` one line per planned setting DeepSpeed will not apply.
+"""
 from __future__ import annotations
 
 import json
@@ -7,15 +14,26 @@ import json
 from solver_plan.export.common import block_config_loss, hybrid_view
 
 
+def _batch_keys(v, lost: list[str]) -> dict:
+    """DeepSpeed asserts train_batch_size == micro x accumulation x its data-parallel size. With a
+    pipeline that size comes from PipelineModule's topology (dp); with AutoTP alone (no mpu) it is
+    the world size, which counts the tp ranks sharing each micro-batch: train_batch_size is left
+    for DeepSpeed to derive (micro x accumulation x world = global batch x tp)."""
+    keys = {"train_micro_batch_size_per_gpu": v.micro_batch_size, "gradient_accumulation_steps": v.micro_batches}
+    if v.tp > 1 and v.pp == 1:
+        lost.append(f"train_batch_size: with AutoTP DeepSpeed counts all {v.devices} ranks in its batch "
+                    f"arithmetic, so it reports micro x accumulation x world = {v.global_batch * v.tp} "
+                    f"(the plan's global batch {v.global_batch} x tp {v.tp}: each tp group reads one "
+                    "micro-batch); left for DeepSpeed to derive")
+        return keys
+    return {"train_batch_size": v.global_batch, **keys}
+
+
 def export_deepspeed(d: dict) -> str:
     v = hybrid_view(d)
     lost: list[str] = []
-    config: dict = {
-        "train_batch_size": v.global_batch,
-        "train_micro_batch_size_per_gpu": v.micro_batch_size,
-        "gradient_accumulation_steps": v.micro_batches,
-        "zero_optimization": {"stage": v.zero_stage},
-    }
+    config: dict = _batch_keys(v, lost)
+    config["zero_optimization"] = {"stage": v.zero_stage}
     # mixed precision: DeepSpeed's bf16 / fp16 sections (16-bit weights, fp32 master and Adam
     # state); fp32 and tf32: neither (DeepSpeed trains in fp32 by default). Plans without a
     # precision were priced in mixed bf16 on the A100/H100 presets.
@@ -27,19 +45,34 @@ def export_deepspeed(d: dict) -> str:
         lost.append("fp8 GEMMs: ds_config has no key; wrap the model's linear layers with Transformer Engine")
     if v.precision == "tf32":
         lost.append("tf32 matrix units: set torch.backends.cuda.matmul.allow_tf32 = True in the training script")
-    if v.tp > 1:
+    pipeline_module = None
+    if v.tp > 1 and v.pp == 1:
         config["tensor_parallel"] = {"autotp_size": v.tp}
+    elif v.tp > 1:
+        lost.append(f"tensor parallelism {v.tp} inside a pipeline: AutoTP does not compose with PipelineModule; build "
+                    f"the model with tensor-parallel layers and PipeModelDataParallelTopology(num_pp={v.pp}, "
+                    f"num_mp={v.tp}, num_dp={v.dp})")
+    mode = v.strongest_recompute
+    if len(set(v.recompute_modes)) > 1:
+        lost.append(f"per-stage recomputation {list(v.recompute_modes)}: DeepSpeed checkpoints alike in every stage; "
+                    f"exported as {mode} everywhere (memory within the plan, slower on the stages planned with less)")
     if v.pp > 1:
-        # DeepSpeed's PipelineModule(num_stages=pp, partition_method=...) reads these in user code
-        config["pipeline"] = {"stages": v.pp, "partition_method": "uniform" if v.even_stages else "custom",
-                              "layers_per_stage": list(v.stage_layers)}
+        # the pipeline engine reads pipeline.activation_checkpoint_interval (layers per checkpoint;
+        # 0: none): 1 checkpoints every layer, DeepSpeed's only granularity
+        config["pipeline"] = {"activation_checkpoint_interval": 1 if mode != "none" else 0}
+        pipeline_module = {"num_stages": v.pp, "partition_method": "uniform"}
         if not v.even_stages:
-            lost.append(f"uneven stages {list(v.stage_layers)}: pass them to PipelineModule as explicit part boundaries")
-    if v.recompute != "none":
+            lost.append(f"uneven stages {list(v.stage_layers)}: PipelineModule partitions by 'uniform', 'parameters' "
+                        "or 'type:REGEX', never by given sizes; exported as uniform")
+    if mode != "none":
         config["activation_checkpointing"] = {"partition_activations": v.sequence_parallel,
                                               "contiguous_memory_optimization": False, "cpu_checkpointing": False}
-        if v.recompute == "selective":
-            lost.append("selective recomputation: DeepSpeed checkpoints whole layers (set in the model code)")
+        if v.pp == 1:
+            lost.append(f"{mode} recomputation without a pipeline: wrap each layer with "
+                        "deepspeed.checkpointing.checkpoint in the model code (ds_config alone checkpoints nothing)")
+        if mode == "selective":
+            lost.append("selective recomputation: DeepSpeed checkpoints whole layers (exported as full layer "
+                        "checkpoints: memory within the plan, slower than planned)")
     if v.sequence_parallel:
         lost.append("Megatron-style sequence parallelism inside tensor-parallel groups has no ds_config key")
     if v.virtual_stages > 1:
@@ -47,6 +80,10 @@ def export_deepspeed(d: dict) -> str:
     if v.schedule == "gpipe":
         lost.append("schedule gpipe: DeepSpeed pipelines run 1F1B")
     lost += block_config_loss(v, "DeepSpeed AutoTP")
-    config["solver_plan"] = {"model": v.model, "devices": v.devices, "dp": v.dp, "tp": v.tp, "pp": v.pp,
-                             "precision": v.precision, "not_expressible": lost}
+    section = {"model": v.model, "devices": v.devices, "dp": v.dp, "tp": v.tp, "pp": v.pp,
+               "global_batch": v.global_batch, "precision": v.precision}
+    if pipeline_module is not None:
+        section["pipeline_module"] = pipeline_module
+    section["not_expressible"] = lost
+    config["solver_plan"] = section
     return json.dumps(config, indent=2) + "\n"

@@ -1,17 +1,83 @@
-"""Megatron-LM command-line arguments (names as in megatron/training/arguments.py, core_r0.9+)."""
+"""Megatron-LM command-line arguments (megatron/training/arguments.py; checked by its own
+parse_args + validate_args at core_r0.9.0, core_v0.15.3 and main by scripts/check_exports.py):
+the model's shape, sequence length, batch arithmetic, parallelism, recomputation, precision and
+expert settings the plan priced. What the flags cannot say is a `# not expressible:` line."""
 from __future__ import annotations
 
 from solver_plan.export.common import block_config_loss, hybrid_view
+from solver_plan.export.model_shape import model_shape
+
+
+def _model_flags(shape, v, lost: list[str]) -> list[tuple[str, object]]:
+    """--num-layers and the shape flags (GPT-2: learned positions, LayerNorm, GELU, biases, tied
+    output; the LLaMA family: rotary, RMSNorm, SwiGLU, no biases, grouped-query, untied)."""
+    s = shape.spec
+    flags: list[tuple[str, object]] = [
+        ("--num-layers", v.layers), ("--hidden-size", s.hidden), ("--ffn-hidden-size", s.ffn),
+        ("--num-attention-heads", s.heads), ("--seq-length", s.seq), ("--max-position-embeddings", s.positions)]
+    if s.head_dim * s.heads != s.hidden:
+        flags.append(("--kv-channels", s.head_dim))
+    if shape.grouped_query:
+        flags += [("--group-query-attention", None), ("--num-query-groups", shape.query_groups)]
+    if s.gated_mlp:
+        flags.append(("--swiglu", None))
+    flags.append(("--normalization", "RMSNorm" if s.rms_norm else "LayerNorm"))
+    flags.append(("--position-embedding-type", "learned_absolute" if s.learned_positions else "rope"))
+    if not s.tied_embeddings:
+        flags.append(("--untie-embeddings-and-output-weights", None))
+    if shape.biases == "none":
+        flags.append(("--disable-bias-linear", None))
+    elif shape.biases == "qkv":
+        flags += [("--disable-bias-linear", None), ("--add-qkv-bias", None)]
+    elif shape.biases == "mixed":
+        lost.append("biases on some projections only: Megatron-LM has biases on all linear layers or on none "
+                    "(and --add-qkv-bias)")
+    if s.experts > 1:
+        flags += [("--num-experts", s.experts), ("--moe-router-topk", s.top_k),
+                  ("--moe-token-dispatcher-type", "alltoall")]
+        if v.tp > 1:
+            # the planner split each layer's experts by the tensor-parallel degree (expert
+            # parallelism inside the tp group); Megatron-LM folds that as ep = tp, experts unsplit
+            flags += [("--expert-model-parallel-size", v.tp), ("--expert-tensor-parallel-size", 1)]
+            if not v.sequence_parallel:
+                flags.append(("--sequence-parallel", None))
+                lost.append("Megatron-LM needs sequence parallelism with experts and tensor parallelism: "
+                            "--sequence-parallel added (it only lowers activation memory)")
+        lost.append("routing: the plan assumed perfectly balanced experts (no capacity limit, no dropped tokens); "
+                    "Megatron-LM's default router is dropless with an auxiliary load-balancing loss")
+    return flags
+
+
+def _recompute_flags(v, lost: list[str]) -> list[tuple[str, object]]:
+    """Megatron-LM applies one recomputation setting to every pipeline stage: a plan whose stages
+    differ gets the most any stage needs (memory within the plan, stages planned with less
+    recompute more than planned), and the difference is listed."""
+    modes = v.recompute_modes
+    mode = v.strongest_recompute
+    if len(set(modes)) > 1:
+        lost.append(f"per-stage recomputation {list(modes)}: Megatron-LM recomputes alike in every stage; "
+                    f"exported as {mode} everywhere (memory within the plan, slower than planned on the "
+                    "stages planned with less)")
+    if mode == "full":
+        # every layer checkpointed on its own: the full recomputation the memory terms assume
+        return [("--recompute-granularity", "full"), ("--recompute-method", "uniform"), ("--recompute-num-layers", 1)]
+    if mode == "selective":
+        return [("--recompute-granularity", "selective")]  # the attention core (Korthikanti et al.)
+    return []
 
 
 def export_megatron(d: dict) -> str:
     v = hybrid_view(d)
-    flags: list[tuple[str, object]] = [
-        ("--tensor-model-parallel-size", v.tp), ("--pipeline-model-parallel-size", v.pp),
-        ("--num-layers", v.layers), ("--micro-batch-size", v.micro_batch_size),
-        ("--global-batch-size", v.global_batch),
-    ]
     lost: list[str] = []
+    shape, unreadable = model_shape(v.model)
+    if shape is not None:
+        flags = _model_flags(shape, v, lost)
+    else:
+        flags = [("--num-layers", v.layers)]
+        lost.append(f"model shape: {unreadable}; add --hidden-size, --ffn-hidden-size, --num-attention-heads, "
+                    "--seq-length, --max-position-embeddings and the architecture flags by hand")
+    flags += [("--tensor-model-parallel-size", v.tp), ("--pipeline-model-parallel-size", v.pp),
+              ("--micro-batch-size", v.micro_batch_size), ("--global-batch-size", v.global_batch)]
     if v.virtual_stages > 1:
         flags.append(("--num-layers-per-virtual-pipeline-stage", v.layers // (v.pp * v.virtual_stages)))
         if v.layers % (v.pp * v.virtual_stages):
@@ -22,19 +88,16 @@ def export_megatron(d: dict) -> str:
             flags += [("--decoder-first-pipeline-num-layers", first), ("--decoder-last-pipeline-num-layers", last)]
         else:
             lost.append(f"uneven stages {list(v.stage_layers)}: Megatron-LM sets only the first and last stage sizes")
-    if v.sequence_parallel:
+    if v.sequence_parallel and ("--sequence-parallel", None) not in flags:
         flags.append(("--sequence-parallel", None))
-    if v.recompute == "full":
-        flags += [("--recompute-granularity", "full"), ("--recompute-method", "uniform"), ("--recompute-num-layers", 1)]
-    elif v.recompute == "selective":
-        flags.append(("--recompute-granularity", "selective"))
+    flags += _recompute_flags(v, lost)
     if v.zero_stage >= 1:
         flags.append(("--use-distributed-optimizer", None))  # optimizer state sharded over dp (ZeRO-1)
     if v.zero_stage >= 2:
         lost.append(f"zero_stage {v.zero_stage}: Megatron-LM's distributed optimizer shards optimizer states only "
                     "(ZeRO-1); gradient/parameter sharding is not exported")
-    # precision (megatron/training/arguments.py: --bf16, --fp16; Transformer Engine's --fp8-format
-    # hybrid = e4m3 forward, e5m2 gradients); fp32 is Megatron-LM's default, no flag
+    # precision (--bf16, --fp16; Transformer Engine's --fp8-format hybrid = e4m3 forward, e5m2
+    # gradients); fp32 is Megatron-LM's default, no flag
     if v.precision in ("mixed-bf16", "mixed-fp8"):
         flags.append(("--bf16", None))
     elif v.precision == "mixed-fp16":
@@ -49,6 +112,9 @@ def export_megatron(d: dict) -> str:
     header = [f"# Megatron-LM arguments for {v.model}: {v.devices} devices = dp {v.dp} x tp {v.tp} x pp {v.pp} "
               f"(data parallelism is world size / (tp x pp): launch {v.devices} ranks)"
               + (f"; planned in {v.precision}" if v.precision else "")]
+    if shape is not None:
+        header.append(f"# vocabulary: the plan priced {shape.spec.vocab} tokens; it comes from your tokenizer "
+                      "flags (--tokenizer-type ..., or --vocab-size with NullTokenizer)")
     header += [f"# not expressible: {item}" for item in lost]
     arguments = [f"{name} {value}" if value is not None else name for name, value in flags]
     return "\n".join(header) + "\n" + " \\\n".join(arguments) + "\n"

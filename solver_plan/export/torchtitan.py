@@ -1,65 +1,155 @@
-"""torchtitan's TOML job-config sections for parallelism, batch and activation checkpointing
-(keys as in torchtitan/config/job_config.py, 2025)."""
+"""torchtitan command-line overrides (torchtitan 0.3: `--module M --config F` selects a Python
+config_registry function, `--section.key value` overrides it; checked with torchtitan's own
+ConfigManager by scripts/check_exports.py). torchtitan 0.2.x read the same `section.key` names
+from a TOML job file (`--job.config_file`), where activation checkpointing was
+`activation_checkpoint.mode = "full"` instead of the `activation_checkpoint:full` subcommand.
+
+Stages are written as `parallelism.module_fqns_per_model_part`: the plan's exact layers per stage
+(and per virtual stage), the token embedding on the first and the final norm and output on the
+last, so torchtitan's own split (which reserves a layer's worth for the embedding and the output)
+never applies. The batch: `training.local_batch_size` is what each data-parallel rank runs per
+accumulation step; with a pipeline that is micro-batch x micro-batches (the schedule cuts it into
+micro-batches of `pipeline_parallel_microbatch_size`), without one it is one micro-batch, and
+torchtitan accumulates global / (local x dp) of them.
+"""
 from __future__ import annotations
 
 from solver_plan.export.common import block_config_loss, hybrid_view
+from solver_plan.export.model_shape import model_shape
 
 SCHEDULES = {"1f1b": "1F1B", "gpipe": "GPipe", "interleaved": "Interleaved1F1B"}
+# torchtitan's llama3 config_registry functions and the model each trains (dim, layers, heads,
+# kv heads, ffn, vocab): a plan for one of these shapes names it
+LLAMA3_CONFIGS = {"llama3_8b": (4096, 32, 32, 8, 14336, 128256), "llama3_70b": (8192, 80, 64, 8, 28672, 128256),
+                  "llama3_405b": (16384, 126, 128, 8, 53248, 128256)}
+AC_SUBCOMMANDS = {"none": "none", "selective": "selective", "full": "full"}
 
 
-def _toml(value) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        return f'"{value}"'
-    if isinstance(value, list):
-        return "[" + ", ".join(_toml(x) for x in value) + "]"
-    return str(value)
+def _module_and_config(shape, v, lost: list[str]) -> list[str]:
+    """`--module llama3 --config F` when torchtitan has the plan's model, else nothing (and a line)."""
+    if shape is None:
+        lost.append("--module/--config: the model could not be read here; name the config_registry function "
+                    "that builds it")
+        return []
+    s = shape.spec
+    llama_like = s.gated_mlp and s.rms_norm and not s.learned_positions and shape.biases == "none" and s.experts == 1
+    key = (s.hidden, v.layers, s.heads, shape.query_groups, s.ffn, s.vocab)
+    described = (f"hidden {s.hidden}, {v.layers} layers, {s.heads} heads ({shape.query_groups} key/value), "
+                 f"ffn {s.ffn}, vocabulary {s.vocab}")
+    if llama_like:
+        for name, dims in LLAMA3_CONFIGS.items():
+            if dims == key:
+                return ["--module llama3", f"--config {name}"]
+        lost.append(f"--config: no torchtitan llama3 config trains this shape ({described}); register a "
+                    "config_registry function with it and pass --module llama3 --config <it>")
+        return ["--module llama3"]
+    family = "mixture-of-experts (Mixtral)" if s.experts > 1 else \
+        "GPT-2 (learned positions, LayerNorm, biases)" if s.learned_positions else "this decoder"
+    lost.append(f"--module/--config: torchtitan has no {family} model (it ships llama3, qwen3, deepseek_v3, gpt_oss, "
+                f"...); register one that builds it ({described}) and pass --module/--config for it")
+    return []
+
+
+def _stage_parts(v, lost: list[str]) -> list[list[str]] | None:
+    """Module names per model part: pp parts (one per rank) or pp x virtual parts (looped schedules,
+    torchtitan assigns part i to rank i mod pp) with the planned layer counts."""
+    if v.pp == 1:
+        return None
+    if v.virtual_stages > 1:
+        parts = v.pp * v.virtual_stages
+        if v.layers % parts:
+            lost.append(f"{v.layers} layers do not divide into {v.pp} x {v.virtual_stages} virtual stages; "
+                        f"the parts below differ by one layer")
+        sizes = [v.layers // parts + (1 if i < v.layers % parts else 0) for i in range(parts)]
+    else:
+        sizes = list(v.stage_layers)
+    names, first = [], 0
+    for index, size in enumerate(sizes):
+        part = [f"layers.{i}" for i in range(first, first + size)]
+        if index == 0:
+            part.insert(0, "tok_embeddings")
+        if index == len(sizes) - 1:
+            part += ["norm", "lm_head"]  # torchtitan <= 0.2 named the output projection "output"
+        names.append(part)
+        first += size
+    return names
+
+
+def _parts(parts: list[list[str]]) -> str:
+    """torchtitan's form of a list of lists of names: one token per part, names comma-separated
+    (its ConfigManager reads list[str] as "A,B,C")."""
+    return " ".join(",".join(part) for part in parts)
 
 
 def export_torchtitan(d: dict) -> str:
     v = hybrid_view(d)
     lost: list[str] = []
+    shape, _ = model_shape(v.model)
+    args = _module_and_config(shape, v, lost)
     # FSDP (dp_shard) shards parameters, gradients and optimizer states (ZeRO-3); DDP (dp_replicate)
     # shards nothing; torchtitan has nothing in between
     shard = v.zero_stage >= 1
     if v.zero_stage in (1, 2) and v.dp > 1:
         lost.append(f"zero_stage {v.zero_stage}: torchtitan shards with FSDP (ZeRO-3) or not at all; exported as FSDP")
-    parallelism = {
-        "data_parallel_replicate_degree": 1 if shard else v.dp,
-        "data_parallel_shard_degree": v.dp if shard else 1,
-        "tensor_parallel_degree": v.tp,
-        "pipeline_parallel_degree": v.pp,
-        "context_parallel_degree": 1,
-    }
-    if v.pp > 1:
-        parallelism["pipeline_parallel_schedule"] = SCHEDULES[v.schedule]
-        parallelism["pipeline_parallel_microbatch_size"] = v.micro_batch_size
-        if v.virtual_stages > 1 or v.even_stages:
-            parallelism["pipeline_parallel_layers_per_stage"] = v.layers // (v.pp * v.virtual_stages)
-        if not v.even_stages:
-            lost.append(f"uneven stages {list(v.stage_layers)}: torchtitan splits layers evenly "
-                        "(or by pipeline_parallel_split_points in module names)")
-    if v.tp > 1 and not v.sequence_parallel:
-        lost.append("tensor parallelism without sequence parallelism: torchtitan's TP always shards norms by sequence")
-    lost += block_config_loss(v, "torchtitan")
-    training = {"local_batch_size": v.micro_batch_size * v.micro_batches, "global_batch_size": v.global_batch}
+    overrides: list[tuple[str, object]] = [
+        ("parallelism.data_parallel_replicate_degree", 1 if shard else v.dp),
+        ("parallelism.data_parallel_shard_degree", v.dp if shard else 1),
+        ("parallelism.tensor_parallel_degree", v.tp),
+        ("parallelism.enable_sequence_parallel", v.sequence_parallel),
+        ("parallelism.pipeline_parallel_degree", v.pp),
+        ("parallelism.context_parallel_degree", 1)]
+    if shape is not None and shape.spec.experts > 1 and v.tp > 1:
+        overrides.append(("parallelism.expert_parallel_degree", v.tp))  # the planned split of the experts
+    parts = _stage_parts(v, lost)
+    if parts is not None:
+        overrides += [("parallelism.pipeline_parallel_schedule", SCHEDULES[v.schedule]),
+                      ("parallelism.pipeline_parallel_microbatch_size", v.micro_batch_size),
+                      ("parallelism.module_fqns_per_model_part", _parts(parts))]
+        local = v.micro_batch_size * v.micro_batches
+        overrides.append(("training.disable_cuda_graphs", True))  # torchtitan 0.3 refuses them with pipelines
+    else:
+        local = v.micro_batch_size  # torchtitan accumulates global / (local x dp) micro-batches
+    overrides += [("training.local_batch_size", local), ("training.global_batch_size", v.global_batch)]
+    if shape is not None:
+        overrides.append(("training.seq_len", shape.spec.seq))
+    else:
+        lost.append("training.seq_len: the model could not be read here; set it to the planned sequence length")
     # precision: torchtitan's FSDP mixed-precision policy (training.mixed_precision_param: bfloat16 or
     # float32; gradients reduced in float32); it has no fp16 policy and no tf32 switch
-    if v.precision in ("mixed-bf16", "mixed-fp8"):
-        training["mixed_precision_param"] = "bfloat16"
+    if v.precision in (None, "mixed-bf16", "mixed-fp8"):
+        overrides.append(("training.mixed_precision_param", "bfloat16"))
     elif v.precision in ("fp32", "tf32"):
-        training["mixed_precision_param"] = "float32"
+        overrides.append(("training.mixed_precision_param", "float32"))
     elif v.precision == "mixed-fp16":
-        training["mixed_precision_param"] = "bfloat16"
+        overrides.append(("training.mixed_precision_param", "bfloat16"))
         lost.append("mixed fp16: torchtitan's mixed precision is bfloat16 (exported as bfloat16)")
     if v.precision == "mixed-fp8":
-        lost.append("fp8 GEMMs: enable torchtitan's float8 converter (model.converters = [\"float8\"])")
-    checkpoint = {"mode": {"none": "none", "selective": "selective", "full": "full"}[v.recompute]}
-    lines = [f"# torchtitan parallelism for {v.model}: {v.devices} devices = dp {v.dp} x tp {v.tp} x pp {v.pp}"
-             + (f"; planned in {v.precision}" if v.precision else "")]
-    lines += [f"# not expressible: {item}" for item in lost]
-    for section, values in (("parallelism", parallelism), ("training", training), ("activation_checkpoint", checkpoint)):
-        lines.append(f"\n[{section}]")
-        lines += [f"{key} = {_toml(value)}" for key, value in values.items()]
-    return "\n".join(lines) + "\n"
+        lost.append("fp8 GEMMs: pick a config with torchtitan's float8 converter (e.g. llama3_8b's float8 variants)")
+    if v.precision == "tf32":
+        lost.append("tf32 matrix units: torchtitan has no switch (torch.backends.cuda.matmul.allow_tf32)")
+    mode = v.strongest_recompute
+    if len(set(v.recompute_modes)) > 1:
+        lost.append(f"per-stage recomputation {list(v.recompute_modes)}: torchtitan applies one policy to every "
+                    f"stage; exported as {mode} everywhere (memory within the plan, slower on the stages planned "
+                    "with less)")
+    if mode == "selective":
+        lost.append("selective recomputation: torchtitan's selective policy is per operator (it keeps matrix "
+                    "products' and attention's outputs, recomputes the rest), not the attention-core "
+                    "recomputation the plan priced")
+    if v.tp > 1 and not v.sequence_parallel:
+        lost.append("tensor parallelism without sequence parallelism: exported with enable_sequence_parallel false")
+    lost += block_config_loss(v, "torchtitan")
+    header = [f"# torchtitan 0.3 command line for {v.model}: {v.devices} devices = dp {v.dp} x tp {v.tp} x pp {v.pp}"
+              + (f"; planned in {v.precision}" if v.precision else "")]
+    header += [f"# not expressible: {item}" for item in lost]
+    args += [_flag(key, value) for key, value in overrides]
+    args.append(f"activation_checkpoint:{AC_SUBCOMMANDS[mode]}")  # a tyro subcommand: last
+    return "\n".join(header) + "\n" + " \\\n".join(args) + "\n"
+
+
+def _flag(key: str, value) -> str:
+    """tyro's forms: `--section.key value`; a boolean is `--section.key` or `--section.no_key`."""
+    if isinstance(value, bool):
+        section, _, name = key.rpartition(".")
+        return f"--{key}" if value else f"--{section}.no_{name}"
+    return f"--{key} {value}"
