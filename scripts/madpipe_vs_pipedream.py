@@ -227,10 +227,10 @@ def plot(rows, path: Path, subtitle: str) -> None:
                         color="black" if bold else None, label="all networks" if bold else network, zorder=3 if bold else 2)
         if bold:
             for m, g, n in points:
-                ax.annotate(f"n={n}", (m, g), textcoords="offset points", xytext=(0, 8), ha="center", fontsize=7)
+                ax.annotate(f"n={n}", (m, g), textcoords="offset points", xytext=(7, 5), ha="left", fontsize=7)
     ax.axhline(1.0, color="grey", linestyle=":")
     ax.set_xticks(memories)
-    ax.set_xlim(min(memories) - 0.5, max(memories) + 0.5)
+    ax.set_xlim(min(memories) - 0.5, max(memories) + 1.5)  # room for the last n label
     ax.set_xlabel("memory per processor M (GB)")
     ax.set_ylabel("period PipeDream+1F1B* / period MadPipe\n(geo-mean; > 1: MadPipe faster)")
     ax.set_title("period ratio over the runs both planners solve at that M\n(n: runs, all networks)", fontsize=9)
