@@ -21,7 +21,7 @@ import numpy as np
 class ForestSolution:
     value: float  # the forest problem's optimum (a lower bound for the problem)
     plan: tuple[int, ...]  # an optimal plan of the forest problem
-    min_marginals: tuple[np.ndarray, ...]  # per node, per candidate: least value with that choice
+    min_marginals: tuple[np.ndarray, ...]  # per node, per candidate: least value with that choice (or ())
     dropped_edges: int  # edges outside the forest, each replaced by its smallest entry
 
 
@@ -47,9 +47,12 @@ def spanning_forest(num_nodes: int, edges, matrices) -> np.ndarray:
 
 class Forest:
     """The kept edges as trees: breadth-first order, each node's parent and the matrix [parent, child]
-    (built once; `solve` then runs for any node costs, e.g. one per Lagrange multiplier)."""
+    (built once; `solve` then runs for any node costs, e.g. the problem's `node_costs` plus one
+    penalty per Lagrange multiplier)."""
 
-    def __init__(self, num_nodes: int, edges, matrices, keep: np.ndarray | None = None):
+    def __init__(self, node_costs, edges, matrices, keep: np.ndarray | None = None):
+        num_nodes = len(node_costs)
+        self.node_costs = tuple(node_costs)
         if keep is None:
             keep = spanning_forest(num_nodes, edges, matrices)
         self.keep = keep
@@ -79,7 +82,9 @@ class Forest:
                         queue.append(other)
         self.roots = np.unique(self.root_of)
 
-    def solve(self, node_costs) -> ForestSolution:
+    def solve(self, node_costs, marginals: bool = True) -> ForestSolution:
+        """Optimum and an optimal plan; the min-marginals too unless `marginals` is False (the
+        downward pass costs as much as the upward one)."""
         parent, to_child, order = self.parent.tolist(), self.to_child, self.order
         minimum = np.minimum.reduce  # bound once: the loops below make ~10 calls per node
         num_nodes = len(node_costs)
@@ -93,24 +98,26 @@ class Forest:
         optimum = np.zeros(num_nodes)
         optimum[self.roots] = [float(inside[r].min()) for r in self.roots]
         total = float(optimum.sum()) + self.constant
-        outside = [None] * num_nodes
         plan = np.zeros(num_nodes, dtype=np.int64)
+        outside = [None] * num_nodes
         for node in order:
             above = parent[node]
             if above < 0:
-                outside[node] = np.zeros(len(inside[node]))
                 plan[node] = inside[node].argmin()
+                outside[node] = np.zeros(len(inside[node]))
                 continue
             matrix = to_child[node]
-            context = inside[above] - up[node] + outside[above]
-            outside[node] = minimum(matrix + context[:, None], axis=0)
             plan[node] = (matrix[plan[above]] + inside[node]).argmin()
-        others = total - optimum[self.root_of]
-        marginals = tuple(inside[node] + outside[node] + others[node] for node in range(num_nodes))
-        return ForestSolution(total, tuple(plan.tolist()), marginals, int((~self.keep).sum()))
+            if marginals:
+                outside[node] = minimum(matrix + (inside[above] - up[node] + outside[above])[:, None], axis=0)
+        result = ()
+        if marginals:
+            others = total - optimum[self.root_of]
+            result = tuple(inside[node] + outside[node] + others[node] for node in range(num_nodes))
+        return ForestSolution(total, tuple(plan.tolist()), result, int((~self.keep).sum()))
 
 
 def solve_forest(node_costs, edges, matrices, keep: np.ndarray | None = None) -> ForestSolution:
     """The forest DP of the problem given as arrays; `keep` (edge mask) defaults to a maximum-weight
     spanning forest. Edges outside it add their smallest entry to the value."""
-    return Forest(len(node_costs), edges, matrices, keep).solve(node_costs)
+    return Forest(node_costs, edges, matrices, keep).solve(node_costs)

@@ -37,6 +37,7 @@ REPAIR_HINT = "repair_hint"  # option: a cheap plan that may break memory, for h
 # limit, repair and local search had used all of it and the MILP never ran).
 HEURISTIC_SHARE = 0.3
 MEMORY_FREE_SHARE = 0.3  # run_simplified: the pass without the memory limit, when it could bind
+MEMORY_FREE_PASSES = 40  # ... run only with time for this many passes (20 s at 1,000 operators)
 
 
 @dataclass(frozen=True)
@@ -214,12 +215,15 @@ def _seed_exact(problem: ConfigProblem, context: Context, warm_start, timings: P
     relaxation's plan improved by local search) and the relaxation, within HEURISTIC_SHARE of the
     time: the exact model always gets the rest, however slow the heuristics are."""
     from solver_plan.intra.relaxation import edge_dropping_relaxation
+    from solver_plan.intra.simplify import memory_can_bind
     clock = context.deadline.share(HEURISTIC_SHARE)
     relaxation = None
     with timings.phase("relaxation"):
-        # the bound costs a few passes: without time for them, keep the time for a plan
-        if time_for_passes(clock, problem, 3):
-            relaxation = edge_dropping_relaxation(problem, clock)
+        # the bound costs a few passes: without time for them, keep the time for a plan. Under a
+        # binding limit its bound ignores memory and its plan is only a hint: half the share at most
+        relaxation_clock = clock.share(0.5) if memory_can_bind(problem) else clock
+        if time_for_passes(relaxation_clock, problem, 3):
+            relaxation = edge_dropping_relaxation(problem, relaxation_clock)
     if relaxation is not None:
         progress.report(bound=relaxation.lower_bound)
     with timings.phase("heuristics"):
@@ -383,8 +387,9 @@ def run_simplified(problem: ConfigProblem, func: Callable, *, exact: bool, time_
 
     from solver_plan.intra.simplify import memory_can_bind
     deadline = start_clock(time_limit)
-    # The memory-free pass costs about as much as the real one: only when time is plentiful.
-    if memory_can_bind(problem) and time_for_passes(deadline, problem, 4):
+    # The memory-free pass costs about as much as the real one: only when time is plentiful (at
+    # 10,000 operators and 60 s it took its whole share and gave nothing the Lagrangian does not).
+    if memory_can_bind(problem) and time_for_passes(deadline, problem, MEMORY_FREE_PASSES):
         with progress.bounds_only():  # its plans may break memory
             relaxed = _reduce_and_run(problem.with_memory_limit(None), func, deadline.share(MEMORY_FREE_SHARE),
                                       seed, warm_start, options)

@@ -25,11 +25,12 @@ from solver_plan.intra.forest_dp import Forest, spanning_forest
 from solver_plan.intra.problem import ConfigProblem
 
 DIFFUSION_SHARE = 0.3  # of the Lagrangian's time, for the reparametrisation of non-forest graphs
+ASCENT_SHARE = 0.7  # of the Lagrangian's time, for the multipliers; the rest finds plans that fit
 MAX_STEPS = 200
 STALL_STEPS = 6  # steps without a better bound before the step length is halved
 MIN_STEP_FACTOR = 1e-3
-RAISE_STEPS = 60  # raises of the multipliers of the devices over the limit, until a minimiser fits
-RAISE_FACTOR = 1.1
+RAISE_STEPS = 40  # raises of the multipliers of the devices over the limit, until a minimiser fits
+RAISE_FACTOR = 1.2
 REDIFFUSIONS = 3  # diffusions at the best multipliers, each followed by more steps
 CLOSED_GAP = 1e-7  # relative: a bound this close to a known plan's cost ends the ascent
 ROUNDING_SLACK = 1e-9  # relative: reparametrised costs equal the original up to float rounding
@@ -100,21 +101,22 @@ def lagrangian_dual(problem: ConfigProblem, deadline=None, upper_bound: float | 
     exact = bool(keep.all())
     if not exact:  # move edge cost into the nodes first, so cutting edges loses little
         free, _ = reparametrise(free, _diffusion_budget(deadline))
-    forest = Forest(problem.num_nodes, free.edges, free.edge_costs, keep)
+    forest = Forest(free.node_costs, free.edges, free.edge_costs, keep)
+    ascent = None if deadline is None else deadline.share(ASCENT_SHARE)  # the rest: plans that fit
     multipliers = np.zeros(problem.num_devices)
-    best = None  # (bound, multipliers, solution)
+    best = None  # (bound, multipliers, the forest (and its costs) that gave it)
     plans: list[tuple[int, ...]] = []
     factor, stall, rediffused, steps = 1.0, 0, 0, 0
     while steps < max_steps:
         steps += 1
-        solution = forest.solve(penalties.node_costs(free.node_costs, multipliers))
+        solution = forest.solve(penalties.node_costs(forest.node_costs, multipliers), marginals=False)
         value = solution.value - float(multipliers.sum())
         slack = np.where(binding, penalties.slack(solution.plan), 0.0)
         if not (slack > 0).any():  # a minimiser that fits memory: a plan, and a target
             cost = problem.objective(solution.plan)
             upper_bound = cost if upper_bound is None else min(upper_bound, cost)
         if best is None or value > best[0]:
-            best, stall = (value, multipliers.copy(), solution), 0
+            best, stall = (value, multipliers.copy(), forest), 0
             plans.insert(0, solution.plan)
         else:
             plans.append(solution.plan)
@@ -123,13 +125,13 @@ def lagrangian_dual(problem: ConfigProblem, deadline=None, upper_bound: float | 
                 factor, stall = factor / 2, 0
         if upper_bound is not None and best[0] >= upper_bound - CLOSED_GAP * (1.0 + abs(upper_bound)):
             break
-        if deadline is not None and deadline.expired():
+        if ascent is not None and ascent.expired():
             break
         if factor < MIN_STEP_FACTOR:
             if exact or rediffused >= REDIFFUSIONS:
                 break
-            free = _rediffused(free, penalties, best[1], deadline)  # diffusion at the best multipliers
-            forest = Forest(problem.num_nodes, free.edges, free.edge_costs, keep)
+            free = _rediffused(free, penalties, best[1], ascent)  # diffusion at the best multipliers
+            forest = Forest(free.node_costs, free.edges, free.edge_costs, keep)
             multipliers, factor, stall, rediffused = best[1].copy(), 1.0, 0, rediffused + 1
             continue
         projected = np.where((multipliers > 0) | (slack > 0), slack, 0.0)  # a step that stays at 0 is no step
@@ -139,10 +141,11 @@ def lagrangian_dual(problem: ConfigProblem, deadline=None, upper_bound: float | 
         target = upper_bound if upper_bound is not None else best[0] + 0.01 * (1.0 + abs(best[0]))
         gap = max(target - value, 1e-9 * (1.0 + abs(value)))
         multipliers = np.maximum(0.0, multipliers + factor * gap / norm * projected)
-    value, chosen, solution = best
+    value, chosen, forest = best
     slack = ROUNDING_SLACK * (1.0 + abs(value))
+    solution = forest.solve(penalties.node_costs(forest.node_costs, chosen))  # the same minimum, with marginals
     bounds = tuple(m - float(chosen.sum()) - slack for m in solution.min_marginals)
-    plans += _fitting_plans(problem, penalties, free, forest, chosen, deadline)
+    plans += _fitting_plans(problem, penalties, forest, chosen, deadline)
     return LagrangianBound(value - slack, chosen, bounds, tuple(dict.fromkeys(plans)), steps, exact)
 
 
@@ -151,7 +154,7 @@ def _diffusion_budget(deadline) -> float | None:
     return None if left is None else DIFFUSION_SHARE * left
 
 
-def _fitting_plans(problem: ConfigProblem, penalties: _Penalties, free: ConfigProblem, forest: Forest, multipliers,
+def _fitting_plans(problem: ConfigProblem, penalties: _Penalties, forest: Forest, multipliers,
                    deadline) -> list[tuple[int, ...]]:
     """Raise the multipliers of the devices over the limit (by RAISE_FACTOR, plus a floor for those at
     0) until the minimiser fits memory. A fitting minimiser is optimal for the memory it uses itself
@@ -162,8 +165,7 @@ def _fitting_plans(problem: ConfigProblem, penalties: _Penalties, free: ConfigPr
     for _ in range(RAISE_STEPS):
         if deadline is not None and deadline.expired():
             break
-        costs = penalties.node_costs(free.node_costs, multipliers)
-        plan = forest.solve(costs).plan
+        plan = forest.solve(penalties.node_costs(forest.node_costs, multipliers), marginals=False).plan
         over = binding & (penalties.slack(plan) > 0)
         if not over.any():
             return [plan]

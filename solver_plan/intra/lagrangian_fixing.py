@@ -3,7 +3,8 @@ the model restricted to the candidates the multipliers leave open.
 
 1. `lagrangian_dual` (a share of the time) gives a bound, minimisers and per-candidate bounds.
 2. The minimisers that fit memory, and the best-bound minimiser repaired to fit (memory_repair),
-   are improved by local search; the cheapest plan, or the warm start if cheaper, is the incumbent.
+   are improved by local search, the cheapest then by forest search; it, or the plan passed in if
+   cheaper, is the incumbent.
 3. Every candidate whose Lagrangian bound is not below the incumbent's cost is in no cheaper plan:
    the exact model is built on the others only (Lagrangian reduced-cost fixing). Its optimum is the
    problem's optimum, and min(its proven bound, the incumbent's cost) is a proven bound for the
@@ -16,13 +17,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from solver_plan.intra.forest_search import improve_by_forests
 from solver_plan.intra.lagrangian import ROUNDING_SLACK, lagrangian_dual, restricted
 from solver_plan.intra.local_search import improve
 from solver_plan.intra.memory_repair import repair_memory
 from solver_plan.intra.problem import ConfigProblem
 from solver_plan.units import format_seconds
 
-LAGRANGIAN_SHARE = 0.25  # of the time the exact planner has left
+LAGRANGIAN_SHARE = 0.5  # of the time the exact planner has left (a full MILP at 10,000 operators does less with it)
 REPAIR_SHARE = 0.3  # of the Lagrangian's remaining time, for repairing its best minimiser
 IMPROVED_PLANS = 4  # fitting minimisers improved by local search (each a pass over the nodes)
 
@@ -32,6 +34,7 @@ class Restriction:
     problem: ConfigProblem  # the problem on the open candidates
     choices: tuple[np.ndarray, ...]  # per node, the original index of each open candidate
     incumbent: tuple[int, ...] | None  # best plan known (original indices), fits memory
+    source: str  # what found it: "Lagrangian" or "given" (the plan passed in)
     bound: float  # the Lagrangian bound: no plan of the problem costs less
     outside_bound: float  # no plan using a removed candidate costs less
     note: str
@@ -48,7 +51,7 @@ class Restriction:
         return max(self.bound, inner)
 
 
-def _best_plan(problem: ConfigProblem, minimisers, incumbent, deadline):
+def _best_plan(problem: ConfigProblem, minimisers, incumbent, deadline, seed: int):
     fitting = [plan for plan in minimisers if problem.memory_ok(plan)]
     fitting.sort(key=problem.objective)
     options = [improve(problem, plan, deadline) for plan in fitting[:IMPROVED_PLANS]]
@@ -56,12 +59,17 @@ def _best_plan(problem: ConfigProblem, minimisers, incumbent, deadline):
         repaired = repair_memory(problem, minimisers[0], deadline.share(REPAIR_SHARE))
         if repaired is not None:
             options.append(improve(problem, repaired, deadline))
-    if incumbent is not None:
-        options.append(tuple(incumbent))
-    return min(options, key=problem.objective) if options else None
+    if not options:
+        return None if incumbent is None else tuple(incumbent)
+    best = min(options, key=problem.objective)
+    if not deadline.expired():  # exact re-solves of random forests: never worse, memory kept
+        best = improve_by_forests(problem, best, deadline, seed=seed)
+    if incumbent is not None and problem.objective(incumbent) <= problem.objective(best):
+        return tuple(incumbent)
+    return best
 
 
-def lagrangian_restriction(problem: ConfigProblem, deadline, incumbent=None) -> Restriction | None:
+def lagrangian_restriction(problem: ConfigProblem, deadline, incumbent=None, seed: int = 0) -> Restriction | None:
     """None when the memory limit cannot bind (nothing to relax)."""
     started = time.perf_counter()
     clock = deadline.share(LAGRANGIAN_SHARE)
@@ -69,7 +77,8 @@ def lagrangian_restriction(problem: ConfigProblem, deadline, incumbent=None) -> 
     relaxation = lagrangian_dual(problem, clock, upper)
     if relaxation is None:
         return None
-    plan = _best_plan(problem, relaxation.plans, incumbent, clock)
+    plan = _best_plan(problem, relaxation.plans, incumbent, clock, seed)
+    source = "given" if incumbent is not None and plan == tuple(incumbent) else "Lagrangian"
     if plan is None:
         choices = tuple(np.arange(len(c)) for c in problem.node_costs)
         outside = np.inf
@@ -82,4 +91,4 @@ def lagrangian_restriction(problem: ConfigProblem, deadline, incumbent=None) -> 
             f"({'exact' if relaxation.exact_inner else 'spanning-forest'} inner minimum), "
             f"{kept} of {problem.num_candidates} candidates left open, "
             f"{format_seconds(time.perf_counter() - started)}")
-    return Restriction(restricted(problem, choices), choices, plan, relaxation.bound, outside, note)
+    return Restriction(restricted(problem, choices), choices, plan, source, relaxation.bound, outside, note)

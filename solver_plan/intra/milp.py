@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from solver_plan.errors import InputError
 from solver_plan.intra import isolated
-from solver_plan.intra.harness import Answer, Context, call_in_subprocess, run_planner
+from solver_plan.intra.harness import Answer, Context, call_in_subprocess, failure_note, run_planner
 from solver_plan.intra.lagrangian_fixing import Restriction, lagrangian_restriction
 from solver_plan.intra.linear_model import config_model, encode, outcome_answer
 from solver_plan.intra.problem import ConfigProblem
@@ -48,14 +48,17 @@ def _milp_core(problem: ConfigProblem, context: Context) -> Answer:
         return Answer(Status.TIME_LIMIT, notes=("no time left for the MILP after the heuristics",))
     restriction = None
     if context.options.get("lagrangian", True):
-        restriction = lagrangian_restriction(problem, context.deadline, context.incumbent)
+        restriction = lagrangian_restriction(problem, context.deadline, context.incumbent, context.seed)
     if restriction is None:
         return _solve_model(problem, context.incumbent, context, backend)
-    if restriction.incumbent is not None and restriction.incumbent != context.incumbent:
+    if restriction.source == "Lagrangian" and restriction.incumbent is not None:
         # the harness keeps it should the solver fail
         context.incumbent, context.incumbent_source = restriction.incumbent, "Lagrangian"
     start = restriction.encode(restriction.incumbent) if restriction.incumbent is not None else None
-    answer = _solve_model(restriction.problem, start, context, backend)
+    try:
+        answer = _solve_model(restriction.problem, start, context, backend)
+    except TimeoutError as exc:  # killed at the wall clock: the Lagrangian bound and plan still count
+        answer = Answer(Status.TIME_LIMIT, notes=(failure_note("milp", exc),))
     return widened(problem, answer, restriction)
 
 
@@ -65,7 +68,7 @@ def widened(problem: ConfigProblem, answer: Answer, restriction: Restriction) ->
     notes = (restriction.note,) + answer.notes
     bound = restriction.problem_bound(answer.lower_bound)
     plan = restriction.decode(answer.assignment) if answer.assignment is not None else None
-    incumbent = restriction.incumbent
+    incumbent = restriction.incumbent if restriction.source == "Lagrangian" else None  # the harness keeps its own
     if incumbent is not None and (plan is None or problem.objective(incumbent) < problem.objective(plan)):
         status = Status.TIME_LIMIT if answer.status is Status.TIME_LIMIT else Status.FEASIBLE
         if answer.status is Status.OPTIMAL:  # restricted optimum above the incumbent: rounding
@@ -94,8 +97,9 @@ def _solve_model(problem: ConfigProblem, incumbent, context: Context, backend: s
     return outcome_answer(model, outcome)
 
 
-@register("milp", "config", options=("backend", "relax_first", "lagrangian"), exact=True, check_values=check_milp_options,
-          description="one-hot MILP (HiGHS by default, CBC via PuLP), LP relaxation first")
+@register("milp", "config", options=("backend", "relax_first", "lagrangian"), exact=True,
+          check_values=check_milp_options,
+          description="one-hot MILP (HiGHS by default, CBC via PuLP), LP relaxation first; Lagrangian under binding memory")
 def plan_milp(problem: ConfigProblem, *, time_limit=None, seed=0, warm_start=None, **options):
     return run_planner("milp", problem, _milp_core, exact=True, time_limit=time_limit, seed=seed,
                        warm_start=warm_start, options=options)
