@@ -83,3 +83,19 @@ def test_gantt_has_a_legend_and_labels_every_wide_bar(tmp_path, monkeypatch):
     assert wide <= {text.split()[0] for text in labels}
     assert top.get_xlabel().startswith("time (")
     plt.close(fig)
+
+
+def test_flat_layer_names_are_summarised_by_kind():
+    names = tuple(f"node{i}" for i in range(6))
+    kinds = {"node0": "Conv2d", "node1": "ReLU", "node2": "Conv2d", "node3": "ReLU", "node4": "Conv2d", "node5": "Linear"}
+    assert describe_layers(names, 0, 5, kinds) == "node0 .. node5 (6 layers: 3 Conv2d, 2 ReLU, 1 Linear)"
+
+
+def test_profile_layer_kinds_read_the_descriptions():
+    from pathlib import Path
+
+    from solver_plan.pipeline.describe import profile_layer_kinds
+    profile = Path(__file__).resolve().parents[1] / "data" / "pipedream-profiles" / "vgg16" / "graph.txt"
+    kinds = profile_layer_kinds(str(profile))
+    assert "Conv2d" in kinds.values() and "Linear" in kinds.values()
+    assert profile_layer_kinds("gpt2") == {}

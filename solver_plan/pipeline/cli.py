@@ -117,9 +117,10 @@ def build_problem(args, deadline=None):
                                optimizer=getattr(args, "optimizer", None) or "adam")
 
 
-def print_result(result, full=None) -> None:
+def print_result(result, full=None, kinds: dict[str, str] | None = None) -> None:
     """The plan in the model's terms. `full`: the chain problem the command built (the result's
-    may be merged for the planner; layers are numbered and named in `full`'s chain)."""
+    may be merged for the planner; layers are numbered and named in `full`'s chain); `kinds`:
+    layer types by name where names alone do not say (PipeDream profiles)."""
     from solver_plan.pipeline.describe import describe_layers, original_span, shared_processors
     problem = result.problem
     full = full or problem
@@ -147,7 +148,7 @@ def print_result(result, full=None) -> None:
             peak = format_bytes(peaks[s.processor]) if s.processor in peaks else "-"
             print(f"{i:>5} {s.processor:>9} {f'{first}..{last}':>16} "
                   f"{format_seconds(problem.load(s.first, s.last)):>11} {peak:>12}  "
-                  f"{describe_layers(full.chain.layer_names, first, last)}")
+                  f"{describe_layers(full.chain.layer_names, first, last, kinds)}")
         print("  (load: forward + backward time of the stage per mini-batch; peak memory: the processor's, "
               "all its stages)")
         for line in shared_processors(stages):
@@ -171,7 +172,8 @@ def run(args) -> int:
                            max_layers=args.max_layers if args.planner == "madpipe" else None)
     if args.out:  # before any printing: a closed pipe (`| head`) must not lose the pattern
         write_text_atomic(args.out, result.to_json())
-    print_result(result, problem)
+    from solver_plan.pipeline.describe import profile_layer_kinds
+    print_result(result, problem, profile_layer_kinds(args.model))
     if args.out:
         print(f"wrote {args.out}")
     if args.gantt:

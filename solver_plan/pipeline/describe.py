@@ -42,8 +42,22 @@ def _expand(names: tuple[str, ...]) -> list[str]:
     return [_ends(n)[0] for n in names]
 
 
-def describe_layers(full_names: tuple[str, ...], first: int, last: int) -> str:
-    """Layers first..last of the full chain, by scope."""
+def _kinds_text(names: list[str], kinds: dict[str, str]) -> str:
+    """" (12 layers: 5 Conv2d, 4 BatchNorm2d, ...)" for a run of flat names whose kinds are known."""
+    counts: dict[str, int] = {}
+    for name in names:
+        if name in kinds:
+            counts[kinds[name]] = counts.get(kinds[name], 0) + 1
+    if not counts:
+        return ""
+    ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    shown = ", ".join(f"{count} {kind}" for kind, count in ranked[:3]) + (", ..." if len(ranked) > 3 else "")
+    return f" ({len(names)} layers: {shown})"
+
+
+def describe_layers(full_names: tuple[str, ...], first: int, last: int, kinds: dict[str, str] | None = None) -> str:
+    """Layers first..last of the full chain, by scope; `kinds` (layer name -> type, e.g. from a
+    PipeDream profile's descriptions) summarises runs of flat names."""
     names = _expand(full_names)
     scopes = [_scope(n) for n in names]
     size: dict[str, int] = {}
@@ -77,13 +91,26 @@ def describe_layers(full_names: tuple[str, ...], first: int, last: int) -> str:
             continue
         flush_blocks()
         if scope is None:
-            items.append(names[a] if a == b else f"{names[a]} .. {_ends(full_names[b])[1]}")
+            run = names[a] if a == b else f"{names[a]} .. {_ends(full_names[b])[1]}"
+            items.append(run + _kinds_text(names[a:b + 1], kinds or {}))
         else:
             items.append(scope if whole else f"{scope} (part)")
     flush_blocks()
     if len(items) > MAX_ITEMS:
         items = items[:MAX_ITEMS - 1] + [f"... ({len(items) - MAX_ITEMS} more)", items[-1]]
     return ", ".join(items)
+
+
+def profile_layer_kinds(model: str) -> dict[str, str]:
+    """Layer name -> module type ("Conv2d") of a PipeDream profile MODEL; {} for other models (their
+    layer names already say what they are)."""
+    from pathlib import Path
+    path = Path(model)
+    if not (path.suffix == ".txt" or (path.is_dir() and (path / "graph.txt").is_file())):
+        return {}
+    from solver_plan.graph.resolve import resolve_model
+    graph = resolve_model(model)
+    return {op.name: str(op.attrs.get("description", "")).split("(")[0].strip() or "layer" for op in graph}
 
 
 def shared_processors(stages) -> list[str]:
