@@ -44,12 +44,25 @@ INFEASIBLE_FRACTION = 0.98  # of the least possible peak
 SPLITS = ("sample", "attribute")
 
 
-def resolve_problem(spec: str) -> ConfigProblem:
-    """The problem a MODEL spec names (InputError for a bad spec)."""
-    return generate(parse_problem_spec(spec))
+class GenerationExpired(Exception):
+    """The deadline passed while a problem was being generated (a 10,000-node problem takes seconds)."""
 
 
-def generate(spec: ProblemSpec) -> ConfigProblem:
+CHECK_EVERY = 1000  # nodes or edges generated between two looks at the clock
+
+
+def resolve_problem(spec: str, deadline=None) -> ConfigProblem:
+    """The problem a MODEL spec names (InputError for a bad spec); `GenerationExpired` when
+    `deadline` (a `Deadline`) passes first."""
+    return generate(parse_problem_spec(spec), deadline)
+
+
+def _check_clock(deadline, index: int) -> None:
+    if deadline is not None and index % CHECK_EVERY == 0 and deadline.expired():
+        raise GenerationExpired()
+
+
+def generate(spec: ProblemSpec, deadline=None) -> ConfigProblem:
     rng = np.random.default_rng([spec.seed, spec.nodes, spec.devices, spec.min_candidates, spec.max_candidates,
                                  ("random-dag", "series-parallel", "skip-chain").index(spec.family)])
     n, devices = spec.nodes, spec.devices
@@ -64,20 +77,23 @@ def generate(spec: ProblemSpec) -> ConfigProblem:
     overlap = overlap_matrix(pairs)
     node_costs, node_memory = [], []
     for v, ids in enumerate(chosen):
+        _check_clock(deadline, v)
         split = np.array([SPLITS.index(pairs[i][1]) for i in ids])
         node_costs.append(compute[v] * rng.uniform(0.8, 1.2, size=len(ids)) / widths[ids]
                           + comm[v, split] * np.log2(widths[ids]))
         extra = np.where(widths[ids] == devices, 1.0, rng.uniform(1.0, 1.5, size=len(ids)))
         node_memory.append(np.ceil(size[v] * extra / widths[ids]))
     edge_costs = []
-    for u, v in edges:
+    for index, (u, v) in enumerate(edges):
+        _check_clock(deadline, index)
         scale = rng.uniform(0.1, 0.5) * (compute[u] + compute[v]) / 2
         noise = rng.uniform(0.8, 1.2, size=(len(chosen[u]), len(chosen[v])))
         edge_costs.append(scale * noise * overlap[np.ix_(chosen[u], chosen[v])])
+    configs = [ParallelConfig(((split, len(block)),), block) for block, split in pairs]  # shared: 2 x 10^5
+    # candidates of a 10,000-node problem are 62 distinct configurations (building each anew took 2.3 s)
     problem = ConfigProblem(
         names=tuple(f"op{v}" for v in range(n)),
-        candidates=tuple(tuple(ParallelConfig(((pairs[i][1], len(pairs[i][0])),), pairs[i][0]) for i in ids)
-                         for ids in chosen),
+        candidates=tuple(tuple(configs[i] for i in ids) for ids in chosen),
         node_costs=tuple(node_costs), node_memory=tuple(node_memory),
         node_devices=tuple(tuple(pairs[i][0] for i in ids) for ids in chosen),
         edges=tuple(edges), edge_costs=tuple(edge_costs), num_devices=devices, name=spec_name(spec))

@@ -11,10 +11,17 @@ def run_problem_job(job: Job) -> dict[str, Any]:
     from solver_plan.batch.kinds import outcome, planner_error
     from solver_plan.deadline import Deadline
     from solver_plan.intra.solve import solve
-    from solver_plan.suite.generators import resolve_problem
+    from solver_plan.result import Status
+    from solver_plan.suite.generators import GenerationExpired, resolve_problem
 
     deadline = Deadline(job.time_limit)  # generating the problem counts against the job's limit, as building a model does
-    problem = resolve_problem(job.model)
+    try:
+        problem = resolve_problem(job.model, deadline)
+    except GenerationExpired:
+        note = f"time limit reached while generating the problem ({deadline.elapsed():.2f} s)"
+        return outcome(Status.TIME_LIMIT, None, None, deadline.elapsed(),
+                       {"problem": job.model, "planner": job.planner, "status": Status.TIME_LIMIT.value,
+                        "assignment": None, "notes": [note], "solver_failure": None})
     result = solve(problem, job.planner, seed=job.seed, deadline=deadline, **dict(job.options))
     plan = {"problem": problem.name, "planner": result.planner, "status": result.status.value,
             "assignment": None if result.assignment is None else list(result.assignment),
