@@ -168,7 +168,7 @@ def _add_plan_parser(subparsers) -> None:
                    help=f"zoo spec (e.g. mlp:layers=2,hidden=1024,batch=128), PipeDream graph.txt, model.onnx[:batch=N,...], "
                         f"Hugging Face config.json[:batch=N,seq=N] or graph file (default {DEFAULT_MODEL})")
     p.add_argument("--cluster", default=DEFAULT_CLUSTER, help=f"preset name or YAML file (default {DEFAULT_CLUSTER})")
-    p.add_argument("--devices", type=int, default=None, help="plan on the first N devices only")
+    p.add_argument("--devices", type=int, default=None, help="plan on the first N devices only (default: all of the cluster)")
     p.add_argument("--precision", default="auto", choices=("auto", "fp32", "tf32", "bf16", "fp16", "fp8"),
                    help="training precision: auto (mixed bf16 on A100/H100, mixed fp16 on V100, fp32 on "
                         "K80/P100), fp32/tf32, or mixed bf16/fp16/fp8 (default auto)")

@@ -54,7 +54,7 @@ def register_command(subparsers) -> None:
     p.add_argument("--plan", required=True, help="plan JSON written by `solver-plan plan --out`")
     p.add_argument("--model", default=None, help="model spec (default: the plan's model)")
     p.add_argument("--cluster", default=None, help="preset[:N] or YAML file (default: the plan's cluster)")
-    p.add_argument("--devices", type=int, default=None, help="use the first N devices of the cluster")
+    p.add_argument("--devices", type=int, default=None, help="use the first N devices of the cluster (default: all)")
     p.add_argument("--trace", default=None, help="write a Chrome trace JSON here")
     p.add_argument("--rows", type=int, default=12, help="critical-path rows shown (default 12)")
     p.set_defaults(func=run)
