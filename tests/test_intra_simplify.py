@@ -64,3 +64,29 @@ def test_memory_that_cannot_bind_is_recognised():
     assert not memory_can_bind(problem)
     assert not memory_can_bind(problem.with_memory_limit(1e12))
     assert memory_can_bind(problem.with_memory_limit(1.0))
+
+
+def test_a_candidate_cheaper_in_every_context_dominates_under_binding_memory():
+    """Candidate 1 costs 5 less than candidate 0 at node 0, and its edge row is worse by at most 3
+    anywhere: with the same devices and no more memory it dominates, although no entrywise rule
+    sees it; without the memory rule (limit cannot bind) the entrywise rule alone runs."""
+    from dataclasses import replace
+    problem = random_problem(2, seed=0, shape="chain", min_candidates=2, max_candidates=2)
+    devices = ((0, 1), (0, 1))
+    problem = replace(problem, node_costs=(np.array([10.0, 5.0]), np.array([0.0, 0.0])),
+                      node_memory=(np.array([4.0, 4.0]), np.array([1.0, 1.0])), node_devices=(devices, devices),
+                      edge_costs=(np.array([[0.0, 3.0], [3.0, 0.0]]),))
+    adjacency = problem.neighbours()
+    assert dominated_candidates(problem, 0, adjacency, with_memory=True).tolist() == [True, False]
+    assert dominated_candidates(problem, 0, adjacency, with_memory=False).tolist() == [False, False]
+    heavier = replace(problem, node_memory=(np.array([4.0, 5.0]), np.array([1.0, 1.0])))
+    assert dominated_candidates(heavier, 0, adjacency, with_memory=True).tolist() == [False, False]
+
+
+def test_dominance_under_binding_memory_keeps_the_optimum_of_generated_instances():
+    from solver_plan.suite.generators import resolve_problem
+    problem = resolve_problem("random-dag:nodes=8,candidates=3-4,seed=2,memory=binding,devices=4")
+    reduced = simplify(problem)
+    oracle = plan_brute(problem)
+    answer = plan_brute(reduced.problem)
+    assert oracle.status is Status.OPTIMAL and answer.objective == pytest.approx(oracle.objective)
