@@ -248,6 +248,7 @@ class BlockCoster:
         self.compute_scale = float(compute_scale)
         self._cache: dict[tuple[int, int], BlockProfile] = {}
         self.solves = 0
+        self.solver_failures: list[str] = []  # block solves whose solver failed (a fallback plan was used)
 
     def profile(self, tp: int, micro_batch: int, deadline: Deadline | None = None) -> BlockProfile:
         key = (tp, micro_batch)
@@ -273,6 +274,8 @@ class BlockCoster:
         left = deadline.remaining()
         # an expired deadline still gets a short solve: the block profile is needed for any plan
         result = solve(problem, self.planner, time_limit=None if left is None else max(left, 0.2))
+        if result.solver_failure:  # never silently replaced: the hybrid result reports it
+            self.solver_failures.append(f"block solve (tp={tp}, micro-batch={b}): {result.solver_failure}")
         if result.assignment is None:  # no plan from the solver: the replicated-free fallback is all on one shard
             raise RuntimeError(f"per-operator solve of the block on {tp} devices gave no plan: {result.notes}")
         cost_model = problem.context[2]
