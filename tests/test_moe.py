@@ -1,0 +1,190 @@
+"""Expert-parallel plans (issue 24): the MoE model's counts against the importer's graph, memory and
+all-to-all volume of a tiny MoE by hand, routing skew, and the search against a brute force."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from solver_plan.cluster import resolve_cluster
+from solver_plan.cost.collectives import collective_time
+from solver_plan.cost.routing import histogram, parse_capacity, parse_load, uniform, zipf
+from solver_plan.data import data_dir
+from solver_plan.errors import InputError
+from solver_plan.graph.importers.hf import load_hf_config
+from solver_plan.hybrid import moe
+from solver_plan.hybrid.moe_model import MoEModel, moe_model
+from solver_plan.hybrid.moe_plan import (MoEPoint, brute_force, check_fix, enumerate_points, evaluate_moe,
+                                         make_context, plan_moe, price, skew_robustness, stage_memory)
+from solver_plan.result import Status
+
+CONFIGS = data_dir() / "hf-configs"
+PUBLISHED = {k: v for k, v in json.loads((CONFIGS / "published.json").read_text()).items() if not k.startswith("_")}
+MOE_CONFIGS = ["deepseek-v3", "qwen3-30b-a3b", "qwen3-235b-a22b", "qwen1.5-moe-a2.7b", "mixtral-8x7b-v0.1"]
+
+
+@pytest.mark.parametrize("name", MOE_CONFIGS)
+def test_counts_equal_the_importer_graph_and_published(name):
+    model = moe_model(str(CONFIGS / f"{name}.json"))
+    graph = load_hf_config(CONFIGS / f"{name}.json", {"batch": "1", "seq": "64"})
+    assert model.total_params == graph.total_params == PUBLISHED[name]["exact"] - PUBLISHED[name]["omitted"]
+    active = PUBLISHED[name]["active_nominal"]
+    assert abs(model.active_params - active) / active < 0.03
+
+
+def test_deepseek_v3_layers():
+    model = moe_model(str(CONFIGS / "deepseek-v3.json"))
+    assert model.layers == 61 and model.moe_layers[:4] == (False, False, False, True) and model.moe_layer_count == 58
+    assert (model.experts, model.top_k, model.shared_ffn) == (256, 8, 2048)
+
+
+def tiny(**kw) -> MoEModel:
+    """4 experts, top-2, h 64, f_e 128, 4 MoE layers, seq 16."""
+    h = 64
+    args = dict(name="tiny-moe", hidden=h, seq=16, vocab=100, heads=4, attention_gemms=((h, h),) * 4,
+                attention_extra_params=0, scores_width=h, values_width=h, attention_stored=4 * h,
+                attention_recomputable=3 * h,
+                moe_layers=(True,) * 4, dense_ffn=0, experts=4, top_k=2, expert_ffn=128)
+    return MoEModel(**{**args, **kw})
+
+
+def test_tiny_moe_memory_by_hand():
+    """dp 2, tp 1, pp 1, ep 2, no ZeRO, mixed precision: each device holds 2 of the 4 experts of each
+    layer (4 x 2 x 3 x 64 x 128 parameters), all of the rest (4 layers x (4 x 64^2 attention + 2 x 64
+    norms + 64 x 4 router) + 100 x 64 embedding + 64 final norm + 100 x 64 head); 2 + 2 + 12 bytes each."""
+    cluster = resolve_cluster("h100-4x8-ib", 2)
+    ctx = make_context(tiny(), cluster, 4, None)
+    p = MoEPoint(dp=2, tp=1, pp=1, ep=2, etp=1, micro_batch_size=1, micro_batches=2, zero_stage=0)
+    experts = 4 * 2 * 3 * 64 * 128
+    dense = 4 * (4 * 64 * 64 + 2 * 64 + 64 * 4) + 100 * 64 + 64 + 100 * 64
+    m = stage_memory(ctx, p, 0, 4, 0)
+    assert m.weights == pytest.approx(2 * (dense + experts))
+    assert m.gradients == pytest.approx(2 * (dense + experts))
+    assert m.optimizer == pytest.approx(12 * (dense + experts))
+    # ZeRO-1 (distributed optimizer): dense optimizer state over dp = 2, experts over edp = 2 x 1 / 2 = 1
+    m1 = stage_memory(ctx, MoEPoint(2, 1, 1, 2, 1, 1, 2, zero_stage=1), 0, 4, 0)
+    assert m1.optimizer == pytest.approx(12 * (dense / 2 + experts))
+
+
+def test_tiny_moe_alltoall_volume_by_hand():
+    """Each device sends its b s / tp = 16 tokens x k = 2 copies x h = 64 x 2 bytes = 4096 bytes per
+    all-to-all; balanced it receives as much; on one node the ep = 2 group is priced on NVLink."""
+    model, cluster = tiny(), resolve_cluster("h100-4x8-ib", 2)
+    balanced = moe.Routing(uniform(4))
+    assert moe.dispatch_bytes(model, 1, 1, 2.0) == 16 * 2 * 64 * 2 == 4096
+    assert moe.routed_copies(model, 1, 1, 2, 1, balanced) == 32  # 2 experts x 16 copies each
+    assert moe.alltoall_s(cluster, model, 1, 1, 2, 1, balanced, 2.0) == collective_time(cluster, "all_to_all",
+                                                                                       4096, 2, 2)
+    # zipf:1 over 4 experts: shares 12/25, 6/25, 4/25, 3/25; rank 0 (experts 0, 1) is routed 18/25
+    skewed = moe.Routing(zipf(4, 1.0))
+    assert skewed.rank_share(2) == pytest.approx(18 / 25)
+    assert moe.routed_copies(model, 1, 1, 2, 1, skewed) == pytest.approx(18 / 25 * 2 * 2 * 16)
+    assert moe.alltoall_s(cluster, model, 1, 1, 2, 1, skewed, 2.0) == pytest.approx(
+        collective_time(cluster, "all_to_all", 4096 * 2 * 18 / 25, 2, 2))
+    # across nodes when the expert group leaves the node (h100-4x8-ib: 8 per node; ep 2 x etp 8)
+    assert moe.group_per_node(cluster, 8, 2) == 1 and moe.group_per_node(cluster, 1, 2) == 2
+
+
+def test_capacity_pads_and_drops():
+    load = zipf(4, 1.0)
+    assert load.dropped(None) == 0.0
+    assert load.dropped(1.0) == pytest.approx(12 / 25 - 1 / 4)  # expert 0 over its 1/4
+    padded = moe.Routing(load, 1.25)
+    assert padded.rank_share(2) == pytest.approx(1.25 / 2) and padded.expert_shares(2) == (1.25 / 4,) * 2
+
+
+@pytest.mark.parametrize("routing", ["zipf:0.5", "zipf:1", "zipf:2", [5, 1, 1, 1], [1, 1, 1, 5], [0, 0, 3, 1]])
+def test_skew_is_never_priced_faster_than_balance(routing):
+    cluster = resolve_cluster("h100-4x8-ib", 8)
+    point = {"dp": 4, "tp": 2, "pp": 1, "ep": 4, "etp": 1, "micro_batch_size": 2, "recompute": "none"}
+    for overlap in ("none", "shared-expert", "full"):
+        kwargs = dict(a2a_overlap=overlap, memory_limit=None)
+        balanced = evaluate_moe(tiny(shared_ffn=64), cluster, 16, point, **kwargs)
+        skewed = evaluate_moe(tiny(shared_ffn=64), cluster, 16, point, routing=routing, **kwargs)
+        assert skewed.step_time_s >= balanced.step_time_s
+        assert skewed.memory_per_device_bytes >= balanced.memory_per_device_bytes
+
+
+def test_skewed_search_is_never_faster_and_its_plan_is_chosen_for_the_skew():
+    """The optimum under skew is never below the balanced optimum; the plan chosen for the balanced
+    load, priced under the skew, is never better than the plan chosen for the skew."""
+    cluster = resolve_cluster("h100-4x8-ib", 8)
+    kwargs = dict(time_limit=None, memory_limit=None)
+    balanced = plan_moe(tiny(), cluster, 16, **kwargs)
+    skewed = plan_moe(tiny(), cluster, 16, routing="zipf:1.5", **kwargs)
+    assert balanced.status == skewed.status == Status.OPTIMAL
+    assert skewed.step_time_s >= balanced.step_time_s
+    (_, blind), = skew_robustness(tiny(), cluster, 16, balanced.plan, ["zipf:1.5"])
+    assert blind >= skewed.step_time_s * (1 - 1e-12)
+
+
+@pytest.mark.parametrize("limit", [None, 0.6e9, 1e6])
+def test_search_equals_brute_force_on_a_tiny_space_with_ep(limit):
+    """Every point (dp x tp x pp = 8, ep 1-4, etp, micro-batch, virtual stages, recomputation, ZeRO-1)
+    priced: the pruned search finds the same best step time, or none where nothing fits."""
+    cluster = resolve_cluster("h100-4x8-ib", 8)
+    model = tiny(moe_layers=(False, True, True, True))
+    result = plan_moe(model, cluster, 16, routing="zipf:0.7", memory_limit=limit, time_limit=None)
+    ctx = make_context(model, cluster, 16, limit, routing="zipf:0.7")
+    points = list(enumerate_points(model, 8, cluster.devices_per_node, 16, {}))
+    assert {p.ep for p in points} == {1, 2, 4}
+    best = brute_force(ctx, points)
+    if best is None:
+        assert result.status == Status.INFEASIBLE and result.plan is None
+    else:
+        assert result.status == Status.OPTIMAL
+        assert result.step_time_s == pytest.approx(best.step_time_s, rel=1e-12)
+        assert limit is None or result.plan.memory_per_device_bytes <= limit
+
+
+def test_fix_pins_ep_and_etp_and_json_fields():
+    cluster = resolve_cluster("h100-4x8-ib", 16)
+    result = plan_moe(tiny(experts=8), cluster, 32, fix="ep=8,etp=1,capacity=1.25", time_limit=None,
+                      memory_limit=None)
+    par = result.plan.to_dict()["parallelism"]
+    assert (par["ep"], par["etp"], par["capacity"]) == (8, 1, 1.25)
+    assert par["edp"] == par["dp"] * par["tp"] // 8
+    assert result.plan.to_dict()["routing"] == "uniform" and result.plan.dropped_fraction == 0.0
+
+
+@pytest.mark.parametrize("fix, message", [
+    ("ep=3", "--fix ep"), ("etp=0", "--fix etp"), ("zero_stage=2", "--fix zero_stage"), ("cp=2", "unknown key 'cp'"),
+    ("capacity=0.5", "capacity"), ("recompute=some", "--fix recompute"),
+])
+def test_bad_pins_are_input_errors(fix, message):
+    with pytest.raises(InputError, match=message):
+        plan_moe(tiny(), resolve_cluster("h100-4x8-ib", 8), 16, fix=fix, time_limit=None)
+
+
+@pytest.mark.parametrize("value, message", [("zipf:-1", "zipf exponent"), ("zipf:x", "zipf exponent"),
+                                            ("histogram:1/2", "histogram has 2 counts"), ("gauss", "expects uniform"),
+                                            ([0, 0, 0, 0], "not all zero")])
+def test_bad_routing_is_an_input_error(value, message):
+    with pytest.raises(InputError, match=message):
+        parse_load(value, 4)
+
+
+def test_routing_forms():
+    assert parse_load(None, 4) == uniform(4)
+    assert parse_load("histogram:1/1/2/0", 4).shares == (0.25, 0.25, 0.5, 0.0)
+    assert histogram([2, 2, 2, 2], 4).rank_share(2) == pytest.approx(0.5)
+    assert parse_capacity("dropless") is None and parse_capacity("1.5") == 1.5
+
+
+def test_non_moe_config_is_refused():
+    with pytest.raises(InputError, match="llama-2-7b.json.*mixture of experts"):
+        moe_model(str(CONFIGS / "llama-2-7b.json"))
+
+
+def test_deepseek_v3_ep_shards_the_experts():
+    """DeepSeek-V3 as DeepSeek trained it (tp 1, pp 16, ep 64, ZeRO-1, 2,048 GPUs): experts sharded 64
+    ways, so a stage's expert weights are 1/64 of its layers' experts (not every expert on every replica)."""
+    cluster = resolve_cluster("h100-80gb-superpod", 2048)
+    plan = evaluate_moe(str(CONFIGS / "deepseek-v3.json"), cluster, 15360,
+                        {"dp": 128, "tp": 1, "pp": 16, "ep": 64, "micro_batch_size": 1, "recompute": "selective"},
+                        precision="fp8", a2a_overlap="full", memory_limit=None)
+    middle = plan.stages[8]
+    per_expert_layer = 256 * 3 * 7168 * 2048 / 64
+    assert middle.moe_layers >= 3
+    assert middle.memory.weights >= 2 * middle.moe_layers * per_expert_layer
+    assert middle.memory.weights < 2 * (middle.moe_layers * per_expert_layer + 4 * 0.6e9)
