@@ -32,6 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 DOCUMENTS = ("README.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md")))
 STARTS = ("solver-plan ", "python scripts/", "python -m solver_plan")
+SHELL_STEPS = ("mkdir ", "tar ")  # other commands a fenced block runs before ours (unpacking records)
 PLACEHOLDER = re.compile(r"\b(FILE|DIR|BASE|MODEL|PLAN|CLUSTER|JOBS|NAME|KEY|VALUE|N|X)\b|<[^>]+>|\.\.\.|\||\[")
 NOT_RUN = {  # fragment of a command -> why it is not run here
     "python -m pytest": "the test suite (CI runs it)",
@@ -40,15 +41,16 @@ NOT_RUN = {  # fragment of a command -> why it is not run here
     "scripts/hybrid_vs_published.py": "regenerates docs/hybrid-accuracy.md (scripts/regenerate_docs.py runs it)",
     "scripts/madpipe_vs_pipedream.py": "regenerates docs/madpipe-vs-pipedream.* (scripts/regenerate_docs.py)",
     "--pipedream": "needs a checkout of msr-fiddle/pipedream",
-    "configs/jobs/standard.yaml": "the standard suite, about 30 minutes",
-    "configs/jobs/compare.yaml": "the zoo comparison, about 15 minutes",
-    "compare runs/standard": "needs the standard suite's records",
-    "compare runs/compare": "needs the zoo comparison's records",
+    "batch configs/jobs/standard.yaml": "the standard suite, about 30 minutes",
+    "batch configs/jobs/compare.yaml": "the zoo comparison, about 15 minutes",
+    "compare runs/standard ": "needs the standard suite's records (unpacked: runs/standard/records)",
+    "compare runs/compare ": "needs the zoo comparison's records",
     "scripts/bench_": "a benchmark of this machine's speed (minutes)",
     "scripts/load_objective_check.py": "minutes of simulation (run it on purpose)",
 }
 # skipped by --quick: tens of seconds each, or reading what one of those writes (the hybrid plan.json)
-SLOW = ("--time-limit 30", "--devices 1024", "--simulate", "--profile all", "bert-large", "--target megatron")
+SLOW = ("--time-limit 30", "--devices 1024", "--simulate", "--profile all", "bert-large", "--target megatron",
+        "--planner madpipe --schedule exact")
 EXAMPLE_CSV = "docs/calibration-csv.md"
 
 
@@ -63,11 +65,15 @@ def _spans(path: Path) -> list[Command]:
     name = str(path.relative_to(ROOT))
     found: list[Command] = []
     lines = text.splitlines()
-    in_fence = False
+    in_fence, shell_fence = False, False
     block: list[tuple[int, str]] = []
     for number, line in enumerate(lines + [""], start=1):
         if line.startswith("```"):
             in_fence = not in_fence
+            shell_fence = in_fence and line.strip("`").strip() in ("", "sh", "bash", "shell")
+            continue
+        if in_fence and shell_fence and line.startswith(STARTS + SHELL_STEPS):  # a fenced block's command lines
+            found.append(Command(re.split(r"\s+#\s", line)[0].strip(), f"{name}:{number}"))
             continue
         if not in_fence and line.startswith("    ") and line.strip():
             block.append((number, line[4:]))
@@ -77,7 +83,7 @@ def _spans(path: Path) -> list[Command]:
             start = start or n
             joined += part.rstrip("\\").rstrip() + " " if part.rstrip().endswith("\\") else part
             if not part.rstrip().endswith("\\"):
-                found.append(Command(joined.split("  #")[0].strip(), f"{name}:{start}"))
+                found.append(Command(re.split(r"\s+#\s", joined)[0].strip(), f"{name}:{start}"))
                 joined, start = "", None
         block = []
     prose = re.sub(r"```.*?```", lambda m: "\n" * m.group(0).count("\n"), text, flags=re.S)
@@ -89,7 +95,7 @@ def _spans(path: Path) -> list[Command]:
     for command in found:
         parts = [p.strip() for p in command.text.split("&&") if not p.strip().startswith("pip ")]
         text = " && ".join(parts)
-        if text.startswith(STARTS):
+        if text.startswith(STARTS + SHELL_STEPS):
             commands.append(Command(text, command.where))
     return commands
 

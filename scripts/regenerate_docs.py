@@ -55,7 +55,8 @@ STEPS = (
     Step("madpipe", ("{python}", "scripts/madpipe_vs_pipedream.py", "--jobs", "2", "--out", "{out}"),
          tuple((f"madpipe-vs-pipedream.{ext}", f"docs/madpipe-vs-pipedream.{ext}") for ext in ("csv", "txt", "png")),
          10),
-    Step("compare-standard", ("{solver_plan}", "compare", "{records}", "--report", "{out}/compare-standard.md"),
+    Step("compare-standard", ("{solver_plan}", "compare", "{records}", "--jobs", "configs/jobs/standard.yaml",
+                              "--report", "{out}/compare-standard.md"),
          tuple((f"compare-standard{suffix}", f"docs/compare-standard{suffix}") for suffix in
                (".md", ".csv", ".jsonl", "-profile-config.png", "-gap-time-config.png", "-profile-hybrid.png",
                 "-gap-time-hybrid.png", "-profile-pipeline.png", "-gap-time-pipeline.png")), 0.5),
