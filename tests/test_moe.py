@@ -188,3 +188,40 @@ def test_deepseek_v3_ep_shards_the_experts():
     assert middle.moe_layers >= 3
     assert middle.memory.weights >= 2 * middle.moe_layers * per_expert_layer
     assert middle.memory.weights < 2 * (middle.moe_layers * per_expert_layer + 4 * 0.6e9)
+
+
+# --- the hybrid command sends mixtures of experts to the expert-parallel planner ---------------------
+def _tiny_config(tmp_path):
+    cfg = {"model_type": "qwen3_moe", "hidden_size": 64, "intermediate_size": 128, "moe_intermediate_size": 32,
+           "num_experts": 8, "num_experts_per_tok": 2, "num_hidden_layers": 4, "num_attention_heads": 4,
+           "num_key_value_heads": 2, "head_dim": 16, "max_position_embeddings": 256, "vocab_size": 1000,
+           "tie_word_embeddings": False}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    return f"{path}:seq=64"
+
+
+def test_hybrid_command_plans_experts(tmp_path, capsys):
+    from solver_plan.cli import main
+
+    out = tmp_path / "plan.json"
+    assert main(["hybrid", "--model", _tiny_config(tmp_path), "--cluster", "h100-4x8-ib", "--devices", "8",
+                 "--batch", "16", "--fix", "ep=4,etp=1", "--routing", "zipf:1", "--a2a-overlap", "shared-expert",
+                 "--out", str(out)]) == 0
+    plan = json.loads(out.read_text())["plan"]
+    assert plan["kind"] == "moe-hybrid" and plan["routing"] == "zipf:1" and plan["a2a_overlap"] == "shared-expert"
+    assert {"dp", "tp", "pp", "ep", "etp", "edp", "capacity", "micro_batch_size", "virtual_stages", "recompute",
+            "zero_stage"} <= set(plan["parallelism"])
+    assert (plan["parallelism"]["ep"], plan["parallelism"]["etp"]) == (4, 1)
+    assert "experts etp 1 x ep 4" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("extra, message", [(["--fix", "ep=3"], "--fix ep"), (["--routing", "zipf:9"], "routing"),
+                                            (["--fix", "sequence_parallel=true"], "unknown key")])
+def test_hybrid_command_bad_moe_input_is_one_line(tmp_path, capsys, extra, message):
+    from solver_plan.cli import main
+
+    code = main(["hybrid", "--model", _tiny_config(tmp_path), "--cluster", "h100-4x8-ib", "--devices", "8",
+                 "--batch", "16", *extra])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and message in err and len(err.splitlines()) == 1

@@ -24,7 +24,13 @@ def register_command(subparsers) -> None:
                         help="per-device memory, e.g. 40GB; 'device' (default) = the device's; 'none' = unlimited")
     parser.add_argument("--fix", help="pin choices: KEY=VALUE,... with keys dp, tp, pp, micro_batch_size, "
                                       "virtual_stages, recompute (none|selective|full|per-stage), zero_stage (0-3), "
-                                      "sequence_parallel (true|false), schedule (1f1b|interleaved|gpipe)")
+                                      "sequence_parallel (true|false), schedule (1f1b|interleaved|gpipe); for a "
+                                      "mixture of experts dp, tp, pp, ep, etp, micro_batch_size, virtual_stages, "
+                                      "recompute, zero_stage (0|1), capacity (dropless|factor)")
+    parser.add_argument("--routing", default=None,  # issue 24: hybrid/moe_cli.py
+                        help="mixture of experts: expert load priced, uniform (default), zipf:S or histogram:c0/c1/...")
+    parser.add_argument("--a2a-overlap", default="none", choices=("none", "shared-expert", "full"),
+                        help="mixture of experts: what hides the all-to-all (default none)")
     parser.add_argument("--compute-scale", type=float, default=1.0,
                         help="multiply every kernel time of the cost model (calibration; see docs/hybrid-accuracy.md; "
                              "default 1.0)")
@@ -88,6 +94,9 @@ def run(args) -> int:
     if args.batch < 1:
         raise InputError(f"must be at least 1, got {args.batch}", "--batch")
     check_positive(args.compute_scale, "--compute-scale")
+    from solver_plan.hybrid.moe_cli import is_moe_model, run_moe
+    if is_moe_model(args.model):  # mixtures of experts: expert-parallel plans (issue 24)
+        return run_moe(args)
     pins = parse_fix(args.fix)
     check_model_name(args.model)
     from solver_plan.runtime import resolve_runtime

@@ -1,0 +1,118 @@
+"""Figures of the expert-parallel planner (issue 24): how long a DeepSeek-V3-sized plan takes, and
+how its predictions compare with published MoE training runs.
+
+    python scripts/bench_moe.py [--quick] [--time-limit 60]
+
+1. DeepSeek-V3 (data/hf-configs/deepseek-v3.json) on 2,048 H100s (h100-80gb-superpod), batch 15,360
+   x 4,096 tokens, fp8: wall time, status, step time and bound of `plan_moe` (target: within 60 s on
+   2 cores; on a shared machine the wall time is inflated by the other jobs).
+2. Every row of data/published/moe-runs.yaml: the published step time, the prediction of its own
+   configuration (pinned, priced whatever its memory), the error, the predicted peak memory against the
+   device's, and the unpinned plan (the search on the same devices, batch, precision, routing and
+   all-to-all overlap, under the device's memory) with its step time against the pinned one.
+3. Robustness: the step time of the plan chosen for balanced routing when the routing is skewed
+   (zipf:0.5, zipf:1) it was not given, against the plan chosen for that skew.
+`--quick` skips the unpinned searches of part 2.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from solver_plan.cluster import resolve_cluster  # noqa: E402
+from solver_plan.hybrid.moe_plan import evaluate_moe, plan_moe, skew_robustness  # noqa: E402
+from solver_plan.yamlio import load_yaml  # noqa: E402
+
+RUNS = ROOT / "data" / "published" / "moe-runs.yaml"
+CONFIGS = ROOT / "data" / "hf-configs"
+
+
+def model_spec(name: str, seq: int) -> str:
+    return f"{CONFIGS / (name + '.json')}:seq={seq}"
+
+
+def cluster_of(name: str, devices: int):
+    path = ROOT / name
+    return resolve_cluster(str(path) if path.suffix == ".yaml" else name, devices)
+
+
+def deepseek_2048(time_limit: float) -> None:
+    print("== DeepSeek-V3 on 2,048 H100 (h100-80gb-superpod), batch 15360 x 4096, fp8 ==")
+    start = time.perf_counter()
+    result = plan_moe(model_spec("deepseek-v3", 4096), "h100-80gb-superpod", 15360, devices=2048, precision="fp8",
+                      time_limit=time_limit)
+    wall = time.perf_counter() - start
+    print(f"wall {wall:.1f} s (2 shared cores: inflated), status {result.status.value}, "
+          f"step {result.step_time_s:.2f} s, bound {result.lower_bound_s:.2f} s; {'; '.join(result.notes)}")
+    if result.plan:
+        print(f"plan {result.plan.point}, memory {result.plan.memory_per_device_bytes / 1e9:.1f} GB, "
+              f"{result.plan.tflops_per_device:.0f} model TFLOP/s per GPU")
+
+
+def published(quick: bool, time_limit: float) -> None:
+    rows = load_yaml(RUNS)["runs"]
+    print(f"\n== published MoE runs ({RUNS.relative_to(ROOT)}) ==")
+    print(f"{'run':34} {'published':>9} {'pinned':>8} {'error':>7} {'memory/device':>15} {'unpinned':>9}  plan")
+    errors, slower = [], 0
+    for row in rows:
+        seq, devices, batch = row["seq"], row["devices"], row["global_batch"]
+        published_s = row.get("step_time_s") or batch * seq / (row["tokens_per_s_per_gpu"] * devices)
+        cluster = cluster_of(row["cluster"], devices)
+        pins = dict(row["pins"])
+        pins["dp"] = devices // (pins["tp"] * pins["pp"])
+        pins.setdefault("zero_stage", 1)
+        overlap = row.get("a2a_overlap", "none")
+        model = model_spec(row["model"], seq)
+        plan = evaluate_moe(model, cluster, batch, pins, precision=row["precision"], a2a_overlap=overlap,
+                            memory_limit=None)
+        error = plan.step_time_s / published_s - 1.0
+        errors.append(abs(error))
+        memory = f"{plan.memory_per_device_bytes / 1e9:5.0f}/{cluster.device.memory / 1e9:.0f} GB"
+        unpinned, text = "", ""
+        if not quick:
+            found = plan_moe(model, cluster, batch, precision=row["precision"], a2a_overlap=overlap,
+                             time_limit=time_limit)
+            if found.plan is not None:
+                unpinned = f"{found.step_time_s:8.2f}s"
+                p = found.plan.point
+                text = f"tp {p.tp} pp {p.pp} v {p.virtual_stages} ep {p.ep} etp {p.etp} b {p.micro_batch_size} {p.recompute}"
+                slower += found.step_time_s > plan.step_time_s * (1 + 1e-9) and \
+                    plan.memory_per_device_bytes <= cluster.device.memory
+            else:
+                unpinned = found.status.value
+        print(f"{row['name']:34} {published_s:8.2f}s {plan.step_time_s:7.2f}s {100 * error:+6.1f}% {memory:>15} "
+              f"{unpinned:>9}  {text}")
+    print(f"median |error| {100 * statistics.median(errors):.1f}% (target 20%), worst {100 * max(errors):.1f}%; "
+          + ("" if quick else f"unpinned slower than a pinned configuration that fits: {slower} of {len(rows)}"))
+
+
+def robustness(time_limit: float) -> None:
+    print("\n== robustness to routing skew (Qwen3-30B-A3B, 16 H100, batch 512, fp8) ==")
+    model, cluster = model_spec("qwen3-30b-a3b", 4096), resolve_cluster("h100-80gb-superpod", 16)
+    balanced = plan_moe(model, cluster, 512, precision="fp8", time_limit=time_limit)
+    print(f"balanced plan {balanced.plan.point}: {balanced.step_time_s:.2f} s")
+    for skew in ("zipf:0.5", "zipf:1"):
+        (_, blind), = skew_robustness(model, cluster, 512, balanced.plan, [skew], precision="fp8")
+        aware = plan_moe(model, cluster, 512, precision="fp8", routing=skew, time_limit=time_limit)
+        print(f"{skew}: balanced plan {blind:.2f} s, plan chosen for {skew} {aware.step_time_s:.2f} s "
+              f"(ep {aware.plan.point.ep}, tp {aware.plan.point.tp}, pp {aware.plan.point.pp})")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="skip the unpinned searches of the published runs")
+    parser.add_argument("--time-limit", type=float, default=60.0, help="seconds per search (default 60)")
+    args = parser.parse_args()
+    deepseek_2048(args.time_limit)
+    published(args.quick, args.time_limit)
+    robustness(args.time_limit)
+
+
+if __name__ == "__main__":
+    main()
