@@ -11,7 +11,7 @@ import pytest
 from intra_cases import tiny_cases
 from solver_plan.intra import greedy
 from solver_plan.intra.brute import plan_brute
-from solver_plan.intra.forest_dp import solve_forest, spanning_forest
+from solver_plan.intra.forest_dp import Forest, solve_forest, spanning_forest
 from solver_plan.intra.lagrangian import lagrangian_dual
 from solver_plan.intra.lagrangian_fixing import lagrangian_restriction
 from solver_plan.intra.harness import Deadline
@@ -50,6 +50,21 @@ def test_forest_dp_is_exact_on_forests_and_a_lower_bound_elsewhere(shape, seed):
     if is_forest:
         assert solution.value == pytest.approx(optimum)
         assert problem.objective(solution.plan) == pytest.approx(optimum)
+
+
+def test_level_wise_passes_equal_the_node_by_node_ones():
+    from solver_plan.suite.generators import resolve_problem
+    problem = resolve_problem("random-dag:nodes=400,candidates=2-9,seed=5")
+    forest = Forest(problem.node_costs, problem.edges, problem.edge_costs)
+    assert forest.levels is not None  # shallow: a random DAG's spanning tree
+    costs = [c + 0.1 * np.arange(len(c)) for c in problem.node_costs]
+    by_level = forest.solve(costs)
+    forest.levels = None
+    by_node = forest.solve(costs)
+    assert by_level.value == pytest.approx(by_node.value)
+    assert by_level.plan == by_node.plan
+    for a, b in zip(by_level.min_marginals, by_node.min_marginals):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-9)
 
 
 def test_lagrangian_bound_never_above_the_optimum_and_candidate_bounds_hold():

@@ -29,8 +29,9 @@ ASCENT_SHARE = 0.7  # of the Lagrangian's time, for the multipliers; the rest fi
 MAX_STEPS = 200
 STALL_STEPS = 6  # steps without a better bound before the step length is halved
 MIN_STEP_FACTOR = 1e-3
-RAISE_STEPS = 40  # raises of the multipliers of the devices over the limit, until a minimiser fits
-RAISE_FACTOR = 1.2
+RAISE_STEPS = 30  # raises of the multipliers of the devices over the limit, until a minimiser fits
+FIRST_RAISE = 0.01  # the first raise (relative), doubled each time
+BISECTIONS = 8
 REDIFFUSIONS = 3  # diffusions at the best multipliers, each followed by more steps
 CLOSED_GAP = 1e-7  # relative: a bound this close to a known plan's cost ends the ascent
 ROUNDING_SLACK = 1e-9  # relative: reparametrised costs equal the original up to float rounding
@@ -156,21 +157,44 @@ def _diffusion_budget(deadline) -> float | None:
 
 def _fitting_plans(problem: ConfigProblem, penalties: _Penalties, forest: Forest, multipliers,
                    deadline) -> list[tuple[int, ...]]:
-    """Raise the multipliers of the devices over the limit (by RAISE_FACTOR, plus a floor for those at
-    0) until the minimiser fits memory. A fitting minimiser is optimal for the memory it uses itself
-    (Everett 1963), so starting from the best multipliers it is a near-optimal plan."""
+    """Raise the multipliers of the devices over the limit, by a factor 1 + step with the step
+    doubling from FIRST_RAISE (plus a floor for those at 0), until the minimiser fits memory; then
+    bisect between the last multipliers that did not fit and the first that did. A fitting
+    minimiser is optimal for the memory it uses itself (Everett 1963), so near the best
+    multipliers it is a near-optimal plan. Fitting plans, best (least raised) first."""
     binding = binding_devices(problem)
-    floor = np.where(binding, max(float(multipliers[binding].mean()), 1e-3) * (RAISE_FACTOR - 1.0), 0.0)
-    multipliers = multipliers.copy()
+    floor = np.where(binding, max(float(multipliers[binding].mean()), 1e-3), 0.0)
+
+    def minimiser(values: np.ndarray):
+        plan = forest.solve(penalties.node_costs(forest.node_costs, values), marginals=False).plan
+        return plan, binding & (penalties.slack(plan) > 0)
+
+    low, high, fitting, step = multipliers.copy(), None, [], FIRST_RAISE
     for _ in range(RAISE_STEPS):
         if deadline is not None and deadline.expired():
-            break
-        plan = forest.solve(penalties.node_costs(forest.node_costs, multipliers), marginals=False).plan
-        over = binding & (penalties.slack(plan) > 0)
+            return fitting
+        trial = np.where(binding, low, 0.0)
+        plan, over = minimiser(trial)
         if not over.any():
-            return [plan]
-        multipliers = np.where(over, multipliers * RAISE_FACTOR + floor, multipliers)
-    return []
+            fitting.append(plan)
+            high = trial
+            break
+        low = np.where(over, low * (1.0 + step) + floor * step, low)
+        step *= 2.0
+    if high is None:
+        return fitting
+    low = np.where(binding, multipliers, 0.0)  # bisect on the segment from the best multipliers
+    for _ in range(BISECTIONS):
+        if deadline is not None and deadline.expired():
+            break
+        middle = (low + high) / 2.0
+        plan, over = minimiser(middle)
+        if over.any():
+            low = middle
+        else:
+            fitting.append(plan)
+            high = middle
+    return fitting[::-1]
 
 
 def _rediffused(free: ConfigProblem, penalties: _Penalties, multipliers: np.ndarray, deadline) -> ConfigProblem:
