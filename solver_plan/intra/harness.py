@@ -274,7 +274,8 @@ def run_planner(name: str, problem: ConfigProblem, core: Callable[[ConfigProblem
     if answer.assignment is not None and not _usable(problem, answer.assignment):
         answer = Answer(Status.ERROR, None, answer.lower_bound,
                         answer.notes + ("the planner's plan is invalid or breaks the memory limit; discarded",))
-    if failure is None and answer.status is Status.ERROR:
+    if failure is None and answer.status is Status.ERROR and exact:
+        # an exact solver that answered ERROR failed; a heuristic without a plan did not (diagnosed below)
         failure = f"{name} failed ({'; '.join(answer.notes) or 'no message'})"
     if exact:
         answer = _keep_incumbent_if_better(problem, answer, context.incumbent, context.incumbent_source)
