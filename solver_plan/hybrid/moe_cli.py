@@ -3,7 +3,8 @@ hybrid command's options, with `--fix ep=8,etp=1,capacity=1.25`, `--routing` and
 
 hybrid/cli.py sends here every MODEL that is a mixture-of-experts config.json (`is_moe_model`);
 what it prints: status, step time and bound, the folding (dp x tp x pp; etp x ep x edp), the
-routing priced and the tokens it drops, and one line per stage with its layers and memory."""
+routing priced and the tokens it drops, one line per stage with its layers and memory, and the
+plan's step time under routing skews it was not priced for (uniform, zipf 0.2 and 0.5)."""
 from __future__ import annotations
 
 import json
@@ -52,6 +53,20 @@ def table(result) -> str:
     return "\n".join(lines)
 
 
+ROBUSTNESS_LOADS = ("uniform", "zipf:0.2", "zipf:0.5")  # zipf:0.2: hottest of 256 experts 2.4x the mean
+
+
+def robustness_line(args, plan) -> str:
+    """The plan's step time under loads it was not priced for (moe_plan.skew_robustness)."""
+    from solver_plan.hybrid.moe_plan import skew_robustness
+
+    loads = [load for load in ROBUSTNESS_LOADS if load != plan.routing]
+    priced = skew_robustness(args.model, args.cluster, args.batch, plan, loads, precision=args.precision,
+                             runtime=args.runtime)
+    return "robustness: this plan under " + ", ".join(
+        f"{name} {seconds:.3f} s ({100 * (seconds / plan.step_time_s - 1):+.0f}%)" for name, seconds in priced)
+
+
 def run_moe(args) -> int:
     from solver_plan.errors import InputError
     from solver_plan.files import write_text_atomic
@@ -69,6 +84,8 @@ def run_moe(args) -> int:
     if args.out:
         write_text_atomic(args.out, json.dumps(result.to_dict(), indent=2) + "\n")
     print(table(result))
+    if result.plan is not None:
+        print(robustness_line(args, result.plan))
     if args.out:
         print(f"wrote {args.out}")
     return 0 if result.status.has_solution else 1

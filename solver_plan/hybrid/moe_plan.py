@@ -564,9 +564,10 @@ def plan_moe(model, cluster, global_batch: int, *, devices: int | None = None, f
     ctx = make_context(model, cluster, global_batch, memory_limit, routing, precision, runtime, a2a_overlap)
     pins = check_fix(fix)
     capacities = (pins.pop("capacity"),) if "capacity" in pins else (parse_capacity(capacity),)
-    for key in ("ep",):
-        if key in pins and ctx.model.experts % pins[key]:
-            raise InputError(f"ep ({pins[key]}) must divide the experts ({ctx.model.experts})", "--fix ep")
+    if "ep" in pins and ctx.model.experts % pins["ep"]:
+        raise InputError(f"ep ({pins['ep']}) must divide the experts ({ctx.model.experts})", "--fix ep")
+    if "etp" in pins and ctx.model.expert_ffn % pins["etp"]:
+        raise InputError(f"etp ({pins['etp']}) must divide the expert width ({ctx.model.expert_ffn})", "--fix etp")
     points, floors = [], []
     for index, point in enumerate(enumerate_points(ctx.model, cluster.num_devices, cluster.devices_per_node,
                                                    global_batch, pins, capacities)):
@@ -581,7 +582,12 @@ def plan_moe(model, cluster, global_batch: int, *, devices: int | None = None, f
     limit = ctx.memory_limit
     fits = points
     if limit is not None:
-        floors = [memory_floor(ctx, p) for p in points]
+        for index, point in enumerate(points):
+            if index % CHECK_EVERY == 0 and deadline.expired():
+                return MoEResult(Status.TIME_LIMIT, None, None, time.perf_counter() - start,
+                                 notes=(f"time limit reached while bounding the memory of {len(points)} "
+                                        "configurations",))
+            floors.append(memory_floor(ctx, point))
         fits = [p for p, f in zip(points, floors) if f <= limit]
     ranked = sorted((time_bound(ctx, p), i, p) for i, p in enumerate(fits))
     best, evaluated, open_bound, timed_out = None, 0, None, False
