@@ -225,3 +225,16 @@ def test_hybrid_command_bad_moe_input_is_one_line(tmp_path, capsys, extra, messa
                  "--batch", "16", *extra])
     err = capsys.readouterr().err.strip()
     assert code == 2 and message in err and len(err.splitlines()) == 1
+
+
+def test_recomputation_trades_memory_for_time():
+    """none > selective > full in activation memory, the reverse in step time; full keeps one layer's
+    activations as its working set."""
+    cluster = resolve_cluster("h100-4x8-ib", 8)
+    plans = {r: evaluate_moe(tiny(shared_ffn=64), cluster, 16, {"dp": 4, "tp": 2, "pp": 1, "ep": 4,
+                                                                "micro_batch_size": 2, "recompute": r},
+                             memory_limit=None) for r in ("none", "selective", "full")}
+    acts = {r: p.stages[0].memory.activations for r, p in plans.items()}
+    assert acts["none"] > acts["selective"] > acts["full"]
+    assert plans["none"].step_time_s < plans["selective"].step_time_s < plans["full"].step_time_s
+    assert plans["full"].stages[0].memory.recompute_working > 0

@@ -333,19 +333,19 @@ def _price_layer(ctx: Context, is_moe: bool, tp: int, b: int, ep: int, etp: int,
         a2a = moe.exposed_alltoall_s(raw, ctx.a2a_overlap, 3.0 * shared_fwd, 3.0 * (gemm_fwd + core_fwd))
         forward += expert_fwd + (a2a + etp_s) / 2.0
         backward += 2.0 * expert_fwd + (a2a + etp_s) / 2.0
-        stored += moe.moe_activation_bytes(model, b, tp, ep, etp, routing, recompute, e)
+        mlp_none = moe.moe_activation_bytes(model, b, tp, ep, etp, routing, "none", e)
+        mlp_selective = moe.moe_activation_bytes(model, b, tp, ep, etp, routing, "selective", e)
     else:
-        stored += e * tokens * 3.0 * model.dense_ffn / tp
-    if recompute == "full":
-        kept, working, extra = e * tokens * model.hidden / tp, stored, forward
+        mlp_none = mlp_selective = e * tokens * 3.0 * model.dense_ffn / tp
+    if recompute == "full":  # the layer input kept; one layer's activations while it recomputes
+        kept, working, extra = e * tokens * model.hidden / tp, stored + mlp_none, forward
     elif recompute == "selective":  # per-head q, k, v from their GEMMs, and the experts' MLPs
         attention = e * tokens * model.attention_recomputable / tp
-        experts = (moe.moe_activation_bytes(model, b, tp, ep, etp, routing, "none", e)
-                   - moe.moe_activation_bytes(model, b, tp, ep, etp, routing, "selective", e)) if is_moe else 0.0
         redo = sum(_gemm_s(ctx, tokens, k, n, tp) for k, n in model.recomputed_gemms)
-        kept, working, extra = stored - attention, attention + experts, redo + expert_fwd
+        kept = stored - attention + mlp_selective
+        working, extra = attention + mlp_none - mlp_selective, redo + expert_fwd
     else:
-        kept, working, extra = stored, 0.0, 0.0
+        kept, working, extra = stored + mlp_none, 0.0, 0.0
     buffers = moe.a2a_buffer_bytes(model, b, tp, ep, etp, routing, e) if is_moe else 0.0
     return LayerCost(forward, backward, extra, kept, working, a2a, buffers)
 
