@@ -297,3 +297,13 @@ def test_bad_new_family_configs_name_file_and_key(tmp_path, name, edit, message)
     path.write_text(json.dumps(config))
     with pytest.raises(InputError, match=f"config.json.*{message}"):
         load_hf_config(path, SMALL)
+
+
+@pytest.mark.parametrize("name", sorted(HAND) + ["deepseek-v3"])
+def test_new_families_plan_end_to_end(name, capsys):
+    """One block of each family goes through the per-operator planner (greedy) and its cost model."""
+    from solver_plan.cli import main
+
+    assert main(["plan", "--model", f"{CONFIGS / name}.json:layers=1,seq=32,batch=2", "--cluster", "a100x8-80gb",
+                 "--devices", "2", "--planner", "greedy", "--quiet"]) == 0
+    assert "memory per device" in capsys.readouterr().out
