@@ -10,8 +10,8 @@ how its predictions compare with published MoE training runs.
    configuration (pinned, priced whatever its memory), the error, the predicted peak memory against the
    device's, and the unpinned plan (the search on the same devices, batch, precision, routing and
    all-to-all overlap, under the device's memory) with its step time against the pinned one.
-3. Robustness: the step time of the plan chosen for balanced routing when the routing is skewed
-   (zipf:0.2, zipf:0.5) it was not given, against the plan chosen for that skew.
+3. Robustness (Qwen3-235B-A22B on 64 B200s): the step time of the plan chosen for balanced routing
+   when the routing is skewed (zipf:0.2, zipf:0.5) it was not given, against the plan chosen for that skew.
 `--quick` skips the unpinned searches of part 2.
 """
 from __future__ import annotations
@@ -93,15 +93,18 @@ def published(quick: bool, time_limit: float) -> None:
 
 
 def robustness(time_limit: float) -> None:
-    print("\n== robustness to routing skew (Qwen3-30B-A3B, 16 H100, batch 512, fp8) ==")
-    model, cluster = model_spec("qwen3-30b-a3b", 4096), resolve_cluster("h100-80gb-superpod", 16)
-    balanced = plan_moe(model, cluster, 512, precision="fp8", time_limit=time_limit)
-    print(f"balanced plan {balanced.plan.point}: {balanced.step_time_s:.2f} s")
+    print("\n== robustness to routing skew (Qwen3-235B-A22B, 64 B200 (b200-8x8-ib), batch 1024 x 4096, fp8) ==")
+    model, cluster = model_spec("qwen3-235b-a22b", 4096), resolve_cluster("b200-8x8-ib", 64)
+    balanced = plan_moe(model, cluster, 1024, precision="fp8", time_limit=time_limit)
+    p = balanced.plan.point
+    print(f"plan for balanced routing: tp {p.tp} pp {p.pp} ep {p.ep} b {p.micro_batch_size} {p.recompute}: "
+          f"{balanced.step_time_s:.2f} s")
     for skew in ("zipf:0.2", "zipf:0.5"):
-        (_, blind), = skew_robustness(model, cluster, 512, balanced.plan, [skew], precision="fp8")
-        aware = plan_moe(model, cluster, 512, precision="fp8", routing=skew, time_limit=time_limit)
-        print(f"{skew}: balanced plan {blind:.2f} s, plan chosen for {skew} {aware.step_time_s:.2f} s "
-              f"(ep {aware.plan.point.ep}, tp {aware.plan.point.tp}, pp {aware.plan.point.pp})")
+        (_, blind), = skew_robustness(model, cluster, 1024, balanced.plan, [skew], precision="fp8")
+        aware = plan_moe(model, cluster, 1024, precision="fp8", routing=skew, time_limit=time_limit)
+        q = aware.plan.point
+        print(f"{skew}: the balanced plan {blind:.2f} s; the plan chosen for {skew} {aware.step_time_s:.2f} s "
+              f"(tp {q.tp} pp {q.pp} ep {q.ep} b {q.micro_batch_size} {q.recompute})")
 
 
 def main() -> None:

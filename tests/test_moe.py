@@ -14,8 +14,8 @@ from solver_plan.errors import InputError
 from solver_plan.graph.importers.hf import load_hf_config
 from solver_plan.hybrid import moe
 from solver_plan.hybrid.moe_model import MoEModel, moe_model
-from solver_plan.hybrid.moe_plan import (MoEPoint, brute_force, check_fix, enumerate_points, evaluate_moe,
-                                         make_context, plan_moe, price, skew_robustness, stage_memory)
+from solver_plan.hybrid.moe_plan import (MoEPoint, brute_force, enumerate_points, evaluate_moe, make_context,
+                                         plan_moe, skew_robustness, stage_memory)
 from solver_plan.result import Status
 
 CONFIGS = data_dir() / "hf-configs"
