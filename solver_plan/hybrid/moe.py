@@ -101,7 +101,8 @@ def expert_params_per_device(model: MoEModel, moe_layers: int, ep: int, etp: int
     return moe_layers * model.expert_params / (ep * etp)
 
 
-def expert_state(params: float, edp: int, zero_stage: int, state: StateBytes = MIXED_PRECISION) -> tuple[float, float, float]:
+def expert_state(params: float, edp: int, zero_stage: int,
+                 state: StateBytes = MIXED_PRECISION) -> tuple[float, float, float]:
     """(weights, gradients, optimizer) bytes of the expert parameters on one device, ZeRO-sharded over
     the expert-data-parallel group (edp = tp dp / (ep etp) per stage), as memory.py shards the
     dense ones over dp."""
@@ -150,6 +151,14 @@ def permute_s(cluster: Cluster, model: MoEModel, b: int, tp: int, ep: int, etp: 
     kernels = (2.0 * n * model.hidden * element_bytes, 2.0 * n * model.hidden * element_bytes,
                3.0 * n * f * element_bytes, 8.0 * b * model.seq / tp * model.experts)
     return sum(compute_time(cluster, 0.0, moved, unit="vector") for moved in kernels)
+
+
+def expert_gemm_elements(model: MoEModel, b: int, tp: int, ep: int, etp: int, routing: Routing) -> tuple[float, float]:
+    """(input, output) elements of the busiest rank's expert GEMMs per micro-batch: its n copies enter
+    gate/up (h wide) and down (f_e / etp wide) and leave them 2 f_e / etp and h wide (what fp8 casts)."""
+    n = routed_copies(model, b, tp, ep, etp, routing)
+    f = model.expert_ffn / etp
+    return n * (model.hidden + f), n * (2.0 * f + model.hidden)
 
 
 def dispatch_bytes(model: MoEModel, b: int, tp: int, element_bytes: float) -> float:

@@ -7,7 +7,8 @@ stages, recomputation, the distributed optimizer and the capacity factor, under 
 
 A point is priced in closed form (no per-operator solve: 10^4-10^5 points on thousands of GPUs):
 - every matrix of a layer (MoEModel.dense_gemms) on its tp shard, compute_time of the cost core
-  (roofline with the device's efficiency curves, in the precision's compute dtype); attention core
+  (roofline with the device's efficiency curves, in the precision's compute dtype; in fp8 with the
+  casts of `cost.kernels.fp8_cast_bytes` around every dense and expert GEMM); attention core
   2 s (scores + values width) FLOPs per token, halved where the runtime's kernel skips the causal
   half; backward = 2 x forward; router GEMM on each device's T/tp tokens;
 - tensor parallelism with sequence parallelism: all-gather + reduce-scatter of T h e bytes around the
@@ -274,6 +275,19 @@ def _gemm_s(ctx: Context, rows: float, k: int, n: int, tp_split: int) -> float:
     return compute_time(ctx.cluster, flops, moved, dtype=ctx.dtype)
 
 
+def _fp8_casts_s(ctx: Context, inputs: float, outputs: float) -> tuple[float, float]:
+    """(forward, backward) seconds of the casts around fp8 GEMMs with `inputs` input and `outputs`
+    output elements per device (`cost.kernels.fp8_cast_bytes`, memory-bound, as hybrid/stage_cost.py
+    prices them), when the GEMMs run in fp8; nothing otherwise."""
+    from solver_plan.cost.compute import memory_time
+    from solver_plan.cost.kernels import fp8_cast_bytes
+
+    if ctx.dtype != "fp8" or not ctx.runtime.kernels.fp8_gemms:
+        return 0.0, 0.0
+    forward, backward = fp8_cast_bytes(inputs, outputs, ctx.state.activations)
+    return memory_time(ctx.cluster.device, forward), memory_time(ctx.cluster.device, backward)
+
+
 def _core_s(ctx: Context, b: int, tp: int) -> float:
     """Forward seconds of the attention core of b sequences on tp shards (fused kernel where the
     device has its efficiency, the roofline otherwise)."""
@@ -319,8 +333,10 @@ def _price_layer(ctx: Context, is_moe: bool, tp: int, b: int, ep: int, etp: int,
     core_fwd = _core_s(ctx, b, tp)
     regions = 1 + (1 if (not is_moe or shared) else 0)  # attention, and the dense MLP / shared expert
     comm = tp_overlap_exposed_s(regions * _tp_comm_s(ctx, b, tp), 3.0 * gemm_fwd, tp, ctx.runtime)
-    forward = gemm_fwd + core_fwd + comm / 2.0
-    backward = 2.0 * (gemm_fwd + core_fwd) + comm / 2.0
+    cast_fwd, cast_bwd = _fp8_casts_s(ctx, tokens / tp * sum(k for k, _ in gemms),
+                                      tokens / tp * sum(n for _, n in gemms))
+    forward = gemm_fwd + core_fwd + comm / 2.0 + cast_fwd
+    backward = 2.0 * (gemm_fwd + core_fwd) + comm / 2.0 + cast_bwd
     stored = e * tokens * (2 * model.hidden + model.attention_stored) / tp + 4.0 * model.heads * tokens / tp
     expert_fwd = a2a = 0.0
     if is_moe:
@@ -331,8 +347,9 @@ def _price_layer(ctx: Context, is_moe: bool, tp: int, b: int, ep: int, etp: int,
         etp_s = moe.etp_comm_s(ctx.cluster, model, b, tp, ep, etp, routing, e)
         raw = moe.ALLTOALLS_PER_LAYER * moe.alltoall_s(ctx.cluster, model, b, tp, ep, etp, routing, e)
         a2a = moe.exposed_alltoall_s(raw, ctx.a2a_overlap, 3.0 * shared_fwd, 3.0 * (gemm_fwd + core_fwd))
-        forward += expert_fwd + (a2a + etp_s) / 2.0
-        backward += 2.0 * expert_fwd + (a2a + etp_s) / 2.0
+        expert_cast_fwd, expert_cast_bwd = _fp8_casts_s(ctx, *moe.expert_gemm_elements(model, b, tp, ep, etp, routing))
+        forward += expert_fwd + (a2a + etp_s) / 2.0 + expert_cast_fwd
+        backward += 2.0 * expert_fwd + (a2a + etp_s) / 2.0 + expert_cast_bwd
         mlp_none = moe.moe_activation_bytes(model, b, tp, ep, etp, routing, "none", e)
         mlp_selective = moe.moe_activation_bytes(model, b, tp, ep, etp, routing, "selective", e)
     else:

@@ -27,8 +27,9 @@ degree that divides the expert count is expert parallelism; the sample and seque
 dimensions stay data/sequence parallel. Tokens are dispatched top-k: the k copies of the sequence
 are laid out as (N, experts x hidden, ceil(k x seq / experts), 1), i.e. perfectly balanced routing
 with each expert's capacity rounded up to whole slots (padding slots are computed, as in a padded
-grouped GEMM); routing imbalance is the hybrid planner's (hybrid/moe.py), not the graph's. The router is a bias-free linear
-layer and a softmax whose first k probabilities weight the k expert outputs.
+grouped GEMM); routing imbalance is the hybrid planner's (hybrid/moe.py), not the graph's. The
+router is a linear layer (bias-free but for DeepSeek-V3's correction bias) and a softmax (sigmoid
+for DeepSeek-V3) whose first k scores weight the k expert outputs.
 """
 from __future__ import annotations
 
