@@ -276,14 +276,17 @@ def check_output_path(path: str | Path | None, where: str, suffixes: tuple[str, 
 
 
 def check_output_folder(folder: str | Path, where: str, label: str | None = None) -> None:
-    """Fail unless files can be created in `folder` (or, if it is missing, it can be created)."""
+    """Fail unless files can be created in `folder`, or, if it is missing, it can be created in its
+    parent: the folder the user named may be made, never the folders above it."""
     from solver_plan.errors import InputError
 
     folder = Path(folder)
     label = label or f"cannot write to {str(folder)!r}"
-    existing = folder
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
+    if any(len(os.fsencode(part)) > NAME_MAX for part in folder.parts):
+        raise InputError(f"{label[:80]}...: a file or folder name is at most {NAME_MAX} bytes", where)
+    existing = folder if folder.exists() else folder.parent
+    if not existing.exists():
+        raise InputError(f"{label}: folder {str(existing)!r} does not exist (create it first)", where)
     if not existing.is_dir():
         raise InputError(f"{label}: {str(existing)!r} is a file, not a folder", where)
     try:  # a probe file catches read-only file systems too, which os.access misses

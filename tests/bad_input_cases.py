@@ -766,6 +766,8 @@ def special_file_cases() -> list[Case]:
         cases.append(Case(f"long-name-plan-{option}{suffix}", plan + (option, "{tmp}/" + LONG_NAME + suffix), {},
                           (option, "255")))
     cases.append(Case("missing-output-folder", plan + ("--out", "{tmp}/no/such/p.json"), {}, ("--out", "does not exist")))
+    cases.append(Case("missing-records-parent", ("batch", "{tmp}/j.yaml", "--out", "{tmp}/no/such/records"),
+                      {"j.yaml": _job_text()}, ("--out", "does not exist")))
     return cases
 
 
