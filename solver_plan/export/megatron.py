@@ -38,6 +38,7 @@ def _model_flags(shape, v, lost: list[str]) -> list[tuple[str, object]]:
         if v.tp > 1:
             # the planner split each layer's experts by the tensor-parallel degree (expert
             # parallelism inside the tp group); Megatron-LM folds that as ep = tp, experts unsplit
+            # (--expert-tensor-parallel-size: core_r0.10 and newer; core_r0.9 splits experts by tp)
             flags += [("--expert-model-parallel-size", v.tp), ("--expert-tensor-parallel-size", 1)]
             if not v.sequence_parallel:
                 flags.append(("--sequence-parallel", None))
@@ -115,6 +116,8 @@ def export_megatron(d: dict) -> str:
     if shape is not None:
         header.append(f"# vocabulary: the plan priced {shape.spec.vocab} tokens; it comes from your tokenizer "
                       "flags (--tokenizer-type ..., or --vocab-size with NullTokenizer)")
+        if shape.spec.experts > 1 and v.tp > 1:
+            header.append("# needs Megatron-LM core_r0.10 or newer (--expert-tensor-parallel-size)")
     header += [f"# not expressible: {item}" for item in lost]
     arguments = [f"{name} {value}" if value is not None else name for name, value in flags]
     return "\n".join(header) + "\n" + " \\\n".join(arguments) + "\n"

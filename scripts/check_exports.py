@@ -1,0 +1,250 @@
+"""Check every export of a set of plans with each runtime's own argument / configuration code.
+
+    python scripts/check_exports.py [--plans tests/fixtures/plans] [--megatron NAME=PATH ...] [--out FILE]
+
+For each hybrid plan (`kind: hybrid`) in --plans:
+- Megatron-LM: the exported flags through `megatron.training.arguments.parse_args` and
+  `validate_args` of each Megatron-LM source tree given with --megatron (a checkout's root: the
+  PyPI package megatron-core lacks megatron/training), with WORLD_SIZE = the plan's devices; the
+  parsed arguments must give the plan's tp, pp, data parallelism, batch and layers.
+- DeepSpeed: the ds_config through `deepspeed.runtime.config.DeepSpeedConfig` with the data-parallel
+  size DeepSpeed would see (a pipeline's topology: dp; AutoTP alone: the world size) and its batch
+  assertion; the parsed config must give the plan's micro-batch, accumulation, ZeRO stage and, with
+  a pipeline, the checkpoint interval.
+- torchtitan: the command line through `torchtitan.config.manager.ConfigManager.parse_args`
+  (`--module llama3 --config llama3_debugmodel` added when the export names no model) and
+  `ParallelDims` with the plan's world size.
+For each per-operator plan (listed in models.json beside the plans, with the MODEL it was made
+for): the DTensor export's meshes built as `DeviceMesh` shapes and its placements parsed into
+torch's placement types.
+
+Each check runs in its own Python process (Megatron-LM keeps global state). A runtime that is not
+importable is reported as skipped, not passed. The report (a markdown table) goes to --out or
+standard output; the exit status is 1 when any check fails.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RECOMPUTE_ORDER = ("none", "selective", "full")
+
+
+def command_line(text: str) -> list[str]:
+    """An exported command line (comments dropped, continuation backslashes joined)."""
+    return shlex.split(" ".join(line.rstrip("\\") for line in text.splitlines() if not line.startswith("#")))
+
+
+def strongest(plan: dict) -> str:
+    modes = [s.get("recompute", plan["parallelism"].get("recompute", "none")) for s in plan["stages"]]
+    return max(modes, key=RECOMPUTE_ORDER.index)
+
+
+# --- workers: run in a child process, print one JSON line -------------------------------------
+def worker_megatron(plan: dict, text: str, tree: str) -> str:
+    sys.path.insert(0, tree)
+    p = plan["parallelism"]
+    os.environ.update(WORLD_SIZE=str(plan["devices"]), RANK="0", CUDA_DEVICE_MAX_CONNECTIONS="1")
+    import megatron.training.arguments as arguments
+    if hasattr(arguments, "get_device_arch_version"):  # core_v0.15+ asks the GPU: answer as an A100 (8)
+        arguments.get_device_arch_version = lambda: 8
+    from megatron.training.arguments import parse_args, validate_args
+    sys.argv = ["pretrain_gpt.py"] + command_line(text)
+    args = parse_args()
+    validate_args(args)
+    checks = {"tp": (args.tensor_model_parallel_size, p["tp"]), "pp": (args.pipeline_model_parallel_size, p["pp"]),
+              "dp": (args.data_parallel_size, p["dp"]), "global batch": (args.global_batch_size, plan["global_batch"]),
+              "micro batch": (args.micro_batch_size, p["micro_batch_size"]),
+              "layers": (args.num_layers, sum(s["num_layers"] for s in plan["stages"])),
+              "recompute": (args.recompute_granularity or "none", strongest(plan))}
+    wrong = [f"{k} {got} != {want}" for k, (got, want) in checks.items() if got != want]
+    assert not wrong, "; ".join(wrong)
+    return f"hidden {args.hidden_size}, seq {args.seq_length}, dp {args.data_parallel_size}, " \
+           f"recompute {args.recompute_granularity}" + (f", experts {args.num_experts}" if args.num_experts else "")
+
+
+def worker_deepspeed(plan: dict, text: str, _tree: str) -> str:
+    import deepspeed
+    from deepspeed.runtime import config as ds_config
+    config = json.loads(text)
+    ours, p = config["solver_plan"], plan["parallelism"]
+    mpu = None
+    ds_config.dist.get_rank = lambda group=None: 0  # as rank 0 of an initialised process group
+    if ours["pp"] > 1:  # PipelineModule's topology hands DeepSpeed the data-parallel group
+        class PipelineTopologyMpu:
+            def get_data_parallel_world_size(self):
+                return ours["dp"]
+
+            def get_model_parallel_world_size(self):
+                return ours["tp"]
+        mpu = PipelineTopologyMpu()
+    else:  # no mpu: DeepSpeed reads the process group's world size
+        ds_config.dist.get_world_size = lambda group=None: plan["devices"]
+    parsed = ds_config.DeepSpeedConfig(config, mpu=mpu)
+    checks = {"micro": (parsed.train_micro_batch_size_per_gpu, p["micro_batch_size"]),
+              "accumulation": (parsed.gradient_accumulation_steps, p["micro_batches"]),
+              "zero": (parsed.zero_optimization_stage, p["zero_stage"])}
+    if ours["pp"] > 1:
+        checks["train batch"] = (parsed.train_batch_size, plan["global_batch"])
+        checks["checkpoint interval"] = (parsed.pipeline["activation_checkpoint_interval"],
+                                         0 if strongest(plan) == "none" else 1)
+    if ours["tp"] > 1 and ours["pp"] == 1:
+        checks["autotp"] = (parsed.tensor_parallel_config.autotp_size, p["tp"])
+    wrong = [f"{k} {got} != {want}" for k, (got, want) in checks.items() if got != want]
+    assert not wrong, "; ".join(wrong)
+    return f"deepspeed {deepspeed.__version__}: train_batch_size {parsed.train_batch_size}, " \
+           f"micro {parsed.train_micro_batch_size_per_gpu} x accumulation {parsed.gradient_accumulation_steps}"
+
+
+def worker_torchtitan(plan: dict, text: str, _tree: str) -> str:
+    from importlib.metadata import version
+
+    from torchtitan.config.manager import ConfigManager
+    from torchtitan.distributed.parallel_dims import ParallelDims
+    args = command_line(text)
+    named = "--module" in args
+    if "--module" not in args:
+        args = ["--module", "llama3"] + args
+    if "--config" not in args:
+        args = ["--config", "llama3_debugmodel"] + args
+    config = ConfigManager().parse_args(args)
+    par, p = config.parallelism, plan["parallelism"]
+    dims = ParallelDims.from_config(par, plan["devices"])
+    dp = dims.dp_replicate * dims.dp_shard
+    layers = sum(s["num_layers"] for s in plan["stages"])
+    checks = {"dp": (dp, p["dp"]), "tp": (dims.tp, p["tp"]), "pp": (dims.pp, p["pp"]),
+              "global batch": (config.training.global_batch_size, plan["global_batch"]),
+              "accumulation x local x dp": (config.training.global_batch_size // (config.training.local_batch_size * dp)
+                                            * config.training.local_batch_size * dp, plan["global_batch"])}
+    if p["pp"] > 1:
+        parts = par.module_fqns_per_model_part
+        names = [n for part in parts for n in part]
+        checks["stage layers"] = (names, ["tok_embeddings"] + [f"layers.{i}" for i in range(layers)]
+                                  + ["norm", "lm_head"])
+        checks["microbatches"] = (config.training.local_batch_size // par.pipeline_parallel_microbatch_size,
+                                  p["micro_batches"])
+    mode = type(config.activation_checkpoint).__qualname__.split(".")[0] if config.activation_checkpoint else "none"
+    checks["recompute"] = ({"FullAC": "full", "SelectiveAC": "selective"}.get(mode, "none"), strongest(plan))
+    wrong = [f"{k} {got} != {want}" for k, (got, want) in checks.items() if got != want]
+    assert not wrong, "; ".join(wrong)
+    return f"torchtitan {version('torchtitan')}: dp {dp} x tp {dims.tp} x pp {dims.pp}, local batch " \
+           f"{config.training.local_batch_size}, seq {config.training.seq_len}, AC {mode}" + \
+           ("" if named else " (model: llama3_debugmodel stand-in)")
+
+
+def worker_dtensor(plan: dict, text: str, _tree: str) -> str:
+    import torch
+    from torch.distributed.tensor import Partial, Replicate, Shard
+    doc = json.loads(text)
+    kinds = {"Replicate()": Replicate(), "Partial()": Partial()}
+    count = 0
+    for name, module in doc["modules"].items():
+        mesh = torch.tensor(module["mesh"]["devices"])
+        dims = max(mesh.dim(), 1) if mesh.dim() else 0
+        assert dims == len(module["mesh"]["dim_names"]) or (mesh.dim() == 0 and not module["mesh"]["dim_names"]), name
+        for group in ("output_placements", "input_placements"):
+            for placements in module[group]:
+                assert len(placements) == len(module["mesh"]["dim_names"]), f"{name} {group}"
+                for text_placement in placements:
+                    kinds.get(text_placement) or Shard(int(text_placement[6:-1]))
+                    count += 1
+    assert all(e["src"] in doc["modules"] and e["dst"] in doc["modules"] for e in doc["cross_mesh_edges"])
+    return f"torch {torch.__version__}: {len(doc['modules'])} modules, {count} placements, " \
+           f"{len(doc['cross_mesh_edges'])} cross-mesh edges"
+
+
+WORKERS = {"megatron": worker_megatron, "deepspeed": worker_deepspeed, "torchtitan": worker_torchtitan,
+           "dtensor": worker_dtensor}
+REQUIRES = {"deepspeed": "deepspeed", "torchtitan": "torchtitan", "dtensor": "torch"}
+
+
+def run_worker(kind: str, plan_path: Path, export_text: str, tree: str = "") -> tuple[str, str]:
+    """(status, detail): status "pass", "FAIL" or "skipped"."""
+    payload = json.dumps({"plan": json.loads(plan_path.read_text()), "text": export_text, "tree": tree})
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.run([sys.executable, __file__, "--worker", kind], input=payload, capture_output=True,
+                          text=True, env=env, timeout=600)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("{\"status\"")]
+    if not lines:
+        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        return "FAIL", f"worker died: {tail[:300]}"
+    result = json.loads(lines[-1])
+    return result["status"], result["detail"]
+
+
+def worker_main() -> int:
+    payload = json.loads(sys.stdin.read())
+    kind = sys.argv[sys.argv.index("--worker") + 1]
+    module = REQUIRES.get(kind)
+    try:
+        if module:
+            __import__(module)
+    except ImportError as exc:
+        print(json.dumps({"status": "skipped", "detail": f"{module} not importable ({exc})"}))
+        return 0
+    try:
+        detail = WORKERS[kind](payload["plan"], payload["text"], payload["tree"])
+        print(json.dumps({"status": "pass", "detail": detail}))
+    except BaseException as exc:  # the runtime's own rejection is the finding
+        print(json.dumps({"status": "FAIL", "detail": f"{type(exc).__name__}: {str(exc).strip()[:400]}"}))
+    return 0
+
+
+def main() -> int:
+    if "--worker" in sys.argv:
+        return worker_main()
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--plans", default=str(ROOT / "tests" / "fixtures" / "plans"))
+    parser.add_argument("--megatron", action="append", default=[], metavar="NAME=PATH",
+                        help="a Megatron-LM source tree (its root) to check the flags with; repeatable")
+    parser.add_argument("--out", help="write the report here (default: standard output)")
+    args = parser.parse_args()
+    sys.path.insert(0, str(ROOT))
+    os.chdir(ROOT)  # plans name Hugging Face configs relative to the repository (data/hf-configs/...)
+    from solver_plan.export import export_plan
+    from solver_plan.graph.resolve import resolve_model
+    plans = Path(args.plans)
+    models = json.loads((plans / "models.json").read_text()) if (plans / "models.json").exists() else {}
+    trees = [entry.split("=", 1) for entry in args.megatron]
+    rows, failed = [], 0
+    for path in sorted(plans.glob("*.json")):
+        if path.name == "models.json":
+            continue
+        plan = json.loads(path.read_text())
+        if plan.get("kind") == "hybrid":
+            checks = [("deepspeed", "deepspeed", "")] + [("torchtitan", "torchtitan", "")]
+            checks += [("megatron", f"Megatron-LM {name}", tree) for name, tree in trees]
+            exports = {target: export_plan(plan, target) for target in ("megatron", "deepspeed", "torchtitan")}
+        elif path.name in models:
+            checks = [("dtensor", "DTensor", "")]
+            exports = {"dtensor": export_plan(plan, "dtensor", graph=resolve_model(models[path.name]))}
+        else:
+            rows.append((path.name, "-", "skipped", "per-operator plan without a MODEL in models.json"))
+            continue
+        for kind, runtime, tree in checks:
+            status, detail = run_worker(kind, path, exports[kind], tree)
+            failed += status == "FAIL"
+            rows.append((path.name, runtime, status, detail))
+            print(f"{path.name:28s} {runtime:22s} {status:7s} {detail[:140]}", file=sys.stderr)
+    report = ["# Exports checked by the runtimes' own code", "",
+              f"`python scripts/check_exports.py` ({sys.version.split()[0]}; plans: "
+              f"{os.path.relpath(plans, ROOT)}). pass = accepted by the runtime's argument/config code and "
+              "read back as the plan's parallelism, batch, layers and recomputation; skipped = runtime not "
+              "installed.", "", "| plan | runtime | result | detail |", "|---|---|---|---|"]
+    report += [f"| {a} | {b} | {c} | {d.replace('|', '/')} |" for a, b, c, d in rows]
+    text = "\n".join(report) + "\n"
+    if args.out:
+        Path(args.out).write_text(text)
+    else:
+        sys.stdout.write(text)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
