@@ -191,8 +191,8 @@ def etp_comm_s(cluster: Cluster, model: MoEModel, b: int, tp: int, ep: int, etp:
 
 def exposed_alltoall_s(alltoall_total_s: float, overlap: str, shared_expert_s: float, other_compute_s: float) -> float:
     """The all-to-all time left on the critical path: all of it ("none"), what the shared expert's
-    forward + backward does not cover ("shared-expert"), what the rest of the layer's compute of
-    another micro-batch does not cover ("full")."""
+    forward + backward does not cover ("shared-expert"), what the layer's compute (attention, dense
+    or shared MLP and experts, forward + backward) of another micro-batch does not cover ("full")."""
     if overlap not in A2A_OVERLAPS:
         raise InputError(f"expects one of {', '.join(A2A_OVERLAPS)}, got {overlap!r}", "a2a_overlap")
     if overlap == "none":

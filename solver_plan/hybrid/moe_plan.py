@@ -346,7 +346,7 @@ def _price_layer(ctx: Context, is_moe: bool, tp: int, b: int, ep: int, etp: int,
                       + moe.permute_s(ctx.cluster, model, b, tp, ep, etp, routing, e))
         etp_s = moe.etp_comm_s(ctx.cluster, model, b, tp, ep, etp, routing, e)
         raw = moe.ALLTOALLS_PER_LAYER * moe.alltoall_s(ctx.cluster, model, b, tp, ep, etp, routing, e)
-        a2a = moe.exposed_alltoall_s(raw, ctx.a2a_overlap, 3.0 * shared_fwd, 3.0 * (gemm_fwd + core_fwd))
+        a2a = moe.exposed_alltoall_s(raw, ctx.a2a_overlap, 3.0 * shared_fwd, 3.0 * (gemm_fwd + core_fwd + expert_fwd))
         expert_cast_fwd, expert_cast_bwd = _fp8_casts_s(ctx, *moe.expert_gemm_elements(model, b, tp, ep, etp, routing))
         forward += expert_fwd + (a2a + etp_s) / 2.0 + expert_cast_fwd
         backward += 2.0 * expert_fwd + (a2a + etp_s) / 2.0 + expert_cast_bwd
