@@ -29,6 +29,8 @@ def _plain_number(value: object, where: str, expected: str) -> float | None:
         return float(value)
     if not isinstance(value, str):
         raise InputError(f"expected {expected}, got {value!r}", where)
+    if not value.isascii():  # float() reads '１６' (full-width) and other scripts' digits
+        raise InputError(f"cannot read {value!r}; expected {expected} in ASCII digits", where)
     try:
         return float(value.strip())
     except ValueError:

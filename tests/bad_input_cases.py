@@ -869,6 +869,12 @@ def zoo_shape_cases() -> list[Case]:
             for spec in (f"{name}:heads={options['heads'] + 1}", f"{name}:hidden=3", f"{name}:hidden={options['hidden'] * 2 + 1}"):
                 cases.append(Case(f"zoo-width-{spec}", ("plan", "--model", spec, "--planner", "greedy"), {},
                                   (name, "head_dim")))
+    for digits in ("\uff11\uff16", "\u0661\u0666"):  # sizes in other scripts' digits, plain and in YAML
+        cases.append(Case(f"units-memory-limit-{ord(digits[0]):x}", ("plan", "--model", "lenet", "--memory-limit", digits),
+                          {}, ("--memory-limit",)))
+        text = render_yaml(_set(CLUSTER, "device.memory", f"'{digits}'")) + "\n"
+        cases.append(Case(f"units-cluster-memory-{ord(digits[0]):x}", ("check", "{tmp}/c.yaml"), {"c.yaml": text},
+                          ("c.yaml", "memory")))
     cases.append(Case("zoo-seed-negative", ("plan", "--model", "lenet", "--planner", "greedy", "--seed", "-1"), {},
                       ("--seed",)))
     return cases
