@@ -139,3 +139,12 @@ def test_generated_candidates_are_shared_and_equal_to_fresh_ones():
 def test_time_limits_past_what_waits_hold_are_refused(limit):
     with pytest.raises(InputError, match="time limit"):
         Deadline(limit)
+
+
+def test_the_load_model_build_stops_at_the_deadline():
+    from solver_plan.intra.load_objective import LoadModelExpired, load_model
+    from solver_plan.suite.generators import resolve_problem
+    problem = resolve_problem("random-dag:nodes=200,candidates=4-8,seed=1")
+    assert load_model(problem, Deadline(None)).model.num_columns > 0
+    with pytest.raises(LoadModelExpired):
+        load_model(problem, _expired())

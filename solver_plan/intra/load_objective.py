@@ -371,11 +371,24 @@ class LoadModel:
     makespan_column: int
 
 
-def load_model(problem: ConfigProblem) -> LoadModel:
+class LoadModelExpired(Exception):
+    """The deadline passed while the load MILP was being built (its rows grow with edges x devices)."""
+
+
+CHECK_EVERY = 64  # edges or nodes between two looks at the clock while building
+
+
+def _check_clock(deadline, index: int) -> None:
+    if deadline is not None and index % CHECK_EVERY == 0 and deadline.expired():
+        raise LoadModelExpired()
+
+
+def load_model(problem: ConfigProblem, deadline=None) -> LoadModel:
     """minimise z + SUM_WEIGHT x sum subject to z >= busy_d and z >= sync_d (every device),
     z >= p_v + sync_v (every node), p_u >= t_u + M_uv + p_v (every edge), p_v >= t_v (tail times), one-hot x, y tied to x by both marginals
     (only for edges with a non-zero residual: the rest of an edge is linear in x), memory rows
-    when limited. The optimum is the least `load_objective` over all plans."""
+    when limited. The optimum is the least `load_objective` over all plans. `LoadModelExpired` when
+    `deadline` (a `Deadline`) passes while building."""
     _require_dag(problem)
     split = split_edges(problem)
     offsets = node_offsets(problem)
@@ -411,13 +424,14 @@ def load_model(problem: ConfigProblem) -> LoadModel:
         # sum_l y[k, l] = x[u, k] for every k, and sum_k y[k, l] = x[v, l] for every l
         rows.add_many(np.hstack([grid, (offsets[u] + np.arange(k_u))[:, None]]), np.append(np.ones(k_v), -1.0), 0.0, 0.0)
         rows.add_many(np.hstack([grid.T, (offsets[v] + np.arange(k_v))[:, None]]), np.append(np.ones(k_u), -1.0), 0.0, 0.0)
+    _check_clock(deadline, 0)
     _busy_rows(rows, problem, split, offsets, grids, z)
-    _moved_rows(rows, problem, split, offsets, grids, z)
+    _moved_rows(rows, problem, split, offsets, grids, z, deadline)
     _link_rows(rows, problem, split, offsets, z)
     if split.bulk:  # busy_d + sync_d <= z
         _busy_rows(rows, problem, split, offsets, grids, z, with_sync=True)
-    _path_rows(rows, problem, split, offsets, grids, path_offset, z)
-    _tail_rows(rows, problem, split, offsets, z)
+    _path_rows(rows, problem, split, offsets, grids, path_offset, z, deadline)
+    _tail_rows(rows, problem, split, offsets, z, deadline)
     if problem.memory_limit is not None:
         _memory_rows(rows, problem, offsets, float(problem.memory_limit))
     row_index, column_index, values, row_lower, row_upper = rows.arrays()
@@ -436,12 +450,13 @@ def _busy_rows(rows: _Rows, problem, split: EdgeSplit, offsets, grids, z: int, w
     _add_rows(rows, problem, columns, values, z, merge=with_sync)
 
 
-def _moved_rows(rows: _Rows, problem, split: EdgeSplit, offsets, grids, z: int) -> None:
+def _moved_rows(rows: _Rows, problem, split: EdgeSplit, offsets, grids, z: int, deadline=None) -> None:
     """moved_d - z <= 0 for every device d: edge minima of its candidates plus residuals."""
     columns: list[list[int]] = [[] for _ in range(problem.num_devices)]
     values: list[list[float]] = [[] for _ in range(problem.num_devices)]
     _add_node_terms(problem, split.moved, offsets, columns, values)
-    for (u, v), residual, grid in zip(problem.edges, split.residual, grids):
+    for index, ((u, v), residual, grid) in enumerate(zip(problem.edges, split.residual, grids)):
+        _check_clock(deadline, index)
         if grid is None:
             continue
         for k, l in zip(*np.nonzero(residual)):
@@ -495,11 +510,12 @@ def _link_rows(rows: _Rows, problem, split: EdgeSplit, offsets, z: int) -> None:
             rows.add(columns[device] + [z], values[device] + [-1.0], -np.inf, 0.0)
 
 
-def _tail_rows(rows: _Rows, problem, split: EdgeSplit, offsets, z: int) -> None:
+def _tail_rows(rows: _Rows, problem, split: EdgeSplit, offsets, z: int, deadline=None) -> None:
     """For each tail node v and device d: device time on d of v and its descendants + v's sync on
     d - z <= 0. Where v is not on d this is at most busy_d, so the row is valid for every plan."""
     for v, mask in split.tails:
         for d in range(problem.num_devices):
+            _check_clock(deadline, d)
             columns, values = [], []
             for u in np.flatnonzero(mask):
                 for c, devices in enumerate(problem.node_devices[u]):
@@ -512,14 +528,17 @@ def _tail_rows(rows: _Rows, problem, split: EdgeSplit, offsets, z: int) -> None:
                 rows.add(columns + [z], values + [-1.0], -np.inf, 0.0)
 
 
-def _path_rows(rows: _Rows, problem, split: EdgeSplit, offsets, grids, path_offset: int, z: int) -> None:
+def _path_rows(rows: _Rows, problem, split: EdgeSplit, offsets, grids, path_offset: int, z: int,
+               deadline=None) -> None:
     """Tail times p: p_v - t_v >= 0 and z - p_v - sync_v >= 0 for every node;
     p_u - p_v - t_u - M_uv >= 0 for every edge, with M_uv = a x_u + b x_v + R y, linear in the columns."""
     for node in range(problem.num_nodes):
+        _check_clock(deadline, node)
         x = offsets[node] + np.arange(len(problem.node_costs[node]))
         rows.add(np.append(x, path_offset + node), np.append(-split.device_time[node], 1.0), 0.0, np.inf)
         rows.add(np.append(x, [z, path_offset + node]), np.append(-split.sync[node], [1.0, -1.0]), 0.0, np.inf)
     for j, (u, v) in enumerate(problem.edges):
+        _check_clock(deadline, j)
         x_u = offsets[u] + np.arange(len(problem.node_costs[u]))
         x_v = offsets[v] + np.arange(len(problem.node_costs[v]))
         columns = [path_offset + u, path_offset + v, *x_u, *x_v]

@@ -30,7 +30,8 @@ from solver_plan.deadline import Deadline
 from solver_plan.intra import isolated
 from solver_plan.intra.harness import _usable, best_heuristic_plan, failure_note, start_clock
 from solver_plan.intra.linear_model import decode
-from solver_plan.intra.load_objective import encode_load, load_breakdown, load_model, topological_order
+from solver_plan.intra.load_objective import (LoadModelExpired, encode_load, load_breakdown, load_model,
+                                              topological_order)
 from solver_plan.intra.load_search import branch_moves, improve_load, lp_roundings
 from solver_plan.intra.problem import ConfigProblem
 from solver_plan.planners import register
@@ -142,7 +143,11 @@ def plan_milp_load(problem: ConfigProblem, *, time_limit=None, seed=0, warm_star
     if skipped is not None:
         notes.append(skipped)
         return _seed_only(problem, seeds, deadline, notes)
-    load = load_model(problem)
+    try:
+        load = load_model(problem, deadline)
+    except LoadModelExpired:  # its rows grow with edges x devices: the seeds stand
+        notes.append("load MILP build stopped at the time limit")
+        return _seed_only(problem, seeds, deadline, notes)
     lp_bound, rounded = _relaxation(problem, load, deadline, seed, notes)
     seeds += [(plan, "LP rounding") for plan in rounded]
     search = deadline.share(SEARCH_SHARE)
