@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 
-PADDING = 1e30  # cost of a padded (non-existent) candidate in the level-wise passes; never the minimum
+PADDING = 1e30  # cost of a padded (non-existent) candidate in the level-wise passes (costs near it: node by node)
 MIN_LEVEL_WIDTH = 8  # level-wise passes when the forest has at least this many nodes per level on average
 MAX_PADDED_ENTRIES = 40_000_000  # nodes x widest^2 floats of the stacked matrices; beyond, node by node
 
@@ -91,7 +91,7 @@ class Forest:
     def solve(self, node_costs, marginals: bool = True) -> ForestSolution:
         """Optimum and an optimal plan; the min-marginals too unless `marginals` is False (the
         downward pass costs as much as the upward one)."""
-        if self.levels is not None:
+        if self.levels is not None and max(float(np.max(np.abs(c))) for c in node_costs) < PADDING * 1e-6:
             return self.levels.solve(self, node_costs, marginals)
         parent, to_child, order = self.parent.tolist(), self.to_child, self.order
         minimum = np.minimum.reduce  # bound once: the loops below make ~10 calls per node

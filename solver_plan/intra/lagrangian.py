@@ -25,11 +25,12 @@ from solver_plan.intra.forest_dp import Forest, spanning_forest
 from solver_plan.intra.problem import ConfigProblem
 
 DIFFUSION_SHARE = 0.3  # of the Lagrangian's time, for the reparametrisation of non-forest graphs
-ASCENT_SHARE = 0.7  # of the Lagrangian's time, for the multipliers; the rest finds plans that fit
+ASCENT_SHARE = 0.55  # of the Lagrangian's time, for the multipliers; the rest finds plans that fit
+FITTING_SHARE = 0.25  # of what the ascent leaves, for raising multipliers until a minimiser fits
 MAX_STEPS = 200
 STALL_STEPS = 6  # steps without a better bound before the step length is halved
 MIN_STEP_FACTOR = 1e-3
-RAISE_STEPS = 30  # raises of the multipliers of the devices over the limit, until a minimiser fits
+RAISE_STEPS = 12  # raises of the multipliers over the limit (together up to ~3e4 x), until a minimiser fits
 FIRST_RAISE = 0.01  # the first raise (relative), doubled each time
 BISECTIONS = 8
 REDIFFUSIONS = 3  # diffusions at the best multipliers, each followed by more steps
@@ -45,6 +46,10 @@ class LagrangianBound:
     plans: tuple[tuple[int, ...], ...]  # minimisers met on the way (they may break memory), best bound first
     steps: int
     exact_inner: bool  # the graph is a forest: each inner minimum was exact
+
+    @property
+    def num_candidates(self) -> int:
+        return sum(len(b) for b in self.candidate_bounds)
 
     def open_candidates(self, upper_bound: float, keep=None) -> tuple[np.ndarray, ...]:
         """Per node, the candidates that may still be in a plan cheaper than `upper_bound` (and the
@@ -146,7 +151,8 @@ def lagrangian_dual(problem: ConfigProblem, deadline=None, upper_bound: float | 
     slack = ROUNDING_SLACK * (1.0 + abs(value))
     solution = forest.solve(penalties.node_costs(forest.node_costs, chosen))  # the same minimum, with marginals
     bounds = tuple(m - float(chosen.sum()) - slack for m in solution.min_marginals)
-    plans += _fitting_plans(problem, penalties, forest, chosen, deadline)
+    fitting_clock = None if deadline is None else deadline.share(FITTING_SHARE)  # the rest: repair
+    plans += _fitting_plans(problem, penalties, forest, chosen, fitting_clock)
     return LagrangianBound(value - slack, chosen, bounds, tuple(dict.fromkeys(plans)), steps, exact)
 
 

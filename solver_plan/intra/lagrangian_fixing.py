@@ -2,9 +2,10 @@
 the model restricted to the candidates the multipliers leave open.
 
 1. `lagrangian_dual` (a share of the time) gives a bound, minimisers and per-candidate bounds.
-2. The minimisers that fit memory, and the best-bound minimiser repaired to fit (memory_repair),
+2. The best-bound minimiser repaired to fit (memory_repair) and the minimisers that fit memory
    are improved by local search, the cheapest then by forest search; it, or the plan passed in if
-   cheaper, is the incumbent.
+   cheaper, is the incumbent. The Lagrangian gets LAGRANGIAN_SHARE of the time, LARGE_MODEL_SHARE
+   when the model would be too big for the MILP to do anything with the rest.
 3. Every candidate whose Lagrangian bound is not below the incumbent's cost is in no cheaper plan:
    the exact model is built on the others only (Lagrangian reduced-cost fixing). Its optimum is the
    problem's optimum, and min(its proven bound, the incumbent's cost) is a proven bound for the
@@ -18,14 +19,18 @@ from dataclasses import dataclass
 import numpy as np
 
 from solver_plan.intra.forest_search import improve_by_forests
-from solver_plan.intra.lagrangian import ROUNDING_SLACK, lagrangian_dual, restricted
+from solver_plan.intra.lagrangian import ROUNDING_SLACK, LagrangianBound, lagrangian_dual, restricted
 from solver_plan.intra.local_search import improve
 from solver_plan.intra.memory_repair import repair_memory
 from solver_plan.intra.problem import ConfigProblem
 from solver_plan.units import format_seconds
 
 LAGRANGIAN_SHARE = 0.5  # of the time the exact planner has left (a full MILP at 10,000 operators does less with it)
-REPAIR_SHARE = 0.3  # of the Lagrangian's remaining time, for repairing its best minimiser
+REPAIR_SHARE = 0.6  # of the Lagrangian's remaining time, for repairing its best minimiser
+# A MILP with more edge entries than this does nothing in a minute on two cores (10,000 operators:
+# ~4.5 million; the model is not even shipped to the solver in time): the Lagrangian gets most time.
+LARGE_MODEL_ENTRIES = 2_000_000
+LARGE_MODEL_SHARE = 0.8
 IMPROVED_PLANS = 4  # fitting minimisers improved by local search (each a pass over the nodes)
 
 
@@ -34,10 +39,19 @@ class Restriction:
     problem: ConfigProblem  # the problem on the open candidates
     choices: tuple[np.ndarray, ...]  # per node, the original index of each open candidate
     incumbent: tuple[int, ...] | None  # best plan known (original indices), fits memory
-    source: str  # what found it: "Lagrangian" or "given" (the plan passed in)
-    bound: float  # the Lagrangian bound: no plan of the problem costs less
+    source: str  # what found it: "Lagrangian", "given" (the plan passed in) or "first MILP stage"
+    relaxation: LagrangianBound
     outside_bound: float  # no plan using a removed candidate costs less
-    note: str
+    base_note: str  # what the Lagrangian did (the note adds how many candidates are left open)
+
+    @property
+    def note(self) -> str:
+        return f"{self.base_note}, {self.open_count()} of {self.relaxation.num_candidates} candidates left open"
+
+    @property
+    def bound(self) -> float:
+        """The Lagrangian bound: no plan of the problem costs less."""
+        return self.relaxation.bound
 
     def encode(self, plan) -> tuple[int, ...]:
         return tuple(int(np.flatnonzero(self.choices[node] == choice)[0]) for node, choice in enumerate(plan))
@@ -50,15 +64,36 @@ class Restriction:
         inner = -np.inf if restricted_bound is None else min(restricted_bound, self.outside_bound)
         return max(self.bound, inner)
 
+    def open_count(self) -> int:
+        return sum(len(c) for c in self.choices)
+
+    def tightened(self, original: ConfigProblem, plan, source: str) -> "Restriction":
+        """The restriction a cheaper plan (original indices) leaves: fewer candidates open."""
+        return _restriction(original, self.relaxation, tuple(plan), source, self.base_note)
+
+
+def _restriction(problem: ConfigProblem, relaxation: LagrangianBound, plan, source: str, note: str) -> Restriction:
+    if plan is None:
+        choices = tuple(np.arange(len(c)) for c in problem.node_costs)
+        outside = np.inf
+    else:
+        choices = relaxation.open_candidates(problem.objective(plan), keep=plan)
+        outside = problem.objective(plan)
+        outside -= ROUNDING_SLACK * (1.0 + abs(outside))
+    return Restriction(restricted(problem, choices), choices, plan, source, relaxation, outside, note)
+
 
 def _best_plan(problem: ConfigProblem, minimisers, incumbent, deadline, seed: int):
-    fitting = [plan for plan in minimisers if problem.memory_ok(plan)]
-    fitting.sort(key=problem.objective)
-    options = [improve(problem, plan, deadline) for plan in fitting[:IMPROVED_PLANS]]
+    options = []
     if minimisers and not problem.memory_ok(minimisers[0]) and not deadline.expired():
+        # the best bound's minimiser breaks the limit by a few percent (at 10,000 operators no
+        # minimiser fits, the minimisers swing between devices): repaired, it is within ~1%
         repaired = repair_memory(problem, minimisers[0], deadline.share(REPAIR_SHARE))
         if repaired is not None:
             options.append(improve(problem, repaired, deadline))
+    fitting = [plan for plan in minimisers if problem.memory_ok(plan)]
+    fitting.sort(key=problem.objective)
+    options += [improve(problem, plan, deadline) for plan in fitting[:IMPROVED_PLANS]]
     if not options:
         return None if incumbent is None else tuple(incumbent)
     best = min(options, key=problem.objective)
@@ -72,23 +107,15 @@ def _best_plan(problem: ConfigProblem, minimisers, incumbent, deadline, seed: in
 def lagrangian_restriction(problem: ConfigProblem, deadline, incumbent=None, seed: int = 0) -> Restriction | None:
     """None when the memory limit cannot bind (nothing to relax)."""
     started = time.perf_counter()
-    clock = deadline.share(LAGRANGIAN_SHARE)
+    entries = sum(m.size for m in problem.edge_costs)
+    clock = deadline.share(LARGE_MODEL_SHARE if entries > LARGE_MODEL_ENTRIES else LAGRANGIAN_SHARE)
     upper = None if incumbent is None else problem.objective(incumbent)
     relaxation = lagrangian_dual(problem, clock, upper)
     if relaxation is None:
         return None
     plan = _best_plan(problem, relaxation.plans, incumbent, clock, seed)
     source = "given" if incumbent is not None and plan == tuple(incumbent) else "Lagrangian"
-    if plan is None:
-        choices = tuple(np.arange(len(c)) for c in problem.node_costs)
-        outside = np.inf
-    else:
-        choices = relaxation.open_candidates(problem.objective(plan), keep=plan)
-        outside = problem.objective(plan)
-        outside -= ROUNDING_SLACK * (1.0 + abs(outside))
-    kept = sum(len(c) for c in choices)
     note = (f"lagrangian: bound {relaxation.bound:.10g} after {relaxation.steps} multiplier steps "
-            f"({'exact' if relaxation.exact_inner else 'spanning-forest'} inner minimum), "
-            f"{kept} of {problem.num_candidates} candidates left open, "
+            f"({'exact' if relaxation.exact_inner else 'spanning-forest'} inner minimum) in "
             f"{format_seconds(time.perf_counter() - started)}")
-    return Restriction(restricted(problem, choices), choices, plan, source, relaxation.bound, outside, note)
+    return _restriction(problem, relaxation, plan, source, note)

@@ -12,6 +12,10 @@ the candidates its multipliers leave open only.
 from __future__ import annotations
 
 from solver_plan.errors import InputError
+from dataclasses import replace
+
+import numpy as np
+
 from solver_plan.intra import isolated
 from solver_plan.intra.harness import Answer, Context, call_in_subprocess, failure_note, run_planner
 from solver_plan.intra.lagrangian_fixing import Restriction, lagrangian_restriction
@@ -21,6 +25,10 @@ from solver_plan.planners import register
 from solver_plan.result import Status
 
 PULP_SOLVERS = {"cbc": "PULP_CBC_CMD"}
+# Under a binding limit the MILP runs in two stages: the first (this share of its time) finds a
+# better plan, whose cost removes more candidates (measured: 1,980 -> 1,199 open on random-dag:100
+# binding); the second solves what is then left, started from that plan.
+FIRST_STAGE_SHARE = 0.3
 MIN_SOLVER_S = 0.05  # below this a solver cannot even load the model: keep the heuristic plan
 BACKENDS = ("highs", *PULP_SOLVERS)
 
@@ -50,13 +58,30 @@ def _milp_core(problem: ConfigProblem, context: Context) -> Answer:
     if context.options.get("lagrangian", True):
         restriction = lagrangian_restriction(problem, context.deadline, context.incumbent, context.seed)
     if restriction is None:
-        return _solve_model(problem, context.incumbent, context, backend)
+        return _solve_model(problem, context.incumbent, context.deadline, context, backend)
     if restriction.source == "Lagrangian" and restriction.incumbent is not None:
         # the harness keeps it should the solver fail
         context.incumbent, context.incumbent_source = restriction.incumbent, "Lagrangian"
+    if restriction.problem.num_candidates == problem.num_nodes:  # one candidate each: nothing to solve
+        return widened(problem, Answer(Status.OPTIMAL, restriction.encode(restriction.incumbent),
+                                       restriction.outside_bound), restriction)
+    first = _solve_restricted(problem, restriction, context.deadline.share(FIRST_STAGE_SHARE), context, backend)
+    if first.status is Status.OPTIMAL or first.assignment is None or context.deadline.expired():
+        return first
+    tighter = restriction.tightened(problem, first.assignment, "first MILP stage")
+    second = _solve_restricted(problem, tighter, context.deadline, context, backend)
+    bound = max(b for b in (first.lower_bound, second.lower_bound, -np.inf) if b is not None)
+    if second.assignment is None or problem.objective(first.assignment) < problem.objective(second.assignment):
+        return replace(first, status=Status.TIME_LIMIT if second.status is Status.TIME_LIMIT else first.status,
+                       lower_bound=bound, notes=first.notes + ("second MILP stage found nothing better",))
+    return replace(second, lower_bound=bound, notes=("first MILP stage: " + "; ".join(first.notes),) + second.notes)
+
+
+def _solve_restricted(problem: ConfigProblem, restriction: Restriction, deadline, context: Context,
+                      backend: str) -> Answer:
     start = restriction.encode(restriction.incumbent) if restriction.incumbent is not None else None
     try:
-        answer = _solve_model(restriction.problem, start, context, backend)
+        answer = _solve_model(restriction.problem, start, deadline, context, backend)
     except TimeoutError as exc:  # killed at the wall clock: the Lagrangian bound and plan still count
         answer = Answer(Status.TIME_LIMIT, notes=(failure_note("milp", exc),))
     return widened(problem, answer, restriction)
@@ -68,19 +93,19 @@ def widened(problem: ConfigProblem, answer: Answer, restriction: Restriction) ->
     notes = (restriction.note,) + answer.notes
     bound = restriction.problem_bound(answer.lower_bound)
     plan = restriction.decode(answer.assignment) if answer.assignment is not None else None
-    incumbent = restriction.incumbent if restriction.source == "Lagrangian" else None  # the harness keeps its own
+    incumbent = restriction.incumbent if restriction.source != "given" else None  # the harness keeps its own
     if incumbent is not None and (plan is None or problem.objective(incumbent) < problem.objective(plan)):
         status = Status.TIME_LIMIT if answer.status is Status.TIME_LIMIT else Status.FEASIBLE
         if answer.status is Status.OPTIMAL:  # restricted optimum above the incumbent: rounding
             status = Status.FEASIBLE
-        return Answer(status, incumbent, bound, notes + ("kept the Lagrangian plan (no better found)",))
+        return Answer(status, incumbent, bound, notes + (f"kept the {restriction.source} plan (no better found)",))
     return Answer(answer.status, plan, bound, notes)
 
 
-def _solve_model(problem: ConfigProblem, incumbent, context: Context, backend: str) -> Answer:
+def _solve_model(problem: ConfigProblem, incumbent, deadline, context: Context, backend: str) -> Answer:
     model = config_model(problem)
     start = encode(model, problem, incumbent) if incumbent is not None else None
-    remaining = context.deadline.remaining()
+    remaining = deadline.remaining()
     if remaining is not None and remaining < MIN_SOLVER_S:
         return Answer(Status.TIME_LIMIT, notes=("no time left for the MILP after building it",))
     if backend == "highs":
