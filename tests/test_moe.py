@@ -43,7 +43,7 @@ def tiny(**kw) -> MoEModel:
     h = 64
     args = dict(name="tiny-moe", hidden=h, seq=16, vocab=100, heads=4, attention_gemms=((h, h),) * 4,
                 attention_extra_params=0, scores_width=h, values_width=h, attention_stored=4 * h,
-                attention_recomputable=3 * h,
+                attention_recomputable=3 * h, kv_width=2 * h,
                 moe_layers=(True,) * 4, dense_ffn=0, experts=4, top_k=2, expert_ffn=128)
     return MoEModel(**{**args, **kw})
 
@@ -148,7 +148,7 @@ def test_fix_pins_ep_and_etp_and_json_fields():
 
 
 @pytest.mark.parametrize("fix, message", [
-    ("ep=3", "--fix ep"), ("etp=0", "--fix etp"), ("zero_stage=2", "--fix zero_stage"), ("cp=2", "unknown key 'cp'"),
+    ("ep=3", "--fix ep"), ("etp=0", "--fix etp"), ("zero_stage=2", "--fix zero_stage"), ("sp=2", "unknown key 'sp'"),
     ("capacity=0.5", "capacity"), ("recompute=some", "--fix recompute"),
 ])
 def test_bad_pins_are_input_errors(fix, message):
@@ -238,3 +238,22 @@ def test_recomputation_trades_memory_for_time():
     assert acts["none"] > acts["selective"] > acts["full"]
     assert plans["none"].step_time_s < plans["selective"].step_time_s < plans["full"].step_time_s
     assert plans["full"].stages[0].memory.recompute_working > 0
+
+
+def test_context_parallelism_splits_the_sequence():
+    """cp = 2: half the tokens per rank (activations about half, all-to-all volume half), the dense
+    weights replicated over cp and their optimizer state sharded over dp x cp; the search takes cp."""
+    cluster = resolve_cluster("h100-4x8-ib", 8)
+    model = tiny(shared_ffn=64)
+    base = {"tp": 1, "pp": 1, "ep": 4, "micro_batch_size": 1, "zero_stage": 1}
+    one = evaluate_moe(model, cluster, 16, {**base, "dp": 8}, memory_limit=None)
+    two = evaluate_moe(model, cluster, 16, {**base, "dp": 4, "cp": 2}, memory_limit=None)
+    assert two.point.edp == one.point.edp == 2 and two.point.devices == 8
+    assert two.stages[0].memory.weights == pytest.approx(one.stages[0].memory.weights)
+    assert two.stages[0].memory.optimizer == pytest.approx(one.stages[0].memory.optimizer)
+    per_microbatch_one = one.stages[0].memory.activations / one.point.micro_batches
+    per_microbatch_two = two.stages[0].memory.activations / two.point.micro_batches
+    assert per_microbatch_two < per_microbatch_one
+    assert moe.dispatch_bytes(model, 1, 2, 2.0) == moe.dispatch_bytes(model, 1, 1, 2.0) / 2
+    found = plan_moe(model, cluster, 16, fix="cp=2", time_limit=None, memory_limit=None)
+    assert found.plan.point.cp == 2 and found.plan.to_dict()["parallelism"]["cp"] == 2

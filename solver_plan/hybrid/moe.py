@@ -2,23 +2,24 @@
 experts are spread over ep x etp devices, priced at the busiest expert-parallel rank.
 
 Folding (Megatron-core MoE parallel folding, Liu et al. 2025, "MoE Parallel Folding"): a pipeline
-stage's D = tp x dp devices run the attention as tp x dp and the expert layers as etp x ep x edp
-(etp fastest, then ep; ep x etp must divide D). Tokens enter the MoE layer sequence-parallel, T/tp
-per device for T = b x s tokens per attention replica (Megatron requires sequence parallelism for
-MoE with tp > 1); an etp group all-gathers its tokens, so an expert group of ep x etp devices
-routes ep x etp x T/tp tokens, each to top_k experts. Notation: h hidden, f_e expert width, E
-experts, k top-k, e bytes per activation element, w/g/o bytes per parameter of weights, gradients
-and optimizer state (memory.StateBytes).
+stage's D = tp x cp x dp devices run the attention as tp x cp x dp and the expert layers as
+etp x ep x edp (etp fastest, then ep; ep x etp must divide D). Tokens enter the MoE layer split
+over the attention's shards = tp x cp (sequence parallelism, which Megatron requires for MoE with
+tp > 1, and context parallelism), T/shards per device for T = b x s tokens per attention replica;
+an etp group all-gathers its tokens, so an expert group of ep x etp devices routes
+ep x etp x T/shards tokens, each to top_k experts. Below, `shards` = tp x cp. Notation: h hidden,
+f_e expert width, E experts, k top-k, e bytes per activation element, w/g/o bytes per parameter of
+weights, gradients and optimizer state (memory.StateBytes).
 
 Routing (cost/routing.py): the busiest rank processes a share r of the group's copies (r = 1/ep
-balanced), n = r x k x ep x etp x T/tp token copies, split over its E/ep experts as the load says.
+balanced), n = r x k x ep x etp x T/shards token copies, split over its E/ep experts as the load says.
 - expert weights per device: (moe layers) x E/ep x 3 h f_e / etp; ZeRO over edp (`expert_state`);
 - grouped GEMM (`grouped_gemm_s`): per local expert its GEMMs of n_j tokens at the efficiency of
   their own size (the cost core's roofline: small n_j are weight-read bound, Tutel / MegaBlocks'
   observation), one launch each; permutation, SwiGLU and router kernels memory-bound
   (`permute_s`); backward 2 x forward;
 - all-to-all (`alltoall_s`): dispatch and combine, forward and backward (4 per layer), each
-  sending T/tp x k x h x e bytes per device, the busiest rank receiving ep x r times that; priced
+  sending T/shards x k x h x e bytes per device, the busiest rank receiving ep x r times that; priced
   by `collective_time("all_to_all")` on the group's shape: inside a node (NVLink; 72 GPUs in a
   GB200 NVL72 domain) while ep x etp <= devices per node, across nodes otherwise;
 - etp > 1: all-gather of the tokens over etp before the experts, reduce-scatter after, forward and
@@ -82,18 +83,20 @@ def group_per_node(cluster: Cluster, stride: int, size: int) -> int:
     return max(1, min(size, cluster.devices_per_node // stride)) if stride <= cluster.devices_per_node else 1
 
 
-def check_folding(model: MoEModel, tp: int, dp: int, ep: int, etp: int) -> None:
+def check_folding(model: MoEModel, stage_devices: int, ep: int, etp: int) -> None:
+    """ep divides the experts, ep x etp the stage's tp x cp x dp devices, etp the expert width."""
     if model.experts % ep:
         raise InputError(f"ep ({ep}) must divide the experts ({model.experts})", "--fix ep")
-    if (tp * dp) % (ep * etp):
-        raise InputError(f"ep x etp ({ep * etp}) must divide tp x dp ({tp * dp}), the devices of a stage", "--fix ep")
+    if stage_devices % (ep * etp):
+        raise InputError(f"ep x etp ({ep * etp}) must divide tp x cp x dp ({stage_devices}), the devices of a stage",
+                         "--fix ep")
     if model.expert_ffn % etp:
         raise InputError(f"etp ({etp}) must divide the expert width ({model.expert_ffn})", "--fix etp")
 
 
-def routed_copies(model: MoEModel, b: int, tp: int, ep: int, etp: int, routing: Routing) -> float:
-    """Token copies the busiest expert rank processes per micro-batch: r x k x ep x etp x b s / tp."""
-    return routing.rank_share(ep) * model.top_k * ep * etp * b * model.seq / tp
+def routed_copies(model: MoEModel, b: int, shards: int, ep: int, etp: int, routing: Routing) -> float:
+    """Token copies the busiest expert rank processes per micro-batch: r x k x ep x etp x b s / shards."""
+    return routing.rank_share(ep) * model.top_k * ep * etp * b * model.seq / shards
 
 
 def expert_params_per_device(model: MoEModel, moe_layers: int, ep: int, etp: int) -> float:
@@ -104,25 +107,25 @@ def expert_params_per_device(model: MoEModel, moe_layers: int, ep: int, etp: int
 def expert_state(params: float, edp: int, zero_stage: int,
                  state: StateBytes = MIXED_PRECISION) -> tuple[float, float, float]:
     """(weights, gradients, optimizer) bytes of the expert parameters on one device, ZeRO-sharded over
-    the expert-data-parallel group (edp = tp dp / (ep etp) per stage), as memory.py shards the
+    the expert-data-parallel group (edp = tp cp dp / (ep etp) per stage), as memory.py shards the
     dense ones over dp."""
     return (weights_bytes(params, edp, zero_stage, state), gradients_bytes(params, edp, zero_stage, state),
             optimizer_bytes(params, edp, zero_stage, state))
 
 
-def grouped_gemm_s(cluster: Cluster, model: MoEModel, b: int, tp: int, ep: int, etp: int, routing: Routing,
-                   dtype, element_bytes: float) -> float:
+def grouped_gemm_s(cluster: Cluster, model: MoEModel, b: int, shards: int, ep: int, etp: int,
+                   routing: Routing, dtype, element_bytes: float) -> float:
     """Forward seconds of the busiest rank's experts: per local expert j with n_j copies, its two
     GEMMs (gate/up: n_j x h x 2 f_e / etp, down: n_j x f_e / etp x h), each compute_time of its FLOPs
     and of its weights and activations in e-byte elements, so a GEMM of few tokens is bound by
     reading its weights; one launch per expert and GEMM (Transformer Engine's GroupedLinear, which
     Megatron-core's --moe-grouped-gemm runs, issues one cuBLAS GEMM per local expert). An expert
-    given more than the balanced n = k ep etp T / (tp E) copies runs them at the balanced GEMM's
+    given more than the balanced n = k ep etp T / (shards E) copies runs them at the balanced GEMM's
     seconds per copy: a GEMM's seconds per row never grow with its rows (roofline), so with this
     rule the busiest rank of a skewed load is never priced below the balanced rank (its copies are
     at least the balanced rank's; no credit for the larger GEMMs' efficiency)."""
     device = cluster.device
-    group = model.top_k * ep * etp * b * model.seq / tp  # copies routed in the expert group; n_j = share_j x group
+    group = model.top_k * ep * etp * b * model.seq / shards  # copies routed in the group; n_j = share_j x group
     balanced = group / model.experts
     h, f = model.hidden, model.expert_ffn / etp
 
@@ -140,49 +143,50 @@ def grouped_gemm_s(cluster: Cluster, model: MoEModel, b: int, tp: int, ep: int, 
     return seconds
 
 
-def permute_s(cluster: Cluster, model: MoEModel, b: int, tp: int, ep: int, etp: int, routing: Routing,
+def permute_s(cluster: Cluster, model: MoEModel, b: int, shards: int, ep: int, etp: int, routing: Routing,
               element_bytes: float) -> float:
     """Forward seconds of the memory-bound kernels around the experts at the busiest rank: token
     permutation into expert order and back (each reads and writes n h e bytes), the SwiGLU of the n
     copies (reads 2 f_e / etp, writes f_e / etp elements each), and the router's softmax / top-k over
-    the device's b s / tp tokens x E fp32 scores (read and write)."""
-    n = routed_copies(model, b, tp, ep, etp, routing)
+    the device's b s / shards tokens x E fp32 scores (read and write)."""
+    n = routed_copies(model, b, shards, ep, etp, routing)
     f = model.expert_ffn / etp
     kernels = (2.0 * n * model.hidden * element_bytes, 2.0 * n * model.hidden * element_bytes,
-               3.0 * n * f * element_bytes, 8.0 * b * model.seq / tp * model.experts)
+               3.0 * n * f * element_bytes, 8.0 * b * model.seq / shards * model.experts)
     return sum(compute_time(cluster, 0.0, moved, unit="vector") for moved in kernels)
 
 
-def expert_gemm_elements(model: MoEModel, b: int, tp: int, ep: int, etp: int, routing: Routing) -> tuple[float, float]:
+def expert_gemm_elements(model: MoEModel, b: int, shards: int, ep: int, etp: int,
+                         routing: Routing) -> tuple[float, float]:
     """(input, output) elements of the busiest rank's expert GEMMs per micro-batch: its n copies enter
     gate/up (h wide) and down (f_e / etp wide) and leave them 2 f_e / etp and h wide (what fp8 casts)."""
-    n = routed_copies(model, b, tp, ep, etp, routing)
+    n = routed_copies(model, b, shards, ep, etp, routing)
     f = model.expert_ffn / etp
     return n * (model.hidden + f), n * (2.0 * f + model.hidden)
 
 
-def dispatch_bytes(model: MoEModel, b: int, tp: int, element_bytes: float) -> float:
-    """Bytes one device sends in one all-to-all: its b s / tp tokens x k copies x h x e."""
-    return b * model.seq / tp * model.top_k * model.hidden * element_bytes
+def dispatch_bytes(model: MoEModel, b: int, shards: int, element_bytes: float) -> float:
+    """Bytes one device sends in one all-to-all: its b s / shards tokens x k copies x h x e."""
+    return b * model.seq / shards * model.top_k * model.hidden * element_bytes
 
 
-def alltoall_s(cluster: Cluster, model: MoEModel, b: int, tp: int, ep: int, etp: int, routing: Routing,
+def alltoall_s(cluster: Cluster, model: MoEModel, b: int, shards: int, ep: int, etp: int, routing: Routing,
                element_bytes: float) -> float:
     """One all-to-all of the expert group at its busiest rank (receiving ep x r times what it sends,
     r its routing share; balanced: as much as it sends), on the group's nodes (stride etp)."""
     if ep == 1:
         return 0.0
-    nbytes = dispatch_bytes(model, b, tp, element_bytes) * max(routing.send_factor, ep * routing.rank_share(ep))
+    nbytes = dispatch_bytes(model, b, shards, element_bytes) * max(routing.send_factor, ep * routing.rank_share(ep))
     return collective_time(cluster, "all_to_all", nbytes, ep, group_per_node(cluster, etp, ep))
 
 
-def etp_comm_s(cluster: Cluster, model: MoEModel, b: int, tp: int, ep: int, etp: int, routing: Routing,
+def etp_comm_s(cluster: Cluster, model: MoEModel, b: int, shards: int, ep: int, etp: int, routing: Routing,
                element_bytes: float) -> float:
     """Forward + backward: all-gather of the routed tokens over etp before the experts and
     reduce-scatter of their outputs after (and the converse in backward), n h e bytes each."""
     if etp == 1:
         return 0.0
-    nbytes = routed_copies(model, b, tp, ep, etp, routing) * model.hidden * element_bytes
+    nbytes = routed_copies(model, b, shards, ep, etp, routing) * model.hidden * element_bytes
     per_node = group_per_node(cluster, 1, etp)
     one = (collective_time(cluster, "all_gather", nbytes, etp, per_node)
            + collective_time(cluster, "reduce_scatter", nbytes, etp, per_node))
@@ -201,23 +205,23 @@ def exposed_alltoall_s(alltoall_total_s: float, overlap: str, shared_expert_s: f
     return max(0.0, alltoall_total_s - window)
 
 
-def moe_activation_bytes(model: MoEModel, b: int, tp: int, ep: int, etp: int, routing: Routing, recompute: str,
+def moe_activation_bytes(model: MoEModel, b: int, shards: int, ep: int, etp: int, routing: Routing, recompute: str,
                          element_bytes: float) -> float:
     """Bytes one MoE layer's MLP part keeps for backward per micro-batch on the busiest rank
-    (module docstring): e T (h + s_w) / tp for the router input and shared expert (s_w = 3 f_s),
-    4 T E / tp fp32 probabilities, e T k h / tp combine output, and e n (h + 3 f_e / etp) for the n
+    (module docstring): e T (h + s_w) / shards for the router input and shared expert (s_w = 3 f_s),
+    4 T E / shards fp32 probabilities, e T k h / shards combine output, and e n (h + 3 f_e / etp) for the n
     routed copies (e n h with selective recomputation of the experts); full recomputation: none
     (the layer input is counted with the layer)."""
     if recompute == "full":
         return 0.0
-    tokens = b * model.seq / tp
-    n = routed_copies(model, b, tp, ep, etp, routing)
+    tokens = b * model.seq / shards
+    n = routed_copies(model, b, shards, ep, etp, routing)
     routed = n * (model.hidden + (0.0 if recompute == "selective" else 3.0 * model.expert_ffn / etp))
     return (element_bytes * tokens * (model.hidden + 3.0 * model.shared_ffn + model.top_k * model.hidden)
             + 4.0 * tokens * model.experts + element_bytes * routed)
 
 
-def a2a_buffer_bytes(model: MoEModel, b: int, tp: int, ep: int, etp: int, routing: Routing,
+def a2a_buffer_bytes(model: MoEModel, b: int, shards: int, ep: int, etp: int, routing: Routing,
                      element_bytes: float) -> float:
     """Dispatch and combine buffers of the busiest rank: 2 x n h e (permuted tokens in and out)."""
-    return 2.0 * routed_copies(model, b, tp, ep, etp, routing) * model.hidden * element_bytes if ep > 1 else 0.0
+    return 2.0 * routed_copies(model, b, shards, ep, etp, routing) * model.hidden * element_bytes if ep > 1 else 0.0

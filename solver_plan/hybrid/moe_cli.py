@@ -37,7 +37,8 @@ def table(result) -> str:
     if plan is not None:
         p = plan.point
         capacity = "dropless" if p.capacity_factor is None else f"capacity {p.capacity_factor:g}"
-        lines.append(f"attention dp {p.dp} x tp {p.tp} x pp {p.pp}; experts etp {p.etp} x ep {p.ep} x edp {p.edp}; "
+        lines.append(f"attention dp {p.dp} x tp {p.tp}" + (f" x cp {p.cp}" if p.cp > 1 else "")
+                     + f" x pp {p.pp}; experts etp {p.etp} x ep {p.ep} x edp {p.edp}; "
                      f"micro-batch {p.micro_batch_size} x {p.micro_batches}, {p.schedule}"
                      + (f" v {p.virtual_stages}" if p.virtual_stages > 1 else "")
                      + f", recompute {p.recompute}, {'distributed optimizer' if p.zero_stage else 'no ZeRO'}")
@@ -76,7 +77,7 @@ def run_moe(args) -> int:
 
     if getattr(args, "export", None):
         raise InputError("exports of expert-parallel plans are not available yet; write the plan with --out "
-                         "(parallelism: dp, tp, pp, ep, etp, edp, capacity)", "--export")
+                         "(parallelism: dp, tp, cp, pp, ep, etp, edp, capacity)", "--export")
     result = plan_moe(args.model, args.cluster, args.batch, devices=args.devices, fix=args.fix,
                       routing=getattr(args, "routing", None), a2a_overlap=getattr(args, "a2a_overlap", "none"),
                       memory_limit=parse_memory_limit(args.memory_limit), precision=args.precision,

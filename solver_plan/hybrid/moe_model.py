@@ -12,6 +12,7 @@ per device is its FLOPs / tp either way.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 from solver_plan.errors import InputError
 
@@ -40,6 +41,7 @@ class MoEModel:
     values_width: int
     attention_stored: int
     attention_recomputable: int  # of attention_stored: the per-head q, k, v (selective recomputation's)
+    kv_width: int  # elements per token of K and V (what context parallelism passes around its ring)
     moe_layers: tuple[bool, ...]
     dense_ffn: int  # SwiGLU width of the dense layers
     experts: int
@@ -76,11 +78,11 @@ class MoEModel:
         mla = len(self.attention_gemms) == 5
         return (self.attention_gemms[1], self.attention_gemms[3]) if mla else self.attention_gemms[:3]
 
-    @property
+    @cached_property
     def attention_params(self) -> int:
         return sum(k * n for k, n in self.attention_gemms) + self.attention_extra_params
 
-    @property
+    @cached_property
     def expert_params(self) -> int:
         """One layer's routed experts: experts x 3 h f_e (SwiGLU: gate, up, down)."""
         return self.experts * 3 * self.hidden * self.expert_ffn
@@ -96,8 +98,12 @@ class MoEModel:
     def dense_layer_params(self, moe: bool) -> int:
         """Parameters of a layer outside its routed experts: attention, two RMS norms, and the dense
         SwiGLU (3 h f) or the router and shared experts."""
-        mlp = self.router_params + self.shared_params if moe else 3 * self.hidden * self.dense_ffn
-        return self.attention_params + 2 * self.hidden + mlp
+        return self._layer_params[moe]
+
+    @cached_property
+    def _layer_params(self) -> tuple[int, int]:
+        common = self.attention_params + 2 * self.hidden
+        return common + 3 * self.hidden * self.dense_ffn, common + self.router_params + self.shared_params
 
     @property
     def embedding_params(self) -> int:
@@ -209,6 +215,7 @@ def _from_config(cfg, family: str, opts: dict, name: str) -> MoEModel:
                         scores_width=heads * (nope + rope), values_width=heads * v,
                         attention_stored=(rq + rkv + rope + heads * (nope + rope) * 2 + heads * v * 2),
                         attention_recomputable=heads * (nope + rope) * 2 + heads * v,
+                        kv_width=heads * (nope + rope) + heads * v,
                         moe_layers=tuple(deepseek_layer_is_moe(cfg, i) for i in range(layers)),
                         dense_ffn=cfg.int("intermediate_size"), experts=cfg.int("n_routed_experts"),
                         expert_ffn=expert_ffn, shared_ffn=shared * expert_ffn,
@@ -232,6 +239,6 @@ def _from_config(cfg, family: str, opts: dict, name: str) -> MoEModel:
         ffn = cfg.int("intermediate_size")
     return MoEModel(**common, attention_gemms=gemms, attention_extra_params=extra, scores_width=heads * d,
                     values_width=heads * d, attention_stored=(2 * heads + 2 * kv) * d,
-                    attention_recomputable=(heads + 2 * kv) * d, moe_layers=sparse,
+                    attention_recomputable=(heads + 2 * kv) * d, kv_width=2 * kv * d, moe_layers=sparse,
                     dense_ffn=ffn, experts=experts, expert_ffn=expert_ffn, shared_ffn=shared,
                     shared_gate=family == "qwen2_moe" and shared > 0)

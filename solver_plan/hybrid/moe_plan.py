@@ -1,6 +1,7 @@
-"""Expert-parallel hybrid plans of a mixture of experts: dp x tp x pp for the attention, folded into
-etp x ep x edp for the experts (hybrid/moe.py), searched jointly with the micro-batch, the virtual
-stages, recomputation, the distributed optimizer and the capacity factor, under the given routing.
+"""Expert-parallel hybrid plans of a mixture of experts: dp x cp x tp x pp for the attention, folded
+into etp x ep x edp for the experts (hybrid/moe.py), searched jointly with the micro-batch, the
+virtual stages, recomputation, the distributed optimizer and the capacity factor, under the given
+routing.
 
     plan_moe(model, cluster, global_batch, fix={"ep": 8, "etp": 1}, routing="zipf:0.5",
              capacity="dropless", a2a_overlap="none", precision=None, runtime=None)
@@ -14,6 +15,9 @@ A point is priced in closed form (no per-operator solve: 10^4-10^5 points on tho
 - tensor parallelism with sequence parallelism: all-gather + reduce-scatter of T h e bytes around the
   attention and around the dense MLP / shared expert, forward and backward, exposed as the runtime
   overlaps them (stage_cost.tp_overlap_exposed_s);
+- context parallelism cp: each rank holds T / cp of the sequence (GEMMs, activations and the MoE
+  tokens / cp), its attention core / cp, and passes K and V around a ring overlapped with the
+  attention (`_cp_comm_s`); dense gradients and the distributed optimizer over dp x cp;
 - experts, all-to-all, etp collectives, overlap and activations: hybrid/moe.py, at the busiest rank;
 - recomputation: none; selective (the per-head q, k, v rebuilt from their GEMMs, MLA's
   up-projections for DeepSeek, and the expert MLPs: Megatron-core's --recompute-modules
@@ -31,8 +35,9 @@ A point is priced in closed form (no per-operator solve: 10^4-10^5 points on tho
 Search: every point agreeing with the pins; points whose memory floor exceeds the limit dropped;
 the rest priced in order of a valid lower bound (total stage work over p stages through the
 pipeline formula), stopping at the first bound >= the incumbent: OPTIMAL over the space (of this
-cost model) when it finishes, TIME_LIMIT with the least open bound otherwise. Not searched: context
-parallelism, ZeRO-2/3, per-stage recomputation, DualPipe's bubble (its a2a overlap is "full").
+cost model) when it finishes, TIME_LIMIT with the least open bound otherwise. Not searched:
+ZeRO-2/3, per-stage recomputation, DualPipe's bubble (its a2a overlap is "full"); context
+parallelism leaving fewer than MIN_TOKENS_PER_CP_RANK tokens per rank unless pinned.
 """
 from __future__ import annotations
 
@@ -52,11 +57,14 @@ from solver_plan.hybrid import moe, schedule
 from solver_plan.hybrid.moe_model import MoEModel, moe_model
 from solver_plan.result import Status
 
-FIX_KEYS = ("dp", "tp", "pp", "ep", "etp", "micro_batch_size", "virtual_stages", "recompute", "zero_stage",
+FIX_KEYS = ("dp", "tp", "cp", "pp", "ep", "etp", "micro_batch_size", "virtual_stages", "recompute", "zero_stage",
             "capacity")
-INT_KEYS = ("dp", "tp", "pp", "ep", "etp", "micro_batch_size", "virtual_stages", "zero_stage")
+INT_KEYS = ("dp", "tp", "cp", "pp", "ep", "etp", "micro_batch_size", "virtual_stages", "zero_stage")
 RECOMPUTE = ("none", "selective", "full")
 MAX_MICRO_BATCH = 16  # searched (MoE runs use 1-4; larger ones only add activation memory)
+# context parallelism is searched while each rank keeps at least this many tokens of a sequence (it
+# pays for long sequences: Megatron's guidance is CP for 8k and longer; any cp when pinned)
+MIN_TOKENS_PER_CP_RANK = 2048
 CHECK_EVERY = 256
 
 
@@ -73,14 +81,20 @@ class MoEPoint:
     recompute: str = "none"
     zero_stage: int = 1  # 0: plain data parallel, 1: distributed optimizer
     capacity_factor: float | None = None  # None: dropless
+    cp: int = 1  # context parallelism: the sequence split over cp devices (ring attention)
 
     @property
     def devices(self) -> int:
-        return self.dp * self.tp * self.pp
+        return self.dp * self.tp * self.cp * self.pp
+
+    @property
+    def shards(self) -> int:
+        """Devices one sequence's tokens are split over on the attention side: tp x cp."""
+        return self.tp * self.cp
 
     @property
     def edp(self) -> int:
-        return self.dp * self.tp // (self.ep * self.etp)
+        return self.dp * self.tp * self.cp // (self.ep * self.etp)
 
     @property
     def schedule(self) -> str:
@@ -132,21 +146,25 @@ def _divisors(n: int) -> list[int]:
 
 def enumerate_points(model: MoEModel, devices: int, devices_per_node: int, global_batch: int, pins: Mapping,
                      capacities=(None,)):
-    """Every point agreeing with the pins: tp | heads within a node, pp <= layers, dp x b | batch,
-    ep | experts with ep x etp | tp x dp, etp | tp and f_e, virtual stages with p v <= layers and
-    m divisible by p (Megatron's interleaving condition)."""
+    """Every point agreeing with the pins: tp | heads within a node, cp with 2 cp | seq (Megatron's
+    load-balanced causal split) and seq / cp >= MIN_TOKENS_PER_CP_RANK unless pinned, pp <= layers,
+    dp x b | batch, ep | experts with ep x etp | tp x cp x dp, etp | tp and f_e, virtual stages with
+    p v <= layers and m divisible by p (Megatron's interleaving condition)."""
     get = pins.get
-    for tp in _divisors(min(devices, devices_per_node)):
-        if model.heads % tp or devices % tp or get("tp", tp) != tp:
+    for tp, cp in itertools.product(_divisors(min(devices, devices_per_node)), _divisors(devices)):
+        if model.heads % tp or devices % (tp * cp) or get("tp", tp) != tp or get("cp", cp) != cp:
             continue
-        for pp in _divisors(devices // tp):
+        if cp > 1 and (model.seq % (2 * cp) or ("cp" not in pins and model.seq < cp * MIN_TOKENS_PER_CP_RANK)):
+            continue
+        for pp in _divisors(devices // (tp * cp)):
             if pp > model.layers or get("pp", pp) != pp:
                 continue
-            dp = devices // (tp * pp)
+            dp = devices // (tp * cp * pp)
             if get("dp", dp) != dp or global_batch % dp:
                 continue
             for ep, etp in itertools.product(_divisors(model.experts), _divisors(tp)):
-                if (tp * dp) % (ep * etp) or model.expert_ffn % etp or get("ep", ep) != ep or get("etp", etp) != etp:
+                if ((tp * cp * dp) % (ep * etp) or model.expert_ffn % etp or get("ep", ep) != ep
+                        or get("etp", etp) != etp):
                     continue
                 for b in _divisors(global_batch // dp):
                     if get("micro_batch_size", b) != b or (b > MAX_MICRO_BATCH and "micro_batch_size" not in pins):
@@ -157,7 +175,7 @@ def enumerate_points(model: MoEModel, devices: int, devices_per_node: int, globa
                     for v, r, z, c in itertools.product(vs, RECOMPUTE, (0, 1), capacities):
                         if get("virtual_stages", v) != v or get("recompute", r) != r or get("zero_stage", z) != z:
                             continue
-                        yield MoEPoint(dp, tp, pp, ep, etp, b, m, v, r, z, c)
+                        yield MoEPoint(dp, tp, pp, ep, etp, b, m, v, r, z, c, cp)
 
 
 # --- pricing ------------------------------------------------------------------------------------------
@@ -235,7 +253,7 @@ class MoEPlan:
         return self.model_flops / self.step_time_s / self.devices / 1e12
 
     def to_dict(self) -> dict:
-        """The plan JSON: `parallelism` carries dp, tp, pp, ep, etp, edp, micro-batch, virtual stages,
+        """The plan JSON: `parallelism` carries dp, tp, cp, pp, ep, etp, edp, micro-batch, virtual stages,
         recompute, zero_stage, capacity; `routing` and `dropped_fraction` the routing priced."""
         return {"kind": "moe-hybrid", "schema_version": 1, "model": self.model, "cluster": self.cluster,
                 "devices": self.devices, "global_batch": self.global_batch, "parallelism": self.point.to_dict(),
@@ -301,38 +319,55 @@ def _core_s(ctx: Context, b: int, tp: int) -> float:
     return fused if fused is not None else compute_time(ctx.cluster, flops, moved, dtype=ctx.dtype)
 
 
-def _tp_comm_s(ctx: Context, b: int, tp: int) -> float:
-    """All-gather + reduce-scatter of T h e bytes over tp (one sequence-parallel region), fwd + bwd."""
+def _tp_comm_s(ctx: Context, tokens: float, tp: int) -> float:
+    """All-gather + reduce-scatter of the rank's tokens x h x e bytes over tp (one sequence-parallel
+    region), forward + backward."""
     if tp == 1:
         return 0.0
-    nbytes = b * ctx.model.seq * ctx.model.hidden * ctx.state.activations
+    nbytes = tokens * ctx.model.hidden * ctx.state.activations
     per_node = min(tp, ctx.cluster.devices_per_node)
     return 2.0 * (collective_time(ctx.cluster, "all_gather", nbytes, tp, per_node)
                   + collective_time(ctx.cluster, "reduce_scatter", nbytes, tp, per_node))
 
 
+def _cp_comm_s(ctx: Context, tokens: float, tp: int, cp: int, core_fwd_s: float) -> float:
+    """Exposed seconds of context parallelism's ring (Megatron's ring attention) per layer: each of
+    the cp - 1 steps passes the rank's K and V (tokens x kv_width / tp elements) to the next rank
+    while the attention of the block it holds runs (core / cp), forward; twice that in backward (K, V
+    and their gradients): 3 (cp - 1) max(0, p2p - core_fwd / cp). The ring's hops leave the node
+    once tp x cp devices exceed it."""
+    if cp == 1:
+        return 0.0
+    nbytes = tokens * ctx.model.kv_width / tp * ctx.state.activations
+    per_node = 2 if tp * cp <= ctx.cluster.devices_per_node else 1
+    step = collective_time(ctx.cluster, "p2p", nbytes, 2, per_node)
+    return 3.0 * (cp - 1) * max(0.0, step - core_fwd_s / cp)
+
+
 def _layer_cost(ctx: Context, is_moe: bool, tp: int, b: int, ep: int, etp: int, recompute: str,
-                capacity: float | None) -> LayerCost:
-    key = (is_moe, tp, b, ep, etp, recompute, capacity)
+                capacity: float | None, cp: int = 1) -> LayerCost:
+    key = (is_moe, tp, b, ep, etp, recompute, capacity, cp)
     if key not in ctx.cache:
         ctx.cache[key] = _price_layer(ctx, *key)
     return ctx.cache[key]
 
 
 def _price_layer(ctx: Context, is_moe: bool, tp: int, b: int, ep: int, etp: int, recompute: str,
-                 capacity: float | None) -> LayerCost:
+                 capacity: float | None, cp: int) -> LayerCost:
     from solver_plan.hybrid.stage_cost import tp_overlap_exposed_s
 
     model, e = ctx.model, ctx.state.activations
-    tokens = b * model.seq
+    tokens = b * model.seq / cp  # rows of the rank's GEMMs (its part of the sequence)
+    shards = tp * cp  # what the MoE terms split b s tokens by
     routing = moe.Routing(ctx.routing_load, capacity)
     gemms = model.dense_gemms(is_moe)
     shared = model.shared_ffn if is_moe else 0
     gemm_fwd = sum(_gemm_s(ctx, tokens, k, n, tp) for k, n in gemms)
     shared_fwd = sum(_gemm_s(ctx, tokens, k, n, tp) for k, n in gemms[len(model.attention_gemms):]) if shared else 0.0
-    core_fwd = _core_s(ctx, b, tp)
+    core_fwd = _core_s(ctx, b, shards)
     regions = 1 + (1 if (not is_moe or shared) else 0)  # attention, and the dense MLP / shared expert
-    comm = tp_overlap_exposed_s(regions * _tp_comm_s(ctx, b, tp), 3.0 * gemm_fwd, tp, ctx.runtime)
+    comm = tp_overlap_exposed_s(regions * _tp_comm_s(ctx, tokens, tp), 3.0 * gemm_fwd, tp, ctx.runtime)
+    comm += _cp_comm_s(ctx, tokens, tp, cp, core_fwd)
     cast_fwd, cast_bwd = _fp8_casts_s(ctx, tokens / tp * sum(k for k, _ in gemms),
                                       tokens / tp * sum(n for _, n in gemms))
     forward = gemm_fwd + core_fwd + comm / 2.0 + cast_fwd
@@ -342,16 +377,17 @@ def _price_layer(ctx: Context, is_moe: bool, tp: int, b: int, ep: int, etp: int,
     if is_moe:
         router = compute_time(ctx.cluster, 2.0 * tokens / tp * model.hidden * model.experts,
                               e * tokens / tp * (model.hidden + model.experts), dtype=ctx.dtype)
-        expert_fwd = (moe.grouped_gemm_s(ctx.cluster, model, b, tp, ep, etp, routing, ctx.dtype, e) + router
-                      + moe.permute_s(ctx.cluster, model, b, tp, ep, etp, routing, e))
-        etp_s = moe.etp_comm_s(ctx.cluster, model, b, tp, ep, etp, routing, e)
-        raw = moe.ALLTOALLS_PER_LAYER * moe.alltoall_s(ctx.cluster, model, b, tp, ep, etp, routing, e)
+        expert_fwd = (moe.grouped_gemm_s(ctx.cluster, model, b, shards, ep, etp, routing, ctx.dtype, e) + router
+                      + moe.permute_s(ctx.cluster, model, b, shards, ep, etp, routing, e))
+        etp_s = moe.etp_comm_s(ctx.cluster, model, b, shards, ep, etp, routing, e)
+        raw = moe.ALLTOALLS_PER_LAYER * moe.alltoall_s(ctx.cluster, model, b, shards, ep, etp, routing, e)
         a2a = moe.exposed_alltoall_s(raw, ctx.a2a_overlap, 3.0 * shared_fwd, 3.0 * (gemm_fwd + core_fwd + expert_fwd))
-        expert_cast_fwd, expert_cast_bwd = _fp8_casts_s(ctx, *moe.expert_gemm_elements(model, b, tp, ep, etp, routing))
+        expert_cast_fwd, expert_cast_bwd = _fp8_casts_s(ctx, *moe.expert_gemm_elements(model, b, shards, ep, etp,
+                                                                                       routing))
         forward += expert_fwd + (a2a + etp_s) / 2.0 + expert_cast_fwd
         backward += 2.0 * expert_fwd + (a2a + etp_s) / 2.0 + expert_cast_bwd
-        mlp_none = moe.moe_activation_bytes(model, b, tp, ep, etp, routing, "none", e)
-        mlp_selective = moe.moe_activation_bytes(model, b, tp, ep, etp, routing, "selective", e)
+        mlp_none = moe.moe_activation_bytes(model, b, shards, ep, etp, routing, "none", e)
+        mlp_selective = moe.moe_activation_bytes(model, b, shards, ep, etp, routing, "selective", e)
     else:
         mlp_none = mlp_selective = e * tokens * 3.0 * model.dense_ffn / tp
     if recompute == "full":  # the layer input kept; one layer's activations while it recomputes
@@ -363,20 +399,20 @@ def _price_layer(ctx: Context, is_moe: bool, tp: int, b: int, ep: int, etp: int,
         working, extra = attention + mlp_none - mlp_selective, redo + expert_fwd
     else:
         kept, working, extra = stored + mlp_none, 0.0, 0.0
-    buffers = moe.a2a_buffer_bytes(model, b, tp, ep, etp, routing, e) if is_moe else 0.0
+    buffers = moe.a2a_buffer_bytes(model, b, shards, ep, etp, routing, e) if is_moe else 0.0
     return LayerCost(forward, backward, extra, kept, working, a2a, buffers)
 
 
 def _costs(ctx: Context, p: MoEPoint) -> tuple[LayerCost, LayerCost]:
     """(dense layer, MoE layer) costs of the point."""
-    args = (p.tp, p.micro_batch_size, p.ep, p.etp, p.recompute, p.capacity_factor)
+    args = (p.tp, p.micro_batch_size, p.ep, p.etp, p.recompute, p.capacity_factor, p.cp)
     return _layer_cost(ctx, False, *args), _layer_cost(ctx, True, *args)
 
 
 def _ends_s(ctx: Context, p: MoEPoint) -> tuple[float, float]:
     """(first-stage extra, last-stage extra) per micro-batch: the embedding lookup is free; the last
     stage runs the final projection (h x V / tp) forward and backward and its fp32 loss."""
-    tokens = p.micro_batch_size * ctx.model.seq
+    tokens = p.micro_batch_size * ctx.model.seq / p.cp
     head = 3.0 * _gemm_s(ctx, tokens, ctx.model.hidden, ctx.model.vocab, p.tp)
     return 0.0, head
 
@@ -385,8 +421,8 @@ def _p2p_s(ctx: Context, p: MoEPoint) -> float:
     """Sends of one stage per micro-batch (activation forward + gradient backward) of T h e / tp."""
     if p.pp == 1:
         return 0.0
-    nbytes = p.micro_batch_size * ctx.model.seq * ctx.model.hidden * ctx.state.activations / p.tp
-    per_node = 1 if p.tp * p.dp >= ctx.cluster.devices_per_node else 2
+    nbytes = p.micro_batch_size * ctx.model.seq * ctx.model.hidden * ctx.state.activations / p.shards
+    per_node = 1 if p.shards * p.dp >= ctx.cluster.devices_per_node else 2
     return 2.0 * collective_time(ctx.cluster, "p2p", nbytes, 2, per_node)
 
 
@@ -409,7 +445,7 @@ def stage_memory(ctx: Context, p: MoEPoint, n_dense: int, n_moe: int, stage: int
     dense_cost, moe_cost = _costs(ctx, p)
     dense, experts = _stage_params(ctx, p, n_dense, n_moe, stage)
     flight = mem.in_flight_microbatches(stage, p.pp, p.micro_batches, p.schedule, p.virtual_stages)
-    tokens = p.micro_batch_size * model.seq
+    tokens = p.micro_batch_size * model.seq / p.cp  # the rank's part of the sequence
     acts = n_dense * dense_cost.activation_bytes + n_moe * moe_cost.activation_bytes
     if stage == 0:
         acts += (st.activations + 1.0) * tokens * model.hidden / p.tp
@@ -417,15 +453,17 @@ def stage_memory(ctx: Context, p: MoEPoint, n_dense: int, n_moe: int, stage: int
         acts += (2.0 * st.activations * tokens * model.hidden / p.tp
                  + ctx.runtime.kernels.loss_bytes_per_logit * tokens * model.vocab / p.tp) / max(flight, 1.0)
     working = max(dense_cost.working_bytes if n_dense else 0.0, moe_cost.working_bytes if n_moe else 0.0)
-    buffers = mem.p2p_buffer_bytes(model, p.micro_batch_size, p.tp, True, p.pp, st)  # reads seq and hidden
+    buffers = mem.p2p_buffer_bytes(model, p.micro_batch_size, p.shards, True, p.pp, st)  # reads seq and hidden
     if n_moe:
         buffers += moe_cost.buffer_bytes
-    groups = mem.communicators(p.tp, p.dp, p.pp, model.tied_embeddings) + (p.ep > 1) + (p.etp > 1) + (p.edp > 1)
+    groups = (mem.communicators(p.tp, p.dp, p.pp, model.tied_embeddings) + (p.cp > 1) + (p.ep > 1) + (p.etp > 1)
+              + (p.edp > 1))
     reserve = mem.runtime_reserve(ctx.runtime, acts * flight + working + buffers, groups)
     w, g, o = moe.expert_state(experts, p.edp, p.zero_stage, st)
-    return mem.StageMemory(mem.weights_bytes(dense, p.dp, p.zero_stage, st) + w,
-                           mem.gradients_bytes(dense, p.dp, p.zero_stage, st) + g,
-                           mem.optimizer_bytes(dense, p.dp, p.zero_stage, st) + o,
+    replicas = p.dp * p.cp  # the dense parameters' data-parallel group (Megatron shards over dp x cp)
+    return mem.StageMemory(mem.weights_bytes(dense, replicas, p.zero_stage, st) + w,
+                           mem.gradients_bytes(dense, replicas, p.zero_stage, st) + g,
+                           mem.optimizer_bytes(dense, replicas, p.zero_stage, st) + o,
                            acts * flight, working, buffers, **reserve)
 
 
@@ -501,11 +539,11 @@ def price(ctx: Context, p: MoEPoint, limit: float | None = None, cut: tuple[int,
         dense, experts = _stage_params(ctx, p, n_dense, n_moe, i)
         backward = t - fwd
         exposed = 0.0  # dense gradients over dp, expert gradients over edp: one after the other on the links
-        for params, stride, group in ((dense, p.tp, p.dp), (experts, p.ep * p.etp, p.edp)):
+        for params, stride, group in ((dense, p.tp, p.dp * p.cp), (experts, p.ep * p.etp, p.edp)):
             parts = schedule.sync_parts(ctx.cluster, params, stride, group, p.zero_stage, ctx.state, ctx.runtime, k)
             exposed += schedule.exposed_sync_s(parts, p.micro_batches, fwd, backward, ctx.runtime, slack_f, slack_b)
         sync = max(sync, exposed)
-        opt = max(opt, schedule.optimizer_s(ctx.cluster, dense, p.dp, p.zero_stage, ctx.state)
+        opt = max(opt, schedule.optimizer_s(ctx.cluster, dense, p.dp * p.cp, p.zero_stage, ctx.state)
                   + schedule.optimizer_s(ctx.cluster, experts, p.edp, p.zero_stage, ctx.state))
         slack_f += fwd
         slack_b += backward
@@ -573,7 +611,7 @@ def plan_moe(model, cluster, global_batch: int, *, devices: int | None = None, f
     """Best expert-parallel plan of `model` (a MoE config.json spec or MoEModel) on `cluster` for
     `global_batch` sequences, priced under `routing` (uniform, zipf:S, histogram:...) with `capacity`
     ('dropless' or a factor; a pinned `fix` capacity wins) and `a2a_overlap` (none, shared-expert,
-    full). `fix`: pins of dp, tp, pp, ep, etp, micro_batch_size, virtual_stages, recompute,
+    full). `fix`: pins of dp, tp, cp, pp, ep, etp, micro_batch_size, virtual_stages, recompute,
     zero_stage (0/1), capacity."""
     start = time.perf_counter()
     deadline = Deadline(time_limit)
@@ -636,22 +674,25 @@ def plan_moe(model, cluster, global_batch: int, *, devices: int | None = None, f
 
 def evaluate_moe(model, cluster, global_batch: int, point: Mapping, *, routing=None, a2a_overlap: str = "none",
                  memory_limit="device", precision=None, runtime=None) -> MoEPlan | None:
-    """What-if: the plan of one pinned configuration (dp, tp, pp, ep, etp, micro_batch_size and
-    optionally virtual_stages, recompute, zero_stage, capacity), over the memory limit or not
-    (its memory is in the plan); None when no cut of the layers into its stages exists."""
+    """What-if: the plan of one pinned configuration (dp, tp, pp, ep, micro_batch_size and optionally
+    cp, etp, virtual_stages, recompute, zero_stage, capacity), over the memory limit or not (its
+    memory is in the plan); None when no cut of the layers into its stages exists."""
     pins = check_fix(point)
     missing = [k for k in ("dp", "tp", "pp", "ep", "micro_batch_size") if k not in pins]
     if missing:
         raise InputError(f"needs {', '.join(missing)}", "point")
-    devices = pins["dp"] * pins["tp"] * pins["pp"]
+    cp = pins.get("cp", 1)
+    devices = pins["dp"] * pins["tp"] * cp * pins["pp"]
     cluster = _cluster(cluster, devices)
     ctx = make_context(model, cluster, global_batch, memory_limit, routing, precision, runtime, a2a_overlap)
-    moe.check_folding(ctx.model, pins["tp"], pins["dp"], pins["ep"], pins.get("etp", 1))
+    moe.check_folding(ctx.model, pins["tp"] * cp * pins["dp"], pins["ep"], pins.get("etp", 1))
     if global_batch % (pins["dp"] * pins["micro_batch_size"]):
         raise InputError("dp x micro_batch_size must divide the global batch", "point")
+    if ctx.model.seq % (2 * cp) and cp > 1:
+        raise InputError(f"2 cp ({2 * cp}) must divide the sequence ({ctx.model.seq})", "--fix cp")
     p = MoEPoint(pins["dp"], pins["tp"], pins["pp"], pins["ep"], pins.get("etp", 1), pins["micro_batch_size"],
                  global_batch // (pins["dp"] * pins["micro_batch_size"]), pins.get("virtual_stages", 1),
-                 pins.get("recompute", "none"), pins.get("zero_stage", 1), pins.get("capacity"))
+                 pins.get("recompute", "none"), pins.get("zero_stage", 1), pins.get("capacity"), cp)
     return price(ctx, p, None)
 
 
