@@ -14,8 +14,9 @@ from solver_plan.errors import InputError
 from solver_plan.graph.importers.hf import load_hf_config
 from solver_plan.hybrid import moe
 from solver_plan.hybrid.moe_model import MoEModel, moe_model
-from solver_plan.hybrid.moe_plan import (MoEPoint, brute_force, enumerate_points, evaluate_moe, make_context,
-                                         plan_moe, skew_robustness, stage_memory)
+from solver_plan.hybrid.moe_plan import brute_force, evaluate_moe, plan_moe, skew_robustness
+from solver_plan.hybrid.moe_price import make_context, stage_memory
+from solver_plan.hybrid.moe_space import MoEPoint, enumerate_points
 from solver_plan.result import Status
 
 CONFIGS = data_dir() / "hf-configs"

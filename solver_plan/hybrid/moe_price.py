@@ -1,0 +1,441 @@
+"""Price one expert-parallel configuration in closed form (no per-operator solve: 10^4-10^5 points
+on thousands of GPUs are searched by moe_plan.py):
+- every matrix of a layer (MoEModel.dense_gemms) on its tp shard, compute_time of the cost core
+  (roofline with the device's efficiency curves, in the precision's compute dtype; in fp8 with the
+  casts of `cost.kernels.fp8_cast_bytes` around every dense and expert GEMM); attention core
+  2 s (scores + values width) FLOPs per token, halved where the runtime's kernel skips the causal
+  half; backward = 2 x forward; router GEMM on each device's T/tp tokens;
+- tensor parallelism with sequence parallelism: all-gather + reduce-scatter of T h e bytes around the
+  attention and around the dense MLP / shared expert, forward and backward, exposed as the runtime
+  overlaps them (stage_cost.tp_overlap_exposed_s);
+- context parallelism cp: each rank holds T / cp of the sequence (GEMMs, activations and the MoE
+  tokens / cp), its attention core / cp, and passes K and V around a ring overlapped with the
+  attention (`_cp_comm_s`); dense gradients and the distributed optimizer over dp x cp;
+- experts, all-to-all, etp collectives, overlap and activations: hybrid/moe.py, at the busiest rank;
+- recomputation: none; selective (the per-head q, k, v rebuilt from their GEMMs, MLA's
+  up-projections for DeepSeek, and the expert MLPs: Megatron-core's --recompute-modules
+  mla_up_proj / core_attn inputs and moe); full (the layer's forward again, its input kept only);
+- stages: contiguous layers, the cut minimising the slowest stage under the memory limit
+  (`_cut`: bisection on the slowest time with a greedy fill, each stage as many layers as fit);
+  embedding on the first, final norm, output projection and loss on the last; p2p of T h e / tp;
+- step = schedule.pipeline_s (1F1B: sum + (m - 1) max; interleaved v: (m + (p - 1)/v) max on the
+  same cut) + exposed gradient sync of the dense parameters over dp and of the experts over edp
+  (schedule.sync_parts / exposed_sync_s, each with its group's stride) + Adam steps;
+- memory per device of each stage: weights, gradients, optimizer (ZeRO-1 = Megatron's distributed
+  optimizer: dense over dp, experts over edp), activations x in-flight micro-batches
+  (memory.in_flight_microbatches), recomputation working set, p2p and all-to-all buffers, the
+  runtime's reserve (memory.runtime_reserve).
+`time_bound` and `memory_floor` are the search's valid bounds of `price` over every cut.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from solver_plan.cluster import Cluster
+from solver_plan.cost.collectives import collective_time
+from solver_plan.cost.compute import attention_time, compute_time
+from solver_plan.cost.routing import parse_load
+from solver_plan.errors import InputError
+from solver_plan.hybrid import memory as mem
+from solver_plan.hybrid import moe, schedule
+from solver_plan.hybrid.moe_model import MoEModel, moe_model
+from solver_plan.hybrid.moe_space import MoEPoint
+
+@dataclass(frozen=True)
+class Context:
+    model: MoEModel
+    cluster: Cluster
+    global_batch: int
+    memory_limit: float | None
+    state: mem.StateBytes
+    dtype: str  # compute dtype of the GEMMs
+    precision: str
+    runtime: object
+    routing_load: object
+    a2a_overlap: str = "none"
+    cache: dict = field(default_factory=dict, compare=False, hash=False, repr=False)  # layer costs by key
+
+
+@dataclass(frozen=True)
+class LayerCost:
+    """One layer (dense or MoE) per micro-batch on one device: seconds and bytes."""
+    forward_s: float
+    backward_s: float
+    recompute_s: float
+    activation_bytes: float  # kept per micro-batch
+    working_bytes: float  # while its backward recomputes
+    alltoall_s: float = 0.0  # exposed, included in forward/backward
+    buffer_bytes: float = 0.0  # all-to-all dispatch and combine buffers (MoE layers)
+
+
+@dataclass(frozen=True)
+class MoEStage:
+    index: int
+    first_layer: int
+    layers: int
+    moe_layers: int
+    time_per_microbatch_s: float
+    forward_s: float
+    memory: mem.StageMemory
+
+    def to_dict(self) -> dict:
+        return {"index": self.index, "first_layer": self.first_layer, "layers": self.layers,
+                "moe_layers": self.moe_layers, "time_per_microbatch_s": self.time_per_microbatch_s,
+                "memory": self.memory.to_dict()}
+
+
+@dataclass(frozen=True)
+class MoEPlan:
+    model: str
+    cluster: str
+    devices: int
+    global_batch: int
+    point: MoEPoint
+    stages: tuple[MoEStage, ...]
+    pipeline_s: float
+    dp_sync_s: float
+    optimizer_s: float
+    model_flops: float
+    routing: str
+    dropped_fraction: float
+    a2a_overlap: str
+    precision: str
+    runtime: str
+
+    @property
+    def step_time_s(self) -> float:
+        return self.pipeline_s + self.dp_sync_s + self.optimizer_s
+
+    @property
+    def memory_per_device_bytes(self) -> float:
+        return max(s.memory.total for s in self.stages)
+
+    @property
+    def tflops_per_device(self) -> float:
+        return self.model_flops / self.step_time_s / self.devices / 1e12
+
+    def to_dict(self) -> dict:
+        """The plan JSON: `parallelism` carries dp, tp, cp, pp, ep, etp, edp, micro-batch, virtual stages,
+        recompute, zero_stage, capacity; `routing` and `dropped_fraction` the routing priced."""
+        return {"kind": "moe-hybrid", "schema_version": 1, "model": self.model, "cluster": self.cluster,
+                "devices": self.devices, "global_batch": self.global_batch, "parallelism": self.point.to_dict(),
+                "step_time_s": self.step_time_s, "pipeline_s": self.pipeline_s, "dp_sync_s": self.dp_sync_s,
+                "optimizer_s": self.optimizer_s, "memory_per_device_bytes": self.memory_per_device_bytes,
+                "tflops_per_device": self.tflops_per_device, "routing": self.routing,
+                "dropped_fraction": self.dropped_fraction, "a2a_overlap": self.a2a_overlap,
+                "precision": self.precision, "runtime": self.runtime,
+                "stages": [s.to_dict() for s in self.stages]}
+
+
+def _gemm_s(ctx: Context, rows: float, k: int, n: int, tp_split: int) -> float:
+    """Forward seconds of x[rows, k] W[k, n] with W split tp_split ways."""
+    e = ctx.state.activations
+    flops = 2.0 * rows * k * n / tp_split
+    moved = e * (rows * k + k * n / tp_split + rows * n / tp_split)
+    return compute_time(ctx.cluster, flops, moved, dtype=ctx.dtype)
+
+
+def _fp8_casts_s(ctx: Context, inputs: float, outputs: float) -> tuple[float, float]:
+    """(forward, backward) seconds of the casts around fp8 GEMMs with `inputs` input and `outputs`
+    output elements per device (`cost.kernels.fp8_cast_bytes`, memory-bound, as hybrid/stage_cost.py
+    prices them), when the GEMMs run in fp8; nothing otherwise."""
+    from solver_plan.cost.compute import memory_time
+    from solver_plan.cost.kernels import fp8_cast_bytes
+
+    if ctx.dtype != "fp8" or not ctx.runtime.kernels.fp8_gemms:
+        return 0.0, 0.0
+    forward, backward = fp8_cast_bytes(inputs, outputs, ctx.state.activations)
+    return memory_time(ctx.cluster.device, forward), memory_time(ctx.cluster.device, backward)
+
+
+def _core_s(ctx: Context, b: int, tp: int) -> float:
+    """Forward seconds of the attention core of b sequences on tp shards (fused kernel where the
+    device has its efficiency, the roofline otherwise)."""
+    model, kernels = ctx.model, ctx.runtime.kernels
+    flops = b * model.seq * model.attention_core_flops_per_token() / tp
+    if kernels.causal_skip:
+        flops /= 2.0
+    moved = ctx.state.activations * b * model.seq * (2 * model.scores_width + 2 * model.values_width) / tp
+    fused = attention_time(ctx.cluster, flops, moved, kernels.attention_backend or "flash2", ctx.dtype) \
+        if kernels.flash_attention else None
+    return fused if fused is not None else compute_time(ctx.cluster, flops, moved, dtype=ctx.dtype)
+
+
+def _tp_comm_s(ctx: Context, tokens: float, tp: int) -> float:
+    """All-gather + reduce-scatter of the rank's tokens x h x e bytes over tp (one sequence-parallel
+    region), forward + backward."""
+    if tp == 1:
+        return 0.0
+    nbytes = tokens * ctx.model.hidden * ctx.state.activations
+    per_node = min(tp, ctx.cluster.devices_per_node)
+    return 2.0 * (collective_time(ctx.cluster, "all_gather", nbytes, tp, per_node)
+                  + collective_time(ctx.cluster, "reduce_scatter", nbytes, tp, per_node))
+
+
+def _cp_comm_s(ctx: Context, tokens: float, tp: int, cp: int, core_fwd_s: float) -> float:
+    """Exposed seconds of context parallelism's ring (Megatron's ring attention) per layer: each of
+    the cp - 1 steps passes the rank's K and V (tokens x kv_width / tp elements) to the next rank
+    while the attention of the block it holds runs (core / cp), forward; twice that in backward (K, V
+    and their gradients): 3 (cp - 1) max(0, p2p - core_fwd / cp). The ring's hops leave the node
+    once tp x cp devices exceed it."""
+    if cp == 1:
+        return 0.0
+    nbytes = tokens * ctx.model.kv_width / tp * ctx.state.activations
+    per_node = 2 if tp * cp <= ctx.cluster.devices_per_node else 1
+    step = collective_time(ctx.cluster, "p2p", nbytes, 2, per_node)
+    return 3.0 * (cp - 1) * max(0.0, step - core_fwd_s / cp)
+
+
+def _layer_cost(ctx: Context, is_moe: bool, tp: int, b: int, ep: int, etp: int, recompute: str,
+                capacity: float | None, cp: int = 1) -> LayerCost:
+    key = (is_moe, tp, b, ep, etp, recompute, capacity, cp)
+    if key not in ctx.cache:
+        ctx.cache[key] = _price_layer(ctx, *key)
+    return ctx.cache[key]
+
+
+def _price_layer(ctx: Context, is_moe: bool, tp: int, b: int, ep: int, etp: int, recompute: str,
+                 capacity: float | None, cp: int) -> LayerCost:
+    from solver_plan.hybrid.stage_cost import tp_overlap_exposed_s
+
+    model, e = ctx.model, ctx.state.activations
+    tokens = b * model.seq / cp  # rows of the rank's GEMMs (its part of the sequence)
+    shards = tp * cp  # what the MoE terms split b s tokens by
+    routing = moe.Routing(ctx.routing_load, capacity)
+    gemms = model.dense_gemms(is_moe)
+    shared = model.shared_ffn if is_moe else 0
+    gemm_fwd = sum(_gemm_s(ctx, tokens, k, n, tp) for k, n in gemms)
+    shared_fwd = sum(_gemm_s(ctx, tokens, k, n, tp) for k, n in gemms[len(model.attention_gemms):]) if shared else 0.0
+    core_fwd = _core_s(ctx, b, shards)
+    regions = 1 + (1 if (not is_moe or shared) else 0)  # attention, and the dense MLP / shared expert
+    comm = tp_overlap_exposed_s(regions * _tp_comm_s(ctx, tokens, tp), 3.0 * gemm_fwd, tp, ctx.runtime)
+    comm += _cp_comm_s(ctx, tokens, tp, cp, core_fwd)
+    cast_fwd, cast_bwd = _fp8_casts_s(ctx, tokens / tp * sum(k for k, _ in gemms),
+                                      tokens / tp * sum(n for _, n in gemms))
+    forward = gemm_fwd + core_fwd + comm / 2.0 + cast_fwd
+    backward = 2.0 * (gemm_fwd + core_fwd) + comm / 2.0 + cast_bwd
+    stored = e * tokens * (2 * model.hidden + model.attention_stored) / tp + 4.0 * model.heads * tokens / tp
+    expert_fwd = a2a = 0.0
+    if is_moe:
+        router = compute_time(ctx.cluster, 2.0 * tokens / tp * model.hidden * model.experts,
+                              e * tokens / tp * (model.hidden + model.experts), dtype=ctx.dtype)
+        expert_fwd = (moe.grouped_gemm_s(ctx.cluster, model, b, shards, ep, etp, routing, ctx.dtype, e) + router
+                      + moe.permute_s(ctx.cluster, model, b, shards, ep, etp, routing, e))
+        etp_s = moe.etp_comm_s(ctx.cluster, model, b, shards, ep, etp, routing, e)
+        raw = moe.ALLTOALLS_PER_LAYER * moe.alltoall_s(ctx.cluster, model, b, shards, ep, etp, routing, e)
+        a2a = moe.exposed_alltoall_s(raw, ctx.a2a_overlap, 3.0 * shared_fwd, 3.0 * (gemm_fwd + core_fwd + expert_fwd))
+        expert_cast_fwd, expert_cast_bwd = _fp8_casts_s(ctx, *moe.expert_gemm_elements(model, b, shards, ep, etp,
+                                                                                       routing))
+        forward += expert_fwd + (a2a + etp_s) / 2.0 + expert_cast_fwd
+        backward += 2.0 * expert_fwd + (a2a + etp_s) / 2.0 + expert_cast_bwd
+        mlp_none = moe.moe_activation_bytes(model, b, shards, ep, etp, routing, "none", e)
+        mlp_selective = moe.moe_activation_bytes(model, b, shards, ep, etp, routing, "selective", e)
+    else:
+        mlp_none = mlp_selective = e * tokens * 3.0 * model.dense_ffn / tp
+    if recompute == "full":  # the layer input kept; one layer's activations while it recomputes
+        kept, working, extra = e * tokens * model.hidden / tp, stored + mlp_none, forward
+    elif recompute == "selective":  # per-head q, k, v from their GEMMs, and the experts' MLPs
+        attention = e * tokens * model.attention_recomputable / tp
+        redo = sum(_gemm_s(ctx, tokens, k, n, tp) for k, n in model.recomputed_gemms)
+        kept = stored - attention + mlp_selective
+        working, extra = attention + mlp_none - mlp_selective, redo + expert_fwd
+    else:
+        kept, working, extra = stored + mlp_none, 0.0, 0.0
+    buffers = moe.a2a_buffer_bytes(model, b, shards, ep, etp, routing, e) if is_moe else 0.0
+    return LayerCost(forward, backward, extra, kept, working, a2a, buffers)
+
+
+def _costs(ctx: Context, p: MoEPoint) -> tuple[LayerCost, LayerCost]:
+    """(dense layer, MoE layer) costs of the point."""
+    args = (p.tp, p.micro_batch_size, p.ep, p.etp, p.recompute, p.capacity_factor, p.cp)
+    return _layer_cost(ctx, False, *args), _layer_cost(ctx, True, *args)
+
+
+def _ends_s(ctx: Context, p: MoEPoint) -> tuple[float, float]:
+    """(first-stage extra, last-stage extra) per micro-batch: the embedding lookup is free; the last
+    stage runs the final projection (h x V / tp) forward and backward and its fp32 loss."""
+    tokens = p.micro_batch_size * ctx.model.seq / p.cp
+    head = 3.0 * _gemm_s(ctx, tokens, ctx.model.hidden, ctx.model.vocab, p.tp)
+    return 0.0, head
+
+
+def _p2p_s(ctx: Context, p: MoEPoint) -> float:
+    """Sends of one stage per micro-batch (activation forward + gradient backward) of T h e / tp."""
+    if p.pp == 1:
+        return 0.0
+    nbytes = p.micro_batch_size * ctx.model.seq * ctx.model.hidden * ctx.state.activations / p.shards
+    per_node = 1 if p.shards * p.dp >= ctx.cluster.devices_per_node else 2
+    return 2.0 * collective_time(ctx.cluster, "p2p", nbytes, 2, per_node)
+
+
+def _stage_params(ctx: Context, p: MoEPoint, n_dense: int, n_moe: int, stage: int) -> tuple[float, float]:
+    """(dense, expert) parameters per device of a stage holding n_dense dense and n_moe MoE layers."""
+    model = ctx.model
+    dense = (n_dense * model.dense_layer_params(False) + n_moe * model.dense_layer_params(True)) / p.tp
+    if stage == 0:
+        dense += model.embedding_params / p.tp
+    if stage == p.pp - 1:
+        dense += model.hidden + model.vocab * model.hidden / p.tp * (
+            (1.0 if p.pp > 1 else 0.0) if model.tied_embeddings else 1.0)
+    return dense, moe.expert_params_per_device(model, n_moe, p.ep, p.etp)
+
+
+def stage_memory(ctx: Context, p: MoEPoint, n_dense: int, n_moe: int, stage: int) -> mem.StageMemory:
+    """Peak bytes per device of stage `stage` holding n_dense dense and n_moe MoE layers (module
+    docstring); the layers' order does not matter."""
+    model, st = ctx.model, ctx.state
+    dense_cost, moe_cost = _costs(ctx, p)
+    dense, experts = _stage_params(ctx, p, n_dense, n_moe, stage)
+    flight = mem.in_flight_microbatches(stage, p.pp, p.micro_batches, p.schedule, p.virtual_stages)
+    tokens = p.micro_batch_size * model.seq / p.cp  # the rank's part of the sequence
+    acts = n_dense * dense_cost.activation_bytes + n_moe * moe_cost.activation_bytes
+    if stage == 0:
+        acts += (st.activations + 1.0) * tokens * model.hidden / p.tp
+    if stage == p.pp - 1:
+        acts += (2.0 * st.activations * tokens * model.hidden / p.tp
+                 + ctx.runtime.kernels.loss_bytes_per_logit * tokens * model.vocab / p.tp) / max(flight, 1.0)
+    working = max(dense_cost.working_bytes if n_dense else 0.0, moe_cost.working_bytes if n_moe else 0.0)
+    buffers = mem.p2p_buffer_bytes(model, p.micro_batch_size, p.shards, True, p.pp, st)  # reads seq and hidden
+    if n_moe:
+        buffers += moe_cost.buffer_bytes
+    groups = (mem.communicators(p.tp, p.dp, p.pp, model.tied_embeddings) + (p.cp > 1) + (p.ep > 1) + (p.etp > 1)
+              + (p.edp > 1))
+    reserve = mem.runtime_reserve(ctx.runtime, acts * flight + working + buffers, groups)
+    w, g, o = moe.expert_state(experts, p.edp, p.zero_stage, st)
+    replicas = p.dp * p.cp  # the dense parameters' data-parallel group (Megatron shards over dp x cp)
+    return mem.StageMemory(mem.weights_bytes(dense, replicas, p.zero_stage, st) + w,
+                           mem.gradients_bytes(dense, replicas, p.zero_stage, st) + g,
+                           mem.optimizer_bytes(dense, replicas, p.zero_stage, st) + o,
+                           acts * flight, working, buffers, **reserve)
+
+
+def _layer_s(cost: LayerCost) -> float:
+    return cost.forward_s + cost.backward_s + cost.recompute_s
+
+
+def _cut(ctx: Context, p: MoEPoint, limit: float | None) -> tuple[int, ...] | None:
+    """Layers per stage minimising the slowest stage with every stage within `limit`: bisection on
+    the slowest time X, each stage in turn taking as many layers as keep it within X and the limit
+    while leaving one for each later stage (a greedy fill is exact for contiguous min-max cuts when
+    a stage's limits hold for any fewer of its layers); None when no cut fits."""
+    L, pp, kinds = ctx.model.layers, p.pp, ctx.model.moe_layers
+    dense_cost, moe_cost = _costs(ctx, p)
+    first, last = _ends_s(ctx, p)
+    p2p = _p2p_s(ctx, p)
+    prefix, moes = [0.0], [0]
+    for m in kinds:
+        prefix.append(prefix[-1] + _layer_s(moe_cost if m else dense_cost))
+        moes.append(moes[-1] + m)
+
+    def fits(i: int, a: int, z: int, x: float) -> bool:
+        t = prefix[z] - prefix[a] + (first if i == 0 else 0.0) + (last if i == pp - 1 else 0.0) + p2p
+        if t > x:
+            return False
+        n_moe = moes[z] - moes[a]
+        return limit is None or stage_memory(ctx, p, z - a - n_moe, n_moe, i).total <= limit
+
+    def fill(x: float) -> tuple[int, ...] | None:
+        counts, a = [], 0
+        for i in range(pp):
+            z = L if i == pp - 1 else a + 1
+            if not fits(i, a, z, x):
+                return None
+            while i < pp - 1 and z < L - (pp - 1 - i) and fits(i, a, z + 1, x):
+                z += 1
+            counts.append(z - a)
+            a = z
+        return tuple(counts)
+
+    hi = prefix[L] + first + last + p2p
+    best = fill(hi)
+    if best is None:
+        return None
+    lo = 0.0
+    while hi - lo > 1e-9 * hi:
+        mid = (lo + hi) / 2
+        found = fill(mid)
+        if found is None:
+            lo = mid
+        else:
+            hi, best = mid, found
+    return best
+
+
+def price(ctx: Context, p: MoEPoint, limit: float | None = None, cut: tuple[int, ...] | None = None) -> MoEPlan | None:
+    counts = cut or _cut(ctx, p, limit)
+    if counts is None:
+        return None
+    dense_cost, moe_cost = _costs(ctx, p)
+    first, last = _ends_s(ctx, p)
+    p2p = _p2p_s(ctx, p)
+    stages, a = [], 0
+    sync = opt = 0.0
+    slack_f = slack_b = 0.0
+    for i, k in enumerate(counts):
+        n_moe = sum(ctx.model.moe_layers[a:a + k])
+        n_dense = k - n_moe
+        extra = (first if i == 0 else 0.0) + (last if i == p.pp - 1 else 0.0)
+        t = n_dense * _layer_s(dense_cost) + n_moe * _layer_s(moe_cost) + extra + p2p
+        fwd = n_dense * dense_cost.forward_s + n_moe * moe_cost.forward_s + extra / 3.0
+        stages.append(MoEStage(i, a, k, n_moe, t, fwd, stage_memory(ctx, p, n_dense, n_moe, i)))
+        dense, experts = _stage_params(ctx, p, n_dense, n_moe, i)
+        backward = t - fwd
+        exposed = 0.0  # dense gradients over dp, expert gradients over edp: one after the other on the links
+        for params, stride, group in ((dense, p.tp, p.dp * p.cp), (experts, p.ep * p.etp, p.edp)):
+            parts = schedule.sync_parts(ctx.cluster, params, stride, group, p.zero_stage, ctx.state, ctx.runtime, k)
+            exposed += schedule.exposed_sync_s(parts, p.micro_batches, fwd, backward, ctx.runtime, slack_f, slack_b)
+        sync = max(sync, exposed)
+        opt = max(opt, schedule.optimizer_s(ctx.cluster, dense, p.dp * p.cp, p.zero_stage, ctx.state)
+                  + schedule.optimizer_s(ctx.cluster, experts, p.edp, p.zero_stage, ctx.state))
+        slack_f += fwd
+        slack_b += backward
+        a += k
+    pipe = schedule.pipeline_s([s.time_per_microbatch_s for s in stages], p.micro_batches, p.schedule,
+                               p.virtual_stages)
+    load = ctx.routing_load
+    return MoEPlan(ctx.model.name, ctx.cluster.name, ctx.cluster.num_devices, ctx.global_batch, p, tuple(stages),
+                   pipe, sync, opt, ctx.model.model_flops_per_step(ctx.global_batch), load.name,
+                   load.dropped(p.capacity_factor), ctx.a2a_overlap, ctx.precision, ctx.runtime.name)
+
+
+def time_bound(ctx: Context, p: MoEPoint) -> float:
+    """A lower bound on `price`'s step time for every cut: the stage times sum to S whatever the cut
+    (layers, ends, p2p per stage), the slowest is >= S / p, so 1F1B >= S + (m - 1) S / p and
+    interleaved >= (m + (p - 1)/v) S / p; sync and optimizer >= 0."""
+    first, last = _ends_s(ctx, p)
+    dense_cost, moe_cost = _costs(ctx, p)
+    n_moe = ctx.model.moe_layer_count
+    total = ((ctx.model.layers - n_moe) * _layer_s(dense_cost) + n_moe * _layer_s(moe_cost) + first + last
+             + p.pp * _p2p_s(ctx, p))
+    if p.schedule == "interleaved":
+        return (p.micro_batches + (p.pp - 1) / p.virtual_stages) * total / p.pp
+    return total + (p.micro_batches - 1) * total / p.pp
+
+
+def memory_floor(ctx: Context, p: MoEPoint) -> float:
+    """A lower bound on the largest stage's memory for every cut: some stage holds k = ceil(L / p)
+    layers; memory is affine in the numbers of dense and MoE layers, so its least over the layer
+    mixes is at an end (fewest or most dense layers); stages other than the ends have their least
+    at the last middle one (fewest micro-batches in flight)."""
+    model = ctx.model
+    k = -(-model.layers // p.pp)
+    moes = model.moe_layer_count
+    mixes = {min(model.layers - moes, k), max(0, k - moes)}  # dense layers among the k
+    stages = sorted({0, max(0, p.pp - 2), p.pp - 1})
+    return min(stage_memory(ctx, p, d, k - d, i).total for i in stages for d in mixes)
+
+
+# --- front door ---------------------------------------------------------------------------------------
+def make_context(model, cluster: Cluster, global_batch: int, memory_limit, routing=None, precision=None,
+                 runtime=None, a2a_overlap: str = "none") -> Context:
+    from solver_plan.hybrid.search import _memory_limit, check_global_batch, resolve_hybrid_precision
+    from solver_plan.runtime import resolve_runtime
+
+    model = moe_model(model)
+    check_global_batch(global_batch)
+    prec = resolve_hybrid_precision(precision, cluster)
+    if a2a_overlap not in moe.A2A_OVERLAPS:
+        raise InputError(f"expects one of {', '.join(moe.A2A_OVERLAPS)}, got {a2a_overlap!r}", "a2a_overlap")
+    return Context(model, cluster, global_batch, _memory_limit(memory_limit, cluster), mem.precision_state(prec),
+                   prec.compute.value, prec.name, resolve_runtime(runtime), parse_load(routing, model.experts),
+                   a2a_overlap)

@@ -1,0 +1,137 @@
+"""The outer choices of an expert-parallel plan (moe_plan.py), `--fix` pins and their enumeration.
+
+A `MoEPoint` is one configuration: dp x tp x cp x pp devices for the attention, folded into
+etp x ep x edp for the experts (hybrid/moe.py), micro-batch size (micro-batches follow from the
+global batch), virtual stages, recomputation, distributed optimizer and capacity factor.
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import asdict, dataclass
+from typing import Mapping
+
+from solver_plan.cost.routing import parse_capacity
+from solver_plan.errors import InputError
+from solver_plan.hybrid.moe_model import MoEModel
+
+FIX_KEYS = ("dp", "tp", "cp", "pp", "ep", "etp", "micro_batch_size", "virtual_stages", "recompute", "zero_stage",
+            "capacity")
+INT_KEYS = ("dp", "tp", "cp", "pp", "ep", "etp", "micro_batch_size", "virtual_stages", "zero_stage")
+RECOMPUTE = ("none", "selective", "full")
+MAX_MICRO_BATCH = 16  # searched (MoE runs use 1-4; larger ones only add activation memory)
+# context parallelism is searched while each rank keeps at least this many tokens of a sequence (it
+# pays for long sequences: Megatron's guidance is CP for 8k and longer; any cp when pinned)
+MIN_TOKENS_PER_CP_RANK = 2048
+
+
+@dataclass(frozen=True)
+class MoEPoint:
+    dp: int
+    tp: int
+    pp: int
+    ep: int
+    etp: int
+    micro_batch_size: int
+    micro_batches: int
+    virtual_stages: int = 1
+    recompute: str = "none"
+    zero_stage: int = 1  # 0: plain data parallel, 1: distributed optimizer
+    capacity_factor: float | None = None  # None: dropless
+    cp: int = 1  # context parallelism: the sequence split over cp devices (ring attention)
+
+    @property
+    def devices(self) -> int:
+        return self.dp * self.tp * self.cp * self.pp
+
+    @property
+    def shards(self) -> int:
+        """Devices one sequence's tokens are split over on the attention side: tp x cp."""
+        return self.tp * self.cp
+
+    @property
+    def edp(self) -> int:
+        return self.dp * self.tp * self.cp // (self.ep * self.etp)
+
+    @property
+    def schedule(self) -> str:
+        return "interleaved" if self.virtual_stages > 1 else "1f1b"
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "edp": self.edp, "schedule": self.schedule,
+                "capacity": "dropless" if self.capacity_factor is None else self.capacity_factor}
+
+
+def check_fix(pins: Mapping | str | None) -> dict:
+    """Pins from `--fix ep=8,etp=1,...` text or a mapping, converted and checked (InputError naming the key)."""
+    if pins is None:
+        return {}
+    if isinstance(pins, str):
+        from solver_plan.keyvalues import parse_key_values
+        pins = parse_key_values(pins, "--fix", "KEY=VALUE,KEY=VALUE") if pins.strip() else {}
+    out = {}
+    for key, value in pins.items():
+        where = f"--fix {key}"
+        if key not in FIX_KEYS:
+            raise InputError(f"unknown key {key!r} (keys: {', '.join(FIX_KEYS)})", "--fix")
+        if key in INT_KEYS:
+            number = None if isinstance(value, bool) else _int(value)
+            if number is None or number < (0 if key == "zero_stage" else 1) or (key == "zero_stage" and number > 1):
+                raise InputError(f"expects a {'0 or 1' if key == 'zero_stage' else 'positive integer'}, got {value!r}",
+                                 where)
+            out[key] = number
+        elif key == "recompute":
+            if value not in RECOMPUTE:
+                raise InputError(f"expects one of {', '.join(RECOMPUTE)}, got {value!r}", where)
+            out[key] = value
+        else:
+            out[key] = parse_capacity(value)
+    return out
+
+
+def _int(value) -> int | None:
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        return None
+    return number if str(value).strip() == str(number) else None
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def enumerate_points(model: MoEModel, devices: int, devices_per_node: int, global_batch: int, pins: Mapping,
+                     capacities=(None,)):
+    """Every point agreeing with the pins: tp | heads within a node, cp with 2 cp | seq (Megatron's
+    load-balanced causal split) and seq / cp >= MIN_TOKENS_PER_CP_RANK unless pinned, pp <= layers,
+    dp x b | batch, ep | experts with ep x etp | tp x cp x dp, etp | tp and f_e, virtual stages with
+    p v <= layers and m divisible by p (Megatron's interleaving condition)."""
+    get = pins.get
+    for tp, cp in itertools.product(_divisors(min(devices, devices_per_node)), _divisors(devices)):
+        if model.heads % tp or devices % (tp * cp) or get("tp", tp) != tp or get("cp", cp) != cp:
+            continue
+        if cp > 1 and (model.seq % (2 * cp) or ("cp" not in pins and model.seq < cp * MIN_TOKENS_PER_CP_RANK)):
+            continue
+        for pp in _divisors(devices // (tp * cp)):
+            if pp > model.layers or get("pp", pp) != pp:
+                continue
+            dp = devices // (tp * cp * pp)
+            if get("dp", dp) != dp or global_batch % dp:
+                continue
+            for ep, etp in itertools.product(_divisors(model.experts), _divisors(tp)):
+                if ((tp * cp * dp) % (ep * etp) or model.expert_ffn % etp or get("ep", ep) != ep
+                        or get("etp", etp) != etp):
+                    continue
+                for b in _divisors(global_batch // dp):
+                    if get("micro_batch_size", b) != b or (b > MAX_MICRO_BATCH and "micro_batch_size" not in pins):
+                        continue
+                    m = global_batch // (dp * b)
+                    vs = [1] + ([v for v in range(2, model.layers // pp + 1) if m % pp == 0
+                                 and (model.layers % (pp * v) == 0 or get("virtual_stages") == v)] if pp > 1 else [])
+                    for v, r, z, c in itertools.product(vs, RECOMPUTE, (0, 1), capacities):
+                        if get("virtual_stages", v) != v or get("recompute", r) != r or get("zero_stage", z) != z:
+                            continue
+                        yield MoEPoint(dp, tp, pp, ep, etp, b, m, v, r, z, c, cp)
+
+
+# --- pricing ------------------------------------------------------------------------------------------
