@@ -57,10 +57,10 @@ def brute_force(model: str, cluster, batch: int) -> list[tuple[float, float]]:
             for (schedule, v), recompute, zero, sp in itertools.product(
                     schedules, ("none", "selective", "full", "per-stage"), range(4), (False, True)):
                 # the space's rules: GPipe and interleaving need a pipeline; interleaving needs
-                # p v | L and p | m; ZeRO-2/3 only without pipelining
+                # p v <= L (a block a chunk) and p | m; ZeRO-2/3 only without pipelining
                 if schedule != "1f1b" and pp == 1:
                     continue
-                if schedule == "interleaved" and (L % (pp * v) or m % pp):
+                if schedule == "interleaved" and (pp * v > L or m % pp):
                     continue
                 if zero >= 2 and pp > 1:
                     continue
@@ -69,7 +69,7 @@ def brute_force(model: str, cluster, batch: int) -> list[tuple[float, float]]:
                 except InputError:
                     continue  # sequence parallel without tp
                 profile = coster.profile(tp, b)
-                cuts = [tuple([L // pp] * pp)] if schedule == "interleaved" else compositions(L, pp)
+                cuts = [c for c in compositions(L, pp) if min(c) >= v]  # unequal stages, interleaved too
                 for cut in cuts:
                     if recompute != "per-stage":
                         plan = price(ctx, par, profile, None, layers=cut)

@@ -16,6 +16,7 @@ from solver_plan.hybrid.model import TransformerSpec
 from solver_plan.hybrid.plan import HybridPlan, StagePlan
 from solver_plan.hybrid.space import Parallelism
 from solver_plan.hybrid.stage_cost import BlockProfile
+from solver_plan.hybrid.stages import chunk_layers, least_layers
 from solver_plan.runtime import DEFAULT_RUNTIME, RuntimeProfile
 
 
@@ -91,6 +92,14 @@ def stage_modes(ctx: Context, par: Parallelism, layers: tuple[int, ...], memory_
     return tuple(modes)
 
 
+def stage_caps(ctx: Context, par: Parallelism, memory_limit: float | None, mode: str | None = None) -> list[int]:
+    """Per stage, the most blocks that fit `memory_limit` in recomputation `mode`: memory is affine
+    in the blocks (interop.memory_caps), except under the interleaved schedule, where it is only
+    non-decreasing (stages.held_layers; interop.monotone_caps)."""
+    caps = interop.monotone_caps if par.schedule == "interleaved" else interop.memory_caps
+    return caps(ctx.spec.layers, par.pp, lambda i, k: memory_of(ctx, par, i, k, mode).total, memory_limit)
+
+
 def _mixed_times(ctx: Context, par: Parallelism, profile: BlockProfile, memory_limit: float | None) -> np.ndarray:
     """times[i, k]: stage i's time per micro-batch with k blocks in its least fitting recomputation
     mode (inf where none fits); memory is affine in k per mode, so fitting is a per-mode cap."""
@@ -102,7 +111,7 @@ def _mixed_times(ctx: Context, par: Parallelism, profile: BlockProfile, memory_l
     assigned = np.zeros((pp, L + 1), dtype=bool)
     assigned[:, 0] = True
     for mode in UNIFORM_RECOMPUTE:
-        caps = interop.memory_caps(L, pp, lambda i, n: memory_of(ctx, par, i, n, mode).total, memory_limit)
+        caps = stage_caps(ctx, par, memory_limit, mode)
         block, recompute = layer_s(par, profile, mode)
         for i in range(pp):
             new = (k <= caps[i]) & ~assigned[i]
@@ -112,14 +121,15 @@ def _mixed_times(ctx: Context, par: Parallelism, profile: BlockProfile, memory_l
 
 
 def cut(ctx: Context, par: Parallelism, profile: BlockProfile, memory_limit: float | None) -> tuple[int, ...] | None:
-    L, pp = ctx.spec.layers, par.pp
-    if par.recompute == "per-stage" and par.schedule != "interleaved":
-        return interop.mixed_cut(L, _mixed_times(ctx, par, profile, memory_limit), par.micro_batches)
-    caps = interop.memory_caps(L, pp, lambda i, k: memory_of(ctx, par, i, k).total, memory_limit)
-    if par.schedule == "interleaved":
-        return interop.equal_cut(L, pp, caps)
+    """The fastest cut of the blocks into stages that fits `memory_limit` (module interop.py), at
+    least one block per interleaved chunk (stages.least_layers); None when none fits."""
+    L, least = ctx.spec.layers, least_layers(par.schedule, par.virtual_stages)
+    if par.recompute == "per-stage":  # the interleaved pipeline is 1F1B's objective with m v micro-batches, / v
+        return interop.mixed_cut(L, _mixed_times(ctx, par, profile, memory_limit),
+                                 par.micro_batches * par.virtual_stages, least)
+    caps = stage_caps(ctx, par, memory_limit)
     block, recompute = layer_s(par, profile)
-    return interop.balanced_cut(L, block + recompute, _extras(par, profile), caps)
+    return interop.balanced_cut(L, block + recompute, _extras(par, profile), caps, least)
 
 
 def price(ctx: Context, par: Parallelism, profile: BlockProfile, memory_limit: float | None = None,
@@ -142,7 +152,8 @@ def price(ctx: Context, par: Parallelism, profile: BlockProfile, memory_limit: f
         stages.append(StagePlan(i, first, k, i == 0, i == pp - 1, i * par.tp * par.dp, par.tp, par.dp,
                                 k * block, k * recompute, extra, stage_p2p_s(ctx, par, i),
                                 memory_of(ctx, par, i, k, modes[i]), configs, modes[i],
-                                k * profile.block_forward_s + extra / 3.0))
+                                k * profile.block_forward_s + extra / 3.0,
+                                chunk_layers(k, par.virtual_stages) if par.schedule == "interleaved" else ()))
         first += k
     times = [s.time_per_microbatch_s for s in stages]
     params = [stage_params(spec, s.layers, s.embedding, s.head, par.tp, pp) for s in stages]
@@ -185,8 +196,8 @@ def time_bound(ctx: Context, par: Parallelism, profile: BlockProfile) -> float:
     extras = [(profile.embed_s if i == 0 else 0.0) + (profile.head_s if i == pp - 1 else 0.0) for i in range(pp)]
     total = spec.layers * c + sum(extras) + sum(p2p)
     slowest = max(total / pp, c + max(e + q for e, q in zip(extras, p2p)))
-    if par.schedule == "interleaved":
-        pipe = (m + (pp - 1) / par.virtual_stages) * slowest
+    if par.schedule == "interleaved":  # m max T + (sum T - max T) / v, increasing in max T
+        pipe = (m - 1 / par.virtual_stages) * slowest + total / par.virtual_stages
     else:
         pipe = total + (m - 1) * slowest
     params = stage_params(spec, spec.layers // pp, False, False, par.tp, pp)

@@ -243,6 +243,18 @@ def in_flight_microbatches(stage: int, pp: int, m: int, schedule: str, v: int = 
     return float(min(pp - stage, m))
 
 
+def held_blocks(layers: int, stage: int, pp: int, m: int, schedule: str, v: int = 1) -> float:
+    """Block-micro-batches of activations stage `stage` holds at its peak: `layers` x
+    `in_flight_microbatches`, except under the interleaved schedule, where the chunks of a stage
+    whose blocks v does not divide differ by one block and the warm-up's chunk passes are counted
+    one by one (stages.held_layers; the same figure when v divides `layers`)."""
+    if schedule == "interleaved" and v > 1:
+        from solver_plan.hybrid.stages import held_layers
+
+        return held_layers(layers, stage, pp, m, v)
+    return layers * in_flight_microbatches(stage, pp, m, schedule, v)
+
+
 # --- buffers -------------------------------------------------------------------------------
 def p2p_buffer_bytes(spec: TransformerSpec, b: int, t: int, sequence_parallel: bool, pp: int,
                      state: StateBytes = MIXED_PRECISION) -> float:
@@ -339,14 +351,15 @@ def stage_memory(spec: TransformerSpec, *, layers: int, stage: int, pp: int, tp:
     params = stage_params(spec, layers, first, last, tp, pp)
     b, t, sp = micro_batch, tp, sequence_parallel
     flight = in_flight_microbatches(stage, pp, micro_batches, schedule, virtual_stages)
-    acts = layers * layer_activation_bytes(spec, b, t, recompute, sp, state, runtime)
+    acts = held_blocks(layers, stage, pp, micro_batches, schedule, virtual_stages) * layer_activation_bytes(
+        spec, b, t, recompute, sp, state, runtime)
     if first:
-        acts += embedding_activation_bytes(spec, b, t, sp, state)
+        acts += embedding_activation_bytes(spec, b, t, sp, state) * flight
     if last:  # logits live one micro-batch
-        acts += logits_activation_bytes(spec, b, t, sp, state, runtime) / max(flight, 1.0)
+        acts += logits_activation_bytes(spec, b, t, sp, state, runtime)
     working = recompute_working_bytes(spec, b, t, recompute, sp, state, runtime) if layers else 0.0
     buffers = p2p_buffer_bytes(spec, b, t, sp, pp, state) + zero3_gather_bytes(spec.block_params / t, zero_stage, state)
-    reserve = runtime_reserve(runtime, acts * flight + working + buffers,
+    reserve = runtime_reserve(runtime, acts + working + buffers,
                               communicators(tp, dp, pp, spec.tied_embeddings))
     return StageMemory(weights_bytes(params, dp, zero_stage, state), gradients_bytes(params, dp, zero_stage, state),
-                       optimizer_bytes(params, dp, zero_stage, state), acts * flight, working, buffers, **reserve)
+                       optimizer_bytes(params, dp, zero_stage, state), acts, working, buffers, **reserve)

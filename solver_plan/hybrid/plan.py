@@ -36,6 +36,7 @@ class StagePlan:
     configs: tuple[tuple[str, str, str], ...] = ()
     recompute: str = "none"  # this stage's recomputation (the plan's, or its own with "per-stage")
     forward_s: float = 0.0  # the forward part of block_s + recompute_s + extra_s (windows for overlapped sync)
+    chunks: tuple[int, ...] = ()  # interleaved schedule: blocks of each of its v chunks (stages.chunk_layers)
 
     def __post_init__(self):
         if self.layers < 0 or self.tp < 1 or self.replicas < 1:
@@ -53,7 +54,7 @@ class StagePlan:
     def to_dict(self) -> dict:
         return {"index": self.index, "layers": [self.first_layer, self.first_layer + self.layers],
                 "num_layers": self.layers, "embedding": self.embedding, "head": self.head,
-                "recompute": self.recompute,
+                "recompute": self.recompute, "chunk_layers": list(self.chunks) or [self.layers],
                 "submesh": {"devices_per_replica": self.tp, "replicas": self.replicas,
                             "devices": list(self.devices),
                             "replica_0_devices": [self.first_device, self.first_device + self.tp - 1]},

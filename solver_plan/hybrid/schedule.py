@@ -6,8 +6,9 @@
   point-to-point transfers) and m micro-batches:
   1F1B and GPipe: sum_i T_i + (m - 1) max_i T_i (fill and drain once; for equal stages
   (m + p - 1) T, Narayanan et al. 2021 section 2.2.1);
-  interleaved 1F1B with v chunks: (m + (p - 1) / v) max_i T_i (bubble (p - 1)/v, section 2.2.2),
-  each micro-batch crossing v times as many stage boundaries.
+  interleaved 1F1B with v chunks: m max_i T_i + (sum_i T_i - max_i T_i) / v, for equal stages
+  (m + (p - 1) / v) T (bubble (p - 1)/v, section 2.2.2; unequal stages: hybrid/stages.py), each
+  micro-batch crossing v times as many stage boundaries.
 - gradient sync: all-reduce of the stage's gradients (in the gradient dtype) over the dp group, in
   the runtime's buckets; ZeRO-1/2 (distributed optimizer) reduce-scatter the gradients and
   all-gather the weights (the same volume); ZeRO-3 all-gathers the weights in forward and in
@@ -72,7 +73,9 @@ def p2p_send_s(cluster: Cluster, spec: TransformerSpec, b: int, tp: int, dp: int
 def pipeline_s(stage_times: list[float], m: int, schedule: str, v: int = 1) -> float:
     slowest = max(stage_times)
     if schedule == "interleaved" and v > 1:
-        return (m + (len(stage_times) - 1) / v) * slowest
+        from solver_plan.hybrid.stages import interleaved_pipeline_s
+
+        return interleaved_pipeline_s(stage_times, m, v)
     return sum(stage_times) + (m - 1) * slowest
 
 

@@ -141,8 +141,11 @@ def plan_hybrid(model, cluster, global_batch: int, *, devices: int | None = None
         return HybridResult(Status.TIME_LIMIT, None, compute_bound(ctx, compute_scale), time.perf_counter() - start,
                             notes=("time limit reached while enumerating the configurations",))
     if not points:
+        from solver_plan.hybrid.stages import layer_count_problem
+        layer_note = layer_count_problem(spec.layers, pins)  # the likeliest reason first, naming the count
         return HybridResult(Status.INFEASIBLE, None, None, time.perf_counter() - start,
-                            notes=(f"no configuration of {cluster.num_devices} devices agrees with the pins "
+                            notes=((layer_note,) if layer_note else ()) + (
+                                   f"no configuration of {cluster.num_devices} devices agrees with the pins "
                                    f"{pins or '{}'} and global batch {global_batch} (dp x tp x pp must use every "
                                    "device, dp x micro-batch must divide the batch, tp must divide the heads and "
                                    "fit a node, ZeRO-2/3 only without pipelining)",))
@@ -254,16 +257,14 @@ def _least_memory(ctx: Context, par: Parallelism, floor: float, deadline: Deadli
     """The smallest per-device memory some cut of `par` fits in (bisection on the limit between the
     point's floor and what its time-optimal cut needs; relative precision 1e-9, or what was reached
     when `deadline` passes). math.inf for a point no memory fits (a stage with no block)."""
-    from solver_plan.hybrid import interop
-    from solver_plan.hybrid.evaluate import memory_of
+    from solver_plan.hybrid.evaluate import stage_caps
+    from solver_plan.hybrid.stages import least_layers
 
-    L = ctx.spec.layers
+    L, least = ctx.spec.layers, least_layers(par.schedule, par.virtual_stages)
 
     def fits(limit: float) -> bool:
-        caps = interop.memory_caps(L, par.pp, lambda i, k: memory_of(ctx, par, i, k).total, limit)
-        if par.schedule == "interleaved":
-            return interop.equal_cut(L, par.pp, caps) is not None
-        return min(caps) >= 1 and sum(caps) >= L
+        caps = stage_caps(ctx, par, limit)
+        return min(caps) >= least and sum(caps) >= L
 
     lo, hi = floor, max(floor, 1.0)
     for _ in range(MAX_DOUBLINGS):
@@ -351,8 +352,10 @@ def evaluate(model, cluster, global_batch: int, parallelism, *, memory_limit="de
     if plan is None:
         plan = price(ctx, parallelism, profile, None)
         if plan is None:
+            from solver_plan.hybrid.stages import layer_count_problem
+            why = layer_count_problem(spec.layers, {"pp": parallelism.pp, "virtual_stages": parallelism.virtual_stages})
             return HybridResult(Status.INFEASIBLE, None, None, time.perf_counter() - start,
-                                notes=("no cut of the layers into these stages exists",))
+                                notes=(why or "no cut of the layers into these stages exists",))
         status = Status.INFEASIBLE
         notes.append(f"needs {plan.memory_per_device_bytes / 1e9:.2f} GB per device, over the limit")
     result = HybridResult(status, plan, None, time.perf_counter() - start, 1, 0, tuple(notes),

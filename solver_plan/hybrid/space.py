@@ -126,8 +126,8 @@ def enumerate_space(spec: TransformerSpec, devices: int, devices_per_node: int, 
                     pins: Mapping | None = None) -> Iterator[Parallelism]:
     """Every valid Parallelism using all `devices` that agrees with `pins`:
     dp x tp x pp = devices; pp <= layers; micro-batch size b with dp x b dividing the global batch
-    (m = B / (dp b)); interleaving with v > 1 needs layers divisible by p v, m divisible by p and
-    p > 1 (Megatron's conditions); sequence parallel only with tp > 1."""
+    (m = B / (dp b)); interleaving with v > 1 needs p v <= layers (a block a chunk: stages.py), m
+    divisible by p and p > 1 (Megatron's conditions); sequence parallel only with tp > 1."""
     pins = dict(pins or {})
     for tp in tp_degrees(spec, devices_per_node, devices):
         if "tp" in pins and pins["tp"] != tp:
@@ -153,8 +153,8 @@ def _inner(spec, pins, dp, tp, pp, b, m) -> Iterator[Parallelism]:
         if schedule == "1f1b" or (schedule == "gpipe" and pp > 1):
             schedules += [(schedule, 1)] if pins.get("virtual_stages", 1) == 1 else []
         elif schedule == "interleaved" and pp > 1 and m % pp == 0:
-            for v in range(2, spec.layers // pp + 1):
-                if spec.layers % (pp * v) == 0 and pins.get("virtual_stages", v) == v:
+            for v in range(2, spec.layers // pp + 1):  # any layer count: one block a chunk at least (stages.py)
+                if pins.get("virtual_stages", v) == v:
                     schedules.append((schedule, v))
     recomputes = [pins["recompute"]] if "recompute" in pins else list(RECOMPUTE_MODES)
     zeros = [pins["zero_stage"]] if "zero_stage" in pins else list(ZERO_STAGES)

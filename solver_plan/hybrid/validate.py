@@ -87,8 +87,13 @@ def validate_plan(plan: HybridPlan, cluster: Cluster, enforce_memory: bool = Tru
         device += s.tp * s.replicas
     if expected_first != spec.layers:
         problems.append(f"stages hold {expected_first} blocks, the model has {spec.layers}")
-    if q.schedule == "interleaved" and len({s.layers for s in plan.stages}) != 1:
-        problems.append("interleaved schedule with unequal stages")
+    for s in plan.stages:  # interleaved: v chunks of floor or ceil(k / v) >= 1 blocks, the larger ones last
+        v = q.virtual_stages if q.schedule == "interleaved" else 1
+        chunks = list(s.chunks) if s.chunks else [s.layers]
+        if (len(chunks) != v or sum(chunks) != s.layers or min(chunks) < 1 or max(chunks) - min(chunks) > 1
+                or chunks != sorted(chunks)):
+            problems.append(f"stage {s.index}: chunks {chunks} are not {v} near-equal non-empty parts of "
+                            f"its {s.layers} blocks")
     # recomputation: the plan's mode on every stage, or with "per-stage" each stage's own, which must
     # be the least (none < selective < full) that fits the limit
     order = ("none", "selective", "full")
@@ -107,8 +112,14 @@ def validate_plan(plan: HybridPlan, cluster: Cluster, enforce_memory: bool = Tru
         # communicators the device joins: dp, tp, both pipeline neighbours, the tied-embedding pair
         groups = int(q.dp > 1) + int(q.tp > 1) + (2 if q.pp > 1 else 0) + int(q.pp > 1 and spec.tied_embeddings)
 
+        held = s.layers * flight
+        if q.schedule == "interleaved" and s.chunks:  # the warm-up's chunk forwards, p per chunk in turn
+            warmup = (q.virtual_stages - 1) * q.pp + 2 * (q.pp - s.index - 1) + 1
+            held = sum(s.chunks[(j // q.pp) % q.virtual_stages]
+                       for j in range(min(warmup, q.micro_batches * q.virtual_stages)))
+
         def stage_total(mode: str) -> float:
-            acts = s.layers * mem.layer_activation_bytes(spec, b, t, mode, sp, st, runtime) * flight
+            acts = held * mem.layer_activation_bytes(spec, b, t, mode, sp, st, runtime)
             if s.embedding:
                 acts += mem.embedding_activation_bytes(spec, b, t, sp, st) * flight
             if s.head:
@@ -133,8 +144,8 @@ def validate_plan(plan: HybridPlan, cluster: Cluster, enforce_memory: bool = Tru
             problems.append(f"stage {s.index}: {total:.6g} B over the limit {plan.memory_limit:.6g} B")
     # step time
     times = [s.block_s + s.recompute_s + s.extra_s + s.p2p_s for s in plan.stages]
-    if q.schedule == "interleaved":
-        pipeline = max(times) * (q.micro_batches + (q.pp - 1) / q.virtual_stages)
+    if q.schedule == "interleaved":  # the slowest stage m times, the fill and drain through the others in chunks
+        pipeline = max(times) * q.micro_batches + (sum(times) - max(times)) / q.virtual_stages
     else:  # fill + drain pass every stage once, the steady state repeats the slowest m - 1 times
         pipeline = sum(times) + max(times) * (q.micro_batches - 1)
     if not _close(pipeline, plan.terms.pipeline_s):

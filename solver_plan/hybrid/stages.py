@@ -1,0 +1,67 @@
+"""Stages of unequal depth and interleaved chunks with any layer count.
+
+A pipeline stage holds k_i blocks; the cut is searched (interop.py), so stages differ in depth
+where the embedding (first stage) and the output layer and loss (last stage) make their ends
+slower: Llama 3 405B's 126 layers on 16 stages run 7 on the first and the last stage and 8 on the
+others (Dubey et al. 2024, section 3.3.2: "reduce one Transformer layer each from the first and the
+last stages"). With the interleaved schedule a stage's k_i blocks are split into v chunks (virtual
+stages) of floor(k_i / v) or ceil(k_i / v) blocks, the larger ones last (`chunk_layers`): the
+embedding sits in chunk 0 of the first stage, and a warm-up holds each of the first v - 1 chunks p
+times but the last one fewer (`held_layers`), so putting the extra blocks last keeps the in-flight
+activations smallest. Every chunk holds at least one block: pp x v <= layers, the only condition
+on the layer count (Megatron-core's --pipeline-model-parallel-layout and torchtitan's
+pipeline_parallel_layers_per_stage place any count; the runtimes' older flags need p v | L).
+
+Pipeline time of the interleaved schedule with stage times T_i per micro-batch (all v chunks):
+m max_i T_i + (sum_i T_i - max_i T_i) / v: with equal stages (m + (p - 1)/v) T, Narayanan et al.
+2021 section 2.2.2; the bubble is the fill and drain through every other stage once, each chunk
+1/v of it, as 1F1B's sum_i T_i + (m - 1) max_i T_i is for v = 1.
+"""
+from __future__ import annotations
+
+
+def chunk_layers(layers: int, v: int) -> tuple[int, ...]:
+    """The v chunks of a stage of `layers` blocks: floor(k / v) each, the k mod v extra blocks on
+    the last chunks."""
+    q, extra = divmod(layers, v)
+    return tuple([q] * (v - extra) + [q + 1] * extra)
+
+
+def warmup_passes(stage: int, pp: int, v: int) -> int:
+    """Chunk forwards stage `stage` runs before its first backward in Megatron's interleaved 1F1B:
+    (v - 1) p + 2 (p - i - 1), plus the one in flight at its peak."""
+    return (v - 1) * pp + 2 * (pp - stage - 1) + 1
+
+
+def held_layers(layers: int, stage: int, pp: int, m: int, v: int) -> float:
+    """Block-micro-batches of activations stage `stage` holds at its peak under interleaved 1F1B:
+    the first min(warm-up, m v) chunk forwards (`warmup_passes`), the j-th on chunk (j // p) mod v
+    (Megatron's order: p micro-batches through chunk 0, then through chunk 1, ...), each holding
+    its chunk's blocks. With v | k this is k x min(m, warm-up / v), the equal-chunk figure of
+    memory.in_flight_microbatches; non-decreasing in k (adding a block grows one chunk)."""
+    chunks = chunk_layers(layers, v)
+    passes = min(warmup_passes(stage, pp, v), m * v)
+    return float(sum(chunks[(j // pp) % v] for j in range(passes)))
+
+
+def interleaved_pipeline_s(stage_times, m: int, v: int) -> float:
+    """m max_i T_i + (sum_i T_i - max_i T_i) / v (module text)."""
+    slowest = max(stage_times)
+    return m * slowest + (sum(stage_times) - slowest) / v
+
+
+def least_layers(schedule: str, v: int) -> int:
+    """The fewest blocks a stage may hold: one per chunk."""
+    return v if schedule == "interleaved" else 1
+
+
+def layer_count_problem(layers: int, pins) -> str | None:
+    """Why pinned pp (and virtual stages) cannot hold the model's `layers` blocks, naming the count
+    (every stage needs a block, every interleaved chunk one: pp x v <= layers); None when they can."""
+    pp, v = pins.get("pp"), pins.get("virtual_stages", 1)
+    if pp is not None and pp > layers:
+        return f"the model has {layers} layers, fewer than pp = {pp} stages (a stage holds at least one layer)"
+    if v > 1 and (pp or 2) * v > layers:
+        return (f"the model has {layers} layers, fewer than pp x virtual_stages = {pp or 2} x {v} = {(pp or 2) * v} "
+                f"chunks (a chunk holds at least one layer; at most {layers // (pp or 2)} virtual stages)")
+    return None
