@@ -164,12 +164,12 @@ WORKERS = {"megatron": worker_megatron, "deepspeed": worker_deepspeed, "torchtit
 REQUIRES = {"deepspeed": "deepspeed", "torchtitan": "torchtitan", "dtensor": "torch"}
 
 
-def run_worker(kind: str, plan_path: Path, export_text: str, tree: str = "") -> tuple[str, str]:
+def run_worker(kind: str, plan_path: Path, export_text: str, tree: str = "", python: str = "") -> tuple[str, str]:
     """(status, detail): status "pass", "FAIL" or "skipped"."""
     payload = json.dumps({"plan": json.loads(plan_path.read_text()), "text": export_text, "tree": tree})
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    proc = subprocess.run([sys.executable, __file__, "--worker", kind], input=payload, capture_output=True,
-                          text=True, env=env, timeout=600)
+    proc = subprocess.run([python or sys.executable, __file__, "--worker", kind], input=payload,
+                          capture_output=True, text=True, env=env, timeout=600)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{\"status\"")]
     if not lines:
         tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
@@ -188,11 +188,17 @@ def worker_main() -> int:
     except ImportError as exc:
         print(json.dumps({"status": "skipped", "detail": f"{module} not importable ({exc})"}))
         return 0
+    import contextlib
+    import io
+    errors = io.StringIO()  # argparse and tyro say why they exit on standard error
     try:
-        detail = WORKERS[kind](payload["plan"], payload["text"], payload["tree"])
+        with contextlib.redirect_stderr(errors):
+            detail = WORKERS[kind](payload["plan"], payload["text"], payload["tree"])
         print(json.dumps({"status": "pass", "detail": detail}))
     except BaseException as exc:  # the runtime's own rejection is the finding
-        print(json.dumps({"status": "FAIL", "detail": f"{type(exc).__name__}: {str(exc).strip()[:400]}"}))
+        said = [line.strip(" │╭╰─") for line in errors.getvalue().splitlines() if "error" in line.lower()]
+        reason = f"{type(exc).__name__}: {str(exc).strip()[:400]}" + (f" ({said[-1][:300]})" if said else "")
+        print(json.dumps({"status": "FAIL", "detail": reason}))
     return 0
 
 
@@ -203,6 +209,8 @@ def main() -> int:
     parser.add_argument("--plans", default=str(ROOT / "tests" / "fixtures" / "plans"))
     parser.add_argument("--megatron", action="append", default=[], metavar="NAME=PATH",
                         help="a Megatron-LM source tree (its root) to check the flags with; repeatable")
+    parser.add_argument("--megatron-python", action="append", default=[], metavar="NAME=PYTHON",
+                        help="the interpreter for Megatron-LM tree NAME (main needs Python >= 3.12)")
     parser.add_argument("--out", help="write the report here (default: standard output)")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
@@ -212,23 +220,24 @@ def main() -> int:
     plans = Path(args.plans)
     models = json.loads((plans / "models.json").read_text()) if (plans / "models.json").exists() else {}
     trees = [entry.split("=", 1) for entry in args.megatron]
+    pythons = dict(entry.split("=", 1) for entry in args.megatron_python)
     rows, failed = [], 0
     for path in sorted(plans.glob("*.json")):
         if path.name == "models.json":
             continue
         plan = json.loads(path.read_text())
         if plan.get("kind") == "hybrid":
-            checks = [("deepspeed", "deepspeed", "")] + [("torchtitan", "torchtitan", "")]
-            checks += [("megatron", f"Megatron-LM {name}", tree) for name, tree in trees]
+            checks = [("deepspeed", "deepspeed", "", ""), ("torchtitan", "torchtitan", "", "")]
+            checks += [("megatron", f"Megatron-LM {name}", tree, pythons.get(name, "")) for name, tree in trees]
             exports = {target: export_plan(plan, target) for target in ("megatron", "deepspeed", "torchtitan")}
         elif path.name in models:
-            checks = [("dtensor", "DTensor", "")]
+            checks = [("dtensor", "DTensor", "", "")]
             exports = {"dtensor": export_plan(plan, "dtensor", graph=resolve_model(models[path.name]))}
         else:
             rows.append((path.name, "-", "skipped", "per-operator plan without a MODEL in models.json"))
             continue
-        for kind, runtime, tree in checks:
-            status, detail = run_worker(kind, path, exports[kind], tree)
+        for kind, runtime, tree, python in checks:
+            status, detail = run_worker(kind, path, exports[kind], tree, python)
             failed += status == "FAIL"
             rows.append((path.name, runtime, status, detail))
             print(f"{path.name:28s} {runtime:22s} {status:7s} {detail[:140]}", file=sys.stderr)
@@ -236,7 +245,10 @@ def main() -> int:
               f"`python scripts/check_exports.py` ({sys.version.split()[0]}; plans: "
               f"{os.path.relpath(plans, ROOT)}). pass = accepted by the runtime's argument/config code and "
               "read back as the plan's parallelism, batch, layers and recomputation; skipped = runtime not "
-              "installed.", "", "| plan | runtime | result | detail |", "|---|---|---|---|"]
+              "installed.", ""]
+    report += [f"Megatron-LM {name}: {tree}" + (f" (Python: {pythons[name]})" if name in pythons else "") + "  "
+               for name, tree in trees]
+    report += ["", "| plan | runtime | result | detail |", "|---|---|---|---|"]
     report += [f"| {a} | {b} | {c} | {d.replace('|', '/')} |" for a, b, c, d in rows]
     text = "\n".join(report) + "\n"
     if args.out:

@@ -1,11 +1,12 @@
 """Exports: a plan's JSON as the configuration a training runtime reads.
 
 `export_plan(plan_dict, target, graph=None) -> str` is a pure function of the plan dict (the
-`--out` JSON): "megatron" (Megatron-LM command-line flags), "deepspeed" (a ds_config JSON) and
-"torchtitan" (the parallelism sections of its TOML) take hybrid plans (`kind: "hybrid"`);
-"dtensor" (PyTorch DTensor placements per module on a device mesh) takes per-operator plans and
-the graph they were planned on. What a runtime cannot express is listed in the output (a comment,
-or a `not_expressible` key), never dropped silently. docs/api.md lists the flags each writes.
+`--out` JSON; the model's shape is read back from its MODEL): "megatron" (Megatron-LM command-line
+flags), "deepspeed" (a ds_config JSON) and "torchtitan" (torchtitan 0.3 command-line overrides)
+take hybrid plans (`kind: "hybrid"`); "dtensor" (PyTorch DTensor placements per module on a device
+mesh) takes per-operator plans and the graph they were planned on. What a runtime cannot express
+is listed in the output (a comment, or a `not_expressible` key), never dropped silently.
+docs/exports.md lists what each writes and the runtime versions that check it.
 """
 from __future__ import annotations
 
