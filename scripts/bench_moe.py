@@ -81,8 +81,8 @@ def published(quick: bool, time_limit: float) -> None:
             if found.plan is not None:
                 unpinned = f"{found.step_time_s:8.2f}s"
                 p = found.plan.point
-                text = (f"tp {p.tp} pp {p.pp} v {p.virtual_stages} ep {p.ep} etp {p.etp} b {p.micro_batch_size} "
-                        f"{p.recompute}")
+                text = (f"tp {p.tp} cp {p.cp} pp {p.pp} v {p.virtual_stages} ep {p.ep} etp {p.etp} "
+                        f"b {p.micro_batch_size} {p.recompute}")
                 slower += found.step_time_s > plan.step_time_s * (1 + 1e-9) and \
                     plan.memory_per_device_bytes <= cluster.device.memory
             else:
