@@ -26,6 +26,11 @@ NAME_MAX = 255  # bytes in one file or folder name (Linux, macOS)
 PSEUDO_FILE_SYSTEMS = ("/proc", "/sys")  # files there claim 0 bytes (or lie about their size)
 
 
+def _a(what: str) -> str:
+    """'a YAML file', 'an ONNX model'."""
+    return f"an {what}" if what[:1].lower() in "aeiou" or what.startswith(("ONNX", "HF", "MILP")) else f"a {what}"
+
+
 def _kind(mode: int) -> str:
     for test, name in ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
                        (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a folder")):
@@ -40,30 +45,50 @@ def _pseudo_root(path: Path) -> str | None:
     return next((root for root in PSEUDO_FILE_SYSTEMS if resolved == root or resolved.startswith(root + "/")), None)
 
 
-def read_input_bytes(path: str | Path, what: str = "file", limit: int = MAX_INPUT_BYTES) -> bytes:
-    """The bytes of a regular file of at most `limit` bytes, or one `InputError` naming the file:
-    missing, unreadable, a folder, a FIFO, a device, a socket, a /proc or /sys file, too large.
-    Opened without blocking (a FIFO would wait for a writer) and read at most `limit` + 1 bytes."""
+def _open_regular(path: Path, what: str) -> int:
+    """A descriptor of `path` opened for reading, or one `InputError` naming it: missing,
+    unreadable, a folder, a FIFO, a device, a socket, a /proc or /sys file. Opened without blocking
+    (a FIFO would wait for a writer)."""
     from solver_plan.errors import InputError
 
-    path = Path(path)
     where = str(path)
     root = _pseudo_root(path)
     if root is not None:
-        raise InputError(f"is a file in {root}, not a regular file; a {what} is read from regular files only", where)
+        raise InputError(f"is a file in {root}, not a regular file; {_a(what)} is read from regular files only", where)
     flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
         fd = os.open(path, flags)
     except IsADirectoryError:
-        raise InputError(f"is a folder, expected a {what}", where) from None
+        raise InputError(f"is a folder, expected {_a(what)}", where) from None
     except OSError as exc:
         raise InputError(f"cannot read file ({exc.strerror or exc})", where) from None
     try:
         mode = os.fstat(fd).st_mode
         if stat.S_ISDIR(mode):
-            raise InputError(f"is a folder, expected a {what}", where)
+            raise InputError(f"is a folder, expected {_a(what)}", where)
         if not stat.S_ISREG(mode):
-            raise InputError(f"is {_kind(mode)}, not a regular file; a {what} is read from regular files only", where)
+            raise InputError(f"is {_kind(mode)}, not a regular file; {_a(what)} is read from regular files only", where)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def check_regular_file(path: str | Path, what: str = "file") -> None:
+    """`InputError` unless `path` is a readable regular file (for readers that open it themselves,
+    such as onnx.load: a FIFO would block them, /dev/zero never end)."""
+    os.close(_open_regular(Path(path), what))
+
+
+def read_input_bytes(path: str | Path, what: str = "file", limit: int = MAX_INPUT_BYTES) -> bytes:
+    """The bytes of a regular file of at most `limit` bytes, or one `InputError` naming the file
+    (see `_open_regular`; too large: more than `limit` bytes, of which at most `limit` + 1 are read)."""
+    from solver_plan.errors import InputError
+
+    path = Path(path)
+    where = str(path)
+    fd = _open_regular(path, what)
+    try:
         chunks, size = [], 0
         while size <= limit:
             chunk = os.read(fd, min(2**20, limit + 1 - size))

@@ -743,6 +743,7 @@ FILE_INPUTS = {  # what reads the file -> (argv with {f}, the file's name)
     "hf-config": (("plan", "--model", "hf:{f}", "--planner", "greedy"), "config.json"),
     "profile": (("plan", "--model", "{f}", "--planner", "greedy"), "g.txt"),
     "calibrate-csv": (("calibrate", "--csv", "{f}", "--out", "{tmp}/o.yaml"), "m.csv"),
+    "onnx-model": (("plan", "--model", "{f}", "--planner", "greedy"), "m.onnx"),
 }
 
 
@@ -757,6 +758,9 @@ def special_file_cases() -> list[Case]:
         long_name = LONG_NAME + Path(name).suffix
         cases.append(Case(f"special-{entry}-long-name", tuple(a.replace("{f}", "{tmp}/" + long_name) for a in argv),
                           {}, (LONG_NAME[:20],)))
+    if "compare" in _commands():  # a FIFO among the records: invalid, not a hang
+        cases.append(Case("special-compare-fifo-record", ("compare", "{tmp}/recs"), {"recs/x.json": Special("fifo")},
+                          ("recs",)))
     plan = ("plan", "--model", "lenet", "--planner", "greedy")
     for option in ("--model", "--cluster"):
         for command in (plan, ("pipeline", "--model", "lenet", "-P", "2"),

@@ -47,10 +47,12 @@ def checksum(record: dict[str, Any]) -> str:
 
 def read_record(path: str | Path, expected_key: str | None = None) -> dict[str, Any]:
     """The record in `path`, or `InvalidRecord` saying why it cannot be trusted."""
-    try:
-        text = Path(path).read_text()
-    except OSError as exc:
-        raise InvalidRecord(f"unreadable ({exc.strerror})") from None
+    from solver_plan.errors import InputError
+    from solver_plan.files import read_input_bytes
+    try:  # regular files only: a FIFO in the folder would block `compare`
+        text = read_input_bytes(path, "batch record").decode("utf-8", errors="replace")
+    except InputError as exc:
+        raise InvalidRecord(f"unreadable ({str(exc).removeprefix(f'{path}: ')})") from None
     try:
         record = json.loads(text)
     except ValueError:

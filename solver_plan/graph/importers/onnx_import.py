@@ -91,9 +91,11 @@ def load_onnx(path: str | Path, options: dict[str, str] | None = None, name: str
     opaque = _flag(options.pop(OPTION_OPAQUE, "0"), where)
     dims = {}
     for key, text in options.items():
-        if not text.isdigit() or int(text) < 1:
+        if not (text.isascii() and text.isdigit()) or int(text) < 1:
             raise InputError(f"dimension {key!r} expects a positive integer, got {text!r}", where)
         dims[key] = int(text)
+    from solver_plan.files import check_regular_file
+    check_regular_file(path, "ONNX model")  # a FIFO would block onnx.load, /dev/zero never end
     try:
         model = onnx.load(str(path), load_external_data=False)  # shapes suffice: weights are never read
     except FileNotFoundError:
