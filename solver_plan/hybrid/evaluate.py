@@ -16,6 +16,7 @@ from solver_plan.hybrid.model import TransformerSpec
 from solver_plan.hybrid.plan import HybridPlan, StagePlan
 from solver_plan.hybrid.space import Parallelism
 from solver_plan.hybrid.stage_cost import BlockProfile
+from solver_plan.hybrid.context_parallel import local_spec, scaled_profile
 from solver_plan.hybrid.stages import chunk_layers, least_layers
 from solver_plan.runtime import DEFAULT_RUNTIME, RuntimeProfile
 
@@ -29,6 +30,12 @@ class Context:
     state: StateBytes  # bytes of the training precision (memory.precision_state)
     precision: str | None = None  # its name (`TrainingPrecision.name`: mixed-bf16, fp32, ...), carried by plans
     runtime: RuntimeProfile = DEFAULT_RUNTIME  # kernels, overlap and memory reserve of the software stack
+
+
+def rank_profile(ctx: Context, par: Parallelism, profile: BlockProfile) -> BlockProfile:
+    """The block profile of one rank: the whole sequence's, or with context parallelism 1/cp of it plus
+    the exposed key/value exchange (context_parallel.scaled_profile)."""
+    return scaled_profile(profile, ctx.cluster, ctx.spec, par.cp, ctx.state.activations, ctx.runtime)
 
 
 def layer_s(par: Parallelism, profile: BlockProfile, mode: str | None = None) -> tuple[float, float]:
@@ -56,7 +63,8 @@ def stage_p2p_s(ctx: Context, par: Parallelism, stage: int) -> float:
     total = 0.0
     for boundary in (stage - 1, stage):  # gradient back to stage - 1, activation on to stage + 1
         if 0 <= boundary < par.pp - 1:
-            total += schedule.p2p_send_s(ctx.cluster, ctx.spec, par.micro_batch_size, par.tp, par.dp, boundary,
+            total += schedule.p2p_send_s(ctx.cluster, local_spec(ctx.spec, par.cp), par.micro_batch_size, par.tp,
+                                         par.replicas, boundary,
                                          ctx.state, ctx.runtime)
     return total * par.virtual_stages
 
@@ -67,7 +75,8 @@ def memory_of(ctx: Context, par: Parallelism, stage: int, layers: int, mode: str
     mode = mode or par.recompute
     if mode == "per-stage":
         mode = "full"
-    return stage_memory(ctx.spec, layers=layers, stage=stage, pp=par.pp, tp=par.tp, dp=par.dp,
+    return stage_memory(local_spec(ctx.spec, par.cp), layers=layers, stage=stage, pp=par.pp, tp=par.tp,
+                        dp=par.replicas, cp=par.cp,
                         micro_batch=par.micro_batch_size, micro_batches=par.micro_batches, recompute=mode,
                         sequence_parallel=par.sequence_parallel, zero_stage=par.zero_stage, schedule=par.schedule,
                         virtual_stages=par.virtual_stages, state=ctx.state, runtime=ctx.runtime)
@@ -137,6 +146,7 @@ def price(ctx: Context, par: Parallelism, profile: BlockProfile, memory_limit: f
     """The plan of `par` (with the given cut, or the best cut that fits `memory_limit`); None when no
     cut fits. With recompute "per-stage", `modes` gives each stage's mode (brute force), by default
     the least that fits `memory_limit` (`stage_modes`)."""
+    profile = rank_profile(ctx, par, profile)
     layers = layers or cut(ctx, par, profile, memory_limit)
     if layers is None:
         return None
@@ -149,7 +159,7 @@ def price(ctx: Context, par: Parallelism, profile: BlockProfile, memory_limit: f
         configs = (tuple(("embedding", op, c) for op, c in profile.embed_configs) if i == 0 else ()) + \
             tuple(("block", op, c) for op, c in profile.configs) + \
             (tuple(("head", op, c) for op, c in profile.head_configs) if i == pp - 1 else ())
-        stages.append(StagePlan(i, first, k, i == 0, i == pp - 1, i * par.tp * par.dp, par.tp, par.dp,
+        stages.append(StagePlan(i, first, k, i == 0, i == pp - 1, i * par.tp * par.replicas, par.tp, par.replicas,
                                 k * block, k * recompute, extra, stage_p2p_s(ctx, par, i),
                                 memory_of(ctx, par, i, k, modes[i]), configs, modes[i],
                                 k * profile.block_forward_s + extra / 3.0,
@@ -161,7 +171,7 @@ def price(ctx: Context, par: Parallelism, profile: BlockProfile, memory_limit: f
     terms = schedule.StepTerms(
         schedule.pipeline_s(times, par.micro_batches, par.schedule, par.virtual_stages), exposed,
         schedule.embedding_sync_s(cluster, spec, par.tp, pp, ctx.state),
-        max(schedule.optimizer_s(cluster, p, par.dp, par.zero_stage, ctx.state) for p in params), raw - exposed)
+        max(schedule.optimizer_s(cluster, p, par.replicas, par.zero_stage, ctx.state) for p in params), raw - exposed)
     return HybridPlan(spec.name, cluster.name, cluster.num_devices, ctx.global_batch, par, tuple(stages), terms,
                       profile.configs, spec.model_flops_per_step(ctx.global_batch), memory_limit, ctx.precision,
                       ctx.runtime.name)
@@ -174,7 +184,8 @@ def dp_sync_terms(ctx: Context, par: Parallelism, stages, params) -> tuple[float
     exposed = raw = 0.0
     slack_forward = slack_backward = 0.0
     for s, p in zip(stages, params):
-        parts = schedule.sync_parts(ctx.cluster, p, par.tp, par.dp, par.zero_stage, ctx.state, ctx.runtime, s.layers)
+        parts = schedule.sync_parts(ctx.cluster, p, par.tp, par.replicas, par.zero_stage, ctx.state, ctx.runtime,
+                                    s.layers)
         backward = s.block_s + s.recompute_s + s.extra_s - s.forward_s
         exposed = max(exposed, schedule.exposed_sync_s(parts, par.micro_batches, s.forward_s, backward, ctx.runtime,
                                                        slack_forward, slack_backward))
@@ -190,6 +201,7 @@ def time_bound(ctx: Context, par: Parallelism, profile: BlockProfile) -> float:
     end layer; gradient sync and optimizer of a stage holding floor(L / p) blocks. Per-stage
     recomputation is bounded with no recomputation (the least time of any stage's mode)."""
     spec, pp, m = ctx.spec, par.pp, par.micro_batches
+    profile = rank_profile(ctx, par, profile)
     block, recompute = layer_s(par, profile)
     c = block + recompute
     p2p = [stage_p2p_s(ctx, par, i) for i in range(pp)] if pp > 1 else [0.0]
@@ -203,7 +215,7 @@ def time_bound(ctx: Context, par: Parallelism, profile: BlockProfile) -> float:
     params = stage_params(spec, spec.layers // pp, False, False, par.tp, pp)
     return (pipe + sync_bound(ctx, par, params)
             + schedule.embedding_sync_s(ctx.cluster, spec, par.tp, pp, ctx.state)
-            + schedule.optimizer_s(ctx.cluster, params, par.dp, par.zero_stage, ctx.state))
+            + schedule.optimizer_s(ctx.cluster, params, par.replicas, par.zero_stage, ctx.state))
 
 
 def sync_bound(ctx: Context, par: Parallelism, params: float) -> float:
@@ -211,7 +223,7 @@ def sync_bound(ctx: Context, par: Parallelism, params: float) -> float:
     overlap, for a stage of `params` parameters (the fewest any stage has); overlapped parts may hide
     entirely, so they count 0."""
     overlap = ctx.runtime.overlap
-    parts = schedule.sync_parts(ctx.cluster, params, par.tp, par.dp, par.zero_stage, ctx.state, ctx.runtime,
+    parts = schedule.sync_parts(ctx.cluster, params, par.tp, par.replicas, par.zero_stage, ctx.state, ctx.runtime,
                                 ctx.spec.layers // par.pp)
     per_microbatch = parts.forward_s + parts.backward_s
     if overlap.sharded_prefetch:

@@ -322,12 +322,12 @@ def stage_params(spec: TransformerSpec, layers: int, first: bool, last: bool, t:
     return params
 
 
-def communicators(tp: int, dp: int, pp: int, tied_embeddings: bool) -> int:
-    """NCCL communicators a device of the plan joins: its data-parallel group (dp > 1), its
-    tensor-parallel group (tp > 1), its two pipeline neighbours (pp > 1; Megatron and torch both
-    make one communicator per send/receive pair) and the tied-embedding group of the end stages
-    (pp > 1, tied)."""
-    return (dp > 1) + (tp > 1) + 2 * (pp > 1) + (pp > 1 and tied_embeddings)
+def communicators(tp: int, dp: int, pp: int, tied_embeddings: bool, cp: int = 1) -> int:
+    """NCCL communicators a device of the plan joins: its data-parallel group (dp > 1; with context
+    parallelism the dp x cp group), its tensor-parallel group (tp > 1), its two pipeline neighbours
+    (pp > 1; Megatron and torch both make one communicator per send/receive pair), the
+    tied-embedding group of the end stages (pp > 1, tied) and its context-parallel group (cp > 1)."""
+    return (dp > 1) + (tp > 1) + 2 * (pp > 1) + (pp > 1 and tied_embeddings) + (cp > 1)
 
 
 def runtime_reserve(runtime, dynamic_bytes: float, communicator_count: int) -> dict[str, float]:
@@ -344,9 +344,15 @@ def runtime_reserve(runtime, dynamic_bytes: float, communicator_count: int) -> d
 
 def stage_memory(spec: TransformerSpec, *, layers: int, stage: int, pp: int, tp: int, dp: int, micro_batch: int,
                  micro_batches: int, recompute: str, sequence_parallel: bool, zero_stage: int, schedule: str,
-                 virtual_stages: int = 1, state: StateBytes = MIXED_PRECISION, runtime=None) -> StageMemory:
+                 virtual_stages: int = 1, state: StateBytes = MIXED_PRECISION, runtime=None,
+                 cp: int = 1) -> StageMemory:
     """Sum of the terms above for stage `stage` holding `layers` blocks, as `runtime` (None:
-    megatron-core) runs them, with its reserve (`runtime_reserve`)."""
+    megatron-core) runs them, with its reserve (`runtime_reserve`). With context parallelism `spec`
+    is one rank's (s / cp tokens, context_parallel.local_spec) and `dp` the dp x cp ranks sharing
+    the weights; the key/value exchange's buffers (context_parallel.kv_buffer_bytes, of the whole
+    sequence's spec: s / cp x cp tokens) join the buffers."""
+    from solver_plan.hybrid.context_parallel import kv_buffer_bytes
+
     first, last = stage == 0, stage == pp - 1
     params = stage_params(spec, layers, first, last, tp, pp)
     b, t, sp = micro_batch, tp, sequence_parallel
@@ -359,7 +365,10 @@ def stage_memory(spec: TransformerSpec, *, layers: int, stage: int, pp: int, tp:
         acts += logits_activation_bytes(spec, b, t, sp, state, runtime)
     working = recompute_working_bytes(spec, b, t, recompute, sp, state, runtime) if layers else 0.0
     buffers = p2p_buffer_bytes(spec, b, t, sp, pp, state) + zero3_gather_bytes(spec.block_params / t, zero_stage, state)
+    if cp > 1 and layers:  # kv_piece_bytes of the whole sequence's spec: seq = cp x the rank's
+        from dataclasses import replace
+        buffers += kv_buffer_bytes(replace(spec, seq=spec.seq * cp), b, t, cp, state.activations, runtime)
     reserve = runtime_reserve(runtime, acts + working + buffers,
-                              communicators(tp, dp, pp, spec.tied_embeddings))
+                              communicators(tp, dp, pp, spec.tied_embeddings, cp))
     return StageMemory(weights_bytes(params, dp, zero_stage, state), gradients_bytes(params, dp, zero_stage, state),
                        optimizer_bytes(params, dp, zero_stage, state), acts, working, buffers, **reserve)

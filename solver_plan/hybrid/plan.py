@@ -16,8 +16,10 @@ SCHEMA_VERSION = 1
 
 @dataclass(frozen=True)
 class StagePlan:
-    """One pipeline stage: blocks [first_layer, first_layer + layers) on dp replicas of a tp-device
-    submesh; devices are numbered tp-rank fastest, then replica, then stage (Megatron's order)."""
+    """One pipeline stage: blocks [first_layer, first_layer + layers) on `replicas` = dp x cp copies of
+    a tp-device submesh (with context parallelism, each of a replica's cp ranks holds 1/cp of every
+    sequence); devices are numbered tp-rank fastest, then cp rank, then dp replica, then stage
+    (Megatron-core's order)."""
     index: int
     first_layer: int
     layers: int
@@ -84,7 +86,7 @@ class HybridPlan:
     def __post_init__(self):
         p = self.parallelism
         if p.devices != self.devices:
-            raise ValueError(f"dp x tp x pp = {p.devices} != {self.devices} devices")
+            raise ValueError(f"dp x cp x tp x pp = {p.devices} != {self.devices} devices")
         if p.dp * p.micro_batch_size * p.micro_batches != self.global_batch:
             raise ValueError("dp x micro-batch size x micro-batches must equal the global batch")
         if len(self.stages) != p.pp:
@@ -106,10 +108,20 @@ class HybridPlan:
     def tflops_per_device(self) -> float:
         return self.model_flops_per_step / self.step_time_s / self.devices / 1e12
 
+    def context_parallel(self) -> dict:
+        """What the runtime must run for cp (hybrid/context_parallel.py): degree, the key/value
+        exchange, and the load balancing (the sequence in 2 cp pieces, rank r holding r and 2 cp - 1 - r)."""
+        from solver_plan.hybrid.context_parallel import method
+
+        cp = self.parallelism.cp
+        return {"degree": cp, "kv_exchange": method(self.runtime) if cp > 1 else None,
+                "load_balance": "2cp-pieces" if cp > 1 else None}
+
     def to_dict(self) -> dict:
         return {"model": self.model, "cluster": self.cluster, "devices": self.devices,
                 "global_batch": self.global_batch, "precision": self.precision, "runtime": self.runtime,
                 "parallelism": self.parallelism.to_dict(),
+                "context_parallel": self.context_parallel(),
                 "step_time_s": self.step_time_s,
                 "step_terms_s": {"pipeline": self.terms.pipeline_s, "dp_sync": self.terms.dp_sync_s,
                                  "embedding_sync": self.terms.embedding_sync_s, "optimizer": self.terms.optimizer_s,
@@ -175,7 +187,7 @@ class HybridResult:
                       + (f"   runtime: {p.runtime}" if p.runtime else ""),
                       f"step time: {p.step_time_s:.3f} s   lower bound: {bound}{gap}   "
                       f"{p.tflops_per_device:.1f} TFLOP/s per device   model FLOPs/step {p.model_flops_per_step:.3e}",
-                      f"parallelism: dp={q.dp} tp={q.tp} pp={q.pp} micro_batch_size={q.micro_batch_size} "
+                      f"parallelism: dp={q.dp} cp={q.cp} tp={q.tp} pp={q.pp} micro_batch_size={q.micro_batch_size} "
                       f"micro_batches={q.micro_batches} schedule={q.schedule} virtual_stages={q.virtual_stages} "
                       f"recompute={q.recompute} zero_stage={q.zero_stage} sequence_parallel={q.sequence_parallel}",
                       f"step terms: pipeline {p.terms.pipeline_s:.3f} s, dp sync {p.terms.dp_sync_s:.3f} s "

@@ -136,6 +136,7 @@ def plan_hybrid(model, cluster, global_batch: int, *, devices: int | None = None
     limit = _memory_limit(memory_limit, cluster)
     prec = resolve_hybrid_precision(precision, cluster)
     ctx = _context(spec, cluster, global_batch, limit, prec, runtime)
+    pins = _cp_pins(spec, ctx.runtime, pins)
     points = _points(spec, cluster, global_batch, pins, deadline)
     if points is None:  # the compute bound holds for every plan
         return HybridResult(Status.TIME_LIMIT, None, compute_bound(ctx, compute_scale), time.perf_counter() - start,
@@ -146,9 +147,9 @@ def plan_hybrid(model, cluster, global_batch: int, *, devices: int | None = None
         return HybridResult(Status.INFEASIBLE, None, None, time.perf_counter() - start,
                             notes=((layer_note,) if layer_note else ()) + (
                                    f"no configuration of {cluster.num_devices} devices agrees with the pins "
-                                   f"{pins or '{}'} and global batch {global_batch} (dp x tp x pp must use every "
+                                   f"{pins or '{}'} and global batch {global_batch} (dp x cp x tp x pp must use every "
                                    "device, dp x micro-batch must divide the batch, tp must divide the heads and "
-                                   "fit a node, ZeRO-2/3 only without pipelining)",))
+                                   "fit a node, 2 cp the sequence, ZeRO-2/3 only without pipelining)",))
     floors = None if limit is None else _floors(ctx, points, deadline)
     if limit is not None and floors is None:
         return HybridResult(Status.TIME_LIMIT, None, compute_bound(ctx, compute_scale), time.perf_counter() - start,
@@ -209,6 +210,22 @@ def plan_hybrid(model, cluster, global_batch: int, *, devices: int | None = None
     failure = "; ".join(dict.fromkeys(coster.solver_failures)) or None
     result = HybridResult(status, best, bound, runtime, evaluated, pruned, notes, solver_failure=failure)
     return _checked(result, ctx, validate)
+
+
+def _cp_pins(spec: TransformerSpec, runtime, pins: dict) -> dict:
+    """The pins with cp = 1 added for a runtime that cannot run context parallelism (no fused
+    attention); InputError for a pinned cp > 1 it cannot run or whose 2 cp pieces do not divide the
+    sequence (context_parallel.py)."""
+    from solver_plan.hybrid.context_parallel import supports
+
+    cp = pins.get("cp", 1)
+    if cp > 1 and not supports(runtime):
+        raise InputError(f"runtime {runtime.name} has no fused attention, which context parallelism needs; "
+                         "choose cp=1 or another runtime", "--fix cp")
+    if cp > 1 and spec.seq % (2 * cp):
+        raise InputError(f"the sequence ({spec.seq} tokens) does not split into 2 x cp = {2 * cp} equal pieces "
+                         "(causal load balancing)", "--fix cp")
+    return pins if supports(runtime) else {**pins, "cp": 1}
 
 
 def _checked(result: HybridResult, ctx: Context, validate: bool) -> HybridResult:
@@ -321,8 +338,8 @@ def evaluate(model, cluster, global_batch: int, parallelism, *, memory_limit="de
              validate: bool = True, compute_scale: float = 1.0, precision=None, runtime=None) -> HybridResult:
     """What-if: the step time and memory of one fully given configuration (a Parallelism, or a dict
     with dp, tp, pp, micro_batch_size and optionally virtual_stages, recompute, zero_stage,
-    sequence_parallel, schedule) in `precision` (as `plan_hybrid`). The cluster is restricted to
-    dp x tp x pp devices. Over the memory limit: INFEASIBLE with the plan and the memory it needs."""
+    sequence_parallel, schedule, cp) in `precision` (as `plan_hybrid`). The cluster is restricted to
+    dp x cp x tp x pp devices. Over the memory limit: INFEASIBLE with the plan and the memory it needs."""
     start = time.perf_counter()
     spec = _spec(model)
     _check_batch(global_batch)
@@ -339,11 +356,12 @@ def evaluate(model, cluster, global_batch: int, parallelism, *, memory_limit="de
                                   global_batch // (values["dp"] * values["micro_batch_size"]), v,
                                   values.get("recompute", "none"), values.get("zero_stage", 0),
                                   values.get("sequence_parallel", False),
-                                  values.get("schedule", "interleaved" if v > 1 else "1f1b"))
+                                  values.get("schedule", "interleaved" if v > 1 else "1f1b"), values.get("cp", 1))
     cluster = _cluster(cluster, parallelism.devices)
     limit = _memory_limit(memory_limit, cluster)
     prec = resolve_hybrid_precision(precision, cluster)
     ctx = _context(spec, cluster, global_batch, limit, prec, runtime)
+    _cp_pins(spec, ctx.runtime, {"cp": parallelism.cp})
     profile = BlockCoster(spec, cluster, planner, compute_scale, prec, ctx.runtime).profile(parallelism.tp,
                                                                                parallelism.micro_batch_size)
     plan = price(ctx, parallelism, profile, limit)

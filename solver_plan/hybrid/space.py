@@ -18,8 +18,8 @@ from solver_plan.hybrid.memory import RECOMPUTE_MODES, SCHEDULES
 from solver_plan.hybrid.model import TransformerSpec
 
 FIX_KEYS = ("dp", "tp", "pp", "micro_batch_size", "virtual_stages", "recompute", "zero_stage",
-            "sequence_parallel", "schedule")
-INT_KEYS = ("dp", "tp", "pp", "micro_batch_size", "virtual_stages", "zero_stage")
+            "sequence_parallel", "schedule", "cp")
+INT_KEYS = ("dp", "tp", "pp", "micro_batch_size", "virtual_stages", "zero_stage", "cp")
 ZERO_STAGES = (0, 1, 2, 3)
 
 
@@ -35,9 +35,10 @@ class Parallelism:
     zero_stage: int = 0
     sequence_parallel: bool = False
     schedule: str = "1f1b"
+    cp: int = 1  # context parallel: the sequence split over cp ranks (hybrid/context_parallel.py)
 
     def __post_init__(self):
-        for key in ("dp", "tp", "pp", "micro_batch_size", "micro_batches", "virtual_stages"):
+        for key in ("dp", "tp", "pp", "micro_batch_size", "micro_batches", "virtual_stages", "cp"):
             value = getattr(self, key)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise InputError(f"must be a positive integer, got {value!r}", key)
@@ -54,7 +55,12 @@ class Parallelism:
 
     @property
     def devices(self) -> int:
-        return self.dp * self.tp * self.pp
+        return self.dp * self.cp * self.tp * self.pp
+
+    @property
+    def replicas(self) -> int:
+        """Ranks holding the same weights (one per dp and cp rank): the gradient reduce and ZeRO group."""
+        return self.dp * self.cp
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -125,27 +131,30 @@ def tp_degrees(spec: TransformerSpec, devices_per_node: int, devices: int) -> li
 def enumerate_space(spec: TransformerSpec, devices: int, devices_per_node: int, global_batch: int,
                     pins: Mapping | None = None) -> Iterator[Parallelism]:
     """Every valid Parallelism using all `devices` that agrees with `pins`:
-    dp x tp x pp = devices; pp <= layers; micro-batch size b with dp x b dividing the global batch
+    dp x cp x tp x pp = devices (cp: context_parallel.cp_degrees); pp <= layers; micro-batch size b with dp x b dividing the global batch
     (m = B / (dp b)); interleaving with v > 1 needs p v <= layers (a block a chunk: stages.py), m
     divisible by p and p > 1 (Megatron's conditions); sequence parallel only with tp > 1."""
+    from solver_plan.hybrid.context_parallel import cp_degrees
+
     pins = dict(pins or {})
     for tp in tp_degrees(spec, devices_per_node, devices):
         if "tp" in pins and pins["tp"] != tp:
             continue
-        for pp in _divisors(devices // tp):
-            if pp > spec.layers or ("pp" in pins and pins["pp"] != pp):
-                continue
-            dp = devices // (tp * pp)
-            if ("dp" in pins and pins["dp"] != dp) or global_batch % dp:
-                continue
-            for b in _divisors(global_batch // dp):
-                if "micro_batch_size" in pins and pins["micro_batch_size"] != b:
+        for cp in cp_degrees(spec, devices // tp, pins.get("cp")):  # dp x cp x tp x pp = devices
+            for pp in _divisors(devices // (tp * cp)):
+                if pp > spec.layers or ("pp" in pins and pins["pp"] != pp):
                     continue
-                m = global_batch // (dp * b)
-                yield from _inner(spec, pins, dp, tp, pp, b, m)
+                dp = devices // (tp * cp * pp)
+                if ("dp" in pins and pins["dp"] != dp) or global_batch % dp:
+                    continue
+                for b in _divisors(global_batch // dp):
+                    if "micro_batch_size" in pins and pins["micro_batch_size"] != b:
+                        continue
+                    m = global_batch // (dp * b)
+                    yield from _inner(spec, pins, dp, tp, pp, b, m, cp)
 
 
-def _inner(spec, pins, dp, tp, pp, b, m) -> Iterator[Parallelism]:
+def _inner(spec, pins, dp, tp, pp, b, m, cp=1) -> Iterator[Parallelism]:
     schedules = []
     for schedule in ("1f1b", "interleaved", "gpipe"):
         if "schedule" in pins and pins["schedule"] != schedule:
@@ -165,4 +174,4 @@ def _inner(spec, pins, dp, tp, pp, b, m) -> Iterator[Parallelism]:
         if zero >= 2 and pp > 1:
             continue  # gradients are accumulated over micro-batches across the pipeline: ZeRO-2/3 with
             # pipelining re-reduces per micro-batch (DeepSpeed refuses it); not modelled, so not offered
-        yield Parallelism(dp, tp, pp, b, m, v, recompute, zero, sp, schedule)
+        yield Parallelism(dp, tp, pp, b, m, v, recompute, zero, sp, schedule, cp)

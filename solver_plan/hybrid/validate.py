@@ -14,6 +14,7 @@ from dataclasses import replace
 from solver_plan.cluster import Cluster
 from solver_plan.hybrid import memory as mem
 from solver_plan.hybrid.comm import collective
+from solver_plan.hybrid.context_parallel import method as cp_method
 from solver_plan.hybrid.memory import precision_state
 from solver_plan.hybrid.model import transformer_spec
 from solver_plan.hybrid.plan import HybridPlan
@@ -68,8 +69,13 @@ def validate_plan(plan: HybridPlan, cluster: Cluster, enforce_memory: bool = Tru
         st = replace(st, gradients=4.0, optimizer=st.optimizer - (2.0 if runtime.sharded_fp32_params else 0.0))
     if precision.compute.value == "fp8" and not runtime.kernels.fp8_gemms:
         problems.append(f"precision {precision.name}: runtime {runtime.name} has no fp8 GEMMs")
-    if q.dp * q.tp * q.pp != cluster.num_devices:
-        problems.append(f"dp x tp x pp = {q.dp * q.tp * q.pp}, cluster has {cluster.num_devices} devices")
+    rep = q.dp * q.cp  # ranks holding the same weights: dp replicas x cp sequence pieces
+    if rep * q.tp * q.pp != cluster.num_devices:
+        problems.append(f"dp x cp x tp x pp = {rep * q.tp * q.pp}, cluster has {cluster.num_devices} devices")
+    if q.cp > 1 and spec.seq % (2 * q.cp):
+        problems.append(f"cp {q.cp}: the sequence of {spec.seq} tokens does not split into 2 cp pieces")
+    if q.cp > 1 and not runtime.kernels.flash_attention:
+        problems.append(f"cp {q.cp}: runtime {runtime.name} has no fused attention")
     if q.dp * q.micro_batch_size * q.micro_batches != plan.global_batch:
         problems.append("dp x micro-batch x micro-batches differs from the global batch")
     if q.tp > cluster.devices_per_node:
@@ -81,7 +87,7 @@ def validate_plan(plan: HybridPlan, cluster: Cluster, enforce_memory: bool = Tru
             problems.append(f"stage {i}: layers [{s.first_layer}, +{s.layers}) not contiguous from {expected_first}")
         if s.embedding != (i == 0) or s.head != (i == q.pp - 1):
             problems.append(f"stage {i}: embedding/head placement wrong")
-        if s.first_device != device or s.tp != q.tp or s.replicas != q.dp:
+        if s.first_device != device or s.tp != q.tp or s.replicas != rep:
             problems.append(f"stage {i}: devices do not follow the tp, dp, pp order")
         expected_first += s.layers
         device += s.tp * s.replicas
@@ -110,7 +116,14 @@ def validate_plan(plan: HybridPlan, cluster: Cluster, enforce_memory: bool = Tru
         b, t, sp = q.micro_batch_size, q.tp, q.sequence_parallel
 
         # communicators the device joins: dp, tp, both pipeline neighbours, the tied-embedding pair
-        groups = int(q.dp > 1) + int(q.tp > 1) + (2 if q.pp > 1 else 0) + int(q.pp > 1 and spec.tied_embeddings)
+        groups = (int(rep > 1) + int(q.tp > 1) + (2 if q.pp > 1 else 0) + int(q.pp > 1 and spec.tied_embeddings)
+                  + int(q.cp > 1))
+        # with cp a rank keeps s / cp tokens of every activation, and the exchange's K and V pieces,
+        # 2 e (s / cp) b (kv d) / t each: 4 for the ring (in use and arriving, and their gradients),
+        # 2 cp for the all-gather (whole K, V and their gradients)
+        tokens = replace(spec, seq=spec.seq // q.cp)
+        piece = 2 * st.activations * tokens.seq * b * tokens.kv_width / t
+        kv = 0.0 if q.cp == 1 else piece * (2 * q.cp if cp_method(runtime) == "all-gather" else 4)
 
         held = s.layers * flight
         if q.schedule == "interleaved" and s.chunks:  # the warm-up's chunk forwards, p per chunk in turn
@@ -119,17 +132,17 @@ def validate_plan(plan: HybridPlan, cluster: Cluster, enforce_memory: bool = Tru
                        for j in range(min(warmup, q.micro_batches * q.virtual_stages)))
 
         def stage_total(mode: str) -> float:
-            acts = held * mem.layer_activation_bytes(spec, b, t, mode, sp, st, runtime)
+            acts = held * mem.layer_activation_bytes(tokens, b, t, mode, sp, st, runtime)
             if s.embedding:
-                acts += mem.embedding_activation_bytes(spec, b, t, sp, st) * flight
+                acts += mem.embedding_activation_bytes(tokens, b, t, sp, st) * flight
             if s.head:
-                acts += mem.logits_activation_bytes(spec, b, t, sp, st, runtime)
-            dynamic = (acts + mem.recompute_working_bytes(spec, b, t, mode, sp, st, runtime)
-                       + mem.p2p_buffer_bytes(spec, b, t, sp, q.pp, st)
+                acts += mem.logits_activation_bytes(tokens, b, t, sp, st, runtime)
+            dynamic = (acts + mem.recompute_working_bytes(tokens, b, t, mode, sp, st, runtime)
+                       + mem.p2p_buffer_bytes(tokens, b, t, sp, q.pp, st) + kv
                        + mem.zero3_gather_bytes(spec.block_params / t, zero, st))
             reserve = runtime.memory
-            return (mem.weights_bytes(params, q.dp, zero, st) + mem.gradients_bytes(params, q.dp, zero, st)
-                    + mem.optimizer_bytes(params, q.dp, zero, st) + dynamic * (1 + reserve.fragmentation)
+            return (mem.weights_bytes(params, rep, zero, st) + mem.gradients_bytes(params, rep, zero, st)
+                    + mem.optimizer_bytes(params, rep, zero, st) + dynamic * (1 + reserve.fragmentation)
                     + reserve.workspace + reserve.cuda_context + groups * reserve.nccl_per_communicator)
 
         mode = s.recompute if s.recompute in order else q.recompute
@@ -165,9 +178,10 @@ def validate_plan(plan: HybridPlan, cluster: Cluster, enforce_memory: bool = Tru
         p2p = 0.0
         for a, z in ((s.index - 1, s.index), (s.index, s.index + 1)):
             if 0 <= a and z < q.pp:
-                inter = cluster.node_of(a * q.tp * q.dp) != cluster.node_of(z * q.tp * q.dp)
+                inter = cluster.node_of(a * q.tp * rep) != cluster.node_of(z * q.tp * rep)
                 split = q.tp if runtime.overlap.p2p_scatter_gather else 1  # each rank sends 1/t, or all of it
-                p2p += collective(cluster, "p2p", spec.seq * q.micro_batch_size * spec.hidden * st.activations / split,
+                p2p += collective(cluster, "p2p", spec.seq // q.cp * q.micro_batch_size * spec.hidden * st.activations
+                                  / split,
                                   2,
                                   1 if inter else 2)
         if runtime.overlap.pp_p2p and q.schedule == "interleaved":  # posted asynchronously, under compute
@@ -177,7 +191,7 @@ def validate_plan(plan: HybridPlan, cluster: Cluster, enforce_memory: bool = Tru
     # tied word embedding: first and last stage all-reduce its gradient shard
     embedding = 0.0
     if q.pp > 1 and spec.tied_embeddings:
-        inter = cluster.node_of(0) != cluster.node_of((q.pp - 1) * q.tp * q.dp)
+        inter = cluster.node_of(0) != cluster.node_of((q.pp - 1) * q.tp * rep)
         embedding = collective(cluster, "all_reduce", spec.vocab * spec.hidden / q.tp * st.gradients, 2,
                                1 if inter else 2)
     if not _close(embedding, plan.terms.embedding_sync_s):
@@ -186,7 +200,7 @@ def validate_plan(plan: HybridPlan, cluster: Cluster, enforce_memory: bool = Tru
     from solver_plan.cost.compute import compute_time
     optimizer = 0.0
     for s in plan.stages:
-        local = _params(spec, s, q.tp, q.pp) / (q.dp if q.zero_stage >= 1 else 1)
+        local = _params(spec, s, q.tp, q.pp) / (rep if q.zero_stage >= 1 else 1)
         hbm = local * (2 * (st.weights + st.optimizer) + st.gradients)
         optimizer = max(optimizer, compute_time(cluster, 12.0 * local, hbm, unit="vector"))
     if not _close(optimizer, plan.terms.optimizer_s):
@@ -215,9 +229,10 @@ def _dp_sync(plan: HybridPlan, cluster: Cluster, spec, st, runtime) -> tuple[flo
     prefetch hides each micro-batch's gathers (and reduce-scatters when the reduce overlaps) under
     that micro-batch's compute, except one bucket of each."""
     q, o = plan.parallelism, runtime.overlap
-    if q.dp == 1:
+    dp = q.dp * q.cp  # the cp ranks of a replica reduce their gradients together with the dp replicas
+    if dp == 1:
         return 0.0, 0.0
-    per_node = max(1, min(q.dp, cluster.devices_per_node // q.tp))
+    per_node = max(1, min(dp, cluster.devices_per_node // q.tp))
     exposed = raw = 0.0
     before_forward = before_backward = 0.0
     for s in plan.stages:
@@ -226,7 +241,7 @@ def _dp_sync(plan: HybridPlan, cluster: Cluster, spec, st, runtime) -> tuple[flo
         if o.bucket_per_layer:
             n = max(1, s.layers)
         else:
-            size = o.bucket_bytes or max(o.bucket_elements, o.bucket_elements_per_dp * q.dp) * st.gradients
+            size = o.bucket_bytes or max(o.bucket_elements, o.bucket_elements_per_dp * dp) * st.gradients
             n = max(1, math.ceil(grads / size))
         forward = s.forward_s
         backward = s.block_s + s.recompute_s + s.extra_s - s.forward_s
@@ -236,18 +251,18 @@ def _dp_sync(plan: HybridPlan, cluster: Cluster, spec, st, runtime) -> tuple[flo
             return max(0.0, max(c / n, c - window * (n - 1) / n) - slack) if c > 0 else 0.0
 
         if q.zero_stage == 0:
-            reduce = collective(cluster, "all_reduce", grads, q.dp, per_node, n)
+            reduce = collective(cluster, "all_reduce", grads, dp, per_node, n)
             stage_raw = reduce
             stage = left(reduce, backward, before_backward) if o.grad_reduce else reduce
         elif q.zero_stage < 3:
-            reduce = collective(cluster, "reduce_scatter", grads, q.dp, per_node, n)
-            gather = collective(cluster, "all_gather", weights, q.dp, per_node, n)
+            reduce = collective(cluster, "reduce_scatter", grads, dp, per_node, n)
+            gather = collective(cluster, "all_gather", weights, dp, per_node, n)
             stage_raw = reduce + gather
             stage = ((left(reduce, backward, before_backward) if o.grad_reduce else reduce)
                      + (left(gather, forward, before_forward) if o.param_gather else gather))
         else:
-            gather = collective(cluster, "all_gather", weights, q.dp, per_node, n)
-            scatter = collective(cluster, "reduce_scatter", grads, q.dp, per_node, n)
+            gather = collective(cluster, "all_gather", weights, dp, per_node, n)
+            scatter = collective(cluster, "reduce_scatter", grads, dp, per_node, n)
             stage_raw = q.micro_batches * (2 * gather + scatter)
             if o.sharded_prefetch:
                 under_backward = gather + (scatter if o.grad_reduce else 0.0)
