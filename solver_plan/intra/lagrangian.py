@@ -148,12 +148,12 @@ def lagrangian_dual(problem: ConfigProblem, deadline=None, upper_bound: float | 
         gap = max(target - value, 1e-9 * (1.0 + abs(value)))
         multipliers = np.maximum(0.0, multipliers + factor * gap / norm * projected)
     value, chosen, forest = best
-    slack = ROUNDING_SLACK * (1.0 + abs(value))
+    rounding = ROUNDING_SLACK * (1.0 + abs(value))
     solution = forest.solve(penalties.node_costs(forest.node_costs, chosen))  # the same minimum, with marginals
-    bounds = tuple(m - float(chosen.sum()) - slack for m in solution.min_marginals)
+    bounds = tuple(m - float(chosen.sum()) - rounding for m in solution.min_marginals)
     fitting_clock = None if deadline is None else deadline.share(FITTING_SHARE)  # the rest: repair
     plans += _fitting_plans(problem, penalties, forest, chosen, fitting_clock)
-    return LagrangianBound(value - slack, chosen, bounds, tuple(dict.fromkeys(plans)), steps, exact)
+    return LagrangianBound(value - rounding, chosen, bounds, tuple(dict.fromkeys(plans)), steps, exact)
 
 
 def _diffusion_budget(deadline) -> float | None:

@@ -25,7 +25,7 @@ from solver_plan.intra.memory_repair import repair_memory
 from solver_plan.intra.problem import ConfigProblem
 from solver_plan.units import format_seconds
 
-LAGRANGIAN_SHARE = 0.5  # of the time the exact planner has left (a full MILP at 10,000 operators does less with it)
+LAGRANGIAN_SHARE = 0.5  # of the time the exact planner has left
 REPAIR_SHARE = 0.6  # of the Lagrangian's remaining time, for repairing its best minimiser
 # A MILP with more edge entries than this does nothing in a minute on two cores (10,000 operators:
 # ~4.5 million; the model is not even shipped to the solver in time): the Lagrangian gets most time.

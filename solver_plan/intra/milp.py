@@ -62,7 +62,7 @@ def _milp_core(problem: ConfigProblem, context: Context) -> Answer:
     if restriction.source == "Lagrangian" and restriction.incumbent is not None:
         # the harness keeps it should the solver fail
         context.incumbent, context.incumbent_source = restriction.incumbent, "Lagrangian"
-    if restriction.problem.num_candidates == problem.num_nodes:  # one candidate each: nothing to solve
+    if restriction.incumbent is not None and restriction.open_count() == problem.num_nodes:  # nothing to solve
         return widened(problem, Answer(Status.OPTIMAL, restriction.encode(restriction.incumbent),
                                        restriction.outside_bound), restriction)
     first = _solve_restricted(problem, restriction, context.deadline.share(FIRST_STAGE_SHARE), context, backend)
@@ -124,7 +124,8 @@ def _solve_model(problem: ConfigProblem, incumbent, deadline, context: Context, 
 
 @register("milp", "config", options=("backend", "relax_first", "lagrangian"), exact=True,
           check_values=check_milp_options,
-          description="one-hot MILP (HiGHS by default, CBC via PuLP), LP relaxation first; Lagrangian under binding memory")
+          description="one-hot MILP (HiGHS by default, CBC via PuLP), LP relaxation first; "
+                      "Lagrangian bound and fixing under a binding memory limit")
 def plan_milp(problem: ConfigProblem, *, time_limit=None, seed=0, warm_start=None, **options):
     return run_planner("milp", problem, _milp_core, exact=True, time_limit=time_limit, seed=seed,
                        warm_start=warm_start, options=options)
