@@ -258,3 +258,17 @@ def test_context_parallelism_splits_the_sequence():
     assert moe.dispatch_bytes(model, 1, 2, 2.0) == moe.dispatch_bytes(model, 1, 1, 2.0) / 2
     found = plan_moe(model, cluster, 16, fix="cp=2", time_limit=None, memory_limit=None)
     assert found.plan.point.cp == 2 and found.plan.to_dict()["parallelism"]["cp"] == 2
+
+
+def test_capacity_costs_at_least_dropless_balanced_and_reports_drops():
+    """A capacity factor pads every expert to c x its balanced share: never cheaper than dropless
+    balanced routing; under skew it drops the excess copies (said in the plan) instead of slowing."""
+    cluster = resolve_cluster("h100-4x8-ib", 8)
+    point = {"dp": 4, "tp": 2, "pp": 1, "ep": 4, "micro_batch_size": 2}
+    dropless = evaluate_moe(tiny(), cluster, 16, point, memory_limit=None)
+    padded = evaluate_moe(tiny(), cluster, 16, {**point, "capacity": 1.25}, memory_limit=None)
+    skewed = evaluate_moe(tiny(), cluster, 16, {**point, "capacity": 1.25}, routing="zipf:1", memory_limit=None)
+    assert padded.step_time_s >= dropless.step_time_s and padded.dropped_fraction == 0.0
+    assert skewed.step_time_s == pytest.approx(padded.step_time_s)
+    assert skewed.dropped_fraction == pytest.approx(12 / 25 - 1.25 / 4)
+    assert skewed.to_dict()["parallelism"]["capacity"] == 1.25
