@@ -41,6 +41,7 @@ from solver_plan.hybrid import moe, schedule
 from solver_plan.hybrid.moe_model import MoEModel, moe_model
 from solver_plan.hybrid.moe_space import MoEPoint
 
+
 @dataclass(frozen=True)
 class Context:
     model: MoEModel
@@ -121,7 +122,8 @@ class MoEPlan:
                 "devices": self.devices, "global_batch": self.global_batch, "parallelism": self.point.to_dict(),
                 "step_time_s": self.step_time_s, "pipeline_s": self.pipeline_s, "dp_sync_s": self.dp_sync_s,
                 "optimizer_s": self.optimizer_s, "memory_per_device_bytes": self.memory_per_device_bytes,
-                "tflops_per_device": self.tflops_per_device, "routing": self.routing,
+                "model_flops_per_step": self.model_flops, "tflops_per_device": self.tflops_per_device,
+                "routing": self.routing,
                 "dropped_fraction": self.dropped_fraction, "a2a_overlap": self.a2a_overlap,
                 "precision": self.precision, "runtime": self.runtime,
                 "stages": [s.to_dict() for s in self.stages]}
