@@ -15,6 +15,7 @@ from solver_plan.intra.forest_dp import Forest, solve_forest, spanning_forest
 from solver_plan.intra.lagrangian import lagrangian_dual
 from solver_plan.intra.lagrangian_fixing import lagrangian_restriction
 from solver_plan.intra.harness import Deadline
+from solver_plan.intra.cpsat import plan_cpsat
 from solver_plan.intra.milp import plan_milp
 from solver_plan.intra.random_instances import random_problem
 from solver_plan.result import Status
@@ -101,11 +102,12 @@ def test_restriction_keeps_an_optimal_plan_and_a_valid_bound():
         assert restriction.problem_bound(inner.objective) <= oracle.objective + 1e-9, case_id
 
 
-@pytest.mark.parametrize("lagrangian", [True, False])
-def test_milp_agrees_with_brute_force_under_binding_memory(lagrangian):
+@pytest.mark.parametrize("planner, lagrangian", [("milp", True), ("milp", False), ("cpsat", True)])
+def test_exact_planners_agree_with_brute_force_under_binding_memory(planner, lagrangian):
+    plan = {"milp": plan_milp, "cpsat": plan_cpsat}[planner]
     for case_id, problem in _binding_cases()[::2]:
         oracle = plan_brute(problem)
-        result = plan_milp(problem, time_limit=30, lagrangian=lagrangian)
+        result = plan(problem, time_limit=30, lagrangian=lagrangian)
         assert result.status is oracle.status, (case_id, result.notes)
         if oracle.status is Status.OPTIMAL:
             assert result.objective == pytest.approx(oracle.objective, rel=1e-6), case_id

@@ -1,20 +1,46 @@
 """CP-SAT planner: the one-hot model of linear_model solved by OR-Tools CP-SAT with integer-scaled
-costs, hinted with the best heuristic plan; reports CP-SAT's proven bound (minus rounding)."""
+costs, hinted with the best heuristic plan; reports CP-SAT's proven bound (minus rounding). Under a
+memory limit that can bind (option lagrangian, default on) the model holds only the candidates the
+Lagrangian relaxation leaves open (lagrangian_fixing), hinted with its plan, with its bound."""
 from __future__ import annotations
 
+from solver_plan.errors import InputError
 from solver_plan.intra import isolated
-from solver_plan.intra.harness import Answer, Context, run_planner
+from solver_plan.intra.harness import Answer, Context, failure_note, run_planner
+from solver_plan.intra.lagrangian_fixing import lagrangian_restriction
 from solver_plan.intra.linear_model import config_model, encode, outcome_answer
 from solver_plan.intra.problem import ConfigProblem
 from solver_plan.planners import register
 from solver_plan.result import Status
 
 
+def check_cpsat_options(options: dict) -> None:
+    """Option values, checked by the registry before any work."""
+    if not isinstance(options.get("lagrangian", True), bool):
+        raise InputError(f"must be true or false, got {options['lagrangian']!r}", "lagrangian")
+
+
 def _cpsat_core(problem: ConfigProblem, context: Context) -> Answer:
     if context.deadline.expired():
         return Answer(Status.TIME_LIMIT, notes=("no time left for CP-SAT after the heuristics",))
+    restriction = None
+    if context.options.get("lagrangian", True):
+        restriction = lagrangian_restriction(problem, context.deadline, context.incumbent, context.seed)
+    if restriction is None:
+        return _solve(problem, context.incumbent, context)
+    if restriction.source == "Lagrangian" and restriction.incumbent is not None:
+        context.incumbent, context.incumbent_source = restriction.incumbent, "Lagrangian"
+    start = restriction.encode(restriction.incumbent) if restriction.incumbent is not None else None
+    try:
+        answer = _solve(restriction.problem, start, context)
+    except TimeoutError as exc:  # killed at the wall clock: the Lagrangian bound and plan still count
+        answer = Answer(Status.TIME_LIMIT, notes=(failure_note("cpsat", exc),))
+    return restriction.widen(problem, answer)
+
+
+def _solve(problem: ConfigProblem, incumbent, context: Context) -> Answer:
     model = config_model(problem)
-    start = encode(model, problem, context.incumbent) if context.incumbent is not None else None
+    start = encode(model, problem, incumbent) if incumbent is not None else None
     remaining = context.deadline.remaining()
     if remaining is not None and remaining < 0.05:
         return Answer(Status.TIME_LIMIT, notes=("no time left for CP-SAT after building the model",))
@@ -26,7 +52,9 @@ def _cpsat_core(problem: ConfigProblem, context: Context) -> Answer:
     return outcome_answer(model, outcome)
 
 
-@register("cpsat", "config", options=("workers",), exact=True, description="one-hot model in OR-Tools CP-SAT, hinted by the heuristic")
+@register("cpsat", "config", options=("workers", "lagrangian"), exact=True, check_values=check_cpsat_options,
+          description="one-hot model in OR-Tools CP-SAT, hinted by the heuristic; under a binding memory limit "
+                      "on the candidates the Lagrangian leaves open, with its bound")
 def plan_cpsat(problem: ConfigProblem, *, time_limit=None, seed=0, warm_start=None, **options):
     return run_planner("cpsat", problem, _cpsat_core, exact=True, time_limit=time_limit, seed=seed,
                        warm_start=warm_start, options=options)

@@ -67,6 +67,21 @@ class Restriction:
     def open_count(self) -> int:
         return sum(len(c) for c in self.choices)
 
+    def widen(self, problem: ConfigProblem, answer):
+        """A solver's Answer on the restricted problem as one on `problem`: plan decoded, bound made
+        global, and this restriction's plan kept when the solver found nothing better."""
+        from solver_plan.intra.harness import Answer
+        from solver_plan.result import Status
+        notes = (self.note,) + answer.notes
+        bound = self.problem_bound(answer.lower_bound)
+        plan = self.decode(answer.assignment) if answer.assignment is not None else None
+        incumbent = self.incumbent if self.source != "given" else None  # the harness keeps its own
+        if incumbent is not None and (plan is None or problem.objective(incumbent) < problem.objective(plan)):
+            # (a restricted optimum above the incumbent is rounding: FEASIBLE)
+            status = Status.TIME_LIMIT if answer.status is Status.TIME_LIMIT else Status.FEASIBLE
+            return Answer(status, incumbent, bound, notes + (f"kept the {self.source} plan (no better found)",))
+        return Answer(answer.status, plan, bound, notes)
+
     def tightened(self, original: ConfigProblem, plan, source: str) -> "Restriction":
         """The restriction a cheaper plan (original indices) leaves: fewer candidates open."""
         return _restriction(original, self.relaxation, tuple(plan), source, self.base_note)

@@ -63,8 +63,8 @@ def _milp_core(problem: ConfigProblem, context: Context) -> Answer:
         # the harness keeps it should the solver fail
         context.incumbent, context.incumbent_source = restriction.incumbent, "Lagrangian"
     if restriction.incumbent is not None and restriction.open_count() == problem.num_nodes:  # nothing to solve
-        return widened(problem, Answer(Status.OPTIMAL, restriction.encode(restriction.incumbent),
-                                       restriction.outside_bound), restriction)
+        return restriction.widen(problem, Answer(Status.OPTIMAL, restriction.encode(restriction.incumbent),
+                                                 restriction.outside_bound))
     first = _solve_restricted(problem, restriction, context.deadline.share(FIRST_STAGE_SHARE), context, backend)
     if first.status is Status.OPTIMAL or first.assignment is None or context.deadline.expired():
         return first
@@ -84,22 +84,7 @@ def _solve_restricted(problem: ConfigProblem, restriction: Restriction, deadline
         answer = _solve_model(restriction.problem, start, deadline, context, backend)
     except TimeoutError as exc:  # killed at the wall clock: the Lagrangian bound and plan still count
         answer = Answer(Status.TIME_LIMIT, notes=(failure_note("milp", exc),))
-    return widened(problem, answer, restriction)
-
-
-def widened(problem: ConfigProblem, answer: Answer, restriction: Restriction) -> Answer:
-    """An answer on the restricted problem as one on `problem`: plan decoded, bound made global, and
-    the Lagrangian plan kept when the solver found nothing better."""
-    notes = (restriction.note,) + answer.notes
-    bound = restriction.problem_bound(answer.lower_bound)
-    plan = restriction.decode(answer.assignment) if answer.assignment is not None else None
-    incumbent = restriction.incumbent if restriction.source != "given" else None  # the harness keeps its own
-    if incumbent is not None and (plan is None or problem.objective(incumbent) < problem.objective(plan)):
-        status = Status.TIME_LIMIT if answer.status is Status.TIME_LIMIT else Status.FEASIBLE
-        if answer.status is Status.OPTIMAL:  # restricted optimum above the incumbent: rounding
-            status = Status.FEASIBLE
-        return Answer(status, incumbent, bound, notes + (f"kept the {restriction.source} plan (no better found)",))
-    return Answer(answer.status, plan, bound, notes)
+    return restriction.widen(problem, answer)
 
 
 def _solve_model(problem: ConfigProblem, incumbent, deadline, context: Context, backend: str) -> Answer:
