@@ -4,8 +4,12 @@
 
 - GPT-3 175B (gpt3-175B) on 1,024 A100-80GB of a100-80gb-superpod, global batch 1536: a feasible plan
   with its bound in < 60 s, never later than --time-limit + 10% (checked at 60 s and at 10 s);
-- megatron-1T on 3,072 devices, global batch 3072: < 120 s.
-Each run is a fresh process (`solver-plan hybrid ... --out`), timed from outside.
+- megatron-1T on 3,072 devices, global batch 3072: < 120 s;
+- Llama 3.1 405B on 16,384 H100 (data/published/clusters/meta-h100-roce-16k.yaml, runtime torchtitan)
+  at 8,192 tokens, batch 2048, and at 131,072 tokens, batch 128 (Dubey et al. 2024, Table 4): the space
+  with context parallelism (cp), interleaving with any layer count and unequal stages: < 60 s.
+Each run is a fresh process (`solver-plan hybrid ... --out`), timed from outside; on a shared machine
+the walls are inflated by whatever else runs.
 """
 from __future__ import annotations
 
@@ -17,17 +21,22 @@ import tempfile
 import time
 from pathlib import Path
 
-CASES = [  # (label, model, devices, batch, time limit, target seconds)
-    ("GPT-3 175B / 1024 A100", "gpt3-175B", 1024, 1536, 60, 60),
-    ("GPT-3 175B / 1024 A100, --time-limit 10", "gpt3-175B", 1024, 1536, 10, 11),
-    ("1T / 3072 A100", "megatron-1T", 3072, 3072, 120, 120),
+A100 = ("a100-80gb-superpod",)
+META = ("data/published/clusters/meta-h100-roce-16k.yaml", "--runtime", "torchtitan")
+LLAMA = "data/published/models/llama-3.1-405b.json"
+CASES = [  # (label, model, devices, batch, time limit, target seconds, cluster and options)
+    ("GPT-3 175B / 1024 A100", "gpt3-175B", 1024, 1536, 60, 60, A100),
+    ("GPT-3 175B / 1024 A100, --time-limit 10", "gpt3-175B", 1024, 1536, 10, 11, A100),
+    ("1T / 3072 A100", "megatron-1T", 3072, 3072, 120, 120, A100),
+    ("Llama3 405B 8K / 16384 H100", f"{LLAMA}:seq=8192", 16384, 2048, 60, 60, META),
+    ("Llama3 405B 128K / 16384 H100", f"{LLAMA}:seq=131072", 16384, 128, 60, 60, META),
 ]
 
 
-def run(label, model, devices, batch, limit, target) -> dict:
+def run(label, model, devices, batch, limit, target, cluster=A100) -> dict:
     with tempfile.TemporaryDirectory() as folder:
         out = Path(folder) / "plan.json"
-        cmd = [sys.executable, "-m", "solver_plan", "hybrid", "--model", model, "--cluster", "a100-80gb-superpod",
+        cmd = [sys.executable, "-m", "solver_plan", "hybrid", "--model", model, "--cluster", *cluster,
                "--devices", str(devices), "--batch", str(batch), "--time-limit", str(limit), "--out", str(out)]
         start = time.perf_counter()
         proc = subprocess.run(cmd, capture_output=True, text=True)
@@ -38,7 +47,7 @@ def run(label, model, devices, batch, limit, target) -> dict:
             f"{plan.get('status', 'no plan')}  step {plan.get('step_time_s') or float('nan'):.3f} s  "
             f"bound {plan.get('lower_bound_s') or float('nan'):.3f} s  "
             f"{plan.get('tflops_per_device') or float('nan'):.1f} TFLOP/s/GPU  "
-            f"dp={q.get('dp')} tp={q.get('tp')} pp={q.get('pp')} b={q.get('micro_batch_size')} "
+            f"dp={q.get('dp')} cp={q.get('cp')} tp={q.get('tp')} pp={q.get('pp')} b={q.get('micro_batch_size')} "
             f"{q.get('schedule')} v={q.get('virtual_stages')} {q.get('recompute')} zero={q.get('zero_stage')}")
     print(line, flush=True)
     if proc.returncode not in (0, 1):

@@ -32,6 +32,16 @@ def test_held_blocks_by_hand():
             assert held_layers(6, stage, 4, m, 3) == pytest.approx(6 * in_flight_microbatches(stage, 4, m, "interleaved", 3))
 
 
+def test_held_blocks_closed_form_equals_counting_every_warm_up_pass():
+    from solver_plan.hybrid.stages import warmup_passes
+
+    for layers, pp, m, v in [(7, 3, 5, 2), (13, 4, 8, 3), (9, 2, 1, 4), (30, 5, 20, 6), (11, 6, 3, 5)]:
+        chunks = chunk_layers(layers, v)
+        for stage in range(pp):
+            passes = min(warmup_passes(stage, pp, v), m * v)
+            assert held_layers(layers, stage, pp, m, v) == sum(chunks[(j // pp) % v] for j in range(passes))
+
+
 def test_interleaved_pipeline_by_hand():
     # m max T + (sum T - max T) / v: 4 x 3 + (5 - 3) / 2
     assert pipeline_s([3.0, 2.0], 4, "interleaved", 2) == pytest.approx(13.0)

@@ -5,12 +5,13 @@ share; the validator re-derives its numbers independently (validate.py).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from solver_plan.cluster import Cluster
 from solver_plan.hybrid import interop, schedule
+from solver_plan.hybrid.comm import crosses_nodes
 from solver_plan.hybrid.memory import UNIFORM_RECOMPUTE, StateBytes, stage_memory, stage_params
 from solver_plan.hybrid.model import TransformerSpec
 from solver_plan.hybrid.plan import HybridPlan, StagePlan
@@ -30,6 +31,9 @@ class Context:
     state: StateBytes  # bytes of the training precision (memory.precision_state)
     precision: str | None = None  # its name (`TrainingPrecision.name`: mixed-bf16, fp32, ...), carried by plans
     runtime: RuntimeProfile = DEFAULT_RUNTIME  # kernels, overlap and memory reserve of the software stack
+    # p2p seconds of one stage boundary by (micro-batch, tp, replicas, cp, crosses nodes): the search
+    # prices the same few transfers for thousands of points
+    p2p_cache: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
 
 
 def rank_profile(ctx: Context, par: Parallelism, profile: BlockProfile) -> BlockProfile:
@@ -63,9 +67,14 @@ def stage_p2p_s(ctx: Context, par: Parallelism, stage: int) -> float:
     total = 0.0
     for boundary in (stage - 1, stage):  # gradient back to stage - 1, activation on to stage + 1
         if 0 <= boundary < par.pp - 1:
-            total += schedule.p2p_send_s(ctx.cluster, local_spec(ctx.spec, par.cp), par.micro_batch_size, par.tp,
-                                         par.replicas, boundary,
-                                         ctx.state, ctx.runtime)
+            width = par.tp * par.replicas  # devices of a stage
+            key = (par.micro_batch_size, par.tp, par.replicas, par.cp,
+                   crosses_nodes(ctx.cluster, boundary * width, (boundary + 1) * width))
+            if key not in ctx.p2p_cache:
+                ctx.p2p_cache[key] = schedule.p2p_send_s(ctx.cluster, local_spec(ctx.spec, par.cp),
+                                                         par.micro_batch_size, par.tp, par.replicas, boundary,
+                                                         ctx.state, ctx.runtime)
+            total += ctx.p2p_cache[key]
     return total * par.virtual_stages
 
 
@@ -132,13 +141,29 @@ def _mixed_times(ctx: Context, par: Parallelism, profile: BlockProfile, memory_l
 def cut(ctx: Context, par: Parallelism, profile: BlockProfile, memory_limit: float | None) -> tuple[int, ...] | None:
     """The fastest cut of the blocks into stages that fits `memory_limit` (module interop.py), at
     least one block per interleaved chunk (stages.least_layers); None when none fits."""
-    L, least = ctx.spec.layers, least_layers(par.schedule, par.virtual_stages)
+    L, pp, least = ctx.spec.layers, par.pp, least_layers(par.schedule, par.virtual_stages)
     if par.recompute == "per-stage":  # the interleaved pipeline is 1F1B's objective with m v micro-batches, / v
+        # Without recomputation every stage is fastest and the sum of stage times is the same for every
+        # cut: the cut minimising the slowest stage is optimal when all its stages fit (the common
+        # case, without the per-mode memory caps and the parametric DP).
+        p2p = [stage_p2p_s(ctx, par, i) if pp > 1 else 0.0 for i in range(pp)]
+        fastest = interop.balanced_cut(L, profile.block_s, [e + q for e, q in zip(_extras(par, profile), p2p)],
+                                       [L] * pp, least)
+        if fastest is not None and _fits(ctx, par, fastest, memory_limit, "none"):
+            return fastest
         return interop.mixed_cut(L, _mixed_times(ctx, par, profile, memory_limit),
                                  par.micro_batches * par.virtual_stages, least)
-    caps = stage_caps(ctx, par, memory_limit)
     block, recompute = layer_s(par, profile)
-    return interop.balanced_cut(L, block + recompute, _extras(par, profile), caps, least)
+    free = interop.balanced_cut(L, block + recompute, _extras(par, profile), [L] * pp, least)
+    if free is not None and _fits(ctx, par, free, memory_limit):  # the fastest cut fits: the caps cannot bind
+        return free
+    return interop.balanced_cut(L, block + recompute, _extras(par, profile), stage_caps(ctx, par, memory_limit), least)
+
+
+def _fits(ctx: Context, par: Parallelism, layers: tuple[int, ...], memory_limit: float | None,
+          mode: str | None = None) -> bool:
+    return memory_limit is None or all(memory_of(ctx, par, i, k, mode).total <= memory_limit
+                                       for i, k in enumerate(layers))
 
 
 def price(ctx: Context, par: Parallelism, profile: BlockProfile, memory_limit: float | None = None,
@@ -236,4 +261,7 @@ def memory_floor(ctx: Context, par: Parallelism) -> float:
     """A lower bound on the largest stage's memory for every cut: some stage holds at least
     ceil(L / p) blocks, and every stage holds at least the in-flight micro-batches of the last."""
     k = -(-ctx.spec.layers // par.pp)
-    return min(memory_of(ctx, par, i, k).total for i in range(par.pp))
+    # the middle stages differ only in what they hold in flight, which falls with the stage index
+    # (memory.in_flight_microbatches, stages.held_layers): their least is the last of them
+    stages = {0, max(0, par.pp - 2), par.pp - 1}
+    return min(memory_of(ctx, par, i, k).total for i in stages)

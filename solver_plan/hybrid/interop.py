@@ -166,7 +166,12 @@ def mixed_cut(layers: int, times: np.ndarray, m: int, least: int = 1) -> tuple[i
         return None
     floor_sum = unconstrained[0]
     best_value, best_cut = math.inf, None
-    for limit in np.unique(times[np.isfinite(times)]):
+    limits = np.unique(times[np.isfinite(times)])
+    lo, hi = 0, len(limits) - 1  # feasibility grows with the limit: skip the infeasible ones by bisection
+    while lo < hi:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if solve(float(limits[mid])) is not None else (mid + 1, hi)
+    for limit in limits[lo:]:
         if floor_sum + (m - 1) * limit >= best_value:
             break
         found = solve(float(limit))

@@ -41,7 +41,10 @@ def held_layers(layers: int, stage: int, pp: int, m: int, v: int) -> float:
     memory.in_flight_microbatches; non-decreasing in k (adding a block grows one chunk)."""
     chunks = chunk_layers(layers, v)
     passes = min(warmup_passes(stage, pp, v), m * v)
-    return float(sum(chunks[(j // pp) % v] for j in range(passes)))
+    groups, rest = divmod(passes, pp)  # `groups` whole rounds of p passes, group g on chunk g mod v
+    rounds, partial = divmod(groups, v)
+    return float(sum(chunk * (pp * (rounds + (j < partial)) + (rest if j == partial else 0))
+                     for j, chunk in enumerate(chunks)))
 
 
 def interleaved_pipeline_s(stage_times, m: int, v: int) -> float:
