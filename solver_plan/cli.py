@@ -235,6 +235,13 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str):
         self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
 
+    def _get_value(self, action, arg_string):
+        # int() and float() read '４' (full-width) and other scripts' digits: a number option takes
+        # ASCII only, as job files and model options do
+        if action.type in (int, float) and isinstance(arg_string, str) and not arg_string.isascii():
+            raise argparse.ArgumentError(action, f"expected an ASCII number, got {arg_string!r}")
+        return super()._get_value(action, arg_string)
+
 
 _NEGATIVE_VALUE = re.compile(r"-([0-9.]|inf|nan)", re.IGNORECASE)
 

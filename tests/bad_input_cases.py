@@ -921,6 +921,21 @@ def job_limit_cases() -> list[Case]:
     return cases
 
 
+# ---------------------------------------------------------------------------------------------
+# Every number option of every command, in other scripts' digits (int('４') is 4 in Python)
+def cli_number_digit_cases() -> list[Case]:
+    cases = []
+    for command in sorted(_commands()):
+        for action in _subparser(command)._actions:
+            if action.type not in (int, float) or not action.option_strings:
+                continue
+            option = action.option_strings[-1] if action.option_strings[-1].startswith("--") else action.option_strings[0]
+            for digits in ("\uff14", "\u0664"):  # full-width 4, Arabic-Indic 4
+                cases.append(Case(f"cli-{command}-{option}-digit-{ord(digits):x}", (command, option, digits), {},
+                                  (option,)))
+    return cases
+
+
 GENERATORS = (cluster_cases, model_cases, profile_cases, blocks_cases, job_cases, cli_cases, hf_cases,
               graph_file_cases, other_command_cases, corpus_cases, special_file_cases, graph_attribute_cases,
-              zoo_shape_cases, job_limit_cases)
+              zoo_shape_cases, job_limit_cases, cli_number_digit_cases)
