@@ -85,9 +85,9 @@ def memory_of(ctx: Context, par: Parallelism, stage: int, layers: int, mode: str
     if mode == "per-stage":
         mode = "full"
     return stage_memory(local_spec(ctx.spec, par.cp), layers=layers, stage=stage, pp=par.pp, tp=par.tp,
-                        dp=par.replicas, cp=par.cp,
+                        dp=par.shard, cp=par.cp, replicate=par.replicate,
                         micro_batch=par.micro_batch_size, micro_batches=par.micro_batches, recompute=mode,
-                        sequence_parallel=par.sequence_parallel, zero_stage=par.zero_stage, schedule=par.schedule,
+                        sequence_parallel=par.sequence_parallel, zero_stage=par.state_zero, schedule=par.schedule,
                         virtual_stages=par.virtual_stages, state=ctx.state, runtime=ctx.runtime)
 
 
@@ -196,7 +196,7 @@ def price(ctx: Context, par: Parallelism, profile: BlockProfile, memory_limit: f
     terms = schedule.StepTerms(
         schedule.pipeline_s(times, par.micro_batches, par.schedule, par.virtual_stages), exposed,
         schedule.embedding_sync_s(cluster, spec, par.tp, pp, ctx.state),
-        max(schedule.optimizer_s(cluster, p, par.replicas, par.zero_stage, ctx.state) for p in params), raw - exposed)
+        max(schedule.optimizer_s(cluster, p, par.shard, par.state_zero, ctx.state) for p in params), raw - exposed)
     return HybridPlan(spec.name, cluster.name, cluster.num_devices, ctx.global_batch, par, tuple(stages), terms,
                       profile.configs, spec.model_flops_per_step(ctx.global_batch), memory_limit, ctx.precision,
                       ctx.runtime.name)
@@ -209,8 +209,8 @@ def dp_sync_terms(ctx: Context, par: Parallelism, stages, params) -> tuple[float
     exposed = raw = 0.0
     slack_forward = slack_backward = 0.0
     for s, p in zip(stages, params):
-        parts = schedule.sync_parts(ctx.cluster, p, par.tp, par.replicas, par.zero_stage, ctx.state, ctx.runtime,
-                                    s.layers)
+        parts = schedule.sync_parts(ctx.cluster, p, par.tp, par.shard, par.state_zero, ctx.state, ctx.runtime,
+                                    s.layers, par.replicate)
         backward = s.block_s + s.recompute_s + s.extra_s - s.forward_s
         exposed = max(exposed, schedule.exposed_sync_s(parts, par.micro_batches, s.forward_s, backward, ctx.runtime,
                                                        slack_forward, slack_backward))
@@ -240,7 +240,7 @@ def time_bound(ctx: Context, par: Parallelism, profile: BlockProfile) -> float:
     params = stage_params(spec, spec.layers // pp, False, False, par.tp, pp)
     return (pipe + sync_bound(ctx, par, params)
             + schedule.embedding_sync_s(ctx.cluster, spec, par.tp, pp, ctx.state)
-            + schedule.optimizer_s(ctx.cluster, params, par.replicas, par.zero_stage, ctx.state))
+            + schedule.optimizer_s(ctx.cluster, params, par.shard, par.state_zero, ctx.state))
 
 
 def sync_bound(ctx: Context, par: Parallelism, params: float) -> float:
@@ -248,8 +248,8 @@ def sync_bound(ctx: Context, par: Parallelism, params: float) -> float:
     overlap, for a stage of `params` parameters (the fewest any stage has); overlapped parts may hide
     entirely, so they count 0."""
     overlap = ctx.runtime.overlap
-    parts = schedule.sync_parts(ctx.cluster, params, par.tp, par.replicas, par.zero_stage, ctx.state, ctx.runtime,
-                                ctx.spec.layers // par.pp)
+    parts = schedule.sync_parts(ctx.cluster, params, par.tp, par.shard, par.state_zero, ctx.state, ctx.runtime,
+                                ctx.spec.layers // par.pp, par.replicate)
     per_microbatch = parts.forward_s + parts.backward_s
     if overlap.sharded_prefetch:
         per_microbatch = parts.backward_s - parts.backward_gather_s if not overlap.grad_reduce else 0.0

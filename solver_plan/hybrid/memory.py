@@ -322,12 +322,13 @@ def stage_params(spec: TransformerSpec, layers: int, first: bool, last: bool, t:
     return params
 
 
-def communicators(tp: int, dp: int, pp: int, tied_embeddings: bool, cp: int = 1) -> int:
+def communicators(tp: int, dp: int, pp: int, tied_embeddings: bool, cp: int = 1, replicate: int = 1) -> int:
     """NCCL communicators a device of the plan joins: its data-parallel group (dp > 1; with context
     parallelism the dp x cp group), its tensor-parallel group (tp > 1), its two pipeline neighbours
     (pp > 1; Megatron and torch both make one communicator per send/receive pair), the
-    tied-embedding group of the end stages (pp > 1, tied) and its context-parallel group (cp > 1)."""
-    return (dp > 1) + (tp > 1) + 2 * (pp > 1) + (pp > 1 and tied_embeddings) + (cp > 1)
+    tied-embedding group of the end stages (pp > 1, tied), its context-parallel group (cp > 1) and,
+    with hybrid sharding, its replicate group (`replicate` > 1; `dp` is then the shard group)."""
+    return (dp > 1) + (tp > 1) + 2 * (pp > 1) + (pp > 1 and tied_embeddings) + (cp > 1) + (replicate > 1)
 
 
 def runtime_reserve(runtime, dynamic_bytes: float, communicator_count: int) -> dict[str, float]:
@@ -345,12 +346,13 @@ def runtime_reserve(runtime, dynamic_bytes: float, communicator_count: int) -> d
 def stage_memory(spec: TransformerSpec, *, layers: int, stage: int, pp: int, tp: int, dp: int, micro_batch: int,
                  micro_batches: int, recompute: str, sequence_parallel: bool, zero_stage: int, schedule: str,
                  virtual_stages: int = 1, state: StateBytes = MIXED_PRECISION, runtime=None,
-                 cp: int = 1) -> StageMemory:
+                 cp: int = 1, replicate: int = 1) -> StageMemory:
     """Sum of the terms above for stage `stage` holding `layers` blocks, as `runtime` (None:
     megatron-core) runs them, with its reserve (`runtime_reserve`). With context parallelism `spec`
     is one rank's (s / cp tokens, context_parallel.local_spec) and `dp` the dp x cp ranks sharing
     the weights; the key/value exchange's buffers (context_parallel.kv_buffer_bytes, of the whole
-    sequence's spec: s / cp x cp tokens) join the buffers."""
+    sequence's spec: s / cp x cp tokens) join the buffers. With hybrid sharding (fsdp.py) `dp` is
+    the shard group and `replicate` the number of such groups."""
     from solver_plan.hybrid.context_parallel import kv_buffer_bytes
 
     first, last = stage == 0, stage == pp - 1
@@ -369,6 +371,6 @@ def stage_memory(spec: TransformerSpec, *, layers: int, stage: int, pp: int, tp:
         from dataclasses import replace
         buffers += kv_buffer_bytes(replace(spec, seq=spec.seq * cp), b, t, cp, state.activations, runtime)
     reserve = runtime_reserve(runtime, acts + working + buffers,
-                              communicators(tp, dp, pp, spec.tied_embeddings, cp))
+                              communicators(tp, dp, pp, spec.tied_embeddings, cp, replicate))
     return StageMemory(weights_bytes(params, dp, zero_stage, state), gradients_bytes(params, dp, zero_stage, state),
                        optimizer_bytes(params, dp, zero_stage, state), acts, working, buffers, **reserve)

@@ -102,25 +102,31 @@ def buckets(params_per_device: float, dp: int, state: StateBytes, runtime, layer
 
 
 def sync_parts(cluster: Cluster, params_per_device: float, tp: int, dp: int, zero_stage: int, state: StateBytes,
-               runtime=None, layers: int = 1) -> SyncParts:
+               runtime=None, layers: int = 1, replicate: int = 1) -> SyncParts:
     """Gradient sync (and ZeRO's weight gathers) of one stage in the gradient dtype (g P bytes: 2 P
     mixed, 4 P fp32) and the working weights' (w P): all-reduce of g P (ZeRO-0); reduce-scatter of
     g P + all-gather of w P (ZeRO-1/2); per micro-batch all-gather of w P in forward, all-gather +
     reduce-scatter of g P in backward (ZeRO-3, Rajbhandari et al. 2020 section 7.2); in the
-    runtime's buckets (`buckets`)."""
-    if dp == 1:
+    runtime's buckets (`buckets`). `dp` is the group ZeRO shards over; with hybrid sharding
+    (`replicate` > 1 such groups, fsdp.py) each reduce is followed by the all-reduce of the shard's
+    g P / dp across the replicate group (`fsdp.replicate_all_reduce_s`), part of the reduce."""
+    from solver_plan.hybrid.fsdp import replicate_all_reduce_s
+
+    if dp == 1 and replicate == 1:
         return SyncParts()
     per_node = dp_per_node(cluster, tp, dp)
     grads = params_per_device * state.gradients
     weights = params_per_device * state.weights
     n = buckets(params_per_device, dp, state, runtime, layers)
-    if zero_stage == 0:
-        return SyncParts(grad_s=collective(cluster, "all_reduce", grads, dp, per_node, n), pieces=n)
+    across = replicate_all_reduce_s(cluster, grads / dp, tp, dp, replicate, n) if replicate > 1 else 0.0
+    if zero_stage == 0 or dp == 1:
+        return SyncParts(grad_s=collective(cluster, "all_reduce", grads, dp, per_node, n) + across, pieces=n)
     if zero_stage in (1, 2):
-        return SyncParts(grad_s=collective(cluster, "reduce_scatter", grads, dp, per_node, n),
+        return SyncParts(grad_s=collective(cluster, "reduce_scatter", grads, dp, per_node, n) + across,
                          gather_s=collective(cluster, "all_gather", weights, dp, per_node, n), pieces=n)
     gather = collective(cluster, "all_gather", weights, dp, per_node, n)
-    return SyncParts(forward_s=gather, backward_s=gather + collective(cluster, "reduce_scatter", grads, dp, per_node, n),
+    return SyncParts(forward_s=gather,
+                     backward_s=gather + collective(cluster, "reduce_scatter", grads, dp, per_node, n) + across,
                      backward_gather_s=gather, pieces=n)
 
 

@@ -141,6 +141,8 @@ def plan_hybrid(model, cluster, global_batch: int, *, devices: int | None = None
     if points is None:  # the compute bound holds for every plan
         return HybridResult(Status.TIME_LIMIT, None, compute_bound(ctx, compute_scale), time.perf_counter() - start,
                             notes=("time limit reached while enumerating the configurations",))
+    from solver_plan.hybrid.fsdp import allowed
+    points = [p for p in points if allowed(ctx.runtime, p.zero_stage, p.pp)]  # ZeRO-3 with pp: FSDP2 runtimes only
     if not points:
         from solver_plan.hybrid.stages import layer_count_problem
         layer_note = layer_count_problem(spec.layers, pins)  # the likeliest reason first, naming the count
@@ -149,7 +151,8 @@ def plan_hybrid(model, cluster, global_batch: int, *, devices: int | None = None
                                    f"no configuration of {cluster.num_devices} devices agrees with the pins "
                                    f"{pins or '{}'} and global batch {global_batch} (dp x cp x tp x pp must use every "
                                    "device, dp x micro-batch must divide the batch, tp must divide the heads and "
-                                   "fit a node, 2 cp the sequence, ZeRO-2/3 only without pipelining)",))
+                                   "fit a node, 2 cp the sequence, ZeRO-2 only without pipelining, ZeRO-3 with it "
+                                   "only for FSDP2 runtimes)",))
     floors = None if limit is None else _floors(ctx, points, deadline)
     if limit is not None and floors is None:
         return HybridResult(Status.TIME_LIMIT, None, compute_bound(ctx, compute_scale), time.perf_counter() - start,
@@ -356,12 +359,17 @@ def evaluate(model, cluster, global_batch: int, parallelism, *, memory_limit="de
                                   global_batch // (values["dp"] * values["micro_batch_size"]), v,
                                   values.get("recompute", "none"), values.get("zero_stage", 0),
                                   values.get("sequence_parallel", False),
-                                  values.get("schedule", "interleaved" if v > 1 else "1f1b"), values.get("cp", 1))
+                                  values.get("schedule", "interleaved" if v > 1 else "1f1b"), values.get("cp", 1),
+                                  values.get("dp_shard", 0))
     cluster = _cluster(cluster, parallelism.devices)
     limit = _memory_limit(memory_limit, cluster)
     prec = resolve_hybrid_precision(precision, cluster)
     ctx = _context(spec, cluster, global_batch, limit, prec, runtime)
     _cp_pins(spec, ctx.runtime, {"cp": parallelism.cp})
+    from solver_plan.hybrid.fsdp import allowed
+    if not allowed(ctx.runtime, parallelism.zero_stage, parallelism.pp):
+        raise InputError(f"ZeRO-{parallelism.zero_stage} with pp > 1: runtime {ctx.runtime.name} pipelines only "
+                         "ZeRO-0/1 (FSDP's ZeRO-3 with pp > 1 needs an FSDP2 runtime: torchtitan)", "--fix zero_stage")
     profile = BlockCoster(spec, cluster, planner, compute_scale, prec, ctx.runtime).profile(parallelism.tp,
                                                                                parallelism.micro_batch_size)
     plan = price(ctx, parallelism, profile, limit)

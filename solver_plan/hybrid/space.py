@@ -18,8 +18,9 @@ from solver_plan.hybrid.memory import RECOMPUTE_MODES, SCHEDULES
 from solver_plan.hybrid.model import TransformerSpec
 
 FIX_KEYS = ("dp", "tp", "pp", "micro_batch_size", "virtual_stages", "recompute", "zero_stage",
-            "sequence_parallel", "schedule", "cp")
-INT_KEYS = ("dp", "tp", "pp", "micro_batch_size", "virtual_stages", "zero_stage", "cp")
+            "sequence_parallel", "schedule", "cp", "dp_shard")
+INT_KEYS = ("dp", "tp", "pp", "micro_batch_size", "virtual_stages", "zero_stage", "cp", "dp_shard")
+ZERO_OR_MORE = ("zero_stage", "dp_shard")  # the integer keys that may be 0
 ZERO_STAGES = (0, 1, 2, 3)
 
 
@@ -36,6 +37,7 @@ class Parallelism:
     sequence_parallel: bool = False
     schedule: str = "1f1b"
     cp: int = 1  # context parallel: the sequence split over cp ranks (hybrid/context_parallel.py)
+    dp_shard: int = 0  # ranks of a ZeRO shard group (hybrid sharding, hybrid/fsdp.py); 0: all dp x cp
 
     def __post_init__(self):
         for key in ("dp", "tp", "pp", "micro_batch_size", "micro_batches", "virtual_stages", "cp"):
@@ -52,6 +54,11 @@ class Parallelism:
             raise InputError("virtual_stages > 1 goes with schedule interleaved (and only with it)", "virtual_stages")
         if self.sequence_parallel and self.tp == 1:
             raise InputError("sequence parallelism needs tp > 1", "sequence_parallel")
+        if not isinstance(self.dp_shard, int) or isinstance(self.dp_shard, bool) or self.dp_shard < 0:
+            raise InputError(f"must be a non-negative integer, got {self.dp_shard!r}", "dp_shard")
+        if self.dp_shard and (self.replicas % self.dp_shard or self.zero_stage == 0):
+            raise InputError(f"a shard group of {self.dp_shard} needs ZeRO (zero_stage >= 1) and must divide dp x cp "
+                             f"= {self.replicas}", "dp_shard")
 
     @property
     def devices(self) -> int:
@@ -61,6 +68,24 @@ class Parallelism:
     def replicas(self) -> int:
         """Ranks holding the same weights (one per dp and cp rank): the gradient reduce and ZeRO group."""
         return self.dp * self.cp
+
+    @property
+    def shard(self) -> int:
+        """Ranks a ZeRO shard group holds (fsdp.shard_degree)."""
+        return self.dp_shard or self.replicas
+
+    @property
+    def replicate(self) -> int:
+        """Shard groups (hybrid sharding: > 1)."""
+        return self.replicas // self.shard
+
+    @property
+    def state_zero(self) -> int:
+        """The ZeRO stage whose memory and traffic the point has (fsdp.state_zero: ZeRO-3 with pp > 1
+        gathers once a step)."""
+        from solver_plan.hybrid.fsdp import state_zero
+
+        return state_zero(self.zero_stage, self.pp)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -90,8 +115,8 @@ def check_fix(pins: Mapping) -> dict:
                 number = int(value) if not isinstance(value, bool) else None
             except (TypeError, ValueError):
                 number = None
-            if number is None or str(value).strip() != str(number) or number < (0 if key == "zero_stage" else 1):
-                raise InputError(f"expects a {'non-negative' if key == 'zero_stage' else 'positive'} integer, "
+            if number is None or str(value).strip() != str(number) or number < (0 if key in ZERO_OR_MORE else 1):
+                raise InputError(f"expects a {'non-negative' if key in ZERO_OR_MORE else 'positive'} integer, "
                                  f"got {value!r}", where)
             if key == "zero_stage" and number not in ZERO_STAGES:
                 raise InputError(f"expects 0, 1, 2 or 3, got {value!r}", where)
@@ -151,10 +176,12 @@ def enumerate_space(spec: TransformerSpec, devices: int, devices_per_node: int, 
                     if "micro_batch_size" in pins and pins["micro_batch_size"] != b:
                         continue
                     m = global_batch // (dp * b)
-                    yield from _inner(spec, pins, dp, tp, pp, b, m, cp)
+                    yield from _inner(spec, pins, dp, tp, pp, b, m, cp, devices_per_node)
 
 
-def _inner(spec, pins, dp, tp, pp, b, m, cp=1) -> Iterator[Parallelism]:
+def _inner(spec, pins, dp, tp, pp, b, m, cp=1, devices_per_node=1) -> Iterator[Parallelism]:
+    from solver_plan.hybrid.fsdp import searched_shards
+
     schedules = []
     for schedule in ("1f1b", "interleaved", "gpipe"):
         if "schedule" in pins and pins["schedule"] != schedule:
@@ -171,7 +198,11 @@ def _inner(spec, pins, dp, tp, pp, b, m, cp=1) -> Iterator[Parallelism]:
     for (schedule, v), recompute, zero, sp in itertools.product(schedules, recomputes, zeros, sps):
         if sp and tp == 1:
             continue
-        if zero >= 2 and pp > 1:
-            continue  # gradients are accumulated over micro-batches across the pipeline: ZeRO-2/3 with
-            # pipelining re-reduces per micro-batch (DeepSpeed refuses it); not modelled, so not offered
-        yield Parallelism(dp, tp, pp, b, m, v, recompute, zero, sp, schedule, cp)
+        if zero == 2 and pp > 1:
+            continue  # with pipelining only FSDP's ZeRO-3, gathered once a step (fsdp.py; the search
+            # drops it for runtimes without FSDP2, fsdp.allowed)
+        shards = [pins["dp_shard"]] if "dp_shard" in pins else searched_shards(dp * cp, tp, devices_per_node, zero)
+        for shard in shards:
+            if shard and ((dp * cp) % shard or zero == 0):
+                continue
+            yield Parallelism(dp, tp, pp, b, m, v, recompute, zero, sp, schedule, cp, shard)

@@ -76,6 +76,15 @@ def validate_plan(plan: HybridPlan, cluster: Cluster, enforce_memory: bool = Tru
         problems.append(f"cp {q.cp}: the sequence of {spec.seq} tokens does not split into 2 cp pieces")
     if q.cp > 1 and not runtime.kernels.flash_attention:
         problems.append(f"cp {q.cp}: runtime {runtime.name} has no fused attention")
+    # ZeRO shards over a group of `shard` of the rep ranks (hybrid sharding: `replicate` groups); with a
+    # pipeline, ZeRO-3 is FSDP2's, gathered once a step: the memory and traffic of ZeRO-1
+    shard = q.dp_shard or rep
+    replicate = rep // shard
+    zero = 1 if q.pp > 1 and q.zero_stage >= 2 else q.zero_stage
+    if q.pp > 1 and (q.zero_stage == 2 or (q.zero_stage == 3 and not runtime.sharded_fp32_params)):
+        problems.append(f"ZeRO-{q.zero_stage} with pp {q.pp} under runtime {runtime.name}")
+    if rep % shard or (q.dp_shard and q.zero_stage == 0):
+        problems.append(f"shard group {q.dp_shard} does not divide dp x cp = {rep} or has nothing to shard")
     if q.dp * q.micro_batch_size * q.micro_batches != plan.global_batch:
         problems.append("dp x micro-batch x micro-batches differs from the global batch")
     if q.tp > cluster.devices_per_node:
@@ -111,12 +120,11 @@ def validate_plan(plan: HybridPlan, cluster: Cluster, enforce_memory: bool = Tru
     # memory, term by term
     for s in plan.stages:
         params = _params(spec, s, q.tp, q.pp)
-        zero = q.zero_stage
         flight = mem.in_flight_microbatches(s.index, q.pp, q.micro_batches, q.schedule, q.virtual_stages)
         b, t, sp = q.micro_batch_size, q.tp, q.sequence_parallel
 
         # communicators the device joins: dp, tp, both pipeline neighbours, the tied-embedding pair
-        groups = (int(rep > 1) + int(q.tp > 1) + (2 if q.pp > 1 else 0) + int(q.pp > 1 and spec.tied_embeddings)
+        groups = (int(shard > 1) + int(replicate > 1) + int(q.tp > 1) + (2 if q.pp > 1 else 0) + int(q.pp > 1 and spec.tied_embeddings)
                   + int(q.cp > 1))
         # with cp a rank keeps s / cp tokens of every activation, and the exchange's K and V pieces,
         # 2 e (s / cp) b (kv d) / t each: 4 for the ring (in use and arriving, and their gradients),
@@ -141,8 +149,8 @@ def validate_plan(plan: HybridPlan, cluster: Cluster, enforce_memory: bool = Tru
                        + mem.p2p_buffer_bytes(tokens, b, t, sp, q.pp, st) + kv
                        + mem.zero3_gather_bytes(spec.block_params / t, zero, st))
             reserve = runtime.memory
-            return (mem.weights_bytes(params, rep, zero, st) + mem.gradients_bytes(params, rep, zero, st)
-                    + mem.optimizer_bytes(params, rep, zero, st) + dynamic * (1 + reserve.fragmentation)
+            return (mem.weights_bytes(params, shard, zero, st) + mem.gradients_bytes(params, shard, zero, st)
+                    + mem.optimizer_bytes(params, shard, zero, st) + dynamic * (1 + reserve.fragmentation)
                     + reserve.workspace + reserve.cuda_context + groups * reserve.nccl_per_communicator)
 
         mode = s.recompute if s.recompute in order else q.recompute
@@ -200,7 +208,7 @@ def validate_plan(plan: HybridPlan, cluster: Cluster, enforce_memory: bool = Tru
     from solver_plan.cost.compute import compute_time
     optimizer = 0.0
     for s in plan.stages:
-        local = _params(spec, s, q.tp, q.pp) / (rep if q.zero_stage >= 1 else 1)
+        local = _params(spec, s, q.tp, q.pp) / (shard if zero >= 1 else 1)
         hbm = local * (2 * (st.weights + st.optimizer) + st.gradients)
         optimizer = max(optimizer, compute_time(cluster, 12.0 * local, hbm, unit="vector"))
     if not _close(optimizer, plan.terms.optimizer_s):
@@ -229,10 +237,15 @@ def _dp_sync(plan: HybridPlan, cluster: Cluster, spec, st, runtime) -> tuple[flo
     prefetch hides each micro-batch's gathers (and reduce-scatters when the reduce overlaps) under
     that micro-batch's compute, except one bucket of each."""
     q, o = plan.parallelism, runtime.overlap
-    dp = q.dp * q.cp  # the cp ranks of a replica reduce their gradients together with the dp replicas
-    if dp == 1:
+    # the cp ranks of a replica reduce their gradients together with the dp replicas, in shard groups of
+    # dp; with hybrid sharding the shard's gradients are then all-reduced across the `replicate` groups
+    dp = q.dp_shard or q.dp * q.cp
+    replicate = q.dp * q.cp // dp
+    zero = 1 if q.pp > 1 and q.zero_stage >= 2 else q.zero_stage  # FSDP with a pipeline: once a step
+    if dp == 1 and replicate == 1:
         return 0.0, 0.0
     per_node = max(1, min(dp, cluster.devices_per_node // q.tp))
+    across_per_node = max(1, min(replicate, cluster.devices_per_node // (dp * q.tp)))
     exposed = raw = 0.0
     before_forward = before_backward = 0.0
     for s in plan.stages:
@@ -250,19 +263,20 @@ def _dp_sync(plan: HybridPlan, cluster: Cluster, spec, st, runtime) -> tuple[flo
             # n equal buckets, piece i ready i window / n into the window, sent one after another
             return max(0.0, max(c / n, c - window * (n - 1) / n) - slack) if c > 0 else 0.0
 
-        if q.zero_stage == 0:
-            reduce = collective(cluster, "all_reduce", grads, dp, per_node, n)
+        across = collective(cluster, "all_reduce", grads / dp, replicate, across_per_node, n)
+        if zero == 0:
+            reduce = collective(cluster, "all_reduce", grads, dp, per_node, n) + across
             stage_raw = reduce
             stage = left(reduce, backward, before_backward) if o.grad_reduce else reduce
-        elif q.zero_stage < 3:
-            reduce = collective(cluster, "reduce_scatter", grads, dp, per_node, n)
+        elif zero < 3:
+            reduce = collective(cluster, "reduce_scatter", grads, dp, per_node, n) + across
             gather = collective(cluster, "all_gather", weights, dp, per_node, n)
             stage_raw = reduce + gather
             stage = ((left(reduce, backward, before_backward) if o.grad_reduce else reduce)
                      + (left(gather, forward, before_forward) if o.param_gather else gather))
         else:
             gather = collective(cluster, "all_gather", weights, dp, per_node, n)
-            scatter = collective(cluster, "reduce_scatter", grads, dp, per_node, n)
+            scatter = collective(cluster, "reduce_scatter", grads, dp, per_node, n) + across
             stage_raw = q.micro_batches * (2 * gather + scatter)
             if o.sharded_prefetch:
                 under_backward = gather + (scatter if o.grad_reduce else 0.0)
