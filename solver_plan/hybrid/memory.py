@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from solver_plan.hybrid.context_parallel import kv_buffer_bytes
 from solver_plan.hybrid.model import TransformerSpec
+from solver_plan.hybrid.stages import held_layers
 
 UNIFORM_RECOMPUTE = ("none", "selective", "full")  # least to most recomputation (and time)
 # "per-stage": each stage uses the least recomputation that fits its own memory (evaluate.py)
@@ -249,8 +251,6 @@ def held_blocks(layers: int, stage: int, pp: int, m: int, schedule: str, v: int 
     whose blocks v does not divide differ by one block and the warm-up's chunk passes are counted
     one by one (stages.held_layers; the same figure when v divides `layers`)."""
     if schedule == "interleaved" and v > 1:
-        from solver_plan.hybrid.stages import held_layers
-
         return held_layers(layers, stage, pp, m, v)
     return layers * in_flight_microbatches(stage, pp, m, schedule, v)
 
@@ -353,7 +353,6 @@ def stage_memory(spec: TransformerSpec, *, layers: int, stage: int, pp: int, tp:
     the weights; the key/value exchange's buffers (context_parallel.kv_buffer_bytes, of the whole
     sequence's spec: s / cp x cp tokens) join the buffers. With hybrid sharding (fsdp.py) `dp` is
     the shard group and `replicate` the number of such groups."""
-    from solver_plan.hybrid.context_parallel import kv_buffer_bytes
 
     first, last = stage == 0, stage == pp - 1
     params = stage_params(spec, layers, first, last, tp, pp)

@@ -22,6 +22,7 @@ replicas (DeepSpeed-MoE / Megatron's --expert-model-parallel-size) is not search
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 from solver_plan.errors import InputError
 
@@ -108,7 +109,7 @@ class TransformerSpec:
         one = self.mlp_matrices * h * f + ((f + h) if self.mlp_bias and not self.gated_mlp else 0)
         return one if self.experts == 1 else self.experts * one + h * self.experts
 
-    @property
+    @cached_property  # priced for every stage of every point of the search
     def block_params(self) -> int:
         """Attention, MLP (or experts) and two norms."""
         return self.attention_params + self.mlp_params + 2 * self.norm_params

@@ -14,6 +14,7 @@ from typing import Iterator, Mapping
 
 from solver_plan.errors import InputError
 from solver_plan.keyvalues import parse_key_values
+from solver_plan.hybrid.fsdp import state_zero
 from solver_plan.hybrid.memory import RECOMPUTE_MODES, SCHEDULES
 from solver_plan.hybrid.model import TransformerSpec
 
@@ -83,8 +84,6 @@ class Parallelism:
     def state_zero(self) -> int:
         """The ZeRO stage whose memory and traffic the point has (fsdp.state_zero: ZeRO-3 with pp > 1
         gathers once a step)."""
-        from solver_plan.hybrid.fsdp import state_zero
-
         return state_zero(self.zero_stage, self.pp)
 
     def to_dict(self) -> dict:
