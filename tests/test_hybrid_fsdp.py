@@ -1,6 +1,6 @@
 """Hybrid sharding (HSDP: shard and replicate degrees) and FSDP with pipelines (hybrid/fsdp.py):
 memory and traffic by hand, the runtimes that may run ZeRO-3 with pp > 1, brute force equal to the
-search with the shard degree and ZeRO-3 + pp in the space."""
+search with the shard degree, ZeRO-3 + pp and torchtitan's ZB-H1 schedule in the space."""
 import itertools
 from dataclasses import replace
 
@@ -110,8 +110,8 @@ def _brute(model, cluster, batch, runtime):
         dp = n // (tp * pp)
         for b in (d for d in range(1, batch // dp + 1) if batch % (dp * d) == 0):
             m = batch // (dp * b)
-            schedules = [("1f1b", 1)] + ([("gpipe", 1)] + [("interleaved", v) for v in range(2, L // pp + 1)
-                                                          if m % pp == 0] if pp > 1 else [])
+            schedules = [("1f1b", 1)] + ([("gpipe", 1), ("zb-h1", 1)] + [("interleaved", v) for v in range(2, L // pp + 1)
+                                                                        if m % pp == 0] if pp > 1 else [])
             for (schedule, v), zero, sp in itertools.product(schedules, range(4), (False, True) if tp > 1 else (False,)):
                 if pp > 1 and zero == 2:  # ZeRO-3 pipelines (FSDP2), ZeRO-2 does not
                     continue
@@ -127,6 +127,8 @@ def _brute(model, cluster, batch, runtime):
                                    for r in ("none", "selective", "full")}
                         for r, plan in uniform.items():
                             plans.append((plan.step_time_s, plan.memory_per_device_bytes, plan.parallelism))
+                        if schedule == "zb-h1":  # one recomputation mode for all stages (zero_bubble.py)
+                            continue
                         rest = uniform["none"].step_time_s - uniform["none"].terms.pipeline_s
                         for modes in itertools.product(uniform, repeat=pp):
                             stages = [uniform[r].stages[i] for i, r in enumerate(modes)]
@@ -135,9 +137,10 @@ def _brute(model, cluster, batch, runtime):
     return plans
 
 
-def test_planner_equals_brute_force_with_hsdp_and_pipelined_fsdp():
+def test_planner_equals_brute_force_with_hsdp_pipelined_fsdp_and_zb_h1():
     plans = _brute(SMALL, CLUSTER, 16, NO_OVERLAP)
     assert any(p.dp_shard for _, _, p in plans) and any(p.zero_stage == 3 and p.pp > 1 for _, _, p in plans)
+    assert any(p.schedule == "zb-h1" for _, _, p in plans)
     options = {"time_limit": None, "runtime": NO_OVERLAP, "validate": False}
     free = plan_hybrid(SMALL, CLUSTER, 16, memory_limit="none", **options)
     assert free.status == Status.OPTIMAL

@@ -19,6 +19,7 @@ from solver_plan.hybrid.space import Parallelism
 from solver_plan.hybrid.stage_cost import BlockProfile
 from solver_plan.hybrid.context_parallel import local_spec, scaled_profile
 from solver_plan.hybrid.stages import chunk_layers, least_layers
+from solver_plan.hybrid.zero_bubble import ZERO_BUBBLE, pipeline_s as zero_bubble_pipeline_s, weight_grad_s
 from solver_plan.runtime import DEFAULT_RUNTIME, RuntimeProfile
 
 
@@ -188,13 +189,15 @@ def price(ctx: Context, par: Parallelism, profile: BlockProfile, memory_limit: f
                                 k * block, k * recompute, extra, stage_p2p_s(ctx, par, i),
                                 memory_of(ctx, par, i, k, modes[i]), configs, modes[i],
                                 k * profile.block_forward_s + extra / 3.0,
-                                chunk_layers(k, par.virtual_stages) if par.schedule == "interleaved" else ()))
+                                chunk_layers(k, par.virtual_stages) if par.schedule == "interleaved" else (),
+                                k * weight_grad_s(profile) + extra / 3.0))
         first += k
     times = [s.time_per_microbatch_s for s in stages]
     params = [stage_params(spec, s.layers, s.embedding, s.head, par.tp, pp) for s in stages]
     exposed, raw = dp_sync_terms(ctx, par, stages, params)
     terms = schedule.StepTerms(
-        schedule.pipeline_s(times, par.micro_batches, par.schedule, par.virtual_stages), exposed,
+        schedule.pipeline_s(times, par.micro_batches, par.schedule, par.virtual_stages,
+                            [s.weight_grad_s for s in stages]), exposed,
         schedule.embedding_sync_s(cluster, spec, par.tp, pp, ctx.state),
         max(schedule.optimizer_s(cluster, p, par.shard, par.state_zero, ctx.state) for p in params), raw - exposed)
     return HybridPlan(spec.name, cluster.name, cluster.num_devices, ctx.global_batch, par, tuple(stages), terms,
@@ -235,6 +238,10 @@ def time_bound(ctx: Context, par: Parallelism, profile: BlockProfile) -> float:
     slowest = max(total / pp, c + max(e + q for e, q in zip(extras, p2p)))
     if par.schedule == "interleaved":  # m max T + (sum T - max T) / v, increasing in max T
         pipe = (m - 1 / par.virtual_stages) * slowest + total / par.virtual_stages
+    elif par.schedule in ZERO_BUBBLE:  # m max T + max(0, sum T - max T - c (p - 1)/p sum W), non-decreasing in max T
+        weights = spec.layers * weight_grad_s(profile) + sum(extras) / 3.0
+        pipe = zero_bubble_pipeline_s([slowest] + [(total - slowest) / max(1, pp - 1)] * (pp - 1),
+                                      [weights / pp] * pp, m, par.schedule)
     else:
         pipe = total + (m - 1) * slowest
     params = stage_params(spec, spec.layers // pp, False, False, par.tp, pp)

@@ -13,11 +13,12 @@ from dataclasses import asdict, dataclass
 from solver_plan.hybrid.context_parallel import kv_buffer_bytes
 from solver_plan.hybrid.model import TransformerSpec
 from solver_plan.hybrid.stages import held_layers
+from solver_plan.hybrid.zero_bubble import ZERO_BUBBLE, in_flight as zero_bubble_in_flight
 
 UNIFORM_RECOMPUTE = ("none", "selective", "full")  # least to most recomputation (and time)
 # "per-stage": each stage uses the least recomputation that fits its own memory (evaluate.py)
 RECOMPUTE_MODES = UNIFORM_RECOMPUTE + ("per-stage",)
-SCHEDULES = ("1f1b", "interleaved", "gpipe")
+SCHEDULES = ("1f1b", "interleaved", "gpipe", "zb-h1", "zb-h2")  # zero-bubble: hybrid/zero_bubble.py
 
 
 def _kernels(runtime):
@@ -237,9 +238,12 @@ def in_flight_microbatches(stage: int, pp: int, m: int, schedule: str, v: int = 
     - 1f1b: min(p - i, m) (stage i runs p - i forwards before its first backward);
     - interleaved with v chunks: Megatron's warm-up of 2 (p - i - 1) + (v - 1) p chunk passes plus
       one, each 1/v of the stage: ((v - 1) p + 2 (p - i - 1) + 1) / v, at most m; for stage 0 this is
-      p (1 + (p - 1)/(p v)), the figure of Korthikanti et al. 2022 section 4.2.3."""
+      p (1 + (p - 1)/(p v)), the figure of Korthikanti et al. 2022 section 4.2.3;
+    - zero-bubble: p (ZB-H1) or 2p - 1 (ZB-H2) on every stage, at most m (zero_bubble.in_flight)."""
     if schedule == "gpipe":
         return float(m)
+    if schedule in ZERO_BUBBLE:
+        return zero_bubble_in_flight(pp, m, schedule)
     if schedule == "interleaved" and v > 1:
         return min(float(m), ((v - 1) * pp + 2 * (pp - stage - 1) + 1) / v)
     return float(min(pp - stage, m))

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from solver_plan.hybrid.memory import StageMemory
 from solver_plan.hybrid.schedule import StepTerms
 from solver_plan.hybrid.space import Parallelism
+from solver_plan.hybrid.zero_bubble import schedule_runtimes
 from solver_plan.result import Status, relative_gap
 
 SCHEMA_VERSION = 1
@@ -39,6 +40,7 @@ class StagePlan:
     recompute: str = "none"  # this stage's recomputation (the plan's, or its own with "per-stage")
     forward_s: float = 0.0  # the forward part of block_s + recompute_s + extra_s (windows for overlapped sync)
     chunks: tuple[int, ...] = ()  # interleaved schedule: blocks of each of its v chunks (stages.chunk_layers)
+    weight_grad_s: float = 0.0  # W: the weight-gradient part of block_s + extra_s (zero-bubble schedules)
 
     def __post_init__(self):
         if self.layers < 0 or self.tp < 1 or self.replicas < 1:
@@ -62,7 +64,8 @@ class StagePlan:
                             "replica_0_devices": [self.first_device, self.first_device + self.tp - 1]},
                 "time_per_microbatch_s": self.time_per_microbatch_s,
                 "time_terms_s": {"blocks": self.block_s, "recompute": self.recompute_s,
-                                 "embedding_and_head": self.extra_s, "p2p": self.p2p_s, "forward": self.forward_s},
+                                 "embedding_and_head": self.extra_s, "p2p": self.p2p_s, "forward": self.forward_s,
+                                 "weight_grad": self.weight_grad_s},
                 "memory_bytes": self.memory.to_dict(),
                 "operator_configs": [{"group": g, "operator": op, "config": cfg} for g, op, cfg in self.configs]}
 
@@ -122,6 +125,7 @@ class HybridPlan:
                 "global_batch": self.global_batch, "precision": self.precision, "runtime": self.runtime,
                 "parallelism": self.parallelism.to_dict(),
                 "context_parallel": self.context_parallel(),
+                "schedule_runtimes": schedule_runtimes(self.parallelism.schedule),
                 "step_time_s": self.step_time_s,
                 "step_terms_s": {"pipeline": self.terms.pipeline_s, "dp_sync": self.terms.dp_sync_s,
                                  "embedding_sync": self.terms.embedding_sync_s, "optimizer": self.terms.optimizer_s,
@@ -198,6 +202,10 @@ class HybridResult:
                       f", + CUDA context and NCCL buffers)",
                       "stage  layers      devices          ms/micro-batch  weights+grads+optim  activations  total"
                       "  recompute"]
+            runners = schedule_runtimes(q.schedule)
+            if runners:
+                lines.insert(len(lines) - 3, f"schedule {q.schedule} runs in: " + "; ".join(
+                    f"{name} ({how})" for name, how in runners.items()))
             shown = p.stages if len(p.stages) <= 12 else p.stages[:6] + p.stages[-6:]
             for s in shown:
                 m = s.memory

@@ -70,8 +70,14 @@ def p2p_send_s(cluster: Cluster, spec: TransformerSpec, b: int, tp: int, dp: int
     return collective(cluster, "p2p", nbytes, 2, 1 if crosses_nodes(cluster, a, z) else 2)
 
 
-def pipeline_s(stage_times: list[float], m: int, schedule: str, v: int = 1) -> float:
+def pipeline_s(stage_times: list[float], m: int, schedule: str, v: int = 1, weight_times=None) -> float:
+    """The pipeline term (module text); zero-bubble schedules need each stage's W (`weight_times`,
+    hybrid/zero_bubble.py)."""
     slowest = max(stage_times)
+    if schedule in ("zb-h1", "zb-h2"):
+        from solver_plan.hybrid.zero_bubble import pipeline_s as zero_bubble_s
+
+        return zero_bubble_s(stage_times, weight_times, m, schedule)
     if schedule == "interleaved" and v > 1:
         from solver_plan.hybrid.stages import interleaved_pipeline_s
 

@@ -142,7 +142,9 @@ def plan_hybrid(model, cluster, global_batch: int, *, devices: int | None = None
         return HybridResult(Status.TIME_LIMIT, None, compute_bound(ctx, compute_scale), time.perf_counter() - start,
                             notes=("time limit reached while enumerating the configurations",))
     from solver_plan.hybrid.fsdp import allowed
-    points = [p for p in points if allowed(ctx.runtime, p.zero_stage, p.pp)]  # ZeRO-3 with pp: FSDP2 runtimes only
+    from solver_plan.hybrid.zero_bubble import runs
+    points = [p for p in points if allowed(ctx.runtime, p.zero_stage, p.pp)  # ZeRO-3 with pp: FSDP2 runtimes only
+              and (runs(ctx.runtime, p.schedule) or "schedule" in pins)]  # zero-bubble: where the runtime runs it
     if not points:
         from solver_plan.hybrid.stages import layer_count_problem
         layer_note = layer_count_problem(spec.layers, pins)  # the likeliest reason first, naming the count

@@ -55,6 +55,9 @@ class Parallelism:
             raise InputError("virtual_stages > 1 goes with schedule interleaved (and only with it)", "virtual_stages")
         if self.sequence_parallel and self.tp == 1:
             raise InputError("sequence parallelism needs tp > 1", "sequence_parallel")
+        if self.schedule.startswith("zb-") and self.recompute == "per-stage":
+            raise InputError("zero-bubble schedules take one recomputation mode for all stages (none, selective "
+                             "or full)", "recompute")
         if not isinstance(self.dp_shard, int) or isinstance(self.dp_shard, bool) or self.dp_shard < 0:
             raise InputError(f"must be a non-negative integer, got {self.dp_shard!r}", "dp_shard")
         if self.dp_shard and (self.replicas % self.dp_shard or self.zero_stage == 0):
@@ -182,10 +185,10 @@ def _inner(spec, pins, dp, tp, pp, b, m, cp=1, devices_per_node=1) -> Iterator[P
     from solver_plan.hybrid.fsdp import searched_shards
 
     schedules = []
-    for schedule in ("1f1b", "interleaved", "gpipe"):
+    for schedule in ("1f1b", "interleaved", "gpipe", "zb-h1", "zb-h2"):
         if "schedule" in pins and pins["schedule"] != schedule:
             continue
-        if schedule == "1f1b" or (schedule == "gpipe" and pp > 1):
+        if schedule == "1f1b" or (schedule in ("gpipe", "zb-h1", "zb-h2") and pp > 1):
             schedules += [(schedule, 1)] if pins.get("virtual_stages", 1) == 1 else []
         elif schedule == "interleaved" and pp > 1 and m % pp == 0:
             for v in range(2, spec.layers // pp + 1):  # any layer count: one block a chunk at least (stages.py)
@@ -197,6 +200,8 @@ def _inner(spec, pins, dp, tp, pp, b, m, cp=1, devices_per_node=1) -> Iterator[P
     for (schedule, v), recompute, zero, sp in itertools.product(schedules, recomputes, zeros, sps):
         if sp and tp == 1:
             continue
+        if recompute == "per-stage" and schedule.startswith("zb-"):
+            continue  # zero_bubble.py: uniform recomputation only
         if zero == 2 and pp > 1:
             continue  # with pipelining only FSDP's ZeRO-3, gathered once a step (fsdp.py; the search
             # drops it for runtimes without FSDP2, fsdp.allowed)

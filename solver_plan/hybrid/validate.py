@@ -167,6 +167,14 @@ def validate_plan(plan: HybridPlan, cluster: Cluster, enforce_memory: bool = Tru
     times = [s.block_s + s.recompute_s + s.extra_s + s.p2p_s for s in plan.stages]
     if q.schedule == "interleaved":  # the slowest stage m times, the fill and drain through the others in chunks
         pipeline = max(times) * q.micro_batches + (sum(times) - max(times)) / q.virtual_stages
+    elif q.schedule in ("zb-h1", "zb-h2"):  # the fill and drain less the W work moved into them (2 W or 3 W a stage)
+        moved = (2.0 if q.schedule == "zb-h1" else 3.0) * (q.pp - 1) / q.pp * sum(s.weight_grad_s for s in plan.stages)
+        pipeline = max(times) * q.micro_batches + max(0.0, sum(times) - max(times) - moved)
+        for s in plan.stages:
+            if not -RTOL <= s.weight_grad_s <= (s.block_s + s.extra_s - s.forward_s) * (1 + RTOL):
+                problems.append(f"stage {s.index}: W {s.weight_grad_s:.6g} s outside [0, its backward]")
+        if q.recompute == "per-stage":
+            problems.append("zero-bubble schedule with per-stage recomputation")
     else:  # fill + drain pass every stage once, the steady state repeats the slowest m - 1 times
         pipeline = sum(times) + max(times) * (q.micro_batches - 1)
     if not _close(pipeline, plan.terms.pipeline_s):
