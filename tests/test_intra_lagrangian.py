@@ -143,3 +143,15 @@ def test_slow_heuristics_leave_the_milp_its_turn(monkeypatch):
     seconds = dict(part.rsplit(" ", 2)[:2] for part in timing[len("time: "):].split(", "))
     assert float(seconds["heuristics"]) <= 0.5 * 6
     assert "milp" in seconds
+
+
+def test_a_failing_solver_under_binding_memory_is_reported_and_the_lagrangian_plan_kept(monkeypatch):
+    from solver_plan.intra import milp
+    from solver_plan.intra.linear_model import SolveOutcome
+
+    monkeypatch.setattr(milp.isolated, "call", lambda *args, **kwargs: SolveOutcome("error", notes=("boom",)))
+    problem = random_problem(30, seed=3, shape="chain", max_candidates=5, memory_tightness=0.5)
+    result = plan_milp(problem, time_limit=20)
+    assert result.solver_failure is not None and "boom" in result.solver_failure
+    assert result.assignment is not None and problem.memory_ok(result.assignment)
+    assert result.status is Status.FEASIBLE

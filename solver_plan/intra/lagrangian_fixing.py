@@ -74,6 +74,8 @@ class Restriction:
         from solver_plan.result import Status
         notes = (self.note,) + answer.notes
         bound = self.problem_bound(answer.lower_bound)
+        if answer.status is Status.ERROR:  # a failed solver stays one (the harness reports it, keeps the plan)
+            return Answer(Status.ERROR, None, bound, notes)
         plan = self.decode(answer.assignment) if answer.assignment is not None else None
         incumbent = self.incumbent if self.source != "given" else None  # the harness keeps its own
         if incumbent is not None and (plan is None or problem.objective(incumbent) < problem.objective(plan)):
