@@ -190,6 +190,10 @@ def test_model_shape_flags():
     mixtral = command_args(export_plan(PLANS["mixtral"], "megatron"))
     assert (mixtral["--num-experts"], mixtral["--moe-router-topk"], mixtral["--expert-model-parallel-size"]) == \
         ("8", "2", "2")
+    qwen = command_args(export_plan(hybrid_plan(layers=(12, 12), model=str(REPO_ROOT / "data" / "hf-configs" /
+                                                                           "qwen2-0.5b.json")), "megatron"))
+    assert {"--disable-bias-linear", "--add-qkv-bias"} <= set(qwen)  # q/k/v biases only
+    assert "--untie-embeddings-and-output-weights" not in qwen  # Qwen2-0.5B ties its output to the embedding
     unreadable = hybrid_plan(model="no/such/config.json")
     text = export_plan(unreadable, "megatron")
     assert "not expressible: model shape" in text and "--hidden-size" not in command_args(text)
