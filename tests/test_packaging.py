@@ -59,8 +59,15 @@ def test_wheel_installed_in_a_fresh_venv_plans(tmp_path):
         assert bundled in names
 
     venv = tmp_path / "venv"
-    run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], cwd=tmp_path)
+    run([sys.executable, "-m", "venv", str(venv)], cwd=tmp_path)
     python, cli = venv / "bin" / "python", venv / "bin" / "solver-plan"
+    # the dependencies of the environment running the tests (CI's is itself a venv, so
+    # --system-site-packages would miss them); a plain path line does not run that environment's
+    # .pth files, so its editable solver_plan stays out of sight and only the wheel is importable
+    import site
+    inner = Path(run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                     cwd=tmp_path).strip())
+    (inner / "_test_dependencies.pth").write_text("\n".join(site.getsitepackages()) + "\n")
     run([str(python), "-m", "pip", "install", "--no-deps", "--no-index", "-q", str(wheel)], cwd=tmp_path)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "SOLVER_PLAN_DATA")}
     work = tmp_path / "elsewhere"  # not the checkout: nothing may be found through the current folder
