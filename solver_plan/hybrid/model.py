@@ -198,17 +198,10 @@ def transformer_spec(model: str) -> TransformerSpec:
 def _hf_spec(model: str) -> TransformerSpec:
     """A Hugging Face config.json (`[hf:]path[:seq=S,layers=L]`) read with hf.py's own reader, so the
     shapes are those of the graph the block is solved on."""
-    from pathlib import Path
+    from solver_plan.graph.importers.graph_file import model_file_parts
+    from solver_plan.graph.importers.hf import _Config, _options, config_file, read_config
 
-    from solver_plan.graph.importers.graph_file import model_file_parts, split_file_spec
-    from solver_plan.graph.importers.hf import _Config, _options, read_config
-
-    path_text, raw = split_file_spec(model)
-    path = Path(path_text)
-    if path.is_dir():
-        path = path / "config.json"
-    if not path.is_file():
-        raise InputError("no such model file", str(path))
+    path, raw = config_file(model)
     where = str(path)
     if path.suffix.lower() != ".json":
         raise InputError(f"{GPT_FAMILY_NOTE}; got a graph file", where)

@@ -167,19 +167,11 @@ def moe_model(model) -> MoEModel:
     file for anything but a mixture-of-experts family."""
     if isinstance(model, MoEModel):
         return model
-    from pathlib import Path
-
-    from solver_plan.graph.importers.graph_file import split_file_spec
-    from solver_plan.graph.importers.hf import _Config, _options, read_config
+    from solver_plan.graph.importers.hf import _Config, _options, config_file, read_config
 
     if not isinstance(model, str) or not model.strip():
         raise InputError(f"expects a config.json of a mixture of experts, got {model!r}", "--model")
-    path_text, raw = split_file_spec(model.strip().removeprefix("hf:"))
-    path = Path(path_text)
-    if path.is_dir():
-        path = path / "config.json"
-    if not path.is_file():
-        raise InputError("no such model file", str(path))
+    path, raw = config_file(model)
     where = str(path)
     if "batch" in raw:
         raise InputError("option 'batch' is the micro-batch size here: give the global batch with --batch", where)

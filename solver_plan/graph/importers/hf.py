@@ -95,6 +95,19 @@ def read_config(path: Path) -> dict:
     return data
 
 
+def config_file(spec: str) -> tuple[Path, str]:
+    """`[hf:]path[:options]` -> (the config.json it names, a folder meaning its config.json; the
+    raw option text). The file must exist."""
+    from solver_plan.graph.importers.graph_file import split_file_spec
+    path_text, raw = split_file_spec(spec.strip().removeprefix("hf:"))
+    path = Path(path_text)
+    if path.is_dir():
+        path = path / "config.json"
+    if not path.is_file():
+        raise InputError("no such model file", str(path))
+    return path, raw
+
+
 def looks_like_hf_config(data: dict) -> bool:
     return "model_type" in data or "architectures" in data
 
