@@ -20,6 +20,7 @@ from solver_plan.runtime import RUNTIMES
 # still chosen for the pipeline term, as before: see docs/hybrid.md "Not done").
 RUNTIME = RUNTIMES["megatron-2021"]
 from solver_plan.hybrid.model import transformer_spec
+from hybrid_stage_options import stage_options
 from solver_plan.hybrid.schedule import pipeline_s
 from solver_plan.hybrid.space import Parallelism
 from solver_plan.hybrid.stage_cost import BlockCoster
@@ -75,10 +76,9 @@ def brute_force(model: str, cluster, batch: int) -> list[tuple[float, float]]:
                         plan = price(ctx, par, profile, None, layers=cut)
                         plans.append((plan.step_time_s, plan.memory_per_device_bytes))
                         continue
-                    uniform = {r: price(ctx, replace(par, recompute=r), profile, None, layers=cut) for r in MODES}
-                    rest = uniform["none"].step_time_s - uniform["none"].terms.pipeline_s
-                    for modes in itertools.product(MODES, repeat=pp):
-                        stages = [uniform[r].stages[i] for i, r in enumerate(modes)]
+                    none = price(ctx, replace(par, recompute="none"), profile, None, layers=cut)
+                    rest = none.step_time_s - none.terms.pipeline_s
+                    for stages in itertools.product(*stage_options(ctx, par, profile, cut)):  # partial too
                         pipe = pipeline_s([st.time_per_microbatch_s for st in stages], m, schedule, v)
                         plans.append((pipe + rest, max(st.memory.total for st in stages)))
     return plans

@@ -20,6 +20,8 @@ from solver_plan.hybrid.stage_cost import BlockCoster
 from solver_plan.result import Status
 from solver_plan.runtime import RUNTIMES
 
+from hybrid_stage_options import stage_options
+
 CLUSTER = resolve_cluster("h100-4x8-ib", 16)
 LONG = "gpt2:layers=4,hidden=256,heads=8,head_dim=32,ffn=1024,seq=8192,positions=8192,vocab=8000"
 CORE = RUNTIMES["megatron-core"]
@@ -122,11 +124,9 @@ def _brute(model, cluster, batch, runtime):
                 compositions = (tuple(c[i + 1] - c[i] for i in range(pp)) for c in
                                 ((0,) + cuts + (L,) for cuts in itertools.combinations(range(1, L), pp - 1)))
                 for cut in (c for c in compositions if min(c) >= v):
-                    uniform = {r: price(ctx, replace(par, recompute=r), profile, None, layers=cut)
-                               for r in ("none", "selective", "full")}
-                    rest = uniform["none"].step_time_s - uniform["none"].terms.pipeline_s
-                    for modes in itertools.product(uniform, repeat=pp):
-                        stages = [uniform[r].stages[i] for i, r in enumerate(modes)]
+                    none = price(ctx, par, profile, None, layers=cut)
+                    rest = none.step_time_s - none.terms.pipeline_s
+                    for stages in itertools.product(*stage_options(ctx, par, profile, cut)):  # partial too
                         pipe = pipeline_s([st.time_per_microbatch_s for st in stages], m, schedule, v)
                         plans.append((pipe + rest, max(st.memory.total for st in stages)))
     return plans

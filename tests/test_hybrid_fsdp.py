@@ -19,6 +19,8 @@ from solver_plan.hybrid.stage_cost import BlockCoster
 from solver_plan.result import Status
 from solver_plan.runtime import RUNTIMES
 
+from hybrid_stage_options import stage_options
+
 CLUSTER = resolve_cluster("h100-4x8-ib", 16)  # 2 nodes of 8
 SMALL = "gpt2:layers=4,hidden=512,heads=8,head_dim=64,ffn=2048,seq=512,positions=512,vocab=32000"
 TITAN = RUNTIMES["torchtitan"]
@@ -130,8 +132,7 @@ def _brute(model, cluster, batch, runtime):
                         if schedule == "zb-h1":  # one recomputation mode for all stages (zero_bubble.py)
                             continue
                         rest = uniform["none"].step_time_s - uniform["none"].terms.pipeline_s
-                        for modes in itertools.product(uniform, repeat=pp):
-                            stages = [uniform[r].stages[i] for i, r in enumerate(modes)]
+                        for stages in itertools.product(*stage_options(ctx, par, profile, cut)):  # partial too
                             pipe = pipeline_s([st.time_per_microbatch_s for st in stages], m, schedule, v)
                             plans.append((pipe + rest, max(st.memory.total for st in stages), par))
     return plans

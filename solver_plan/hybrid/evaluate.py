@@ -79,7 +79,8 @@ def stage_p2p_s(ctx: Context, par: Parallelism, stage: int) -> float:
     return total * par.virtual_stages
 
 
-def memory_of(ctx: Context, par: Parallelism, stage: int, layers: int, mode: str | None = None):
+def memory_of(ctx: Context, par: Parallelism, stage: int, layers: int, mode: str | None = None,
+              recompute_layers: int | None = None):
     """Stage memory in recomputation `mode` (default the point's; "per-stage" without a mode: full,
     the least memory any stage can get down to, for floors and the least-memory search)."""
     mode = mode or par.recompute
@@ -89,26 +90,65 @@ def memory_of(ctx: Context, par: Parallelism, stage: int, layers: int, mode: str
                         dp=par.shard, cp=par.cp, replicate=par.replicate,
                         micro_batch=par.micro_batch_size, micro_batches=par.micro_batches, recompute=mode,
                         sequence_parallel=par.sequence_parallel, zero_stage=par.state_zero, schedule=par.schedule,
-                        virtual_stages=par.virtual_stages, state=ctx.state, runtime=ctx.runtime)
+                        virtual_stages=par.virtual_stages, state=ctx.state, runtime=ctx.runtime,
+                        recompute_layers=recompute_layers)
 
 
 def _extras(par: Parallelism, profile: BlockProfile) -> list[float]:
     return [(profile.embed_s if i == 0 else 0.0) + (profile.head_s if i == par.pp - 1 else 0.0) for i in range(par.pp)]
 
 
-def stage_modes(ctx: Context, par: Parallelism, layers: tuple[int, ...], memory_limit: float | None) -> tuple[str, ...]:
-    """Recomputation of each stage: the point's mode, or for "per-stage" the least recomputation
-    (none, selective, full: also the fastest) with which the stage's blocks fit `memory_limit`
-    (full where nothing fits: the least memory). A stage's mode changes only its own time and
-    memory, so its least fitting mode is optimal for the whole plan given the cut."""
+def stage_modes(ctx: Context, par: Parallelism, layers: tuple[int, ...], memory_limit: float | None,
+                profile: BlockProfile | None = None) -> tuple[str, ...]:
+    """Recomputation of each stage (`stage_choices` without the partial blocks)."""
+    return stage_choices(ctx, par, layers, memory_limit, profile)[0]
+
+
+def stage_choices(ctx: Context, par: Parallelism, layers: tuple[int, ...], memory_limit: float | None,
+                  profile: BlockProfile | None = None) -> tuple[tuple[str, ...], tuple[int | None, ...]]:
+    """(modes, blocks recomputed) of each stage: the point's mode, or for "per-stage" the option with
+    the least recomputation time with which the stage's blocks fit `memory_limit`: none, selective,
+    partial (`partial_blocks`: the fewest of its blocks under full recomputation, the others under
+    none; mode "full" with r < k blocks, 1F1B and GPipe) or full (full where nothing fits: the least
+    memory). A stage's choice changes only its own time and memory, so its fastest fitting option is
+    optimal for the whole plan given the cut. Without `profile` (times) partial is not considered."""
     if par.recompute != "per-stage":
-        return (par.recompute,) * len(layers)
-    modes = []
+        return (par.recompute,) * len(layers), (None,) * len(layers)
+    modes, blocks = [], []
     for i, k in enumerate(layers):
-        fitting = [r for r in UNIFORM_RECOMPUTE
+        options = [(0.0 if r == "none" else 1.0, r, None) for r in UNIFORM_RECOMPUTE
                    if memory_limit is None or memory_of(ctx, par, i, k, r).total <= memory_limit]
-        modes.append(fitting[0] if fitting else "full")
-    return tuple(modes)
+        if profile is not None:
+            _, selective = layer_s(par, profile, "selective")
+            options = [(k * {"none": 0.0, "selective": selective, "full": profile.block_forward_s}[r], r, n)
+                       for _, r, n in options]
+            if options and options[0][1] != "none":
+                r = partial_blocks(ctx, par, i, k, memory_limit)
+                if r is not None:
+                    options.append((r * profile.block_forward_s, "full", r))
+        extra, mode, n = min(options, key=lambda o: o[0]) if options else (0.0, "full", None)
+        modes.append(mode)
+        blocks.append(n)
+    return tuple(modes), tuple(blocks)
+
+
+def partial_blocks(ctx: Context, par: Parallelism, stage: int, k: int, memory_limit: float | None) -> int | None:
+    """The fewest of a stage's k blocks whose full recomputation fits it in `memory_limit` (the others
+    keeping all their activations), when 1 <= r < k; None otherwise or under a schedule whose blocks
+    hold different micro-batches (interleaved) or that takes one mode (zero-bubble). Memory falls by
+    the same d per block moved to full recomputation: partial(r) = full(k) + (k - r) d."""
+    if memory_limit is None or k < 2 or par.schedule not in ("1f1b", "gpipe"):
+        return None
+    full = memory_of(ctx, par, stage, k, "full").total
+    if full > memory_limit:
+        return None
+    d = memory_of(ctx, par, stage, k, "full", k - 1).total - full
+    if d <= 0:
+        return None
+    r = max(1, k - int((memory_limit - full) // d))
+    while r < k and memory_of(ctx, par, stage, k, "full", r).total > memory_limit:  # rounding
+        r += 1
+    return r if r < k else None
 
 
 def stage_caps(ctx: Context, par: Parallelism, memory_limit: float | None, mode: str | None = None) -> list[int]:
@@ -120,22 +160,32 @@ def stage_caps(ctx: Context, par: Parallelism, memory_limit: float | None, mode:
 
 
 def _mixed_times(ctx: Context, par: Parallelism, profile: BlockProfile, memory_limit: float | None) -> np.ndarray:
-    """times[i, k]: stage i's time per micro-batch with k blocks in its least fitting recomputation
-    mode (inf where none fits); memory is affine in k per mode, so fitting is a per-mode cap."""
+    """times[i, k]: stage i's time per micro-batch with k blocks in its fastest fitting recomputation
+    option (`stage_choices`; inf where none fits); memory is affine in k per mode, so fitting is a
+    per-mode cap, and partial recomputation's fewest blocks follow in closed form (`partial_blocks`)."""
     L, pp = ctx.spec.layers, par.pp
     extras = _extras(par, profile)
     p2p = [stage_p2p_s(ctx, par, i) if pp > 1 else 0.0 for i in range(pp)]
     times = np.full((pp, L + 1), np.inf)
     k = np.arange(L + 1)
-    assigned = np.zeros((pp, L + 1), dtype=bool)
-    assigned[:, 0] = True
     for mode in UNIFORM_RECOMPUTE:
         caps = stage_caps(ctx, par, memory_limit, mode)
         block, recompute = layer_s(par, profile, mode)
         for i in range(pp):
-            new = (k <= caps[i]) & ~assigned[i]
-            times[i, new] = k[new] * (block + recompute) + extras[i] + p2p[i]
-            assigned[i] |= new
+            fit = (k <= caps[i]) & (k >= 1)
+            times[i, fit] = np.minimum(times[i, fit], k[fit] * (block + recompute) + extras[i] + p2p[i])
+    if memory_limit is not None and par.schedule in ("1f1b", "gpipe") and L >= 2:
+        for i in range(pp):  # partial(k, r) = full(k) + (k - r) d, full(k) = f1 + (k - 1) (f2 - f1)
+            one, two = memory_of(ctx, par, i, 1, "full").total, memory_of(ctx, par, i, 2, "full").total
+            d = memory_of(ctx, par, i, 2, "full", 1).total - two
+            if d <= 0:
+                continue
+            full = one + (k - 1) * (two - one)
+            with np.errstate(invalid="ignore"):
+                r = np.maximum(1, k - np.floor((memory_limit - full) / d))
+            ok = (k >= 2) & (full <= memory_limit) & (r < k)
+            times[i, ok] = np.minimum(times[i, ok], k[ok] * profile.block_s + r[ok] * profile.block_forward_s
+                                      + extras[i] + p2p[i])
     return times
 
 
@@ -168,29 +218,36 @@ def _fits(ctx: Context, par: Parallelism, layers: tuple[int, ...], memory_limit:
 
 
 def price(ctx: Context, par: Parallelism, profile: BlockProfile, memory_limit: float | None = None,
-          layers: tuple[int, ...] | None = None, modes: tuple[str, ...] | None = None) -> HybridPlan | None:
+          layers: tuple[int, ...] | None = None, modes: tuple[str, ...] | None = None,
+          recompute_blocks: tuple[int | None, ...] | None = None) -> HybridPlan | None:
     """The plan of `par` (with the given cut, or the best cut that fits `memory_limit`); None when no
-    cut fits. With recompute "per-stage", `modes` gives each stage's mode (brute force), by default
-    the least that fits `memory_limit` (`stage_modes`)."""
+    cut fits. With recompute "per-stage", `modes` (and for partial recomputation `recompute_blocks`,
+    None for all of a stage's blocks) gives each stage's choice (brute force), by default the
+    fastest that fits `memory_limit` (`stage_choices`)."""
     profile = rank_profile(ctx, par, profile)
     layers = layers or cut(ctx, par, profile, memory_limit)
     if layers is None:
         return None
-    modes = modes or stage_modes(ctx, par, layers, memory_limit)
+    if modes is None:
+        modes, recompute_blocks = stage_choices(ctx, par, layers, memory_limit, profile)
+    recompute_blocks = recompute_blocks or (None,) * len(layers)
     spec, cluster, pp = ctx.spec, ctx.cluster, par.pp
     stages, first = [], 0
     for i, k in enumerate(layers):
         block, recompute = layer_s(par, profile, modes[i])
+        partial = recompute_blocks[i] is not None and recompute_blocks[i] < k
+        recomputed = recompute_blocks[i] if partial else k
         extra = (profile.embed_s if i == 0 else 0.0) + (profile.head_s if i == pp - 1 else 0.0)
         configs = (tuple(("embedding", op, c) for op, c in profile.embed_configs) if i == 0 else ()) + \
             tuple(("block", op, c) for op, c in profile.configs) + \
             (tuple(("head", op, c) for op, c in profile.head_configs) if i == pp - 1 else ())
         stages.append(StagePlan(i, first, k, i == 0, i == pp - 1, i * par.tp * par.replicas, par.tp, par.replicas,
-                                k * block, k * recompute, extra, stage_p2p_s(ctx, par, i),
-                                memory_of(ctx, par, i, k, modes[i]), configs, modes[i],
-                                k * profile.block_forward_s + extra / 3.0,
+                                k * block, recomputed * recompute, extra, stage_p2p_s(ctx, par, i),
+                                memory_of(ctx, par, i, k, modes[i], recompute_blocks[i] if partial else None),
+                                configs, modes[i], k * profile.block_forward_s + extra / 3.0,
                                 chunk_layers(k, par.virtual_stages) if par.schedule == "interleaved" else (),
-                                k * weight_grad_s(profile) + extra / 3.0))
+                                k * weight_grad_s(profile) + extra / 3.0,
+                                recompute_blocks[i] if partial else None))
         first += k
     times = [s.time_per_microbatch_s for s in stages]
     params = [stage_params(spec, s.layers, s.embedding, s.head, par.tp, pp) for s in stages]

@@ -350,20 +350,27 @@ def runtime_reserve(runtime, dynamic_bytes: float, communicator_count: int) -> d
 def stage_memory(spec: TransformerSpec, *, layers: int, stage: int, pp: int, tp: int, dp: int, micro_batch: int,
                  micro_batches: int, recompute: str, sequence_parallel: bool, zero_stage: int, schedule: str,
                  virtual_stages: int = 1, state: StateBytes = MIXED_PRECISION, runtime=None,
-                 cp: int = 1, replicate: int = 1) -> StageMemory:
+                 cp: int = 1, replicate: int = 1, recompute_layers: int | None = None) -> StageMemory:
     """Sum of the terms above for stage `stage` holding `layers` blocks, as `runtime` (None:
     megatron-core) runs them, with its reserve (`runtime_reserve`). With context parallelism `spec`
     is one rank's (s / cp tokens, context_parallel.local_spec) and `dp` the dp x cp ranks sharing
     the weights; the key/value exchange's buffers (context_parallel.kv_buffer_bytes, of the whole
     sequence's spec: s / cp x cp tokens) join the buffers. With hybrid sharding (fsdp.py) `dp` is
-    the shard group and `replicate` the number of such groups."""
+    the shard group and `replicate` the number of such groups. Partial recomputation (`recompute`
+    "full" with `recompute_layers` r < `layers`, Megatron's --recompute-method block
+    --recompute-num-layers r): r blocks keep full recomputation's input only, the other k - r all
+    their activations, and the backward working set is full recomputation's (one rematerialised
+    block); 1F1B and GPipe only (every block holds the same micro-batches)."""
 
     first, last = stage == 0, stage == pp - 1
     params = stage_params(spec, layers, first, last, tp, pp)
     b, t, sp = micro_batch, tp, sequence_parallel
     flight = in_flight_microbatches(stage, pp, micro_batches, schedule, virtual_stages)
-    acts = held_blocks(layers, stage, pp, micro_batches, schedule, virtual_stages) * layer_activation_bytes(
-        spec, b, t, recompute, sp, state, runtime)
+    per_block = layer_activation_bytes(spec, b, t, recompute, sp, state, runtime)
+    if recompute == "full" and recompute_layers is not None and recompute_layers < layers:
+        kept = layer_activation_bytes(spec, b, t, "none", sp, state, runtime)
+        per_block = (recompute_layers * per_block + (layers - recompute_layers) * kept) / layers
+    acts = held_blocks(layers, stage, pp, micro_batches, schedule, virtual_stages) * per_block
     if first:
         acts += embedding_activation_bytes(spec, b, t, sp, state) * flight
     if last:  # logits live one micro-batch

@@ -41,6 +41,9 @@ class StagePlan:
     forward_s: float = 0.0  # the forward part of block_s + recompute_s + extra_s (windows for overlapped sync)
     chunks: tuple[int, ...] = ()  # interleaved schedule: blocks of each of its v chunks (stages.chunk_layers)
     weight_grad_s: float = 0.0  # W: the weight-gradient part of block_s + extra_s (zero-bubble schedules)
+    # partial recomputation: the first `recompute_blocks` of its blocks under full recomputation, the
+    # rest under none (recompute "full"; Megatron's --recompute-method block --recompute-num-layers); None: all
+    recompute_blocks: int | None = None
 
     def __post_init__(self):
         if self.layers < 0 or self.tp < 1 or self.replicas < 1:
@@ -59,6 +62,8 @@ class StagePlan:
         return {"index": self.index, "layers": [self.first_layer, self.first_layer + self.layers],
                 "num_layers": self.layers, "embedding": self.embedding, "head": self.head,
                 "recompute": self.recompute, "chunk_layers": list(self.chunks) or [self.layers],
+                "recompute_blocks": (self.recompute_blocks if self.recompute_blocks is not None
+                                     else self.layers if self.recompute == "full" else 0),
                 "submesh": {"devices_per_replica": self.tp, "replicas": self.replicas,
                             "devices": list(self.devices),
                             "replica_0_devices": [self.first_device, self.first_device + self.tp - 1]},

@@ -139,8 +139,13 @@ def validate_plan(plan: HybridPlan, cluster: Cluster, enforce_memory: bool = Tru
             held = sum(s.chunks[(j // q.pp) % q.virtual_stages]
                        for j in range(min(warmup, q.micro_batches * q.virtual_stages)))
 
-        def stage_total(mode: str) -> float:
-            acts = held * mem.layer_activation_bytes(tokens, b, t, mode, sp, st, runtime)
+        def stage_total(mode: str, recomputed: int | None = None) -> float:
+            # partial recomputation: `recomputed` blocks keep full's input only, the others everything
+            per_block = mem.layer_activation_bytes(tokens, b, t, mode, sp, st, runtime)
+            if recomputed is not None:
+                per_block = (recomputed * per_block + (s.layers - recomputed)
+                             * mem.layer_activation_bytes(tokens, b, t, "none", sp, st, runtime)) / s.layers
+            acts = held * per_block
             if s.embedding:
                 acts += mem.embedding_activation_bytes(tokens, b, t, sp, st) * flight
             if s.head:
@@ -154,11 +159,23 @@ def validate_plan(plan: HybridPlan, cluster: Cluster, enforce_memory: bool = Tru
                     + reserve.workspace + reserve.cuda_context + groups * reserve.nccl_per_communicator)
 
         mode = s.recompute if s.recompute in order else q.recompute
-        total = stage_total(mode)
+        partial = s.recompute_blocks is not None
+        if partial and (mode != "full" or not 1 <= s.recompute_blocks < s.layers or q.recompute != "per-stage"
+                        or q.schedule not in ("1f1b", "gpipe")):
+            problems.append(f"stage {s.index}: {s.recompute_blocks} of {s.layers} blocks recomputed in {mode!r}")
+            partial = False
+        total = stage_total(mode, s.recompute_blocks if partial else None)
         if q.recompute == "per-stage" and enforce_memory and plan.memory_limit is not None and mode in order:
-            lighter = [r for r in order[:order.index(mode)] if stage_total(r) <= plan.memory_limit * (1 + RTOL)]
+            fits = plan.memory_limit * (1 + RTOL)
+            # the fastest fitting option: nothing lighter (none < selective < full) fits, a partial stage
+            # recomputes the fewest blocks that fit, and a fully recomputed one could not do with fewer
+            lighter = [r for r in order[:order.index(mode) if not partial else 1] if stage_total(r) <= fits]
             if lighter:
                 problems.append(f"stage {s.index}: recompute {mode!r} where {lighter[0]!r} fits")
+            fewer = (s.recompute_blocks if partial else s.layers) - 1
+            if (mode == "full" and q.schedule in ("1f1b", "gpipe") and fewer >= 1
+                    and stage_total("full", fewer) <= fits):
+                problems.append(f"stage {s.index}: recomputes {fewer + 1} blocks where {fewer} fit")
         if not _close(total, s.memory.total):
             problems.append(f"stage {s.index}: memory {s.memory.total:.6g} B, re-derived {total:.6g} B")
         if enforce_memory and plan.memory_limit is not None and total > plan.memory_limit * (1 + RTOL):
