@@ -23,7 +23,8 @@ class ModelShape:
 
     @property
     def biases(self) -> str:
-        """"all" (GPT-2), "none" (LLaMA, Mistral, Mixtral) or "qkv" (Qwen2: q/k/v biases only)."""
+        """Which linear layers have biases: "all" (GPT-2), "none" (LLaMA, Mistral, Mixtral), "qkv"
+        (Qwen2: q/k/v only) or "mixed" (any other combination)."""
         s = self.spec
         if s.qkv_bias and s.out_bias and s.mlp_bias:
             return "all"
