@@ -69,7 +69,8 @@ def test_fsdp_with_a_pipeline_gathers_once_a_step_like_zero_1():
     assert fsdp.step_time_s == pytest.approx(zero1.step_time_s)
     for s, t in zip(fsdp.stages, zero1.stages):
         assert s.memory.total == pytest.approx(t.memory.total)
-        assert s.memory.weights == pytest.approx(ctx.state.weights * stage_params(ctx.spec, 2, s.embedding, s.head, 1, 2))
+        params = stage_params(ctx.spec, 2, s.embedding, s.head, 1, 2)
+        assert s.memory.weights == pytest.approx(ctx.state.weights * params)
     # without a pipeline ZeRO-3 keeps 1/dp of the weights and gathers every micro-batch
     assert flat.stages[0].memory.weights < fsdp.stages[0].memory.weights
 
@@ -112,9 +113,10 @@ def _brute(model, cluster, batch, runtime):
         dp = n // (tp * pp)
         for b in (d for d in range(1, batch // dp + 1) if batch % (dp * d) == 0):
             m = batch // (dp * b)
-            schedules = [("1f1b", 1)] + ([("gpipe", 1), ("zb-h1", 1)] + [("interleaved", v) for v in range(2, L // pp + 1)
-                                                                        if m % pp == 0] if pp > 1 else [])
-            for (schedule, v), zero, sp in itertools.product(schedules, range(4), (False, True) if tp > 1 else (False,)):
+            interleaved = [("interleaved", v) for v in range(2, L // pp + 1) if m % pp == 0]
+            schedules = [("1f1b", 1)] + ([("gpipe", 1), ("zb-h1", 1)] + interleaved if pp > 1 else [])
+            sps = (False, True) if tp > 1 else (False,)
+            for (schedule, v), zero, sp in itertools.product(schedules, range(4), sps):
                 if pp > 1 and zero == 2:  # ZeRO-3 pipelines (FSDP2), ZeRO-2 does not
                     continue
                 node = per_node // tp  # HSDP: one node's worth of submeshes a shard group, when dp spans nodes

@@ -29,7 +29,8 @@ def test_held_blocks_by_hand():
     # equal chunks: the stage's blocks x Megatron's in-flight micro-batches
     for stage in range(4):
         for m in (1, 4, 16):
-            assert held_layers(6, stage, 4, m, 3) == pytest.approx(6 * in_flight_microbatches(stage, 4, m, "interleaved", 3))
+            expected = 6 * in_flight_microbatches(stage, 4, m, "interleaved", 3)
+            assert held_layers(6, stage, 4, m, 3) == pytest.approx(expected)
 
 
 def test_held_blocks_closed_form_equals_counting_every_warm_up_pass():

@@ -24,7 +24,8 @@ def register_command(subparsers) -> None:
                         help="per-device memory, e.g. 40GB; 'device' (default) = the device's; 'none' = unlimited")
     parser.add_argument("--fix", help="pin choices: KEY=VALUE,... with keys dp, tp, pp, micro_batch_size, "
                                       "virtual_stages, recompute (none|selective|full|per-stage), zero_stage (0-3), "
-                                      "sequence_parallel (true|false), schedule (1f1b|interleaved|gpipe), cp (context parallel); for a "
+                                      "sequence_parallel (true|false), schedule (1f1b|interleaved|gpipe|zb-h1|zb-h2), "
+                                      "cp (context parallel), dp_shard (ZeRO shard group, hybrid sharding); for a "
                                       "mixture of experts dp, tp, pp, ep, etp, micro_batch_size, virtual_stages, "
                                       "recompute, zero_stage (0|1), capacity (dropless|factor)")
     parser.add_argument("--routing", default=None,  # issue 24: hybrid/moe_cli.py

@@ -158,9 +158,11 @@ def tp_degrees(spec: TransformerSpec, devices_per_node: int, devices: int) -> li
 def enumerate_space(spec: TransformerSpec, devices: int, devices_per_node: int, global_batch: int,
                     pins: Mapping | None = None) -> Iterator[Parallelism]:
     """Every valid Parallelism using all `devices` that agrees with `pins`:
-    dp x cp x tp x pp = devices (cp: context_parallel.cp_degrees); pp <= layers; micro-batch size b with dp x b dividing the global batch
-    (m = B / (dp b)); interleaving with v > 1 needs p v <= layers (a block a chunk: stages.py), m
-    divisible by p and p > 1 (Megatron's conditions); sequence parallel only with tp > 1."""
+    dp x cp x tp x pp = devices (cp: context_parallel.cp_degrees); pp <= layers; micro-batch size b
+    with dp x b dividing the global batch (m = B / (dp b)); interleaving with v > 1 needs p v <= layers
+    (a block a chunk: stages.py), m divisible by p and p > 1 (Megatron's conditions); sequence
+    parallel only with tp > 1; ZeRO shard groups (fsdp.searched_shards); zero-bubble schedules with
+    pp > 1 and one recomputation mode."""
     from solver_plan.hybrid.context_parallel import cp_degrees
 
     pins = dict(pins or {})

@@ -124,8 +124,8 @@ def validate_plan(plan: HybridPlan, cluster: Cluster, enforce_memory: bool = Tru
         b, t, sp = q.micro_batch_size, q.tp, q.sequence_parallel
 
         # communicators the device joins: dp, tp, both pipeline neighbours, the tied-embedding pair
-        groups = (int(shard > 1) + int(replicate > 1) + int(q.tp > 1) + (2 if q.pp > 1 else 0) + int(q.pp > 1 and spec.tied_embeddings)
-                  + int(q.cp > 1))
+        groups = (int(shard > 1) + int(replicate > 1) + int(q.tp > 1) + (2 if q.pp > 1 else 0)
+                  + int(q.pp > 1 and spec.tied_embeddings) + int(q.cp > 1))
         # with cp a rank keeps s / cp tokens of every activation, and the exchange's K and V pieces,
         # 2 e (s / cp) b (kv d) / t each: 4 for the ring (in use and arriving, and their gradients),
         # 2 cp for the all-gather (whole K, V and their gradients)

@@ -33,9 +33,9 @@ schedule only under a runtime profile that runs it; `--fix schedule=zb-h1|zb-h2`
 from __future__ import annotations
 
 ZERO_BUBBLE = ("zb-h1", "zb-h2")
+TORCH_ZB1P = "pipeline_parallel_schedule InterleavedZeroBubble (torch ScheduleInterleavedZeroBubble)"
 RUNNERS = {
-    "zb-h1": {"torchtitan": "pipeline_parallel_schedule InterleavedZeroBubble (torch ScheduleInterleavedZeroBubble)",
-              "torchtitan-compile": "pipeline_parallel_schedule InterleavedZeroBubble (torch ScheduleInterleavedZeroBubble)",
+    "zb-h1": {"torchtitan": TORCH_ZB1P, "torchtitan-compile": TORCH_ZB1P,
               "zero-bubble-megatron": "sail-sg/zero-bubble-pipeline-parallelism --enable-zb-runtime"},
     "zb-h2": {"zero-bubble-megatron": "sail-sg/zero-bubble-pipeline-parallelism --enable-zb-runtime "
                                       "--zero-bubble-max-pending-backward 2p"},
