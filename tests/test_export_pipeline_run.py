@@ -5,14 +5,22 @@ from __future__ import annotations
 
 import pytest
 
+import json
+
 from test_export import hybrid_plan
+from solver_plan.resources import REPO_ROOT
+
+# the hybrid planner's own plan: GPT-2 (8 layers) on 8 devices, pp 2 with 4 virtual stages each,
+# 2 micro-batches of 16, full recomputation (tests/fixtures/plans)
+PLANNED = json.loads((REPO_ROOT / "tests" / "fixtures" / "plans" / "hybrid-gpt2-full.json").read_text())
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("plan", [
     hybrid_plan(dp=1, tp=1, pp=2, micro=2, micro_batches=4, layers=(3, 5)),  # uneven 1F1B
     hybrid_plan(dp=1, tp=1, pp=2, micro=1, micro_batches=4, layers=(4, 4), v=2, schedule="interleaved"),
-], ids=["1f1b-uneven", "interleaved"])
+    PLANNED,
+], ids=["1f1b-uneven", "interleaved", "planned-interleaved"])
 def test_pipeline_plan_runs_on_gloo_processes(plan):
     pytest.importorskip("torch")
     from solver_plan.export.pipeline_run import run_pipeline_plan
