@@ -34,7 +34,7 @@ class Context:
     runtime: RuntimeProfile = DEFAULT_RUNTIME  # kernels, overlap and memory reserve of the software stack
     # p2p seconds of one stage boundary by (micro-batch, tp, replicas, cp, crosses nodes): the search
     # prices the same few transfers for thousands of points
-    p2p_cache: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
+    p2p_cache: dict = field(default_factory=dict, init=False, compare=False, hash=False, repr=False)  # not copied
 
 
 def rank_profile(ctx: Context, par: Parallelism, profile: BlockProfile) -> BlockProfile:
