@@ -13,21 +13,23 @@ from solver_plan.resources import REPO_ROOT
 
 
 def hybrid_plan(dp=2, tp=2, pp=2, micro=2, micro_batches=4, layers=(12, 12), v=1, recompute="none", zero=1,
-                sp=False, schedule="1f1b", block_configs=True, stage_recompute=None, model="gpt2") -> dict:
+                sp=False, schedule="1f1b", block_configs=True, stage_recompute=None, model="gpt2", cp=1, dp_shard=0,
+                recompute_blocks=None) -> dict:
     """A hand-written hybrid plan in the JSON layout of solver_plan/hybrid/plan.py."""
     stages, first = [], 0
     for i, n in enumerate(layers):
         stages.append({"index": i, "layers": [first, first + n], "num_layers": n, "embedding": i == 0,
                        "head": i == len(layers) - 1,
                        "recompute": stage_recompute[i] if stage_recompute else recompute,
+                       **({"recompute_blocks": recompute_blocks[i]} if recompute_blocks else {}),
                        "submesh": {"devices_per_replica": tp, "replicas": dp,
                                    "devices": [i * tp * dp, (i + 1) * tp * dp - 1]}})
         first += n
     return {"schema_version": 1, "kind": "hybrid", "status": "FEASIBLE", "step_time_s": 1.0, "lower_bound_s": 0.9,
-            "model": model, "cluster": "c", "devices": dp * tp * pp, "global_batch": dp * micro * micro_batches,
+            "model": model, "cluster": "c", "devices": dp * cp * tp * pp, "global_batch": dp * micro * micro_batches,
             "parallelism": {"dp": dp, "tp": tp, "pp": pp, "micro_batch_size": micro, "micro_batches": micro_batches,
                             "virtual_stages": v, "recompute": recompute, "zero_stage": zero,
-                            "sequence_parallel": sp, "schedule": schedule},
+                            "sequence_parallel": sp, "schedule": schedule, "cp": cp, "dp_shard": dp_shard},
             "memory_per_device_bytes": 10**9, "stages": stages,
             "block_configs": [{"operator": "self_attn/q", "config": f"out={tp}@{tp}"},
                               {"operator": "mlp/fc2", "config": "sequence=2@2" if tp == 2 else f"in={tp}@{tp}"}]
@@ -381,3 +383,27 @@ def test_dtensor_biases_and_mesh_changes():
     doc = json.loads(export_plan(d, "dtensor", graph=graph))
     assert doc["modules"]["fc0"]["bias_placements"] == ["Shard(0)"]
     assert doc["cross_mesh_edges"] == [edges[1]]  # features -> fc0 share devices 0-1; relu0 -> fc1 share 0-3
+
+
+def test_context_parallelism_hybrid_sharding_zero_bubble_and_partial_recomputation():
+    """cp: Megatron-LM's --context-parallel-size and torchtitan's context_parallel_degree (the world is
+    dp x cp x tp x pp); hybrid sharding in groups of 4 of the 8 replicas: two distributed-optimizer
+    instances, torchtitan's HSDP 2 x 2 (x cp 2); zero-bubble schedules and partial recomputation
+    (the first 3 of 6 blocks) export as what the runtimes have, and say so."""
+    plan = hybrid_plan(dp=4, cp=2, tp=2, pp=2, micro=1, micro_batches=8, layers=(6, 6), dp_shard=4,
+                       schedule="zb-h1", recompute="full", recompute_blocks=(3, 2), model=LLAMA)
+    megatron = export_plan(plan, "megatron")
+    a = command_args(megatron)
+    assert (a["--context-parallel-size"], a["--num-distributed-optimizer-instances"]) == ("2", "2")
+    assert plan["devices"] // (int(a["--tensor-model-parallel-size"]) * int(a["--pipeline-model-parallel-size"])
+                               * int(a["--context-parallel-size"])) == 4  # Megatron-LM's data parallelism
+    assert (a["--recompute-method"], a["--recompute-num-layers"]) == ("block", "3")
+    assert "not expressible: schedule zb-h1" in megatron
+    titan = command_args(export_plan(plan, "torchtitan"))
+    degrees = [int(titan[f"--parallelism.{k}"]) for k in ("data_parallel_replicate_degree", "data_parallel_shard_degree",
+                                                          "context_parallel_degree")]
+    assert degrees == [2, 2, 2] and titan["--parallelism.pipeline_parallel_schedule"] == "1F1B"
+    ds = json.loads(export_plan(plan, "deepspeed"))["solver_plan"]["not_expressible"]
+    assert any("context parallelism 2" in x for x in ds) and any("partial recomputation" in x for x in ds)
+    with pytest.raises(InputError, match="dp x cp x tp x pp = 32 != devices 16"):
+        export_plan(dict(plan, devices=16), "megatron")

@@ -43,6 +43,27 @@ class HybridView:
     precision: str | None = None
     # each stage's recomputation (none / selective / full); with recompute "per-stage" they differ
     stage_recompute: tuple[str, ...] = ()
+    cp: int = 1  # context parallelism: the sequence split over cp ranks
+    dp_shard: int = 0  # ranks of a ZeRO shard group among the dp x cp replicas (hybrid sharding); 0: all
+    # each stage's blocks under full recomputation (Megatron's --recompute-method block); () or
+    # num_layers: all of a "full" stage's blocks
+    recompute_blocks: tuple[int, ...] = ()
+    # interleaved schedules: each stage's blocks per virtual stage (stages[].chunk_layers)
+    chunk_layers: tuple[tuple[int, ...], ...] = ()
+
+    def virtual_stage_layers(self) -> tuple[list[int], bool]:
+        """Layers of the pp x virtual parts in model order (part k: virtual stage k // pp of stage
+        k mod pp), and whether the plan said so (else: as even as the layers allow)."""
+        parts = self.pp * self.virtual_stages
+        if len(self.chunk_layers) == self.pp and all(len(c) == self.virtual_stages for c in self.chunk_layers):
+            return [self.chunk_layers[k % self.pp][k // self.pp] for k in range(parts)], True
+        return [self.layers // parts + (1 if i < self.layers % parts else 0) for i in range(parts)], False
+
+    @property
+    def partial_recompute(self) -> bool:
+        """Some fully recomputing stage recomputes only its first blocks."""
+        return any(mode == "full" and blocks < layers for mode, blocks, layers in
+                   zip(self.recompute_modes, self.recompute_blocks, self.stage_layers))
 
     @property
     def recompute_modes(self) -> tuple[str, ...]:
@@ -68,6 +89,7 @@ class HybridView:
 
 PRECISIONS = ("mixed-bf16", "mixed-fp16", "mixed-fp8", "fp32", "tf32")
 RECOMPUTE_ORDER = ("none", "selective", "full")  # least to most recomputation (and least memory)
+SCHEDULES = ("1f1b", "interleaved", "gpipe", "zb-h1", "zb-h2")  # zb: zero-bubble (Qi et al. 2023)
 
 
 def _precision(value) -> str | None:
@@ -102,11 +124,17 @@ def hybrid_view(d: dict) -> HybridView:
             str(p.get("recompute", "none")), int(p.get("zero_stage", 0)), bool(p.get("sequence_parallel", False)),
             str(p.get("schedule", "1f1b")), tuple(int(s["num_layers"]) for s in d["stages"]),
             tuple(d.get("block_configs") or ()), _precision(d.get("precision")),
-            _stage_recompute(d["stages"], str(p.get("recompute", "none"))))
+            _stage_recompute(d["stages"], str(p.get("recompute", "none"))), int(p.get("cp", 1)),
+            int(p.get("dp_shard", 0) or 0),
+            tuple(int(s.get("recompute_blocks", s["num_layers"])) for s in d["stages"]),
+            tuple(tuple(int(x) for x in s.get("chunk_layers") or ()) for s in d["stages"]))
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise InputError(f"malformed hybrid plan ({type(exc).__name__}: {exc})", WHERE) from None
-    if view.dp * view.tp * view.pp != view.devices:
-        raise InputError(f"dp x tp x pp = {view.dp * view.tp * view.pp} != devices {view.devices}", WHERE)
+    if view.dp * view.cp * view.tp * view.pp != view.devices:
+        raise InputError(f"dp x cp x tp x pp = {view.dp * view.cp * view.tp * view.pp} != devices {view.devices}",
+                         WHERE)
+    if view.schedule not in SCHEDULES:
+        raise InputError(f"unknown schedule {view.schedule!r} (expected one of {', '.join(SCHEDULES)})", WHERE)
     if view.dp * view.micro_batch_size * view.micro_batches != view.global_batch:
         raise InputError("dp x micro_batch_size x micro_batches != global_batch", WHERE)
     if len(view.stage_layers) != view.pp:

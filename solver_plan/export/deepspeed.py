@@ -20,11 +20,11 @@ def _batch_keys(v, lost: list[str]) -> dict:
     the world size, which counts the tp ranks sharing each micro-batch: train_batch_size is left
     for DeepSpeed to derive (micro x accumulation x world = global batch x tp)."""
     keys = {"train_micro_batch_size_per_gpu": v.micro_batch_size, "gradient_accumulation_steps": v.micro_batches}
-    if v.tp > 1 and v.pp == 1:
-        lost.append(f"train_batch_size: with AutoTP DeepSpeed counts all {v.devices} ranks in its batch "
-                    f"arithmetic, so it reports micro x accumulation x world = {v.global_batch * v.tp} "
-                    f"(the plan's global batch {v.global_batch} x tp {v.tp}: each tp group reads one "
-                    "micro-batch); left for DeepSpeed to derive")
+    if v.pp == 1 and v.tp * v.cp > 1:
+        lost.append(f"train_batch_size: without a pipeline topology DeepSpeed counts all {v.devices} ranks in its "
+                    f"batch arithmetic, so it reports micro x accumulation x world = {v.global_batch * v.tp * v.cp} "
+                    f"(the plan's global batch {v.global_batch} x {v.tp * v.cp} ranks reading each micro-batch); "
+                    "left for DeepSpeed to derive")
         return keys
     return {"train_batch_size": v.global_batch, **keys}
 
@@ -75,6 +75,17 @@ def export_deepspeed(d: dict) -> str:
                         "checkpoints: memory within the plan, slower than planned)")
     if v.sequence_parallel:
         lost.append("Megatron-style sequence parallelism inside tensor-parallel groups has no ds_config key")
+    if v.cp > 1:
+        lost.append(f"context parallelism {v.cp} (ring attention over the sequence): DeepSpeed's sequence parallelism "
+                    "(Ulysses, sequence_parallel_size) is an all-to-all over heads, set up in the model code")
+    if v.dp_shard and v.dp_shard < v.dp * v.cp:
+        lost.append(f"hybrid sharding in groups of {v.dp_shard}: ds_config shards ZeRO state over all data-parallel "
+                    "ranks (ZeRO-3's MiCS, zero_optimization.mics_shard_size, shards within groups)")
+    if v.partial_recompute:
+        lost.append(f"partial recomputation ({list(v.recompute_blocks)} blocks per stage): DeepSpeed checkpoints every "
+                    "layer (memory within the plan, slower than planned)")
+    if v.schedule.startswith("zb-"):
+        lost.append(f"schedule {v.schedule} (zero bubble): DeepSpeed pipelines run 1F1B")
     if v.virtual_stages > 1:
         lost.append(f"interleaved schedule with {v.virtual_stages} virtual stages: DeepSpeed pipelines run 1F1B")
     if v.schedule == "gpipe":

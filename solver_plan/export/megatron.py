@@ -59,6 +59,14 @@ def _recompute_flags(v, lost: list[str]) -> list[tuple[str, object]]:
         lost.append(f"per-stage recomputation {list(modes)}: Megatron-LM recomputes alike in every stage; "
                     f"exported as {mode} everywhere (memory within the plan, slower than planned on the "
                     "stages planned with less)")
+    if mode == "full" and v.partial_recompute:
+        # the first N blocks of every stage recomputed in full: N the most any stage planned
+        blocks = max(b for m, b in zip(modes, v.recompute_blocks) if m == "full")
+        if len({b for m, b in zip(modes, v.recompute_blocks) if m == "full"}) > 1:
+            lost.append(f"partial recomputation of {list(v.recompute_blocks)} blocks per stage: Megatron-LM recomputes "
+                        f"the first {blocks} blocks of every stage (memory within the plan)")
+        return [("--recompute-granularity", "full"), ("--recompute-method", "block"),
+                ("--recompute-num-layers", blocks)]
     if mode == "full":
         # every layer checkpointed on its own: the full recomputation the memory terms assume
         return [("--recompute-granularity", "full"), ("--recompute-method", "uniform"), ("--recompute-num-layers", 1)]
@@ -79,6 +87,12 @@ def export_megatron(d: dict) -> str:
                     "--seq-length, --max-position-embeddings and the architecture flags by hand")
     flags += [("--tensor-model-parallel-size", v.tp), ("--pipeline-model-parallel-size", v.pp),
               ("--micro-batch-size", v.micro_batch_size), ("--global-batch-size", v.global_batch)]
+    if v.cp > 1:
+        flags.append(("--context-parallel-size", v.cp))
+    if v.dp_shard and v.dp_shard < v.dp * v.cp:
+        # hybrid sharding: the optimizer state sharded within groups of dp_shard ranks, replicated
+        # across the (dp x cp) / dp_shard groups (core_v0.11+)
+        flags.append(("--num-distributed-optimizer-instances", v.dp * v.cp // v.dp_shard))
     if v.virtual_stages > 1:
         flags.append(("--num-layers-per-virtual-pipeline-stage", v.layers // (v.pp * v.virtual_stages)))
         if v.layers % (v.pp * v.virtual_stages):
@@ -109,9 +123,13 @@ def export_megatron(d: dict) -> str:
         lost.append("tf32 matrix units: Megatron-LM has no flag (PyTorch's torch.backends.cuda.matmul.allow_tf32)")
     if v.schedule == "gpipe":
         lost.append("schedule gpipe: Megatron-LM runs 1F1B (same bubble, less activation memory)")
+    if v.schedule.startswith("zb-"):
+        lost.append(f"schedule {v.schedule} (zero bubble): Megatron-LM runs 1F1B, with the 1F1B bubble the plan's step "
+                    "time did not count")
     lost += block_config_loss(v, "Megatron-LM")
-    header = [f"# Megatron-LM arguments for {v.model}: {v.devices} devices = dp {v.dp} x tp {v.tp} x pp {v.pp} "
-              f"(data parallelism is world size / (tp x pp): launch {v.devices} ranks)"
+    header = [f"# Megatron-LM arguments for {v.model}: {v.devices} devices = dp {v.dp} x "
+              + (f"cp {v.cp} x " if v.cp > 1 else "") + f"tp {v.tp} x pp {v.pp} "
+              f"(data parallelism is world size / ({'cp x ' if v.cp > 1 else ''}tp x pp): launch {v.devices} ranks)"
               + (f"; planned in {v.precision}" if v.precision else "")]
     if shape is not None:
         header.append(f"# vocabulary: the plan priced {shape.spec.vocab} tokens; it comes from your tokenizer "

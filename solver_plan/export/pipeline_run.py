@@ -6,7 +6,7 @@ the model's loss and gradients.
 model with the plan's layer count (token embedding, `layers` residual MLP blocks, final norm and
 output: what Megatron-LM, DeepSpeed and torchtitan put in pipeline stages), cuts it as the plan's
 stages say (the embedding with the first stage, the output with the last; with virtual stages the
-layers split evenly into pp x virtual parts, part i on rank i mod pp), and runs one training step
+plan's blocks per virtual stage, `chunk_layers`, part i on rank i mod pp), and runs one training step
 of the plan's global batch with the plan's schedule (1F1B, GPipe, Interleaved1F1B) and
 micro-batch count on pp gloo processes. Only the pipeline dimension runs (data and tensor
 parallelism are the other exports' business); float64 throughout. Returns the largest absolute
@@ -19,6 +19,7 @@ import json
 import os
 import tempfile
 
+from solver_plan.errors import InputError
 from solver_plan.export.common import hybrid_view
 
 
@@ -65,11 +66,7 @@ class _Part:
 
 
 def _part_layers(v) -> list[tuple[int, int]]:
-    if v.virtual_stages == 1:
-        sizes = list(v.stage_layers)
-    else:
-        parts = v.pp * v.virtual_stages
-        sizes = [v.layers // parts + (1 if i < v.layers % parts else 0) for i in range(parts)]
+    sizes = list(v.stage_layers) if v.virtual_stages == 1 else v.virtual_stage_layers()[0]
     bounds, first = [], 0
     for size in sizes:
         bounds.append((first, first + size))
@@ -144,6 +141,8 @@ def run_pipeline_plan(plan_dict: dict, width: int = 16, vocab: int = 32, seq: in
     processes and one process; `parameters_with_gradients` counts every parameter once."""
     import torch.multiprocessing as mp
     view = hybrid_view(plan_dict)
+    if view.schedule.startswith("zb-"):
+        raise InputError(f"schedule {view.schedule}: the pipeline runner runs 1f1b, gpipe and interleaved", "plan")
     with tempfile.TemporaryDirectory() as folder:
         init_file, result_path = os.path.join(folder, "init"), os.path.join(folder, "result.json")
         mp.spawn(_worker, args=(view, width, vocab, seq, seed, init_file, result_path), nprocs=view.pp, join=True)

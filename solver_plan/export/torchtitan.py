@@ -56,11 +56,10 @@ def _stage_parts(v, lost: list[str]) -> list[list[str]] | None:
     if v.pp == 1:
         return None
     if v.virtual_stages > 1:
-        parts = v.pp * v.virtual_stages
-        if v.layers % parts:
+        sizes, planned = v.virtual_stage_layers()  # the plan's blocks per virtual stage
+        if not planned and v.layers % len(sizes):
             lost.append(f"{v.layers} layers do not divide into {v.pp} x {v.virtual_stages} virtual stages; "
                         f"the parts below differ by one layer")
-        sizes = [v.layers // parts + (1 if i < v.layers % parts else 0) for i in range(parts)]
     else:
         sizes = list(v.stage_layers)
     names, first = [], 0
@@ -91,18 +90,31 @@ def export_torchtitan(d: dict) -> str:
     shard = v.zero_stage >= 1
     if v.zero_stage in (1, 2) and v.dp > 1:
         lost.append(f"zero_stage {v.zero_stage}: torchtitan shards with FSDP (ZeRO-3) or not at all; exported as FSDP")
+    replicate, sharded = (1, v.dp) if shard else (v.dp, 1)
+    if shard and v.dp_shard and v.dp_shard < v.dp * v.cp:
+        # hybrid sharding (HSDP): torchtitan's FSDP group is data_parallel_shard_degree x cp ranks
+        if v.dp_shard % v.cp == 0 and v.dp % (v.dp_shard // v.cp) == 0:
+            sharded = v.dp_shard // v.cp
+            replicate = v.dp // sharded
+        else:
+            lost.append(f"hybrid sharding in groups of {v.dp_shard}: torchtitan's FSDP groups are a multiple of cp "
+                        f"{v.cp} dividing dp x cp; exported as FSDP over all {v.dp * v.cp} replicas")
     overrides: list[tuple[str, object]] = [
-        ("parallelism.data_parallel_replicate_degree", 1 if shard else v.dp),
-        ("parallelism.data_parallel_shard_degree", v.dp if shard else 1),
+        ("parallelism.data_parallel_replicate_degree", replicate),
+        ("parallelism.data_parallel_shard_degree", sharded),
         ("parallelism.tensor_parallel_degree", v.tp),
         ("parallelism.enable_sequence_parallel", v.sequence_parallel),
         ("parallelism.pipeline_parallel_degree", v.pp),
-        ("parallelism.context_parallel_degree", 1)]
+        ("parallelism.context_parallel_degree", v.cp)]
     if shape is not None and shape.spec.experts > 1 and v.tp > 1:
         overrides.append(("parallelism.expert_parallel_degree", v.tp))  # the planned split of the experts
     parts = _stage_parts(v, lost)
     if parts is not None:
-        overrides += [("parallelism.pipeline_parallel_schedule", SCHEDULES[v.schedule]),
+        if v.schedule.startswith("zb-"):
+            lost.append(f"schedule {v.schedule} (zero bubble, one stage per rank): torchtitan's zero-bubble schedules "
+                        "are looped or V-shaped (InterleavedZeroBubble, ZBVZeroBubble); exported as 1F1B, whose "
+                        "bubble the plan's step time did not count")
+        overrides += [("parallelism.pipeline_parallel_schedule", SCHEDULES.get(v.schedule, "1F1B")),
                       ("parallelism.pipeline_parallel_microbatch_size", v.micro_batch_size),
                       ("parallelism.module_fqns_per_model_part", _parts(parts))]
         local = v.micro_batch_size * v.micro_batches
@@ -132,6 +144,9 @@ def export_torchtitan(d: dict) -> str:
         lost.append(f"per-stage recomputation {list(v.recompute_modes)}: torchtitan applies one policy to every "
                     f"stage; exported as {mode} everywhere (memory within the plan, slower on the stages planned "
                     "with less)")
+    if v.partial_recompute:
+        lost.append(f"partial recomputation ({list(v.recompute_blocks)} blocks per stage): torchtitan's full policy "
+                    "recomputes every block (memory within the plan, slower than planned)")
     if mode == "selective":
         lost.append("selective recomputation: torchtitan's selective policy is per operator (it keeps matrix "
                     "products' and attention's outputs, recomputes the rest), not the attention-core "
@@ -139,7 +154,8 @@ def export_torchtitan(d: dict) -> str:
     if v.tp > 1 and not v.sequence_parallel:
         lost.append("tensor parallelism without sequence parallelism: exported with enable_sequence_parallel false")
     lost += block_config_loss(v, "torchtitan")
-    header = [f"# torchtitan 0.3 command line for {v.model}: {v.devices} devices = dp {v.dp} x tp {v.tp} x pp {v.pp}"
+    header = [f"# torchtitan 0.3 command line for {v.model}: {v.devices} devices = dp {v.dp} x "
+              + (f"cp {v.cp} x " if v.cp > 1 else "") + f"tp {v.tp} x pp {v.pp}"
               + (f"; planned in {v.precision}" if v.precision else "")]
     header += [f"# not expressible: {item}" for item in lost]
     args += [_flag(key, value) for key, value in overrides]
