@@ -63,10 +63,16 @@ def worker_megatron(plan: dict, text: str, tree: str) -> str:
               "micro batch": (args.micro_batch_size, p["micro_batch_size"]),
               "layers": (args.num_layers, sum(s["num_layers"] for s in plan["stages"])),
               "recompute": (args.recompute_granularity or "none", strongest(plan))}
+    layout = getattr(args, "pipeline_model_parallel_layout", None)
+    if layout is not None:  # the explicit stage layout, checked as TransformerConfig checks it
+        from megatron.core.transformer.pipeline_parallel_layer_layout import PipelineParallelLayerLayout
+        parsed = PipelineParallelLayerLayout.from_str(layout, args.pipeline_model_parallel_size)
+        parsed.validate_layer_layout(args.num_layers, 0)  # every block once, one embedding, one loss
     wrong = [f"{k} {got} != {want}" for k, (got, want) in checks.items() if got != want]
     assert not wrong, "; ".join(wrong)
     return f"hidden {args.hidden_size}, seq {args.seq_length}, dp {args.data_parallel_size}, " \
-           f"recompute {args.recompute_granularity}" + (f", experts {args.num_experts}" if args.num_experts else "")
+           f"recompute {args.recompute_granularity}" + (f", experts {args.num_experts}" if args.num_experts else "") \
+        + (f", layout of {len(layout.split('|'))} stages" if layout else "")
 
 
 def worker_deepspeed(plan: dict, text: str, _tree: str) -> str:

@@ -76,7 +76,7 @@ def test_megatron_arithmetic(name):
     assert dp * tp * pp == plan["devices"] and (tp, pp, dp) == (p["tp"], p["pp"], p["dp"])
     layers = int(a["--num-layers"])
     assert layers == sum(s["num_layers"] for s in plan["stages"])
-    if "--decoder-first-pipeline-num-layers" not in a:
+    if "--decoder-first-pipeline-num-layers" not in a and "--pipeline-model-parallel-layout" not in a:
         assert layers % pp == 0
     if p["virtual_stages"] > 1:
         assert layers == int(a["--num-layers-per-virtual-pipeline-stage"]) * pp * p["virtual_stages"]
@@ -245,7 +245,12 @@ def test_losses_are_named():
     three = hybrid_plan(dp=1, tp=1, pp=3, micro=1, micro_batches=3, layers=(7, 9, 8), zero=0)
     assert "--decoder-first-pipeline-num-layers 7" in export_plan(three, "megatron")  # middle: the rest, evenly
     four = hybrid_plan(dp=1, tp=1, pp=4, micro=1, micro_batches=4, layers=(7, 9, 10, 8), zero=0)
-    assert "not expressible: uneven stages [7, 9, 10, 8]" in export_plan(four, "megatron")
+    assert command_args(export_plan(four, "megatron"))["--pipeline-model-parallel-layout"] == "Et*7|t*9|t*10|t*8L"
+    chunks = hybrid_plan(dp=1, tp=1, pp=2, micro=1, micro_batches=4, layers=(5, 3), v=2, schedule="interleaved", zero=0)
+    for stage, parts in zip(chunks["stages"], ((3, 2), (2, 1))):
+        stage["chunk_layers"] = list(parts)
+    # virtual stages in Megatron-LM's order: chunk 0 of ranks 0 and 1, then chunk 1 of each
+    assert command_args(export_plan(chunks, "megatron"))["--pipeline-model-parallel-layout"] == "Et*3|t*2|t*2|t*1L"
     # the planned split of mlp/fc2 (by sequence) is not Megatron's row-parallel fc2: named; q agrees
     text = export_plan(PLANS["even"], "torchtitan")
     assert "mlp/fc2 planned sequence=2@2, torchtitan runs in=2@2" in text and "self_attn/q" not in text

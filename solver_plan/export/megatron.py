@@ -1,8 +1,10 @@
-"""Megatron-LM command-line arguments (megatron/training/arguments.py; checked by its own
-parse_args + validate_args at core_r0.9.0, core_v0.15.3 and main by scripts/check_exports.py):
+"""Megatron-LM command-line arguments (megatron/training/arguments.py, core_v0.14 and newer; checked
+by its own parse_args + validate_args at core_v0.15.3, main and core_r0.9.0 by scripts/check_exports.py):
 the model's shape, sequence length, batch arithmetic, parallelism, recomputation, precision and
 expert settings the plan priced. What the flags cannot say is a `# not expressible:` line."""
 from __future__ import annotations
+
+import shlex
 
 from solver_plan.export.common import block_config_loss, hybrid_view
 from solver_plan.export.model_shape import model_shape
@@ -49,6 +51,22 @@ def _model_flags(shape, v, lost: list[str]) -> list[tuple[str, object]]:
     return flags
 
 
+def _stage_flags(v) -> list[tuple[str, object]]:
+    """The plan's layers per stage (per virtual stage with an interleaved schedule): nothing when
+    Megatron-LM's even split is the plan's, the first/last stage sizes when only those differ, else
+    the explicit --pipeline-model-parallel-layout (core_v0.14+): virtual stages in Megatron-LM's
+    order (chunk k // pp of rank k mod pp), E the embedding, t a block, L the output and loss."""
+    sizes = list(v.stage_layers) if v.virtual_stages == 1 else v.virtual_stage_layers()[0]
+    if len(set(sizes)) == 1:
+        return [("--num-layers-per-virtual-pipeline-stage", sizes[0])] if v.virtual_stages > 1 else []
+    if v.virtual_stages == 1 and len(set(sizes[1:-1])) <= 1:
+        return [("--decoder-first-pipeline-num-layers", sizes[0]), ("--decoder-last-pipeline-num-layers", sizes[-1])]
+    last = len(sizes) - 1
+    layout = "|".join(("E" if k == 0 else "") + (f"t*{n}" if n else "") + ("L" if k == last else "")
+                      for k, n in enumerate(sizes))
+    return [("--pipeline-model-parallel-layout", layout)]
+
+
 def _recompute_flags(v, lost: list[str]) -> list[tuple[str, object]]:
     """Megatron-LM applies one recomputation setting to every pipeline stage: a plan whose stages
     differ gets the most any stage needs (memory within the plan, stages planned with less
@@ -93,16 +111,7 @@ def export_megatron(d: dict) -> str:
         # hybrid sharding: the optimizer state sharded within groups of dp_shard ranks, replicated
         # across the (dp x cp) / dp_shard groups (core_v0.11+)
         flags.append(("--num-distributed-optimizer-instances", v.dp * v.cp // v.dp_shard))
-    if v.virtual_stages > 1:
-        flags.append(("--num-layers-per-virtual-pipeline-stage", v.layers // (v.pp * v.virtual_stages)))
-        if v.layers % (v.pp * v.virtual_stages):
-            lost.append(f"{v.layers} layers do not divide into {v.pp} x {v.virtual_stages} virtual stages")
-    if not v.even_stages:
-        first, last, middle = v.stage_layers[0], v.stage_layers[-1], set(v.stage_layers[1:-1])
-        if len(middle) <= 1 and v.virtual_stages == 1:
-            flags += [("--decoder-first-pipeline-num-layers", first), ("--decoder-last-pipeline-num-layers", last)]
-        else:
-            lost.append(f"uneven stages {list(v.stage_layers)}: Megatron-LM sets only the first and last stage sizes")
+    flags += _stage_flags(v)
     if v.sequence_parallel and ("--sequence-parallel", None) not in flags:
         flags.append(("--sequence-parallel", None))
     flags += _recompute_flags(v, lost)
@@ -137,5 +146,5 @@ def export_megatron(d: dict) -> str:
         if shape.spec.experts > 1 and v.tp > 1:
             header.append("# needs Megatron-LM core_r0.10 or newer (--expert-tensor-parallel-size)")
     header += [f"# not expressible: {item}" for item in lost]
-    arguments = [f"{name} {value}" if value is not None else name for name, value in flags]
+    arguments = [f"{name} {shlex.quote(str(value))}" if value is not None else name for name, value in flags]
     return "\n".join(header) + "\n" + " \\\n".join(arguments) + "\n"
