@@ -1,6 +1,6 @@
-"""Megatron-LM command-line arguments (megatron/training/arguments.py, core_v0.14 and newer; checked
-by its own parse_args + validate_args at core_v0.15.3, main and core_r0.9.0 by scripts/check_exports.py):
-the model's shape, sequence length, batch arithmetic, parallelism, recomputation, precision and
+"""Megatron-LM command-line arguments (megatron/training/arguments.py, core_r0.10 and newer; an
+explicit stage layout needs core_v0.13; checked by its own parse_args + validate_args at
+core_v0.15.3, main and core_r0.9.0 by scripts/check_exports.py): the model's shape, sequence length, batch arithmetic, parallelism, recomputation, precision and
 expert settings the plan priced. What the flags cannot say is a `# not expressible:` line."""
 from __future__ import annotations
 
@@ -145,6 +145,8 @@ def export_megatron(d: dict) -> str:
                       "flags (--tokenizer-type ..., or --vocab-size with NullTokenizer)")
         if shape.spec.experts > 1 and v.tp > 1:
             header.append("# needs Megatron-LM core_r0.10 or newer (--expert-tensor-parallel-size)")
+    if any(name == "--pipeline-model-parallel-layout" for name, _ in flags):
+        header.append("# needs Megatron-LM core_v0.13 or newer (--pipeline-model-parallel-layout: the planned stages)")
     header += [f"# not expressible: {item}" for item in lost]
     arguments = [f"{name} {shlex.quote(str(value))}" if value is not None else name for name, value in flags]
     return "\n".join(header) + "\n" + " \\\n".join(arguments) + "\n"
