@@ -381,8 +381,8 @@ def test_dtensor_biases_and_mesh_changes():
         degrees = {"sample": 1, "out": 2, "in": 1} if op.name == "fc0" else {"sample": 2 if on_two else 4}
         operators.append({"name": op.name, "type": op.op_type.value, "degrees": degrees,
                           "devices": [0, 1] if on_two else [0, 1, 2, 3]})
-    edges = [{"src": "features", "dst": "fc0", "tensors": ["features"]}, {"src": "fc0", "dst": "relu0", "tensors": ["fc0"]},
-             {"src": "relu0", "dst": "fc1", "tensors": ["relu0"]}]
+    edges = [{"src": src, "dst": dst, "tensors": [src]} for src, dst in
+             (("features", "fc0"), ("fc0", "relu0"), ("relu0", "fc1"))]
     d = {"schema_version": 1, "model": graph.name, "status": "FEASIBLE", "operators": operators, "edges": edges,
          "device_memory_bytes": [0] * 4}
     doc = json.loads(export_plan(d, "dtensor", graph=graph))
@@ -405,8 +405,8 @@ def test_context_parallelism_hybrid_sharding_zero_bubble_and_partial_recomputati
     assert (a["--recompute-method"], a["--recompute-num-layers"]) == ("block", "3")
     assert "not expressible: schedule zb-h1" in megatron
     titan = command_args(export_plan(plan, "torchtitan"))
-    degrees = [int(titan[f"--parallelism.{k}"]) for k in ("data_parallel_replicate_degree", "data_parallel_shard_degree",
-                                                          "context_parallel_degree")]
+    degrees = [int(titan[f"--parallelism.{key}_degree"])
+               for key in ("data_parallel_replicate", "data_parallel_shard", "context_parallel")]
     assert degrees == [2, 2, 2] and titan["--parallelism.pipeline_parallel_schedule"] == "1F1B"
     ds = json.loads(export_plan(plan, "deepspeed"))["solver_plan"]["not_expressible"]
     assert any("context parallelism 2" in x for x in ds) and any("partial recomputation" in x for x in ds)

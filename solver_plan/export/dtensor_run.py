@@ -3,12 +3,13 @@ the placements of a per-operator plan compute the model.
 
 `run_dtensor_export(export_text, graph, world_size)` spawns `world_size` processes. Each builds
 every module's `DeviceMesh`, distributes each weight and bias with the exported placements, moves
-every activation to the consumer's planned input placements and runs the operator on DTensors,
-then brings its output to the planned output placements. Within one mesh a move is DTensor's
+every activation to the consumer's planned input placements and runs the operator on DTensors, then
+brings its output to the planned output placements. Within one mesh a move is DTensor's
 `redistribute`; across meshes (which DTensor refuses: "Cross device mesh comm not supported") the
-value is gathered with `full_tensor()` and becomes a replicated DTensor of the consumer's mesh
-that is then redistributed, all differentiable. The loss is summed over the batch; the logits and every weight's and bias's
-gradient are compared with a plain single-process run on the same weights (float64 throughout).
+value is gathered with `full_tensor()` and becomes a replicated DTensor of the consumer's mesh that
+is then redistributed, all differentiable. The loss is summed over the batch; the logits and every
+weight's and bias's gradient are compared with a plain single-process run on the same weights
+(float64 throughout).
 
 Operators run: Input (features, or token / position ids), Linear, Embedding, LayerNorm (and its
 RMS form), Binary add/mul, Unary activations (dropout as identity), Attention (heads, grouped

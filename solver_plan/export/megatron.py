@@ -1,7 +1,8 @@
 """Megatron-LM command-line arguments (megatron/training/arguments.py, core_r0.10 and newer; an
 explicit stage layout needs core_v0.13; checked by its own parse_args + validate_args at
 core_v0.15.3, main and core_r0.9.0 by scripts/check_exports.py): the model's shape, sequence
-length, batch arithmetic, parallelism, recomputation, precision and expert settings the plan priced. What the flags cannot say is a `# not expressible:` line."""
+length, batch arithmetic, parallelism, recomputation, precision and expert settings the plan
+priced. What the flags cannot say is a `# not expressible:` line."""
 from __future__ import annotations
 
 import shlex

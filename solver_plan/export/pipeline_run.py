@@ -30,7 +30,8 @@ def _model(layers: int, width: int, vocab: int, seed: int):
     class Block(nn.Module):
         def __init__(self):
             super().__init__()
-            self.norm, self.up, self.down = nn.LayerNorm(width), nn.Linear(width, 2 * width), nn.Linear(2 * width, width)
+            self.norm = nn.LayerNorm(width)
+            self.up, self.down = nn.Linear(width, 2 * width), nn.Linear(2 * width, width)
 
         def forward(self, x):
             return x + self.down(torch.nn.functional.gelu(self.up(self.norm(x))))
