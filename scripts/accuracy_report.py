@@ -11,7 +11,8 @@
    planner's what-if evaluation (solver_plan.hybrid.evaluate).
 
 Writes docs/accuracy.md (tables) and docs/accuracy.png (log-log predicted vs measured). Prints
-the figures. Deterministic; about 2-4 minutes on 2 cores.
+the figures. Every figure in the prose of docs/accuracy.md is computed here (from the rows, the
+profiles, the input-pipeline record or the presets) or is a named constant with its source. Deterministic; about 2-4 minutes on 2 cores.
 
     python scripts/accuracy_report.py [--out-md docs/accuracy.md] [--out-png docs/accuracy.png]
                                       [--skip-published] [--skip-profiles]
@@ -230,9 +231,87 @@ def _err(predicted, measured) -> float:
     return predicted / measured - 1.0
 
 
+# PipeDream's translation README (runtime/translation) trains GNMT with --batch-size 64: the source's
+# figure, compared with the batch the GNMT profile's LSTM state sizes imply when read as 2-byte elements.
+PIPEDREAM_TRANSLATION_BATCH = 64
 # The DGX-1's two Xeon E5-2698 v4 run 2 hardware threads per core (Intel ARK; 40 cores, 80 threads
 # per node): a datasheet constant, not in throughputs.yaml, which records physical cores only.
 DGX1_THREADS_PER_CORE = 2
+
+
+def _profile_count() -> int:
+    return sum((p / "graph.txt").exists() for p in (data_dir() / "pipedream-profiles").iterdir())
+
+
+def _profile_facts() -> dict:
+    """Figures the notes under the PipeDream table quote, read from the profiles themselves."""
+    import re
+    from solver_plan.graph.importers.pipedream import parse_profile
+    root = data_dir() / "pipedream-profiles"
+    nodes = {m: parse_profile(root / m / "graph.txt")[0] for m in ("alexnet", "inception_v3", "gnmt", "gnmt_large")}
+    # 5x5 stride-1 padded convolutions, FLOPs counted directly (2 x outputs x cin x 25) over the forward time
+    direct = []
+    for model in ("alexnet", "inception_v3"):
+        for n in nodes[model]:
+            conv = re.match(r"Conv2d\((\d+), \d+, kernel_size=\(5, 5\), stride=\(1, 1\), padding=\(2, 2\)",
+                            n.description)
+            if conv and n.forward_ms > 0:
+                direct.append(2 * n.activation_sizes[0] / 4 * int(conv.group(1)) * 25 / (n.forward_ms * 1e-3))
+
+    def classifier(model):
+        node = next(n for n in nodes[model] if n.description.startswith("Classifier("))
+        shape = re.search(r"in_features=(\d+), out_features=(\d+)", node.description)
+        fan_in, fan_out = int(shape.group(1)), int(shape.group(2))
+        rows = node.activation_sizes[0] / 4 / fan_out  # fp32 elements of the output, per output feature
+        return node, fan_in, fan_out, 2 * rows * fan_in * fan_out / (node.forward_ms * 1e-3)
+
+    gnmt, fan_in, fan_out, gnmt_rate = classifier("gnmt")
+    large_rate = classifier("gnmt_large")[3]
+    lstms = [n for n in nodes["gnmt"] if n.description.startswith("LSTM(")]
+    hidden = int(re.match(r"LSTM\(\d+, (\d+)", lstms[0].description).group(1))
+    state_bytes = lstms[0].activation_sizes[1]
+    last = max((n for n in lstms), key=lambda n: nodes["gnmt"].index(n))  # just before the classifier
+    siblings = [n.backward_ms for n in lstms if n.description == last.description and n is not last]
+    # SqueezeNet's 16-channel convolutions: backward over the uncalibrated device's FLOP-indexed prediction
+    squeeze = [x.seconds / predict(uncalibrated_base(), x)
+               for x in profile_measurements(root / "squeezenet1_0").measurements
+               if x.kind == "Conv2d backward" and x.kernels and all(k.narrow == 16 for k in x.kernels)]
+    device = resolve_cluster(BASE_CLUSTER).device
+    return {"direct": direct, "fp32_peak": dict(device.vector_flops)["fp32"], "fan_in": fan_in, "fan_out": fan_out,
+            "gnmt_rate": gnmt_rate, "large_rate": large_rate, "state_bytes": state_bytes, "hidden": hidden,
+            "classifier_ms": (gnmt.forward_ms, gnmt.backward_ms),
+            "lstm_ratio": last.backward_ms / statistics.median(siblings), "squeeze": squeeze}
+
+
+def _profile_lines() -> list[str]:
+    """The notes under the PipeDream table, every figure read from the profiles or the preset."""
+    f = _profile_facts()
+    peak = f["fp32_peak"] / 1e12
+    forward_ms, backward_ms = f["classifier_ms"]
+    return ["", "What the compute model prices (`solver_plan/cost/kernels.py`, shared by the cost model and "
+            "the calibration): Winograd F(2x2, r x r) for 3x3 and 5x5 stride-1 fp32 convolutions (AlexNet's "
+            f"and Inception-v3's 5x5 layers run at {min(f['direct']) / 1e12:.0f}-{max(f['direct']) / 1e12:.0f} "
+            f"TFLOP/s counted directly, above the {peak:g} peak), "
+            "HBM traffic with the input read per filter tap, and matrix efficiency indexed by FLOPs and by "
+            "the GEMM's smallest dimension (`narrow_efficiency`: channels per group; SqueezeNet's 16-channel "
+            f"layers' backward ran {min(f['squeeze']):.0f}-{max(f['squeeze']):.0f}x the uncalibrated device's "
+            "FLOP-indexed prediction), fitted by the calibration. Where it "
+            "still misses: GNMT and GNMT-large err in opposite directions on the same layer shapes because "
+            "the GNMT profile was most likely measured in half precision while it is read as fp32: its "
+            f"classifier ({f['fan_in']} x {f['fan_out']:,}) forward would run at {f['gnmt_rate'] / 1e12:.1f} "
+            "TFLOP/s counted in fp32 elements, above "
+            f"the V100's {peak:g} TFLOP/s fp32 peak, and its LSTM state outputs ({f['state_bytes']:,.0f} B) are "
+            f"{f['state_bytes'] / (2 * f['hidden']):.0f} x {f['hidden']:,} "
+            f"2-byte elements, the batch of {PIPEDREAM_TRANSLATION_BATCH} that PipeDream's translation README "
+            "runs (GNMT-large's "
+            f"classifier reads as {f['large_rate'] / 1e12:.1f} TFLOP/s, plausible fp32). Profiles carry no dtype; "
+            "reading GNMT as "
+            "fp16 needs tensor-core LSTM efficiencies no other profile informs. And PipeDream attributes backward "
+            f"times to neighbouring layers (a classifier's backward timed at {backward_ms:.1f} ms after a "
+            f"{forward_ms:.1f} ms forward, the next LSTM's backward {f['lstm_ratio']:.0f}x its siblings'): "
+            "per-layer errors "
+            "there are attribution, not model, and cancel in the per-model sums. SqueezeNet is the main "
+            f"source of 16-channel layers, so leaving it out leaves that bin least informed.", ""]
 
 
 def _measurement_record() -> dict:
@@ -278,7 +357,7 @@ def _mechanism_lines(rows) -> list[str]:
     dgx1, dgxa = by_id["rn50-v100-8gpu-amp"], by_id["rn50-a100-8gpu-amp"]
     dgx1_loader, dgxa_loader = dgx1["loader"], dgxa["loader"]
     record = _measurement_record()
-    rate = dgx1_loader["rate"]
+    rate = record["median"]  # the rate every CNN row's loader runs at (_measured_rate)
     # the per-core rate below which the DGX-1 8-GPU AMP row is loader-bound
     threshold = dgx1["gpu_only"] / dgx1_loader["busy_cores"]
     dgx1_workers = dgx1_loader["workers_per_gpu"] * dgx1_loader["per_node"]
@@ -299,9 +378,11 @@ def _mechanism_lines(rows) -> list[str]:
     # the measured step at 8 GPUs over the one at 1 GPU (same per-GPU batch): what data parallelism cost
     extra_step = dgxa["global_batch"] / dgxa["measured"] - a100_amp1["global_batch"] / a100_amp1["measured"]
     bert = [r for r in rows if r["id"].startswith("bert-large-") and r["predicted"] is not None]
-    paddle = [_err(r["predicted"], r["measured"]) for r in bert if "-paddle-" in r["id"]]
-    torch_tf32 = [_err(r["predicted"], r["measured"]) for r in bert if "-pytorch-" in r["id"] and r["precision"] == "tf32"]
-    torch_amp = [_err(r["predicted"], r["measured"]) for r in bert if "-pytorch-" in r["id"] and r["precision"] == "fp16"]
+    def errors(framework, precisions=("fp16", "tf32")):
+        return [_err(r["predicted"], r["measured"]) for r in bert
+                if f"-{framework}-" in r["id"] and r["precision"] in precisions]
+
+    paddle, torch_tf32, torch_amp = errors("paddle"), errors("pytorch", ("tf32",)), errors("pytorch", ("fp16",))
     gemms = [g for r in bert for g in r["gemm_gflop"]]
     device = resolve_cluster(bert[0]["cluster"]).device
     (knee, knee_eff), (_, top_eff) = sorted(device.matrix_efficiency, reverse=True)[1::-1]
@@ -384,11 +465,12 @@ def write_markdown(path: Path, cv_rows, published_rows, sources) -> None:
         lines += ["## PipeDream profiles, leave-one-model-out", "",
                   f"Per-layer forward and backward times measured on a V100 (fp32, minibatch 128 for the image "
                   f"models). For each model the calibration (`solver_plan/calibrate`, from the `{BASE_CLUSTER}` "
-                  f"preset stripped of its own calibration) is fitted on the 13 other models and predicts the "
+                  f"preset stripped of its own calibration) is fitted on the {len(cv_rows) - 1} other models and "
+                  "predicts the "
                   f"held-out model's layers; step time = sum over layers. `preset` = the uncalibrated device's "
                   f"prediction (calculon's curves; it also lacks the profiler's per-layer overhead that the fit "
                   f"estimates as a nuisance parameter). The shipped `{BASE_CLUSTER}` preset carries the fit on "
-                  f"all 14 models.", "",
+                  f"all {len(cv_rows)} models.", "",
                   f"Median |error| **{100 * statistics.median(errors):.1f}%** (target < {100 * TARGET_MEDIAN:.0f}%), "
                   f"worst **{100 * max(errors):.1f}%** (target < {100 * TARGET_WORST:.0f}%); uncalibrated preset: "
                   f"median {100 * statistics.median(preset):.1f}%, worst {100 * max(preset):.1f}%.", "",
@@ -398,23 +480,7 @@ def write_markdown(path: Path, cv_rows, published_rows, sources) -> None:
             lines.append(f"| {r['model']} | {r['layers']} | {r['measured_s'] * 1e3:.1f} | {r['predicted_s'] * 1e3:.1f} | "
                          f"{100 * _err(r['predicted_s'], r['measured_s']):+.1f}% | {100 * _err(r['preset_s'], r['measured_s']):+.1f}% | "
                          f"{100 * r['coverage']:.0f}% |")
-        lines += ["", "What the compute model prices (`solver_plan/cost/kernels.py`, shared by the cost model and "
-                  "the calibration): Winograd F(2x2, r x r) for 3x3 and 5x5 stride-1 fp32 convolutions (AlexNet's "
-                  "and Inception-v3's 5x5 layers run at 18-37 TFLOP/s counted directly, above the 15.7 peak), "
-                  "HBM traffic with the input read per filter tap, and matrix efficiency indexed by FLOPs and by "
-                  "the GEMM's smallest dimension (`narrow_efficiency`: channels per group; SqueezeNet's 16-channel "
-                  "layers' backward ran 4-5x their FLOP-indexed prediction), fitted by the calibration. Where it "
-                  "still misses: GNMT and GNMT-large err in opposite directions on the same layer shapes because "
-                  "the GNMT profile was most likely measured in half precision while it is read as fp32: its "
-                  "classifier (1024 x 32,320) forward would run at 17.7 TFLOP/s counted in fp32 elements, above "
-                  "the V100's 15.7 TFLOP/s fp32 peak, and its LSTM state outputs (131,072 B) are 64 x 1,024 "
-                  "2-byte elements, the batch of 64 that PipeDream's translation README runs (GNMT-large's "
-                  "classifier reads as 8.5 TFLOP/s, plausible fp32). Profiles carry no dtype; reading GNMT as "
-                  "fp16 needs tensor-core LSTM efficiencies no other profile informs. And PipeDream attributes backward times to neighbouring layers (a classifier's backward timed at "
-                  "1.2 ms after a 5.6 ms forward, the next LSTM's backward 3x its siblings'): per-layer errors "
-                  "there are attribution, not model, and cancel in the per-model sums. SqueezeNet is the main "
-                  "source of 16-channel layers, so leaving it out leaves that bin least informed."]
-        lines.append("")
+        lines += _profile_lines()
     if published_rows:
         done = [r for r in published_rows if r["predicted"] is not None]
         within = sum(abs(_err(r["predicted"], r["measured"])) <= TARGET_PUBLISHED for r in done)
@@ -425,7 +491,8 @@ def write_markdown(path: Path, cv_rows, published_rows, sources) -> None:
                   + (f" ({len(published_rows) - len(done)} not predicted)" if len(done) < len(published_rows) else "")
                   + ".", "",
                   "`calibrated`: the same prediction with the efficiency curves and launch overhead fitted on "
-                  "the 14 PipeDream profiles (V100, fp32): calibrated on per-layer data, judged on end-to-end "
+                  f"the {_profile_count()} PipeDream profiles (V100, fp32): calibrated on per-layer data, judged on "
+                  "end-to-end "
                   "throughputs. Exact for the fp32 V100 rows; for the others the fitted efficiencies are applied "
                   "as fractions of that device's and dtype's peaks (an assumption: no per-layer measurements "
                   "exist there).", "",
