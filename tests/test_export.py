@@ -269,6 +269,11 @@ def test_bad_plans_are_input_errors():
         export_plan({"kind": "hybrid", "status": "INFEASIBLE"}, "megatron")
     with pytest.raises(InputError, match="takes a hybrid plan"):
         export_plan({"operators": [], "edges": []}, "megatron")
+    expert = hybrid_plan(model=MIXTRAL)
+    expert["parallelism"].update(ep=2, etp=1, edp=4, capacity=1.25)  # hybrid/moe_cli.py's folding: never guessed
+    for target in ("megatron", "deepspeed", "torchtitan"):
+        with pytest.raises(InputError, match=r"expert-parallel plans \(ep, etp, edp, capacity in parallelism\)"):
+            export_plan(expert, target)
 
 
 def test_dtensor_placements_of_a_real_plan():

@@ -90,6 +90,7 @@ class HybridView:
 PRECISIONS = ("mixed-bf16", "mixed-fp16", "mixed-fp8", "fp32", "tf32")
 RECOMPUTE_ORDER = ("none", "selective", "full")  # least to most recomputation (and least memory)
 SCHEDULES = ("1f1b", "interleaved", "gpipe", "zb-h1", "zb-h2")  # zb: zero-bubble (Qi et al. 2023)
+EXPERT_KEYS = ("ep", "etp", "edp", "capacity")  # expert folding of hybrid/moe_cli.py plans
 
 
 def _precision(value) -> str | None:
@@ -117,6 +118,11 @@ def hybrid_view(d: dict) -> HybridView:
     if d.get("status") not in ("OPTIMAL", "FEASIBLE", "TIME_LIMIT") or "parallelism" not in d:
         raise InputError(f"the plan has no solution to export (status {d.get('status')!r})", WHERE)
     p = d["parallelism"]
+    if isinstance(p, dict) and any(key in p for key in EXPERT_KEYS):
+        # plans of `solver-plan hybrid` on a mixture-of-experts model with --fix ep=... (hybrid/moe_cli.py):
+        # their expert folding is not what these exporters write (experts split by tp), so none is guessed
+        raise InputError(f"expert-parallel plans ({', '.join(k for k in EXPERT_KEYS if k in p)} in parallelism) are "
+                         "not exported yet", WHERE)
     try:
         view = HybridView(
             str(d.get("model", "model")), int(d["devices"]), int(d["global_batch"]), int(p["dp"]), int(p["tp"]),
