@@ -168,19 +168,31 @@ def layer_activation_bytes(spec: TransformerSpec, b: int, t: int, recompute: str
     return replicated + (split + scores) / t
 
 
+def matmul_output_widths(spec: TransformerSpec) -> tuple[float, ...]:
+    """Output widths (per token) of a decoder block's matmuls in the order the block calls them:
+    q, k, v, output projection, then the MLP: gated w1 (gate), w3 (up), w2 (down) (torchtitan
+    FeedForward.forward, w2(F.silu(w1(x)) * w3(x)): Python evaluates w1 before w3), else up, down.
+    An MoE block's MLP widths count top_k times (each token passes top_k experts)."""
+    h, k = spec.hidden, max(1, spec.top_k if spec.experts > 1 else 1)
+    mlp = (spec.ffn * k, spec.ffn * k, h * k) if spec.gated_mlp else (spec.ffn * k, h * k)
+    return (spec.attn_width, spec.kv_width, spec.kv_width, h) + mlp
+
+
 def op_selective_bytes(spec: TransformerSpec, b: int, t: int, sequence_parallel: bool, state: StateBytes,
                        kernels) -> float:
     """What torchtitan's op-level selective checkpointing keeps of a layer (`selective_policy`
     "every-other-matmul"): the layer input (e s b h, / t with sequence parallelism), the attention
-    output (e s b a d / t) with its fp32 log-sum-exp (4 a s b / t), and every second matmul output:
-    half of q, k, v, the output projection and the MLP's matmuls, e s b (a d + 2 kv d + h + m + h) / 2 / t
-    with m = 2f gated, f otherwise (torchtitan parallelize_llama.py _save_list: mm, SDPA; "for mm,
-    save every second one"); the norms, activations and residuals are recomputed."""
+    output (e s b a d / t) with its fp32 log-sum-exp (4 a s b / t), and the odd-numbered matmul
+    outputs in call order (`matmul_output_widths`), e s b (w1 + w3 + w5 + ...) / t: the policy counts
+    aten.mm calls within one block and recomputes those whose count is even (torchtitan
+    parallelize_llama.py _custom_policy: `meta[mm_count_key] % 2 == 0` -> PREFER_RECOMPUTE, a fresh
+    `meta` per block in selective_checkpointing_context_fn). A Llama block keeps q, v, gate and down:
+    e s b (a d + kv d + f + h) / t; a plain MLP keeps q, v, up: e s b (a d + kv d + f) / t. The norms,
+    activations and residuals are recomputed."""
     s, h, e = spec.seq, spec.hidden, state.activations
-    mlp = (2 if spec.gated_mlp else 1) * spec.ffn * max(1, spec.top_k if spec.experts > 1 else 1)
-    matmuls = spec.attn_width + 2 * spec.kv_width + h + mlp + h
+    saved = sum(matmul_output_widths(spec)[0::2])
     return (e * s * b * h / (t if sequence_parallel else 1)
-            + (e * s * b * spec.attn_width + 4.0 * spec.heads * s * b + e * s * b * matmuls / 2.0) / t)
+            + (e * s * b * spec.attn_width + 4.0 * spec.heads * s * b + e * s * b * saved) / t)
 
 
 def recompute_working_bytes(spec: TransformerSpec, b: int, t: int, recompute: str, sequence_parallel: bool,
@@ -224,8 +236,12 @@ def logits_activation_bytes(spec: TransformerSpec, b: int, t: int, sequence_para
     plus the logits in fp32 for the (vocabulary-parallel) cross entropy, 4 s b V / t, in every
     precision (Korthikanti et al. 2022, 4.3): in general the runtime's bytes per logit at the loss's
     peak (`Kernels.loss_bytes_per_logit`: Megatron 4, eager PyTorch F.cross_entropy on fp32 logits 12,
-    a fused cross-entropy kernel 2)."""
-    logits = _kernels(runtime).loss_bytes_per_logit
+    a fused cross-entropy kernel 2); with the vocabulary split over t > 1, the runtime's vocabulary-parallel
+    loss's if it has its own (`Kernels.loss_parallel_bytes_per_logit`: torch loss_parallel 16)."""
+    kernels = _kernels(runtime)
+    logits = kernels.loss_bytes_per_logit
+    if t > 1 and kernels.loss_parallel_bytes_per_logit is not None:
+        logits = kernels.loss_parallel_bytes_per_logit
     return (2.0 * state.activations * spec.seq * b * spec.hidden / (t if sequence_parallel else 1)
             + logits * spec.seq * b * spec.vocab / t)
 
@@ -275,6 +291,24 @@ def zero3_gather_bytes(layer_params: float, zero_stage: int, state: StateBytes =
     layers of working weights, 2 w P_layer (Rajbhandari et al. 2020, section 7: constant-size gather
     buffers)."""
     return 2.0 * state.weights * layer_params if zero_stage >= 3 else 0.0
+
+
+def fsdp_root_bytes(root_params: float, zero_stage: int, state: StateBytes = MIXED_PRECISION,
+                    runtime=None) -> float:
+    """FSDP2 keeps the root module's parameters unsharded from the start of forward to the end of
+    backward: w P_root bytes (bf16: 2 P_root), P_root = the parameters outside the per-block units
+    (embeddings, final norm, output projection; / t). torchtitan wraps every block in its own
+    fully_shard and the whole model in the root one (parallelize_llama.py apply_fsdp), and FSDP2's
+    root state sets `post_forward_mesh_info = None` ("For the root, do not reshard after forward
+    since for training, the parameters would be freed and all-gathered immediately",
+    torch/distributed/_composable/fsdp/_fsdp_state.py FSDPState._lazy_init; the fully_shard docs:
+    reshard_after_forward None -> False for the root). Only runtimes whose profile says so
+    (`RuntimeProfile.fsdp_root_unsharded`), with ZeRO-3; nothing otherwise."""
+    from solver_plan.runtime import resolve_runtime
+
+    if zero_stage < 3 or not resolve_runtime(runtime).fsdp_root_unsharded:
+        return 0.0
+    return state.weights * root_params
 
 
 @dataclass(frozen=True)
@@ -377,6 +411,7 @@ def stage_memory(spec: TransformerSpec, *, layers: int, stage: int, pp: int, tp:
         acts += logits_activation_bytes(spec, b, t, sp, state, runtime)
     working = recompute_working_bytes(spec, b, t, recompute, sp, state, runtime) if layers else 0.0
     buffers = p2p_buffer_bytes(spec, b, t, sp, pp, state) + zero3_gather_bytes(spec.block_params / t, zero_stage, state)
+    buffers += fsdp_root_bytes(params - layers * spec.block_params / t, zero_stage, state, runtime)
     if cp > 1 and layers:  # kv_piece_bytes of the whole sequence's spec: seq = cp x the rank's
         from dataclasses import replace
         buffers += kv_buffer_bytes(replace(spec, seq=spec.seq * cp), b, t, cp, state.activations, runtime)

@@ -152,7 +152,9 @@ def validate_plan(plan: HybridPlan, cluster: Cluster, enforce_memory: bool = Tru
                 acts += mem.logits_activation_bytes(tokens, b, t, sp, st, runtime)
             dynamic = (acts + mem.recompute_working_bytes(tokens, b, t, mode, sp, st, runtime)
                        + mem.p2p_buffer_bytes(tokens, b, t, sp, q.pp, st) + kv
-                       + mem.zero3_gather_bytes(spec.block_params / t, zero, st))
+                       + mem.zero3_gather_bytes(spec.block_params / t, zero, st)
+                       # FSDP2's root unit (what the stage holds besides its blocks) stays unsharded
+                       + mem.fsdp_root_bytes(params - s.layers * spec.block_params / t, zero, st, runtime))
             reserve = runtime.memory
             return (mem.weights_bytes(params, shard, zero, st) + mem.gradients_bytes(params, shard, zero, st)
                     + mem.optimizer_bytes(params, shard, zero, st) + dynamic * (1 + reserve.fragmentation)

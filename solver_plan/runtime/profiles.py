@@ -54,6 +54,9 @@ class Kernels:
     # eager F.cross_entropy(logits.float()) holds the fp32 log-softmax, its gradient and the input
     # gradient (12); a fused cross-entropy kernel, the activation dtype's (2)
     loss_bytes_per_logit: float = 4.0
+    # ... with the vocabulary split over t > 1 tensor-parallel ranks, if the runtime then runs another
+    # loss (torch's loss_parallel): None keeps loss_bytes_per_logit
+    loss_parallel_bytes_per_logit: float | None = None
     # what "selective" recomputation recomputes: "attention" (Megatron: the attention core, Korthikanti
     # et al. 2022 section 5) or "every-other-matmul" (torchtitan's op-level selective checkpointing:
     # saves every second matmul output and the attention output, recomputes the rest)
@@ -116,6 +119,9 @@ class RuntimeProfile:
     # ... and the sharded parameter itself is the fp32 master (FSDP2 mixed precision): no separate
     # 16-bit copy at rest, so the optimizer state holds 2 bytes less per parameter
     sharded_fp32_params: bool = False
+    # FSDP2 (fully_shard): the root unit (embeddings, final norm, output) stays unsharded through
+    # forward and backward (hybrid/memory.py fsdp_root_bytes)
+    fsdp_root_unsharded: bool = False
 
     def to_dict(self) -> dict:
         from dataclasses import asdict
@@ -207,7 +213,8 @@ TORCHTITAN = RuntimeProfile(
     "torchtitan", "torchtitan: FSDP2 (fully_shard per block) + tensor / pipeline parallel, SDPA flash attention",
     Kernels(flash_attention=True, attention_dropout=False, causal_skip=True, fused_swiglu=False,
             fused_cross_entropy=False, fp8_gemms=True, attention_backend="flash2", fused_norm_rope=False,
-            loss_bytes_per_logit=12.0, selective_policy="every-other-matmul"),
+            loss_bytes_per_logit=12.0, loss_parallel_bytes_per_logit=16.0,
+            selective_policy="every-other-matmul"),
     Overlap(grad_reduce=True, param_gather=True, sharded_prefetch=True, tp_comm=False, pp_p2p=False,
             bucket_per_layer=True),
     MemoryReserve(cuda_context=0.5 * GIB, nccl_per_communicator=NCCL_BYTES_PER_COMMUNICATOR, workspace=32 * MIB,
@@ -222,6 +229,11 @@ TORCHTITAN = RuntimeProfile(
         ("fused_norm_rope", "torchtitan/models/llama/model.py (eager): RMSNorm in fp32 (x.float(), pow, mean, rsqrt, "
                             "type_as, * weight) and apply_rotary_emb on view_as_complex(x.float())"),
         ("loss_bytes_per_logit", "torchtitan train.py loss_fn: F.cross_entropy(pred.flatten(0, 1).float(), labels)"),
+        ("loss_parallel_bytes_per_logit", "with tensor parallelism torchtitan runs the loss under loss_parallel() "
+                                          "(training.disable_loss_parallel default false); its backward, torch "
+                                          "distributed/tensor/parallel/loss.py _nll_loss_and_log_softmax_backward, "
+                                          "returns (grad_input + torch.exp(x)) * grad_output: the saved fp32 "
+                                          "log-probabilities x, zeros_like(x), exp(x) and their sum live at once (16)"),
         ("selective_policy", "torchtitan parallelize_llama.py _apply_ac selective_ac_option='op' (the llama3 "
                              "configs' default): _save_list of mm (every second one), SDPA and reduce-scatter"),
         ("grad_reduce", "FSDP2 fully_shard: reduce-scatter of each block's gradients on a separate stream during "
@@ -234,7 +246,10 @@ TORCHTITAN = RuntimeProfile(
         ("fp32_gradients", "torchtitan parallelize_llama.py apply_fsdp: MixedPrecisionPolicy(param_dtype=bfloat16, "
                            "reduce_dtype=float32) (training.mixed_precision_reduce default float32)"),
         ("sharded_fp32_params", "FSDP2 keeps the sharded parameters in fp32 and all-gathers bf16 casts of them"),
-    ), fp32_gradients=True, sharded_fp32_params=True)
+        ("fsdp_root_unsharded", "parallelize_llama.py apply_fsdp: fully_shard per block, then fully_shard(model) (the "
+                                "root: embeddings, norm, output); FSDP2 FSDPState._lazy_init sets the root's "
+                                "post_forward_mesh_info = None: not resharded after forward"),
+    ), fp32_gradients=True, sharded_fp32_params=True, fsdp_root_unsharded=True)
 
 TORCHTITAN_COMPILE = replace(
     TORCHTITAN, name="torchtitan-compile", summary="torchtitan with torch.compile on each block (training.compile = true)",
