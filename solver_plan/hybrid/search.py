@@ -279,13 +279,23 @@ def _least_memory(ctx: Context, par: Parallelism, floor: float, deadline: Deadli
     """The smallest per-device memory some cut of `par` fits in (bisection on the limit between the
     point's floor and what its time-optimal cut needs; relative precision 1e-9, or what was reached
     when `deadline` passes). math.inf for a point no memory fits (a stage with no block)."""
-    from solver_plan.hybrid.evaluate import stage_caps
+    from solver_plan.hybrid import interop
+    from solver_plan.hybrid.evaluate import memory_of
     from solver_plan.hybrid.stages import least_layers
 
     L, least = ctx.spec.layers, least_layers(par.schedule, par.virtual_stages)
+    # what evaluate.stage_caps does, with each stage's memory at k blocks computed once per call
+    # instead of at every bisection step (the limit changes, the memory does not)
+    caps_of = interop.monotone_caps if par.schedule == "interleaved" else interop.memory_caps
+    known: dict[tuple[int, int], float] = {}
+
+    def memory(stage: int, blocks: int) -> float:
+        if (stage, blocks) not in known:
+            known[stage, blocks] = memory_of(ctx, par, stage, blocks).total
+        return known[stage, blocks]
 
     def fits(limit: float) -> bool:
-        caps = stage_caps(ctx, par, limit)
+        caps = caps_of(L, par.pp, memory, limit)
         return min(caps) >= least and sum(caps) >= L
 
     lo, hi = floor, max(floor, 1.0)

@@ -19,7 +19,8 @@ import numpy as np
 from solver_plan.intra import isolated
 from solver_plan.intra.harness import Answer, Context, call_in_subprocess, failure_note, run_planner
 from solver_plan.intra.lagrangian_fixing import Restriction, lagrangian_restriction
-from solver_plan.intra.linear_model import config_model, encode, outcome_answer
+from solver_plan.intra.build import nominal_limit
+from solver_plan.intra.linear_model import ModelBuildCut, config_model, config_model_seconds, encode, outcome_answer
 from solver_plan.intra.problem import ConfigProblem
 from solver_plan.planners import register
 from solver_plan.result import Status
@@ -31,6 +32,11 @@ PULP_SOLVERS = {"cbc": "PULP_CBC_CMD"}
 FIRST_STAGE_SHARE = 0.3
 MIN_SOLVER_S = 0.05  # below this a solver cannot even load the model: keep the heuristic plan
 BACKENDS = ("highs", *PULP_SOLVERS)
+# A model whose estimated build (config_model_seconds, from its size) exceeds this share of the
+# command's nominal time limit is not built: the incumbent is the answer. Decided by size and limit,
+# not the clock, so an idle and a loaded machine decide alike; the build's own deadline checks are
+# the safety net. (random-dag:nodes=10000: 19.5 M elements, ~5 s estimated: built from a 20 s limit.)
+MODEL_BUILD_SHARE = 0.25
 
 
 def _solve_in_child(model, solver_name, time_limit, start_values):
@@ -87,8 +93,23 @@ def _solve_restricted(problem: ConfigProblem, restriction: Restriction, deadline
     return restriction.widen(problem, answer)
 
 
+def too_big_note(problem: ConfigProblem, limit: float | None) -> str | None:
+    """Why the model of `problem` is not built under a nominal `limit` (None: it is built)."""
+    estimate = config_model_seconds(problem)
+    if limit is None or estimate <= MODEL_BUILD_SHARE * limit:
+        return None
+    return (f"MILP not built: its model (estimated {estimate:.1f} s to build from its size) exceeds "
+            f"{MODEL_BUILD_SHARE:.0%} of the {limit:g} s time limit")
+
+
 def _solve_model(problem: ConfigProblem, incumbent, deadline, context: Context, backend: str) -> Answer:
-    model = config_model(problem)
+    skip = too_big_note(problem, nominal_limit(context.deadline))
+    if skip is not None:
+        return Answer(Status.TIME_LIMIT, notes=(skip,))
+    try:
+        model = config_model(problem, deadline)
+    except ModelBuildCut as exc:
+        return Answer(Status.TIME_LIMIT, notes=(str(exc),))
     start = encode(model, problem, incumbent) if incumbent is not None else None
     remaining = deadline.remaining()
     if remaining is not None and remaining < MIN_SOLVER_S:

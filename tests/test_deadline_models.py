@@ -1,0 +1,97 @@
+"""Model builds and diagnoses that grow with the input honour the limit (issue 26 leftovers): the
+one-hot MILP is not built when its size says it cannot be in time (decided by size and the nominal
+limit, the wall clock only as a safety net), and the hybrid least-memory search gives the same
+answer with its memory cached."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from solver_plan.deadline import Deadline
+from solver_plan.result import Status
+
+
+def _expired() -> Deadline:
+    deadline = Deadline(1e-6)
+    while not deadline.expired():
+        pass
+    return deadline
+
+
+def _problem(spec: str):
+    from solver_plan.suite.generators import resolve_problem
+    return resolve_problem(spec)
+
+
+def test_the_size_estimate_bounds_the_model_built():
+    from solver_plan.intra.linear_model import config_model, config_model_elements
+    for spec in ("random-dag:nodes=60,candidates=4-9,seed=2", "random-dag:nodes=60,candidates=4-9,seed=2,memory=binding",
+                 "skip-chain:nodes=40,candidates=3-7,seed=5"):
+        problem = _problem(spec)
+        model = config_model(problem)
+        assert model.num_columns + len(model.values) <= config_model_elements(problem)
+
+
+def test_the_model_build_stops_at_its_deadline_and_is_unchanged_with_time():
+    from solver_plan.intra.linear_model import ModelBuildCut, config_model
+    problem = _problem("random-dag:nodes=60,candidates=4-9,seed=2,memory=binding")
+    with pytest.raises(ModelBuildCut):
+        config_model(problem, _expired())
+    plain, timed = config_model(problem), config_model(problem, Deadline(600))
+    for field in ("cost", "rows", "columns", "values", "row_lower", "row_upper", "integer"):
+        assert np.array_equal(getattr(plain, field), getattr(timed, field))
+
+
+def test_a_model_too_big_for_the_limit_is_not_built_and_the_incumbent_is_the_answer(monkeypatch):
+    from solver_plan.intra import milp
+    from solver_plan.intra.linear_model import config_model_seconds
+    problem = _problem("random-dag:nodes=2000,candidates=10-30,seed=1,devices=16")
+    limit = 2.0
+    assert config_model_seconds(problem) > milp.MODEL_BUILD_SHARE * limit  # the size decides
+
+    def never(*args, **kwargs):
+        raise AssertionError("the model was built")
+    monkeypatch.setattr(milp, "config_model", never)
+    result = milp.plan_milp(problem, time_limit=limit, lagrangian=False)
+    assert result.status is Status.TIME_LIMIT and result.assignment is not None
+    assert any("MILP not built" in note and f"{limit:g} s time limit" in note for note in result.notes)
+    assert result.objective == pytest.approx(problem.objective(result.assignment))
+
+
+def test_the_build_decision_depends_on_size_and_nominal_limit_only():
+    from solver_plan.intra import milp
+    from solver_plan.intra.linear_model import config_model_seconds
+    problem = _problem("random-dag:nodes=200,candidates=4-9,seed=3")
+    estimate = config_model_seconds(problem)
+    enough = estimate / milp.MODEL_BUILD_SHARE * 1.01
+    assert milp.too_big_note(problem, None) is None and milp.too_big_note(problem, enough) is None
+    assert milp.too_big_note(problem, enough / 1.02) is not None
+
+
+def test_milp_gives_the_same_answer_when_time_suffices():
+    from solver_plan.intra.milp import plan_milp
+    problem = _problem("random-dag:nodes=40,candidates=4-9,seed=4")
+    free, limited = plan_milp(problem), plan_milp(problem, time_limit=60)
+    assert free.status is Status.OPTIMAL and limited.status is Status.OPTIMAL
+    assert limited.objective == pytest.approx(free.objective, rel=1e-9)
+    assert not any("not built" in note for note in limited.notes)
+
+
+def test_least_memory_with_cached_stage_memory_equals_the_uncached_bisection():
+    from solver_plan.hybrid import search
+    from solver_plan.hybrid.evaluate import stage_caps
+    from solver_plan.hybrid.stages import least_layers
+    from test_deadline_loops import _infeasible_context
+    ctx, points, floors, _ = _infeasible_context()
+    for par, floor in list(zip(points, floors))[:40]:
+        least = least_layers(par.schedule, par.virtual_stages)
+
+        def fits(limit, par=par, least=least):
+            caps = stage_caps(ctx, par, limit)
+            return min(caps) >= least and sum(caps) >= ctx.spec.layers
+        need = search._least_memory(ctx, par, floor)
+        if math.isinf(need):
+            continue
+        assert fits(need) and (need <= floor or not fits(need * (1 - 1e-8)))
