@@ -5,7 +5,7 @@ For a fixed period T (ticks): start t_o in [0, T), shift h_o >= 0 with h(F_0) = 
 - cyclic no-overlap per resource: one NoOverlap over [t, t+d) and [t+T, t+T+d) of each operation;
 - memory at every operation start o on processor p, with y(o, o') = [t_o' < t_o]:
   static(p) + sum over stages s on p of abar_s (h(B_s) - h(F_s) + y(o, F_s) - y(o, B_s)) <= M
-  (y(F_s, F_s) = 1, y(B_s, B_s) = 0).
+  (y(F_s, F_s) = 1, y(B_s, B_s) = 0; W_s in place of B_s where the backward is split, exact-zb).
 T is minimised by bisection from the load bound; 1F1B* (contiguous allocations) or the sequential
 schedule gives the first feasible period and the hints.
 """
@@ -24,6 +24,7 @@ from solver_plan.pipeline.pattern import PeriodicPattern
 from solver_plan.pipeline.period_search import search_period
 from solver_plan.pipeline.problem import ChainProblem
 from solver_plan.pipeline.schedule_result import ScheduleResult, finish, memory_infeasible
+from solver_plan.pipeline.split_backward import release_index
 from solver_plan.pipeline.ticks import memory_unit, tick_for, to_ticks
 from solver_plan.pipeline.work import WorkBudget
 from solver_plan.result import Status
@@ -81,7 +82,7 @@ class PeriodModel:
             for o in here:
                 terms = []
                 for s in stages:
-                    f, b = self.ops.index(f"F{s}"), self.ops.index(f"B{s}")
+                    f, b = self.ops.index(f"F{s}"), release_index(self.ops, s)  # W_s if split
                     y_f = 1 if o == f else self._before(f, o)
                     y_b = 0 if o == b else self._before(b, o)
                     terms.append(stored[s] * (self.h[b] - self.h[f] + y_f - y_b))
@@ -171,7 +172,7 @@ class _TickedInstance:
     def __init__(self, problem: ChainProblem, allocation: Allocation, tick: float, budget: WorkBudget | None = None):
         self.allocation, self.tick = allocation, tick
         self.budget = budget or WorkBudget(None)
-        self.ops = pipeline_operations(problem, allocation)
+        self.ops = self.operations(problem, allocation)
         self.durations = [to_ticks(op.duration, tick) for op in self.ops.operations]
         loads: dict[str, int] = {}
         for op, d in zip(self.ops.operations, self.durations):
@@ -179,6 +180,9 @@ class _TickedInstance:
         self.lower = max(1, max(loads.values()))
         # the tick model's infeasibility proves a real bound only when no duration was rounded
         self.exact_ticks = all(abs(op.duration / tick - d) < 1e-9 for op, d in zip(self.ops.operations, self.durations))
+
+    def operations(self, problem: ChainProblem, allocation: Allocation) -> PipelineOps:
+        return pipeline_operations(problem, allocation)
 
     def try_period(self, T: int, limit: float | None, seed: PeriodicPattern | None = None):
         model = PeriodModel(self.ops, self.durations, T)

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from solver_plan.pipeline.pattern import PeriodicPattern
 
-COLORS = {"F": "#4c72b0", "B": "#dd8452", "CF": "#8fb0d9", "CB": "#f0b58a"}
-KIND_NAMES = {"F": "forward (F)", "B": "backward (B)", "CF": "activation transfer", "CB": "gradient transfer"}
+COLORS = {"F": "#4c72b0", "B": "#dd8452", "W": "#55a868", "CF": "#8fb0d9", "CB": "#f0b58a"}
+KIND_NAMES = {"F": "forward (F)", "B": "backward (B)", "W": "weight gradient (W, exact-zb)", "CF": "activation transfer", "CB": "gradient transfer"}
 FONT_PT = 7
 CHAR_PT = 0.62 * FONT_PT  # average glyph width of the default sans-serif font
 ROW_HEIGHT = 0.8
@@ -59,7 +59,7 @@ def _draw(ax, pattern: PeriodicPattern, periods: int, scale: float, width_pt: fl
             if periods == 1 and t + op.duration > T:  # wraps around the period: drawn in two pieces
                 pieces = [(begin, T - t), (0.0, t + op.duration - T)]
             batch = _batch_text(h, None if periods == 1 else first + k)
-            name = op.name if op.kind in ("F", "B") else op.kind + str(op.stage)
+            name = op.name if op.kind in ("F", "B", "W") else op.kind + str(op.stage)
             for left, width in pieces:
                 ax.barh(rows[op.resource], width * scale, left=left * scale, height=ROW_HEIGHT,
                         color=COLORS[op.kind], edgecolor="black", linewidth=0.4)

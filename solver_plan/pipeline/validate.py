@@ -6,7 +6,8 @@ k - h_o. Over enough periods that every batch of a middle window is complete, it
 - every same-batch dependency (the consumer starts after the producer ends);
 - no two instances overlap on a resource (processor or link);
 - memory: at every operation start on a processor, weights and buffers plus abar_s for each batch
-  of each stage s whose F_s has started and whose B_s has not ended is at most M.
+  of each stage s whose F_s has started and whose B_s (W_s where the backward is split) has not
+  ended is at most M.
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from dataclasses import dataclass, field
 
 from solver_plan.pipeline.allocation import processor_name
 from solver_plan.pipeline.pattern import PeriodicPattern
+from solver_plan.pipeline.split_backward import release_index
 
 REL_TOL = 1e-9
 
@@ -76,7 +78,7 @@ def _check_resources(ops, start, durations, eps, problems):
 def _peak_memory(ops, start, durations, period, depth, periods, eps) -> dict[int, float]:
     import numpy as np
     f_index = {op.stage: i for i, op in enumerate(ops.operations) if op.kind == "F"}
-    b_index = {op.stage: i for i, op in enumerate(ops.operations) if op.kind == "B"}
+    b_index = {s: release_index(ops, s) for s in range(len(ops.stage_processor))}  # W_s if split
     static = ops.static_by_processor
     names = [op.resource for op in ops.operations]
     peaks = {}
