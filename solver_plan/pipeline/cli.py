@@ -36,7 +36,8 @@ def register_command(subparsers) -> None:
                         help="allocation planner: madpipe (default), pipedream or exact-joint (`solver-plan planners`)")
     parser.add_argument("--schedule", default="exact",
                         help="schedule: exact (default; CP-SAT on a time grid, period bisected), exact-milp (CBC, "
-                             "real time) or 1f1b* (contiguous allocations only)")
+                             "real time), exact-zb (CP-SAT with each backward split into B and W, zero-bubble) or 1f1b* "
+                             "(contiguous allocations only)")
     parser.add_argument("--max-layers", type=int, default=None,
                         help="merge adjacent layers until at most this many remain (default: madpipe keeps what "
                              "its share of --time-limit allows, 12 for exact-joint, no merging for pipedream)")
