@@ -31,13 +31,15 @@ transfers, the simulator's transfers; default: `efficiency`) and, on inter_node,
 (bandwidth is then per NIC; default: one NIC per device).
 Optional `gradient_sync: {scheme: ring | parameter_server, copy_bandwidth: {intra_node: 4GB/s,
 inter_node: 1GB/s}}`: the runtime's gradient synchronisation (cluster/sync.py; default ring).
+Optional `host: {memory_per_node: 2TB, device_bandwidth: 64GB/s}`: host memory per node and each
+device's host link per direction (PCIe), for offloading (`Host`; absent: not offered).
 """
 from __future__ import annotations
 
 import math
 from pathlib import Path
 
-from solver_plan.cluster.model import Cluster, DeviceSpec, Link, LinkLevel
+from solver_plan.cluster.model import Cluster, DeviceSpec, Host, Link, LinkLevel
 from solver_plan.cluster.sync import SYNC_SCHEMES, GradientSync
 from solver_plan.errors import ClusterError, InputError
 from solver_plan.resources import cluster_presets_dir
@@ -189,6 +191,19 @@ def _gradient_sync(section: Section | None) -> GradientSync:
     return GradientSync(scheme, **rates)
 
 
+def _host(section: Section | None) -> Host | None:
+    """`host: {memory_per_node: 2TB, device_bandwidth: 64GB/s}` (both required in the section)."""
+    if section is None:
+        return None
+    memory = parse_bytes(section.get("memory_per_node", required=True), section.path("memory_per_node"))
+    bandwidth = parse_bandwidth(section.get("device_bandwidth", required=True), section.path("device_bandwidth"))
+    section.close()
+    try:
+        return Host(memory, bandwidth)
+    except ClusterError as exc:
+        raise ClusterError(str(exc), section.where) from None
+
+
 def cluster_from_dict(data: object, where: str = "") -> Cluster:
     top = Section(data, where)
     name = top.string("name", "cluster")
@@ -212,12 +227,13 @@ def cluster_from_dict(data: object, where: str = "") -> Cluster:
                 g_overrides.append((level, value))
         hardware.close()
     sync = _gradient_sync(top.section("gradient_sync"))
+    host = _host(top.section("host"))
     top.close()
     if w_override is None:  # a hand-calibrated s/FLOP replaces the compute model's tables
         from solver_plan.cluster.devices import warn_gaps
         warn_gaps(device, where or name)
     try:
-        return Cluster(name, nodes, per_node, device, intra, inter, w_override, tuple(g_overrides), sync)
+        return Cluster(name, nodes, per_node, device, intra, inter, w_override, tuple(g_overrides), sync, host)
     except ClusterError as exc:
         raise ClusterError(str(exc), where or None) from None
 

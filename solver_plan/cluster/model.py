@@ -148,6 +148,21 @@ class DeviceSpec:
 
 
 @dataclass(frozen=True)
+class Host:
+    """A node's host memory and each device's host link, the room and the path for offloading
+    optimizer state or activations (ZeRO-Offload, Mist): bytes of host memory per node (shared by its
+    devices) and bytes per second per device in one direction (PCIe)."""
+    memory_per_node: float
+    device_bandwidth: float
+
+    def __post_init__(self):
+        for name in ("memory_per_node", "device_bandwidth"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+                raise ClusterError(f"host {name} must be a positive finite number, got {value!r}")
+
+
+@dataclass(frozen=True)
 class Cluster:
     name: str
     nodes: int
@@ -158,6 +173,7 @@ class Cluster:
     w_override: float | None = None
     g_overrides: tuple[tuple[LinkLevel, float], ...] = field(default=())
     gradient_sync: GradientSync = field(default=GradientSync())
+    host: Host | None = None  # None: the cluster file gives no host memory or PCIe figures
 
     def __post_init__(self):
         if self.nodes < 1 or self.devices_per_node < 1:
@@ -272,7 +288,7 @@ class Cluster:
                 f"(one node) or a multiple of {self.devices_per_node} (whole nodes)")
         return Cluster(f"{self.name}[:{count}]", nodes, per_node, self.device, self.intra_node,
                        self.inter_node if nodes > 1 else None, self.w_override, self.g_overrides,
-                       self.gradient_sync)
+                       self.gradient_sync, self.host)
 
     def describe(self) -> str:
         from solver_plan.units import format_bytes
@@ -288,6 +304,9 @@ class Cluster:
             text += f", inter-node {self.inter_node.bandwidth / 1e9:.2f} GB/s"
             if self.inter_node.nics_per_node is not None:
                 text += f" x {self.inter_node.nics_per_node} NICs per node"
+        if self.host is not None:
+            text += (f"; host {format_bytes(self.host.memory_per_node)} per node, "
+                     f"{self.host.device_bandwidth / 1e9:.0f} GB/s per device to it")
         if self.gradient_sync.owner_based:  # FlexFlow's runtime (cluster/sync.py), not NCCL's ring
             text += "; gradient sync through parameter owners after the backward pass"
         return text
