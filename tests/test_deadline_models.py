@@ -95,3 +95,79 @@ def test_least_memory_with_cached_stage_memory_equals_the_uncached_bisection():
         if math.isinf(need):
             continue
         assert fits(need) and (need <= floor or not fits(need * (1 - 1e-8)))
+
+
+BLOCKS = {"model": {"hidden_dim": 12288, "seq_len": 2048}, "Mparams": 1812.0, "Mf": 1300.0,
+          "Tf": 9.5, "Tb": 19.0, "Tw": 9.5}  # one gpt3-175B block, as bench_time_limits.py writes it
+
+
+def _blocks_problem(tmp_path, blocks: int, processors: int):
+    import json
+    from solver_plan.cluster import resolve_cluster
+    from solver_plan.pipeline.sources import build_chain_problem
+    path = tmp_path / "blocks.json"
+    path.write_text(json.dumps(BLOCKS))
+    return build_chain_problem(str(path), resolve_cluster("a100-80gb-superpod"), processors, blocks=blocks)
+
+
+def _small_chain(memory=8e9):
+    from solver_plan.cluster import resolve_cluster
+    from solver_plan.pipeline.sources import build_chain_problem
+    return build_chain_problem("gpt2:layers=30,batch=2", resolve_cluster("v100x8-nvlink"), 8, memory=memory)
+
+
+def _least_memory_reference(problem, in_flight):
+    """The min-max DP computing every stage memory vector afresh for every p (before the cache)."""
+    L, P = problem.layers, problem.processors
+    best = np.full((L + 1, P + 1), np.inf)
+    best[L, 0] = 0.0
+    for k in range(L - 1, -1, -1):
+        for p in range(1, P + 1):
+            best[k, p] = np.min(np.maximum(problem.stage_memory_from(k, in_flight(p)), best[k + 1:, p - 1]))
+    return min(float(best[0, p]) for p in range(1, P + 1))
+
+
+def test_least_memory_with_cached_stage_vectors_equals_the_reference_dp():
+    from solver_plan.pipeline.minimal_memory import least_memory_allocation
+    problem = _small_chain()
+    for in_flight in (lambda p: 1, lambda p: p, lambda p: min(p, 3)):
+        need, allocation = least_memory_allocation(problem, in_flight)
+        assert need == _least_memory_reference(problem, in_flight)
+        assert allocation is not None and allocation.stages[-1].last == problem.layers - 1
+
+
+def test_the_infeasible_diagnosis_and_pipedream_dp_stop_at_the_deadline():
+    import time
+    from solver_plan.pipeline import pipedream_dp
+    from solver_plan.pipeline.minimal_memory import infeasible_result
+    problem = _small_chain(memory=1e6)  # nothing fits
+    full = infeasible_result("pipedream", problem, time.perf_counter(), "why")
+    assert full.min_memory is not None and "too small" in full.notes[0]
+    cut = infeasible_result("pipedream", problem, time.perf_counter(), "why", deadline=_expired())
+    assert cut.status is Status.INFEASIBLE and cut.min_memory is None and "time limit ran out" in cut.notes[0]
+    stopped = pipedream_dp.plan(_small_chain(), deadline=_expired())
+    assert stopped.status is Status.TIME_LIMIT and stopped.allocation is None
+
+
+def test_the_pipeline_baseline_is_skipped_by_size_at_a_short_limit_and_run_with_time(tmp_path):
+    from solver_plan.pipeline import api
+    problem = _blocks_problem(tmp_path, 400, 32)  # the issue's instance: INFEASIBLE at 80 GB
+    assert api.baseline_seconds(problem) > api.BASELINE_SHARE * 1.0
+    short = api.plan_pipeline(problem, "madpipe", deadline=Deadline(1.0))
+    assert not short.compared and any("not compared with pipedream" in n and "1 s time limit" in n
+                                      for n in short.notes)
+    small = _small_chain()
+    enough = api.baseline_seconds(small) / api.BASELINE_SHARE * 1.5
+    timed = api.plan_pipeline(small, "madpipe", time_limit=enough)
+    assert timed.compared and not any("not compared" in n for n in timed.notes)
+
+
+def test_pipedream_through_the_front_door_gives_the_same_plan_with_the_baseline_reused():
+    from solver_plan.pipeline import api, pipedream_dp
+    problem = _small_chain()
+    direct = pipedream_dp.plan(problem)
+    for limit in (None, 60.0):
+        result = api.plan_pipeline(problem, "pipedream", time_limit=limit)
+        alone = api.plan_pipeline(problem, "pipedream", time_limit=limit, compare_baseline=False)
+        assert result.allocation.allocation == direct.allocation == alone.allocation.allocation
+        assert result.period_s == pytest.approx(alone.period_s, rel=1e-12)

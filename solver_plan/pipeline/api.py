@@ -29,6 +29,13 @@ BASELINE = ("pipedream", "1f1b*")  # every answer is compared with it at full gr
 # (MadPipe-DP through its coarsening, exact-joint through CP-SAT work) and all schedules together.
 PLANNER_SHARE = 0.45
 SCHEDULE_SHARE = 0.3
+# The baseline runs only when its estimated work fits this share of the nominal limit (decided by
+# the chain's size and the limit, so an idle and a loaded machine decide alike; the DP's deadline
+# checks are the safety net). PipeDream's DP and the INFEASIBLE diagnosis cost about 30 us per
+# (first layer, stages) cell (measured: 400 layers x 32 processors, 12,304 cells, 0.29-0.38 s on a
+# shared 2-core machine): 0.37 s there, so it runs from a 2 s limit up.
+BASELINE_SHARE = 0.2
+BASELINE_S_PER_CELL = 3e-5
 
 JSON_VERSION = 1
 
@@ -98,6 +105,13 @@ def schedule_allocation(problem: ChainProblem, allocation: Allocation, scheduler
     return info.func(problem, allocation, **options)
 
 
+def baseline_seconds(problem: ChainProblem) -> float:
+    """Estimated seconds of the baseline's DP: BASELINE_S_PER_CELL per (first layer k, stages p <= L - k) cell."""
+    L, P = problem.layers, problem.processors
+    cells = sum(min(P, L - k) for k in range(L))
+    return BASELINE_S_PER_CELL * cells
+
+
 def _better(a: ScheduleResult | None, b: ScheduleResult) -> bool:
     return b.valid and (a is None or not a.valid or b.period_s < a.period_s)
 
@@ -124,10 +138,21 @@ def plan_pipeline(problem: ChainProblem, planner: str = "madpipe", schedule: str
     nominal = time_limit if time_limit is not None else (deadline.time_limit if deadline is not None else None)
     if time_limit is not None or deadline is not None:
         deadline = Deadline(time_limit, parent=deadline)
-    baseline = None
+    baseline, notes = None, []
     if compare_baseline and (planner, schedule) != BASELINE:
-        baseline = _plan_one(problem, *BASELINE, None, None, None, deadline)
-    work, notes = problem, []
+        estimate = baseline_seconds(problem)
+        if nominal is not None and estimate > BASELINE_SHARE * nominal:
+            notes.append(f"not compared with {' + '.join(BASELINE)}: its DP on {problem.layers} layers x "
+                         f"{problem.processors} processors (estimated {estimate:.2f} s) exceeds "
+                         f"{BASELINE_SHARE:.0%} of the {nominal:g} s time limit")
+        elif deadline is not None and deadline.expired():
+            notes.append(f"not compared with {' + '.join(BASELINE)}: no time left")
+        else:
+            baseline = _plan_one(problem, *BASELINE, None, None, None, deadline)
+    reuse = None  # the requested planner is the baseline's, on the same chain: its allocation is the same
+    if planner == BASELINE[0] and not planner_options and baseline is not None:
+        reuse = baseline.allocation
+    work = problem
     if planner in ("madpipe", "exact-joint"):
         if max_layers is not None:
             layers = max_layers
@@ -148,7 +173,8 @@ def plan_pipeline(problem: ChainProblem, planner: str = "madpipe", schedule: str
             notes.append(f"{name} ran on {work.layers} merged layers of {problem.layers} ({why})")
         if planner == "madpipe" and baseline is not None and baseline.valid:
             planner_options = {"period_hint": baseline.period_s, **(planner_options or {})}
-    result = _plan_one(work, planner, schedule, nominal, planner_options, schedule_options, deadline)
+    result = _plan_one(work, planner, schedule, nominal, planner_options, schedule_options, deadline,
+                       allocated=reuse)
     result = replace(result, notes=tuple(notes) + result.notes)
     if work is not problem and result.lower_bound_s is not None:
         # a bound of the merged chain bounds only plans cutting at its boundaries; min with the full
@@ -194,18 +220,21 @@ def _pick(result: PipelineResult, baseline: PipelineResult, begin: float) -> Pip
 
 
 def _plan_one(problem: ChainProblem, planner: str, schedule: str, nominal: float | None,
-              planner_options: dict | None, schedule_options: dict | None, deadline: Deadline | None) -> PipelineResult:
-    """Allocate with `planner`, schedule every candidate allocation with `schedule`, keep the best
-    valid pattern. Work limits come from the nominal limit (seconds; deterministic), `deadline` is
-    the safety net. Once it is up, allocations not yet scheduled are skipped (and said so)."""
+              planner_options: dict | None, schedule_options: dict | None, deadline: Deadline | None, *,
+              allocated: AllocationResult | None = None) -> PipelineResult:
+    """Allocate with `planner` (or take `allocated`, its answer already found), schedule every
+    candidate allocation with `schedule`, keep the best valid pattern. Work limits come from the
+    nominal limit (seconds; deterministic), `deadline` is the safety net. Once it is up, allocations
+    not yet scheduled are skipped (and said so)."""
     begin = time.perf_counter()
-    info = get_planner(planner, "pipeline")
-    options = dict(planner_options or {})
-    if nominal is not None:
-        options.setdefault("time_limit", nominal * PLANNER_SHARE)
-    if deadline is not None:
-        options.setdefault("deadline", deadline)
-    allocated = info.func(problem, **options)
+    if allocated is None:
+        info = get_planner(planner, "pipeline")
+        options = dict(planner_options or {})
+        if nominal is not None:
+            options.setdefault("time_limit", nominal * PLANNER_SHARE)
+        if deadline is not None:
+            options.setdefault("deadline", deadline)
+        allocated = info.func(problem, **options)
     if not allocated.status.has_solution or allocated.allocation is None:
         return PipelineResult(problem, planner, schedule, allocated.status, allocated,
                               lower_bound_s=allocated.lower_bound_s, runtime_s=time.perf_counter() - begin)

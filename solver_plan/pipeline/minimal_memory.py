@@ -23,15 +23,28 @@ def minimal_memory(problem: ChainProblem, in_flight=lambda stages_from_here: 1) 
     return least_memory_allocation(problem, in_flight)[0]
 
 
-def least_memory_allocation(problem: ChainProblem, in_flight=lambda stages_from_here: 1):
-    """(least M, the contiguous allocation achieving it) by a min-max DP over (first layer, stages left)."""
+class DiagnosisCut(Exception):
+    """The deadline passed before the least memory was found."""
+
+
+def least_memory_allocation(problem: ChainProblem, in_flight=lambda stages_from_here: 1, deadline=None):
+    """(least M, the contiguous allocation achieving it) by a min-max DP over (first layer, stages left).
+    Each first layer's stage memories are computed once per distinct in_flight(p) (one vector for
+    the default, not one per p: 30x fewer on 400 layers x 32). Raises DiagnosisCut when `deadline`
+    (looked at once per first layer) passes."""
     L, P = problem.layers, problem.processors
     best = np.full((L + 1, P + 1), np.inf)
     choice = np.full((L + 1, P + 1), -1, dtype=np.int64)
     best[L, 0] = 0.0
+    flights = [in_flight(p) for p in range(P + 1)]
     for k in range(L - 1, -1, -1):
+        if deadline is not None and deadline.expired():
+            raise DiagnosisCut(f"the time limit ran out finding the least memory ({L - 1 - k} of {L} layers)")
+        memory = {}
         for p in range(1, P + 1):
-            value = np.maximum(problem.stage_memory_from(k, in_flight(p)), best[k + 1:, p - 1])
+            if flights[p] not in memory:
+                memory[flights[p]] = problem.stage_memory_from(k, flights[p])
+            value = np.maximum(memory[flights[p]], best[k + 1:, p - 1])
             i = int(np.argmin(value))
             best[k, p], choice[k, p] = value[i], k + i
     need, stages = min((float(best[0, p]), p) for p in range(1, P + 1))
@@ -59,10 +72,15 @@ def shortfall(problem: ChainProblem, allocation: Allocation, least: dict[int, fl
 
 
 def infeasible_result(planner: str, problem: ChainProblem, begin: float, why: str,
-                      in_flight=lambda stages_from_here: 1) -> AllocationResult:
+                      in_flight=lambda stages_from_here: 1, deadline=None) -> AllocationResult:
     """INFEASIBLE with the least memory any schedule needs (one batch per stage, the same figure for
-    every planner and schedule), the stage that is short and by how much."""
-    need, allocation = least_memory_allocation(problem)
+    every planner and schedule), the stage that is short and by how much. When `deadline` passes
+    first: INFEASIBLE with `why` and no least memory (the note says the limit cut the diagnosis)."""
+    try:
+        need, allocation = least_memory_allocation(problem, deadline=deadline)
+    except DiagnosisCut as exc:
+        return AllocationResult(planner, Status.INFEASIBLE, runtime_s=time.perf_counter() - begin,
+                                notes=(f"{why}; {exc}",))
     if need <= problem.memory:
         note = (f"{why}; one batch in flight per stage needs only {format_bytes(need)} ({need:.0f} B) <= M = "
                 f"{format_bytes(problem.memory)}, so other planners (madpipe) find a slower plan")

@@ -21,15 +21,22 @@ from solver_plan.pipeline.problem import ChainProblem
 from solver_plan.result import Status
 
 
-def contiguous_dp(problem: ChainProblem, fits) -> tuple[float, Allocation | None]:
+class DPCut(Exception):
+    """The deadline passed during the DP."""
+
+
+def contiguous_dp(problem: ChainProblem, fits, deadline=None) -> tuple[float, Allocation | None]:
     """Min-period contiguous allocation with stages accepted by fits(first, lasts, stages_from_here),
-    a boolean vector over the candidate last layers (numpy: O(L^2 P) work in O(L P) vector steps)."""
+    a boolean vector over the candidate last layers (numpy: O(L^2 P) work in O(L P) vector steps).
+    Raises DPCut when `deadline` (looked at once per first layer) passes."""
     L, P = problem.layers, problem.processors
     best = np.full((L + 1, P + 1), np.inf)
     choice = np.full((L + 1, P + 1), -1, dtype=np.int64)
     best[L, 0] = 0.0
     comm = np.array([problem.comm_load(l) if l < L - 1 else 0.0 for l in range(L)])
     for k in range(L - 1, -1, -1):
+        if deadline is not None and deadline.expired():
+            raise DPCut(f"the time limit ran out in PipeDream's DP ({L - 1 - k} of {L} layers)")
         lasts = np.arange(k, L)
         stage = np.maximum(problem.loads_from(k), comm[k:])
         for p in range(1, min(P, L - k) + 1):
@@ -52,7 +59,9 @@ def contiguous_dp(problem: ChainProblem, fits) -> tuple[float, Allocation | None
 @register("pipedream", "pipeline", exact=False,
           description="PipeDream contiguous DP minimising the period (memory filter on by default)")
 def plan(problem: ChainProblem, *, time_limit: float | None = None, seed: int = 0,
-         memory_filter: bool = True, **options) -> AllocationResult:
+         memory_filter: bool = True, deadline=None, **options) -> AllocationResult:
+    """`deadline` (the command's clock) is the safety net: once it passes, TIME_LIMIT without an
+    allocation (the DP is polynomial; the front door decides by size whether it runs at all)."""
     begin = time.perf_counter()
     if memory_filter:
         def fits(k, lasts, stages_from_here):
@@ -60,9 +69,13 @@ def plan(problem: ChainProblem, *, time_limit: float | None = None, seed: int = 
     else:
         def fits(k, lasts, stages_from_here):
             return True
-    period, allocation = contiguous_dp(problem, fits)
+    try:
+        period, allocation = contiguous_dp(problem, fits, deadline)
+    except DPCut as exc:
+        return AllocationResult("pipedream", Status.TIME_LIMIT, runtime_s=time.perf_counter() - begin, notes=(str(exc),))
     if allocation is None:
         return infeasible_result("pipedream", problem, begin, "no contiguous allocation passes PipeDream's memory filter",
-                                 (lambda stages_from_here: stages_from_here) if memory_filter else (lambda _: 1))
+                                 (lambda stages_from_here: stages_from_here) if memory_filter else (lambda _: 1),
+                                 deadline=deadline)
     return AllocationResult("pipedream", Status.FEASIBLE, allocation, period, problem.total_load / problem.processors,
                             time.perf_counter() - begin)
