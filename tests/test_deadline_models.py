@@ -11,13 +11,7 @@ import pytest
 
 from solver_plan.deadline import Deadline
 from solver_plan.result import Status
-
-
-def _expired() -> Deadline:
-    deadline = Deadline(1e-6)
-    while not deadline.expired():
-        pass
-    return deadline
+from test_deadline_loops import _expired
 
 
 def _problem(spec: str):
