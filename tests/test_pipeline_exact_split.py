@@ -86,3 +86,63 @@ def test_weight_share_outside_unit_interval_is_an_input_error():
     problem, allocation = two_stages(3.0)
     with pytest.raises(InputError):
         split_operations(problem, allocation, 1.0)
+
+
+
+def brute_force_period(problem, allocation, horizon: int, max_shift: int = 4):
+    """The shortest integer period with a pattern the validator accepts, by enumeration: F0 at 0,
+    every other compute operation at any tick of [0, T) and any shift up to `max_shift`, each
+    zero-duration transfer right when its producer ends (it occupies nothing). Branches are cut on
+    necessary conditions only (same-batch order, two operations overlapping on a processor modulo
+    T, and, M holding one batch per stage, a batch living longer than T on a stage); every
+    complete candidate is judged by the validator."""
+    from solver_plan.pipeline.pattern import PeriodicPattern
+
+    ops = split_operations(problem, allocation)
+    names = [op.name for op in ops.operations]
+    duration = {op.name: int(op.duration) for op in ops.operations}
+    order = ["F1", "B1", "W1", "B0", "W0"]
+    after = {"F1": "F0", "B1": "F1", "W1": "B1", "B0": "B1", "W0": "B0"}
+    first_of_stage = {"W0": "F0", "W1": "F1"}
+
+    def overlaps(a, da, b, db, T):
+        return (b - a) % T < da or (a - b) % T < db
+
+    def extend(T, placed):
+        if len(placed) == len(order) + 1:
+            yield dict(placed)
+            return
+        name = order[len(placed) - 1]
+        for h in range(max_shift + 1):
+            for t in range(T):
+                begin = h * T + t
+                before = placed[after[name]]
+                if begin < before[1] * T + before[0] + duration[after[name]]:
+                    continue
+                if any(ops.operations[names.index(o)].resource == ops.operations[names.index(name)].resource
+                       and overlaps(t, duration[name], placed[o][0], duration[o], T) for o in placed):
+                    continue
+                if name in first_of_stage:
+                    born = placed[first_of_stage[name]]
+                    if begin + duration[name] - (born[1] * T + born[0]) > T:
+                        continue
+                placed[name] = (t, h)
+                yield from extend(T, placed)
+                del placed[name]
+
+    for T in range(1, horizon + 1):
+        for at in extend(T, {"F0": (0, 0)}):
+            for link, producer in (("CF0", "F0"), ("CB0", "B1")):
+                end = at[producer][1] * T + at[producer][0] + duration[producer]
+                at[link] = (end % T, end // T)
+            pattern = PeriodicPattern(allocation, ops, float(T), tuple(float(at[n][0]) for n in names),
+                                      tuple(at[n][1] for n in names))
+            if validate(pattern).valid:
+                return T
+    return None
+
+
+def test_two_stage_optimum_equals_brute_force():
+    problem, allocation = two_stages(3.0)
+    split = exact_schedule_split.schedule(problem, allocation, tick=1.0)
+    assert split.period_s == brute_force_period(problem, allocation, horizon=6) == 5
