@@ -43,3 +43,11 @@ def test_dgx_presets_carry_their_datasheet_host(preset, memory, bandwidth):
     # per direction: half the datasheets' both-ways PCIe figures (Gen5 128, Gen4 64, Gen3 32 GB/s)
     host = resolve_cluster(preset).host
     assert (host.memory_per_node, host.device_bandwidth) == (pytest.approx(memory), pytest.approx(bandwidth))
+
+
+def test_host_written_back_by_cluster_yaml():
+    import yaml
+
+    from solver_plan.calibrate.output import cluster_yaml
+    cluster = cluster_from_dict(with_host({"memory_per_node": "1TB", "device_bandwidth": "32GB/s"}), "c.yaml")
+    assert cluster_from_dict(yaml.safe_load(cluster_yaml(cluster))).host == cluster.host

@@ -42,6 +42,8 @@ def cluster_dict(cluster: Cluster) -> dict:
     sync = cluster.gradient_sync.as_yaml()  # the runtime's gradient sync, when not NCCL's ring
     if sync is not None:
         data["gradient_sync"] = sync
+    if cluster.host is not None:  # host memory and PCIe, for offloading
+        data["host"] = cluster.host.as_yaml()
     hardware = {}
     if cluster.w_override is not None:
         hardware["w"] = float(cluster.w_override)

@@ -161,6 +161,10 @@ class Host:
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
                 raise ClusterError(f"host {name} must be a positive finite number, got {value!r}")
 
+    def as_yaml(self) -> dict:
+        """The cluster YAML `host` value that loads back to this."""
+        return {"memory_per_node": float(self.memory_per_node), "device_bandwidth": float(self.device_bandwidth)}
+
 
 @dataclass(frozen=True)
 class Cluster:
