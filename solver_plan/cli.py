@@ -14,7 +14,7 @@ import re
 import sys
 import time
 
-from solver_plan.errors import EXIT_SOLVER_FAILED, InputError, check_positive
+from solver_plan.errors import InputError, check_positive, solver_failure_exit
 from solver_plan.intra.build import DEFAULT_MAX_CANDIDATES
 from solver_plan.deadline import DEFAULT_TIME_LIMIT_S
 from solver_plan.units import format_seconds, parse_bytes
@@ -139,8 +139,7 @@ def _cmd_plan(args) -> int:
     if args.out:
         print(f"plan written to {args.out}")
     if result.solver_failure:  # the plan is a fallback: say so on stderr and exit distinctly
-        print(f"solver-plan: solver failed: {result.solver_failure}", file=sys.stderr)
-        return EXIT_SOLVER_FAILED
+        return solver_failure_exit(result.solver_failure)
     return 0 if result.assignment is not None else 1  # a time-out without any plan is a failure too
 
 

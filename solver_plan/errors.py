@@ -16,6 +16,14 @@ EXIT_SOLVER_FAILED = 3
 EXIT_INTERRUPTED = 130
 
 
+def solver_failure_exit(failure: str) -> int:
+    """The plan printed is the fallback of a failed solver: one line on stderr saying which and why,
+    and the exit status that says so (every command that plans ends this way)."""
+    import sys
+    print(f"solver-plan: solver failed: {failure}", file=sys.stderr)
+    return EXIT_SOLVER_FAILED
+
+
 class SolverPlanError(Exception):
     """Base class of every error this package raises on purpose."""
 

@@ -80,10 +80,8 @@ def check_model_name(spec: str) -> None:
 
 
 def run(args) -> int:
-    import sys
-
     from solver_plan.deadline import Deadline
-    from solver_plan.errors import EXIT_SOLVER_FAILED, InputError, check_positive
+    from solver_plan.errors import InputError, check_positive, solver_failure_exit
     from solver_plan.files import check_output_path, write_text_atomic
     from solver_plan.hybrid.search import plan_hybrid
     from solver_plan.hybrid.space import parse_fix
@@ -117,6 +115,5 @@ def run(args) -> int:
     if args.out:
         print(f"wrote {args.out}")
     if result.solver_failure:  # priced with a fallback block plan: say so on stderr and exit distinctly
-        print(f"solver-plan: solver failed: {result.solver_failure}", file=sys.stderr)
-        return EXIT_SOLVER_FAILED
+        return solver_failure_exit(result.solver_failure)
     return 0 if result.status.has_solution else 1

@@ -304,13 +304,10 @@ def _log_traceback(name: str) -> None:
 
 
 def _child(func, args, connection) -> None:
-    from solver_plan.intra.isolated import die_with_parent, silence_standard_output
+    from solver_plan.intra.isolated import die_with_parent, redirect_solver_output
     os.setpgid(0, 0)  # own process group, so a time-out also ends the solver processes it starts
     die_with_parent()
-    if os.environ.get("SOLVER_PLAN_SOLVER_OUTPUT") == "1":  # asked for: what the solver prints goes to stderr
-        os.dup2(2, 1)
-    else:
-        silence_standard_output()
+    redirect_solver_output()
     try:
         connection.send(("ok", func(*args)))
     except BaseException as exc:  # report every failure to the parent

@@ -110,11 +110,20 @@ def die_with_parent() -> None:
         pass
 
 
-def silence_standard_output() -> None:
-    """Point descriptors 1 and 2 at /dev/null: what a solver library prints, from C or Python, goes
-    nowhere. Used by forked solver children; workers are started that way."""
+def solver_output_wanted() -> bool:
+    """Whether the user asked to see what solver libraries print (SOLVER_PLAN_SOLVER_OUTPUT=1)."""
+    return os.environ.get(SOLVER_OUTPUT_VARIABLE) == "1"
+
+
+def redirect_solver_output() -> None:
+    """In a forked solver child: descriptors 1 and 2 at /dev/null, so what a solver library prints,
+    from C or Python, goes nowhere; or 1 at stderr when `solver_output_wanted`. Workers are started
+    with the same rule (`_Worker`)."""
     sys.stdout.flush()
     sys.stderr.flush()
+    if solver_output_wanted():
+        os.dup2(2, 1)
+        return
     null = os.open(os.devnull, os.O_WRONLY)
     os.dup2(null, 1)
     os.dup2(null, 2)
@@ -152,7 +161,7 @@ class _Worker:
         request_read, self.requests = os.pipe()
         self.answers, answer_write = os.pipe()
         # asked for (SOLVER_PLAN_SOLVER_OUTPUT=1): what the libraries print goes to our stderr
-        logs = 2 if os.environ.get(SOLVER_OUTPUT_VARIABLE) == "1" else subprocess.DEVNULL
+        logs = 2 if solver_output_wanted() else subprocess.DEVNULL
         try:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "solver_plan.intra.isolated", str(request_read), str(answer_write)],
