@@ -11,7 +11,12 @@ measures, with CUDA events (median of `--repeats` after `--warmup` runs):
 3. one Llama-style block (RMSNorm, grouped-query SDPA attention with rotary-free q/k/v, SwiGLU MLP)
    and one GPT-style block (LayerNorm, SDPA attention, GeLU MLP), forward + backward at a few
    (batch, sequence, hidden), with torch.cuda.max_memory_allocated and max_memory_reserved;
-4. host-device copies (pinned and pageable, both directions).
+4. host-device copies (pinned and pageable, both directions) and a device-to-device copy (HBM rate);
+5. model state under an optimizer: one Llama-style block with fp32 parameters under bf16 autocast and
+   a fused AdamW (eager PyTorch mixed precision, as FSDP2 keeps unsharded state), the memory
+   allocated once the state exists against the 4 + 4 + 8 bytes per parameter the model charges, the
+   step's peak, and the optimizer step's time; and AdamW on the host CPU (the rate an offloaded
+   optimizer step runs at, ZeRO-Offload).
 It writes to DIR:
 - calibration.csv: GEMM and attention-forward rows in the calibration CSV format
   (docs/calibration-csv.md), for `solver-plan calibrate --csv DIR/calibration.csv --cluster BASE`;
@@ -20,7 +25,8 @@ It writes to DIR:
 - blocks.csv: block times and peak memory, with the memory the hybrid model predicts for the same
   block (solver_plan/hybrid/memory.py, runtime torchtitan: eager PyTorch, SDPA flash attention, unfused
   SwiGLU) and how each figure was measured;
-- copies.csv: host-device copy rates;
+- copies.csv: host-device and device-to-device copy rates;
+- optimizer.csv: model-state bytes measured and predicted, optimizer step times on GPU and CPU;
 - meta.json: device, versions, what was skipped and why.
 Calibrate on the kernel tables only; validate on blocks.csv and on published runs, never the
 other way round.
@@ -93,8 +99,15 @@ class BlockCase:
 
 
 @dataclass(frozen=True)
+class OptimizerCase:
+    where: str  # "gpu": a block's fused AdamW step with its measured state; "cpu": AdamW over `params` host floats
+    params: int = 0  # cpu: parameters stepped; gpu: 0 (the block's own count)
+    block: BlockCase | None = None
+
+
+@dataclass(frozen=True)
 class CopyCase:
-    direction: str  # "h2d" or "d2h"
+    direction: str  # "h2d", "d2h" or "d2d"
     pinned: bool
     nbytes: int
 
@@ -113,9 +126,12 @@ def plan_cases(quick: bool = False) -> dict[str, list]:
               BlockCase("llama", 1, 8192, 4096, 32, 8, 14336),
               BlockCase("gpt", 4, 2048, 2048, 16, 16, 8192), BlockCase("gpt", 1, 2048, 6144, 48, 48, 24576)]
     copies = [CopyCase(d, p, n) for d in ("h2d", "d2h") for p in (True, False) for n in (1 << 20, 1 << 26, 1 << 30)]
+    copies += [CopyCase("d2d", False, n) for n in (1 << 26, 1 << 30)]
+    optimizer = [OptimizerCase("gpu", block=blocks[0]), OptimizerCase("gpu", block=blocks[4]),
+                 OptimizerCase("cpu", params=1 << 24), OptimizerCase("cpu", params=1 << 27)]
     if quick:
-        blocks, copies = [blocks[0], blocks[3]], copies[:4]
-    return {"gemm": gemms, "attention": attention, "block": blocks, "copy": copies}
+        blocks, copies, optimizer = [blocks[0], blocks[3]], copies[:4] + copies[-1:], optimizer[:1] + optimizer[2:3]
+    return {"gemm": gemms, "attention": attention, "block": blocks, "copy": copies, "optimizer": optimizer}
 
 
 # --- predictions (dry run, and the predicted column of blocks.csv) ---------------------------
@@ -182,8 +198,30 @@ def predicted_block_s(cluster, case: BlockCase) -> float:
 
 
 def predicted_copy_s(cluster, case: CopyCase) -> float:
+    if case.direction == "d2d":  # read + write at the device's memory bandwidth
+        return 2.0 * case.nbytes / cluster.device.hbm_bandwidth
     pcie = 25e9 if case.pinned else 10e9  # PCIe gen5 x16 ~ 50 GB/s peak: placeholders for the dry run
     return case.nbytes / pcie
+
+
+def optimizer_params(case: OptimizerCase) -> int:
+    return case.params if case.where == "cpu" else int(block_spec(case.block).block_params)
+
+
+def predicted_state_bytes(case: OptimizerCase) -> float:
+    """Model state of fp32 parameters trained under bf16 autocast with Adam, as the hybrid model
+    counts it (hybrid/memory.py StateBytes with fp32 weights): weights 4 + gradients 4 + two fp32
+    moments 8 = 16 bytes per parameter (no separate master copy: the parameter is the master)."""
+    from solver_plan.hybrid.memory import StateBytes
+    state = StateBytes(weights=4.0, gradients=4.0, optimizer=8.0)
+    return (state.weights + state.gradients + state.optimizer) * optimizer_params(case)
+
+
+def predicted_optimizer_s(cluster, case: OptimizerCase) -> float:
+    """Dry run only: Adam reads and writes ~16 B + reads 4 B of gradient per parameter at the memory
+    bandwidth (GPU) or ~10 GB/s (a host placeholder)."""
+    rate = cluster.device.hbm_bandwidth if case.where == "gpu" else 10e9
+    return 28.0 * optimizer_params(case) / rate
 
 
 # --- measurement with torch ------------------------------------------------------------------
@@ -297,7 +335,52 @@ def measure_block(torch, timer: Timer, case: BlockCase) -> tuple[float, int, int
     return seconds, peak, reserved, base
 
 
+def measure_optimizer(torch, timer: Timer, case: OptimizerCase) -> tuple[float, int, int, int]:
+    """(optimizer step seconds, allocated with state, peak over forward + backward + step, reserved).
+    GPU: the block in fp32 under bf16 autocast with torch.optim.AdamW(fused=True), after two steps
+    (state allocated); CPU: AdamW(foreach=True) over `params` host floats, wall clock, memory zeros."""
+    if case.where == "cpu":
+        param = torch.nn.Parameter(torch.randn(case.params))
+        param.grad = torch.randn(case.params)
+        opt = torch.optim.AdamW([param], lr=1e-4, foreach=True)
+        opt.step()
+        times = []
+        for _ in range(max(3, timer.repeats // 2)):
+            t0 = time.perf_counter()
+            opt.step()
+            times.append(time.perf_counter() - t0)
+        return statistics.median(times), 0, 0, 0
+    block = make_block(torch, case.block).float()
+    b = case.block
+    x = torch.randn(b.batch, b.seq, b.hidden, device="cuda", dtype=torch.float32, requires_grad=True)
+    opt = torch.optim.AdamW(block.parameters(), lr=1e-4, fused=True)
+
+    def train_step():
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = block(x).float().sum()
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=False)
+    train_step()
+    train_step()
+    torch.cuda.synchronize()
+    x.grad = None
+    with_state = torch.cuda.memory_allocated() - x.numel() * 4
+    torch.cuda.reset_peak_memory_stats()
+    train_step()
+    torch.cuda.synchronize()
+    peak, reserved = torch.cuda.max_memory_allocated(), torch.cuda.max_memory_reserved()
+    seconds = timer.median_s(opt.step)
+    del block, x, opt
+    torch.cuda.empty_cache()
+    return seconds, int(with_state), int(peak), int(reserved)
+
+
 def measure_copy(torch, timer: Timer, case: CopyCase) -> float:
+    if case.direction == "d2d":
+        src = torch.empty(case.nbytes, dtype=torch.uint8, device="cuda")
+        dst = torch.empty_like(src)
+        return timer.median_s(lambda: dst.copy_(src))
     host = torch.empty(case.nbytes, dtype=torch.uint8, pin_memory=case.pinned)
     device = torch.empty(case.nbytes, dtype=torch.uint8, device="cuda")
     if case.direction == "h2d":
@@ -319,17 +402,31 @@ def run(args) -> dict:
         f"CUDA events, median of {args.repeats} after {args.warmup} warm-up runs"
     started = time.perf_counter()
     skipped: list[str] = []
-    out = {"gemm": [], "attention": [], "block": [], "copy": []}
+    out = {"gemm": [], "attention": [], "block": [], "copy": [], "optimizer": []}
 
     def budget_left() -> bool:
         return time.perf_counter() - started < args.budget_s
+
+    def attempt(kind: str, case, measure):
+        """One real measurement; a failure (out of memory, a kernel torch lacks) is recorded in
+        meta.json's `skipped` and the run goes on: the kit gets one call on a lent device."""
+        try:
+            return measure()
+        except Exception as exc:  # noqa: BLE001 (any failure of one case must not lose the others)
+            skipped.append(f"{kind} {case}: failed: {type(exc).__name__}: {str(exc)[:200]}")
+            if torch is not None:
+                torch.cuda.empty_cache()
+            return None
 
     for case in cases["gemm"]:
         if not budget_left():
             skipped.append(f"gemm {case}: budget spent")
             continue
-        seconds = predicted_gemm_s(cluster, case) if args.dry_run else measure_gemm(torch, timer, case)
+        seconds = predicted_gemm_s(cluster, case) if args.dry_run else \
+            attempt("gemm", case, lambda: measure_gemm(torch, timer, case) or "unsupported")
         if seconds is None:
+            continue
+        if seconds == "unsupported":
             skipped.append(f"gemm {case.dtype} {case.shape()}: no {case.dtype} GEMM on this device / torch")
             continue
         out["gemm"].append((case, seconds))
@@ -337,7 +434,10 @@ def run(args) -> dict:
         if not budget_left():
             skipped.append(f"attention {case}: budget spent")
             continue
-        times = predicted_attention_s(cluster, case) if args.dry_run else measure_attention(torch, timer, case)
+        times = predicted_attention_s(cluster, case) if args.dry_run else \
+            attempt("attention", case, lambda: measure_attention(torch, timer, case))
+        if times is None:
+            continue
         out["attention"].append((case, *times))
     for case in cases["block"]:
         if not budget_left():
@@ -347,14 +447,31 @@ def run(args) -> dict:
             predicted = predicted_block_bytes(case)
             result = (predicted_block_s(cluster, case), predicted, predicted, 0)
         else:
-            result = measure_block(torch, timer, case)
+            result = attempt("block", case, lambda: measure_block(torch, timer, case))
+            if result is None:
+                continue
         out["block"].append((case, *result))
     for case in cases["copy"]:
         if not budget_left():
             skipped.append(f"copy {case}: budget spent")
             continue
-        seconds = predicted_copy_s(cluster, case) if args.dry_run else measure_copy(torch, timer, case)
+        seconds = predicted_copy_s(cluster, case) if args.dry_run else \
+            attempt("copy", case, lambda: measure_copy(torch, timer, case))
+        if seconds is None:
+            continue
         out["copy"].append((case, seconds))
+    for case in cases["optimizer"]:
+        if not budget_left():
+            skipped.append(f"optimizer {case}: budget spent")
+            continue
+        if args.dry_run:
+            state = predicted_state_bytes(case) if case.where == "gpu" else 0
+            result = (predicted_optimizer_s(cluster, case), state, state, state)
+        else:
+            result = attempt("optimizer", case, lambda: measure_optimizer(torch, timer, case))
+            if result is None:
+                continue
+        out["optimizer"].append((case, *result))
     meta = {"dry_run": args.dry_run, "how": how, "cluster_for_predictions": args.cluster,
             "elapsed_s": time.perf_counter() - started, "budget_s": args.budget_s, "skipped": skipped,
             "planned": {k: len(v) for k, v in cases.items()}, "written": {k: len(v) for k, v in out.items()}}
@@ -403,6 +520,22 @@ def write_all(out_dir: Path, out: dict, meta: dict, how: str) -> None:
         for case, seconds in out["copy"]:
             w.writerow([case.direction, int(case.pinned), case.nbytes, f"{seconds * 1e6:.3f}",
                         f"{case.nbytes / seconds / 1e9:.2f}", how])
+    with open(out_dir / "optimizer.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["where", "block", "params", "step_ms", "ns_per_param", "state_allocated_bytes",
+                    "predicted_state_bytes", "state_error", "peak_allocated_bytes", "peak_reserved_bytes", "how"])
+        for case, seconds, with_state, peak, reserved in out["optimizer"]:
+            params = optimizer_params(case)
+            gpu = case.where == "gpu"
+            predicted = predicted_state_bytes(case) if gpu else 0
+            block = (f"{case.block.style} b={case.block.batch} s={case.block.seq} h={case.block.hidden}"
+                     if gpu else "")
+            w.writerow([case.where, block, params, f"{seconds * 1e3:.3f}", f"{seconds / params * 1e9:.4f}",
+                        int(with_state), int(round(predicted)),
+                        f"{predicted / with_state - 1:+.3f}" if gpu and with_state else "", int(peak), int(reserved),
+                        how + ("; gpu: fp32 block under bf16 autocast, AdamW(fused=True), state measured as "
+                               "torch.cuda.memory_allocated after two steps less the input, peak over one "
+                               "forward + backward + step" if gpu else "; cpu: AdamW(foreach=True), wall clock")])
     (out_dir / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
 
 
@@ -422,7 +555,8 @@ def main(argv=None) -> int:
     print(json.dumps({k: meta[k] for k in ("dry_run", "elapsed_s", "planned", "written")}, indent=None))
     for line in meta["skipped"]:
         print("skipped:", line)
-    print(f"wrote {args.out}/calibration.csv, attention-backward.csv, blocks.csv, copies.csv, meta.json")
+    print(f"wrote {args.out}/calibration.csv, attention-backward.csv, blocks.csv, copies.csv, optimizer.csv, "
+          "meta.json")
     return 0
 
 
