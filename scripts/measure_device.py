@@ -77,6 +77,7 @@ class AttentionCase:
     seq: int
     head_dim: int = 128
     dtype: str = "bf16"
+    backend: str = "default"  # torch's SDPA choice, or "flash" / "cudnn" / "efficient" forced
 
     @property
     def forward_flops(self) -> float:  # causal: half of 4 b a s^2 d
@@ -96,6 +97,7 @@ class BlockCase:
     kv_heads: int
     ffn: int
     dtype: str = "bf16"
+    gqa: str = "repeat"  # "repeat": k, v repeated to every head before SDPA (torchtitan's repeat_kv); "native": enable_gqa
 
 
 @dataclass(frozen=True)
@@ -122,9 +124,14 @@ def plan_cases(quick: bool = False) -> dict[str, list]:
     gemms += [GemmCase(m, n, k, d) for d in ("bf16", "fp8") for m, n, k in (shaped if not quick else shaped[:2])]
     attention = [AttentionCase(max(1, 16384 // s), a, s) for s in ([1024, 2048, 4096, 8192] if not quick else [2048])
                  for a in ([16, 32, 64] if not quick else [32])]
+    if not quick:  # the kernels behind each runtime's attention, and a narrower head
+        attention += [AttentionCase(max(1, 16384 // s), 32, s, backend=b) for s in (2048, 8192)
+                      for b in ("flash", "cudnn", "efficient")]
+        attention += [AttentionCase(4, 64, 4096, head_dim=64)]
     blocks = [BlockCase("llama", 1, 4096, 4096, 32, 8, 14336), BlockCase("llama", 2, 2048, 4096, 32, 8, 14336),
               BlockCase("llama", 1, 8192, 4096, 32, 8, 14336),
-              BlockCase("gpt", 4, 2048, 2048, 16, 16, 8192), BlockCase("gpt", 1, 2048, 6144, 48, 48, 24576)]
+              BlockCase("gpt", 4, 2048, 2048, 16, 16, 8192), BlockCase("gpt", 1, 2048, 6144, 48, 48, 24576),
+              BlockCase("llama", 1, 4096, 4096, 32, 8, 14336, gqa="native")]
     copies = [CopyCase(d, p, n) for d in ("h2d", "d2h") for p in (True, False) for n in (1 << 20, 1 << 26, 1 << 30)]
     copies += [CopyCase("d2d", False, n) for n in (1 << 26, 1 << 30)]
     optimizer = [OptimizerCase("gpu", block=blocks[0]), OptimizerCase("gpu", block=blocks[4]),
@@ -183,6 +190,16 @@ def predicted_block_bytes(case: BlockCase) -> float:
     working = mem.recompute_working_bytes(spec, case.batch, 1, "none", False, runtime=runtime)
     io = 2 * 2.0 * case.seq * case.batch * case.hidden
     return 2.0 * params + 2.0 * params + acts + working + io + runtime.memory.workspace
+
+
+def predicted_kept_bytes(case: BlockCase) -> float:
+    """What the forward leaves allocated: the block's kept activations (hybrid/memory.py,
+    runtime torchtitan) and its output (2 s b h)."""
+    from solver_plan.hybrid import memory as mem
+    from solver_plan.runtime import resolve_runtime
+    acts = mem.layer_activation_bytes(block_spec(case), case.batch, 1, "none", False,
+                                      runtime=resolve_runtime("torchtitan"))
+    return acts + 2.0 * case.seq * case.batch * case.hidden
 
 
 def predicted_block_s(cluster, case: BlockCase) -> float:
@@ -266,13 +283,25 @@ def measure_gemm(torch, timer: Timer, case: GemmCase) -> float | None:
 def measure_attention(torch, timer: Timer, case: AttentionCase) -> tuple[float, float]:
     import torch.nn.functional as F
     shape = (case.batch, case.heads, case.seq, case.head_dim)
+    import contextlib
     q, k, v = (torch.randn(shape, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
-    forward = timer.median_s(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True))
+    if case.backend == "default":
+        chosen = contextlib.nullcontext
+    else:
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+        backend = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION,
+                   "efficient": SDPBackend.EFFICIENT_ATTENTION}[case.backend]
+        chosen = lambda: sdpa_kernel(backend)  # noqa: E731
     grad = torch.randn(shape, device="cuda", dtype=torch.bfloat16)
 
+    def forward_only():
+        with chosen():
+            F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
     def both():
-        F.scaled_dot_product_attention(q, k, v, is_causal=True).backward(grad)
-    return forward, timer.median_s(both)
+        with chosen():
+            F.scaled_dot_product_attention(q, k, v, is_causal=True).backward(grad)
+    return timer.median_s(forward_only), timer.median_s(both)
 
 
 def make_block(torch, case: BlockCase):
@@ -300,9 +329,14 @@ def make_block(torch, case: BlockCase):
             b, s, _ = x.shape
             q, k, v = self.qkv(self.n1(x)).split([a * d, kv * d, kv * d], dim=-1)
             q = q.view(b, s, a, d).transpose(1, 2)
-            k = k.view(b, s, kv, d).transpose(1, 2).repeat_interleave(a // kv, dim=1)
-            v = v.view(b, s, kv, d).transpose(1, 2).repeat_interleave(a // kv, dim=1)
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(b, s, a * d)
+            k = k.view(b, s, kv, d).transpose(1, 2)
+            v = v.view(b, s, kv, d).transpose(1, 2)
+            if case.gqa == "native" and kv != a:
+                y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+            else:
+                k, v = k.repeat_interleave(a // kv, dim=1), v.repeat_interleave(a // kv, dim=1)
+                y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            y = y.transpose(1, 2).reshape(b, s, a * d)
             x = x + self.proj(y)
             z = self.up(self.n2(x))
             if self.llama:
@@ -314,8 +348,9 @@ def make_block(torch, case: BlockCase):
     return Block().to(device="cuda", dtype=torch.bfloat16)
 
 
-def measure_block(torch, timer: Timer, case: BlockCase) -> tuple[float, int, int, int]:
-    """(forward + backward seconds, peak allocated, peak reserved, allocated before the step)."""
+def measure_block(torch, timer: Timer, case: BlockCase) -> tuple[float, int, int, int, int]:
+    """(forward + backward seconds, peak allocated, peak reserved, allocated before the step, allocated
+    after the forward less before: the activations kept for the backward plus the output)."""
     block = make_block(torch, case)
     x = torch.randn(case.batch, case.seq, case.hidden, device="cuda", dtype=torch.bfloat16, requires_grad=True)
 
@@ -326,13 +361,18 @@ def measure_block(torch, timer: Timer, case: BlockCase) -> tuple[float, int, int
     torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()
     base = torch.cuda.memory_allocated()
-    step()
+    block.zero_grad(set_to_none=False)
+    y = block(x)
+    torch.cuda.synchronize()
+    kept = torch.cuda.memory_allocated() - base
+    y.sum().backward()
+    del y
     torch.cuda.synchronize()
     peak, reserved = torch.cuda.max_memory_allocated(), torch.cuda.max_memory_reserved()
     seconds = timer.median_s(step)
     del block, x
     torch.cuda.empty_cache()
-    return seconds, peak, reserved, base
+    return seconds, peak, reserved, base, kept
 
 
 def measure_optimizer(torch, timer: Timer, case: OptimizerCase) -> tuple[float, int, int, int]:
@@ -445,7 +485,7 @@ def run(args) -> dict:
             continue
         if args.dry_run:
             predicted = predicted_block_bytes(case)
-            result = (predicted_block_s(cluster, case), predicted, predicted, 0)
+            result = (predicted_block_s(cluster, case), predicted, predicted, 0, predicted_kept_bytes(case))
         else:
             result = attempt("block", case, lambda: measure_block(torch, timer, case))
             if result is None:
@@ -492,25 +532,31 @@ def write_all(out_dir: Path, out: dict, meta: dict, how: str) -> None:
         for case, seconds in out["gemm"]:
             w.writerow(["matmul", case.shape(), case.dtype, f"{seconds * 1e6:.3f}", f"gemm-{case.dtype}"])
         for case, forward, _ in out["attention"]:
+            if case.backend != "default" or case.head_dim != 128:
+                continue  # calibration keys attention by shape: one row per shape, torch's own choice
             w.writerow(["attention", case.shape(), case.dtype, f"{forward * 1e6:.3f}", "attention"])
     with open(out_dir / "attention-backward.csv", "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["batch", "heads", "seq", "head_dim", "dtype", "forward_us", "forward_backward_us",
+        w.writerow(["batch", "heads", "seq", "head_dim", "dtype", "backend", "forward_us", "forward_backward_us",
                     "backward_over_forward", "forward_tflops", "how"])
         for case, forward, both in out["attention"]:
-            w.writerow([case.batch, case.heads, case.seq, case.head_dim, case.dtype, f"{forward * 1e6:.3f}",
+            w.writerow([case.batch, case.heads, case.seq, case.head_dim, case.dtype, case.backend,
+                        f"{forward * 1e6:.3f}",
                         f"{both * 1e6:.3f}", f"{(both - forward) / forward:.3f}",
                         f"{case.forward_flops / forward / 1e12:.1f}", how])
     with open(out_dir / "blocks.csv", "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["style", "batch", "seq", "hidden", "heads", "kv_heads", "ffn", "dtype", "forward_backward_ms",
                     "peak_allocated_bytes", "peak_reserved_bytes", "allocated_before_bytes",
-                    "predicted_allocated_bytes", "allocated_error", "how"])
-        for case, seconds, peak, reserved, base in out["block"]:
+                    "predicted_allocated_bytes", "allocated_error", "gqa", "kept_after_forward_bytes",
+                    "predicted_kept_bytes", "kept_error", "how"])
+        for case, seconds, peak, reserved, base, kept in out["block"]:
             predicted = predicted_block_bytes(case)
+            predicted_kept = predicted_kept_bytes(case)
             w.writerow([case.style, case.batch, case.seq, case.hidden, case.heads, case.kv_heads, case.ffn, case.dtype,
                         f"{seconds * 1e3:.3f}", int(peak), int(reserved), int(base), int(round(predicted)),
-                        f"{predicted / peak - 1:+.3f}" if peak else "",
+                        f"{predicted / peak - 1:+.3f}" if peak else "", case.gqa, int(kept),
+                        int(round(predicted_kept)), f"{predicted_kept / kept - 1:+.3f}" if kept else "",
                         how + "; memory: torch.cuda.max_memory_allocated / max_memory_reserved after "
                               "reset_peak_memory_stats, over one forward + backward with gradients already "
                               "allocated (no optimizer state)"])

@@ -31,7 +31,8 @@ def test_dry_run_writes_every_planned_case(tmp_path, quick):
 
     from solver_plan.calibrate.csvfile import read_calibration_csv
     kernels, collectives = read_calibration_csv(tmp_path / "calibration.csv")
-    assert len(kernels) == len(plan["gemm"]) + len(plan["attention"]) and not collectives
+    calibrated_attention = [c for c in plan["attention"] if c.backend == "default" and c.head_dim == 128]
+    assert len(kernels) == len(plan["gemm"]) + len(calibrated_attention) and not collectives
     with open(tmp_path / "blocks.csv") as f:
         blocks = list(csv.DictReader(f))
     assert len(blocks) == len(plan["block"]) and all("dry-run" in row["how"] for row in blocks)
