@@ -15,8 +15,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from solver_plan.intra.answer import Answer
 from solver_plan.intra.normal_form import normal_form
 from solver_plan.intra.problem import ConfigProblem
+from solver_plan.result import Status
 
 
 @dataclass(frozen=True, eq=False)
@@ -258,8 +260,6 @@ SOLVE_STATUSES = ("optimal", "feasible", "infeasible", "time_limit", "error")
 
 def outcome_answer(model: LinearModel, outcome: SolveOutcome):
     """Translate a backend outcome into the harness' Answer (decoding x to a plan)."""
-    from solver_plan.intra.harness import Answer
-    from solver_plan.result import Status
     status = {"optimal": Status.OPTIMAL, "feasible": Status.FEASIBLE, "infeasible": Status.INFEASIBLE,
               "time_limit": Status.TIME_LIMIT, "error": Status.ERROR}[outcome.status]
     assignment = decode(model, outcome.x_values) if outcome.x_values is not None else None
