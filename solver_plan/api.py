@@ -62,8 +62,10 @@ def plan(model: Any, cluster: Any = DEFAULT_CLUSTER, planner: str = "milp", *, d
          **options) -> "Plan":  # noqa: F821
     """Question 1: the per-operator parallel configuration. Returns a `Plan` (status, objective_s,
     lower_bound_s, gap, runtime_s, operators, edges; `to_dict()` is the CLI's --out JSON)."""
+    from solver_plan.deadline import time_budget
     from solver_plan.planning import plan_configuration
-    return plan_configuration(load_model(model), load_cluster(cluster, devices), planner, time_limit=time_limit,
+    deadline = time_budget(time_limit)  # building the problem counts against the limit
+    return plan_configuration(load_model(model), load_cluster(cluster, devices), planner, deadline=deadline,
                               memory_limit=memory_limit, seed=seed, **options)
 
 

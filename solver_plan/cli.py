@@ -68,7 +68,7 @@ def _cmd_plan(args) -> int:
     from solver_plan.graph.resolve import resolve_model
     from solver_plan.intra.solve import solve
     from solver_plan.plan import decode_plan, render_plan
-    from solver_plan.deadline import Deadline
+    from solver_plan.deadline import time_budget
     from solver_plan.intra.progress import Progress
     from solver_plan.planners import get_planner
     from solver_plan.planning import DEVICE_MEMORY, parse_planner_options, prepare_problem, solve_deadline
@@ -79,7 +79,7 @@ def _cmd_plan(args) -> int:
     from solver_plan.export.cli_support import check_export_arguments, write_export
     check_export_arguments(args)  # --export-out checked before any work, like --out
     check_positive(args.time_limit, "--time-limit")
-    deadline = Deadline(args.time_limit, start=getattr(args, "started", None))  # one clock for the whole command
+    deadline = time_budget(args.time_limit, start=getattr(args, "started", None))  # one clock for the whole command
     if args.rows < 1:
         raise InputError(f"must be at least 1, got {args.rows}", "--rows")
     if args.seed < 0:  # as job files: seeds are non-negative

@@ -1,10 +1,20 @@
-"""One wall-clock deadline per command.
+"""The time budget: one type (`Deadline`), one conversion from seconds (`time_budget`), one
+determinism policy (docs/architecture.md, "Time budget and determinism").
 
-A `Deadline` is started once, where a command (or a Python front door) begins, and passed down to
-everything that spends time: parsing, building problems, simplification, every solver, decoding,
-validation. Each piece asks `remaining()` before it starts and checks `expired()` in its loops, so
-the whole command ends within its limit, not just the solver. `share(fraction)` hands a sub-task a
-deadline of its own that never outlives its parent.
+A `Deadline` is made once, where a command (or a Python front door, or a batch job) begins, by
+`time_budget(seconds)`, and passed down -- never seconds -- to everything that spends time:
+parsing, building problems, simplification, every planner and solver, decoding, validation.
+
+It carries two things:
+- the *nominal* budget (`nominal_s`): the seconds the user gave, and for a `share(fraction)` that
+  fraction of what its parent had not yet handed out (`nominal_left()`). It never depends on how
+  fast the machine runs, so every decision about how much work to do (how many candidates to
+  build, whether an optional pass is worth running, a solver's deterministic work limit) is taken
+  from it, and the same input with the same budget gives the same answer on an idle or a loaded
+  machine;
+- the *wall clock* (`remaining()`, `expired()`): the safety net that keeps every command within
+  its limit. Work stopped by it is marked (`cut_short`, on the deadline and its ancestors) so the
+  result can say that its answer depended on the machine's speed.
 """
 from __future__ import annotations
 
@@ -17,31 +27,62 @@ DEFAULT_TIME_LIMIT_S = 60.0  # every command that solves stops by then unless to
 # Longest limit accepted (115 days): beyond it, waits on threads and processes overflow
 # (threading.TIMEOUT_MAX); `time_limit: 1e30` is a typo for "no limit" (null), not a plan.
 MAX_TIME_LIMIT_S = 1e7
+MIN_LIMIT_S = 1e-3  # the least limit handed to a solver: an expired clock still gives a positive one
+WALL_CLOCK_STOP = "stopped by the wall clock before its work limit"  # in a solver's note: the clock decided
+CUT_SHORT_NOTE = ("the wall clock stopped part of the search before its work budget (slow or loaded "
+                  "machine): this answer may differ on another run")
+
+clock = time.perf_counter  # the wall clock every Deadline reads (tests replace it with a slow one)
+
+
+def time_budget(seconds: float | None, *, start: float | None = None) -> "Deadline":
+    """The one conversion of a time limit in seconds (None: no limit) into the budget type, done
+    where a request enters (CLI, Python API, batch and suite jobs); `start` (a `clock()` reading)
+    counts time already spent, e.g. parsing the command line. Refuses limits that are not positive
+    and finite, or too long (InputError naming `time_limit`)."""
+    return Deadline(seconds, start=start)
+
+
+def _check_seconds(time_limit) -> None:
+    if time_limit is None:
+        return
+    if isinstance(time_limit, bool) or not (isinstance(time_limit, (int, float)) and math.isfinite(time_limit)
+                                            and time_limit > 0):
+        raise InputError(f"time limit must be a positive number of seconds, got {time_limit!r}", "time_limit")
+    if time_limit > MAX_TIME_LIMIT_S:
+        raise InputError(f"time limit {time_limit:g} s is too long (at most {MAX_TIME_LIMIT_S:g} s; "
+                         "none for no limit)", "time_limit")
 
 
 class Deadline:
-    """Wall-clock budget started at construction; `remaining()` is None without a limit."""
+    """A nominal budget in seconds and the wall clock started at construction; `remaining()` is
+    None without a limit. Made from seconds by `time_budget`, inside by `share` and `child`."""
 
     def __init__(self, time_limit: float | None, *, start: float | None = None,
-                 parent: "Deadline | None" = None):
-        if time_limit is not None and not (isinstance(time_limit, (int, float))
-                                           and math.isfinite(time_limit) and time_limit > 0):
-            raise InputError(f"time limit must be a positive number of seconds, got {time_limit!r}",
-                             "time_limit")
-        if time_limit is not None and time_limit > MAX_TIME_LIMIT_S:
-            raise InputError(f"time limit {time_limit:g} s is too long (at most {MAX_TIME_LIMIT_S:g} s; "
-                             "none for no limit)", "time_limit")
+                 parent: "Deadline | None" = None, nominal_s: float | None = None):
+        _check_seconds(time_limit)
         self.time_limit = time_limit
-        self.start = time.perf_counter() if start is None else start
+        self.start = clock() if start is None else start
         self.parent = parent
+        if nominal_s is None:
+            inherited = None if parent is None else parent.nominal_left()
+            nominal_s = time_limit if inherited is None else (
+                inherited if time_limit is None else min(inherited, time_limit))
+        self.nominal_s = nominal_s
+        self.allotted_s = 0.0  # nominal seconds handed to shares so far
+        self.cut_short = False
 
-    @classmethod
-    def of(cls, value: "Deadline | float | None") -> "Deadline":
-        """A deadline from either a Deadline (returned as is) or a limit in seconds (started now)."""
-        return value if isinstance(value, Deadline) else cls(value)
+    def nominal_left(self) -> float | None:
+        """The nominal budget not yet handed to shares (None: unlimited)."""
+        return None if self.nominal_s is None else max(0.0, self.nominal_s - self.allotted_s)
+
+    def child(self) -> "Deadline":
+        """A clock started now that ends with this one and has what is left of its nominal budget;
+        its `elapsed()` is the child's own runtime."""
+        return Deadline(None, parent=self)
 
     def elapsed(self) -> float:
-        return time.perf_counter() - self.start
+        return clock() - self.start
 
     def remaining(self) -> float | None:
         own = None if self.time_limit is None else max(0.0, self.time_limit - self.elapsed())
@@ -50,15 +91,49 @@ class Deadline:
             return above
         return own if above is None else min(own, above)
 
-    def expired(self) -> bool:
+    def seconds_left(self) -> float | None:
+        """What is left as seconds for a solver's own limit: never below MIN_LIMIT_S, which a
+        solver would refuse as a bad limit."""
         left = self.remaining()
-        return left is not None and left <= 0.0
+        return None if left is None else max(MIN_LIMIT_S, left)
+
+    def expired(self) -> bool:
+        """Whether the wall clock has run out: the safety net. A True answer marks this deadline
+        and its ancestors `cut_short`, so the result can say the clock decided."""
+        left = self.remaining()
+        if left is not None and left <= 0.0:
+            self.mark_cut_short()
+            return True
+        return False
+
+    def mark_cut_short(self) -> None:
+        """Record that the wall clock, not the work budget, stopped some work under this deadline."""
+        deadline = self
+        while deadline is not None:
+            deadline.cut_short = True
+            deadline = deadline.parent
 
     def share(self, fraction: float, floor_s: float = 0.0) -> "Deadline":
-        """A child deadline with `fraction` of what is left now (at least `floor_s`, never past
-        this one); unlimited when this one is."""
+        """A child with `fraction` of the nominal budget not yet handed out (for its work
+        decisions; handed out now), and on the wall clock `fraction` of what is left now (at least
+        `floor_s`, never past this one); unlimited when this one is."""
+        nominal = None if self.nominal_s is None else self.nominal_left() * fraction
+        if nominal is not None:
+            self.allotted_s += nominal
         left = self.remaining()
         if left is None:
-            return Deadline(None, parent=self)
+            return Deadline(None, parent=self, nominal_s=nominal)
         budget = max(min(left, floor_s), left * fraction)
-        return Deadline(max(budget, 1e-6), parent=self)
+        return Deadline(max(budget, 1e-6), parent=self, nominal_s=nominal)
+
+    def ending_early(self, reserve_s: float) -> "Deadline":
+        """A child ending `reserve_s` earlier (at most a quarter of the budget), for the work that
+        must follow it (decoding, validating, printing), so the whole command ends in time. Its
+        nominal budget is reduced likewise; its `elapsed()` is this deadline's."""
+        def less(seconds: float) -> float:
+            return max(MIN_LIMIT_S, seconds - min(0.25 * seconds, reserve_s))
+        nominal = None if self.nominal_s is None else less(self.nominal_left())
+        left = self.remaining()
+        if left is None:
+            return Deadline(None, start=self.start, parent=self, nominal_s=nominal)
+        return Deadline(self.elapsed() + less(left), start=self.start, parent=self, nominal_s=nominal)

@@ -16,14 +16,11 @@ DEVICE_MEMORY = "device"  # memory limit = the cluster's device memory (the defa
 
 
 def plan_configuration(graph: Graph, cluster: Cluster, planner: str = "milp", *,
-                       time_limit: float | None = None, memory_limit: float | str | None = DEVICE_MEMORY,
+                       deadline: Deadline | None = None, memory_limit: float | str | None = DEVICE_MEMORY,
                        seed: int = 0, max_candidates: int = DEFAULT_MAX_CANDIDATES,
-                       deadline: Deadline | None = None, precision: str | None = None,
-                       all_devices: bool = False, **options) -> Plan:
+                       precision: str | None = None, all_devices: bool = False, **options) -> Plan:
     """Plan with `planner`; memory_limit in bytes per device, DEVICE_MEMORY, or None (unlimited).
-    `time_limit` (seconds from now) or a caller's `deadline` covers building the problem too."""
-    check_positive(time_limit, "--time-limit")
-    deadline = deadline if time_limit is None else Deadline(time_limit, parent=deadline)
+    The caller's `deadline` (`time_budget(seconds)`; None: no limit) covers building the problem too."""
     problem, cost_model = prepare_problem(graph, cluster, memory_limit, max_candidates, deadline,
                                           precision=precision, all_devices=all_devices)
     result = solve(problem, planner, seed=seed, deadline=solve_deadline(deadline, problem), **options)
@@ -38,8 +35,7 @@ def solve_deadline(deadline: Deadline | None, problem: ConfigProblem) -> Deadlin
     afterwards (decoding, validation, output), so the command, not just the solver, ends in time."""
     if deadline is None or deadline.remaining() is None:
         return deadline
-    reserve = min(0.25 * deadline.remaining(), FINISH_S_PER_NODE * problem.num_nodes)
-    return Deadline(max(deadline.remaining() - reserve, 1e-3), parent=deadline)
+    return deadline.ending_early(FINISH_S_PER_NODE * problem.num_nodes)
 
 
 def prepare_problem(graph: Graph, cluster: Cluster, memory_limit: float | str | None = DEVICE_MEMORY,

@@ -16,7 +16,7 @@ from solver_plan.planning import prepare_problem
 from solver_plan.result import Status
 from solver_plan.simulate import simulate_strategy
 from solver_plan.simulate.refine import branch_regions, refine_branches
-from solver_plan.deadline import Deadline
+from solver_plan.deadline import Deadline, time_budget
 
 H, BATCH = 1024, 4096
 
@@ -74,8 +74,8 @@ def test_load_objective_beats_the_sum_in_the_simulator():
     # devices each run both halves (c) then the owner receives both copies (2 s); one branch per
     # device runs c side by side, plus moving activations
     assert c / 2 + s < c
-    summed = solve(problem, "milp", time_limit=10)
-    loaded = solve(problem, "milp-load", time_limit=10)
+    summed = solve(problem, "milp", deadline=time_budget(10))
+    loaded = solve(problem, "milp-load", deadline=time_budget(10))
     assert summed.status is Status.OPTIMAL and loaded.status in (Status.OPTIMAL, Status.FEASIBLE)
     assert validate_config_result(problem, loaded) == []
     sum_s, sum_plan = _simulate(problem, summed.assignment)
@@ -104,8 +104,8 @@ def test_without_the_load_milp_the_plan_is_still_chosen_by_simulation(monkeypatc
     monkeypatch.setattr(milp_load, "MAX_MODEL_ENTRIES", 0)  # the seed-only path (model too big)
     graph, cluster = _graph(), _cluster()
     problem = _placement_space(prepare_problem(graph, cluster, None)[0])
-    summed = solve(problem, "milp", time_limit=10)
-    loaded = solve(problem, "milp-load", time_limit=10)
+    summed = solve(problem, "milp", deadline=time_budget(10))
+    loaded = solve(problem, "milp-load", deadline=time_budget(10))
     assert any("load MILP not built" in note for note in loaded.notes)
     assert validate_config_result(problem, loaded) == []
     assert _simulate(problem, loaded.assignment)[0] < 0.95 * _simulate(problem, summed.assignment)[0]

@@ -9,7 +9,7 @@ import pytest
 
 from solver_plan.cli import main
 from solver_plan.cluster import resolve_cluster
-from solver_plan.deadline import Deadline
+from solver_plan.deadline import Deadline, time_budget
 from solver_plan.errors import InputError
 from solver_plan.graph.zoo import build_model
 from solver_plan.intra import harness, progress
@@ -47,10 +47,11 @@ def test_elimination_with_an_expired_clock_keeps_the_heuristic_plan():
     assert not any("must be" in note for note in result.notes)
 
 
-def test_time_limit_keyword_still_works_and_the_earlier_end_wins():
-    generous = solve(PROBLEM, "greedy", time_limit=30.0)
+def test_a_budget_given_in_seconds_works_and_a_share_ends_with_its_parent():
+    """solve takes one budget type (issue 21); seconds become one at the boundary (time_budget)."""
+    generous = solve(PROBLEM, "greedy", deadline=time_budget(30.0))
     assert generous.status is Status.FEASIBLE
-    both = solve(PROBLEM, "milp", time_limit=30.0, deadline=_expired())
+    both = solve(PROBLEM, "milp", deadline=Deadline(30.0, parent=_expired()))
     assert both.status in (Status.TIME_LIMIT, Status.FEASIBLE), both.notes
 
 
@@ -64,7 +65,7 @@ def test_building_past_its_share_keeps_a_few_candidates_per_operator():
     assert cut.notes and "time limit" in cut.notes[0]
     for configs in cut.candidates:  # the kept ones are among the full enumeration's
         assert configs[0].num_devices == 1
-    result = solve(cut, "milp", time_limit=30.0)
+    result = solve(cut, "milp", deadline=time_budget(30.0))
     assert result.status.has_solution
     assert any("time limit" in note for note in result.notes)
 
@@ -73,7 +74,7 @@ def test_a_failing_solver_is_a_one_line_note_without_traceback():
     def core(problem, context):
         raise ValueError("backend exploded\nwith detail")
 
-    result = harness.run_planner("broken", PROBLEM, core, exact=True, time_limit=30.0)
+    result = harness.run_planner("broken", PROBLEM, core, exact=True, deadline=time_budget(30.0))
     assert result.status.has_solution  # the heuristic plan is kept
     failure = [note for note in result.notes if "broken failed" in note]
     assert failure == ["broken failed (ValueError: with detail)"]
@@ -84,7 +85,7 @@ def test_a_solver_killed_at_the_wall_clock_is_a_time_limit():
     def core(problem, context):
         raise TimeoutError("solver process killed after 1.0 s of wall clock")
 
-    result = harness.run_planner("slow", PROBLEM, core, exact=True, time_limit=30.0)
+    result = harness.run_planner("slow", PROBLEM, core, exact=True, deadline=time_budget(30.0))
     assert result.status is Status.TIME_LIMIT
     assert result.assignment is not None
 

@@ -10,8 +10,7 @@ from solver_plan.cluster import resolve_cluster
 from solver_plan.deadline import Deadline
 from solver_plan.graph.zoo import build_model
 from solver_plan.intra import build
-from solver_plan.intra.build import (FEW_CANDIDATES, build_config_problem, build_seconds,
-                                     candidate_cap, nominal_limit)
+from solver_plan.intra.build import FEW_CANDIDATES, build_config_problem, build_seconds, candidate_cap
 
 GRAPH = build_model("mlp:layers=3,hidden=256,batch=64")
 CLUSTER = resolve_cluster("v100x8-nvlink")
@@ -64,6 +63,6 @@ def test_the_cap_is_the_largest_that_fits_the_budget():
 
 def test_nominal_limit_is_the_tightest_given_limit_not_what_is_left():
     outer = Deadline(10.0, start=time.perf_counter() - 5.0)
-    assert nominal_limit(Deadline(None, parent=Deadline(3.0, parent=outer))) == 3.0
-    assert nominal_limit(outer) == 10.0
-    assert nominal_limit(None) is None and nominal_limit(Deadline(None)) is None
+    assert Deadline(None, parent=Deadline(3.0, parent=outer)).nominal_s == 3.0
+    assert outer.nominal_s == 10.0 and outer.child().nominal_s == 10.0
+    assert Deadline(None).nominal_s is None

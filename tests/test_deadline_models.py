@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from solver_plan.deadline import Deadline
+from solver_plan.deadline import Deadline, time_budget
 from solver_plan.result import Status
 from test_deadline_loops import _expired
 
@@ -48,7 +48,7 @@ def test_a_model_too_big_for_the_limit_is_not_built_and_the_incumbent_is_the_ans
     def never(*args, **kwargs):
         raise AssertionError("the model was built")
     monkeypatch.setattr(milp, "config_model", never)
-    result = milp.plan_milp(problem, time_limit=limit, lagrangian=False)
+    result = milp.plan_milp(problem, deadline=time_budget(limit), lagrangian=False)
     assert result.status is Status.TIME_LIMIT and result.assignment is not None
     assert any("MILP not built" in note and f"{limit:g} s time limit" in note for note in result.notes)
     assert result.objective == pytest.approx(problem.objective(result.assignment))
@@ -67,7 +67,7 @@ def test_the_build_decision_depends_on_size_and_nominal_limit_only():
 def test_milp_gives_the_same_answer_when_time_suffices():
     from solver_plan.intra.milp import plan_milp
     problem = _problem("random-dag:nodes=40,candidates=4-9,seed=4")
-    free, limited = plan_milp(problem), plan_milp(problem, time_limit=60)
+    free, limited = plan_milp(problem), plan_milp(problem, deadline=time_budget(60))
     assert free.status is Status.OPTIMAL and limited.status is Status.OPTIMAL
     assert limited.objective == pytest.approx(free.objective, rel=1e-9)
     assert not any("not built" in note for note in limited.notes)

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from solver_plan.deadline import Deadline
+from solver_plan.deadline import Deadline, time_budget
 from solver_plan.intra import edge_drop, milp_load
 from solver_plan.intra.greedy_plans import greedy_assignment, heuristic_plans, least_memory_plan, reserving_greedy
 from solver_plan.intra.load_objective import load_objective
@@ -60,7 +60,7 @@ def test_an_expired_deadline_on_a_binding_instance_still_gives_a_plan(planner):
 def test_edge_drop_falls_back_to_greedy_when_the_relaxation_times_out(monkeypatch):
     problem = resolve_problem(BINDING[1])
     monkeypatch.setattr(edge_drop, "edge_dropping_relaxation", lambda problem, deadline: None)
-    result = solve(problem, "edge-drop", time_limit=30)
+    result = solve(problem, "edge-drop", deadline=time_budget(30))
     assert result.assignment is not None and problem.memory_ok(result.assignment)
     assert any("time out during the relaxation" in note for note in result.notes)
     assert validate_config_result(problem, result) == []
@@ -80,7 +80,7 @@ def test_milp_load_skips_a_model_too_big_to_build_and_returns_its_best_seed(monk
     monkeypatch.setattr(milp_load, "MAX_MODEL_ENTRIES", 10)
     built = []
     monkeypatch.setattr(milp_load, "load_model", lambda *args: built.append(1))
-    result = solve(problem, "milp-load", time_limit=20)
+    result = solve(problem, "milp-load", deadline=time_budget(20))
     assert not built
     assert result.assignment is not None and result.lower_bound is None
     assert any("load MILP not built" in note for note in result.notes)
@@ -90,7 +90,7 @@ def test_milp_load_skips_a_model_too_big_to_build_and_returns_its_best_seed(monk
 
 def test_milp_load_with_time_builds_the_model_and_proves_a_bound():
     problem = resolve_problem("series-parallel:nodes=20,candidates=6,seed=1,memory=none")
-    result = solve(problem, "milp-load", time_limit=20)
+    result = solve(problem, "milp-load", deadline=time_budget(20))
     assert result.assignment is not None and result.lower_bound is not None
     assert result.lower_bound <= result.objective + 1e-9
     assert validate_config_result(problem, result) == []

@@ -3,6 +3,7 @@ MIP once declared a plan 0.07% worse than a feasible one optimal (standard suite
 import numpy as np
 import pytest
 
+from solver_plan.deadline import time_budget
 from solver_plan.intra import isolated
 from solver_plan.intra.linear_model import config_model, decode, min_peak_memory_model, row_scales
 from solver_plan.intra.solve import solve
@@ -40,8 +41,8 @@ def test_min_peak_model_keeps_its_peak_column():
 
 def test_milp_agrees_with_cpsat_on_the_suite_instance_it_once_missed():
     problem = resolve_problem("random-dag:nodes=100,candidates=6,seed=4,memory=binding")
-    milp = solve(problem, "milp", time_limit=60)
-    cpsat = solve(problem, "cpsat", time_limit=60)
+    milp = solve(problem, "milp", deadline=time_budget(60))
+    cpsat = solve(problem, "cpsat", deadline=time_budget(60))
     assert milp.status.value == "OPTIMAL" == cpsat.status.value
     assert milp.objective == pytest.approx(cpsat.objective, rel=1e-9)
     # the plan keeps the memory limit exactly, in bytes

@@ -4,6 +4,7 @@ import math
 
 from solver_plan.cluster import resolve_cluster
 from solver_plan.cost.dims import op_layout
+from solver_plan.deadline import time_budget
 from solver_plan.graph.ops import OpType
 from solver_plan.graph.zoo import build_model
 from solver_plan.hybrid.model import transformer_spec
@@ -55,7 +56,7 @@ def test_siblings_reading_one_tensor_share_one_input_gradient_all_reduce():
     saved = {}
     for tp in (1, 4):
         problem = _restrict(build_config_problem(graph, cluster.first_devices(tp)), graph, tp)
-        result = solve(problem, "milp", time_limit=20)
+        result = solve(problem, "milp", deadline=time_budget(20))
         cost_model = problem.context[2]
         saved[tp], forward = _shared_input_savings(graph, problem, result.assignment, cost_model, spec.block_scope)
         configs = {problem.names[i]: problem.candidates[i][a] for i, a in enumerate(result.assignment)}

@@ -6,6 +6,7 @@ from dataclasses import replace
 
 import pytest
 
+from solver_plan.deadline import time_budget
 from solver_plan.intra import isolated
 from solver_plan.intra.greedy_plans import greedy_assignment
 from solver_plan.intra.random_instances import random_problem
@@ -23,7 +24,7 @@ load_builtin_planners()  # importing every planner package (ortools, pandas) is 
 def test_time_out_keeps_an_incumbent_no_worse_than_the_warm_start(planner, options):
     warm = greedy_assignment(HARD)
     started = time.perf_counter()
-    result = solve(HARD, planner, time_limit=1.0, warm_start=warm, simplify=False, **options)
+    result = solve(HARD, planner, deadline=time_budget(1.0), warm_start=warm, simplify=False, **options)
     elapsed = time.perf_counter() - started
     assert elapsed < 1.0 + SUBPROCESS_GRACE_S + isolated.GRACE_S + 1.0
     assert result.status.has_solution, result.notes

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import pytest
 
+from solver_plan.deadline import time_budget
 from solver_plan.errors import InputError
 from solver_plan.intra.brute import plan_brute
 from solver_plan.intra.random_instances import random_problem
@@ -20,7 +21,7 @@ def test_unknown_planner_is_an_input_error():
 @pytest.mark.parametrize("time_limit", [0, -1, 0.0])
 def test_non_positive_time_limit_is_an_input_error(time_limit):
     with pytest.raises(InputError, match="time limit must be"):
-        solve(PROBLEM, "greedy", time_limit=time_limit)
+        solve(PROBLEM, "greedy", deadline=time_budget(time_limit))
 
 
 @pytest.mark.parametrize("memory", [0, -5.0])

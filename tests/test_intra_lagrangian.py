@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from intra_cases import tiny_cases
-from solver_plan.deadline import Deadline
+from solver_plan.deadline import Deadline, time_budget
 from solver_plan.intra import warm_start
 from solver_plan.intra.brute import plan_brute
 from solver_plan.intra.forest_dp import Forest, solve_forest, spanning_forest
@@ -107,7 +107,7 @@ def test_exact_planners_agree_with_brute_force_under_binding_memory(planner, lag
     plan = {"milp": plan_milp, "cpsat": plan_cpsat}[planner]
     for case_id, problem in _binding_cases()[::2]:
         oracle = plan_brute(problem)
-        result = plan(problem, time_limit=30, lagrangian=lagrangian)
+        result = plan(problem, deadline=time_budget(30), lagrangian=lagrangian)
         assert result.status is oracle.status, (case_id, result.notes)
         if oracle.status is Status.OPTIMAL:
             assert result.objective == pytest.approx(oracle.objective, rel=1e-6), case_id
@@ -117,7 +117,7 @@ def test_exact_planners_agree_with_brute_force_under_binding_memory(planner, lag
 
 def test_lagrangian_proves_a_memory_bound_chain_optimal():
     problem = random_problem(60, seed=3, shape="chain", max_candidates=6, memory_tightness=0.45)
-    result = plan_milp(problem, time_limit=30)
+    result = plan_milp(problem, deadline=time_budget(30))
     assert result.status is Status.OPTIMAL, result.notes
     assert any(note.startswith("lagrangian: ") and "exact inner minimum" in note for note in result.notes)
     assert result.lower_bound == pytest.approx(result.objective, rel=1e-6)
@@ -136,7 +136,7 @@ def test_slow_heuristics_leave_the_milp_its_turn(monkeypatch):
     monkeypatch.setattr(warm_start, "heuristic_plans", slow_heuristics)
     problem = random_problem(8, seed=2, shape="dag", memory_tightness=0.6)
     oracle = plan_brute(problem)
-    result = plan_milp(problem, time_limit=6)
+    result = plan_milp(problem, deadline=time_budget(6))
     assert result.status is oracle.status, result.notes
     assert result.objective == pytest.approx(oracle.objective)
     (timing,) = [note for note in result.notes if note.startswith("time: ")]
@@ -151,7 +151,7 @@ def test_a_failing_solver_under_binding_memory_is_reported_and_the_lagrangian_pl
 
     monkeypatch.setattr(milp.isolated, "call", lambda *args, **kwargs: SolveOutcome("error", notes=("boom",)))
     problem = random_problem(30, seed=3, shape="chain", max_candidates=5, memory_tightness=0.5)
-    result = plan_milp(problem, time_limit=20)
+    result = plan_milp(problem, deadline=time_budget(20))
     assert result.solver_failure is not None and "boom" in result.solver_failure
     assert result.assignment is not None and problem.memory_ok(result.assignment)
     assert result.status is Status.FEASIBLE

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from intra_cases import medium_cases, tiny_cases
+from solver_plan.deadline import time_budget
 from solver_plan.intra.brute import plan_brute
 from solver_plan.intra.milp import plan_milp
 from solver_plan.intra.solve import solve
@@ -23,7 +24,7 @@ MEDIUM = medium_cases()
 def test_every_planner_gives_valid_results_never_below_the_optimum(planner):
     for case_id, problem in TINY:
         oracle = plan_brute(problem)
-        result = solve(problem, planner, time_limit=30)
+        result = solve(problem, planner, deadline=time_budget(30))
         assert validate_config_result(problem, result) == [], case_id
         if result.status.has_solution:
             assert oracle.status is Status.OPTIMAL, case_id
@@ -41,7 +42,7 @@ def test_every_planner_on_medium_cases_stays_above_the_milp_optimum(planner):
     for case_id, problem in MEDIUM:
         optimum = plan_milp(problem)
         assert optimum.status is Status.OPTIMAL
-        result = solve(problem, planner, time_limit=20)
+        result = solve(problem, planner, deadline=time_budget(20))
         assert validate_config_result(problem, result) == [], case_id
         if result.status.has_solution:
             assert result.objective >= optimum.lower_bound - 1e-6, case_id

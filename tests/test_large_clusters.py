@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from solver_plan.deadline import time_budget
 from solver_plan.cluster import Cluster, LinkLevel
 from solver_plan.cluster.model import DeviceSpec, Link
 from solver_plan.cost.config import ParallelConfig
@@ -21,7 +22,7 @@ def _cluster(nodes: int, per_node: int = 1) -> Cluster:
 @pytest.mark.parametrize("nodes", [1, 63, 64, 65, 4096])
 def test_plan_runs_on_clusters_of_any_node_count(nodes):
     graph = build_model("mlp:layers=2,hidden=64,batch=64")
-    plan = plan_configuration(graph, _cluster(nodes), "greedy", time_limit=30, max_candidates=4)
+    plan = plan_configuration(graph, _cluster(nodes), "greedy", deadline=time_budget(30), max_candidates=4)
     assert plan.status.has_solution
     assert plan.objective_s is not None and np.isfinite(plan.objective_s)
     used = {d for op in plan.operators for d in op.devices}

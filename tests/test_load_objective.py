@@ -4,6 +4,7 @@ import itertools
 import numpy as np
 import pytest
 
+from solver_plan.deadline import time_budget
 from solver_plan.cost.config import ParallelConfig
 from solver_plan.intra.load_objective import load_breakdown, load_model, load_objective, SUM_WEIGHT
 from solver_plan.intra.problem import ConfigProblem
@@ -63,8 +64,8 @@ def _brute_load(problem):
 
 def test_branches_on_disjoint_devices_win():
     problem = _diamond()
-    summed = solve(problem, "milp", time_limit=20)
-    loaded = solve(problem, "milp-load", time_limit=20)
+    summed = solve(problem, "milp", deadline=time_budget(20))
+    loaded = solve(problem, "milp-load", deadline=time_budget(20))
     assert summed.status is Status.OPTIMAL and loaded.status is Status.OPTIMAL
     assert summed.assignment[1] == 0 and summed.assignment[2] == 0  # the sum splits both branches
     assert {loaded.assignment[1], loaded.assignment[2]} == {1, 2}  # the load puts them side by side
@@ -76,7 +77,7 @@ def test_branches_on_disjoint_devices_win():
 def test_milp_load_matches_brute_force(seed):
     problem = random_problem(6, seed=seed, shape="dag", max_candidates=3, num_devices=4,
                              memory_tightness=0.7 if seed == 2 else None)
-    result = solve(problem, "milp-load", time_limit=20)
+    result = solve(problem, "milp-load", deadline=time_budget(20))
     assert result.status is Status.OPTIMAL
     assert result.objective == pytest.approx(_brute_load(problem), rel=1e-6)
     assert result.lower_bound <= result.objective + 1e-9
@@ -112,7 +113,7 @@ def test_cycle_is_refused():
     cyclic = ConfigProblem(problem.names, problem.candidates, problem.node_costs, problem.node_memory,
                            problem.node_devices, problem.edges + ((3, 0),), problem.edge_costs + (problem.edge_costs[0],),
                            problem.num_devices)
-    result = solve(cyclic, "milp-load", time_limit=5)
+    result = solve(cyclic, "milp-load", deadline=time_budget(5))
     assert result.status is Status.ERROR and "acyclic" in result.notes[0]
 
 
@@ -193,6 +194,6 @@ def test_milp_load_under_an_expired_clock_is_never_worse_than_data_parallel():
     problem, _ = prepare_problem(graph, resolve_cluster("p100-4x4", 4), None, max_candidates=8)
     data_parallel = solve(problem, "data-parallel")
     from solver_plan.intra.milp_load import plan_milp_load
-    result = plan_milp_load(problem, time_limit=1e-6)
+    result = plan_milp_load(problem, deadline=time_budget(1e-6))
     assert result.assignment is not None
     assert load_objective(problem, result.assignment) <= load_objective(problem, data_parallel.assignment) + 1e-12

@@ -6,6 +6,7 @@ import itertools
 
 import pytest
 
+from solver_plan.deadline import time_budget
 from solver_plan.intra.reference import build_model, problem_data
 from solver_plan.intra.solve import solve
 from solver_plan.planners import get_planner
@@ -22,7 +23,7 @@ def brute_force(problem):
 @pytest.mark.parametrize("memory", ["none", "binding"])
 def test_reference_planners_find_the_brute_force_optimum(planner, memory):
     problem = resolve_problem(f"series-parallel:nodes=7,candidates=2-4,seed=5,devices=2,memory={memory}")
-    result = solve(problem, planner, time_limit=30)
+    result = solve(problem, planner, deadline=time_budget(30))
     assert result.status.value == "OPTIMAL"
     assert result.objective == pytest.approx(brute_force(problem), rel=1e-9)
     assert result.lower_bound == pytest.approx(result.objective, rel=1e-6)
@@ -31,7 +32,7 @@ def test_reference_planners_find_the_brute_force_optimum(planner, memory):
 @pytest.mark.parametrize("planner", ["reference-cbc", "reference-highs"])
 def test_reference_planners_prove_infeasibility(planner):
     problem = resolve_problem("skip-chain:nodes=6,candidates=3,seed=1,devices=2,memory=infeasible")
-    assert solve(problem, planner, time_limit=30).status.value == "INFEASIBLE"
+    assert solve(problem, planner, deadline=time_budget(30)).status.value == "INFEASIBLE"
 
 
 def test_the_model_is_the_plain_one_hot_model():
@@ -50,6 +51,6 @@ def test_registered_without_simplification_or_warm_start():
         info = get_planner(name)
         assert info.simplify is False and info.exact is True and info.options == ()
     problem = resolve_problem("skip-chain:nodes=8,candidates=3,seed=4,devices=2")
-    result = solve(problem, "reference-cbc", time_limit=30, warm_start=(0,) * 8)
+    result = solve(problem, "reference-cbc", deadline=time_budget(30), warm_start=(0,) * 8)
     assert any(note.startswith("PuLP model:") for note in result.notes)
     assert not any("warm start" in note or "kept the" in note for note in result.notes)

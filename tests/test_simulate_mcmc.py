@@ -4,6 +4,7 @@ import random
 import numpy as np
 import pytest
 
+from solver_plan.deadline import time_budget
 from solver_plan.cluster import resolve_cluster
 from solver_plan.errors import InputError
 from solver_plan.graph.zoo import build_model
@@ -63,8 +64,8 @@ def test_same_seed_same_answer_with_the_simulator(alexnet4):
 
 def test_reaches_the_optimum_on_lenet_with_the_sum_objective():
     problem, _ = prepare_problem(build_model("lenet"), resolve_cluster("k80-16x4", 4))
-    optimum = get_planner("milp").func(problem, time_limit=30).objective
-    result = plan_mcmc(problem, objective="sum", time_limit=1.0)
+    optimum = get_planner("milp").func(problem, deadline=time_budget(30)).objective
+    result = plan_mcmc(problem, objective="sum", deadline=time_budget(1.0))
     assert result.objective == pytest.approx(optimum, rel=1e-9)
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from solver_plan.deadline import time_budget
 from solver_plan.intra import isolated
 from solver_plan.intra.random_instances import random_problem
 from solver_plan.intra.solve import solve
@@ -102,7 +103,7 @@ def test_highs_runs_in_its_worker_whatever_was_imported_before():
     assert isolated.runs_in_worker("highspy")
     isolated.shutdown()
     problem = random_problem(12, seed=3, shape="dag")
-    result = solve(problem, "milp", simplify=False, time_limit=60)
+    result = solve(problem, "milp", simplify=False, deadline=time_budget(60))
     assert result.status is Status.OPTIMAL, result.notes
     assert result.solver_failure is None
     assert "highspy" in isolated._workers, "HiGHS ran in this process"
@@ -114,7 +115,7 @@ def test_a_failing_solver_falls_back_but_says_so(monkeypatch):
     monkeypatch.setattr(isolated, "call", broken)
     problem = random_problem(30, seed=2, shape="dag")
     for planner in ("milp", "cpsat", "milp-load"):
-        result = solve(problem, planner, simplify=False, time_limit=30)
+        result = solve(problem, planner, simplify=False, deadline=time_budget(30))
         assert result.status.has_solution, result.notes  # the fallback plan is kept ...
         assert result.solver_failure and "solver crashed" in result.solver_failure  # ... and named
         assert result.solver_failure.startswith(planner)
@@ -124,7 +125,7 @@ def test_a_time_out_is_not_a_solver_failure(monkeypatch):
     def slow(*args, **kwargs):
         raise TimeoutError("solver process killed after 1.0 s of wall clock")
     monkeypatch.setattr(isolated, "call", slow)
-    result = solve(random_problem(30, seed=2, shape="dag"), "milp", simplify=False, time_limit=30)
+    result = solve(random_problem(30, seed=2, shape="dag"), "milp", simplify=False, deadline=time_budget(30))
     assert result.status.has_solution and result.solver_failure is None
 
 
@@ -243,7 +244,7 @@ def test_our_highs_backend_and_pulps_highs_do_not_share_a_process():
     """HiGHS fixes its thread count per process at the first solve: PuLP's HiGHS (1 thread) after
     our backend in one worker answered "Not Solved" at once, read as a time-out."""
     problem = random_problem(10, seed=4, shape="dag")
-    assert solve(problem, "milp", time_limit=60).status is Status.OPTIMAL
-    reference = solve(problem, "reference-highs", time_limit=60)
+    assert solve(problem, "milp", deadline=time_budget(60)).status is Status.OPTIMAL
+    reference = solve(problem, "reference-highs", deadline=time_budget(60))
     assert reference.status is Status.OPTIMAL, reference.notes
     assert {"highspy", "highspy:pulp"} <= set(isolated._workers)

@@ -7,6 +7,7 @@ import itertools
 import numpy as np
 import pytest
 
+from solver_plan.deadline import time_budget
 from solver_plan.errors import InputError
 from solver_plan.intra.simplify import simplify
 from solver_plan.intra.solve import solve
@@ -80,13 +81,13 @@ def test_memory_levels_mean_what_they_say():
     assert binding.memory_ok(spread) and not binding.memory_ok(cheapest)
     infeasible = generate(parse_problem_spec("random-dag:nodes=6,candidates=3,seed=2,devices=2,memory=infeasible"))
     assert infeasible.memory_limit < least_peak
-    assert brute_force(infeasible) is None and solve(infeasible, "milp", time_limit=20).status.value == "INFEASIBLE"
+    assert brute_force(infeasible) is None and solve(infeasible, "milp", deadline=time_budget(20)).status.value == "INFEASIBLE"
 
 
 @pytest.mark.parametrize("family", ["random-dag", "series-parallel", "skip-chain"])
 def test_milp_finds_the_brute_force_optimum_under_a_binding_limit(family):
     problem = resolve_problem(f"{family}:nodes=7,candidates=3,seed=3,devices=2,memory=binding")
-    result = solve(problem, "milp", time_limit=20)
+    result = solve(problem, "milp", deadline=time_budget(20))
     assert result.status.value == "OPTIMAL" and result.objective == pytest.approx(brute_force(problem))
 
 

@@ -50,13 +50,14 @@ def run_config_job(job: Job) -> dict[str, Any]:
         return run_problem_job(job)
     from solver_plan.cluster import resolve_cluster
     from solver_plan.graph.resolve import resolve_model
+    from solver_plan.deadline import time_budget
     from solver_plan.planning import DEVICE_MEMORY, plan_configuration
 
     graph = resolve_model(job.model)
     cluster = resolve_cluster(job.cluster, job.devices)
     extra = {} if job.max_candidates is None else {"max_candidates": job.max_candidates}
     memory_limit = DEVICE_MEMORY if job.memory_limit is None else job.memory_limit  # as the CLI does
-    plan = plan_configuration(graph, cluster, job.planner, time_limit=job.time_limit, memory_limit=memory_limit,
+    plan = plan_configuration(graph, cluster, job.planner, deadline=time_budget(job.time_limit), memory_limit=memory_limit,
                               seed=job.seed, precision=job.precision, all_devices=job.all_devices, **extra,
                               **dict(job.options))
     return outcome(plan.status, plan.objective_s, plan.lower_bound_s, plan.runtime_s, plan.to_dict(),
@@ -67,8 +68,8 @@ def run_pipeline_job(job: Job) -> dict[str, Any]:
     front_door = pipeline_front_door()
     if front_door is None:
         raise InputError("the pipeline front door is missing", "kind")
-    from solver_plan.deadline import Deadline
-    deadline = Deadline(job.time_limit)  # building the chain counts against the limit too
+    from solver_plan.deadline import time_budget
+    deadline = time_budget(job.time_limit)  # building the chain counts against the limit too
     result = front_door(chain_problem(job, deadline), planner=job.planner, schedule=job.schedule or "exact",
                         time_limit=job.time_limit, deadline=deadline,
                         planner_options={"seed": job.seed, **dict(job.options)})

@@ -38,6 +38,7 @@ from solver_plan.hybrid.model import TransformerSpec
 from solver_plan.result import Status
 
 BLOCK_SCOPE = "block0/"
+BLOCK_SOLVE_FLOOR_S = 0.2  # a block solve gets at least this, even past the deadline: every plan needs it
 
 
 @dataclass(frozen=True)
@@ -273,7 +274,8 @@ class BlockCoster:
         problem = _restrict(build_config_problem(graph, submesh, cost_model=cost_model), graph, tp)
         left = deadline.remaining()
         # an expired deadline still gets a short solve: the block profile is needed for any plan
-        result = solve(problem, self.planner, time_limit=None if left is None else max(left, 0.2))
+        result = solve(problem, self.planner, deadline if left is None or left >= BLOCK_SOLVE_FLOOR_S
+                       else Deadline(BLOCK_SOLVE_FLOOR_S))
         if result.solver_failure:  # never silently replaced: the hybrid result reports it
             self.solver_failures.append(f"block solve (tp={tp}, micro-batch={b}): {result.solver_failure}")
         if result.assignment is None:  # no plan from the solver: the replicated-free fallback is all on one shard

@@ -38,14 +38,14 @@ def _fixed_plan(problem: ConfigProblem, planner: str, wanted_per_node) -> Config
 
 
 @register("data-parallel", "config", options=(), simplify=False, description="every operator split over the sample dimension on all devices")
-def plan_data_parallel(problem: ConfigProblem, *, time_limit=None, seed: int = 0, warm_start=None,
+def plan_data_parallel(problem: ConfigProblem, *, deadline=None, seed: int = 0, warm_start=None,
                        **options) -> ConfigResult:
     wanted = [_widest_sample_split(cands) for cands in problem.candidates]
     return _fixed_plan(problem, "data-parallel", wanted)
 
 
 @register("single-device", "config", options=(), simplify=False, description="the whole model on device 0")
-def plan_single_device(problem: ConfigProblem, *, time_limit=None, seed: int = 0, warm_start=None,
+def plan_single_device(problem: ConfigProblem, *, deadline=None, seed: int = 0, warm_start=None,
                        **options) -> ConfigResult:
     wanted = [_single_device(cands) for cands in problem.candidates]
     return _fixed_plan(problem, "single-device", wanted)

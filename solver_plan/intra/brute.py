@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 
+from solver_plan.deadline import Deadline
 from solver_plan.intra.answer import Answer
 from solver_plan.intra.context import Context
 from solver_plan.intra.harness import run_planner
@@ -68,6 +69,6 @@ def _brute_core(problem: ConfigProblem, context: Context) -> Answer:
 
 
 @register("brute", "config", options=("max_plans",), exact=True, description="exhaustive enumeration for tiny instances (test oracle)")
-def plan_brute(problem: ConfigProblem, *, time_limit=None, seed=0, warm_start=None, **options):
-    return run_planner("brute", problem, _brute_core, exact=False, time_limit=time_limit, seed=seed,
+def plan_brute(problem: ConfigProblem, *, deadline: Deadline | None = None, seed=0, warm_start=None, **options):
+    return run_planner("brute", problem, _brute_core, exact=False, deadline=deadline, seed=seed,
                        warm_start=warm_start, options=options)

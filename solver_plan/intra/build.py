@@ -44,17 +44,6 @@ def _few(configs, costs: np.ndarray, memory: np.ndarray) -> np.ndarray:
     return np.array(sorted(keep), dtype=np.int64)
 
 
-def nominal_limit(deadline: Deadline | None) -> float | None:
-    """The tightest time limit along a deadline's chain, as given (not what is left): the same
-    command gets the same build budget however long its earlier steps took."""
-    limits = []
-    while deadline is not None:
-        if deadline.time_limit is not None:
-            limits.append(deadline.time_limit)
-        deadline = deadline.parent
-    return min(limits) if limits else None
-
-
 def build_seconds(counts: np.ndarray, edge_pairs: np.ndarray, cap: int, devices: int = CALIBRATION_DEVICES) -> float:
     """Estimated build time with at most `cap` candidates per operator (`counts`: each operator's
     enumerated candidates; `edge_pairs`: (source, destination) operator indices, one per tensor)."""
@@ -93,7 +82,7 @@ def build_config_problem(graph: Graph, cluster: Cluster, memory_limit: float | N
     index = {name: i for i, name in enumerate(order)}
     enumerated = [enumerate_configs(graph.op(name), graph, cluster.num_devices, max_candidates=max_candidates,
                                     all_devices=all_devices) for name in order]
-    limit = nominal_limit(deadline)
+    limit = None if deadline is None else deadline.nominal_s
     edge_pairs = np.array([(index[e.src], index[e.dst]) for e in graph.edges], dtype=np.int64).reshape(-1, 2)
     counts = np.array([len(configs) for configs in enumerated], dtype=np.int64)
     planned = candidate_cap(counts, edge_pairs, max_candidates, None if limit is None else BUILD_SHARE * limit,

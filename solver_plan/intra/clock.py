@@ -1,5 +1,5 @@
-"""A planner's clock: started from a caller's limit, asked whether optional passes still fit, and
-split into phases for the note saying where the time went."""
+"""A planner's clock: started from a caller's Deadline, asked whether optional passes fit its nominal
+budget, and split into phases for the note saying where the time went."""
 from __future__ import annotations
 
 import time
@@ -11,32 +11,25 @@ from solver_plan.intra.problem import ConfigProblem
 PASS_S_PER_NODE = 5e-4  # one simplify + heuristics pass, measured ~0.5 s for 1,160 operators
 
 
-def start_clock(limit: "Deadline | float | None") -> Deadline:
-    """A clock started now that ends no later than `limit`: a caller's Deadline (so time already
-    spent by the command counts), a number of seconds, or None (no limit). Its `elapsed()` is
-    this piece's own runtime."""
-    if isinstance(limit, Deadline):
-        return Deadline(None, parent=limit)
-    return Deadline(limit)
-
-
-MIN_LIMIT_S = 1e-3  # a planner handed an expired clock still gets a (tiny) positive limit
-
-
-def seconds_left(limit: "Deadline | float | None") -> float | None:
-    """`limit` as seconds from now for a registered planner's `time_limit=` (planners of other
-    packages take plain seconds); never 0, which a planner would refuse as a bad limit."""
-    if isinstance(limit, Deadline):
-        left = limit.remaining()
-        return None if left is None else max(MIN_LIMIT_S, left)
-    return limit
+def start_clock(deadline: Deadline | None) -> Deadline:
+    """A clock started now that ends with the caller's `deadline` (so time already spent by the
+    command counts) and keeps its nominal budget; unlimited for None. Its `elapsed()` is this
+    piece's own runtime. Seconds are refused: they become a Deadline once, where a request enters
+    (`solver_plan.deadline.time_budget`)."""
+    if deadline is None:
+        return Deadline(None)
+    if not isinstance(deadline, Deadline):
+        raise TypeError(f"a planner takes a Deadline (solver_plan.deadline.time_budget), not {deadline!r}")
+    return deadline.child()
 
 
 def time_for_passes(deadline: Deadline, problem: ConfigProblem, passes: float) -> bool:
     """Whether `passes` whole-problem passes (simplify, relaxation, heuristics: PASS_S_PER_NODE
-    each per node) fit in what is left: optional work is skipped when they do not."""
-    left = deadline.remaining()
-    return left is None or left > passes * PASS_S_PER_NODE * problem.num_nodes
+    each per node) fit in the nominal budget left: optional work is skipped when they do not.
+    Decided by the budget, not the clock, so a loaded machine makes the same choice (the wall clock
+    only stops the pass if it overruns)."""
+    budget = deadline.nominal_left()
+    return budget is None or budget > passes * PASS_S_PER_NODE * problem.num_nodes
 
 
 class PhaseTimes:

@@ -5,6 +5,7 @@ Lagrangian relaxation leaves open (lagrangian_fixing), hinted with its plan, wit
 from __future__ import annotations
 
 from solver_plan.errors import InputError
+from solver_plan.deadline import WALL_CLOCK_STOP, Deadline
 from solver_plan.intra import isolated
 from solver_plan.intra.answer import Answer
 from solver_plan.intra.context import Context
@@ -15,6 +16,7 @@ from solver_plan.intra.linear_model import config_model, encode, outcome_answer
 from solver_plan.intra.problem import ConfigProblem
 from solver_plan.planners import register
 from solver_plan.result import Status
+from solver_plan.work import MIN_CALL_WORK, WORK_PER_SECOND
 
 
 def check_cpsat_options(options: dict) -> None:
@@ -37,27 +39,36 @@ def _cpsat_core(problem: ConfigProblem, context: Context) -> Answer:
     try:
         answer = _solve(restriction.problem, start, context)
     except TimeoutError as exc:  # killed at the wall clock: the Lagrangian bound and plan still count
+        context.deadline.mark_cut_short()
         answer = Answer(Status.TIME_LIMIT, notes=(failure_note("cpsat", exc),))
     return restriction.widen(problem, answer)
 
 
 def _solve(problem: ConfigProblem, incumbent, context: Context) -> Answer:
+    """CP-SAT limited by deterministic work (solver_plan/work.py: WORK_PER_SECOND of the nominal
+    budget left), so the answer does not depend on the machine's load; the wall clock left is the
+    safety net."""
     model = config_model(problem)
     start = encode(model, problem, incumbent) if incumbent is not None else None
     remaining = context.deadline.remaining()
     if remaining is not None and remaining < 0.05:
+        context.deadline.mark_cut_short()
         return Answer(Status.TIME_LIMIT, notes=("no time left for CP-SAT after building the model",))
+    budget = context.deadline.nominal_left()
+    work = None if budget is None else max(MIN_CALL_WORK, WORK_PER_SECOND * budget)
     # CP-SAT's limit excludes shipping the model to its worker and loading it: keep a margin
     solver_limit = None if remaining is None else max(0.05, 0.85 * remaining - 0.1)
     outcome = isolated.call("ortools", "solver_plan.intra.backends.cpsat", "solve_with_cpsat", timeout=remaining,
-                            killable=True, model=model, time_limit=solver_limit, start_values=start, seed=context.seed,
-                            workers=context.options.get("workers", 1))
+                            killable=True, model=model, time_limit=solver_limit, work=work, start_values=start,
+                            seed=context.seed, workers=context.options.get("workers", 1))
+    if any(WALL_CLOCK_STOP in note for note in outcome.notes):
+        context.deadline.mark_cut_short()
     return outcome_answer(model, outcome)
 
 
 @register("cpsat", "config", options=("workers", "lagrangian"), exact=True, check_values=check_cpsat_options,
           description="one-hot model in OR-Tools CP-SAT, hinted by the heuristic; under a binding memory limit "
                       "on the candidates the Lagrangian leaves open, with its bound")
-def plan_cpsat(problem: ConfigProblem, *, time_limit=None, seed=0, warm_start=None, **options):
-    return run_planner("cpsat", problem, _cpsat_core, exact=True, time_limit=time_limit, seed=seed,
+def plan_cpsat(problem: ConfigProblem, *, deadline: Deadline | None = None, seed=0, warm_start=None, **options):
+    return run_planner("cpsat", problem, _cpsat_core, exact=True, deadline=deadline, seed=seed,
                        warm_start=warm_start, options=options)

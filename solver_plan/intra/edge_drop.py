@@ -3,6 +3,7 @@ proves a lower bound; its plan is repaired to fit memory if needed, then locally
 a time, then by exact re-solves on random forests)."""
 from __future__ import annotations
 
+from solver_plan.deadline import Deadline
 from solver_plan.intra.answer import Answer
 from solver_plan.intra.clock import time_for_passes
 from solver_plan.intra.context import Context
@@ -51,6 +52,6 @@ def _edge_drop_core(problem: ConfigProblem, context: Context) -> Answer:
 
 @register("edge-drop", "config", options=(), exact=False,
           description="delete the cheapest residual edges until the graph folds: a plan and a proven bound")
-def plan_edge_drop(problem: ConfigProblem, *, time_limit=None, seed=0, warm_start=None, **options):
-    return run_planner("edge-drop", problem, _edge_drop_core, exact=False, time_limit=time_limit, seed=seed,
+def plan_edge_drop(problem: ConfigProblem, *, deadline: Deadline | None = None, seed=0, warm_start=None, **options):
+    return run_planner("edge-drop", problem, _edge_drop_core, exact=False, deadline=deadline, seed=seed,
                        warm_start=warm_start, options=options)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 
+from solver_plan.deadline import Deadline
 from solver_plan.intra.answer import Answer
 from solver_plan.intra.brute import plan_brute
 from solver_plan.intra.clock import time_for_passes
@@ -25,9 +26,7 @@ def _solve_remainder(remainder: ConfigProblem, context: Context):
         return plan_brute(remainder), "brute force"
     if context.deadline.expired():  # the caller keeps its heuristic plan
         return ConfigResult("milp", Status.TIME_LIMIT, notes=("no time left to solve the remainder",)), "nothing"
-    # the shared clock itself, not its remaining seconds: an expired clock (0 s left) is a time-out,
-    # not a bad limit
-    return plan_milp(remainder, time_limit=context.deadline, seed=context.seed), "the MILP planner"
+    return plan_milp(remainder, deadline=context.deadline, seed=context.seed), "the MILP planner"
 
 
 def _elimination_core(problem: ConfigProblem, context: Context) -> Answer:
@@ -62,6 +61,6 @@ def _component_count(problem: ConfigProblem) -> int:
 
 @register("elimination", "config", options=(), exact=True,
           description="DeePa node/edge elimination; exact remainder solve on non-series-parallel graphs")
-def plan_elimination(problem: ConfigProblem, *, time_limit=None, seed=0, warm_start=None, **options):
-    return run_planner("elimination", problem, _elimination_core, exact=True, time_limit=time_limit, seed=seed,
+def plan_elimination(problem: ConfigProblem, *, deadline: Deadline | None = None, seed=0, warm_start=None, **options):
+    return run_planner("elimination", problem, _elimination_core, exact=True, deadline=deadline, seed=seed,
                        warm_start=warm_start, options=options)

@@ -2,6 +2,7 @@
 through the harness."""
 from __future__ import annotations
 
+from solver_plan.deadline import Deadline
 from solver_plan.intra.answer import Answer
 from solver_plan.intra.context import REPAIR_HINT, Context
 from solver_plan.intra.greedy_plans import heuristic_plans
@@ -24,6 +25,6 @@ def _greedy_core(problem: ConfigProblem, context: Context) -> Answer:
 
 @register("greedy", "config", options=("refine",), exact=False,
           description="SMSG greedy by decreasing vertex importance, then single-node improvement")
-def plan_greedy(problem: ConfigProblem, *, time_limit=None, seed=0, warm_start=None, **options):
-    return run_planner("greedy", problem, _greedy_core, exact=False, time_limit=time_limit, seed=seed,
+def plan_greedy(problem: ConfigProblem, *, deadline: Deadline | None = None, seed=0, warm_start=None, **options):
+    return run_planner("greedy", problem, _greedy_core, exact=False, deadline=deadline, seed=seed,
                        warm_start=warm_start, options=options)

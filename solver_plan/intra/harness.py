@@ -71,11 +71,11 @@ def _keep_incumbent_if_better(problem: ConfigProblem, answer: Answer, incumbent,
 
 
 def run_planner(name: str, problem: ConfigProblem, core: Callable[[ConfigProblem, Context], Answer], *,
-                exact: bool, time_limit: "Deadline | float | None" = None, seed: int = 0, warm_start=None,
+                exact: bool, deadline: Deadline | None = None, seed: int = 0, warm_start=None,
                 options: dict | None = None) -> ConfigResult:
     """Run `core` with the shared plumbing and return a `ConfigResult` (not yet validated).
-    `time_limit` is seconds or a caller's `Deadline`."""
-    deadline = start_clock(time_limit)
+    `deadline` is the caller's budget (None: no limit)."""
+    deadline = start_clock(deadline)
     context = Context(deadline, seed, None, dict(options or {}))
     timings = PhaseTimes()
     relaxation = None

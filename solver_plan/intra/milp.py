@@ -16,6 +16,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from solver_plan.deadline import Deadline
 from solver_plan.intra import isolated
 from solver_plan.intra.answer import Answer
 from solver_plan.intra.context import Context
@@ -23,7 +24,6 @@ from solver_plan.intra.failures import failure_note
 from solver_plan.intra.harness import run_planner
 from solver_plan.intra.subprocess_guard import call_in_subprocess
 from solver_plan.intra.lagrangian_fixing import Restriction, lagrangian_restriction
-from solver_plan.intra.build import nominal_limit
 from solver_plan.intra.linear_model import ModelBuildCut, config_model, config_model_seconds, encode, outcome_answer
 from solver_plan.intra.problem import ConfigProblem
 from solver_plan.planners import register
@@ -107,7 +107,7 @@ def too_big_note(problem: ConfigProblem, limit: float | None) -> str | None:
 
 
 def _solve_model(problem: ConfigProblem, incumbent, deadline, context: Context, backend: str) -> Answer:
-    skip = too_big_note(problem, nominal_limit(context.deadline))
+    skip = too_big_note(problem, context.deadline.nominal_s)
     if skip is not None:
         return Answer(Status.TIME_LIMIT, notes=(skip,))
     try:
@@ -136,6 +136,6 @@ def _solve_model(problem: ConfigProblem, incumbent, deadline, context: Context, 
           check_values=check_milp_options,
           description="one-hot MILP (HiGHS by default, CBC via PuLP), LP relaxation first; "
                       "Lagrangian bound and fixing under a binding memory limit")
-def plan_milp(problem: ConfigProblem, *, time_limit=None, seed=0, warm_start=None, **options):
-    return run_planner("milp", problem, _milp_core, exact=True, time_limit=time_limit, seed=seed,
+def plan_milp(problem: ConfigProblem, *, deadline: Deadline | None = None, seed=0, warm_start=None, **options):
+    return run_planner("milp", problem, _milp_core, exact=True, deadline=deadline, seed=seed,
                        warm_start=warm_start, options=options)

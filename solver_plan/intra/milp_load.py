@@ -82,15 +82,6 @@ def _seeds(problem: ConfigProblem, warm_start, deadline: Deadline) -> list[tuple
 FINISH_S_PER_NODE = 2e-4  # a load breakdown and the validator's recomputation, ~0.6 s at 10,000 nodes
 
 
-def _work_clock(problem: ConfigProblem, deadline: Deadline) -> Deadline:
-    """`deadline` less the time needed afterwards to score the plan and validate it."""
-    left = deadline.remaining()
-    if left is None:
-        return deadline
-    budget = max(1e-3, left - min(0.25 * left, FINISH_S_PER_NODE * problem.num_nodes))
-    return Deadline(deadline.elapsed() + budget, start=deadline.start, parent=deadline)  # same elapsed()
-
-
 def model_entries(problem: ConfigProblem) -> int:
     """Edge-matrix entries: the y columns of the load MILP, which dominate its size."""
     return int(sum(matrix.size for matrix in problem.edge_costs))
@@ -101,10 +92,10 @@ def model_fits(problem: ConfigProblem, deadline: Deadline) -> str | None:
     entries = model_entries(problem)
     if entries > MAX_MODEL_ENTRIES:
         return f"load MILP not built: {entries:,} edge entries exceed {MAX_MODEL_ENTRIES:,} (memory)"
-    left = deadline.remaining()
-    if left is not None and entries * BUILD_S_PER_ENTRY > BUILD_FRACTION * left:
+    budget = deadline.nominal_left()  # decided by the budget, not the clock: the same on a loaded machine
+    if budget is not None and entries * BUILD_S_PER_ENTRY > BUILD_FRACTION * budget:
         return (f"load MILP not built: {entries:,} edge entries take about {entries * BUILD_S_PER_ENTRY:.1f} s, "
-                f"{left:.1f} s left")
+                f"over {BUILD_FRACTION:.0%} of its {budget:.1f} s budget")
     return None
 
 
@@ -133,10 +124,12 @@ def _relaxation(problem, load, deadline: Deadline, seed: int, notes: list[str]):
 
 @register(NAME, "config", options=("relax_first",), exact=True, simplify=False, objective="load",
           description="one-hot MILP minimising the busiest device / critical path (load objective), not the sum")
-def plan_milp_load(problem: ConfigProblem, *, time_limit=None, seed=0, warm_start=None, **options) -> ConfigResult:
-    """`time_limit`: seconds or a caller's Deadline (time already spent counts). On a time-out the
-    best plan so far comes back (TIME_LIMIT) with the LP bound when there was time for it."""
-    deadline = _work_clock(problem, start_clock(time_limit))
+def plan_milp_load(problem: ConfigProblem, *, deadline: Deadline | None = None, seed=0, warm_start=None,
+                   **options) -> ConfigResult:
+    """`deadline`: the caller's budget (time already spent counts). On a time-out the best plan so
+    far comes back (TIME_LIMIT) with the LP bound when there was time for it."""
+    # keep time to score the plan and validate it afterwards
+    deadline = start_clock(deadline).ending_early(FINISH_S_PER_NODE * problem.num_nodes)
     if topological_order(problem) is None:
         return ConfigResult(NAME, Status.ERROR, runtime_s=deadline.elapsed(),
                             notes=("the load objective needs acyclic edges (a critical path)",))

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import time
 
+from solver_plan.deadline import Deadline
 from solver_plan.intra import isolated
 from solver_plan.intra.answer import Answer
 from solver_plan.intra.context import Context
@@ -141,9 +142,9 @@ def _core(solver: str):
 def _planner(solver: str):
     name = f"reference-{solver}"
 
-    def plan(problem: ConfigProblem, *, time_limit=None, seed=0, warm_start=None, **options):
+    def plan(problem: ConfigProblem, *, deadline: Deadline | None = None, seed=0, warm_start=None, **options):
         # exact=False: no warm start, no heuristic incumbent, no bound but the solver's own.
-        return run_planner(name, problem, _core(solver), exact=False, time_limit=time_limit, seed=seed,
+        return run_planner(name, problem, _core(solver), exact=False, deadline=deadline, seed=seed,
                            options=options)
     plan.__name__ = f"plan_reference_{solver}"
     return register(name, "config", exact=True, simplify=False, options=(),

@@ -7,7 +7,7 @@ from typing import Callable
 
 from solver_plan.deadline import Deadline
 from solver_plan.intra import progress
-from solver_plan.intra.clock import seconds_left, start_clock, time_for_passes
+from solver_plan.intra.clock import start_clock, time_for_passes
 from solver_plan.intra.context import REPAIR_HINT
 from solver_plan.intra.harness import cost_breakdown_note
 from solver_plan.intra.problem import ConfigProblem
@@ -18,18 +18,18 @@ MEMORY_FREE_SHARE = 0.3  # run_simplified: the pass without the memory limit, wh
 MEMORY_FREE_PASSES = 40  # ... run only with time for this many passes (20 s at 1,000 operators)
 
 
-def _reduce_and_run(problem: ConfigProblem, func: Callable, time_limit, seed: int, warm_start, options) -> ConfigResult:
+def _reduce_and_run(problem: ConfigProblem, func: Callable, deadline: Deadline, seed: int, warm_start,
+                    options) -> ConfigResult:
     """Simplify exactly, run `func` on the reduced problem and decode its plan to `problem`."""
-    if isinstance(time_limit, Deadline) and not time_for_passes(time_limit, problem, 2):
+    if not time_for_passes(deadline, problem, 2):
         # simplification is exact but optional: with too little time, plan the problem as it is
-        result = func(problem, time_limit=seconds_left(time_limit), seed=seed, warm_start=warm_start, **options)
+        result = func(problem, deadline=deadline, seed=seed, warm_start=warm_start, **options)
         return replace(result, notes=result.notes + ("not simplified (too little time left)",))
-    reduced = simplify(problem, deadline=time_limit if isinstance(time_limit, Deadline) else None)
+    reduced = simplify(problem, deadline=deadline)
     reduced_start = reduced.encode(warm_start) if warm_start is not None else None
     if REPAIR_HINT in options:
         options = {**options, REPAIR_HINT: reduced.encode(options[REPAIR_HINT])}
-    result = func(reduced.problem, time_limit=seconds_left(time_limit), seed=seed, warm_start=reduced_start,
-                  **options)
+    result = func(reduced.problem, deadline=deadline, seed=seed, warm_start=reduced_start, **options)
     notes = tuple(note for note in result.notes if not note.startswith("cost breakdown:")) + (reduced.describe(),)
     if result.assignment is None:
         return replace(result, notes=notes)
@@ -38,13 +38,13 @@ def _reduce_and_run(problem: ConfigProblem, func: Callable, time_limit, seed: in
                    notes=notes + (cost_breakdown_note(problem, plan),))
 
 
-def run_simplified(problem: ConfigProblem, func: Callable, *, exact: bool, time_limit: float | None, seed: int,
+def run_simplified(problem: ConfigProblem, func: Callable, *, exact: bool, deadline: Deadline | None, seed: int,
                    warm_start, options: dict) -> ConfigResult:
     """Run `func` on the exactly simplified problem. When the memory limit could bind (which stops
     most folding), first solve without it (using at most MEMORY_FREE_SHARE of the time): an
     unconstrained optimum that fits in memory is the constrained optimum; a fitting heuristic plan
     becomes a warm start."""
-    deadline = start_clock(time_limit)
+    deadline = start_clock(deadline)
     # The memory-free pass costs about as much as the real one: only when time is plentiful (at
     # 10,000 operators and 60 s it took its whole share and gave nothing the Lagrangian does not).
     if memory_can_bind(problem) and time_for_passes(deadline, problem, MEMORY_FREE_PASSES):

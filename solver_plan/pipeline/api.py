@@ -10,7 +10,7 @@ import json
 import time
 from dataclasses import dataclass, field, replace
 
-from solver_plan.deadline import Deadline
+from solver_plan.deadline import MIN_LIMIT_S, Deadline
 from solver_plan.errors import InputError, check_positive
 from solver_plan.planners import get_planner
 from solver_plan.graph.chain import coarsen
@@ -22,7 +22,6 @@ from solver_plan.pipeline.schedule_result import ScheduleResult
 from solver_plan.pipeline.validate import Validation, validate
 from solver_plan.result import Status, relative_gap
 
-MIN_LIMIT_S = 1e-3  # an expired clock still hands a solver a positive limit: it returns at once
 EXACT_JOINT_LAYERS = 12  # the joint CP-SAT model's default resolution (merged layers)
 BASELINE = ("pipedream", "1f1b*")  # every answer is compared with it at full granularity
 # Shares of the nominal time limit, turned into deterministic work limits: the allocation planner

@@ -24,7 +24,7 @@ from solver_plan.pipeline.minimal_memory import infeasible_result
 from solver_plan.pipeline.operations import pipeline_operations
 from solver_plan.pipeline.pattern import PeriodicPattern
 from solver_plan.pipeline.period_search import search_period
-from solver_plan.pipeline.work import WorkBudget
+from solver_plan.work import WorkBudget
 from solver_plan.pipeline.problem import ChainProblem
 from solver_plan.pipeline.ticks import memory_unit, tick_for, to_ticks
 from solver_plan.pipeline.validate import validate
@@ -210,7 +210,7 @@ class JointModel:
                 m.add_hint(named[kind][1][index], h)
 
     def solve(self, work, budget: WorkBudget | None = None):
-        """Solve with `work` deterministic units (single thread, fixed seed: see pipeline/work.py)."""
+        """Solve with `work` deterministic units (single thread, fixed seed: see solver_plan/work.py)."""
         solver = cp_model.CpSolver()
         budget = budget or WorkBudget(None)
         budget.configure(solver, work)

@@ -26,7 +26,7 @@ from solver_plan.pipeline.problem import ChainProblem
 from solver_plan.pipeline.schedule_result import ScheduleResult, finish, memory_infeasible
 from solver_plan.pipeline.split_backward import release_index
 from solver_plan.pipeline.ticks import memory_unit, tick_for, to_ticks
-from solver_plan.pipeline.work import WorkBudget
+from solver_plan.work import WorkBudget
 from solver_plan.result import Status
 
 
@@ -102,7 +102,7 @@ class PeriodModel:
             self.model.add_hint(var, value)
 
     def solve(self, work: float | None, budget: WorkBudget | None = None):
-        """Solve with `work` deterministic units (single thread, fixed seed: see pipeline/work.py)."""
+        """Solve with `work` deterministic units (single thread, fixed seed: see solver_plan/work.py)."""
         solver = cp_model.CpSolver()
         budget = budget or WorkBudget(None)
         budget.configure(solver, work)

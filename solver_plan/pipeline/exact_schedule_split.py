@@ -21,7 +21,7 @@ from solver_plan.pipeline.problem import ChainProblem
 from solver_plan.pipeline.schedule_result import ScheduleResult, finish, memory_infeasible
 from solver_plan.pipeline.split_backward import EQUAL_PASSES, split_operations
 from solver_plan.pipeline.ticks import tick_for, to_ticks
-from solver_plan.pipeline.work import WorkBudget
+from solver_plan.work import WorkBudget
 from solver_plan.planners import register
 from solver_plan.result import Status
 

@@ -22,7 +22,7 @@ class SearchOutcome:
 
 def search_period(lower: int, upper: int, upper_solution: Any, try_period: Callable, budget) -> SearchOutcome:
     """Bisection on [lower, upper]; `upper` is known feasible with `upper_solution`. `budget` is a
-    `pipeline.work.WorkBudget`: each try gets a share of its deterministic work."""
+    `solver_plan.work.WorkBudget`: each try gets a share of its deterministic work."""
     best, solution = upper, upper_solution
     bound = low = lower
     candidate = lower  # try the load bound first: memory is often not binding

@@ -5,14 +5,15 @@ A proposal gives one random operator a random candidate configuration; it is acc
 probability min(1, exp(beta (cost(S) - cost(S*)))). Proposals over the memory limit are rejected.
 Chains start from each initial candidate in turn -- the warm start, data parallelism, the best
 other registered heuristic (greedy, single device, ...), and a random strategy -- and share the
-budget equally: proposals (`iterations`, default DEFAULT_PROPOSALS) and seconds (`time_limit`,
-default DEFAULT_SECONDS), whichever runs out first. A chain stops early when it has not improved
-its best for half of its share. The default beta is 20 / cost(initial): a proposal 5% worse than
+budget equally: proposals (`iterations`, default DEFAULT_PROPOSALS) decide how long a chain runs
+(it stops early when it has not improved its best for half of its proposals); the wall clock
+(`deadline`, default DEFAULT_SECONDS) is only a safety net, and a chain it stops marks the result
+as cut short. The default beta is 20 / cost(initial): a proposal 5% worse than
 the chain's start is accepted with probability 1/e. The cost is the simulated iteration time
 (objective="simulator", needs problem.context) or the sum cost model (objective="sum"); the
 reported objective is always the problem's sum cost, so every planner is compared on one scale,
-and the simulated time is a note. The same seed gives the same answer when the proposals run out
-before the clock. simulation="full" rebuilds and re-simulates the whole task graph per proposal
+and the simulated time is a note. The same seed and budget give the same answer unless the wall
+clock cuts a chain short (then the result says so). simulation="full" rebuilds and re-simulates the whole task graph per proposal
 (for benchmarks).
 """
 from __future__ import annotations
@@ -21,9 +22,9 @@ import math
 import random
 import time
 
-from solver_plan.deadline import Deadline
+from solver_plan.deadline import Deadline, time_budget
 from solver_plan.errors import InputError
-from solver_plan.intra.clock import seconds_left, start_clock
+from solver_plan.intra.clock import start_clock
 from solver_plan.intra.memory_tracker import MemoryTracker
 from solver_plan.intra.problem import ConfigProblem
 from solver_plan.planners import planners, register
@@ -44,8 +45,8 @@ SIMULATION_CELLS_PER_S = 5_000  # ... and at most this many per second of the ti
 
 
 def _simulation_cells(deadline: Deadline) -> float:
-    left = deadline.remaining()
-    return MAX_SIMULATION_CELLS if left is None else min(MAX_SIMULATION_CELLS, SIMULATION_CELLS_PER_S * left)
+    budget = deadline.nominal_left()  # the budget, not the clock, decides: the same on a loaded machine
+    return MAX_SIMULATION_CELLS if budget is None else min(MAX_SIMULATION_CELLS, SIMULATION_CELLS_PER_S * budget)
 
 
 def _heuristic_plans(problem: ConfigProblem, deadline: Deadline | None = None) -> list[tuple[str, tuple[int, ...]]]:
@@ -60,7 +61,7 @@ def _heuristic_plans(problem: ConfigProblem, deadline: Deadline | None = None) -
         if budget.expired():
             _skipped.add(name)
             break
-        result = info.func(problem, time_limit=seconds_left(budget))
+        result = info.func(problem, deadline=budget)
         if result.assignment is not None and problem.memory_ok(result.assignment):
             plans.append((problem.objective(result.assignment), name, tuple(result.assignment)))
     return [(name, plan) for _, name, plan in sorted(plans)]
@@ -85,24 +86,20 @@ def _initial_candidates(problem: ConfigProblem, warm_start, rng: random.Random,
 
 
 class _Budget:
-    """A chain's share of proposals and/or seconds; spent, or idle (no gain) for half of it."""
+    """A chain's share of proposals (spent, or idle -- no gain -- for half of it) and its wall
+    clock, the safety net: a chain the clock stops marks it `cut_short`."""
 
-    def __init__(self, proposals: int | None, seconds: float | None):
-        self.proposals, self.seconds = proposals, seconds
-        self.started = self.last_gain_at = time.perf_counter()
+    def __init__(self, proposals: int, clock: Deadline):
+        self.proposals, self.clock = proposals, clock
         self.made = self.last_gain = 0
 
     def gained(self) -> None:
-        self.last_gain, self.last_gain_at = self.made, time.perf_counter()
+        self.last_gain = self.made
 
     def over(self) -> bool:
-        if self.proposals is not None and (self.made >= self.proposals
-                                           or self.made - self.last_gain > self.proposals / 2):
+        if self.made >= self.proposals or self.made - self.last_gain > self.proposals / 2:
             return True
-        if self.seconds is not None:
-            now = time.perf_counter()
-            return now - self.started >= self.seconds or now - self.last_gain_at > self.seconds / 2
-        return False
+        return self.clock.expired()
 
 
 def _chain(objective, problem: ConfigProblem, start: tuple[int, ...], rng: random.Random, beta: float | None,
@@ -152,11 +149,11 @@ def check_mcmc_options(options: dict) -> None:
 @register("mcmc", "config", options=("iterations", "objective", "beta", "simulation"), check_values=check_mcmc_options,
           simplify=False, description="FlexFlow MCMC over single-operator changes, scored by the "
                                          "execution simulator (objective=sum: by the cost model)")
-def plan_mcmc(problem: ConfigProblem, *, time_limit: "float | Deadline | None" = None, seed: int = 0,
+def plan_mcmc(problem: ConfigProblem, *, deadline: Deadline | None = None, seed: int = 0,
               warm_start=None, iterations: int | None = None, objective: str = "simulator",
               beta: float | None = None, simulation: str = "delta", **options) -> ConfigResult:
     started = time.perf_counter()
-    deadline = start_clock(DEFAULT_SECONDS if time_limit is None else time_limit)
+    deadline = start_clock(time_budget(DEFAULT_SECONDS) if deadline is None else deadline)
     check_mcmc_options({"iterations": iterations, "objective": objective, "beta": beta, "simulation": simulation})
     rng = random.Random(seed)
     notes = []
@@ -184,9 +181,9 @@ def plan_mcmc(problem: ConfigProblem, *, time_limit: "float | Deadline | None" =
     for index, (source, start) in enumerate(starts):
         if best is not None and deadline.expired():
             break
-        left = deadline.remaining()  # what is left, shared by the chains still to run
-        share_s = None if left is None else left / (len(starts) - index)
-        cost, plan = _chain(scorer, problem, start, rng, beta, _Budget(share_n, share_s))
+        # the wall clock left is shared by the chains still to run; proposals decide the answer
+        chain_clock = deadline.share(1 / (len(starts) - index))
+        cost, plan = _chain(scorer, problem, start, rng, beta, _Budget(share_n, chain_clock))
         if best is None or cost < best[0]:
             best = (cost, plan, source)
     cost, plan, source = best

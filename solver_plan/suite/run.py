@@ -9,12 +9,12 @@ from solver_plan.batch.job import Job
 
 def run_problem_job(job: Job) -> dict[str, Any]:
     from solver_plan.batch.kinds import outcome, planner_error
-    from solver_plan.deadline import Deadline
+    from solver_plan.deadline import time_budget
     from solver_plan.intra.solve import solve
     from solver_plan.result import Status
     from solver_plan.suite.generators import GenerationExpired, resolve_problem
 
-    deadline = Deadline(job.time_limit)  # generating the problem counts against the job's limit, as building a model does
+    deadline = time_budget(job.time_limit)  # generating the problem counts against the job's limit, as building a model does
     try:
         problem = resolve_problem(job.model, deadline)
     except GenerationExpired:
