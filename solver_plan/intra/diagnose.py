@@ -15,6 +15,7 @@ def diagnose(problem: ConfigProblem, deadline: Deadline, answer: Answer, name: s
         return answer
     budget = deadline.remaining()
     if budget is not None and budget < 0.05:  # no time left to diagnose: say so instead of overrunning
+        deadline.mark_cut_short()
         if answer.status is Status.INFEASIBLE:
             return Answer(Status.ERROR, None, None, answer.notes + (
                 f"{name} reported INFEASIBLE; no time left to confirm it",))

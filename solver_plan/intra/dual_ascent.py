@@ -91,22 +91,22 @@ class _Padded:
         return replace(original, node_costs=node_costs, edge_costs=edge_costs)
 
 
-def reparametrise(problem: ConfigProblem, time_budget: float | None = None,
+def reparametrise(problem: ConfigProblem, deadline: Deadline | None = None,
                   max_sweeps: int = 200) -> tuple[ConfigProblem, float]:
     """(a problem with the same objective on every plan, a proven lower bound on that objective).
-    Sweeps until the bound stalls, `max_sweeps` or `time_budget` seconds; a problem too wide to
-    pad comes back unchanged with bound -inf."""
+    Sweeps until the bound stalls or `max_sweeps` (the work that decides the answer); `deadline`
+    is the safety net. A problem too wide to pad, or an expired deadline, gives the problem back
+    unchanged with bound -inf."""
     if not problem.edges:
         return problem, float(sum(c.min() for c in problem.node_costs))
     width = max(len(c) for c in problem.node_costs)
-    if len(problem.edges) * width * width > MAX_PADDED_ENTRIES or (time_budget is not None and time_budget <= 0):
+    if len(problem.edges) * width * width > MAX_PADDED_ENTRIES or (deadline is not None and deadline.expired()):
         return problem, -np.inf
-    clock = Deadline(time_budget)
     padded = _Padded(problem)
     classes = _colour_classes(problem)
     bound = padded.bound()
     for _ in range(max_sweeps):
-        if clock.expired():
+        if deadline is not None and deadline.expired():
             break
         node_costs = padded.node_costs()
         for members in classes:

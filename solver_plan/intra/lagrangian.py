@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from solver_plan.deadline import Deadline
 from solver_plan.intra.dual_ascent import reparametrise
 from solver_plan.intra.forest_dp import Forest, spanning_forest
 from solver_plan.intra.problem import ConfigProblem
@@ -156,9 +157,8 @@ def lagrangian_dual(problem: ConfigProblem, deadline=None, upper_bound: float | 
     return LagrangianBound(value - rounding, chosen, bounds, tuple(dict.fromkeys(plans)), steps, exact)
 
 
-def _diffusion_budget(deadline) -> float | None:
-    left = None if deadline is None else deadline.remaining()
-    return None if left is None else DIFFUSION_SHARE * left
+def _diffusion_budget(deadline) -> Deadline | None:
+    return None if deadline is None else deadline.share(DIFFUSION_SHARE)
 
 
 def _fitting_plans(problem: ConfigProblem, penalties: _Penalties, forest: Forest, multipliers,

@@ -117,6 +117,7 @@ def _solve_model(problem: ConfigProblem, incumbent, deadline, context: Context, 
     start = encode(model, problem, incumbent) if incumbent is not None else None
     remaining = deadline.remaining()
     if remaining is not None and remaining < MIN_SOLVER_S:
+        deadline.mark_cut_short()
         return Answer(Status.TIME_LIMIT, notes=("no time left for the MILP after building it",))
     if backend == "highs":
         # keep a margin for shipping the model to the worker and the answer back

@@ -47,9 +47,7 @@ def edge_dropping_relaxation(problem: ConfigProblem, deadline=None, *, diffuse: 
     problem = problem.with_memory_limit(None)
     diffusion_bound = -np.inf
     if diffuse:
-        remaining = None if deadline is None else deadline.remaining()
-        budget = None if remaining is None else DIFFUSION_SHARE * remaining
-        problem, diffusion_bound = reparametrise(problem, budget)
+        problem, diffusion_bound = reparametrise(problem, None if deadline is None else deadline.share(DIFFUSION_SHARE))
     current, dropped = _residual_problem(problem)
     levels = []
     while True:
