@@ -28,6 +28,7 @@ import numpy as np
 
 from solver_plan.cost.config import ParallelConfig
 from solver_plan.intra.problem import ConfigProblem
+from solver_plan.deadline import time_budget
 from solver_plan.intra.solve import solve
 
 ALPA_BINDING = 0.08  # of the range between the least bytes and the cheapest plan's bytes
@@ -103,7 +104,7 @@ def main(argv=None) -> int:
                 continue
             for limit in args.limits:
                 started = time.perf_counter()
-                result = solve(problem, planner, time_limit=limit)
+                result = solve(problem, planner, time_budget(limit))
                 wall = time.perf_counter() - started
                 gap = "-" if result.gap is None else f"{100 * result.gap:.4f}%"
                 print(f"{name:<18} {planner:<16} {limit:>5g} {result.status.value:<10} {_fmt(result.objective):>12} "

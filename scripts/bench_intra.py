@@ -13,6 +13,7 @@ import time
 from solver_plan.intra.linear_model import config_model
 from solver_plan.intra.random_instances import random_problem
 from solver_plan.intra.simplify import simplify
+from solver_plan.deadline import time_budget
 from solver_plan.intra.solve import solve
 
 DEFAULT_MODELS = ("lenet", "alexnet", "vgg16", "inception_v3", "resnet50", "bert-large", "gpt2:layers=82",
@@ -65,7 +66,7 @@ def main(argv=None) -> int:
             print(f"# {model} x {devices}: built in {built:.2f} s, {problem.num_candidates} candidates, "
                   f"{len(problem.edges)} edges", file=sys.stderr)
             for planner in args.planners:
-                result = solve(problem, planner, time_limit=args.time_limit, simplify=not args.no_simplify)
+                result = solve(problem, planner, time_budget(args.time_limit), simplify=not args.no_simplify)
                 gap = None if result.gap is None else 100 * result.gap
                 print(f"{model:<16} {devices:>3} {problem.num_nodes:>6} {variables:>9} {reduced_variables:>8} "
                       f"{planner:<13} {result.status.value:<10} {_fmt(result.objective)} {_fmt(result.lower_bound)} "

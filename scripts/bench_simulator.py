@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from solver_plan.cluster import resolve_cluster
 from solver_plan.cost.enumerate import data_parallel_config
 from solver_plan.graph.zoo import build_model
+from solver_plan.deadline import time_budget
 from solver_plan.intra.solve import solve
 from solver_plan.planning import prepare_problem
 from solver_plan.simulate.mcmc import plan_mcmc
@@ -83,9 +84,9 @@ def optimum_check(cluster_name: str) -> list[str]:
     rows = ["| model | optimum (milp) | mcmc sum objective, 1 s | reached | mcmc runtime |", "|---|---|---|---|---|"]
     for model in ("lenet", "alexnet"):
         problem, _ = prepare_problem(build_model(model), resolve_cluster(cluster_name, 4))
-        optimum = solve(problem, "milp", time_limit=60).objective
+        optimum = solve(problem, "milp", time_budget(60)).objective
         t0 = time.perf_counter()
-        result = plan_mcmc(problem, objective="sum", time_limit=1.0)
+        result = plan_mcmc(problem, objective="sum", deadline=time_budget(1.0))
         elapsed = time.perf_counter() - t0
         reached = abs(result.objective - optimum) <= 1e-9 * max(1.0, abs(optimum))
         rows.append(f"| {model} | {optimum:.6g} s | {result.objective:.6g} s | {'yes' if reached else 'NO'} | {elapsed:.2f} s |")

@@ -34,6 +34,7 @@ from solver_plan.cluster import GradientSync, LinkLevel
 from solver_plan.cluster.loader import load_cluster, resolve_cluster
 from solver_plan.graph.resolve import resolve_model
 from solver_plan.intra.load_objective import load_breakdown
+from solver_plan.deadline import time_budget
 from solver_plan.intra.solve import solve
 from solver_plan.planning import prepare_problem
 from solver_plan.simulate import simulate_strategy
@@ -119,7 +120,7 @@ def main(argv=None) -> int:
         simulated = {}
         for planner in ("data-parallel", "milp", "milp-load"):
             started = time.perf_counter()
-            result = solve(problem, planner, time_limit=args.time_limit)
+            result = solve(problem, planner, time_budget(args.time_limit))
             strategy = {problem.names[i]: problem.candidates[i][c] for i, c in enumerate(result.assignment)}
             simulation = simulate_strategy(graph, cluster, strategy, cost_model)
             simulated[planner] = simulation.iteration_s
