@@ -77,13 +77,15 @@ def pipeline(model: Any, cluster: Any = DEFAULT_CLUSTER, processors: int = 4, pl
     (including a pipeline-blocks JSON) or a `Graph`. `precision` and `optimizer` as the command's
     `--precision` (None: auto) and `--optimizer` (stage memory keeps that optimizer's state). Returns
     a `PipelineResult` (status, period_s, lower_bound_s, `to_dict()`)."""
+    from solver_plan.deadline import time_budget
     from solver_plan.graph.ir import Graph
     from solver_plan.pipeline.api import plan_pipeline
     from solver_plan.pipeline.sources import build_chain_problem
+    deadline = time_budget(time_limit)
     problem = build_chain_problem(model if isinstance(model, Graph) else str(model), load_cluster(cluster),
                                   processors, memory=memory, bandwidth=bandwidth, planner=planner,
                                   max_layers=max_layers, precision=precision, optimizer=optimizer)
-    return plan_pipeline(problem, planner, schedule, time_limit=time_limit)
+    return plan_pipeline(problem, planner, schedule, deadline=deadline)
 
 
 def hybrid(model: Any, cluster: Any = DEFAULT_CLUSTER, global_batch: int = 8, *, devices: int | None = None,
@@ -93,11 +95,12 @@ def hybrid(model: Any, cluster: Any = DEFAULT_CLUSTER, global_batch: int = 8, *,
     (`solver_plan.hybrid.plan_hybrid`). `model` is a GPT-style zoo spec. `precision`: fp32, tf32,
     bf16, fp16, fp8 or auto/None (the device's default). Returns a `HybridResult` (status,
     step_time_s, lower_bound_s, `to_dict()`, which `export_plan` turns into runtime configs)."""
+    from solver_plan.deadline import time_budget
     try:
         from solver_plan.hybrid import plan_hybrid
     except ImportError as exc:
         raise InputError(f"the hybrid planner is not available in this installation ({exc})", "hybrid") from None
-    return plan_hybrid(model, cluster, global_batch, devices=devices, time_limit=time_limit,
+    return plan_hybrid(model, cluster, global_batch, devices=devices, deadline=time_budget(time_limit),
                        memory_limit=memory_limit, precision=precision, **options)
 
 

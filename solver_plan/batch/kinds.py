@@ -71,7 +71,7 @@ def run_pipeline_job(job: Job) -> dict[str, Any]:
     from solver_plan.deadline import time_budget
     deadline = time_budget(job.time_limit)  # building the chain counts against the limit too
     result = front_door(chain_problem(job, deadline), planner=job.planner, schedule=job.schedule or "exact",
-                        time_limit=job.time_limit, deadline=deadline,
+                        deadline=deadline,
                         planner_options={"seed": job.seed, **dict(job.options)})
     plan = result.to_dict()
     return outcome(result.status, result.period_s, result.lower_bound_s, result.runtime_s, plan,

@@ -80,7 +80,7 @@ def check_model_name(spec: str) -> None:
 
 
 def run(args) -> int:
-    from solver_plan.deadline import Deadline
+    from solver_plan.deadline import time_budget
     from solver_plan.errors import InputError, check_positive, solver_failure_exit
     from solver_plan.files import check_output_path, write_text_atomic
     from solver_plan.hybrid.search import plan_hybrid
@@ -102,7 +102,7 @@ def run(args) -> int:
     check_model_name(args.model)
     from solver_plan.runtime import resolve_runtime
     runtime = resolve_runtime(args.runtime, "--runtime")
-    deadline = Deadline(args.time_limit, start=getattr(args, "started", None))
+    deadline = time_budget(args.time_limit, start=getattr(args, "started", None))
     result = plan_hybrid(args.model, args.cluster, args.batch, devices=args.devices, fix=pins,
                          memory_limit=parse_memory_limit(args.memory_limit), planner=args.planner,
                          deadline=deadline, compute_scale=args.compute_scale, precision=args.precision,

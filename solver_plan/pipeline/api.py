@@ -134,7 +134,7 @@ def plan_pipeline(problem: ChainProblem, planner: str = "madpipe", schedule: str
     get_planner(planner, "pipeline")
     get_planner(schedule, "schedule", "--schedule")  # fail early on a bad name
     check_positive(time_limit, "--time-limit")
-    nominal = time_limit if time_limit is not None else (deadline.time_limit if deadline is not None else None)
+    nominal = time_limit if time_limit is not None else (deadline.nominal_left() if deadline is not None else None)
     if time_limit is not None or deadline is not None:
         deadline = Deadline(time_limit, parent=deadline)
     baseline, notes = None, []

@@ -158,13 +158,13 @@ def print_result(result, full=None, kinds: dict[str, str] | None = None) -> None
 
 def run(args) -> int:
     from solver_plan.files import check_output_path, write_text_atomic
-    from solver_plan.deadline import Deadline
+    from solver_plan.deadline import time_budget
     from solver_plan.pipeline.api import plan_pipeline
     from solver_plan.planners import get_planner
     from solver_plan.planning import parse_planner_options
     from solver_plan.errors import check_positive
     check_positive(args.time_limit, "--time-limit")
-    deadline = Deadline(args.time_limit, start=getattr(args, "started", None))  # the command's one clock
+    deadline = time_budget(args.time_limit, start=getattr(args, "started", None))  # the command's one clock
     options = parse_planner_options(args.option, get_planner(args.planner, "pipeline"))
     check_output_path(args.out, "--out")
     check_output_path(args.gantt, "--gantt", GANTT_SUFFIXES)
