@@ -99,6 +99,23 @@ def test_shares_hand_out_the_nominal_budget_whatever_the_clock(monkeypatch):
     assert shares() == idle == pytest.approx((30.0, 35.0, 35.0, 26.25))
 
 
+def test_a_safety_net_caps_the_clock_and_hands_out_no_budget():
+    budget = time_budget(100.0)
+    net = budget.safety_net(0.5)
+    assert net.remaining() <= 50.0 and net.nominal_s == 100.0
+    assert budget.nominal_left() == 100.0
+
+
+def test_building_the_problem_leaves_the_solver_its_whole_budget():
+    from solver_plan.cluster import resolve_cluster
+    from solver_plan.graph.zoo import build_model
+    from solver_plan.intra.build import build_config_problem
+    budget = time_budget(30.0)
+    build_config_problem(build_model("mlp:layers=2,hidden=64,batch=8"), resolve_cluster("v100x8-nvlink"),
+                         deadline=budget)
+    assert budget.nominal_left() == 30.0
+
+
 def test_a_child_takes_the_tightest_nominal_budget():
     outer = time_budget(10.0)
     assert Deadline(3.0, parent=outer).nominal_s == 3.0

@@ -75,7 +75,7 @@ def build_config_problem(graph: Graph, cluster: Cluster, memory_limit: float | N
     Several tensors between the same pair of operators (e.g. q, k and v from one producer) become
     one edge whose matrix is the sum of their redistribution costs.
     """
-    safety = None if deadline is None else deadline.share(SAFETY_SHARE)
+    safety = None if deadline is None else deadline.safety_net(SAFETY_SHARE)
     late = (lambda: False) if safety is None else safety.expired
     cost_model = cost_model or CostModel(cluster)
     order = graph.topological_order
