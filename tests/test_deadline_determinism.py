@@ -24,6 +24,9 @@ CASES = {
     "plan-greedy": ("plan", *MLP, "--planner", "greedy", "--time-limit", "30"),
     "plan-elimination": ("plan", *MLP, "--planner", "elimination", "--time-limit", "30"),
     "plan-milp": ("plan", *MLP, "--planner", "milp", "--time-limit", "30"),
+    # issue 21: CP-SAT by deterministic work, mcmc by proposals (the clock only a safety net)
+    "plan-cpsat": ("plan", *MLP, "--planner", "cpsat", "--time-limit", "30"),
+    "plan-mcmc": ("plan", *MLP, "--planner", "mcmc", "--option", "iterations=400", "--time-limit", "30"),
     "pipeline-madpipe": ("pipeline", "--model", "gpt2:layers=6,seq=128,batch=4", "-P", "4", "--planner", "madpipe",
                          "--time-limit", "30"),
     "pipeline-exact-joint": ("pipeline", "--model", "gpt2:layers=2,seq=128,batch=4", "-P", "2", "--planner",
