@@ -122,12 +122,21 @@ def plan_cases(quick: bool = False) -> dict[str, list]:
     shaped = [(8192, 6144, 4096), (8192, 28672, 4096), (8192, 4096, 14336), (8192, 10240, 8192),
               (16384, 8192, 3584), (4096, 512, 4096), (4096, 4096, 512), (1024, 1024, 256)]
     gemms += [GemmCase(m, n, k, d) for d in ("bf16", "fp8") for m, n, k in (shaped if not quick else shaped[:2])]
+    if not quick:  # tensor-parallel slices (tp 2-8) of 8B-70B blocks' GEMMs at 4K-8K tokens: 2-200 GFLOP
+        split = {(t, n // tp, k) for t in (4096, 8192) for n, k in ((6144, 4096), (28672, 4096), (10240, 8192),
+                                                                   (57344, 8192)) for tp in (2, 4, 8)}
+        split |= {(t, n, k // tp) for t in (4096, 8192) for n, k in ((4096, 14336), (8192, 28672), (8192, 8192))
+                  for tp in (2, 4, 8)}
+        split |= {(2048, 2048, 2048), (3072, 3072, 3072), (6144, 6144, 6144), (2048, 4096, 4096), (1024, 4096, 4096)}
+        gemms += [GemmCase(m, n, k, "bf16") for m, n, k in sorted(split)]
     attention = [AttentionCase(max(1, 16384 // s), a, s) for s in ([1024, 2048, 4096, 8192] if not quick else [2048])
                  for a in ([16, 32, 64] if not quick else [32])]
     if not quick:  # the kernels behind each runtime's attention, and a narrower head
         attention += [AttentionCase(max(1, 16384 // s), 32, s, backend=b) for s in (2048, 8192)
                       for b in ("flash", "cudnn", "efficient")]
         attention += [AttentionCase(4, 64, 4096, head_dim=64)]
+        attention += [AttentionCase(1, 32, s) for s in (16384, 32768)]  # long context (one rank's share under cp)
+        attention += [AttentionCase(1, 8, s, backend="flash") for s in (512, 1024, 4096, 16384)]
     blocks = [BlockCase("llama", 1, 4096, 4096, 32, 8, 14336), BlockCase("llama", 2, 2048, 4096, 32, 8, 14336),
               BlockCase("llama", 1, 8192, 4096, 32, 8, 14336),
               BlockCase("gpt", 4, 2048, 2048, 16, 16, 8192), BlockCase("gpt", 1, 2048, 6144, 48, 48, 24576),
@@ -246,20 +255,29 @@ class Timer:
     def __init__(self, torch, warmup: int, repeats: int):
         self.torch, self.warmup, self.repeats = torch, warmup, repeats
 
-    def median_s(self, fn) -> float:
+    def median_s(self, fn, back_to_back: bool = False) -> float:
+        """Median seconds of one call of fn. `back_to_back`: a kernel shorter than 1 ms is timed as
+        k calls queued between the two events (k so the group lasts ~1 ms), divided by k, as a
+        training step queues its kernels; one call between events would time the launch latency."""
         torch = self.torch
         for _ in range(self.warmup):
             fn()
         torch.cuda.synchronize()
-        times = []
-        for _ in range(self.repeats):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
+        inner = 1
+        if back_to_back:
+            one = self._once(fn, 1)
+            inner = max(1, min(1000, math.ceil(1e-3 / max(one, 1e-7))))
+        return statistics.median(self._once(fn, inner) for _ in range(self.repeats))
+
+    def _once(self, fn, inner: int) -> float:
+        torch = self.torch
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(inner):
             fn()
-            end.record()
-            end.synchronize()
-            times.append(start.elapsed_time(end) / 1e3)
-        return statistics.median(times)
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) / 1e3 / inner
 
 
 def measure_gemm(torch, timer: Timer, case: GemmCase) -> float | None:
@@ -272,12 +290,13 @@ def measure_gemm(torch, timer: Timer, case: GemmCase) -> float | None:
         a = torch.randn(case.m, case.k, device=dev).to(torch.float8_e4m3fn)
         b = torch.randn(case.n, case.k, device=dev).to(torch.float8_e4m3fn).t()
         one = torch.tensor(1.0, device=dev)
-        return timer.median_s(lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16))
+        return timer.median_s(lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16),
+                              back_to_back=True)
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "tf32": torch.float32}[case.dtype]
     torch.backends.cuda.matmul.allow_tf32 = case.dtype == "tf32"
     a = torch.randn(case.m, case.k, device=dev, dtype=dtype)
     b = torch.randn(case.k, case.n, device=dev, dtype=dtype)
-    return timer.median_s(lambda: torch.matmul(a, b))
+    return timer.median_s(lambda: torch.matmul(a, b), back_to_back=True)
 
 
 def measure_attention(torch, timer: Timer, case: AttentionCase) -> tuple[float, float]:
@@ -301,7 +320,7 @@ def measure_attention(torch, timer: Timer, case: AttentionCase) -> tuple[float, 
     def both():
         with chosen():
             F.scaled_dot_product_attention(q, k, v, is_causal=True).backward(grad)
-    return timer.median_s(forward_only), timer.median_s(both)
+    return timer.median_s(forward_only, back_to_back=True), timer.median_s(both, back_to_back=True)
 
 
 def make_block(torch, case: BlockCase):
@@ -420,7 +439,7 @@ def measure_copy(torch, timer: Timer, case: CopyCase) -> float:
     if case.direction == "d2d":
         src = torch.empty(case.nbytes, dtype=torch.uint8, device="cuda")
         dst = torch.empty_like(src)
-        return timer.median_s(lambda: dst.copy_(src))
+        return timer.median_s(lambda: dst.copy_(src), back_to_back=True)
     host = torch.empty(case.nbytes, dtype=torch.uint8, pin_memory=case.pinned)
     device = torch.empty(case.nbytes, dtype=torch.uint8, device="cuda")
     if case.direction == "h2d":
