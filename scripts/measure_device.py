@@ -436,7 +436,12 @@ def make_block(torch, case: BlockCase):
 
 def measure_block(torch, timer: Timer, case: BlockCase) -> tuple[float, int, int, int, int]:
     """(forward + backward seconds, peak allocated, peak reserved, allocated before the step, allocated
-    after the forward less before: the activations kept for the backward plus the output)."""
+    after the forward less before: the activations kept for the backward plus the output). Allocations
+    are counted from what was allocated before the block was built (anything an earlier case left
+    behind, e.g. a CUDA graph's pool, is not the block's)."""
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    residual = torch.cuda.memory_allocated()
     block = make_block(torch, case)
     x = torch.randn(case.batch, case.seq, case.hidden, device="cuda", dtype=torch.bfloat16, requires_grad=True)
 
@@ -446,15 +451,15 @@ def measure_block(torch, timer: Timer, case: BlockCase) -> tuple[float, int, int
     step()  # gradients allocated once, as in training
     torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()
-    base = torch.cuda.memory_allocated()
+    base = torch.cuda.memory_allocated() - residual
     block.zero_grad(set_to_none=False)
     y = block(x)
     torch.cuda.synchronize()
-    kept = torch.cuda.memory_allocated() - base
+    kept = torch.cuda.memory_allocated() - residual - base
     y.sum().backward()
     del y
     torch.cuda.synchronize()
-    peak, reserved = torch.cuda.max_memory_allocated(), torch.cuda.max_memory_reserved()
+    peak, reserved = torch.cuda.max_memory_allocated() - residual, torch.cuda.max_memory_reserved()
     seconds = timer.median_s(step)
     del block, x
     torch.cuda.empty_cache()
@@ -476,6 +481,9 @@ def measure_optimizer(torch, timer: Timer, case: OptimizerCase) -> tuple[float, 
             opt.step()
             times.append(time.perf_counter() - t0)
         return statistics.median(times), 0, 0, 0
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    residual = torch.cuda.memory_allocated()  # left by earlier cases: not this block's
     block = make_block(torch, case.block).float()
     b = case.block
     x = torch.randn(b.batch, b.seq, b.hidden, device="cuda", dtype=torch.float32, requires_grad=True)
@@ -491,11 +499,11 @@ def measure_optimizer(torch, timer: Timer, case: OptimizerCase) -> tuple[float, 
     train_step()
     torch.cuda.synchronize()
     x.grad = None
-    with_state = torch.cuda.memory_allocated() - x.numel() * 4
+    with_state = torch.cuda.memory_allocated() - residual - x.numel() * 4
     torch.cuda.reset_peak_memory_stats()
     train_step()
     torch.cuda.synchronize()
-    peak, reserved = torch.cuda.max_memory_allocated(), torch.cuda.max_memory_reserved()
+    peak, reserved = torch.cuda.max_memory_allocated() - residual, torch.cuda.max_memory_reserved()
     seconds = timer.median_s(opt.step)
     del block, x, opt
     torch.cuda.empty_cache()
