@@ -101,6 +101,24 @@ class BlockCase:
 
 
 @dataclass(frozen=True)
+class ModelCase:
+    """A whole decoder as torchtitan writes it (eager): token embedding, `layers` Llama-style blocks,
+    RMSNorm, untied output projection, F.cross_entropy on the fp32 logits; one GPU, bf16 weights."""
+    layers: int
+    batch: int
+    seq: int
+    hidden: int
+    heads: int
+    kv_heads: int
+    ffn: int
+    vocab: int
+
+    @property
+    def block(self) -> BlockCase:
+        return BlockCase("llama", self.batch, self.seq, self.hidden, self.heads, self.kv_heads, self.ffn)
+
+
+@dataclass(frozen=True)
 class GroupedCase:
     """E experts' GEMMs of one layer on one rank: [tokens, k] x [k, n] each (MoE expert MLPs)."""
     experts: int
@@ -169,8 +187,11 @@ def plan_cases(quick: bool = False) -> dict[str, list]:
         (2, (4096, 16384), ((4096, 28672), (14336, 4096)))) for t in tokens for k, n in shapes]
     if quick:
         grouped = grouped[:2]
+    models = [ModelCase(2, 1, 8192, 4096, 32, 8, 14336, 128256), ModelCase(2, 2, 4096, 4096, 32, 8, 14336, 32000)]
+    if quick:
+        models = models[1:]
     return {"gemm": gemms, "attention": attention, "block": blocks, "copy": copies, "optimizer": optimizer,
-            "grouped": grouped}
+            "grouped": grouped, "model": models}
 
 
 # --- predictions (dry run, and the predicted column of blocks.csv) ---------------------------
@@ -232,6 +253,88 @@ def predicted_kept_bytes(case: BlockCase) -> float:
     acts = mem.layer_activation_bytes(block_spec(case), case.batch, 1, "none", False,
                                       runtime=resolve_runtime("torchtitan"))
     return acts + 2.0 * case.seq * case.batch * case.hidden
+
+
+def model_spec(case: ModelCase):
+    from dataclasses import replace
+    return replace(block_spec(case.block), name="llama-model", layers=case.layers, vocab=case.vocab,
+                   tied_embeddings=False)
+
+
+def predicted_model_terms(case: ModelCase) -> dict[str, float]:
+    """What torch.cuda.max_memory_allocated should show for one forward + backward of the whole
+    decoder (bf16 weights and gradients, no optimizer), by hybrid/memory.py's terms under the
+    torchtitan runtime: weights + gradients 4 P, the blocks' kept activations, the embedding's output,
+    the loss's logits (Kernels.loss_bytes_per_logit), the backward working set, two cuBLAS workspaces."""
+    from solver_plan.hybrid import memory as mem
+    from solver_plan.hybrid.memory import StateBytes
+    from solver_plan.runtime import resolve_runtime
+    spec, runtime = model_spec(case), resolve_runtime("torchtitan")
+    state = StateBytes(weights=2.0, gradients=2.0, optimizer=0.0)
+    params = mem.stage_params(spec, case.layers, True, True, 1, 1)
+    return {"state": 4.0 * params,
+            "blocks": case.layers * mem.layer_activation_bytes(spec, case.batch, 1, "none", False, state, runtime),
+            "embedding": mem.embedding_activation_bytes(spec, case.batch, 1, False, state),
+            "logits": mem.logits_activation_bytes(spec, case.batch, 1, False, state, runtime),
+            "working": mem.recompute_working_bytes(spec, case.batch, 1, "none", False, state, runtime),
+            "workspace": runtime.memory.workspace}
+
+
+def make_model(torch, case: ModelCase):
+    import torch.nn as nn
+
+    class Decoder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = nn.Embedding(case.vocab, case.hidden)
+            self.blocks = nn.ModuleList(make_block(torch, case.block) for _ in range(case.layers))
+            self.norm = nn.RMSNorm(case.hidden) if hasattr(nn, "RMSNorm") else nn.LayerNorm(case.hidden)
+            self.output = nn.Linear(case.hidden, case.vocab, bias=False)
+
+        def forward(self, tokens):
+            x = self.embed(tokens)
+            for block in self.blocks:
+                x = block(x)
+            return self.output(self.norm(x))
+    return Decoder().to(device="cuda", dtype=torch.bfloat16)
+
+
+def measure_model(torch, timer: Timer, case: ModelCase) -> tuple[float, int, int, int, int]:
+    """(forward + backward seconds, peak allocated, peak reserved, allocated before the step, allocated
+    at the loss before backward less before), counted from what was allocated before the model was
+    built. The loss as torchtitan's train step computes it: F.cross_entropy(pred.flatten(0, 1).float(),
+    labels), `del pred` before backward."""
+    import torch.nn.functional as F
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    residual = torch.cuda.memory_allocated()
+    model = make_model(torch, case)
+    tokens = torch.randint(0, case.vocab, (case.batch, case.seq), device="cuda")
+    labels = torch.randint(0, case.vocab, (case.batch * case.seq,), device="cuda")
+
+    def loss_of():
+        pred = model(tokens)
+        return F.cross_entropy(pred.flatten(0, 1).float(), labels)
+
+    def step():
+        model.zero_grad(set_to_none=False)
+        loss_of().backward()
+    step()
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    base = torch.cuda.memory_allocated() - residual
+    model.zero_grad(set_to_none=False)
+    loss = loss_of()
+    torch.cuda.synchronize()
+    at_loss = torch.cuda.memory_allocated() - residual - base
+    loss.backward()
+    del loss
+    torch.cuda.synchronize()
+    peak, reserved = torch.cuda.max_memory_allocated() - residual, torch.cuda.max_memory_reserved()
+    seconds = timer.median_s(step)
+    del model, tokens, labels
+    torch.cuda.empty_cache()
+    return seconds, peak, reserved, base, at_loss
 
 
 def predicted_block_s(cluster, case: BlockCase) -> float:
@@ -536,7 +639,7 @@ def run(args) -> dict:
         f"CUDA events, median of {args.repeats} after {args.warmup} warm-up runs"
     started = time.perf_counter()
     skipped: list[str] = []
-    out = {"gemm": [], "attention": [], "block": [], "copy": [], "optimizer": [], "grouped": []}
+    out = {"gemm": [], "attention": [], "block": [], "copy": [], "optimizer": [], "grouped": [], "model": []}
 
     def budget_left() -> bool:
         return time.perf_counter() - started < args.budget_s
@@ -594,6 +697,18 @@ def run(args) -> dict:
         if seconds is None:
             continue
         out["copy"].append((case, seconds))
+    for case in cases["model"]:
+        if not budget_left():
+            skipped.append(f"model {case}: budget spent")
+            continue
+        if args.dry_run:
+            predicted = sum(predicted_model_terms(case).values())
+            result = (0.0, predicted, predicted, 0, 0)
+        else:
+            result = attempt("model", case, lambda: measure_model(torch, timer, case))
+            if result is None:
+                continue
+        out["model"].append((case, *result))
     for case in cases["grouped"]:
         if not budget_left():
             skipped.append(f"grouped {case}: budget spent")
@@ -673,6 +788,21 @@ def write_all(out_dir: Path, out: dict, meta: dict, how: str) -> None:
         for case, seconds in out["copy"]:
             w.writerow([case.direction, int(case.pinned), case.nbytes, f"{seconds * 1e6:.3f}",
                         f"{case.nbytes / seconds / 1e9:.2f}", how])
+    with open(out_dir / "model-memory.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        terms = list(predicted_model_terms(ModelCase(1, 1, 8, 64, 4, 4, 128, 100)))
+        w.writerow(["layers", "batch", "seq", "hidden", "ffn", "vocab", "forward_backward_ms", "peak_allocated_bytes",
+                    "peak_reserved_bytes", "allocated_before_bytes", "allocated_at_loss_bytes", "predicted_allocated_bytes",
+                    "allocated_error"] + [f"predicted_{t}_bytes" for t in terms] + ["how"])
+        for case, seconds, peak, reserved, base, at_loss in out["model"]:
+            predicted = predicted_model_terms(case)
+            total = sum(predicted.values())
+            w.writerow([case.layers, case.batch, case.seq, case.hidden, case.ffn, case.vocab, f"{seconds * 1e3:.3f}",
+                        int(peak), int(reserved), int(base), int(at_loss), int(round(total)),
+                        f"{total / peak - 1:+.3f}" if peak else ""] + [int(round(predicted[t])) for t in terms]
+                       + [how + "; a whole eager decoder (embedding, Llama-style blocks, RMSNorm, untied output, "
+                                "F.cross_entropy on fp32 logits), bf16 weights, gradients allocated, no optimizer; "
+                                "allocations counted from before the model was built"])
     with open(out_dir / "grouped-gemm.csv", "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["experts", "tokens_per_expert", "k", "n", "dtype", "grouped_us", "grouped_fraction_of_bf16_peak",
@@ -722,7 +852,7 @@ def main(argv=None) -> int:
     for line in meta["skipped"]:
         print("skipped:", line)
     print(f"wrote {args.out}/calibration.csv, attention-backward.csv, blocks.csv, copies.csv, optimizer.csv, "
-          "grouped-gemm.csv, meta.json")
+          "grouped-gemm.csv, model-memory.csv, meta.json")
     return 0
 
 
