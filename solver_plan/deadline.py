@@ -91,12 +91,6 @@ class Deadline:
             return above
         return own if above is None else min(own, above)
 
-    def seconds_left(self) -> float | None:
-        """What is left as seconds for a solver's own limit: never below MIN_LIMIT_S, which a
-        solver would refuse as a bad limit."""
-        left = self.remaining()
-        return None if left is None else max(MIN_LIMIT_S, left)
-
     def expired(self) -> bool:
         """Whether the wall clock has run out: the safety net. A True answer marks this deadline
         and its ancestors `cut_short`, so the result can say the clock decided."""

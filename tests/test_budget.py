@@ -78,10 +78,12 @@ def test_the_minimum_limit_is_defined_once():
     assert api.MIN_LIMIT_S is MIN_LIMIT_S
 
 
-def test_an_expired_budget_still_hands_a_solver_the_minimum_limit():
+def test_an_expired_budget_still_ends_early_with_the_minimum_limit():
     spent = Deadline(1.0, start=deadline_module.clock() - 5.0)
-    assert spent.remaining() == 0.0 and spent.seconds_left() == MIN_LIMIT_S
-    assert time_budget(None).seconds_left() is None
+    early = spent.ending_early(10.0)  # a valid limit, not a refused 0 s
+    assert spent.remaining() == 0.0 and early.remaining() == 0.0 and early.expired()
+    assert Deadline(1e-4).ending_early(1.0).nominal_s == MIN_LIMIT_S
+    assert time_budget(10.0).ending_early(1.0).nominal_s == 9.0
 
 
 # --- the nominal budget -------------------------------------------------------------------------
