@@ -120,6 +120,12 @@ class Deadline:
         budget = max(min(left, floor_s), left * fraction)
         return Deadline(max(budget, 1e-6), parent=self, nominal_s=nominal)
 
+    def spend(self, seconds: float) -> None:
+        """Hand out `seconds` of the nominal budget to work the holder does itself, by a
+        deterministic estimate (building the problem), so what follows plans with the rest."""
+        if self.nominal_s is not None:
+            self.allotted_s += min(max(0.0, seconds), self.nominal_left())
+
     def safety_net(self, fraction: float) -> "Deadline":
         """A child whose wall clock ends after `fraction` of the time left now, handing out no
         nominal budget (it keeps what is left of this one): a cap on work decided elsewhere."""

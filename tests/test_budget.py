@@ -108,14 +108,23 @@ def test_a_safety_net_caps_the_clock_and_hands_out_no_budget():
     assert budget.nominal_left() == 100.0
 
 
-def test_building_the_problem_leaves_the_solver_its_whole_budget():
+def test_building_the_problem_spends_its_estimate_of_the_budget_whatever_the_clock(monkeypatch):
+    """The solver plans with what the build's deterministic estimate leaves, not what its safety net
+    (a wall-clock cap) or the clock would say."""
     from solver_plan.cluster import resolve_cluster
     from solver_plan.graph.zoo import build_model
     from solver_plan.intra.build import build_config_problem
-    budget = time_budget(30.0)
-    build_config_problem(build_model("mlp:layers=2,hidden=64,batch=8"), resolve_cluster("v100x8-nvlink"),
-                         deadline=budget)
-    assert budget.nominal_left() == 30.0
+
+    def left_after_build():
+        budget = time_budget(30.0)
+        build_config_problem(build_model("mlp:layers=3,hidden=256,batch=64"), resolve_cluster("v100x8-nvlink"),
+                             deadline=budget)
+        return budget.nominal_left()
+
+    idle = left_after_build()
+    assert 20.0 < idle < 30.0
+    monkeypatch.setattr(deadline_module, "clock", SlowClock(rate=2.0))
+    assert left_after_build() == idle
 
 
 def test_a_child_takes_the_tightest_nominal_budget():

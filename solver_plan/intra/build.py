@@ -87,6 +87,8 @@ def build_config_problem(graph: Graph, cluster: Cluster, memory_limit: float | N
     counts = np.array([len(configs) for configs in enumerated], dtype=np.int64)
     planned = candidate_cap(counts, edge_pairs, max_candidates, None if limit is None else BUILD_SHARE * limit,
                             cluster.num_devices)
+    if deadline is not None:  # the solver plans with what the build's estimate leaves, idle or loaded
+        deadline.spend(build_seconds(counts, edge_pairs, planned, cluster.num_devices))
     candidates, costs, memory = [], [], []
     capped = 0  # operators cut by the wall clock (the safety net)
     for name, configs in zip(order, enumerated):
