@@ -98,6 +98,9 @@ class BlockCase:
     ffn: int
     dtype: str = "bf16"
     gqa: str = "repeat"  # "repeat": k, v repeated to every head before SDPA (torchtitan's repeat_kv); "native": enable_gqa
+    # activation checkpointing as torchtitan applies it per block: "none", "selective" (its op policy:
+    # save SDPA's outputs and every other aten.mm output), "full" (keep the input only)
+    ac: str = "none"
 
 
 @dataclass(frozen=True)
@@ -172,6 +175,9 @@ def plan_cases(quick: bool = False) -> dict[str, list]:
               BlockCase("llama", 1, 8192, 4096, 32, 8, 14336),
               BlockCase("gpt", 4, 2048, 2048, 16, 16, 8192), BlockCase("gpt", 1, 2048, 6144, 48, 48, 24576),
               BlockCase("llama", 1, 4096, 4096, 32, 8, 14336, gqa="native")]
+    # torchtitan's own block structure (separate wq, wk, wv, wo, w1, w3, w2: the op policy counts matmuls)
+    blocks += [BlockCase("titan", 1, 8192, 4096, 32, 8, 14336, ac=ac) for ac in ("none", "selective", "full")]
+    blocks += [BlockCase("titan", 2, 4096, 4096, 32, 8, 14336, ac="selective")]
     copies = [CopyCase(d, p, n) for d in ("h2d", "d2h") for p in (True, False) for n in (1 << 20, 1 << 26, 1 << 30)]
     copies += [CopyCase("d2d", False, n) for n in (1 << 26, 1 << 30)]
     optimizer = [OptimizerCase("gpu", block=blocks[0]), OptimizerCase("gpu", block=blocks[4]),
@@ -222,11 +228,11 @@ def block_spec(case: BlockCase):
     """The hybrid model's spec of the block `make_block` builds: Llama-style without biases, RMS
     norms, SwiGLU, grouped-query attention; GPT-style with biases, LayerNorms, GeLU."""
     from solver_plan.hybrid.model import TransformerSpec
-    llama = case.style == "llama"
+    llama = case.style in ("llama", "titan")
     return TransformerSpec(f"{case.style}-block", layers=1, hidden=case.hidden, ffn=case.ffn, heads=case.heads,
                            head_dim=case.hidden // case.heads, seq=case.seq, vocab=32000, positions=case.seq,
                            gated_mlp=llama, kv_heads=case.kv_heads if llama else 0, qkv_bias=not llama,
-                           out_bias=not llama, mlp_bias=not llama, rms_norm=llama)
+                           out_bias=not llama, mlp_bias=not llama, rms_norm=llama, learned_positions=not llama)
 
 
 def predicted_block_bytes(case: BlockCase) -> float:
@@ -239,8 +245,8 @@ def predicted_block_bytes(case: BlockCase) -> float:
     spec = block_spec(case)
     runtime = resolve_runtime("torchtitan")
     params = spec.block_params
-    acts = mem.layer_activation_bytes(spec, case.batch, 1, "none", False, runtime=runtime)
-    working = mem.recompute_working_bytes(spec, case.batch, 1, "none", False, runtime=runtime)
+    acts = mem.layer_activation_bytes(spec, case.batch, 1, case.ac, False, runtime=runtime)
+    working = mem.recompute_working_bytes(spec, case.batch, 1, case.ac, False, runtime=runtime)
     io = 2 * 2.0 * case.seq * case.batch * case.hidden
     return 2.0 * params + 2.0 * params + acts + working + io + runtime.memory.workspace
 
@@ -250,7 +256,7 @@ def predicted_kept_bytes(case: BlockCase) -> float:
     runtime torchtitan) and its output (2 s b h)."""
     from solver_plan.hybrid import memory as mem
     from solver_plan.runtime import resolve_runtime
-    acts = mem.layer_activation_bytes(block_spec(case), case.batch, 1, "none", False,
+    acts = mem.layer_activation_bytes(block_spec(case), case.batch, 1, case.ac, False,
                                       runtime=resolve_runtime("torchtitan"))
     return acts + 2.0 * case.seq * case.batch * case.hidden
 
@@ -263,21 +269,17 @@ def model_spec(case: ModelCase):
 
 def predicted_model_terms(case: ModelCase) -> dict[str, float]:
     """What torch.cuda.max_memory_allocated should show for one forward + backward of the whole
-    decoder (bf16 weights and gradients, no optimizer), by hybrid/memory.py's terms under the
-    torchtitan runtime: weights + gradients 4 P, the blocks' kept activations, the embedding's output,
-    the loss's logits (Kernels.loss_bytes_per_logit), the backward working set, two cuBLAS workspaces."""
+    decoder (bf16 weights and gradients, no optimizer): hybrid/memory.py stage_memory of the one
+    stage (p = t = dp = 1, one micro-batch) under the torchtitan runtime, by term: weights and
+    gradients, activations (the blocks', the embedding's output, the loss's logits), the backward
+    working set beyond the loss's peak, the GEMM workspaces."""
     from solver_plan.hybrid import memory as mem
     from solver_plan.hybrid.memory import StateBytes
-    from solver_plan.runtime import resolve_runtime
-    spec, runtime = model_spec(case), resolve_runtime("torchtitan")
-    state = StateBytes(weights=2.0, gradients=2.0, optimizer=0.0)
-    params = mem.stage_params(spec, case.layers, True, True, 1, 1)
-    return {"state": 4.0 * params,
-            "blocks": case.layers * mem.layer_activation_bytes(spec, case.batch, 1, "none", False, state, runtime),
-            "embedding": mem.embedding_activation_bytes(spec, case.batch, 1, False, state),
-            "logits": mem.logits_activation_bytes(spec, case.batch, 1, False, state, runtime),
-            "working": mem.recompute_working_bytes(spec, case.batch, 1, "none", False, state, runtime),
-            "workspace": runtime.memory.workspace}
+    m = mem.stage_memory(model_spec(case), layers=case.layers, stage=0, pp=1, tp=1, dp=1, micro_batch=case.batch,
+                         micro_batches=1, recompute="none", sequence_parallel=False, zero_stage=0, schedule="1f1b",
+                         state=StateBytes(weights=2.0, gradients=2.0, optimizer=0.0), runtime="torchtitan")
+    return {"state": m.weights + m.gradients, "activations": m.activations, "working": m.recompute_working,
+            "buffers": m.buffers, "workspace": m.workspace}
 
 
 def make_model(torch, case: ModelCase):
@@ -499,6 +501,9 @@ def make_block(torch, case: BlockCase):
     h, a, kv, f = case.hidden, case.heads, case.kv_heads, case.ffn
     d = h // a
 
+    if case.style == "titan":
+        return make_titan_block(torch, case)
+
     class Block(nn.Module):
         def __init__(self):
             super().__init__()
@@ -535,6 +540,66 @@ def make_block(torch, case: BlockCase):
                 z = F.gelu(z)
             return x + self.down(z)
     return Block().to(device="cuda", dtype=torch.bfloat16)
+
+
+def make_titan_block(torch, case: BlockCase):
+    """torchtitan's TransformerBlock without rotary embeddings: RMSNorm, separate wq/wk/wv/wo, repeat_kv,
+    causal SDPA, w2(F.silu(w1(x)) * w3(x)); checkpointed as `case.ac` says (torchtitan _apply_ac)."""
+    import torch.nn as nn
+    import torch.nn.functional as F
+    h, a, kv, f = case.hidden, case.heads, case.kv_heads, case.ffn
+    d = h // a
+
+    class Inner(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.attention_norm, self.ffn_norm = nn.RMSNorm(h), nn.RMSNorm(h)
+            self.wq, self.wk = nn.Linear(h, a * d, bias=False), nn.Linear(h, kv * d, bias=False)
+            self.wv, self.wo = nn.Linear(h, kv * d, bias=False), nn.Linear(a * d, h, bias=False)
+            self.w1, self.w3 = nn.Linear(h, f, bias=False), nn.Linear(h, f, bias=False)
+            self.w2 = nn.Linear(f, h, bias=False)
+
+        def forward(self, x):
+            b, s, _ = x.shape
+            y = self.attention_norm(x)
+            q = self.wq(y).view(b, s, a, d).transpose(1, 2)
+            k = self.wk(y).view(b, s, kv, d).repeat_interleave(a // kv, dim=2).transpose(1, 2)
+            v = self.wv(y).view(b, s, kv, d).repeat_interleave(a // kv, dim=2).transpose(1, 2)
+            o = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(b, s, a * d)
+            x = x + self.wo(o)
+            z = self.ffn_norm(x)
+            return x + self.w2(F.silu(self.w1(z)) * self.w3(z))
+
+    class Checkpointed(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = Inner()
+
+        def forward(self, x):
+            from torch.utils.checkpoint import checkpoint
+            if case.ac == "none":
+                return self.inner(x)
+            if case.ac == "full":
+                return checkpoint(self.inner, x, use_reentrant=False)
+            from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts
+            ops = torch.ops.aten
+            save = {ops.mm.default} | {getattr(ops, name).default for name in (
+                "_scaled_dot_product_flash_attention", "_scaled_dot_product_efficient_attention",
+                "_scaled_dot_product_cudnn_attention") if hasattr(ops, name)}
+            counts = {"forward": 0, "recompute": 0}
+
+            def policy(ctx, op, *args, **kwargs):
+                mode = "recompute" if ctx.is_recompute else "forward"
+                if op == ops.mm.default:
+                    counts[mode] += 1
+                keep = op in save and not (op == ops.mm.default and counts[mode] % 2 == 0)
+                return CheckpointPolicy.MUST_SAVE if keep else CheckpointPolicy.PREFER_RECOMPUTE
+
+            def contexts():
+                counts.update(forward=0, recompute=0)  # a fresh count per block call, as torchtitan's meta
+                return create_selective_checkpoint_contexts(policy)
+            return checkpoint(self.inner, x, use_reentrant=False, context_fn=contexts)
+    return Checkpointed().to(device="cuda", dtype=torch.bfloat16)
 
 
 def measure_block(torch, timer: Timer, case: BlockCase) -> tuple[float, int, int, int, int]:
@@ -770,14 +835,14 @@ def write_all(out_dir: Path, out: dict, meta: dict, how: str) -> None:
         w = csv.writer(f)
         w.writerow(["style", "batch", "seq", "hidden", "heads", "kv_heads", "ffn", "dtype", "forward_backward_ms",
                     "peak_allocated_bytes", "peak_reserved_bytes", "allocated_before_bytes",
-                    "predicted_allocated_bytes", "allocated_error", "gqa", "kept_after_forward_bytes",
+                    "predicted_allocated_bytes", "allocated_error", "gqa", "ac", "kept_after_forward_bytes",
                     "predicted_kept_bytes", "kept_error", "how"])
         for case, seconds, peak, reserved, base, kept in out["block"]:
             predicted = predicted_block_bytes(case)
             predicted_kept = predicted_kept_bytes(case)
             w.writerow([case.style, case.batch, case.seq, case.hidden, case.heads, case.kv_heads, case.ffn, case.dtype,
                         f"{seconds * 1e3:.3f}", int(peak), int(reserved), int(base), int(round(predicted)),
-                        f"{predicted / peak - 1:+.3f}" if peak else "", case.gqa, int(kept),
+                        f"{predicted / peak - 1:+.3f}" if peak else "", case.gqa, case.ac, int(kept),
                         int(round(predicted_kept)), f"{predicted_kept / kept - 1:+.3f}" if kept else "",
                         how + "; memory: torch.cuda.max_memory_allocated / max_memory_reserved after "
                               "reset_peak_memory_stats, over one forward + backward with gradients already "
