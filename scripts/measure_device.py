@@ -122,6 +122,14 @@ class ModelCase:
 
 
 @dataclass(frozen=True)
+class FsdpCase:
+    """The whole decoder of `model` as torchtitan trains it with FSDP2 on one rank (world size 1):
+    fp32 parameters, fully_shard per block and on the root, MixedPrecisionPolicy(bf16, reduce fp32),
+    AdamW; the all-gather, reduce-scatter buffers and the root's unsharded parameters are FSDP2's own."""
+    model: ModelCase
+
+
+@dataclass(frozen=True)
 class GroupedCase:
     """E experts' GEMMs of one layer on one rank: [tokens, k] x [k, n] each (MoE expert MLPs)."""
     experts: int
@@ -194,10 +202,11 @@ def plan_cases(quick: bool = False) -> dict[str, list]:
     if quick:
         grouped = grouped[:2]
     models = [ModelCase(2, 1, 8192, 4096, 32, 8, 14336, 128256), ModelCase(2, 2, 4096, 4096, 32, 8, 14336, 32000)]
+    fsdp = [FsdpCase(ModelCase(4, 1, 8192, 4096, 32, 8, 14336, 128256)), FsdpCase(ModelCase(4, 2, 4096, 4096, 32, 8, 14336, 32000))]
     if quick:
-        models = models[1:]
+        models, fsdp = models[1:], fsdp[1:]
     return {"gemm": gemms, "attention": attention, "block": blocks, "copy": copies, "optimizer": optimizer,
-            "grouped": grouped, "model": models}
+            "grouped": grouped, "model": models, "fsdp": fsdp}
 
 
 # --- predictions (dry run, and the predicted column of blocks.csv) ---------------------------
@@ -280,6 +289,72 @@ def predicted_model_terms(case: ModelCase) -> dict[str, float]:
                          state=StateBytes(weights=2.0, gradients=2.0, optimizer=0.0), runtime="torchtitan")
     return {"state": m.weights + m.gradients, "activations": m.activations, "working": m.recompute_working,
             "buffers": m.buffers, "workspace": m.workspace}
+
+
+def predicted_fsdp_terms(case: FsdpCase) -> dict[str, float]:
+    """stage_memory of the one stage (p = t = dp = 1, one micro-batch) with ZeRO-3 under the torchtitan
+    runtime and its state (runtime_state: fp32 sharded parameters, fp32 gradients, Adam moments)."""
+    from solver_plan.hybrid import memory as mem
+    from solver_plan.runtime import resolve_runtime
+    state = mem.runtime_state(mem.MIXED_PRECISION, resolve_runtime("torchtitan"))
+    m = mem.stage_memory(model_spec(case.model), layers=case.model.layers, stage=0, pp=1, tp=1, dp=1,
+                         micro_batch=case.model.batch, micro_batches=1, recompute="none", sequence_parallel=False,
+                         zero_stage=3, schedule="1f1b", state=state, runtime="torchtitan")
+    return {"weights": m.weights, "gradients": m.gradients, "optimizer": m.optimizer, "activations": m.activations,
+            "working": m.recompute_working, "buffers": m.buffers, "workspace": m.workspace}
+
+
+def measure_fsdp(torch, timer: Timer, case: FsdpCase) -> tuple[float, int, int, int, int]:
+    """(step seconds, peak allocated, peak reserved, allocated with state before the step, allocated at
+    the loss less before), counted from before the model was built; a one-rank NCCL group."""
+    import os
+
+    import torch.distributed as dist
+    import torch.nn.functional as F
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+    if not dist.is_initialized():
+        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+        os.environ.setdefault("MASTER_PORT", "29517")
+        dist.init_process_group("nccl", rank=0, world_size=1)
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    residual = torch.cuda.memory_allocated()
+    mc = case.model
+    model = make_model(torch, mc).float()
+    policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    for block in model.blocks:
+        fully_shard(block, mp_policy=policy)
+    fully_shard(model, mp_policy=policy)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)
+    tokens = torch.randint(0, mc.vocab, (mc.batch, mc.seq), device="cuda")
+    labels = torch.randint(0, mc.vocab, (mc.batch * mc.seq,), device="cuda")
+
+    def loss_of():
+        pred = model(tokens)
+        return F.cross_entropy(pred.flatten(0, 1).float(), labels)
+
+    def step():
+        loss_of().backward()
+        opt.step()
+        opt.zero_grad()
+    step()
+    step()
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    base = torch.cuda.memory_allocated() - residual
+    loss = loss_of()
+    torch.cuda.synchronize()
+    at_loss = torch.cuda.memory_allocated() - residual - base
+    loss.backward()
+    del loss
+    opt.step()
+    opt.zero_grad()
+    torch.cuda.synchronize()
+    peak, reserved = torch.cuda.max_memory_allocated() - residual, torch.cuda.max_memory_reserved()
+    seconds = timer.median_s(step)
+    del model, opt, tokens, labels
+    torch.cuda.empty_cache()
+    return seconds, peak, reserved, base, at_loss
 
 
 def make_model(torch, case: ModelCase):
@@ -693,6 +768,11 @@ def measure_copy(torch, timer: Timer, case: CopyCase) -> float:
 # --- run and write ---------------------------------------------------------------------------
 def run(args) -> dict:
     cases = plan_cases(args.quick)
+    if args.tables != "all":
+        unknown = set(args.tables.split(",")) - set(cases)
+        if unknown:
+            raise SystemExit(f"--tables: unknown table(s) {sorted(unknown)}; choose from {sorted(cases)}")
+        cases = {k: (v if k in args.tables.split(",") else []) for k, v in cases.items()}
     cluster = _cost_device(args.cluster)
     torch = None
     if not args.dry_run:
@@ -704,7 +784,8 @@ def run(args) -> dict:
         f"CUDA events, median of {args.repeats} after {args.warmup} warm-up runs"
     started = time.perf_counter()
     skipped: list[str] = []
-    out = {"gemm": [], "attention": [], "block": [], "copy": [], "optimizer": [], "grouped": [], "model": []}
+    out = {"gemm": [], "attention": [], "block": [], "copy": [], "optimizer": [], "grouped": [], "model": [], "fsdp": []}
+
 
     def budget_left() -> bool:
         return time.perf_counter() - started < args.budget_s
@@ -762,6 +843,18 @@ def run(args) -> dict:
         if seconds is None:
             continue
         out["copy"].append((case, seconds))
+    for case in cases["fsdp"]:
+        if not budget_left():
+            skipped.append(f"fsdp {case}: budget spent")
+            continue
+        if args.dry_run:
+            predicted = sum(predicted_fsdp_terms(case).values())
+            result = (0.0, predicted, predicted, 0, 0)
+        else:
+            result = attempt("fsdp", case, lambda: measure_fsdp(torch, timer, case))
+            if result is None:
+                continue
+        out["fsdp"].append((case, *result))
     for case in cases["model"]:
         if not budget_left():
             skipped.append(f"model {case}: budget spent")
@@ -868,6 +961,22 @@ def write_all(out_dir: Path, out: dict, meta: dict, how: str) -> None:
                        + [how + "; a whole eager decoder (embedding, Llama-style blocks, RMSNorm, untied output, "
                                 "F.cross_entropy on fp32 logits), bf16 weights, gradients allocated, no optimizer; "
                                 "allocations counted from before the model was built"])
+    with open(out_dir / "fsdp-memory.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        terms = list(predicted_fsdp_terms(FsdpCase(ModelCase(1, 1, 8, 64, 4, 4, 128, 100))))
+        w.writerow(["layers", "batch", "seq", "hidden", "ffn", "vocab", "step_ms", "peak_allocated_bytes",
+                    "peak_reserved_bytes", "allocated_before_bytes", "allocated_at_loss_bytes", "predicted_allocated_bytes",
+                    "allocated_error"] + [f"predicted_{t}_bytes" for t in terms] + ["how"])
+        for case, seconds, peak, reserved, base, at_loss in out["fsdp"]:
+            predicted = predicted_fsdp_terms(case)
+            total = sum(predicted.values())
+            mc = case.model
+            w.writerow([mc.layers, mc.batch, mc.seq, mc.hidden, mc.ffn, mc.vocab, f"{seconds * 1e3:.3f}",
+                        int(peak), int(reserved), int(base), int(at_loss), int(round(total)),
+                        f"{total / peak - 1:+.3f}" if peak else ""] + [int(round(predicted[t])) for t in terms]
+                       + [how + "; FSDP2 fully_shard per block and root on a one-rank NCCL group, fp32 parameters, "
+                                "MixedPrecisionPolicy(bf16, reduce fp32), AdamW(foreach); peak over forward + backward + "
+                                "optimizer step after two steps; allocations counted from before the model was built"])
     with open(out_dir / "grouped-gemm.csv", "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["experts", "tokens_per_expert", "k", "n", "dtype", "grouped_us", "grouped_fraction_of_bf16_peak",
@@ -909,6 +1018,9 @@ def main(argv=None) -> int:
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--quick", action="store_true", help="a few cases of each kind (smoke test)")
+    parser.add_argument("--tables", default="all",
+                        help="comma-separated tables to measure (gemm, attention, block, copy, optimizer, grouped, "
+                             "model, fsdp; default all); the others' files are written empty")
     args = parser.parse_args(argv)
     if not (math.isfinite(args.budget_s) and args.budget_s > 0) or args.warmup < 0 or args.repeats < 1:
         parser.error("--budget-s must be positive, --warmup >= 0, --repeats >= 1")
@@ -917,7 +1029,7 @@ def main(argv=None) -> int:
     for line in meta["skipped"]:
         print("skipped:", line)
     print(f"wrote {args.out}/calibration.csv, attention-backward.csv, blocks.csv, copies.csv, optimizer.csv, "
-          "grouped-gemm.csv, model-memory.csv, meta.json")
+          "grouped-gemm.csv, model-memory.csv, fsdp-memory.csv, meta.json")
     return 0
 
 
