@@ -433,9 +433,13 @@ def stage_memory(spec: TransformerSpec, *, layers: int, stage: int, pp: int, tp:
     acts = held_blocks(layers, stage, pp, micro_batches, schedule, virtual_stages) * per_block
     if first:
         acts += embedding_activation_bytes(spec, b, t, sp, state) * flight
-    if last:  # logits live one micro-batch
-        acts += logits_activation_bytes(spec, b, t, sp, state, runtime)
+    loss = logits_activation_bytes(spec, b, t, sp, state, runtime) if last else 0.0
+    acts += loss  # logits live one micro-batch
     working = recompute_working_bytes(spec, b, t, recompute, sp, state, runtime) if layers else 0.0
+    # the loss's peak and a block's backward transients never coexist: the logits and their gradient
+    # are freed before the last block's backward starts, so the last stage adds the larger of the two
+    # (measured: a whole eager decoder's peak is at the loss, data/device/h100-2026-11-26/model-memory.csv)
+    working = max(0.0, working - loss)
     buffers = p2p_buffer_bytes(spec, b, t, sp, pp, state) + zero3_gather_bytes(spec.block_params / t, zero_stage, state)
     buffers += fsdp_root_bytes(params - layers * spec.block_params / t, zero_stage, state, runtime)
     if cp > 1 and layers:  # kv_piece_bytes of the whole sequence's spec: seq = cp x the rank's
@@ -443,5 +447,21 @@ def stage_memory(spec: TransformerSpec, *, layers: int, stage: int, pp: int, tp:
         buffers += kv_buffer_bytes(replace(spec, seq=spec.seq * cp), b, t, cp, state.activations, runtime)
     reserve = runtime_reserve(runtime, acts + working + buffers,
                               communicators(tp, dp, pp, spec.tied_embeddings, cp, replicate))
-    return StageMemory(weights_bytes(params, dp, zero_stage, state), gradients_bytes(params, dp, zero_stage, state),
+    gradients = gradients_at_peak(gradients_bytes(params, dp, zero_stage, state), acts + working, micro_batches, runtime)
+    return StageMemory(weights_bytes(params, dp, zero_stage, state), gradients,
                        optimizer_bytes(params, dp, zero_stage, state), acts, working, buffers, **reserve)
+
+
+def gradients_at_peak(gradients: float, activations: float, micro_batches: int, runtime=None) -> float:
+    """The gradient bytes to add at a stage's peak. A runtime that drops the gradients after each
+    step (`RuntimeProfile.gradients_freed`) running one micro-batch per step has two candidate peaks:
+    the start of the backward (activations, no gradients yet) and its end (all gradients, activations
+    gone), so it adds max(0, gradients - activations) to the first; with gradient accumulation
+    (m > 1), or a persistent gradient buffer, the gradients are there at every peak. Measured with
+    FSDP2 on one H100 (data/device/h100-2026-11-26/fsdp-memory.csv): a whole decoder's peak
+    allocation is its fp32 parameters and Adam moments plus the activations, without gradients."""
+    from solver_plan.runtime import resolve_runtime
+
+    if micro_batches == 1 and resolve_runtime(runtime).gradients_freed:
+        return max(0.0, gradients - activations)
+    return gradients

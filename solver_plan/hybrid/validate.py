@@ -148,15 +148,19 @@ def validate_plan(plan: HybridPlan, cluster: Cluster, enforce_memory: bool = Tru
             acts = held * per_block
             if s.embedding:
                 acts += mem.embedding_activation_bytes(tokens, b, t, sp, st) * flight
-            if s.head:
-                acts += mem.logits_activation_bytes(tokens, b, t, sp, st, runtime)
-            dynamic = (acts + mem.recompute_working_bytes(tokens, b, t, mode, sp, st, runtime)
+            loss = mem.logits_activation_bytes(tokens, b, t, sp, st, runtime) if s.head else 0.0
+            acts += loss
+            # the loss's peak and a block's backward transients are never live together
+            working = max(0.0, mem.recompute_working_bytes(tokens, b, t, mode, sp, st, runtime) - loss)
+            dynamic = (acts + working
                        + mem.p2p_buffer_bytes(tokens, b, t, sp, q.pp, st) + kv
                        + mem.zero3_gather_bytes(spec.block_params / t, zero, st)
                        # FSDP2's root unit (what the stage holds besides its blocks) stays unsharded
                        + mem.fsdp_root_bytes(params - s.layers * spec.block_params / t, zero, st, runtime))
             reserve = runtime.memory
-            return (mem.weights_bytes(params, shard, zero, st) + mem.gradients_bytes(params, shard, zero, st)
+            gradients = mem.gradients_at_peak(mem.gradients_bytes(params, shard, zero, st), acts + working,
+                                              q.micro_batches, runtime)
+            return (mem.weights_bytes(params, shard, zero, st) + gradients
                     + mem.optimizer_bytes(params, shard, zero, st) + dynamic * (1 + reserve.fragmentation)
                     + reserve.workspace + reserve.cuda_context + groups * reserve.nccl_per_communicator)
 
