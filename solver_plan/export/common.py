@@ -5,20 +5,27 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from solver_plan.errors import InputError
+from solver_plan.result import read_kind
 
 WHERE = "plan"
 
 
-def plan_kind(d: dict) -> str:
+def plan_kind(d: dict, notes: list[str] | None = None) -> str:
+    """The plan's `kind` (the result envelope's: config, pipeline, hybrid, moe-hybrid). A plan
+    written before the envelope is read by its keys (`result.read_kind`); the note saying so is
+    appended to `notes` when given."""
     if not isinstance(d, dict):
         raise InputError("a plan is a JSON object", WHERE)
-    if d.get("kind") == "hybrid":
-        return "hybrid"
-    if "operators" in d and "edges" in d:
-        return "operators"
-    if "period_s" in d or "operations" in d:
-        return "pipeline"
-    raise InputError("not a solver-plan plan (expected a hybrid, per-operator or pipeline plan JSON)", WHERE)
+    try:
+        reading = read_kind(d, "the plan")
+    except ValueError as exc:
+        raise InputError(f"not a solver-plan plan ({str(exc).removeprefix('the plan: ')}; expected a hybrid, "
+                         "per-operator or pipeline plan JSON)", WHERE) from None
+    if reading.kind == "batch-record":
+        raise InputError("this is a batch record, not a plan: its plan is the record's 'plan'", WHERE)
+    if reading.note is not None and notes is not None:
+        notes.append(reading.note)
+    return reading.kind
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,8 @@
 asked not to), run the named planner, decode, validate independently, return."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 from solver_plan.errors import InputError
 from solver_plan.intra.harness import Deadline, checked, run_simplified, seconds_left, start_clock
 from solver_plan.intra.problem import ConfigProblem
@@ -38,4 +40,4 @@ def solve(problem: ConfigProblem, planner: str = "milp", time_limit: float | Non
         result = info.func(problem, time_limit=seconds_left(limit), seed=seed, warm_start=warm_start, **options)
     if problem.notes:
         result = result.with_notes(*problem.notes)
-    return checked(problem, result)
+    return checked(problem, replace(result, objective_kind=info.objective))  # what its objective measures
