@@ -80,6 +80,7 @@ class PipelineResult:
     def to_dict(self) -> dict:
         problem = self.problem
         out = with_envelope(self.envelope, {
+            "version": SCHEMA_VERSION,  # deprecated: schema_version's name before the result envelope
             "model": problem.name, "planner": self.planner, "scheduler": self.scheduler,
             "status": self.status.value, "period_s": self.period_s, "lower_bound_s": self.lower_bound_s,
             "planned_period_s": self.allocation.period_s, "valid": self.valid, "runtime_s": self.runtime_s,
