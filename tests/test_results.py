@@ -75,9 +75,8 @@ def test_pipeline_hybrid_and_moe_results_expose_the_protocol():
 
 
 def test_answer_exposes_the_protocol():
-    from solver_plan.intra import harness
-    answer_type = getattr(harness, "Answer")
-    answer = answer_type(Status.FEASIBLE, (0, 1), 1.0, ("a note",))
+    from solver_plan.intra.answer import Answer
+    answer = Answer(Status.FEASIBLE, (0, 1), 1.0, ("a note",))
     envelope = check_protocol(answer, "config", "sum")
     assert envelope.bound == 1.0 and envelope.notes == ("a note",)
 

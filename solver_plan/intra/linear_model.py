@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from solver_plan.intra.answer import Answer
 from solver_plan.intra.normal_form import normal_form
 from solver_plan.intra.problem import ConfigProblem
 from solver_plan.result import CONFIG_SCHEMA_VERSION, Envelope, Objective, Status
@@ -266,7 +267,6 @@ class SolveOutcome:
 
 def outcome_answer(model: LinearModel, outcome: SolveOutcome):
     """Translate a backend outcome into the harness' Answer (decoding x to a plan)."""
-    from solver_plan.intra.harness import Answer
     assignment = decode(model, outcome.x_values) if outcome.x_values is not None else None
     return Answer(outcome.status, assignment, outcome.bound, outcome.notes)
 
