@@ -152,3 +152,16 @@ def test_exports_read_kind_not_keys(tmp_path, capsys):
     path.write_text(json.dumps(legacy))
     assert main(["export", str(path), "--target", "dtensor", "--out", str(tmp_path / "d.json")]) == 0
     assert "has no 'kind' (written before the result envelope): read as a config result" in capsys.readouterr().err
+
+
+def test_generated_problem_answers_carry_the_envelope():
+    """The batch's plain dict for a generated problem (no operators) is a result JSON too."""
+    from solver_plan.batch.job import Job
+    from solver_plan.suite import GENERATED_CLUSTER
+    from solver_plan.suite.run import run_problem_job
+    job = Job("suite", "config", "random-dag:nodes=8,candidates=3,seed=1", GENERATED_CLUSTER, "greedy")
+    outcome = run_problem_job(job)
+    plan = outcome["plan"]
+    assert read_kind(plan) == read_kind({"kind": "config"}) and plan["schema_version"] == 1
+    assert plan["objective"]["name"] == "sum" and plan["objective"]["value"] == outcome["objective_s"]
+    assert plan["assignment"] and plan["status"] == outcome["status"]
