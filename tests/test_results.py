@@ -145,6 +145,8 @@ def test_exports_read_kind_not_keys(tmp_path, capsys):
         export_plan({**hybrid, "kind": "moe-hybrid"}, "megatron")
     with pytest.raises(InputError, match="batch record"):
         plan_kind({"kind": "batch-record"})
+    with pytest.raises(InputError, match="unsupported schema_version 2"):
+        plan_kind({**hybrid, "schema_version": 2})
     notes: list[str] = []
     legacy = json.loads((FIXTURES / "operators-mlp.json").read_text())  # written before the envelope
     assert plan_kind(legacy, notes) == "config" and len(notes) == 1

@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from solver_plan.errors import InputError
-from solver_plan.result import read_kind
+from solver_plan.result import read_kind, read_schema_version
 
 WHERE = "plan"
+SCHEMA_VERSION = 1  # of every plan JSON the exporters read (plan.v1, hybrid.v1)
 
 
 def plan_kind(d: dict, notes: list[str] | None = None) -> str:
@@ -23,6 +24,9 @@ def plan_kind(d: dict, notes: list[str] | None = None) -> str:
                          "per-operator or pipeline plan JSON)", WHERE) from None
     if reading.kind == "batch-record":
         raise InputError("this is a batch record, not a plan: its plan is the record's 'plan'", WHERE)
+    version = read_schema_version(d)
+    if version is not None and version != SCHEMA_VERSION:
+        raise InputError(f"unsupported schema_version {version!r} (this version reads {SCHEMA_VERSION})", WHERE)
     if reading.note is not None and notes is not None:
         notes.append(reading.note)
     return reading.kind
