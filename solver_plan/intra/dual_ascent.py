@@ -16,7 +16,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from solver_plan.intra.harness import Deadline
+from solver_plan.deadline import Deadline
 from solver_plan.intra.problem import ConfigProblem
 
 PADDING = 1e30  # cost of a padded (non-existent) candidate; never the minimum
