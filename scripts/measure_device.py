@@ -227,11 +227,11 @@ def optimizer_params(case: OptimizerCase) -> int:
 
 def predicted_state_bytes(case: OptimizerCase) -> float:
     """Model state of fp32 parameters trained under bf16 autocast with Adam, as the hybrid model
-    counts it (hybrid/memory.py StateBytes with fp32 weights): weights 4 + gradients 4 + two fp32
-    moments 8 = 16 bytes per parameter (no separate master copy: the parameter is the master)."""
-    from solver_plan.hybrid.memory import StateBytes
-    state = StateBytes(weights=4.0, gradients=4.0, optimizer=8.0)
-    return (state.weights + state.gradients + state.optimizer) * optimizer_params(case)
+    counts it (cost/model_state.py, fp32 Adam): weights 4 + gradients 4 + two fp32 moments 8 = 16
+    bytes per parameter (no separate master copy: the parameter is the master)."""
+    from solver_plan.cost.model_state import state_per_parameter
+    from solver_plan.cost.precision import TrainingPrecision
+    return state_per_parameter(TrainingPrecision.fp32(), "adam").total * optimizer_params(case)
 
 
 def predicted_optimizer_s(cluster, case: OptimizerCase) -> float:
