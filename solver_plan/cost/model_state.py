@@ -58,15 +58,6 @@ def check_optimizer(optimizer: str, where: str = "--optimizer") -> str:
     return optimizer.strip().lower()
 
 
-def check_sharding(zero_stage: int, shard: float, where: str = "model state") -> None:
-    """A ZeRO stage of `ZERO_STAGES` and a shard group of at least one rank."""
-    if isinstance(zero_stage, bool) or zero_stage not in ZERO_STAGES:
-        raise InputError(f"ZeRO stage must be one of {', '.join(map(str, ZERO_STAGES))}, got {zero_stage!r}",
-                         f"{where}.zero_stage")
-    if isinstance(shard, bool) or not isinstance(shard, (int, float)) or not shard >= 1:
-        raise InputError(f"shard group must hold at least one rank, got {shard!r}", f"{where}.shard")
-
-
 @dataclass(frozen=True)
 class ParameterState:
     """Bytes kept per parameter, by term, on one device before sharding (module text)."""
