@@ -11,7 +11,8 @@ data uses in training:
 Accounting follows Megatron-LM / ZeRO (Rajbhandari et al., SC'20, section 3.1: "mixed precision
 training ... 2Psi + 2Psi + 12Psi" bytes for fp16 weights, fp16 gradients, fp32 master weights,
 momentum and variance): 2 + 2 + 4 + 4 + 4 = 16 bytes per parameter. Plain fp32 keeps weights,
-gradients and two moments in fp32 with no master copy: 4 + 4 + 4 + 4 = 16 bytes.
+gradients and two moments in fp32 with no master copy: 4 + 4 + 4 + 4 = 16 bytes. The bytes per
+parameter by optimizer and sharding are the model-state module's (cost/model_state.py).
 """
 from __future__ import annotations
 
