@@ -37,7 +37,7 @@ bf16 Adam, the 16-bit training their activation counts (Korthikanti et al. 2022)
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 
 from solver_plan.errors import InputError
 
@@ -66,19 +66,18 @@ class ParameterState:
     master: float = 0.0
     moments: float = 0.0  # all optimizer moments together
     weight_version: float = 0.0  # PipeDream-2BW's second weight version
+    # the optimizer state ZeRO-1 shards, master copy + moments: a field, as the hybrid search reads it
+    # in its inner loop
+    optimizer: float = field(init=False, repr=False, compare=False)
 
     def __post_init__(self):
         for f in fields(self):
-            value = getattr(self, f.name)
+            value = getattr(self, f.name) if f.init else 0.0
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
                     math.isfinite(value) and value >= 0):
                 raise InputError(f"bytes per parameter must be a non-negative number, got {value!r}",
                                  f"model state.{f.name}")
-
-    @property
-    def optimizer(self) -> float:
-        """The optimizer state ZeRO-1 shards: master copy + moments."""
-        return self.master + self.moments
+        object.__setattr__(self, "optimizer", self.master + self.moments)
 
     @property
     def total(self) -> float:

@@ -8,7 +8,7 @@ The search, the validator and the baselines all call these functions.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 
 from solver_plan.cost.model_state import ParameterState, state_per_parameter
 from solver_plan.cost.precision import TrainingPrecision, default_for
@@ -41,6 +41,11 @@ class StateBytes:
     2 + 2 + 12 = 16) with 16-bit activations (Korthikanti et al. 2022), the default of every term."""
     model: ParameterState
     activations: float
+    # the model's weights, gradients and optimizer state (master copy + moments), copied as fields:
+    # the search reads them in its inner loop
+    weights: float = field(init=False, repr=False, compare=False)
+    gradients: float = field(init=False, repr=False, compare=False)
+    optimizer: float = field(init=False, repr=False, compare=False)
 
     def __post_init__(self):
         if not isinstance(self.model, ParameterState):
@@ -48,19 +53,8 @@ class StateBytes:
         if isinstance(self.activations, bool) or not isinstance(self.activations, (int, float)) \
                 or not self.activations > 0:
             raise InputError(f"must be positive, got {self.activations!r}", "StateBytes.activations")
-
-    @property
-    def weights(self) -> float:
-        return self.model.weights
-
-    @property
-    def gradients(self) -> float:
-        return self.model.gradients
-
-    @property
-    def optimizer(self) -> float:
-        """Master copy + optimizer moments (what ZeRO-1 shards)."""
-        return self.model.optimizer
+        for name in ("weights", "gradients", "optimizer"):
+            object.__setattr__(self, name, getattr(self.model, name))
 
     @property
     def activation_scale(self) -> float:
