@@ -266,11 +266,11 @@ def predicted_model_terms(case: ModelCase) -> dict[str, float]:
     decoder (bf16 weights and gradients, no optimizer), by hybrid/memory.py's terms under the
     torchtitan runtime: weights + gradients 4 P, the blocks' kept activations, the embedding's output,
     the loss's logits (Kernels.loss_bytes_per_logit), the backward working set, two cuBLAS workspaces."""
+    from solver_plan.cost.model_state import ParameterState
     from solver_plan.hybrid import memory as mem
-    from solver_plan.hybrid.memory import StateBytes
     from solver_plan.runtime import resolve_runtime
     spec, runtime = model_spec(case), resolve_runtime("torchtitan")
-    state = StateBytes(weights=2.0, gradients=2.0, optimizer=0.0)
+    state = mem.StateBytes(ParameterState(weights=2.0, gradients=2.0), activations=2.0)  # no optimizer
     params = mem.stage_params(spec, case.layers, True, True, 1, 1)
     return {"state": 4.0 * params,
             "blocks": case.layers * mem.layer_activation_bytes(spec, case.batch, 1, "none", False, state, runtime),
