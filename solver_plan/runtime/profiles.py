@@ -20,9 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from solver_plan.errors import InputError
-
-MIB = 1024 ** 2
-GIB = 1024 ** 3
+from solver_plan.units import GIB, MIB
 
 # NCCL's buffers for one communicator the process joins: each ring/tree channel keeps a connection
 # to its send and receive peer (2), with a buffer per protocol: Simple NCCL_BUFFSIZE = 4 MiB,
