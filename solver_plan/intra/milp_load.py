@@ -115,8 +115,8 @@ def _relaxation(problem, load, deadline: Deadline, seed: int, notes: list[str]):
     except Exception as exc:  # the rounding is a heuristic: without it the MILP still runs
         notes.append(failure_note("LP relaxation", exc))
         return None, []
-    if outcome.status != "optimal" or outcome.x_values is None:
-        notes.append(f"LP relaxation: {outcome.status}")
+    if outcome.status != Status.OPTIMAL or outcome.x_values is None:
+        notes.append(f"LP relaxation: {outcome.status.value.lower()}")
         return None, []
     plans = lp_roundings(problem, outcome.x_values, load.model.node_offsets, ROUNDINGS, seed)
     return float(outcome.objective), [p for p in dict.fromkeys(plans) if usable_plan(problem, p)]
@@ -189,8 +189,8 @@ def plan_milp_load(problem: ConfigProblem, *, deadline: Deadline | None = None, 
                     incumbent is None or load_breakdown(problem, found, load.split).objective
                     <= load_breakdown(problem, incumbent, load.split).objective):
                 assignment, source = found, "HiGHS"
-            status = {"optimal": Status.OPTIMAL, "time_limit": Status.TIME_LIMIT,
-                      "infeasible": Status.INFEASIBLE}.get(outcome.status, Status.FEASIBLE)
+            status = (outcome.status if outcome.status in (Status.OPTIMAL, Status.TIME_LIMIT, Status.INFEASIBLE)
+                      else Status.FEASIBLE)
     else:
         status = Status.TIME_LIMIT
     if assignment is None:  # no plan at all: the same diagnosis as without seeds (least memory, or out of time)

@@ -42,7 +42,7 @@ def solve(problem: ConfigProblem, planner: str = "milp", deadline: Deadline | No
         result = result.with_notes(*problem.notes)
     if clock is not None and clock.cut_short:
         result = result.with_notes(CUT_SHORT_NOTE)
-    return checked(problem, result)
+    return checked(problem, replace(result, objective_kind=info.objective))  # what its objective measures
 
 
 def checked(problem: ConfigProblem, result: ConfigResult) -> ConfigResult:

@@ -26,13 +26,14 @@ import json
 import math
 from pathlib import Path
 
+from solver_plan.cost.precision import Precision
 from solver_plan.errors import InputError
 from solver_plan.graph.chain import (LayerChain, block_key, cut_dag, is_transformer, layer_groups, linearize,
                                      merge_layers)
 from solver_plan.pipeline.cuts import best_order
 from solver_plan.pipeline.memory import DEFAULT_OPTIMIZER, ModelState, model_state
+from solver_plan.units import MIB
 
-MIB = 2.0 ** 20
 BLOCK_KEYS = ("Tf", "Tb", "Tw", "Mparams", "Mf")
 
 
@@ -55,7 +56,7 @@ def zoo_costs(graph, cluster, precision=None):
     return times, sizes, model.precision.name
 
 
-MEASURED_WEIGHT_BYTES = 4.0  # profiles and block files were measured in fp32
+MEASURED_WEIGHT_BYTES = float(Precision.FP32.bytes)  # profiles and block files were measured in fp32
 
 
 def graph_state(graph, cluster, precision=None, optimizer: str = DEFAULT_OPTIMIZER) -> ModelState:
