@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from solver_plan.cluster import resolve_cluster
 from solver_plan.cost.plan_price import price_plan
+from solver_plan.deadline import time_budget
 from solver_plan.graph import GraphBuilder
 from solver_plan.graph.resolve import resolve_model
 from solver_plan.intra.problem import ConfigProblem
@@ -42,7 +43,7 @@ EXAMPLES = [("resnet50:batch=32", "v100x8-nvlink", 8, None, "greedy"),
 def test_repricing_agrees_on_the_committed_examples(model, cluster, devices, precision, planner):
     graph, machine = resolve_model(model), resolve_cluster(cluster, devices)
     problem, _ = prepare_problem(graph, machine, "device", max_candidates=12, precision=precision)
-    result = solve(problem, planner, time_limit=30)
+    result = solve(problem, planner, time_budget(30))
     assert result.status.has_solution and result.assignment is not None
     assert validate_config_result(problem, result) == []
     price = _priced(problem, result.assignment)
@@ -114,7 +115,7 @@ def test_a_corrupted_cost_entry_is_caught(mlp):
     """The problem's operator costs halved after the build (a wrong array): the planner plans with them
     and reports their sum, which the array check confirms; the re-priced plan costs more."""
     corrupted = replace(mlp, node_costs=tuple(costs / 2 for costs in mlp.node_costs))
-    result = solve(corrupted, "milp", time_limit=30)
+    result = solve(corrupted, "milp", time_budget(30))
     assert result.status is Status.ERROR
     assert any("re-priced from the graph and cluster" in note and "reported objective" in note
                for note in result.notes)
@@ -130,7 +131,7 @@ def test_corrupted_memory_is_caught(mlp):
 def test_load_planners_are_checked_against_the_problem_costs(mlp):
     """The load objective is not the sum: its arrays are what the re-pricing checks."""
     corrupted = replace(mlp, edge_costs=tuple(matrix + 1e-3 for matrix in mlp.edge_costs))
-    result = solve(corrupted, "milp-load", time_limit=30)
+    result = solve(corrupted, "milp-load", time_budget(30))
     assert result.status is Status.ERROR
     assert any("re-priced" in note and "the problem's costs" in note for note in result.notes)
 

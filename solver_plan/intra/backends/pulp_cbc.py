@@ -3,7 +3,7 @@
 PuLP reports CBC runs stopped by the time limit as "Optimal", so the solution status is read
 instead, and the LP relaxation (solved first) supplies the proven bound when CBC does not finish.
 CBC may overrun its time limit during root processing: callers run this in a subprocess with a
-wall-clock kill (see harness.call_in_subprocess).
+wall-clock kill (see subprocess_guard.call_in_subprocess).
 """
 from __future__ import annotations
 
