@@ -18,13 +18,13 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from solver_plan.cost.enumerate import DEFAULT_MAX_CANDIDATES  # the enumeration's cap, defined with it
 from solver_plan.deadline import DEFAULT_TIME_LIMIT_S, MAX_TIME_LIMIT_S  # the budget's, defined with it
 from solver_plan.errors import InputError
 
 # Defaults of every question (the command line's help texts and the API's signatures read these).
 DEFAULT_MODEL = "resnet50"
 DEFAULT_CLUSTER = "v100x8-nvlink"
+DEFAULT_MAX_CANDIDATES = 24  # configurations per operator (cost.enumerate caps with it)
 DEFAULT_PLANNER = "milp"  # per-operator planner of `plan`, and the block solver of `hybrid`
 DEFAULT_BLOCK_SOLVER = DEFAULT_PLANNER
 DEFAULT_PIPELINE_PLANNER = "madpipe"
@@ -235,17 +235,36 @@ class HybridRequest(_Common):
                 or not math.isfinite(self.compute_scale) or self.compute_scale <= 0):
             raise InputError(f"must be positive, got {self.compute_scale}", "compute_scale")
         object.__setattr__(self, "a2a_overlap", _choice(self.a2a_overlap, A2A_OVERLAPS, "a2a_overlap"))
-        fix = self.fix
-        if isinstance(fix, str) or fix is None:
-            from solver_plan.hybrid.space import parse_fix
-            try:
-                fix = parse_fix(fix)
-            except InputError as exc:  # parse_fix names the command line's --fix
-                raise InputError(str(exc).removeprefix(f"{exc.where}: "), "fix") from None
-        try:
-            object.__setattr__(self, "fix", tuple(sorted(dict(fix.items() if isinstance(fix, Mapping) else fix).items())))
-        except (TypeError, ValueError):
-            raise InputError(f"expected pins such as 'tp=8,pp=4' or a mapping, got {self.fix!r}", "fix") from None
+        from solver_plan.runtime import resolve_runtime
+        resolve_runtime(self.runtime, "runtime")
+        object.__setattr__(self, "fix", tuple(sorted(_checked_pins(self.model, self.fix).items())))
+
+    @property
+    def is_moe(self) -> bool:
+        """Whether the model is a mixture of experts (planned by the expert-parallel planner)."""
+        from solver_plan.hybrid.moe_model import is_moe_model
+        return isinstance(self.model, str) and is_moe_model(self.model)
 
     def fix_dict(self) -> dict[str, Any]:
         return dict(self.fix)
+
+
+def _checked_pins(model: Any, fix: Any) -> dict[str, Any]:
+    """`fix` (text 'tp=8,pp=4', a mapping or pairs) checked against the pins of `model`'s planner
+    (a mixture of experts has its own: ep, etp, capacity); errors name `fix` and the key."""
+    from solver_plan.hybrid.moe_model import is_moe_model
+    if fix is not None and not isinstance(fix, (str, Mapping)):
+        try:
+            fix = dict(fix)
+        except (TypeError, ValueError):
+            raise InputError(f"expected pins such as 'tp=8,pp=4' or a mapping, got {fix!r}", "fix") from None
+    try:
+        if isinstance(model, str) and is_moe_model(model):
+            from solver_plan.hybrid.moe_space import check_fix
+            return check_fix(fix)
+        from solver_plan.hybrid.space import check_fix, parse_fix
+        return parse_fix(fix) if fix is None or isinstance(fix, str) else check_fix(fix)
+    except InputError as exc:  # the checks name the command line's --fix
+        where = exc.where or ""
+        raise InputError(str(exc)[len(f"{where}: "):] if where else str(exc),
+                         "fix" + where.removeprefix("--fix")) from None
