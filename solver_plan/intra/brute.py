@@ -9,7 +9,6 @@ import numpy as np
 
 from solver_plan.intra.harness import Answer, Context, run_planner
 from solver_plan.intra.problem import ConfigProblem
-from solver_plan.planners import register
 from solver_plan.result import Status
 
 MAX_PLANS = 2_000_000
@@ -65,7 +64,6 @@ def _brute_core(problem: ConfigProblem, context: Context) -> Answer:
     return Answer(Status.OPTIMAL, plan, float(masked[best]), (f"enumerated {count} plans",))
 
 
-@register("brute", "config", options=("max_plans",), exact=True, description="exhaustive enumeration for tiny instances (test oracle)")
 def plan_brute(problem: ConfigProblem, *, time_limit=None, seed=0, warm_start=None, **options):
     return run_planner("brute", problem, _brute_core, exact=False, time_limit=time_limit, seed=seed,
                        warm_start=warm_start, options=options)
