@@ -125,9 +125,12 @@ def _graph_and_cluster_types() -> tuple[tuple[type, ...], tuple[type, ...]]:
 class _Common:
     """Fields every question has; validated by `_check_common`."""
 
+    def _model_types(self) -> tuple[type, ...]:
+        return _graph_and_cluster_types()[0]
+
     def _check_common(self) -> None:
-        graph_types, cluster_types = _graph_and_cluster_types()
-        _spec(self.model, "model", graph_types)
+        _, cluster_types = _graph_and_cluster_types()
+        _spec(self.model, "model", self._model_types())
         _spec(self.cluster, "cluster", cluster_types)
         _time_limit(self.time_limit)
         object.__setattr__(self, "memory_limit", memory_limit_value(self.memory_limit))
@@ -222,6 +225,10 @@ class HybridRequest(_Common):
     a2a_overlap: str = DEFAULT_A2A_OVERLAP  # mixture of experts: what hides the all-to-all
     seed: int = 0
     options: tuple[tuple[str, Any], ...] = ()
+
+    def _model_types(self) -> tuple[type, ...]:
+        from solver_plan.hybrid.model import TransformerSpec
+        return (TransformerSpec,)
 
     def __post_init__(self):
         self._check_common()
