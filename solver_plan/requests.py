@@ -96,10 +96,11 @@ def _name(value: Any, where: str) -> None:
 
 
 def _spec(value: Any, where: str, types: tuple[type, ...] = ()) -> None:
-    """A model or cluster: the command line's text, or an object built already."""
+    """A model or cluster: the command line's text (its resolver names what is wrong with it), or an
+    object built already."""
     if isinstance(value, types):
         return
-    if not isinstance(value, str) or not value.strip():
+    if not isinstance(value, str):
         raise InputError(f"expected a name or a file path, got {value!r}", where)
 
 
@@ -193,7 +194,8 @@ class PipelineRequest(_Common):
     def __post_init__(self):
         self._check_common()
         if self.memory_limit == UNLIMITED:
-            raise InputError("a pipeline needs a finite memory per device: give bytes or 'device'", "memory_limit")
+            raise InputError("a pipeline needs a finite memory per device: give bytes or 'device', "
+                             "not unlimited ('none')", "memory_limit")
         _name(self.planner, "planner")
         _name(self.schedule, "schedule")
         _count(self.devices, "devices", optional=False)

@@ -98,23 +98,3 @@ def check_blocks_file(model: str) -> bool:
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise InputError(f"model.{key} must be a positive integer, got {value!r}", model)
     return True
-
-
-def build_problem(args, deadline=None):
-    from solver_plan.cluster import resolve_cluster
-    from solver_plan.errors import InputError
-    from solver_plan.pipeline.sources import build_chain_problem
-    blocks = check_blocks(args.model, args.blocks)
-    check_blocks_file(args.model)
-    if args.max_layers is not None and args.max_layers < 1:
-        raise InputError(f"must be at least 1, got {args.max_layers}", "--max-layers")
-    cluster = resolve_cluster(args.cluster)
-    memory = parse_bytes(args.memory, "--memory") if args.memory else None
-    bandwidth = parse_bandwidth(args.bandwidth, "--bandwidth") if args.bandwidth else None
-    return build_chain_problem(args.model, cluster, args.processors, memory=memory, bandwidth=bandwidth,
-                               no_comm=args.no_comm, planner=args.planner,
-                               # MadPipe is coarsened by the front door, after the full-granularity baseline
-                               max_layers=None if args.planner == "madpipe" else args.max_layers,
-                               blocks=blocks, cut_inside_blocks=getattr(args, "cut_inside_blocks", False),
-                               precision=getattr(args, "precision", None), deadline=deadline,
-                               optimizer=getattr(args, "optimizer", None) or "adam")
