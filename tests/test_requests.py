@@ -73,7 +73,7 @@ def test_the_default_cluster_is_defined_once():
     assert defining == ["solver_plan/requests.py"]
     literal_defaults = [p.relative_to(REPO_ROOT).as_posix() for p in sources
                         if re.search(r'default="v100x8-nvlink"', p.read_text())]
-    assert literal_defaults == ["solver_plan/calibrate/cli.py"]  # calibrate's starting preset, not a request
+    assert literal_defaults == []
 
 
 # ---------------------------------------------------------------------------------------------
