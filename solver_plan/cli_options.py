@@ -144,16 +144,6 @@ def _field_names(request_type) -> set[str]:
 
 
 def parse_options(args) -> dict[str, Any]:
-    """`--option KEY=VALUE` (repeatable) -> options (values typed as `parse_option_value`)."""
-    from solver_plan.planning import parse_option_value
-    options: dict[str, Any] = {}
-    where = option_name(args, "options")
-    for pair in getattr(args, "option", None) or ():
-        key, sep, value = pair.partition("=")
-        key = key.strip()
-        if not sep or not key:
-            raise InputError(f"expected KEY=VALUE, got {pair!r}", where)
-        if key in options:
-            raise InputError(f"option {key!r} given twice", where)
-        options[key] = parse_option_value(value)
-    return options
+    """`--option KEY=VALUE` (repeatable) -> options (values typed as `keyvalues.parse_option_value`)."""
+    from solver_plan.keyvalues import parse_option_pairs
+    return parse_option_pairs(getattr(args, "option", None) or (), option_name(args, "options"))

@@ -49,30 +49,33 @@ def config_planners() -> tuple[PlannerInfo, ...]:
 def pipeline_planners() -> tuple[PlannerInfo, ...]:
     """Kind "pipeline": plan(problem, *, time_limit=None, seed=0, **options) -> AllocationResult."""
     from solver_plan.pipeline import exact_joint, madpipe, pipedream_dp
-    return (
-        PlannerInfo("pipedream", "pipeline", pipedream_dp.plan, False,
-                    "PipeDream contiguous DP minimising the period (memory filter on by default)"),
-        PlannerInfo("madpipe", "pipeline", madpipe.plan, False,
-                    "MadPipe-DP: memory-aware DP with one special processor (non-contiguous stages)"),
-        PlannerInfo("exact-joint", "pipeline", exact_joint.plan, True,
-                    "CP-SAT joint allocation + schedule for small chains (proven optimal period)"),
-    )
+    return _rows("pipeline", (
+        ("pipedream", pipedream_dp.plan, False, "PipeDream contiguous DP minimising the period (memory filter on "
+                                                "by default)"),
+        ("madpipe", madpipe.plan, False, "MadPipe-DP: memory-aware DP with one special processor "
+                                         "(non-contiguous stages)"),
+        ("exact-joint", exact_joint.plan, True, "CP-SAT joint allocation + schedule for small chains (proven "
+                                                "optimal period)")))
 
 
 def schedule_planners() -> tuple[PlannerInfo, ...]:
     """Kind "schedule": schedule(problem, allocation, *, period=None, time_limit=None, **options) -> ScheduleResult."""
     from solver_plan.pipeline import exact_schedule, exact_schedule_split, milp_schedule, onef1b
-    return (
-        PlannerInfo("1f1b*", "schedule", onef1b.schedule, False,
-                    "1F1B* grouping schedule (MadPipe 4.1), memory-optimal for contiguous allocations"),
-        PlannerInfo("exact", "schedule", exact_schedule.schedule, True,
-                    "CP-SAT periodic schedule of an allocation, period minimised by bisection"),
-        PlannerInfo("exact-milp", "schedule", milp_schedule.schedule, True,
-                    "MILP (CBC) periodic schedule of an allocation in real time, bisection on T"),
-        PlannerInfo(exact_schedule_split.NAME, "schedule", exact_schedule_split.schedule, True,
-                    "CP-SAT periodic schedule with the backward split into B and W (zero-bubble), "
-                    "period minimised by bisection under the memory limit"),
-    )
+    return _rows("schedule", (
+        ("1f1b*", onef1b.schedule, False, "1F1B* grouping schedule (MadPipe 4.1), memory-optimal for contiguous "
+                                          "allocations"),
+        ("exact", exact_schedule.schedule, True, "CP-SAT periodic schedule of an allocation, period minimised by "
+                                                 "bisection"),
+        ("exact-milp", milp_schedule.schedule, True, "MILP (CBC) periodic schedule of an allocation in real time, "
+                                                     "bisection on T"),
+        (exact_schedule_split.NAME, exact_schedule_split.schedule, True,
+         "CP-SAT periodic schedule with the backward split into B and W (zero-bubble), period minimised by "
+         "bisection under the memory limit")))
+
+
+def _rows(kind: str, rows) -> tuple[PlannerInfo, ...]:
+    """(name, function, exact, description) rows of a kind whose planners declare no option names."""
+    return tuple(PlannerInfo(name, kind, func, exact, description) for name, func, exact, description in rows)
 
 
 def hybrid_planners() -> tuple[PlannerInfo, ...]:

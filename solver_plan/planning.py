@@ -14,6 +14,7 @@ from solver_plan.graph.ir import Graph
 from solver_plan.intra.build import DEFAULT_MAX_CANDIDATES, build_config_problem
 from solver_plan.intra.problem import ConfigProblem
 from solver_plan.intra.solve import solve
+from solver_plan.keyvalues import parse_option_pairs, parse_option_value  # noqa: F401 (parse_option_value: re-exported)
 from solver_plan.plan import Plan, decode_plan
 from solver_plan.requests import BASELINES, UNLIMITED, PlanRequest
 from solver_plan.result import ConfigResult
@@ -169,35 +170,9 @@ def prepare_problem(graph: Graph, cluster: Cluster, memory_limit: float | str | 
                                 all_devices=all_devices), cost_model
 
 
-def parse_option_value(text: str):
-    """A command-line option value: int, float, bool (true/false/yes/no/on/off), None (none/null)
-    or the string itself."""
-    lowered = text.strip().lower()
-    if lowered in ("true", "yes", "on"):
-        return True
-    if lowered in ("false", "no", "off"):
-        return False
-    if lowered in ("none", "null"):
-        return None
-    for kind in (int, float):
-        try:
-            return kind(text)
-        except ValueError:
-            pass
-    return text
-
-
 def parse_planner_options(pairs, info, where: str = "--option") -> dict:
     """`--option KEY=VALUE` (repeatable) -> options, checked against the planner's declared options
     exactly as job files are (a misspelt key is refused, naming the planner's options)."""
-    options: dict = {}
-    for pair in pairs or ():
-        key, sep, value = pair.partition("=")
-        key = key.strip()
-        if not sep or not key:
-            raise InputError(f"expected KEY=VALUE, got {pair!r}", where)
-        if key in options:
-            raise InputError(f"option {key!r} given twice", where)
-        options[key] = parse_option_value(value)
+    options = parse_option_pairs(pairs, where)
     info.check_options(options, where)
     return options
