@@ -80,7 +80,8 @@ def _count(value: Any, where: str, *, optional: bool = True, least: int = 1) -> 
     if value is None and optional:
         return
     if isinstance(value, bool) or not isinstance(value, int) or value < least:
-        raise InputError(f"must be an integer of at least {least}, got {value!r}", where)
+        kind = {0: "a non-negative integer", 1: "a positive integer"}.get(least, f"an integer of at least {least}")
+        raise InputError(f"must be {kind}, got {value!r}", where)
 
 
 def _choice(value: Any, choices: tuple[str, ...], where: str) -> str:
