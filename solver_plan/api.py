@@ -13,7 +13,7 @@ import warnings
 from typing import TYPE_CHECKING, Any, Union
 
 from solver_plan.errors import InputError
-from solver_plan.requests import (DEFAULT_CLUSTER, DEFAULT_GLOBAL_BATCH, DEFAULT_HYBRID_PLANNER,
+from solver_plan.requests import (DEFAULT_CLUSTER, DEFAULT_GLOBAL_BATCH,
                                   DEFAULT_MAX_CANDIDATES, DEFAULT_PIPELINE_DEVICES, DEFAULT_PIPELINE_PLANNER,
                                   DEFAULT_PLANNER, DEFAULT_PRECISION, DEFAULT_SCHEDULE, DEFAULT_TIME_LIMIT_S,
                                   UNLIMITED, HybridRequest, PipelineRequest, PlanRequest)

@@ -15,7 +15,7 @@ the option the user typed (`cli_requests.build`).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Mapping
 
 from solver_plan.deadline import DEFAULT_TIME_LIMIT_S, MAX_TIME_LIMIT_S  # the budget's, defined with it

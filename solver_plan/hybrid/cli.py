@@ -9,49 +9,49 @@ from solver_plan.requests import DEFAULT_TIME_LIMIT_S
 
 def register_command(subparsers) -> None:
     from solver_plan import cli_options as o
-    from solver_plan.requests import A2A_OVERLAPS, DEFAULT_BLOCK_SOLVER
+    from solver_plan.requests import A2A_OVERLAPS, DEFAULT_A2A_OVERLAP, DEFAULT_BLOCK_SOLVER, DEFAULT_RUNTIME
     parser = subparsers.add_parser(
         "hybrid", help="data x tensor x pipeline training plan for a transformer (step time, memory, stages)",
         description="Plan the training of a GPT-style MODEL on the first N devices of CLUSTER for a global batch: "
                     "data, tensor and pipeline parallel degrees, micro-batches, schedule, recomputation and "
                     "ZeRO stage, with per-stage memory and the predicted step time.")
     o.add(parser, "--model", required=True,
-                        help="a decoder-only transformer: a GPT-style zoo spec (gpt2, gpt2-medium/-large/-xl, an "
-                             "llm-shapes model such as gpt3-175B; options as gpt2:layers=96,hidden=12288,heads=96) "
-                             "or a Hugging Face config.json of model_type gpt2, llama, mistral, qwen2 or mixtral "
-                             "(data/hf-configs/llama-3-8b.json:seq=4096); `solver-plan models` lists the zoo")
+          help="a decoder-only transformer: a GPT-style zoo spec (gpt2, gpt2-medium/-large/-xl, an "
+               "llm-shapes model such as gpt3-175B; options as gpt2:layers=96,hidden=12288,heads=96) "
+               "or a Hugging Face config.json of model_type gpt2, llama, mistral, qwen2 or mixtral "
+               "(data/hf-configs/llama-3-8b.json:seq=4096); `solver-plan models` lists the zoo")
     o.add_cluster(parser, default=None, required=True, help="preset name (a100-80gb-superpod, ...) or YAML file")
     o.add_devices(parser)
     o.add(parser, "--batch", type=int, required=True, help="global batch (sequences per optimizer step)")
     o.add_memory_limit(parser)
     o.add(parser, "--fix", help="pin choices: KEY=VALUE,... with keys dp, tp, pp, micro_batch_size, "
-                                      "virtual_stages, recompute (none|selective|full|per-stage), zero_stage (0-3), "
-                                      "sequence_parallel (true|false), schedule (1f1b|interleaved|gpipe|zb-h1|zb-h2), "
-                                      "cp (context parallel), dp_shard (ZeRO shard group, hybrid sharding); for a "
-                                      "mixture of experts dp, tp, pp, ep, etp, micro_batch_size, virtual_stages, "
-                                      "recompute, zero_stage (0|1), capacity (dropless|factor)")
+                                "virtual_stages, recompute (none|selective|full|per-stage), zero_stage (0-3), "
+                                "sequence_parallel (true|false), schedule (1f1b|interleaved|gpipe|zb-h1|zb-h2), "
+                                "cp (context parallel), dp_shard (ZeRO shard group, hybrid sharding); for a "
+                                "mixture of experts dp, tp, pp, ep, etp, micro_batch_size, virtual_stages, "
+                                "recompute, zero_stage (0|1), capacity (dropless|factor)")
     o.add(parser, "--routing", default=None,  # issue 24: hybrid/moe_cli.py
-                        help="mixture of experts: expert load priced, uniform (default), zipf:S or histogram:c0/c1/...")
-    parser.add_argument("--a2a-overlap", default="none", choices=A2A_OVERLAPS,
+          help="mixture of experts: expert load priced, uniform (default), zipf:S or histogram:c0/c1/...")
+    parser.add_argument("--a2a-overlap", default=DEFAULT_A2A_OVERLAP, choices=A2A_OVERLAPS,
                         help="mixture of experts: what hides the all-to-all (default none)")
     o.add(parser, "--compute-scale", type=float, default=1.0,
-                        help="multiply every kernel time of the cost model (calibration; see docs/hybrid-accuracy.md; "
-                             "default 1.0)")
+          help="multiply every kernel time of the cost model (calibration; see docs/hybrid-accuracy.md; "
+               "default 1.0)")
     o.add_precision(parser, help="training precision: auto (default: the device's, mixed bf16 on A100/H100, mixed fp16 "
                                  "on V100, fp32 on K80/P100), fp32, tf32, bf16, fp16 or fp8 (mixed: 16-bit weights, "
                                  "activations and gradients, fp32 master weights and Adam moments); sets memory, bytes "
                                  "moved and the peak FLOP/s")
     from solver_plan.runtime import runtime_names
-    o.add(parser, "--runtime", default="megatron-core",
-                        help="software stack whose kernels, communication overlap and memory reserve are priced: "
-                             f"{', '.join(runtime_names())} (default megatron-core; facts and sources in "
-                             "solver_plan/runtime/profiles.py)")
+    o.add(parser, "--runtime", default=DEFAULT_RUNTIME,
+          help="software stack whose kernels, communication overlap and memory reserve are priced: "
+               f"{', '.join(runtime_names())} (default megatron-core; facts and sources in "
+               "solver_plan/runtime/profiles.py)")
     o.add(parser, "--block-solver", "--planner", default=DEFAULT_BLOCK_SOLVER,
           help=f"per-operator planner for the block solves (default {DEFAULT_BLOCK_SOLVER}; `solver-plan planners`)")
     o.add(parser, "--time-limit", type=float, default=DEFAULT_TIME_LIMIT_S,
           help=f"seconds for the whole command (default {DEFAULT_TIME_LIMIT_S:g})")
     o.add(parser, "--quiet", action="store_true", help="accepted for symmetry with plan and pipeline: hybrid "
-                                                       "prints no progress line")
+                                         "prints no progress line")
     o.add_seed(parser)
     parser.add_argument("--out", help="write the plan as JSON here")
     from solver_plan.export.cli_support import add_export_arguments

@@ -1,15 +1,13 @@
 """`solver-plan hybrid` for a mixture of experts: the expert-parallel planner (moe_plan.py) behind the
 hybrid command's options, with `--fix ep=8,etp=1,capacity=1.25`, `--routing` and `--a2a-overlap`.
 
-hybrid/cli.py sends here every MODEL that is a mixture-of-experts config.json (`is_moe_model`);
+hybrid/cli.py sends here every MODEL that is a mixture-of-experts config.json (`moe_model.is_moe_model`);
 what it prints: status, step time and bound, the folding (dp x tp x pp; etp x ep x edp), the
 routing priced and the tokens it drops, one line per stage with its layers and memory, and the
 plan's step time under routing skews it was not priced for (uniform, zipf 0.2 and 0.5)."""
 from __future__ import annotations
 
 import json
-
-from solver_plan.hybrid.moe_model import is_moe_model  # noqa: F401 (where the CLI looked for it)
 
 
 def table(result) -> str:
