@@ -240,3 +240,22 @@ def test_batch_kinds_and_suite_import_no_cycle():
     suite = "\n".join(p.read_text() for p in (REPO_ROOT / "solver_plan" / "suite").glob("*.py"))
     assert "solver_plan.batch" not in suite
     assert "inspect.signature" not in kinds and "import_module" not in kinds  # no probing for front doors
+
+
+def test_public_types_are_exported_without_loading_solvers():
+    code = ("import sys\nfrom solver_plan import (Graph, Cluster, Plan, PipelineResult, HybridResult, MoEResult, "
+            "PlanRequest, PipelineRequest, HybridRequest, PlanReport, PipelineReport, HybridReport, answer, UNLIMITED)\n"
+            "from solver_plan.graph.ir import Graph as G\nfrom solver_plan.requests import PlanRequest as P\n"
+            "assert Graph is G and PlanRequest is P and UNLIMITED == float('inf')\n"
+            "print(sorted(m for m in ('highspy', 'ortools', 'pulp') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+    assert inspect.signature(api.hybrid).return_annotation != "Any"
+
+
+def test_answer_takes_any_request_and_a_deadline():
+    from solver_plan.deadline import Deadline
+    report = api.answer(PlanRequest(MLP, planner="greedy", time_limit=None), Deadline(30))
+    assert report.plan.status.has_solution
+    with pytest.raises(InputError, match="answer"):
+        api.answer("plan mlp")  # type: ignore[arg-type]
