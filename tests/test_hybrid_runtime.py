@@ -45,8 +45,11 @@ def test_fused_attention_is_faster_than_megatron_2021s():
     flash kernel does not, and skips the causal half."""
     old = evaluate(MODEL, CLUSTER, 8, PINNED, memory_limit="none", runtime="megatron-2021")
     new = evaluate(MODEL, CLUSTER, 8, PINNED, memory_limit="none", runtime="megatron-core")
-    assert new.plan.stages[0].block_s < old.plan.stages[0].block_s
-    assert new.plan.stages[0].memory.activations < old.plan.stages[0].memory.activations
+    # per layer: the two runtimes may split the layers differently between the stages
+    per_layer = [r.plan.stages[0].block_s / r.plan.stages[0].layers for r in (new, old)]
+    assert per_layer[0] < per_layer[1]
+    activations = [r.plan.stages[0].memory.activations / r.plan.stages[0].layers for r in (new, old)]
+    assert activations[0] < activations[1]
 
 
 def test_overlapped_gradient_reduce_by_hand():
@@ -134,7 +137,7 @@ def test_known_device_tables_are_inherited_and_missing_ones_warned():
         a100 = cluster_from_dict({"name": "x", "devices_per_node": 8, "links": links,
                                   "device": {"name": "A100-SXM-80GB", "peak_flops": "312TFLOPS", "memory": "80GB"}})
     assert a100.device.matrix_efficiency and a100.device.hbm_bandwidth == pytest.approx(2039e9)
-    assert dict(a100.device.attention_efficiency)["flash2"] == 0.6
+    assert dict(a100.device.attention_efficiency)["flash2"] == ((0.0, 0.6),)  # one figure: a flat curve
     own = cluster_from_dict({"name": "x", "devices_per_node": 8, "links": links,
                              "device": {"name": "h100", "memory": "94GB", "hbm_bandwidth": "3900GB/s"}})
     assert own.device.memory == pytest.approx(94e9) and own.device.hbm_bandwidth == pytest.approx(3900e9)
