@@ -130,7 +130,7 @@ def test_plan_report_has_the_baselines_and_the_cli_prints_them(capsys):
     assert all(b.objective_s is not None and b.objective_s > 0 for b in report.baselines)
     assert answer_plan(PlanRequest(MLP, planner="greedy", time_limit=20)).baselines == ()
     assert main(["plan", "--model", MLP, "--planner", "greedy", "--quiet", "--rows", "1"]) == 0
-    line = next(l for l in capsys.readouterr().out.splitlines() if l.startswith("baselines: "))
+    line = next(l for l in capsys.readouterr().out.splitlines() if l.startswith("baselines"))
     assert "data-parallel" in line and "single-device" in line
 
 
