@@ -35,12 +35,16 @@ CUT_SHORT_NOTE = ("the wall clock stopped part of the search before its work bud
 clock = time.perf_counter  # the wall clock every Deadline reads (tests replace it with a slow one)
 
 
-def time_budget(seconds: float | None, *, start: float | None = None) -> "Deadline":
+def time_budget(seconds: float | None, *, start: float | None = None,
+                within: "Deadline | None" = None) -> "Deadline":
     """The one conversion of a time limit in seconds (None: no limit) into the budget type, done
-    where a request enters (CLI, Python API, batch and suite jobs); `start` (a `clock()` reading)
-    counts time already spent, e.g. parsing the command line. Refuses limits that are not positive
-    and finite, or too long (InputError naming `time_limit`)."""
-    return Deadline(seconds, start=start)
+    where a request enters (the front doors answering a request: CLI, Python API, batch and suite
+    jobs); `start` (a `clock()` reading) counts time already spent, e.g. parsing the command line;
+    `within`: a caller's deadline the new one never outlives (returned as is for None seconds).
+    Refuses limits that are not positive and finite, or too long (InputError naming `time_limit`)."""
+    if seconds is None and within is not None:
+        return within
+    return Deadline(seconds, start=start, parent=within)
 
 
 def _check_seconds(time_limit) -> None:

@@ -17,7 +17,6 @@ import time
 from ortools.sat.python import cp_model
 
 from solver_plan.deadline import Deadline
-from solver_plan.planners import register
 from solver_plan.pipeline.allocation import Allocation, AllocationResult, Stage
 from solver_plan.pipeline.exact_schedule import MAX_SHIFT_STEP
 from solver_plan.pipeline.minimal_memory import infeasible_result
@@ -272,8 +271,6 @@ def _seed_solution(pattern: PeriodicPattern, tick: float, period: int):
     return period, owner, times
 
 
-@register("exact-joint", "pipeline", exact=True,
-          description="CP-SAT joint allocation + schedule for small chains (proven optimal period)")
 def plan(problem: ChainProblem, *, time_limit: float | None = 120.0, seed: int = 0, resolution: int = 200,
          tick: float | None = None, **options) -> AllocationResult:
     begin = time.perf_counter()

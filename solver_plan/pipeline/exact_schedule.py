@@ -16,7 +16,6 @@ import time
 
 from ortools.sat.python import cp_model
 
-from solver_plan.planners import register
 from solver_plan.pipeline import modulo_greedy, onef1b
 from solver_plan.pipeline.allocation import Allocation, processor_name
 from solver_plan.pipeline.operations import PipelineOps, pipeline_operations
@@ -233,8 +232,6 @@ def _first_incumbent(problem, allocation, inst: _TickedInstance, seeds):
     return incumbent
 
 
-@register("exact", "schedule", exact=True,
-          description="CP-SAT periodic schedule of an allocation, period minimised by bisection")
 def schedule(problem: ChainProblem, allocation: Allocation, *, period: float | None = None,
              time_limit: float | None = 60.0, resolution: int = 200, tick: float | None = None,
              period_guess: float | None = None, use_proposition1: bool = True, **options) -> ScheduleResult:
