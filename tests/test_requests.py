@@ -211,7 +211,8 @@ def test_planner_tables_one_signature_per_kind():
     from solver_plan.planner_tables import TABLES
     first = {"config": ["problem"], "pipeline": ["problem"], "schedule": ["problem", "allocation"],
              "hybrid": ["model", "cluster", "global_batch"]}
-    keywords = {"config": {"time_limit", "seed", "warm_start"}, "pipeline": {"time_limit", "seed"},
+    # config planners take the budget type (issue 21, solver_plan/deadline.py), never seconds
+    keywords = {"config": {"deadline", "seed", "warm_start"}, "pipeline": {"time_limit", "seed"},
                 "schedule": {"time_limit"}, "hybrid": {"devices", "time_limit", "memory_limit", "fix", "deadline",
                                                        "precision"}}
     for kind, table in TABLES.items():
