@@ -47,15 +47,17 @@ def time_budget(seconds: float | None, *, start: float | None = None,
     return Deadline(seconds, start=start, parent=within)
 
 
-def _check_seconds(time_limit) -> None:
+def check_time_limit(time_limit, where: str = "time_limit") -> None:
+    """The one check of a time limit in seconds (None: no limit): positive, finite, at most
+    MAX_TIME_LIMIT_S; an InputError naming `where` otherwise."""
     if time_limit is None:
         return
     if isinstance(time_limit, bool) or not (isinstance(time_limit, (int, float)) and math.isfinite(time_limit)
                                             and time_limit > 0):
-        raise InputError(f"time limit must be a positive number of seconds, got {time_limit!r}", "time_limit")
+        raise InputError(f"time limit must be positive (seconds), got {time_limit!r}", where)
     if time_limit > MAX_TIME_LIMIT_S:
         raise InputError(f"time limit {time_limit:g} s is too long (at most {MAX_TIME_LIMIT_S:g} s; "
-                         "none for no limit)", "time_limit")
+                         "none for no limit)", where)
 
 
 class Deadline:
@@ -64,7 +66,7 @@ class Deadline:
 
     def __init__(self, time_limit: float | None, *, start: float | None = None,
                  parent: "Deadline | None" = None, nominal_s: float | None = None):
-        _check_seconds(time_limit)
+        check_time_limit(time_limit)
         self.time_limit = time_limit
         self.start = clock() if start is None else start
         self.parent = parent

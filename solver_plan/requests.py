@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from solver_plan.deadline import DEFAULT_TIME_LIMIT_S, MAX_TIME_LIMIT_S  # the budget's, defined with it
+from solver_plan.deadline import DEFAULT_TIME_LIMIT_S, check_time_limit  # the budget's, defined with it
 from solver_plan.errors import InputError
 
 # Defaults of every question (the command line's help texts and the API's signatures read these).
@@ -64,16 +64,6 @@ def memory_limit_value(value: Any, where: str = "memory_limit") -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
         raise InputError(f"must be positive bytes, 'device' (None) or 'unlimited', got {value!r}", where)
     return float(value)
-
-
-def _time_limit(value: Any, where: str = "time_limit") -> None:
-    if value is None:
-        return
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-        raise InputError(f"must be positive, got {value}", where)
-    if value > MAX_TIME_LIMIT_S:
-        raise InputError(f"time limit {value:g} s is too long (at most {MAX_TIME_LIMIT_S:g} s; none for no limit)",
-                         where)
 
 
 def _count(value: Any, where: str, *, optional: bool = True, least: int = 1) -> None:
@@ -134,7 +124,7 @@ class _Common:
         _, cluster_types = _graph_and_cluster_types()
         _spec(self.model, "model", self._model_types())
         _spec(self.cluster, "cluster", cluster_types)
-        _time_limit(self.time_limit)
+        check_time_limit(self.time_limit)
         object.__setattr__(self, "memory_limit", memory_limit_value(self.memory_limit))
         object.__setattr__(self, "precision", _choice(self.precision, PRECISIONS, "precision"))
         _count(self.seed, "seed", optional=False, least=0)

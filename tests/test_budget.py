@@ -59,6 +59,16 @@ def test_time_budget_refuses_what_is_not_a_positive_finite_limit(seconds):
     assert error.value.where == "time_limit"
 
 
+def test_requests_check_the_time_limit_with_the_budget_s_one_check():
+    from solver_plan.requests import PlanRequest
+    for seconds in (0, -1.0, math.nan, MAX_TIME_LIMIT_S * 2):
+        with pytest.raises(InputError) as by_request:
+            PlanRequest("mlp", time_limit=seconds)
+        with pytest.raises(InputError) as by_budget:
+            time_budget(seconds)
+        assert str(by_request.value) == str(by_budget.value)
+
+
 def test_planners_and_solve_refuse_seconds():
     """Seconds are converted once, where a request enters: inside, only the budget type."""
     problem = random_problem(5, seed=0, shape="chain")
