@@ -8,7 +8,8 @@ import time
 import pytest
 
 from solver_plan.deadline import Deadline
-from solver_plan.intra import edge_drop, milp_load
+from solver_plan.intra import edge_drop
+from solver_plan.simulate import milp_load
 from solver_plan.intra.greedy import greedy_assignment, heuristic_plans, least_memory_plan, reserving_greedy
 from solver_plan.intra.load_objective import load_objective
 from solver_plan.intra.solve import solve

@@ -89,7 +89,6 @@ def _link(section: Section | None, inter: bool = False) -> Link | None:
 
 
 def _dtype_flops(section: Section, key: str) -> tuple[tuple[str, float], ...]:
-    from solver_plan.cost.precision import Precision  # lazy: cost imports cluster
     table = section.section(key)
     if table is None:
         return ()
@@ -140,8 +139,6 @@ def _fractions(dev: Section, key: str) -> tuple[tuple[str, float], ...]:
 
 def _device(dev: Section) -> DeviceSpec:
     from solver_plan.cluster.devices import with_known_tables
-    from solver_plan.cost.precision import Precision
-    from solver_plan.cost.precision import default_for  # lazy: cost imports cluster
     dev.data = with_known_tables(dev.data)  # a known device's tables (data/hardware/devices.yaml) under the YAML's keys
     name = dev.string("name", "device")
     memory = parse_bytes(dev.get("memory", required=True), dev.path("memory"))
@@ -164,7 +161,7 @@ def _device(dev: Section) -> DeviceSpec:
     try:
         if peak is None:  # the peak of what the device runs by default
             probe = DeviceSpec(name, 1.0, memory, matrix, vector)
-            peak = probe.peak(default_for(probe).compute)
+            peak = probe.peak(default_dtype(probe))
         else:
             peak = parse_flops(peak, dev.path("peak_flops"))
         return DeviceSpec(name, peak, memory, **extra)

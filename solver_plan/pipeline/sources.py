@@ -27,8 +27,8 @@ import math
 from pathlib import Path
 
 from solver_plan.errors import InputError
-from solver_plan.graph.chain import (LayerChain, block_key, cut_dag, is_transformer, layer_groups, linearize,
-                                     merge_layers)
+from solver_plan.pipeline.chain import (LayerChain, block_key, coarsen, cut_dag, is_transformer, layer_groups,
+                                        linearize, merge_layers)
 from solver_plan.pipeline.cuts import best_order
 from solver_plan.pipeline.memory import DEFAULT_OPTIMIZER, ModelState, model_state
 
@@ -204,7 +204,6 @@ def build_chain_problem(model, cluster, processors: int, *, memory: float | None
     pipedream: PipeDream's 3 x weights; `pipeline.memory`). `deadline`: the command's clock
     (building the chain counts against the time limit).
     """
-    from solver_plan.graph.chain import coarsen
     from solver_plan.pipeline.problem import ChainProblem
 
     from solver_plan.pipeline.memory import check_optimizer

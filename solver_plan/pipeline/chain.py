@@ -15,6 +15,7 @@ inputs described as `Input...` (PipeDream) or of type INPUT give `input_bytes` a
 """
 from __future__ import annotations
 
+import heapq
 import math
 import re
 from dataclasses import dataclass, field, replace
@@ -23,6 +24,7 @@ from typing import Callable, Sequence
 from solver_plan.errors import InputError
 from solver_plan.graph.ir import Graph, Operator
 from solver_plan.graph.ops import OpType
+from solver_plan.pipeline.cuts import CutDag
 
 Times = Callable[[Operator], tuple[float, float]]
 # (weight bytes, activation bytes) of an operator; the default is the graph's declared sizes.
@@ -231,7 +233,6 @@ def cut_dag(graph: Graph, times: Times | None = None, groups: Sequence[Sequence[
     """The layers of the graph (inputs removed) as a `pipeline.cuts.CutDag` for DAG-aware cutting;
     with `groups`, each group is one node (times and weights summed, its output the bytes of its
     members used outside it); `sizes` as for `linearize`. Returns None when the groups make a cycle."""
-    from solver_plan.pipeline.cuts import CutDag
     times = times or _measured_times
     sizes = sizes or declared_sizes
     layers, inputs = layer_order(graph)
@@ -267,7 +268,6 @@ def cut_dag(graph: Graph, times: Times | None = None, groups: Sequence[Sequence[
 
 def _topological_rank(preds: list[set[int]], succs: list[set[int]]) -> list[int] | None:
     """Kahn's order of the groups, ties by index (the base order); None when there is a cycle."""
-    import heapq
     waiting = [len(p) for p in preds]
     ready = [g for g, w in enumerate(waiting) if w == 0]
     heapq.heapify(ready)

@@ -1,18 +1,19 @@
-"""`milp-load`: the one-hot MILP with the load-aware objective (`load_objective.py`) instead of the
-sum, so concurrent branches on disjoint devices pay off.
+"""`milp-load`: the one-hot MILP with the load-aware objective (`intra/load_objective.py`) instead of the
+sum, so concurrent branches on disjoint devices pay off. It lives in `simulate/` (above `intra/`)
+because the plan it returns is chosen by the execution simulator (below).
 
 Registered with simplify=False: node and edge elimination are exact for a sum only (a folded node
 forgets which devices its members ran on). Warm start: the cheaper under the load objective of the
 sum optimum (`milp`, given a share of the time), the greedy plans, data parallelism, and roundings of the LP
 optimum, with parallel branches moved onto disjoint device halves, each improved by local search
-(`load_search.py`: the LP relaxation of a max objective is
+(`intra/load_search.py`: the LP relaxation of a max objective is
 too weak for branch and bound to close on real graphs in a minute); HiGHS then improves the best
 with part of what time is left. The LP optimum is a proven lower bound. The
 reported objective and bound are those of the load objective, which the validator recomputes
 (`objective="load"` in the registry).
 
 Where the problem can be simulated (one node per operator, graph in `problem.context`, a task
-graph small enough: `simulate/refine.py`), the plan returned is chosen by the execution simulator,
+graph small enough: `refine.py`), the plan returned is chosen by the execution simulator,
 not by the load objective, which is a maximum of lower bounds and misranks plans (module text of
 refine.py): every plan found (seeds, the sum optimum among them, LP roundings, local search,
 HiGHS) is simulated and the fastest is refined by simulated branch moves and single-operator
@@ -28,14 +29,18 @@ import numpy as np
 
 from solver_plan.deadline import Deadline
 from solver_plan.intra import isolated
+from solver_plan.intra.baselines import plan_data_parallel
 from solver_plan.intra.harness import _usable, best_heuristic_plan, failure_note, start_clock
 from solver_plan.intra.linear_model import decode
-from solver_plan.intra.load_objective import (LoadModelExpired, encode_load, load_breakdown, load_model,
+from solver_plan.intra.load_objective import (LoadModelExpired, encode_load, load_breakdown, load_model, split_edges,
                                               topological_order)
 from solver_plan.intra.load_search import branch_moves, improve_load, lp_roundings
+from solver_plan.intra.memory import min_peak_memory
 from solver_plan.intra.problem import ConfigProblem
+from solver_plan.intra.solve import solve
 from solver_plan.planners import register
 from solver_plan.result import ConfigResult, Status
+from solver_plan.simulate.refine import can_simulate, fastest, refine_branches, refine_nodes
 
 SUM_SHARE = 0.15  # of the time limit for the sum optimum that seeds the search
 LP_SHARE = 0.4  # of what is left, for the LP relaxation (its optimum is a bound and a guide)
@@ -54,7 +59,6 @@ MAX_MODEL_ENTRIES = 1_000_000
 
 
 def _seeds(problem: ConfigProblem, warm_start, deadline: Deadline) -> list[tuple[tuple[int, ...], str]]:
-    from solver_plan.intra.solve import solve
     seeds = []
     if warm_start is not None and _usable(problem, tuple(int(c) for c in warm_start)):
         seeds.append((tuple(int(c) for c in warm_start), "warm start"))
@@ -69,7 +73,6 @@ def _seeds(problem: ConfigProblem, warm_start, deadline: Deadline) -> list[tuple
     # data parallelism, the baseline every plan is compared with: under a tight clock the sum
     # planner's greedy plan can be far worse under the load objective (single-device operators pile
     # onto one device), and this seed costs one candidate lookup per node
-    from solver_plan.intra.baselines import plan_data_parallel
     data_parallel = plan_data_parallel(problem)
     if data_parallel.assignment is not None:
         seeds.append((tuple(data_parallel.assignment), "data parallel"))
@@ -162,7 +165,7 @@ def plan_milp_load(problem: ConfigProblem, *, time_limit=None, seed=0, warm_star
         better = improve_load(problem, load.split, plan, search.share(0.5))
         improved.append((better, f"{origin} + local search"))
     seeds += improved
-    simulate = _can_simulate(problem)
+    simulate = can_simulate(problem)
     incumbent, source = None, ""
     if seeds:
         incumbent, source = min(seeds, key=lambda s: load_breakdown(problem, s[0], load.split).objective)
@@ -213,16 +216,10 @@ def plan_milp_load(problem: ConfigProblem, *, time_limit=None, seed=0, warm_star
                         solver_failure=failure)
 
 
-def _can_simulate(problem: ConfigProblem) -> bool:
-    from solver_plan.simulate.refine import can_simulate
-    return can_simulate(problem)
-
-
 def _by_simulation(problem: ConfigProblem, seeds, incumbent, source: str, deadline: Deadline,
                    notes: list[str]) -> tuple[tuple[int, ...], str]:
     """The fastest plan in simulation among the seeds and the load incumbent, refined by
     simulated branch moves and single-operator changes (simulate/refine.py) until the deadline."""
-    from solver_plan.simulate.refine import fastest, refine_branches, refine_nodes
     pool = [(tuple(incumbent), source)] + [(tuple(p), s) for p, s in seeds if _usable(problem, tuple(p))]
     ranked = fastest(problem, pool, deadline)
     by_source = {s: t for t, _, s in ranked}
@@ -239,11 +236,9 @@ def _by_simulation(problem: ConfigProblem, seeds, incumbent, source: str, deadli
 
 def _seed_only(problem: ConfigProblem, seeds, deadline: Deadline, notes: list[str]) -> ConfigResult:
     """The best seed under the load objective, improved by load local search while time is left."""
-    from solver_plan.intra.load_objective import split_edges
     if not seeds:  # no heuristic plan fits memory: say whether any plan could (as the harness does)
         status, why = Status.TIME_LIMIT, "no plan found within the time limit"
         if problem.memory_limit is not None:
-            from solver_plan.intra.memory import min_peak_memory
             left = deadline.remaining()
             peak = min_peak_memory(problem, None if left is None else max(left, 0.05), float(problem.memory_limit))
             if peak.lower_bound > problem.memory_limit * (1 + 1e-9):
@@ -261,7 +256,7 @@ def _seed_only(problem: ConfigProblem, seeds, deadline: Deadline, notes: list[st
             better_parts = load_breakdown(problem, better, split)
             if better_parts.objective < parts.objective:
                 parts, plan, source = better_parts, better, f"{source} + local search"
-    if _can_simulate(problem) and not deadline.expired():  # as after the MILP: the plan by simulation
+    if can_simulate(problem) and not deadline.expired():  # as after the MILP: the plan by simulation
         chosen, source = _by_simulation(problem, list(seeds), plan, source, deadline, notes)
         if tuple(chosen) != tuple(plan):
             plan, parts = chosen, load_breakdown(problem, chosen, split)
