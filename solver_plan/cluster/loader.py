@@ -41,6 +41,7 @@ from pathlib import Path
 
 from solver_plan.cluster.model import Cluster, DeviceSpec, Host, Link, LinkLevel
 from solver_plan.cluster.sync import SYNC_SCHEMES, GradientSync
+from solver_plan.dtypes import Precision, default_dtype
 from solver_plan.errors import ClusterError, InputError
 from solver_plan.resources import cluster_presets_dir
 from solver_plan.units import parse_bandwidth, parse_bytes, parse_flops, parse_seconds

@@ -18,7 +18,9 @@ import math
 from dataclasses import dataclass, field
 
 from solver_plan.cluster.sync import GradientSync
+from solver_plan.dtypes import default_precision_name
 from solver_plan.errors import ClusterError
+from solver_plan.units import format_bytes
 
 
 class LinkLevel(enum.IntEnum):
@@ -303,7 +305,6 @@ class Cluster:
                        self.gradient_sync, self.host)
 
     def describe(self) -> str:
-        from solver_plan.units import format_bytes
         hbm = "" if self.device.hbm_bandwidth is None else f", HBM {self.device.hbm_bandwidth / 1e9:.0f} GB/s"
         text = (f"{self.name}: {self.nodes} node(s) x {self.devices_per_node} {self.device.name} "
                 f"({self.device.peak_flops / 1e12:.1f} TFLOP/s, default {default_precision_name(self.device)}, "

@@ -14,10 +14,9 @@ from __future__ import annotations
 import math
 import time
 
-from ortools.sat.python import cp_model
-
 from solver_plan.deadline import Deadline
 from solver_plan.planners import register
+from solver_plan.pipeline.solvers import cp_model
 from solver_plan.pipeline.allocation import Allocation, AllocationResult, Stage
 from solver_plan.pipeline.exact_schedule import MAX_SHIFT_STEP
 from solver_plan.pipeline.minimal_memory import infeasible_result
@@ -57,7 +56,7 @@ class JointModel:
     def __init__(self, problem: ChainProblem, tick: float, period: int, deadline: Deadline | None = None):
         self.problem, self.period = problem, period
         self.deadline = deadline
-        m = self.model = cp_model.CpModel()
+        m = self.model = cp_model().CpModel()
         L, P = problem.layers, problem.processors
         T = period
         self.fd = [to_ticks(problem.forward_time(i, i), tick) for i in range(L)]
@@ -211,14 +210,15 @@ class JointModel:
 
     def solve(self, work, budget: WorkBudget | None = None):
         """Solve with `work` deterministic units (single thread, fixed seed: see pipeline/work.py)."""
-        solver = cp_model.CpSolver()
+        cp = cp_model()
+        solver = cp.CpSolver()
         budget = budget or WorkBudget(None)
         budget.configure(solver, work)
         status = solver.solve(self.model)
         budget.record(solver)
-        if status == cp_model.INFEASIBLE:
+        if status == cp.INFEASIBLE:
             return False, None
-        if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        if status not in (cp.OPTIMAL, cp.FEASIBLE):
             return None, None
         v = solver.value
         L = self.problem.layers

@@ -14,9 +14,8 @@ from __future__ import annotations
 import math
 import time
 
-from ortools.sat.python import cp_model
-
 from solver_plan.planners import register
+from solver_plan.pipeline.solvers import cp_model
 from solver_plan.pipeline import modulo_greedy, onef1b
 from solver_plan.pipeline.allocation import Allocation, processor_name
 from solver_plan.pipeline.operations import PipelineOps, pipeline_operations
@@ -41,7 +40,7 @@ class PeriodModel:
 
     def __init__(self, ops: PipelineOps, durations: list[int], period: int, minimise_memory: bool = False):
         self.ops, self.period = ops, period
-        m = self.model = cp_model.CpModel()
+        m = self.model = cp_model().CpModel()
         max_shift = MAX_SHIFT_STEP * len(ops.dependencies)
         self.t = [m.new_int_var(0, period - 1, f"t_{op.name}") for op in ops.operations]
         self.h = [m.new_int_var(0, max_shift, f"h_{op.name}") for op in ops.operations]
@@ -103,15 +102,16 @@ class PeriodModel:
 
     def solve(self, work: float | None, budget: WorkBudget | None = None):
         """Solve with `work` deterministic units (single thread, fixed seed: see pipeline/work.py)."""
-        solver = cp_model.CpSolver()
+        cp = cp_model()
+        solver = cp.CpSolver()
         budget = budget or WorkBudget(None)
         budget.configure(solver, work)
         status = solver.solve(self.model)
         budget.record(solver)
-        if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        if status in (cp.OPTIMAL, cp.FEASIBLE):
             return True, ([solver.value(v) for v in self.t], [solver.value(v) for v in self.h],
-                          status == cp_model.OPTIMAL)
-        if status == cp_model.INFEASIBLE:
+                          status == cp.OPTIMAL)
+        if status == cp.INFEASIBLE:
             return False, None
         return None, None
 
