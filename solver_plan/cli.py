@@ -15,7 +15,7 @@ import sys
 import time
 
 from solver_plan.errors import InputError, check_positive, solver_failure_exit
-from solver_plan.intra.build import DEFAULT_MAX_CANDIDATES
+from solver_plan.cost.enumerate import DEFAULT_MAX_CANDIDATES  # its owner (intra.build only re-exports it)
 from solver_plan.deadline import DEFAULT_TIME_LIMIT_S
 from solver_plan.units import format_seconds, parse_bytes
 
