@@ -9,11 +9,18 @@ cheap and never loads a solver). Documented with a runnable example in docs/api.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from solver_plan.errors import InputError
 
-__all__ = ["load_model", "load_cluster", "plan", "pipeline", "hybrid", "export_plan", "Plan", "Status",
+if TYPE_CHECKING:  # for the annotations only: at run time these load on first use (start-up time)
+    from solver_plan.cluster import Cluster
+    from solver_plan.graph.ir import Graph
+    from solver_plan.pipeline.api import PipelineResult
+    from solver_plan.plan import Plan
+
+# Plan and Status come from the module __getattr__ below (loaded on first use)
+__all__ = ["load_model", "load_cluster", "plan", "pipeline", "hybrid", "export_plan", "Plan", "Status",  # noqa: F822
            "InputError"]
 
 
@@ -31,7 +38,7 @@ def __getattr__(name: str):
 DEFAULT_CLUSTER = "v100x8-nvlink"
 
 
-def load_model(spec: Any, **options) -> "Graph":  # noqa: F821
+def load_model(spec: Any, **options) -> "Graph":
     """A `Graph` from a zoo spec ("gpt2", "resnet50:batch=8"), a PipeDream graph.txt, an ONNX file,
     a Hugging Face config.json ("hf:" prefix optional), or a graph file; keyword `options` are
     appended as `:key=value,...` (zoo options, or batch/seq/... of a model file). A `Graph` is
@@ -49,7 +56,7 @@ def load_model(spec: Any, **options) -> "Graph":  # noqa: F821
     return resolve_model(spec)
 
 
-def load_cluster(spec: Any = DEFAULT_CLUSTER, devices: int | None = None) -> "Cluster":  # noqa: F821
+def load_cluster(spec: Any = DEFAULT_CLUSTER, devices: int | None = None) -> "Cluster":
     """A `Cluster` from a preset name or a cluster YAML file (its first `devices` devices)."""
     from solver_plan.cluster import Cluster, resolve_cluster
     if isinstance(spec, Cluster):
@@ -59,7 +66,7 @@ def load_cluster(spec: Any = DEFAULT_CLUSTER, devices: int | None = None) -> "Cl
 
 def plan(model: Any, cluster: Any = DEFAULT_CLUSTER, planner: str = "milp", *, devices: int | None = None,
          time_limit: float | None = None, memory_limit: float | str | None = "device", seed: int = 0,
-         **options) -> "Plan":  # noqa: F821
+         **options) -> "Plan":
     """Question 1: the per-operator parallel configuration. Returns a `Plan` (status, objective_s,
     lower_bound_s, gap, runtime_s, operators, edges; `to_dict()` is the CLI's --out JSON)."""
     from solver_plan.planning import plan_configuration
@@ -70,7 +77,7 @@ def plan(model: Any, cluster: Any = DEFAULT_CLUSTER, planner: str = "milp", *, d
 def pipeline(model: Any, cluster: Any = DEFAULT_CLUSTER, processors: int = 4, planner: str = "madpipe",
              schedule: str = "exact", *, time_limit: float | None = 60.0, memory: float | None = None,
              bandwidth: float | None = None, max_layers: int | None = None, precision: str | None = None,
-             optimizer: str = "adam") -> "PipelineResult":  # noqa: F821
+             optimizer: str = "adam") -> "PipelineResult":
     """Pipeline stages and a periodic schedule on `processors` devices. `model` is any MODEL string
     (including a pipeline-blocks JSON) or a `Graph`. `precision` and `optimizer` as the command's
     `--precision` (None: auto) and `--optimizer` (stage memory keeps that optimizer's state). Returns

@@ -59,11 +59,11 @@ class LayerChain:
         n = len(self.layer_names)
         if n == 0:
             raise InputError("a chain needs at least one layer", f"chain {self.name!r}")
-        for field in ("forward_s", "backward_s", "weight_bytes", "output", "cut", "inner"):
-            values = getattr(self, field)
+        for name in ("forward_s", "backward_s", "weight_bytes", "output", "cut", "inner"):
+            values = getattr(self, name)
             if len(values) != n:
-                raise InputError(f"{field} has {len(values)} values for {n} layers", f"chain {self.name!r}")
-            _check_values(self.name, field, values, self.layer_names)
+                raise InputError(f"{name} has {len(values)} values for {n} layers", f"chain {self.name!r}")
+            _check_values(self.name, name, values, self.layer_names)
         _check_values(self.name, "input_bytes", (self.input_bytes,), ("input",))
 
     def __len__(self) -> int:
