@@ -101,6 +101,19 @@ class BlockCase:
 
 
 @dataclass(frozen=True)
+class GroupedCase:
+    """E experts' GEMMs of one layer on one rank: [tokens, k] x [k, n] each (MoE expert MLPs)."""
+    experts: int
+    tokens: int
+    k: int
+    n: int
+
+    @property
+    def flops(self) -> float:
+        return 2.0 * self.experts * self.tokens * self.k * self.n
+
+
+@dataclass(frozen=True)
 class OptimizerCase:
     where: str  # "gpu": a block's fused AdamW step with its measured state; "cpu": AdamW over `params` host floats
     params: int = 0  # cpu: parameters stepped; gpu: 0 (the block's own count)
@@ -122,12 +135,21 @@ def plan_cases(quick: bool = False) -> dict[str, list]:
     shaped = [(8192, 6144, 4096), (8192, 28672, 4096), (8192, 4096, 14336), (8192, 10240, 8192),
               (16384, 8192, 3584), (4096, 512, 4096), (4096, 4096, 512), (1024, 1024, 256)]
     gemms += [GemmCase(m, n, k, d) for d in ("bf16", "fp8") for m, n, k in (shaped if not quick else shaped[:2])]
+    if not quick:  # tensor-parallel slices (tp 2-8) of 8B-70B blocks' GEMMs at 4K-8K tokens: 2-200 GFLOP
+        split = {(t, n // tp, k) for t in (4096, 8192) for n, k in ((6144, 4096), (28672, 4096), (10240, 8192),
+                                                                   (57344, 8192)) for tp in (2, 4, 8)}
+        split |= {(t, n, k // tp) for t in (4096, 8192) for n, k in ((4096, 14336), (8192, 28672), (8192, 8192))
+                  for tp in (2, 4, 8)}
+        split |= {(2048, 2048, 2048), (3072, 3072, 3072), (6144, 6144, 6144), (2048, 4096, 4096), (1024, 4096, 4096)}
+        gemms += [GemmCase(m, n, k, "bf16") for m, n, k in sorted(split)]
     attention = [AttentionCase(max(1, 16384 // s), a, s) for s in ([1024, 2048, 4096, 8192] if not quick else [2048])
                  for a in ([16, 32, 64] if not quick else [32])]
     if not quick:  # the kernels behind each runtime's attention, and a narrower head
         attention += [AttentionCase(max(1, 16384 // s), 32, s, backend=b) for s in (2048, 8192)
                       for b in ("flash", "cudnn", "efficient")]
         attention += [AttentionCase(4, 64, 4096, head_dim=64)]
+        attention += [AttentionCase(1, 32, s) for s in (16384, 32768)]  # long context (one rank's share under cp)
+        attention += [AttentionCase(1, 8, s, backend="flash") for s in (512, 1024, 4096, 16384)]
     blocks = [BlockCase("llama", 1, 4096, 4096, 32, 8, 14336), BlockCase("llama", 2, 2048, 4096, 32, 8, 14336),
               BlockCase("llama", 1, 8192, 4096, 32, 8, 14336),
               BlockCase("gpt", 4, 2048, 2048, 16, 16, 8192), BlockCase("gpt", 1, 2048, 6144, 48, 48, 24576),
@@ -138,7 +160,17 @@ def plan_cases(quick: bool = False) -> dict[str, list]:
                  OptimizerCase("cpu", params=1 << 24), OptimizerCase("cpu", params=1 << 27)]
     if quick:
         blocks, copies, optimizer = [blocks[0], blocks[3]], copies[:4] + copies[-1:], optimizer[:1] + optimizer[2:3]
-    return {"gemm": gemms, "attention": attention, "block": blocks, "copy": copies, "optimizer": optimizer}
+    # MoE expert GEMMs per rank: Qwen3-30B-A3B (h 2048, expert ffn 768, 16 local experts), DeepSeek-V3
+    # (h 7168, expert ffn 2048, 8 local experts), Mixtral-8x7B (h 4096, ffn 14336, 2 local experts);
+    # gate+up fused (n = 2 f) and down (k = f)
+    grouped = [GroupedCase(e, t, k, n) for e, tokens, shapes in (
+        (16, (128, 512, 2048), ((2048, 1536), (768, 2048))),
+        (8, (512, 2048, 8192), ((7168, 4096), (2048, 7168))),
+        (2, (4096, 16384), ((4096, 28672), (14336, 4096)))) for t in tokens for k, n in shapes]
+    if quick:
+        grouped = grouped[:2]
+    return {"gemm": gemms, "attention": attention, "block": blocks, "copy": copies, "optimizer": optimizer,
+            "grouped": grouped}
 
 
 # --- predictions (dry run, and the predicted column of blocks.csv) ---------------------------
@@ -246,20 +278,51 @@ class Timer:
     def __init__(self, torch, warmup: int, repeats: int):
         self.torch, self.warmup, self.repeats = torch, warmup, repeats
 
-    def median_s(self, fn) -> float:
+    def median_s(self, fn, back_to_back: bool = False, graphed: bool = False) -> float:
+        """Median seconds of one call of fn. `back_to_back`: a kernel shorter than 1 ms is timed as
+        k calls queued between the two events (k so the group lasts ~1 ms), divided by k, as a
+        training step queues its kernels; one call between events would time the launch latency.
+        `graphed` (with back_to_back): the k calls are captured in a CUDA graph and replayed, so the
+        GPU never waits for Python's launches (a tiny eager GEMM is launch-bound at ~10-20 us): the
+        kernel's own time, to which the cost model adds its launch overhead; falls back to plain
+        back-to-back launches where capture fails."""
         torch = self.torch
         for _ in range(self.warmup):
             fn()
         torch.cuda.synchronize()
-        times = []
-        for _ in range(self.repeats):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
+        inner = 1
+        if back_to_back:
+            one = self._once(fn, 1)
+            inner = max(1, min(1000, math.ceil(1e-3 / max(one, 1e-7))))
+        if back_to_back and graphed:
+            try:
+                graph = torch.cuda.CUDAGraph()
+                stream = torch.cuda.Stream()
+                stream.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(stream):
+                    fn()  # warm-up on the side stream, as capture requires
+                torch.cuda.current_stream().wait_stream(stream)
+                with torch.cuda.graph(graph):
+                    for _ in range(inner):
+                        fn()
+                graph.replay()
+                torch.cuda.synchronize()
+                seconds = statistics.median(self._once(graph.replay, 1) for _ in range(self.repeats)) / inner
+                del graph
+                return seconds
+            except Exception:  # noqa: BLE001 (capture unsupported for this kernel: time it launched)
+                torch.cuda.synchronize()
+        return statistics.median(self._once(fn, inner) for _ in range(self.repeats))
+
+    def _once(self, fn, inner: int) -> float:
+        torch = self.torch
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(inner):
             fn()
-            end.record()
-            end.synchronize()
-            times.append(start.elapsed_time(end) / 1e3)
-        return statistics.median(times)
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) / 1e3 / inner
 
 
 def measure_gemm(torch, timer: Timer, case: GemmCase) -> float | None:
@@ -272,12 +335,35 @@ def measure_gemm(torch, timer: Timer, case: GemmCase) -> float | None:
         a = torch.randn(case.m, case.k, device=dev).to(torch.float8_e4m3fn)
         b = torch.randn(case.n, case.k, device=dev).to(torch.float8_e4m3fn).t()
         one = torch.tensor(1.0, device=dev)
-        return timer.median_s(lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16))
+        return timer.median_s(lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16),
+                              back_to_back=True, graphed=True)
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "tf32": torch.float32}[case.dtype]
     torch.backends.cuda.matmul.allow_tf32 = case.dtype == "tf32"
     a = torch.randn(case.m, case.k, device=dev, dtype=dtype)
     b = torch.randn(case.k, case.n, device=dev, dtype=dtype)
-    return timer.median_s(lambda: torch.matmul(a, b))
+    return timer.median_s(lambda: torch.matmul(a, b), back_to_back=True, graphed=True)
+
+
+def measure_grouped(torch, timer: Timer, case: "GroupedCase") -> tuple[float, float]:
+    """(grouped kernel seconds, per-expert loop seconds) of E GEMMs [tokens, k] x [k, n] in bf16: one
+    torch._grouped_mm over all experts (the grouped kernel torchtitan's MoE calls; cuBLAS / CUTLASS
+    grouped GEMM) and, for comparison, one torch.matmul per expert; NaN where torch lacks the kernel."""
+    dev, dtype = "cuda", torch.bfloat16
+    a = torch.randn(case.experts * case.tokens, case.k, device=dev, dtype=dtype)
+    w = torch.randn(case.experts, case.n, case.k, device=dev, dtype=dtype).transpose(-2, -1)  # [E, k, n], column-major
+    offsets = torch.arange(1, case.experts + 1, device=dev, dtype=torch.int32) * case.tokens
+    grouped = float("nan")
+    if hasattr(torch, "_grouped_mm"):
+        try:
+            grouped = timer.median_s(lambda: torch._grouped_mm(a, w, offs=offsets), back_to_back=True, graphed=True)
+        except Exception:  # noqa: BLE001 (kernel missing for this device / shape: the loop still measures)
+            torch.cuda.synchronize()
+    pieces = a.split(case.tokens)
+
+    def loop():
+        for i in range(case.experts):
+            torch.matmul(pieces[i], w[i])
+    return grouped, timer.median_s(loop, back_to_back=True, graphed=True)
 
 
 def measure_attention(torch, timer: Timer, case: AttentionCase) -> tuple[float, float]:
@@ -301,7 +387,7 @@ def measure_attention(torch, timer: Timer, case: AttentionCase) -> tuple[float, 
     def both():
         with chosen():
             F.scaled_dot_product_attention(q, k, v, is_causal=True).backward(grad)
-    return timer.median_s(forward_only), timer.median_s(both)
+    return timer.median_s(forward_only, back_to_back=True), timer.median_s(both, back_to_back=True)
 
 
 def make_block(torch, case: BlockCase):
@@ -420,7 +506,7 @@ def measure_copy(torch, timer: Timer, case: CopyCase) -> float:
     if case.direction == "d2d":
         src = torch.empty(case.nbytes, dtype=torch.uint8, device="cuda")
         dst = torch.empty_like(src)
-        return timer.median_s(lambda: dst.copy_(src))
+        return timer.median_s(lambda: dst.copy_(src), back_to_back=True)
     host = torch.empty(case.nbytes, dtype=torch.uint8, pin_memory=case.pinned)
     device = torch.empty(case.nbytes, dtype=torch.uint8, device="cuda")
     if case.direction == "h2d":
@@ -442,7 +528,7 @@ def run(args) -> dict:
         f"CUDA events, median of {args.repeats} after {args.warmup} warm-up runs"
     started = time.perf_counter()
     skipped: list[str] = []
-    out = {"gemm": [], "attention": [], "block": [], "copy": [], "optimizer": []}
+    out = {"gemm": [], "attention": [], "block": [], "copy": [], "optimizer": [], "grouped": []}
 
     def budget_left() -> bool:
         return time.perf_counter() - started < args.budget_s
@@ -500,6 +586,19 @@ def run(args) -> dict:
         if seconds is None:
             continue
         out["copy"].append((case, seconds))
+    for case in cases["grouped"]:
+        if not budget_left():
+            skipped.append(f"grouped {case}: budget spent")
+            continue
+        if args.dry_run:
+            from solver_plan.cost.compute import compute_time
+            one = compute_time(cluster, 2.0 * case.tokens * case.k * case.n, 0.0, unit="matrix", dtype="bf16")
+            result = (case.experts * one, case.experts * one)
+        else:
+            result = attempt("grouped", case, lambda: measure_grouped(torch, timer, case))
+            if result is None:
+                continue
+        out["grouped"].append((case, *result))
     for case in cases["optimizer"]:
         if not budget_left():
             skipped.append(f"optimizer {case}: budget spent")
@@ -566,6 +665,19 @@ def write_all(out_dir: Path, out: dict, meta: dict, how: str) -> None:
         for case, seconds in out["copy"]:
             w.writerow([case.direction, int(case.pinned), case.nbytes, f"{seconds * 1e6:.3f}",
                         f"{case.nbytes / seconds / 1e9:.2f}", how])
+    with open(out_dir / "grouped-gemm.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["experts", "tokens_per_expert", "k", "n", "dtype", "grouped_us", "grouped_fraction_of_bf16_peak",
+                    "loop_us", "loop_fraction_of_bf16_peak", "gflop_per_expert", "how"])
+        bf16 = 989e12  # the H100's and H200's dense bf16 peak: the fractions are for those devices
+        for case, grouped, loop in out["grouped"]:
+            def fraction(seconds):
+                return "" if not seconds == seconds else f"{case.flops / seconds / bf16:.3f}"
+            w.writerow([case.experts, case.tokens, case.k, case.n, "bf16",
+                        "" if not grouped == grouped else f"{grouped * 1e6:.3f}", fraction(grouped),
+                        f"{loop * 1e6:.3f}", fraction(loop), f"{case.flops / case.experts / 1e9:.3f}",
+                        how + "; grouped: torch._grouped_mm over all experts (CUDA graph of back-to-back calls); "
+                              "loop: one torch.matmul per expert; fractions of a 989 TFLOPS bf16 peak (H100/H200)"])
     with open(out_dir / "optimizer.csv", "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["where", "block", "params", "step_ms", "ns_per_param", "state_allocated_bytes",
@@ -602,7 +714,7 @@ def main(argv=None) -> int:
     for line in meta["skipped"]:
         print("skipped:", line)
     print(f"wrote {args.out}/calibration.csv, attention-backward.csv, blocks.csv, copies.csv, optimizer.csv, "
-          "meta.json")
+          "grouped-gemm.csv, meta.json")
     return 0
 
 

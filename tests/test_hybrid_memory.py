@@ -68,9 +68,11 @@ def test_stage_memory_sums_its_terms_by_hand():
     assert m.gradients == pytest.approx(2 * params)
     assert m.optimizer == pytest.approx(12 * params / 4)
     assert m.activations == pytest.approx(5 * 12 * S * H * 34 / 8)  # 8 - 3 = 5 micro-batches in flight
-    # the scores of one layer, plus the whole-sequence inputs of the two column-parallel GEMMs that
-    # backward gathers again under sequence parallelism (2 x 2 s b h)
-    assert m.recompute_working == pytest.approx(5 * A * S * S / 8 + 4 * S * H)
+    # the scores of one layer, the MLP's backward transients (the gradient of the output projection's
+    # input 2 s b f / t while the sequence-parallel incoming gradient 2 s b h / t lives; Megatron's
+    # fused weight gradients add none), plus the whole-sequence inputs of the two column-parallel GEMMs
+    # that backward gathers again under sequence parallelism (2 x 2 s b h)
+    assert m.recompute_working == pytest.approx(5 * A * S * S / 8 + 2 * (S * 4 * H / 8 + S * H / 8) + 4 * S * H)
     assert m.buffers == pytest.approx(8 * S * H / 8)
     # the runtime's reserve: CUDA context 1 GiB (CUDA 11, no lazy loading), NCCL 280 MiB for each of
     # dp, tp, the two pipeline neighbours and the tied-embedding pair, 5% fragmentation of what changes
@@ -103,11 +105,14 @@ def test_fused_attention_keeps_no_scores():
     assert unfused - sbh * 34 / t == pytest.approx(5 * A * S * S * b / t)
     # selective recomputation has nothing to drop under flash attention: same memory as none
     assert mem.layer_activation_bytes(GPT3, b, t, "selective", True, runtime="megatron-core") == pytest.approx(flash)
-    # backward temporaries of the fused kernel: fp32 dQ accumulator, 4 s b h / t (+ 2 e s b h gathered
-    # GEMM inputs with sequence parallelism)
-    assert mem.recompute_working_bytes(GPT3, b, t, "none", False, runtime="megatron-core") == pytest.approx(4 * sbh / t)
+    # backward temporaries: the fused kernel's fp32 dQ accumulator 4 s b h / t, or the MLP's (the
+    # gradient of the output projection's input 2 s b f / t with the incoming gradient 2 s b h, / t under
+    # sequence parallelism), whichever is larger (+ 2 e s b h gathered GEMM inputs with sequence parallelism)
+    f = GPT3.ffn
+    assert mem.recompute_working_bytes(GPT3, b, t, "none", False, runtime="megatron-core") == pytest.approx(
+        max(4 * sbh / t, 2 * (S * b * f / t + sbh)))
     assert mem.recompute_working_bytes(GPT3, b, t, "none", True, runtime="megatron-core") == pytest.approx(
-        4 * sbh / t + 4 * sbh)
+        max(4 * sbh / t, 2 * (S * b * f / t + sbh / t)) + 4 * sbh)
 
 
 def test_unfused_swiglu_and_fused_cross_entropy():

@@ -47,8 +47,10 @@ def test_tiny_transformer_memory_by_hand_fp32_vs_bf16():
                              runtime="megatron-2021")
         assert (m.weights, m.gradients, m.optimizer) == (w * P, w * P, opt * P)
         assert m.activations == L * layer + ends[e]
-        assert (m.recompute_working, m.buffers) == (0, 0)
-        assert m.allocated == m.weights + m.gradients + m.optimizer + m.activations  # no GEMM workspace in 2021
+        # the MLP's backward transients: the output projection's input gradient e s b f with the incoming
+        # gradient e s b h (Megatron's fused weight gradients add none)
+        assert (m.recompute_working, m.buffers) == (e * (S * b * 4 * H + sbh), 0)
+        assert m.allocated == m.weights + m.gradients + m.optimizer + m.activations + m.recompute_working  # no GEMM workspace in 2021
     # the whole-model ratio: weights 4P vs 2P; state 16 P either way; activations just under 2x
     one = dict(layers=L, stage=0, pp=1, tp=1, dp=1, micro_batch=b, micro_batches=1, recompute="none",
                sequence_parallel=False, zero_stage=0, schedule="1f1b", runtime="megatron-2021")
@@ -65,8 +67,10 @@ def test_recomputation_and_buffers_follow_activation_bytes():
     assert mem.layer_activation_bytes(TINY, b, t, "full", False, BF16) == 2 * sbh
     # selective: the working scores of one layer, (4 e/2 + 1) a s^2 b / t
     m21 = "megatron-2021"  # unfused attention with dropout
-    assert mem.recompute_working_bytes(TINY, b, t, "selective", False, FP32, m21) == 9 * A * S * S * b / t
-    assert mem.recompute_working_bytes(TINY, b, t, "selective", False, BF16, m21) == 5 * A * S * S * b / t
+    # ... plus the MLP's backward transients, e (s b f / t + s b h)
+    mlp = S * b * 4 * H / t + sbh
+    assert mem.recompute_working_bytes(TINY, b, t, "selective", False, FP32, m21) == 9 * A * S * S * b / t + 4 * mlp
+    assert mem.recompute_working_bytes(TINY, b, t, "selective", False, BF16, m21) == 5 * A * S * S * b / t + 2 * mlp
     # pipeline send/receive buffers: 4 x e s b h
     assert mem.p2p_buffer_bytes(TINY, b, 1, False, 2, FP32) == 16 * sbh
     # ZeRO-3 gathers two layers of working weights

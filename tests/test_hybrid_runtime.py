@@ -134,7 +134,7 @@ def test_known_device_tables_are_inherited_and_missing_ones_warned():
         a100 = cluster_from_dict({"name": "x", "devices_per_node": 8, "links": links,
                                   "device": {"name": "A100-SXM-80GB", "peak_flops": "312TFLOPS", "memory": "80GB"}})
     assert a100.device.matrix_efficiency and a100.device.hbm_bandwidth == pytest.approx(2039e9)
-    assert dict(a100.device.attention_efficiency)["flash2"] == 0.6
+    assert dict(a100.device.attention_efficiency)["flash2"] == ((0.0, 0.6),)  # one figure: a flat curve
     own = cluster_from_dict({"name": "x", "devices_per_node": 8, "links": links,
                              "device": {"name": "h100", "memory": "94GB", "hbm_bandwidth": "3900GB/s"}})
     assert own.device.memory == pytest.approx(94e9) and own.device.hbm_bandwidth == pytest.approx(3900e9)

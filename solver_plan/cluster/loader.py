@@ -127,6 +127,22 @@ def _scale(dev: Section, key: str) -> float:
     return float(value)
 
 
+def _attention_curves(dev: Section) -> tuple[tuple[str, tuple[tuple[float, float], ...]], ...]:
+    """`attention_efficiency: {cudnn: [[8192, 0.49], [2048, 0.35], [0, 0.26]], flash2: 0.3}`: per fused
+    kernel family a curve over the query length in tokens (as `_curve`), or one fraction for every
+    length (a flat curve)."""
+    table = dev.section("attention_efficiency")
+    if table is None:
+        return ()
+    out = []
+    for backend in list(table.data):
+        value = table.get(backend)
+        curve = _curve(table, backend) if isinstance(value, list) else ((0.0, _fraction(table, backend, None)),)
+        out.append((str(backend), curve))
+    table.close()
+    return tuple(out)
+
+
 def _fractions(dev: Section, key: str) -> tuple[tuple[str, float], ...]:
     """A mapping of names to fractions in (0, 1]: `attention_efficiency: {flash2: 0.35, cudnn: 0.6}`
     (fused attention kernel family -> fraction), `dtype_efficiency: {fp8: 0.85}`."""
@@ -156,7 +172,7 @@ def _device(dev: Section) -> DeviceSpec:
         memory_efficiency=_curve(dev, "memory_efficiency"), narrow_efficiency=_curve(dev, "narrow_efficiency"),
         launch_overhead=parse_seconds(dev.get("launch_overhead", 0), dev.path("launch_overhead")),
         kernel_time_scale=_scale(dev, "kernel_time_scale"),
-        attention_efficiency=_fractions(dev, "attention_efficiency"),
+        attention_efficiency=_attention_curves(dev),
         dtype_efficiency=tuple((Precision.parse(k, dev.path("dtype_efficiency")).value, v)
                                for k, v in _fractions(dev, "dtype_efficiency")))
     dev.close()

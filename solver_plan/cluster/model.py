@@ -93,10 +93,13 @@ class DeviceSpec:
     # Calibrated factor on every kernel's time (1: the curves as published). Fitted from a measured
     # layer time (scripts/hybrid_vs_published.py on data/published/hybrid.yaml's `calibrate` entries).
     kernel_time_scale: float = 1.0
-    # (fused attention kernel family, achieved fraction of the 16-bit matrix peak over forward and
-    # backward): "flash2", "cudnn" (runtime.profiles Kernels.attention_backend); measured kernel facts
-    # (data/hardware/devices.yaml); a family not listed runs at the matrix efficiency curve
-    attention_efficiency: tuple[tuple[str, float], ...] = ()
+    # (fused attention kernel family, curve of (query length in tokens, achieved fraction of the
+    # 16-bit matrix peak over forward and backward)): "flash2", "cudnn" (runtime.profiles
+    # Kernels.attention_backend); measured kernel facts (data/hardware/devices.yaml, data/device/): a
+    # fused kernel's efficiency rises with the sequence (more key blocks per query tile), not with the
+    # head count or batch. One number in the YAML is a flat curve ((0, x),). A family not listed
+    # runs at the matrix efficiency curve
+    attention_efficiency: tuple[tuple[str, Curve], ...] = ()
     # (dtype, factor on the matrix efficiency curve for that dtype's GEMMs): e.g. fp8 GEMMs reach a
     # smaller fraction of their doubled peak than 16-bit ones; a dtype not listed: factor 1
     dtype_efficiency: tuple[tuple[str, float], ...] = ()
@@ -114,9 +117,13 @@ class DeviceSpec:
             _check_curve(f"device {self.name!r} {name}", getattr(self, name))
         if not (math.isfinite(self.launch_overhead) and self.launch_overhead >= 0):
             raise ClusterError(f"device {self.name!r}: launch_overhead must be non-negative")
-        for backend, fraction in self.attention_efficiency + self.dtype_efficiency:
-            if not (isinstance(backend, str) and math.isfinite(fraction) and 0 < fraction <= 1):
-                raise ClusterError(f"device {self.name!r}: attention_efficiency of {backend!r} must be in (0, 1], "
+        for backend, curve in self.attention_efficiency:
+            if not isinstance(backend, str):
+                raise ClusterError(f"device {self.name!r}: attention_efficiency keys must be kernel families")
+            _check_curve(f"device {self.name!r} attention_efficiency of {backend!r}", curve)
+        for dtype, fraction in self.dtype_efficiency:
+            if not (isinstance(dtype, str) and math.isfinite(fraction) and 0 < fraction <= 1):
+                raise ClusterError(f"device {self.name!r}: dtype_efficiency of {dtype!r} must be in (0, 1], "
                                    f"got {fraction}")
         if not (math.isfinite(self.kernel_time_scale) and 0.1 <= self.kernel_time_scale <= 10):
             raise ClusterError(f"device {self.name!r}: kernel_time_scale must be between 0.1 and 10, "

@@ -119,15 +119,19 @@ def matmul_time(cluster_or_device, m: int, n: int, k: int, dtype="bf16", batch: 
                         unit="matrix", dtype=dtype)
 
 
-def attention_time(cluster_or_device, flops: float, hbm_bytes: float, backend: str, dtype="bf16") -> float | None:
+def attention_time(cluster_or_device, flops: float, hbm_bytes: float, backend: str, dtype="bf16",
+                   query_length: float | None = None) -> float | None:
     """Seconds of a fused attention kernel of `flops` at the device's measured efficiency for its
-    kernel family (`DeviceSpec.attention_efficiency`, e.g. FlashAttention-2 at 50-73% of an A100's
-    peak, Dao 2023; 35% of an H100's, Shah et al. 2024): max(flops / (peak(dtype) x efficiency),
-    memory_time) + launch overhead, times kernel_time_scale; None when the device has no figure for
-    `backend` (callers fall back to the matrix curve)."""
+    kernel family and query length (`DeviceSpec.attention_efficiency`, e.g. FlashAttention-2 at 50-73%
+    of an A100's peak, Dao 2023; on an H100 cuDNN's fused kernel at 0.26 of the bf16 peak at 1K
+    tokens rising to 0.54 at 16K, FlashAttention-2 at 0.21-0.30, data/device/h100-2026-11-26):
+    max(flops / (peak(dtype) x efficiency(query_length)), memory_time) + launch overhead, times
+    kernel_time_scale; query_length None: the curve's top entry (long sequences). None when the
+    device has no figure for `backend` (callers fall back to the matrix curve)."""
     device = device_of(cluster_or_device)
-    efficiency = dict(device.attention_efficiency).get(backend)
-    if efficiency is None or flops <= 0:
+    curve = dict(device.attention_efficiency).get(backend)
+    if curve is None or flops <= 0:
         return None
+    efficiency = curve[0][1] if query_length is None else step_efficiency(curve, query_length)
     seconds = max(flops / (device.peak(dtype, "matrix") * efficiency), memory_time(device, hbm_bytes))
     return (seconds + device.launch_overhead) * device.kernel_time_scale

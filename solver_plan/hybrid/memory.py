@@ -202,13 +202,16 @@ def recompute_working_bytes(spec: TransformerSpec, b: int, t: int, recompute: st
     selective, the attention scores of one layer (`attention_scores(...).kept_bytes` / t: 5 a s^2 b / t
     in 16-bit with dropout; nothing with fused attention); none, nothing. With fused attention
     (`runtime`), plus the kernel's backward temporaries: FlashAttention-2 accumulates dQ in fp32,
-    4 s b (a d) / t bytes (flash_attn's dq_accum). With sequence parallelism, plus the all-gathered
+    4 s b (a d) / t bytes (flash_attn's dq_accum), or the MLP's backward transients
+    (`mlp_backward_bytes`), whichever is larger (the MLP's backward runs first, the attention's after it,
+    so they never coexist). With sequence parallelism, plus the all-gathered
     (whole-sequence) inputs of the attention's and the MLP's column-parallel GEMMs, which backward
     gathers again: 2 e s b h (Korthikanti et al. 2022, section 4.2.2), in every mode."""
     from solver_plan.cost.kernels import attention_scores
 
     kernels = _kernels(runtime)
     flash = 4.0 * spec.seq * b * spec.attn_width / t if kernels.flash_attention else 0.0
+    flash = max(flash, mlp_backward_bytes(spec, b, t, sequence_parallel, state, runtime))
     if sequence_parallel and t > 1:  # the two column-parallel GEMMs' all-gathered inputs, whole (Korthikanti 4.2.2)
         flash += 2.0 * state.activations * spec.seq * b * spec.hidden
     if recompute == "full":
@@ -221,6 +224,29 @@ def recompute_working_bytes(spec: TransformerSpec, b: int, t: int, recompute: st
         return flash + attention_scores(scores, state.activations, kernels.flash_attention,
                                         kernels.attention_dropout).kept_bytes
     return flash
+
+
+def mlp_backward_bytes(spec: TransformerSpec, b: int, t: int, sequence_parallel: bool,
+                       state: StateBytes = MIXED_PRECISION, runtime=None) -> float:
+    """Memory the MLP's backward adds on top of the kept activations, at its peak (e bytes per element):
+    at the output projection's backward, the gradient of its input, e s b f / t, while the incoming
+    gradient e s b h (/ t with sequence parallelism) is alive, plus, unless the runtime's weight-gradient
+    GEMMs accumulate straight into the gradient buffer (`Kernels.wgrad_fused`, Megatron's
+    gradient_accumulation_fusion), the new weight gradient e h f / t before it is added to (or reduced
+    from) the parameter's gradient; an unfused gated MLP (eager SiLU x up) then holds the gradients of
+    both halves while the product's is alive, 2 e s b f / t net of what it frees, if that is larger.
+    Measured on an H100 (data/device/h100-2026-11-26/blocks.csv: eager PyTorch blocks, gradients
+    accumulated into existing .grad): the peak less the kept activations is these terms within 0.1% on
+    all five blocks (Llama-style 4096/14336 at 4K and 8K tokens, GPT-style 2048/8192 and 6144/24576)."""
+    kernels = _kernels(runtime)
+    e, f = state.activations, spec.ffn / t
+    tokens = spec.seq * b
+    incoming = tokens * spec.hidden / (t if sequence_parallel and t > 1 else 1)
+    wgrad = 0.0 if kernels.wgrad_fused else spec.hidden * f
+    peak = e * (tokens * f + incoming + wgrad)
+    if spec.gated_mlp and not kernels.fused_swiglu:
+        peak = max(peak, 2.0 * e * tokens * f)
+    return peak
 
 
 def embedding_activation_bytes(spec: TransformerSpec, b: int, t: int, sequence_parallel: bool,

@@ -197,7 +197,7 @@ def _fused_attention_s(cluster: Cluster, cost_model, op, cfg, runtime) -> float 
         else cost_model.precision.compute
     element = cost_model.precision.activations.bytes
     hbm = 4.0 * math.prod(op.outputs[0].shape) * element / cfg.num_shards  # q, k, v, output
-    return attention_time(cluster, op.flops / cfg.num_shards, hbm, backend, dtype)
+    return attention_time(cluster, op.flops / cfg.num_shards, hbm, backend, dtype, query_length=op.outputs[0].shape[1])
 
 
 def norm_rope_s(cluster: Cluster, spec: TransformerSpec, b: int, tp: int, runtime,

@@ -61,6 +61,9 @@ class Kernels:
     # et al. 2022 section 5) or "every-other-matmul" (torchtitan's op-level selective checkpointing:
     # saves every second matmul output and the attention output, recomputes the rest)
     selective_policy: str = "attention"
+    # weight-gradient GEMMs accumulate straight into the (fp32) gradient buffer (Megatron's
+    # gradient_accumulation_fusion): no separate new weight gradient during the backward
+    wgrad_fused: bool = False
 
 
 @dataclass(frozen=True)
@@ -133,7 +136,7 @@ class RuntimeProfile:
 MEGATRON_CORE = RuntimeProfile(
     "megatron-core", "Megatron-LM with Megatron-core and Transformer Engine (2024-25), pretrain_gpt.py",
     Kernels(flash_attention=True, attention_dropout=False, causal_skip=True, fused_swiglu=True,
-            fused_cross_entropy=False, fp8_gemms=True, attention_backend="cudnn"),
+            fused_cross_entropy=False, fp8_gemms=True, attention_backend="cudnn", wgrad_fused=True),
     Overlap(grad_reduce=True, param_gather=True, sharded_prefetch=False, tp_comm=False, pp_p2p=True,
             bucket_elements=40e6, bucket_elements_per_dp=1e6),
     MemoryReserve(cuda_context=0.5 * GIB, nccl_per_communicator=NCCL_BYTES_PER_COMMUNICATOR, workspace=64 * MIB,
@@ -149,6 +152,8 @@ MEGATRON_CORE = RuntimeProfile(
                               "set --attention-dropout 0"),
         ("causal_skip", "Dao 2023, FlashAttention-2, section 3.1: causal masking skips blocks above the diagonal"),
         ("fused_swiglu", "megatron/core/fusions/fused_bias_swiglu.py (--swiglu, bias_swiglu_fusion default True)"),
+        ("wgrad_fused", "TransformerConfig.gradient_accumulation_fusion (default on; --no-gradient-accumulation-fusion "
+                        "turns it off): TE / fused_weight_gradient_mlp_cuda wgrad GEMMs add into param.main_grad"),
         ("fused_cross_entropy", "--cross-entropy-loss-fusion (TransformerConfig.cross_entropy_loss_fusion default False)"),
         ("fp8_gemms", "--fp8-format hybrid with Transformer Engine (te.fp8_autocast)"),
         ("grad_reduce", "--overlap-grad-reduce (DistributedDataParallelConfig.overlap_grad_reduce), in every "
@@ -170,7 +175,7 @@ MEGATRON_CORE = RuntimeProfile(
 MEGATRON_2021 = RuntimeProfile(
     "megatron-2021", "Megatron-LM of Narayanan et al. 2021 and Korthikanti et al. 2022 (no flash attention)",
     Kernels(flash_attention=False, attention_dropout=True, causal_skip=False, fused_swiglu=True,
-            fused_cross_entropy=False, fp8_gemms=False),
+            fused_cross_entropy=False, fp8_gemms=False, wgrad_fused=True),
     Overlap(grad_reduce=False, param_gather=False, sharded_prefetch=False, tp_comm=False, pp_p2p=False,
             bucket_bytes=40e6),
     MemoryReserve(cuda_context=1.0 * GIB, nccl_per_communicator=NCCL_BYTES_PER_COMMUNICATOR, workspace=0.0,
@@ -180,6 +185,8 @@ MEGATRON_2021 = RuntimeProfile(
                             "FusedScaleMaskSoftmax, attention_dropout, bmm; flash attention came in 2023 (--use-flash-attn)"),
         ("attention_dropout", "megatron/arguments.py --attention-dropout default 0.1; Korthikanti et al. 2022 "
                               "section 4.1 counts its 5 a s^2 b bytes"),
+        ("wgrad_fused", "megatron/arguments.py --no-gradient-accumulation-fusion (fusion on by default since 2021, "
+                        "APEX fused_weight_gradient_mlp_cuda into main_grad)"),
         ("grad_reduce", "DDP=local in examples/sc21/run_table_1.sh: Megatron's DistributedDataParallel "
                         "all-reduces after the backward pass (allreduce_gradients)"),
         ("pp_p2p", "megatron/p2p_communication.py: blocking batch_isend_irecv + wait; scatter-gather of the "
@@ -217,7 +224,7 @@ TORCHTITAN = RuntimeProfile(
             selective_policy="every-other-matmul"),
     Overlap(grad_reduce=True, param_gather=True, sharded_prefetch=True, tp_comm=False, pp_p2p=False,
             bucket_per_layer=True),
-    MemoryReserve(cuda_context=0.5 * GIB, nccl_per_communicator=NCCL_BYTES_PER_COMMUNICATOR, workspace=32 * MIB,
+    MemoryReserve(cuda_context=0.5 * GIB, nccl_per_communicator=NCCL_BYTES_PER_COMMUNICATOR, workspace=64 * MIB,
                   fragmentation=0.02),
     sources=(
         ("flash_attention", "torchtitan/models/llama/model.py: F.scaled_dot_product_attention(is_causal=True) "
@@ -242,6 +249,9 @@ TORCHTITAN = RuntimeProfile(
                              "(torch.distributed._composable.fsdp, reshard_after_forward=True)"),
         ("bucket", "torchtitan parallelize_llama: fully_shard on every TransformerBlock (one FSDP unit per block)"),
         ("fragmentation", "torchtitan run_train.sh sets PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"),
+        ("workspace", "two 32 MiB cuBLAS workspaces: PyTorch keys them by handle and stream, and the backward runs "
+                      "on the autograd engine's thread with its own handle (measured: an eager block's allocation "
+                      "before the step is weights + grads + input + 65 MiB, data/device/h100-2026-11-26/blocks.csv)"),
         ("tp_comm", "experimental.enable_async_tensor_parallel default false"),
         ("fp32_gradients", "torchtitan parallelize_llama.py apply_fsdp: MixedPrecisionPolicy(param_dtype=bfloat16, "
                            "reduce_dtype=float32) (training.mixed_precision_reduce default float32)"),

@@ -1,0 +1,59 @@
+"""The cost model against the H100 measurements committed in data/device/ (scripts/measure_device.py):
+the device tables are read from kernel measurements; these tests check the memory model, which was
+not fitted to them, against the blocks and optimizer state measured in the same call."""
+import csv
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+RUN = ROOT / "data" / "device" / "h100-2026-11-26"
+
+
+def _kit():
+    spec = importlib.util.spec_from_file_location("measure_device", ROOT / "scripts" / "measure_device.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["measure_device"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _rows(name):
+    with open(RUN / name) as f:
+        return list(csv.DictReader(f))
+
+
+@pytest.mark.parametrize("row", _rows("blocks.csv"), ids=lambda r: f"{r['style']}-b{r['batch']}-s{r['seq']}-h{r['hidden']}-{r['gqa']}")
+def test_block_peak_and_kept_memory_within_5_percent(row):
+    kit = _kit()
+    case = kit.BlockCase(row["style"], int(row["batch"]), int(row["seq"]), int(row["hidden"]), int(row["heads"]),
+                         int(row["kv_heads"]), int(row["ffn"]), gqa=row["gqa"])
+    peak = int(row["peak_allocated_bytes"])
+    assert kit.predicted_block_bytes(case) == pytest.approx(peak, rel=0.05)
+    if row["gqa"] == "repeat":  # the model's attention repeats k and v to every head (torchtitan's repeat_kv)
+        assert kit.predicted_kept_bytes(case) == pytest.approx(int(row["kept_after_forward_bytes"]), rel=0.01)
+
+
+@pytest.mark.parametrize("row", [r for r in _rows("optimizer.csv") if r["where"] == "gpu"], ids=lambda r: r["block"])
+def test_model_state_under_adamw_within_3_percent(row):
+    assert int(row["predicted_state_bytes"]) == pytest.approx(int(row["state_allocated_bytes"]), rel=0.03)
+
+
+def test_attention_efficiency_follows_the_query_length():
+    """The H100's cuDNN curve (read from attention-backward.csv) and a YAML with one figure."""
+    from solver_plan.cluster import resolve_cluster
+    from solver_plan.cluster.loader import cluster_from_dict
+    from solver_plan.cost.compute import attention_time
+
+    h100 = resolve_cluster("h100-4x8-ib")
+    flops = 1e12
+    short, long = (attention_time(h100, flops, 0.0, "cudnn", query_length=q) for q in (1024, 8192))
+    assert short > 1.5 * long  # 0.26 vs 0.49 of peak
+    assert attention_time(h100, flops, 0.0, "cudnn") == pytest.approx(attention_time(h100, flops, 0.0, "cudnn", query_length=1e6))
+    links = {"intra_node": {"bandwidth": "300GB/s"}}
+    flat = cluster_from_dict({"name": "x", "devices_per_node": 8, "links": links, "device": {
+        "name": "H100-SXM-80GB", "attention_efficiency": {"cudnn": 0.5, "flash2": [[4096, 0.3], [0, 0.2]]}}})
+    assert attention_time(flat, flops, 0.0, "cudnn", query_length=1024) == attention_time(flat, flops, 0.0, "cudnn", query_length=8192)
+    assert attention_time(flat, flops, 0.0, "flash2", query_length=1024) > attention_time(flat, flops, 0.0, "flash2", query_length=4096)
