@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import replace
 
 from solver_plan.deadline import Deadline
 from solver_plan.planners import register
+from solver_plan.pipeline import exact_schedule, madpipe, pipedream_dp
 from solver_plan.pipeline.solvers import cp_model
 from solver_plan.pipeline.allocation import Allocation, AllocationResult, Stage
 from solver_plan.pipeline.exact_schedule import MAX_SHIFT_STEP
@@ -248,7 +250,6 @@ def heuristic_seed(problem: ChainProblem, tick: float, time_limit: float | None,
     """The best valid pattern of the heuristics' allocations, split into one stage per layer (so it
     is a solution of the joint model up to tick rounding). Work limits come from `time_limit`;
     `deadline` is the safety net: once it is up, allocations not yet scheduled are skipped."""
-    from solver_plan.pipeline import exact_schedule, madpipe, pipedream_dp
     candidates = []
     for result in (madpipe.plan(problem, deadline=deadline), pipedream_dp.plan(problem)):
         if result.allocation is not None:
@@ -320,7 +321,6 @@ def plan(problem: ChainProblem, *, time_limit: float | None = 120.0, seed: int =
     outcome = search_period(lower, start[0], start[1], hinted, budget)
     result = _answer(problem, tick, outcome.solution, outcome.bound, outcome.proven, begin)
     if result.pattern is not None and seed.period < result.pattern.period:  # ticks rounded durations up
-        from dataclasses import replace
         result = replace(result, allocation=Allocation.from_processors([s.processor for s in seed.allocation.stages]),
                          period_s=seed.period, pattern=seed.replace(scheduler="exact-joint (heuristic seed)"),
                          status=Status.FEASIBLE, lower_bound_s=lower_s,

@@ -21,15 +21,18 @@ parameters always come from `graph.ops.infer`. `Profiled` is the opaque operator
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
 from solver_plan.errors import GraphError, InputError
+from solver_plan.files import read_input_bytes, read_json  # regular files only: a FIFO would block
 from solver_plan.graph.builder import GraphBuilder
 from solver_plan.graph.ir import Graph
 from solver_plan.graph.ops import BINARY_KINDS, UNARY_FLOPS_PER_ELEMENT, OpType
 from solver_plan.graph.importers.file_spec import HF_PREFIX, split_file_spec
 from solver_plan.graph.importers.hf import load_hf_config, looks_like_hf_config
+from solver_plan.yamlio import load_yaml
 
 FORMAT = "solver-plan-graph"
 VERSION = 1
@@ -57,7 +60,6 @@ def is_model_document(path: str) -> bool:
     """Whether a .json file is a model (Hugging Face config or graph file) rather than another tool's
     JSON (e.g. pipeline-blocks profiles); unreadable files are not, so their reader reports them."""
     try:
-        from solver_plan.files import read_input_bytes  # regular files only: a FIFO would block
         document = json.loads(read_input_bytes(path, "model file"))
     except (InputError, OSError, UnicodeDecodeError, json.JSONDecodeError):
         return False
@@ -92,9 +94,7 @@ def load_model_file(spec: str) -> Graph:
 def read_document(path: Path) -> Any:
     """The project's strict readers: duplicate keys, NaN and malformed text are errors naming the file."""
     if path.suffix.lower() == ".json":
-        from solver_plan.files import read_json
         return read_json(path, "model file")
-    from solver_plan.yamlio import load_yaml
     return load_yaml(path)
 
 
@@ -192,7 +192,6 @@ def _shape(value) -> bool:
 
 
 def _finite_non_negative(value) -> bool:
-    import math
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
 
 

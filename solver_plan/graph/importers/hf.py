@@ -36,6 +36,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from solver_plan.errors import GraphError, InputError
+from solver_plan.files import read_json  # strict: duplicate keys and NaN are errors naming the file
 from solver_plan.graph.builder import GraphBuilder
 from solver_plan.graph.ir import Graph, Tensor
 from solver_plan.graph.importers.file_spec import split_file_spec
@@ -43,13 +44,14 @@ from solver_plan.graph.importers.hf_blocks import (DEFAULT_BATCH, MAX_LAYERS, MA
                                                    _gated_mlp, _lm_head, _moe, _rms, _seq, _tokens_input)
 from solver_plan.graph.importers.hf_dense import DENSE_FAMILIES
 from solver_plan.graph.importers.hf_moe import MOE_FAMILIES
+from solver_plan.graph.zoo.bert import SEGMENTS, bert
+from solver_plan.graph.zoo.gpt import gpt
 from solver_plan.graph.zoo.transformer import token_embedding
 
 OPTIONS = ("batch", "seq", "target_seq", "layers")
 
 
 def read_config(path: Path) -> dict:
-    from solver_plan.files import read_json  # strict: duplicate keys and NaN are errors naming the file
     data = read_json(path, "Hugging Face config")
     if not isinstance(data, dict):
         raise InputError("a Hugging Face config.json must hold a JSON object", str(path))
@@ -107,7 +109,6 @@ def _options(raw: dict[str, str], where: str) -> dict[str, int]:
 
 
 def _gpt2(cfg: _Config, opts: dict, name: str) -> Graph:
-    from solver_plan.graph.zoo.gpt import gpt
     hidden, heads = cfg.int("n_embd", "hidden_size"), cfg.int("n_head", "num_attention_heads")
     _divides(cfg, heads, hidden, "n_head", "n_embd")
     return gpt(name, batch=opts.get("batch", DEFAULT_BATCH), seq=_seq(cfg, opts, "n_positions", "n_ctx"),
@@ -117,7 +118,6 @@ def _gpt2(cfg: _Config, opts: dict, name: str) -> Graph:
 
 
 def _bert(cfg: _Config, opts: dict, name: str) -> Graph:
-    from solver_plan.graph.zoo.bert import SEGMENTS, bert
     if cfg.int("type_vocab_size", default=SEGMENTS) != SEGMENTS:
         raise InputError(f"key 'type_vocab_size' must be {SEGMENTS} (the graph has two segment embeddings)", cfg.where)
     hidden, heads = cfg.int("hidden_size"), cfg.int("num_attention_heads")
