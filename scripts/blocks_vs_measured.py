@@ -55,7 +55,7 @@ def main(argv=None) -> int:
             rows = list(csv.DictReader(f))
         for row in rows:
             case = kit.BlockCase(row["style"], int(row["batch"]), int(row["seq"]), int(row["hidden"]), int(row["heads"]),
-                                 int(row["kv_heads"]), int(row["ffn"]), gqa=row["gqa"])
+                                 int(row["kv_heads"]), int(row["ffn"]), gqa=row["gqa"], ac=row.get("ac", "none"))
             measured = float(row["forward_backward_ms"]) / 1e3
             cells = []
             for runtime in ("torchtitan", "torchtitan-compile"):

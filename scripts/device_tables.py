@@ -39,14 +39,14 @@ def _shape(text: str) -> dict[str, int]:
     return {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", text)}
 
 
-def gemm_fractions(rows, device) -> dict[str, dict[tuple[int, int, int], float]]:
-    """dtype -> (m, n, k) -> achieved fraction of that dtype's matrix peak, launch overhead removed."""
+def gemm_fractions(rows, device, launch: float) -> dict[str, dict[tuple[int, int, int], float]]:
+    """dtype -> (m, n, k) -> achieved fraction of that dtype's matrix peak, `launch` seconds removed."""
     out: dict[str, dict] = defaultdict(dict)
     for row in rows:
         if row["op"] != "matmul":
             continue
         s = _shape(row["shape"])
-        seconds = float(row["time_us"]) * 1e-6 - device.launch_overhead
+        seconds = float(row["time_us"]) * 1e-6 - launch
         flops = 2.0 * s["m"] * s["n"] * s["k"]
         out[row["dtype"]][(s["m"], s["n"], s["k"])] = flops / seconds / device.peak(row["dtype"], "matrix")
     return out
@@ -67,13 +67,16 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("folder", type=Path)
     parser.add_argument("--cluster", default="h100-4x8-ib", help="preset whose device's peaks and tables to compare with")
+    parser.add_argument("--launch-overhead-us", type=float, default=None,
+                        help="per-kernel time taken off before the fractions (default: the device table's)")
     args = parser.parse_args(argv)
     from solver_plan.cluster import resolve_cluster
     from solver_plan.cost.kernels import CAUSAL_WORK_FRACTION, FLASH_BACKWARD_RATIO
 
     device = resolve_cluster(args.cluster).device
-    gemms = gemm_fractions(_rows(args.folder / "calibration.csv"), device)
-    print(f"# from {args.folder} against the {device.name} peaks (launch overhead {device.launch_overhead * 1e6:.1f} us)")
+    launch = device.launch_overhead if args.launch_overhead_us is None else args.launch_overhead_us * 1e-6
+    gemms = gemm_fractions(_rows(args.folder / "calibration.csv"), device, launch)
+    print(f"# from {args.folder} against the {device.name} peaks (launch overhead {launch * 1e6:.1f} us taken off)")
     thresholds = [t for t, _ in device.matrix_efficiency] or [128.0, 16.0, 1.0, 0.0]
     print("matrix_efficiency (bf16 GEMMs; threshold GFLOP: median fraction [count]; table now):")
     for (t, median, count), (_, now) in zip(curve_medians(gemms["bf16"], thresholds), device.matrix_efficiency):
@@ -102,6 +105,17 @@ def main(argv=None) -> int:
     for (backend, s), values in sorted(by_backend.items()):
         print(f"  {backend:9s} s={s:5d}: {statistics.median(values):.3f} [{len(values)}]")
     print(f"  table now: {dict(device.attention_efficiency)}")
+    grouped_path = args.folder / "grouped-gemm.csv"
+    if grouped_path.exists():
+        print("grouped expert GEMMs (one kernel over E experts; fraction of the bf16 peak with one launch taken off, "
+              "by GFLOP per expert):")
+        for row in _rows(grouped_path):
+            if not row["grouped_us"]:
+                continue
+            e, t, k, n = (int(row[c]) for c in ("experts", "tokens_per_expert", "k", "n"))
+            flops = 2.0 * e * t * k * n
+            fraction = flops / (float(row["grouped_us"]) * 1e-6 - launch) / device.peak("bf16", "matrix")
+            print(f"  E={e:3d} tokens={t:5d} {k}x{n}: {flops / e / 1e9:8.2f} GFLOP per expert -> {fraction:.3f}")
     copies = [r for r in _rows(args.folder / "copies.csv") if r["direction"] == "d2d"]
     for row in copies:
         rate = 2.0 * int(row["bytes"]) / (float(row["time_us"]) * 1e-6)

@@ -98,6 +98,35 @@ class BlockCase:
     ffn: int
     dtype: str = "bf16"
     gqa: str = "repeat"  # "repeat": k, v repeated to every head before SDPA (torchtitan's repeat_kv); "native": enable_gqa
+    # activation checkpointing as torchtitan applies it per block: "none", "selective" (its op policy:
+    # save SDPA's outputs and every other aten.mm output), "full" (keep the input only)
+    ac: str = "none"
+
+
+@dataclass(frozen=True)
+class ModelCase:
+    """A whole decoder as torchtitan writes it (eager): token embedding, `layers` Llama-style blocks,
+    RMSNorm, untied output projection, F.cross_entropy on the fp32 logits; one GPU, bf16 weights."""
+    layers: int
+    batch: int
+    seq: int
+    hidden: int
+    heads: int
+    kv_heads: int
+    ffn: int
+    vocab: int
+
+    @property
+    def block(self) -> BlockCase:
+        return BlockCase("llama", self.batch, self.seq, self.hidden, self.heads, self.kv_heads, self.ffn)
+
+
+@dataclass(frozen=True)
+class FsdpCase:
+    """The whole decoder of `model` as torchtitan trains it with FSDP2 on one rank (world size 1):
+    fp32 parameters, fully_shard per block and on the root, MixedPrecisionPolicy(bf16, reduce fp32),
+    AdamW; the all-gather, reduce-scatter buffers and the root's unsharded parameters are FSDP2's own."""
+    model: ModelCase
 
 
 @dataclass(frozen=True)
@@ -154,6 +183,9 @@ def plan_cases(quick: bool = False) -> dict[str, list]:
               BlockCase("llama", 1, 8192, 4096, 32, 8, 14336),
               BlockCase("gpt", 4, 2048, 2048, 16, 16, 8192), BlockCase("gpt", 1, 2048, 6144, 48, 48, 24576),
               BlockCase("llama", 1, 4096, 4096, 32, 8, 14336, gqa="native")]
+    # torchtitan's own block structure (separate wq, wk, wv, wo, w1, w3, w2: the op policy counts matmuls)
+    blocks += [BlockCase("titan", 1, 8192, 4096, 32, 8, 14336, ac=ac) for ac in ("none", "selective", "full")]
+    blocks += [BlockCase("titan", 2, 4096, 4096, 32, 8, 14336, ac="selective")]
     copies = [CopyCase(d, p, n) for d in ("h2d", "d2h") for p in (True, False) for n in (1 << 20, 1 << 26, 1 << 30)]
     copies += [CopyCase("d2d", False, n) for n in (1 << 26, 1 << 30)]
     optimizer = [OptimizerCase("gpu", block=blocks[0]), OptimizerCase("gpu", block=blocks[4]),
@@ -169,8 +201,12 @@ def plan_cases(quick: bool = False) -> dict[str, list]:
         (2, (4096, 16384), ((4096, 28672), (14336, 4096)))) for t in tokens for k, n in shapes]
     if quick:
         grouped = grouped[:2]
+    models = [ModelCase(2, 1, 8192, 4096, 32, 8, 14336, 128256), ModelCase(2, 2, 4096, 4096, 32, 8, 14336, 32000)]
+    fsdp = [FsdpCase(ModelCase(4, 1, 8192, 4096, 32, 8, 14336, 128256)), FsdpCase(ModelCase(4, 2, 4096, 4096, 32, 8, 14336, 32000))]
+    if quick:
+        models, fsdp = models[1:], fsdp[1:]
     return {"gemm": gemms, "attention": attention, "block": blocks, "copy": copies, "optimizer": optimizer,
-            "grouped": grouped}
+            "grouped": grouped, "model": models, "fsdp": fsdp}
 
 
 # --- predictions (dry run, and the predicted column of blocks.csv) ---------------------------
@@ -201,11 +237,11 @@ def block_spec(case: BlockCase):
     """The hybrid model's spec of the block `make_block` builds: Llama-style without biases, RMS
     norms, SwiGLU, grouped-query attention; GPT-style with biases, LayerNorms, GeLU."""
     from solver_plan.hybrid.model import TransformerSpec
-    llama = case.style == "llama"
+    llama = case.style in ("llama", "titan")
     return TransformerSpec(f"{case.style}-block", layers=1, hidden=case.hidden, ffn=case.ffn, heads=case.heads,
                            head_dim=case.hidden // case.heads, seq=case.seq, vocab=32000, positions=case.seq,
                            gated_mlp=llama, kv_heads=case.kv_heads if llama else 0, qkv_bias=not llama,
-                           out_bias=not llama, mlp_bias=not llama, rms_norm=llama)
+                           out_bias=not llama, mlp_bias=not llama, rms_norm=llama, learned_positions=not llama)
 
 
 def predicted_block_bytes(case: BlockCase) -> float:
@@ -218,8 +254,8 @@ def predicted_block_bytes(case: BlockCase) -> float:
     spec = block_spec(case)
     runtime = resolve_runtime("torchtitan")
     params = spec.block_params
-    acts = mem.layer_activation_bytes(spec, case.batch, 1, "none", False, runtime=runtime)
-    working = mem.recompute_working_bytes(spec, case.batch, 1, "none", False, runtime=runtime)
+    acts = mem.layer_activation_bytes(spec, case.batch, 1, case.ac, False, runtime=runtime)
+    working = mem.recompute_working_bytes(spec, case.batch, 1, case.ac, False, runtime=runtime)
     io = 2 * 2.0 * case.seq * case.batch * case.hidden
     return 2.0 * params + 2.0 * params + acts + working + io + runtime.memory.workspace
 
@@ -229,9 +265,153 @@ def predicted_kept_bytes(case: BlockCase) -> float:
     runtime torchtitan) and its output (2 s b h)."""
     from solver_plan.hybrid import memory as mem
     from solver_plan.runtime import resolve_runtime
-    acts = mem.layer_activation_bytes(block_spec(case), case.batch, 1, "none", False,
+    acts = mem.layer_activation_bytes(block_spec(case), case.batch, 1, case.ac, False,
                                       runtime=resolve_runtime("torchtitan"))
     return acts + 2.0 * case.seq * case.batch * case.hidden
+
+
+def model_spec(case: ModelCase):
+    from dataclasses import replace
+    return replace(block_spec(case.block), name="llama-model", layers=case.layers, vocab=case.vocab,
+                   tied_embeddings=False)
+
+
+def predicted_model_terms(case: ModelCase) -> dict[str, float]:
+    """What torch.cuda.max_memory_allocated should show for one forward + backward of the whole
+    decoder (bf16 weights and gradients, no optimizer): hybrid/memory.py stage_memory of the one
+    stage (p = t = dp = 1, one micro-batch) under the torchtitan runtime, by term: weights and
+    gradients, activations (the blocks', the embedding's output, the loss's logits), the backward
+    working set beyond the loss's peak, the GEMM workspaces."""
+    from solver_plan.hybrid import memory as mem
+    from solver_plan.hybrid.memory import StateBytes
+    m = mem.stage_memory(model_spec(case), layers=case.layers, stage=0, pp=1, tp=1, dp=1, micro_batch=case.batch,
+                         micro_batches=1, recompute="none", sequence_parallel=False, zero_stage=0, schedule="1f1b",
+                         state=StateBytes(weights=2.0, gradients=2.0, optimizer=0.0), runtime="torchtitan")
+    return {"state": m.weights + m.gradients, "activations": m.activations, "working": m.recompute_working,
+            "buffers": m.buffers, "workspace": m.workspace}
+
+
+def predicted_fsdp_terms(case: FsdpCase) -> dict[str, float]:
+    """stage_memory of the one stage (p = t = dp = 1, one micro-batch) with ZeRO-3 under the torchtitan
+    runtime and its state (runtime_state: fp32 sharded parameters, fp32 gradients, Adam moments)."""
+    from solver_plan.hybrid import memory as mem
+    from solver_plan.runtime import resolve_runtime
+    state = mem.runtime_state(mem.MIXED_PRECISION, resolve_runtime("torchtitan"))
+    m = mem.stage_memory(model_spec(case.model), layers=case.model.layers, stage=0, pp=1, tp=1, dp=1,
+                         micro_batch=case.model.batch, micro_batches=1, recompute="none", sequence_parallel=False,
+                         zero_stage=3, schedule="1f1b", state=state, runtime="torchtitan")
+    return {"weights": m.weights, "gradients": m.gradients, "optimizer": m.optimizer, "activations": m.activations,
+            "working": m.recompute_working, "buffers": m.buffers, "workspace": m.workspace}
+
+
+def measure_fsdp(torch, timer: Timer, case: FsdpCase) -> tuple[float, int, int, int, int]:
+    """(step seconds, peak allocated, peak reserved, allocated with state before the step, allocated at
+    the loss less before), counted from before the model was built; a one-rank NCCL group."""
+    import os
+
+    import torch.distributed as dist
+    import torch.nn.functional as F
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+    if not dist.is_initialized():
+        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+        os.environ.setdefault("MASTER_PORT", "29517")
+        dist.init_process_group("nccl", rank=0, world_size=1)
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    residual = torch.cuda.memory_allocated()
+    mc = case.model
+    model = make_model(torch, mc).float()
+    policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    for block in model.blocks:
+        fully_shard(block, mp_policy=policy)
+    fully_shard(model, mp_policy=policy)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)
+    tokens = torch.randint(0, mc.vocab, (mc.batch, mc.seq), device="cuda")
+    labels = torch.randint(0, mc.vocab, (mc.batch * mc.seq,), device="cuda")
+
+    def loss_of():
+        pred = model(tokens)
+        return F.cross_entropy(pred.flatten(0, 1).float(), labels)
+
+    def step():
+        loss_of().backward()
+        opt.step()
+        opt.zero_grad()
+    step()
+    step()
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    base = torch.cuda.memory_allocated() - residual
+    loss = loss_of()
+    torch.cuda.synchronize()
+    at_loss = torch.cuda.memory_allocated() - residual - base
+    loss.backward()
+    del loss
+    opt.step()
+    opt.zero_grad()
+    torch.cuda.synchronize()
+    peak, reserved = torch.cuda.max_memory_allocated() - residual, torch.cuda.max_memory_reserved()
+    seconds = timer.median_s(step)
+    del model, opt, tokens, labels
+    torch.cuda.empty_cache()
+    return seconds, peak, reserved, base, at_loss
+
+
+def make_model(torch, case: ModelCase):
+    import torch.nn as nn
+
+    class Decoder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = nn.Embedding(case.vocab, case.hidden)
+            self.blocks = nn.ModuleList(make_block(torch, case.block) for _ in range(case.layers))
+            self.norm = nn.RMSNorm(case.hidden) if hasattr(nn, "RMSNorm") else nn.LayerNorm(case.hidden)
+            self.output = nn.Linear(case.hidden, case.vocab, bias=False)
+
+        def forward(self, tokens):
+            x = self.embed(tokens)
+            for block in self.blocks:
+                x = block(x)
+            return self.output(self.norm(x))
+    return Decoder().to(device="cuda", dtype=torch.bfloat16)
+
+
+def measure_model(torch, timer: Timer, case: ModelCase) -> tuple[float, int, int, int, int]:
+    """(forward + backward seconds, peak allocated, peak reserved, allocated before the step, allocated
+    at the loss before backward less before), counted from what was allocated before the model was
+    built. The loss as torchtitan's train step computes it: F.cross_entropy(pred.flatten(0, 1).float(),
+    labels), `del pred` before backward."""
+    import torch.nn.functional as F
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    residual = torch.cuda.memory_allocated()
+    model = make_model(torch, case)
+    tokens = torch.randint(0, case.vocab, (case.batch, case.seq), device="cuda")
+    labels = torch.randint(0, case.vocab, (case.batch * case.seq,), device="cuda")
+
+    def loss_of():
+        pred = model(tokens)
+        return F.cross_entropy(pred.flatten(0, 1).float(), labels)
+
+    def step():
+        model.zero_grad(set_to_none=False)
+        loss_of().backward()
+    step()
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    base = torch.cuda.memory_allocated() - residual
+    model.zero_grad(set_to_none=False)
+    loss = loss_of()
+    torch.cuda.synchronize()
+    at_loss = torch.cuda.memory_allocated() - residual - base
+    loss.backward()
+    del loss
+    torch.cuda.synchronize()
+    peak, reserved = torch.cuda.max_memory_allocated() - residual, torch.cuda.max_memory_reserved()
+    seconds = timer.median_s(step)
+    del model, tokens, labels
+    torch.cuda.empty_cache()
+    return seconds, peak, reserved, base, at_loss
 
 
 def predicted_block_s(cluster, case: BlockCase) -> float:
@@ -396,6 +576,9 @@ def make_block(torch, case: BlockCase):
     h, a, kv, f = case.hidden, case.heads, case.kv_heads, case.ffn
     d = h // a
 
+    if case.style == "titan":
+        return make_titan_block(torch, case)
+
     class Block(nn.Module):
         def __init__(self):
             super().__init__()
@@ -434,9 +617,74 @@ def make_block(torch, case: BlockCase):
     return Block().to(device="cuda", dtype=torch.bfloat16)
 
 
+def make_titan_block(torch, case: BlockCase):
+    """torchtitan's TransformerBlock without rotary embeddings: RMSNorm, separate wq/wk/wv/wo, repeat_kv,
+    causal SDPA, w2(F.silu(w1(x)) * w3(x)); checkpointed as `case.ac` says (torchtitan _apply_ac)."""
+    import torch.nn as nn
+    import torch.nn.functional as F
+    h, a, kv, f = case.hidden, case.heads, case.kv_heads, case.ffn
+    d = h // a
+
+    class Inner(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.attention_norm, self.ffn_norm = nn.RMSNorm(h), nn.RMSNorm(h)
+            self.wq, self.wk = nn.Linear(h, a * d, bias=False), nn.Linear(h, kv * d, bias=False)
+            self.wv, self.wo = nn.Linear(h, kv * d, bias=False), nn.Linear(a * d, h, bias=False)
+            self.w1, self.w3 = nn.Linear(h, f, bias=False), nn.Linear(h, f, bias=False)
+            self.w2 = nn.Linear(f, h, bias=False)
+
+        def forward(self, x):
+            b, s, _ = x.shape
+            y = self.attention_norm(x)
+            q = self.wq(y).view(b, s, a, d).transpose(1, 2)
+            k = self.wk(y).view(b, s, kv, d).repeat_interleave(a // kv, dim=2).transpose(1, 2)
+            v = self.wv(y).view(b, s, kv, d).repeat_interleave(a // kv, dim=2).transpose(1, 2)
+            o = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(b, s, a * d)
+            x = x + self.wo(o)
+            z = self.ffn_norm(x)
+            return x + self.w2(F.silu(self.w1(z)) * self.w3(z))
+
+    class Checkpointed(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = Inner()
+
+        def forward(self, x):
+            from torch.utils.checkpoint import checkpoint
+            if case.ac == "none":
+                return self.inner(x)
+            if case.ac == "full":
+                return checkpoint(self.inner, x, use_reentrant=False)
+            from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts
+            ops = torch.ops.aten
+            save = {ops.mm.default} | {getattr(ops, name).default for name in (
+                "_scaled_dot_product_flash_attention", "_scaled_dot_product_efficient_attention",
+                "_scaled_dot_product_cudnn_attention") if hasattr(ops, name)}
+            counts = {"forward": 0, "recompute": 0}
+
+            def policy(ctx, op, *args, **kwargs):
+                mode = "recompute" if ctx.is_recompute else "forward"
+                if op == ops.mm.default:
+                    counts[mode] += 1
+                keep = op in save and not (op == ops.mm.default and counts[mode] % 2 == 0)
+                return CheckpointPolicy.MUST_SAVE if keep else CheckpointPolicy.PREFER_RECOMPUTE
+
+            def contexts():
+                counts.update(forward=0, recompute=0)  # a fresh count per block call, as torchtitan's meta
+                return create_selective_checkpoint_contexts(policy)
+            return checkpoint(self.inner, x, use_reentrant=False, context_fn=contexts)
+    return Checkpointed().to(device="cuda", dtype=torch.bfloat16)
+
+
 def measure_block(torch, timer: Timer, case: BlockCase) -> tuple[float, int, int, int, int]:
     """(forward + backward seconds, peak allocated, peak reserved, allocated before the step, allocated
-    after the forward less before: the activations kept for the backward plus the output)."""
+    after the forward less before: the activations kept for the backward plus the output). Allocations
+    are counted from what was allocated before the block was built (anything an earlier case left
+    behind, e.g. a CUDA graph's pool, is not the block's)."""
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    residual = torch.cuda.memory_allocated()
     block = make_block(torch, case)
     x = torch.randn(case.batch, case.seq, case.hidden, device="cuda", dtype=torch.bfloat16, requires_grad=True)
 
@@ -446,15 +694,15 @@ def measure_block(torch, timer: Timer, case: BlockCase) -> tuple[float, int, int
     step()  # gradients allocated once, as in training
     torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()
-    base = torch.cuda.memory_allocated()
+    base = torch.cuda.memory_allocated() - residual
     block.zero_grad(set_to_none=False)
     y = block(x)
     torch.cuda.synchronize()
-    kept = torch.cuda.memory_allocated() - base
+    kept = torch.cuda.memory_allocated() - residual - base
     y.sum().backward()
     del y
     torch.cuda.synchronize()
-    peak, reserved = torch.cuda.max_memory_allocated(), torch.cuda.max_memory_reserved()
+    peak, reserved = torch.cuda.max_memory_allocated() - residual, torch.cuda.max_memory_reserved()
     seconds = timer.median_s(step)
     del block, x
     torch.cuda.empty_cache()
@@ -476,6 +724,9 @@ def measure_optimizer(torch, timer: Timer, case: OptimizerCase) -> tuple[float, 
             opt.step()
             times.append(time.perf_counter() - t0)
         return statistics.median(times), 0, 0, 0
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    residual = torch.cuda.memory_allocated()  # left by earlier cases: not this block's
     block = make_block(torch, case.block).float()
     b = case.block
     x = torch.randn(b.batch, b.seq, b.hidden, device="cuda", dtype=torch.float32, requires_grad=True)
@@ -491,11 +742,11 @@ def measure_optimizer(torch, timer: Timer, case: OptimizerCase) -> tuple[float, 
     train_step()
     torch.cuda.synchronize()
     x.grad = None
-    with_state = torch.cuda.memory_allocated() - x.numel() * 4
+    with_state = torch.cuda.memory_allocated() - residual - x.numel() * 4
     torch.cuda.reset_peak_memory_stats()
     train_step()
     torch.cuda.synchronize()
-    peak, reserved = torch.cuda.max_memory_allocated(), torch.cuda.max_memory_reserved()
+    peak, reserved = torch.cuda.max_memory_allocated() - residual, torch.cuda.max_memory_reserved()
     seconds = timer.median_s(opt.step)
     del block, x, opt
     torch.cuda.empty_cache()
@@ -517,6 +768,11 @@ def measure_copy(torch, timer: Timer, case: CopyCase) -> float:
 # --- run and write ---------------------------------------------------------------------------
 def run(args) -> dict:
     cases = plan_cases(args.quick)
+    if args.tables != "all":
+        unknown = set(args.tables.split(",")) - set(cases)
+        if unknown:
+            raise SystemExit(f"--tables: unknown table(s) {sorted(unknown)}; choose from {sorted(cases)}")
+        cases = {k: (v if k in args.tables.split(",") else []) for k, v in cases.items()}
     cluster = _cost_device(args.cluster)
     torch = None
     if not args.dry_run:
@@ -528,7 +784,8 @@ def run(args) -> dict:
         f"CUDA events, median of {args.repeats} after {args.warmup} warm-up runs"
     started = time.perf_counter()
     skipped: list[str] = []
-    out = {"gemm": [], "attention": [], "block": [], "copy": [], "optimizer": [], "grouped": []}
+    out = {"gemm": [], "attention": [], "block": [], "copy": [], "optimizer": [], "grouped": [], "model": [], "fsdp": []}
+
 
     def budget_left() -> bool:
         return time.perf_counter() - started < args.budget_s
@@ -586,6 +843,30 @@ def run(args) -> dict:
         if seconds is None:
             continue
         out["copy"].append((case, seconds))
+    for case in cases["fsdp"]:
+        if not budget_left():
+            skipped.append(f"fsdp {case}: budget spent")
+            continue
+        if args.dry_run:
+            predicted = sum(predicted_fsdp_terms(case).values())
+            result = (0.0, predicted, predicted, 0, 0)
+        else:
+            result = attempt("fsdp", case, lambda: measure_fsdp(torch, timer, case))
+            if result is None:
+                continue
+        out["fsdp"].append((case, *result))
+    for case in cases["model"]:
+        if not budget_left():
+            skipped.append(f"model {case}: budget spent")
+            continue
+        if args.dry_run:
+            predicted = sum(predicted_model_terms(case).values())
+            result = (0.0, predicted, predicted, 0, 0)
+        else:
+            result = attempt("model", case, lambda: measure_model(torch, timer, case))
+            if result is None:
+                continue
+        out["model"].append((case, *result))
     for case in cases["grouped"]:
         if not budget_left():
             skipped.append(f"grouped {case}: budget spent")
@@ -647,14 +928,14 @@ def write_all(out_dir: Path, out: dict, meta: dict, how: str) -> None:
         w = csv.writer(f)
         w.writerow(["style", "batch", "seq", "hidden", "heads", "kv_heads", "ffn", "dtype", "forward_backward_ms",
                     "peak_allocated_bytes", "peak_reserved_bytes", "allocated_before_bytes",
-                    "predicted_allocated_bytes", "allocated_error", "gqa", "kept_after_forward_bytes",
+                    "predicted_allocated_bytes", "allocated_error", "gqa", "ac", "kept_after_forward_bytes",
                     "predicted_kept_bytes", "kept_error", "how"])
         for case, seconds, peak, reserved, base, kept in out["block"]:
             predicted = predicted_block_bytes(case)
             predicted_kept = predicted_kept_bytes(case)
             w.writerow([case.style, case.batch, case.seq, case.hidden, case.heads, case.kv_heads, case.ffn, case.dtype,
                         f"{seconds * 1e3:.3f}", int(peak), int(reserved), int(base), int(round(predicted)),
-                        f"{predicted / peak - 1:+.3f}" if peak else "", case.gqa, int(kept),
+                        f"{predicted / peak - 1:+.3f}" if peak else "", case.gqa, case.ac, int(kept),
                         int(round(predicted_kept)), f"{predicted_kept / kept - 1:+.3f}" if kept else "",
                         how + "; memory: torch.cuda.max_memory_allocated / max_memory_reserved after "
                               "reset_peak_memory_stats, over one forward + backward with gradients already "
@@ -665,6 +946,37 @@ def write_all(out_dir: Path, out: dict, meta: dict, how: str) -> None:
         for case, seconds in out["copy"]:
             w.writerow([case.direction, int(case.pinned), case.nbytes, f"{seconds * 1e6:.3f}",
                         f"{case.nbytes / seconds / 1e9:.2f}", how])
+    with open(out_dir / "model-memory.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        terms = list(predicted_model_terms(ModelCase(1, 1, 8, 64, 4, 4, 128, 100)))
+        w.writerow(["layers", "batch", "seq", "hidden", "ffn", "vocab", "forward_backward_ms", "peak_allocated_bytes",
+                    "peak_reserved_bytes", "allocated_before_bytes", "allocated_at_loss_bytes", "predicted_allocated_bytes",
+                    "allocated_error"] + [f"predicted_{t}_bytes" for t in terms] + ["how"])
+        for case, seconds, peak, reserved, base, at_loss in out["model"]:
+            predicted = predicted_model_terms(case)
+            total = sum(predicted.values())
+            w.writerow([case.layers, case.batch, case.seq, case.hidden, case.ffn, case.vocab, f"{seconds * 1e3:.3f}",
+                        int(peak), int(reserved), int(base), int(at_loss), int(round(total)),
+                        f"{total / peak - 1:+.3f}" if peak else ""] + [int(round(predicted[t])) for t in terms]
+                       + [how + "; a whole eager decoder (embedding, Llama-style blocks, RMSNorm, untied output, "
+                                "F.cross_entropy on fp32 logits), bf16 weights, gradients allocated, no optimizer; "
+                                "allocations counted from before the model was built"])
+    with open(out_dir / "fsdp-memory.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        terms = list(predicted_fsdp_terms(FsdpCase(ModelCase(1, 1, 8, 64, 4, 4, 128, 100))))
+        w.writerow(["layers", "batch", "seq", "hidden", "ffn", "vocab", "step_ms", "peak_allocated_bytes",
+                    "peak_reserved_bytes", "allocated_before_bytes", "allocated_at_loss_bytes", "predicted_allocated_bytes",
+                    "allocated_error"] + [f"predicted_{t}_bytes" for t in terms] + ["how"])
+        for case, seconds, peak, reserved, base, at_loss in out["fsdp"]:
+            predicted = predicted_fsdp_terms(case)
+            total = sum(predicted.values())
+            mc = case.model
+            w.writerow([mc.layers, mc.batch, mc.seq, mc.hidden, mc.ffn, mc.vocab, f"{seconds * 1e3:.3f}",
+                        int(peak), int(reserved), int(base), int(at_loss), int(round(total)),
+                        f"{total / peak - 1:+.3f}" if peak else ""] + [int(round(predicted[t])) for t in terms]
+                       + [how + "; FSDP2 fully_shard per block and root on a one-rank NCCL group, fp32 parameters, "
+                                "MixedPrecisionPolicy(bf16, reduce fp32), AdamW(foreach); peak over forward + backward + "
+                                "optimizer step after two steps; allocations counted from before the model was built"])
     with open(out_dir / "grouped-gemm.csv", "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["experts", "tokens_per_expert", "k", "n", "dtype", "grouped_us", "grouped_fraction_of_bf16_peak",
@@ -706,6 +1018,9 @@ def main(argv=None) -> int:
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--quick", action="store_true", help="a few cases of each kind (smoke test)")
+    parser.add_argument("--tables", default="all",
+                        help="comma-separated tables to measure (gemm, attention, block, copy, optimizer, grouped, "
+                             "model, fsdp; default all); the others' files are written empty")
     args = parser.parse_args(argv)
     if not (math.isfinite(args.budget_s) and args.budget_s > 0) or args.warmup < 0 or args.repeats < 1:
         parser.error("--budget-s must be positive, --warmup >= 0, --repeats >= 1")
@@ -714,7 +1029,7 @@ def main(argv=None) -> int:
     for line in meta["skipped"]:
         print("skipped:", line)
     print(f"wrote {args.out}/calibration.csv, attention-backward.csv, blocks.csv, copies.csv, optimizer.csv, "
-          "grouped-gemm.csv, meta.json")
+          "grouped-gemm.csv, model-memory.csv, fsdp-memory.csv, meta.json")
     return 0
 
 

@@ -45,8 +45,11 @@ def test_fused_attention_is_faster_than_megatron_2021s():
     flash kernel does not, and skips the causal half."""
     old = evaluate(MODEL, CLUSTER, 8, PINNED, memory_limit="none", runtime="megatron-2021")
     new = evaluate(MODEL, CLUSTER, 8, PINNED, memory_limit="none", runtime="megatron-core")
-    assert new.plan.stages[0].block_s < old.plan.stages[0].block_s
-    assert new.plan.stages[0].memory.activations < old.plan.stages[0].memory.activations
+    # per layer: the two runtimes may split the layers differently between the stages
+    per_layer = [r.plan.stages[0].block_s / r.plan.stages[0].layers for r in (new, old)]
+    assert per_layer[0] < per_layer[1]
+    activations = [r.plan.stages[0].memory.activations / r.plan.stages[0].layers for r in (new, old)]
+    assert activations[0] < activations[1]
 
 
 def test_overlapped_gradient_reduce_by_hand():
