@@ -29,13 +29,13 @@ import numpy as np
 from solver_plan.cost.config import ParallelConfig
 from solver_plan.intra.problem import ConfigProblem
 from solver_plan.intra.solve import solve
+from solver_plan.units import MIB
 
 ALPA_BINDING = 0.08  # of the range between the least bytes and the cheapest plan's bytes
 ALPA_SPEC_KINDS = 30
 REFERENCE_MAX_NODES = 1_000
 DEFAULT_INSTANCES = ("random-dag:100", "random-dag:1000", "random-dag:10000", "alpa-chain:10000")
 DEFAULT_PLANNERS = ("milp", "reference-highs", "reference-cbc")
-MIB = 2 ** 20
 
 
 def alpa_chain(nodes: int, seed: int = 1, devices: int = 8, min_candidates: int = 6,

@@ -21,6 +21,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from solver_plan.units import GIB  # noqa: E402
+
 PRESET = {"h100": "h100-4x8-ib", "h200": "h200-8x8-ib"}
 
 
@@ -66,8 +68,8 @@ def main(argv=None) -> int:
             peak, predicted_peak = int(row["peak_allocated_bytes"]), kit.predicted_block_bytes(case)
             errors["memory"].append(predicted_peak / peak - 1)
             name = f"{case.style} b={case.batch} s={case.seq} h={case.hidden} {case.gqa}"
-            print(f"| {run.name} | {name} | {measured * 1e3:.2f} | {cells[0]} | {cells[1]} | {peak / 2**30:.2f} GiB | "
-                  f"{predicted_peak / 2**30:.2f} GiB ({predicted_peak / peak - 1:+.1%}) |")
+            print(f"| {run.name} | {name} | {measured * 1e3:.2f} | {cells[0]} | {cells[1]} | {peak / GIB:.2f} GiB | "
+                  f"{predicted_peak / GIB:.2f} GiB ({predicted_peak / peak - 1:+.1%}) |")
     for key, values in errors.items():
         absolute = sorted(abs(v) for v in values)
         print(f"{key}: median |error| {absolute[len(absolute) // 2]:.1%}, worst {absolute[-1]:.1%} over {len(values)} blocks")

@@ -222,6 +222,7 @@ def main() -> int:
     sys.path.insert(0, str(ROOT))
     os.chdir(ROOT)  # plans name Hugging Face configs relative to the repository (data/hf-configs/...)
     from solver_plan.export import export_plan
+    from solver_plan.export.common import plan_kind
     from solver_plan.graph.resolve import resolve_model
     plans = Path(args.plans)
     models = json.loads((plans / "models.json").read_text()) if (plans / "models.json").exists() else {}
@@ -232,11 +233,12 @@ def main() -> int:
         if path.name == "models.json":
             continue
         plan = json.loads(path.read_text())
-        if plan.get("kind") == "hybrid":
+        kind = plan_kind(plan)  # the plan's declared kind (fixtures from before the envelope: read from keys)
+        if kind == "hybrid":
             checks = [("deepspeed", "deepspeed", "", ""), ("torchtitan", "torchtitan", "", "")]
             checks += [("megatron", f"Megatron-LM {name}", tree, pythons.get(name, "")) for name, tree in trees]
             exports = {target: export_plan(plan, target) for target in ("megatron", "deepspeed", "torchtitan")}
-        elif path.name in models:
+        elif kind == "config" and path.name in models:
             checks = [("dtensor", "DTensor", "", "")]
             exports = {"dtensor": export_plan(plan, "dtensor", graph=resolve_model(models[path.name]))}
         else:

@@ -38,12 +38,12 @@ sys.path.insert(0, str(ROOT))
 
 from solver_plan.cluster import resolve_cluster  # noqa: E402
 from solver_plan.hybrid import evaluate, plan_hybrid  # noqa: E402
+from solver_plan.units import GIB  # noqa: E402
 from solver_plan.hybrid.model import transformer_spec  # noqa: E402
 from solver_plan.hybrid.stage_cost import BlockCoster  # noqa: E402
 
 DATA = ROOT / "data" / "published" / "hybrid.yaml"
 RECENT = ROOT / "data" / "published" / "runs-2022-2025.yaml"
-GIB = 1024 ** 3
 
 
 def narayanan_flops(spec, batch: int) -> float:

@@ -262,12 +262,12 @@ def predicted_block_bytes(case: BlockCase) -> float:
 
 def predicted_kept_bytes(case: BlockCase) -> float:
     """What the forward leaves allocated: the block's kept activations (hybrid/memory.py,
-    runtime torchtitan) and its output (2 s b h)."""
+    runtime torchtitan), which count the block's input (allocated before the forward), less that
+    input, plus the block's output (2 s b h, the same size)."""
     from solver_plan.hybrid import memory as mem
     from solver_plan.runtime import resolve_runtime
-    acts = mem.layer_activation_bytes(block_spec(case), case.batch, 1, case.ac, False,
+    return mem.layer_activation_bytes(block_spec(case), case.batch, 1, case.ac, False,
                                       runtime=resolve_runtime("torchtitan"))
-    return acts + 2.0 * case.seq * case.batch * case.hidden
 
 
 def model_spec(case: ModelCase):
@@ -282,11 +282,18 @@ def predicted_model_terms(case: ModelCase) -> dict[str, float]:
     stage (p = t = dp = 1, one micro-batch) under the torchtitan runtime, by term: weights and
     gradients, activations (the blocks', the embedding's output, the loss's logits), the backward
     working set beyond the loss's peak, the GEMM workspaces."""
+    from dataclasses import replace
+
+    from solver_plan.cost.model_state import ParameterState
     from solver_plan.hybrid import memory as mem
-    from solver_plan.hybrid.memory import StateBytes
+    from solver_plan.runtime import resolve_runtime
+    state = mem.StateBytes(ParameterState(weights=2.0, gradients=2.0), activations=2.0)  # no optimizer
+    # the kit keeps the gradients allocated between steps (zero_grad(set_to_none=False)), as a runtime
+    # with a persistent gradient buffer does; torchtitan itself drops them (its FSDP2 case measures that)
+    runtime = replace(resolve_runtime("torchtitan"), gradients_freed=False)
     m = mem.stage_memory(model_spec(case), layers=case.layers, stage=0, pp=1, tp=1, dp=1, micro_batch=case.batch,
                          micro_batches=1, recompute="none", sequence_parallel=False, zero_stage=0, schedule="1f1b",
-                         state=StateBytes(weights=2.0, gradients=2.0, optimizer=0.0), runtime="torchtitan")
+                         state=state, runtime=runtime)
     return {"state": m.weights + m.gradients, "activations": m.activations, "working": m.recompute_working,
             "buffers": m.buffers, "workspace": m.workspace}
 
@@ -439,11 +446,11 @@ def optimizer_params(case: OptimizerCase) -> int:
 
 def predicted_state_bytes(case: OptimizerCase) -> float:
     """Model state of fp32 parameters trained under bf16 autocast with Adam, as the hybrid model
-    counts it (hybrid/memory.py StateBytes with fp32 weights): weights 4 + gradients 4 + two fp32
-    moments 8 = 16 bytes per parameter (no separate master copy: the parameter is the master)."""
-    from solver_plan.hybrid.memory import StateBytes
-    state = StateBytes(weights=4.0, gradients=4.0, optimizer=8.0)
-    return (state.weights + state.gradients + state.optimizer) * optimizer_params(case)
+    counts it (cost/model_state.py, fp32 Adam): weights 4 + gradients 4 + two fp32 moments 8 = 16
+    bytes per parameter (no separate master copy: the parameter is the master)."""
+    from solver_plan.cost.model_state import state_per_parameter
+    from solver_plan.cost.precision import TrainingPrecision
+    return state_per_parameter(TrainingPrecision.fp32(), "adam").total * optimizer_params(case)
 
 
 def predicted_optimizer_s(cluster, case: OptimizerCase) -> float:

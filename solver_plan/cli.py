@@ -133,7 +133,7 @@ def _cmd_plan(args) -> int:
                 parts.append(f"{name} {format_seconds(value)} ({value / plan.objective_s:.2f}x)")
             else:
                 parts.append(f"{name} {other.status.value}")
-        print("baselines: " + "; ".join(parts))
+        print(f"baselines ({plan.objective.label}): " + "; ".join(parts))
     if result.assignment is not None:
         write_export(args, plan.to_dict(), graph)
     if args.out:

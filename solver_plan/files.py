@@ -22,8 +22,9 @@ import tempfile
 from pathlib import Path
 
 from solver_plan.errors import InputError
+from solver_plan.units import MIB
 
-MAX_INPUT_BYTES = 64 * 2**20  # far above any JSON input of ours; refuse before parsing gigabytes
+MAX_INPUT_BYTES = 64 * MIB  # far above any JSON input of ours; refuse before parsing gigabytes
 NAME_MAX = 255  # bytes in one file or folder name (Linux, macOS)
 PSEUDO_FILE_SYSTEMS = ("/proc", "/sys")  # files there claim 0 bytes (or lie about their size)
 
@@ -89,7 +90,7 @@ def read_input_bytes(path: str | Path, what: str = "file", limit: int = MAX_INPU
     try:
         chunks, size = [], 0
         while size <= limit:
-            chunk = os.read(fd, min(2**20, limit + 1 - size))
+            chunk = os.read(fd, min(MIB, limit + 1 - size))
             if not chunk:
                 break
             chunks.append(chunk)

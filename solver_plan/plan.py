@@ -1,6 +1,8 @@
 """`Plan`: a configuration result decoded to operators, with its cost breakdown; JSON and table.
 
-JSON layout (schema_version 1, stable keys): model, cluster, planner, status, objective_s,
+JSON layout (schema_version 1, stable keys): the result envelope (result.py: kind "config",
+schema_version, status, objective {name, value, unit, meaning}, bound, gap, runtime_s, notes,
+solver_failures), then model, cluster, planner, status, objective_s,
 lower_bound_s, gap, runtime_s, memory_limit_bytes, notes, device_memory_bytes (per device),
 operators [{name, type, degrees {dim: degree}, devices, compute_s, comm_bytes, sync_bytes, comm_s,
 sync_s, memory_bytes}], edges [{src, dst, tensors, redistribution_bytes, redistribution_s}].
@@ -13,10 +15,10 @@ from solver_plan.cluster import Cluster
 from solver_plan.cost.model import CostModel
 from solver_plan.graph.ir import Graph
 from solver_plan.intra.problem import ConfigProblem
-from solver_plan.result import ConfigResult, Status
+from solver_plan.result import CONFIG_SCHEMA_VERSION, ConfigResult, Envelope, Objective, Status, with_envelope
 from solver_plan.units import format_bytes, format_seconds
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = CONFIG_SCHEMA_VERSION
 
 
 @dataclass(frozen=True)
@@ -66,9 +68,20 @@ class Plan:
     # One line naming the planner's solver and why it failed, when the plan is the fallback it
     # returned instead (`ConfigResult.solver_failure`); None when the solver answered.
     solver_failure: str | None = None
+    # What objective_s measures (result.OBJECTIVE_KINDS: "sum" of operator costs, or "load")
+    objective_kind: str = "sum"
+
+    @property
+    def objective(self) -> Objective:
+        return Objective(self.objective_kind, self.objective_s)
+
+    @property
+    def envelope(self) -> Envelope:
+        return Envelope("config", SCHEMA_VERSION, self.status, self.objective, self.lower_bound_s, self.runtime_s,
+                        self.notes, (self.solver_failure or "",))
 
     def to_dict(self) -> dict:
-        return {
+        return with_envelope(self.envelope, {
             "schema_version": SCHEMA_VERSION, "model": self.model, "cluster": self.cluster,
             "planner": self.planner, "status": self.status.value, "objective_s": self.objective_s,
             "lower_bound_s": self.lower_bound_s, "gap": self.gap, "runtime_s": self.runtime_s,
@@ -84,7 +97,7 @@ class Plan:
                 "src": e.src, "dst": e.dst, "tensors": list(e.tensors),
                 "redistribution_bytes": e.redistribution_bytes, "redistribution_s": e.redistribution_s,
             } for e in self.edges],
-        }
+        })
 
 
 def decode_plan(graph: Graph, cluster: Cluster, problem: ConfigProblem, result: ConfigResult,
@@ -117,7 +130,7 @@ def decode_plan(graph: Graph, cluster: Cluster, problem: ConfigProblem, result: 
     return Plan(graph.name, cluster.name, result.planner, result.status, result.objective, result.lower_bound,
                 result.gap, result.runtime_s, problem.memory_limit, result.notes, device_memory,
                 tuple(operators), tuple(edges), max((len(c) for c in problem.candidates), default=None),
-                cost_model.precision.name, result.solver_failure)
+                cost_model.precision.name, result.solver_failure, result.objective_kind)
 
 
 def _fmt_optional_seconds(value: float | None) -> str:
@@ -137,7 +150,8 @@ def render_plan(plan: Plan, max_rows: int = 40) -> str:
     gap = "-" if plan.gap is None else f"{100 * plan.gap:.2f}%"
     lines = [
         f"model {plan.model} | cluster {plan.cluster} | planner {plan.planner}",
-        f"status {_status_text(plan)} | objective {_fmt_optional_seconds(plan.objective_s)} per step | "
+        f"status {_status_text(plan)} | objective {_fmt_optional_seconds(plan.objective_s)} "
+        f"({plan.objective.label}) | "
         f"bound {_fmt_optional_seconds(plan.lower_bound_s)} | gap {gap} | solved in {format_seconds(plan.runtime_s)}",
     ]
     if plan.solver_failure:

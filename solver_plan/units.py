@@ -10,8 +10,13 @@ import re
 
 from solver_plan.errors import InputError
 
+# Binary sizes in bytes, defined once: every module that counts KiB, MiB or GiB imports these.
+KIB = 2**10
+MIB = 2**20
+GIB = 2**30
+
 _DECIMAL = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18}
-_BINARY = {"Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40, "Pi": 2.0**50}
+_BINARY = {"Ki": float(KIB), "Mi": float(MIB), "Gi": float(GIB), "Ti": 2.0**40, "Pi": 2.0**50}
 _NUMBER = r"([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)"
 _PREFIX = r"(Ki|Mi|Gi|Ti|Pi|k|K|M|G|T|P|E)?"
 _TIME_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}

@@ -16,9 +16,10 @@ import yaml
 
 from solver_plan.errors import InputError
 from solver_plan.files import decode_text, read_input_bytes
+from solver_plan.units import MIB
 
 MAX_DEPTH = 64  # deepest nesting accepted; real cluster and job files use fewer than 6 levels
-MAX_BYTES = 16 * 2**20  # no input of ours is near this; refuse before parsing gigabytes
+MAX_BYTES = 16 * MIB  # no input of ours is near this; refuse before parsing gigabytes
 
 
 class _StrictLoader(yaml.SafeLoader):

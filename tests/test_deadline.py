@@ -128,7 +128,7 @@ def test_progress_lines_are_throttled_and_honest():
         time.sleep(0.3)
     assert reporter.incumbent == 2.0 and reporter.bound == 0.25
     lines = stream.getvalue().splitlines()
-    assert lines and all(line.startswith("milp: ") and "best plan 2.000 s per step" in line
+    assert lines and all(line.startswith("milp: ") and "best plan 2.000 s (objective)" in line  # issue 21: the sum is no step time
                          and "bound 250.000 ms" in line for line in lines)
     assert progress._current is None
     progress.report(incumbent=0.5)  # no reporter running: nothing happens

@@ -6,6 +6,7 @@ import pytest
 from solver_plan.intra import isolated
 from solver_plan.intra.linear_model import config_model, decode, min_peak_memory_model, row_scales
 from solver_plan.intra.solve import solve
+from solver_plan.result import Status
 from solver_plan.suite.generators import resolve_problem
 
 
@@ -32,7 +33,7 @@ def test_min_peak_model_keeps_its_peak_column():
     # in a worker process, as the planners call HiGHS (isolated: highspy and ortools in one process clash)
     outcome = isolated.call("highspy", "solver_plan.intra.backends.highs", "solve_with_highs", timeout=60,
                             model=model, time_limit=30)
-    assert outcome.status == "optimal"
+    assert outcome.status == Status.OPTIMAL  # issue 21: backends answer in the one Status enum
     plan = decode(model, outcome.x_values)
     assert outcome.objective == pytest.approx(problem.device_memory(plan).max(), rel=1e-6)
     assert outcome.objective > 0

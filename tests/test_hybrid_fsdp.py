@@ -41,7 +41,10 @@ def test_hsdp_shards_the_state_over_the_shard_group_only():
     assert a.weights == pytest.approx(ctx.state.weights * params / 16)
     assert b.weights == pytest.approx(ctx.state.weights * params / 8)
     assert b.optimizer == pytest.approx(ctx.state.optimizer * params / 8)
-    assert b.gradients == pytest.approx(ctx.state.gradients * params / 8)
+    # torchtitan drops the gradients after each step: with one micro-batch they are not there at the
+    # start of the backward, only where they outgrow the activations (memory.gradients_at_peak)
+    dynamic = b.activations + b.recompute_working
+    assert b.gradients == pytest.approx(max(0.0, ctx.state.gradients * params / 8 - dynamic))
     assert b.nccl - a.nccl == pytest.approx(TITAN.memory.nccl_per_communicator)  # the replicate group
 
 

@@ -6,10 +6,11 @@ from dataclasses import replace
 
 import pytest
 
-from solver_plan.intra import harness, isolated
-from solver_plan.intra.greedy import greedy_assignment
+from solver_plan.intra import isolated
+from solver_plan.intra.greedy_plans import greedy_assignment
 from solver_plan.intra.random_instances import random_problem
-from solver_plan.intra.solve import solve
+from solver_plan.intra.solve import checked, solve
+from solver_plan.intra.subprocess_guard import SUBPROCESS_GRACE_S, call_in_subprocess
 from solver_plan.intra.validate import validate_config_result
 from solver_plan.planners import load_builtin_planners
 from solver_plan.result import ConfigResult, Status
@@ -24,7 +25,7 @@ def test_time_out_keeps_an_incumbent_no_worse_than_the_warm_start(planner, optio
     started = time.perf_counter()
     result = solve(HARD, planner, time_limit=1.0, warm_start=warm, simplify=False, **options)
     elapsed = time.perf_counter() - started
-    assert elapsed < 1.0 + harness.SUBPROCESS_GRACE_S + isolated.GRACE_S + 1.0
+    assert elapsed < 1.0 + SUBPROCESS_GRACE_S + isolated.GRACE_S + 1.0
     assert result.status.has_solution, result.notes
     assert validate_config_result(HARD, result) == []
     if HARD.memory_ok(warm):
@@ -46,8 +47,8 @@ def test_a_failing_solver_falls_back_to_the_heuristic(monkeypatch):
 def test_subprocess_guard_kills_an_overrunning_call():
     started = time.perf_counter()
     with pytest.raises(TimeoutError):
-        harness.call_in_subprocess(time.sleep, (30,), timeout=0.2)
-    assert time.perf_counter() - started < 0.2 + harness.SUBPROCESS_GRACE_S + 1.0
+        call_in_subprocess(time.sleep, (30,), timeout=0.2)
+    assert time.perf_counter() - started < 0.2 + SUBPROCESS_GRACE_S + 1.0
 
 
 def test_validator_rejects_wrong_objective_memory_and_choices():
@@ -67,9 +68,9 @@ def test_validator_rejects_wrong_objective_memory_and_choices():
 def test_invalid_planner_output_becomes_an_error():
     problem = random_problem(5, seed=0, shape="chain")
     lying = ConfigResult("x", Status.FEASIBLE, -1.0, None, 0.0, (0, 0, 0, 0, 0))
-    checked = harness.checked(problem, lying)
-    assert checked.status is Status.ERROR and checked.assignment is None
-    assert any(note.startswith("invalid:") for note in checked.notes)
+    result = checked(problem, lying)
+    assert result.status is Status.ERROR and result.assignment is None
+    assert any(note.startswith("invalid:") for note in result.notes)
 
 
 def test_validator_accepts_a_time_out_without_plan_but_not_a_feasible_one():

@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 
 from intra_cases import tiny_cases
-from solver_plan.intra import greedy
+from solver_plan.deadline import Deadline
+from solver_plan.intra import warm_start
 from solver_plan.intra.brute import plan_brute
 from solver_plan.intra.forest_dp import Forest, solve_forest, spanning_forest
 from solver_plan.intra.lagrangian import lagrangian_dual
 from solver_plan.intra.lagrangian_fixing import lagrangian_restriction
-from solver_plan.intra.harness import Deadline
 from solver_plan.intra.cpsat import plan_cpsat
 from solver_plan.intra.milp import plan_milp
 from solver_plan.intra.random_instances import random_problem
@@ -126,14 +126,14 @@ def test_lagrangian_proves_a_memory_bound_chain_optimal():
 def test_slow_heuristics_leave_the_milp_its_turn(monkeypatch):
     """Heuristics that run until their clock ends (as repair did at 10,000 operators) get only
     their share: the MILP still runs and proves the optimum."""
-    real = greedy.heuristic_plans
+    real = warm_start.heuristic_plans
 
     def slow_heuristics(problem, deadline=None, **kwargs):
         while deadline is not None and not deadline.expired():
             time.sleep(0.01)
         return real(problem, deadline, **kwargs)
 
-    monkeypatch.setattr(greedy, "heuristic_plans", slow_heuristics)
+    monkeypatch.setattr(warm_start, "heuristic_plans", slow_heuristics)
     problem = random_problem(8, seed=2, shape="dag", memory_tightness=0.6)
     oracle = plan_brute(problem)
     result = plan_milp(problem, time_limit=6)

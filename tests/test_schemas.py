@@ -28,10 +28,19 @@ def errors(name: str, document) -> list[str]:
     return [f"{list(e.absolute_path)}: {e.message}" for e in validator(name).iter_errors(document)]
 
 
+def enveloped(d: dict, kind: str) -> dict:
+    """Every result JSON carries the envelope (issue 21): kind, schema_version and the rest, first."""
+    from solver_plan.result import ENVELOPE_KEYS
+    assert set(ENVELOPE_KEYS) <= set(d)
+    assert (d["kind"], d["schema_version"]) == (kind, 1)
+    return d
+
+
 def test_every_schema_is_valid_and_versioned():
     names = sorted(p.name for p in SCHEMAS.glob("*.schema.json"))
     assert {"plan.v1.schema.json", "pipeline.v1.schema.json", "hybrid.v1.schema.json", "cluster.v1.schema.json",
-            "jobs.v1.schema.json", "graph-file.v1.schema.json"} <= set(names)
+            "jobs.v1.schema.json", "graph-file.v1.schema.json", "result-envelope.v1.schema.json",
+            "moe-hybrid.v1.schema.json", "batch-record.v1.schema.json"} <= set(names)
     for name in names:
         schema = json.loads((SCHEMAS / name).read_text())
         jsonschema.Draft202012Validator.check_schema(schema)
@@ -41,28 +50,82 @@ def test_every_schema_is_valid_and_versioned():
 def test_plan_output():
     from solver_plan.api import plan
     d = plan("mlp:layers=2,hidden=128,batch=32", "v100x8-nvlink", "greedy", devices=4, memory_limit=None).to_dict()
-    assert errors("plan.v1.schema.json", d) == []
+    assert errors("plan.v1.schema.json", enveloped(d, "config")) == []
     d["status"] = "DONE"
     assert errors("plan.v1.schema.json", d)
+
+
+def test_every_result_schema_includes_the_envelope():
+    """A result JSON without an envelope key, or with a malformed one, fails its own schema."""
+    d = json.loads((REPO_ROOT / "tests" / "fixtures" / "plans" / "operators-mlp.json").read_text())
+    assert any("'kind' is a required property" in e for e in errors("plan.v1.schema.json", d))  # before the envelope
+    envelope = json.loads((SCHEMAS / "result-envelope.v1.schema.json").read_text())
+    for name in ("plan", "pipeline", "hybrid", "moe-hybrid", "batch-record"):
+        schema = json.loads((SCHEMAS / f"{name}.v1.schema.json").read_text())
+        assert {"$ref": "result-envelope.v1.schema.json"} in schema["allOf"]
+        # bundled (self-contained files for tools outside): the copy is the envelope schema itself
+        assert schema["$defs"]["result-envelope"] == {k: v for k, v in envelope.items() if k != "$schema"}
+        assert {"kind", "schema_version"} <= set(schema["required"])
+    bad = {"kind": "config", "schema_version": 1, "status": "OPTIMAL", "bound": None, "gap": None, "runtime_s": 1.0,
+           "notes": [], "solver_failures": [], "objective": {"name": "sum", "value": 1.0, "unit": "s"}}
+    assert any("'meaning' is a required property" in e for e in errors("result-envelope.v1.schema.json", bad))
+    from solver_plan.api import plan
+    d = plan("mlp:layers=2,hidden=64,batch=8", "v100x8-nvlink", "greedy", devices=2, memory_limit=None).to_dict()
+    assert errors("plan.v1.schema.json", d) == []
+    d["objective"] = bad["objective"]  # only the bundled envelope knows objective.meaning: it is applied
+    assert any("'meaning' is a required property" in e for e in errors("plan.v1.schema.json", d))
 
 
 def test_pipeline_output():
     from solver_plan.api import pipeline
     d = pipeline("resnet50:batch=8", "v100x8-nvlink", 2, "pipedream", "1f1b*", time_limit=10).to_dict()
     assert d["stages"] and d["operations"]
-    assert errors("pipeline.v1.schema.json", d) == []
+    assert errors("pipeline.v1.schema.json", enveloped(d, "pipeline")) == []
+    assert d["objective"]["name"] == "period" and d["objective"]["value"] == d["period_s"]
 
 
 def test_hybrid_output_and_its_exports():
     from solver_plan.api import export_plan, hybrid
     d = hybrid("gpt2:layers=4,seq=128", "v100x8-nvlink", 16, time_limit=30).to_dict()
-    assert errors("hybrid.v1.schema.json", d) == []
+    assert errors("hybrid.v1.schema.json", enveloped(d, "hybrid")) == []
     p = d["parallelism"]
     assert p["dp"] * p["tp"] * p["pp"] == d["devices"]
     config = json.loads(export_plan(d, "deepspeed"))  # the exporters read this very dict
     assert config["solver_plan"]["global_batch"] == d["global_batch"]  # (AutoTP plans leave train_batch_size out)
     broken = dict(d, parallelism=dict(p, zero_stage=5))
     assert errors("hybrid.v1.schema.json", broken)
+
+
+def test_moe_hybrid_output(tmp_path):
+    from solver_plan.cli import main
+    cfg = {"model_type": "qwen3_moe", "hidden_size": 64, "intermediate_size": 128, "moe_intermediate_size": 32,
+           "num_experts": 8, "num_experts_per_tok": 2, "num_hidden_layers": 4, "num_attention_heads": 4,
+           "num_key_value_heads": 2, "head_dim": 16, "max_position_embeddings": 256, "vocab_size": 1000,
+           "tie_word_embeddings": False}
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    out = tmp_path / "moe.json"
+    assert main(["hybrid", "--model", f"{tmp_path / 'config.json'}:seq=64", "--cluster", "h100-4x8-ib", "--devices",
+                 "8", "--batch", "16", "--fix", "ep=4,etp=1", "--out", str(out)]) == 0
+    d = json.loads(out.read_text())
+    assert errors("moe-hybrid.v1.schema.json", enveloped(d, "moe-hybrid")) == []
+    assert d["objective"] == {**d["objective"], "name": "step_time", "value": d["step_time_s"]}
+
+
+def test_batch_record_output(tmp_path):
+    """A real record of a config job (its plan a plan JSON) and of a failed one (no plan)."""
+    from solver_plan.batch.job import Job
+    from solver_plan.batch.kinds import outcome, run_job
+    from solver_plan.batch.records import build_record
+    from solver_plan.result import Status
+    job = Job("schema", "config", "mlp:layers=2,hidden=128,batch=32", "v100x8-nvlink", "greedy", devices=4)
+    record = build_record(job, run_job(job), 0.5)
+    assert errors("batch-record.v1.schema.json", enveloped(record, "batch-record")) == []
+    assert errors("plan.v1.schema.json", record["plan"]) == []
+    assert record["objective"]["name"] == "sum" and record["objective"]["value"] == record["objective_s"]
+    failed = build_record(job, outcome(Status.ERROR, None, None, None, None, "boom"), 0.1)
+    assert errors("batch-record.v1.schema.json", failed) == [] and failed["notes"] == ["boom"]
+    pipeline = Job("schema", "pipeline", "resnet50", "v100x8-nvlink", "pipedream", processors=2)
+    assert build_record(pipeline, outcome(Status.FEASIBLE, 1.0, None, 0.1, None), 0.1)["objective"]["name"] == "period"
 
 
 @pytest.mark.parametrize("path", sorted(cluster_presets_dir().glob("*.yaml")), ids=lambda p: p.stem)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from solver_plan.batch.job import Job, canonical_json, digest, KEY_LENGTH
-from solver_plan.result import Status
+from solver_plan.result import Envelope, Objective, Status, with_envelope
 
 SCHEMA = "solver-plan/batch-record"
 VERSION = 1
@@ -28,9 +28,26 @@ class InvalidRecord(ValueError):
     """A record file that must not be trusted; the message says why."""
 
 
+# What a job kind's objective measures when its plan does not say (no plan, or one from before the envelope)
+KIND_OBJECTIVES = {"config": "sum", "pipeline": "period", "hybrid": "step_time"}
+
+
+def record_envelope(job: Job, outcome: dict[str, Any]) -> Envelope:
+    """The record's result envelope (kind "batch-record"): the outcome's status, objective and bound
+    (none credited when the solver failed, `kinds.outcome`), the objective's measure, notes and
+    solver failures as the plan's own envelope gives them, else the job kind's and the error."""
+    plan = outcome.get("plan") if isinstance(outcome.get("plan"), dict) else {}
+    measure = plan.get("objective", {}).get("name") if isinstance(plan.get("objective"), dict) else None
+    notes = plan.get("notes") or ([outcome["error"]] if outcome.get("error") else [])
+    return Envelope("batch-record", VERSION, outcome.get("status") or Status.ERROR,
+                    Objective(measure or KIND_OBJECTIVES[job.kind], outcome.get("objective_s")),
+                    outcome.get("lower_bound_s"), outcome.get("runtime_s"), tuple(str(n) for n in notes),
+                    tuple(str(f) for f in plan.get("solver_failures") or ()))
+
+
 def build_record(job: Job, outcome: dict[str, Any], wall_s: float) -> dict[str, Any]:
-    record = {"schema": SCHEMA, "version": VERSION, "key": job.key, "job": job.describe(),
-              "inputs": job.inputs()}
+    record = with_envelope(record_envelope(job, outcome), {
+        "schema": SCHEMA, "version": VERSION, "key": job.key, "job": job.describe(), "inputs": job.inputs()})
     record.update({name: outcome.get(name) for name in OUTCOME_FIELDS})
     record["killed"] = bool(record["killed"])
     record["wall_s"] = round(wall_s, 6)

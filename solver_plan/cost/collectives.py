@@ -26,7 +26,7 @@ beta_e, and NCCL's double binary tree, 2 ceil(log2 m) alpha_e + 2 S/k beta_e / T
 (NCCL src/graph/tuning.cc: tree latency 2 (k-1) alpha_i + 2 log2(m) alpha_e; its
 treeCorrectionFactor derates tree bandwidth to 0.5-1.0 by message size, median about 0.7), as
 NCCL's tuner picks the fastest.
-Bucketed gradient sync (PyTorch DDP's 25 MB buckets, Horovod tensor fusion): `buckets` collectives
+Bucketed gradient sync (PyTorch DDP's 25 MiB buckets, Horovod tensor fusion): `buckets` collectives
 of S / buckets each, so the latency is paid per bucket, not per tensor.
 
 A collective over a set of a configuration's dimensions runs in every group of devices whose tile
@@ -42,10 +42,14 @@ from functools import lru_cache
 from solver_plan.cluster import Cluster, LinkLevel
 from solver_plan.cost.config import REPLICA, ParallelConfig
 from solver_plan.cost.tiles import tile_coordinates
+from solver_plan.units import MIB
 
 KINDS = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all", "broadcast", "p2p")
 TREE_BANDWIDTH_FACTOR = 0.7  # NCCL tuning.cc treeCorrectionFactor, Simple protocol, mid sizes
-DDP_BUCKET_BYTES = 25 * 2**20  # PyTorch DistributedDataParallel bucket_cap_mb default (25 MiB)
+# PyTorch DistributedDataParallel's bucket_cap_mb default, 25 MiB (torch/nn/parallel/distributed.py:
+# bucket_cap_mb * 1024 * 1024): the per-operator question's runtime; the hybrid planner's runtimes
+# carry their own buckets (runtime/profiles.py Overlap)
+DDP_BUCKET_BYTES = 25 * MIB
 
 
 @dataclass(frozen=True)

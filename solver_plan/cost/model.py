@@ -155,6 +155,11 @@ class CostModel:
         self._edges: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
         self._kept: dict[int, tuple[Graph, frozenset[str]]] = {}  # by id: hashing a Graph is O(graph)
 
+    def fresh(self) -> "CostModel":
+        """The same model (cluster, precision, optimizer factor, buckets, memory format) with nothing
+        memoised: what the plan validator re-prices with (`plan_price.py`)."""
+        return CostModel(self.cluster, self.optimizer_factor, self.precision, self.bucket_bytes, self.memory_format)
+
     def _kept_outputs(self, graph: Graph) -> frozenset[str]:
         entry = self._kept.get(id(graph))
         if entry is None or entry[0] is not graph:

@@ -11,29 +11,22 @@ data uses in training:
 Accounting follows Megatron-LM / ZeRO (Rajbhandari et al., SC'20, section 3.1: "mixed precision
 training ... 2Psi + 2Psi + 12Psi" bytes for fp16 weights, fp16 gradients, fp32 master weights,
 momentum and variance): 2 + 2 + 4 + 4 + 4 = 16 bytes per parameter. Plain fp32 keeps weights,
-gradients and two moments in fp32 with no master copy: 4 + 4 + 4 + 4 = 16 bytes.
+gradients and two moments in fp32 with no master copy: 4 + 4 + 4 + 4 = 16 bytes. The bytes per
+parameter by optimizer and sharding are the model-state module's (cost/model_state.py).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from solver_plan.cost.model_state import ParameterState, state_with_moments
 from solver_plan.dtypes import Precision, default_dtype, precision_name
 from solver_plan.errors import InputError
 
 __all__ = ["ParameterBytes", "Precision", "TrainingPrecision", "default_for", "resolve_precision"]
 
 
-@dataclass(frozen=True)
-class ParameterBytes:
-    """Bytes kept per parameter, by term (one device, unsharded)."""
-    weights: int
-    gradients: int
-    master: int
-    moments: int  # all optimizer moments together
-
-    @property
-    def total(self) -> int:
-        return self.weights + self.gradients + self.master + self.moments
+# Bytes kept per parameter, by term: the model-state module's type (cost/model_state.py).
+ParameterBytes = ParameterState
 
 
 @dataclass(frozen=True)
@@ -95,11 +88,9 @@ class TrainingPrecision:
         dtype = Precision.parse(value, where)
         return cls.fp32(dtype) if dtype in (Precision.FP32, Precision.TF32) else cls.mixed(dtype)
 
-    def bytes_per_parameter(self) -> ParameterBytes:
-        """weights + gradients + master copy + num_moments x moment bytes."""
-        return ParameterBytes(self.parameters.bytes, self.gradients.bytes,
-                              0 if self.master is None else self.master.bytes,
-                              self.num_moments * self.moments.bytes)
+    def bytes_per_parameter(self) -> ParameterState:
+        """weights + gradients + master copy + num_moments x moment bytes (cost/model_state.py)."""
+        return state_with_moments(self, self.num_moments)
 
     @property
     def name(self) -> str:

@@ -21,7 +21,7 @@ def export_plan(plan_dict: dict, target: str, graph=None) -> str:
         raise InputError(f"unknown export target {target!r} (targets: {', '.join(TARGETS)})", "--export")
     kind = plan_kind(plan_dict)
     if target == "dtensor":
-        if kind != "operators":
+        if kind != "config":
             raise InputError(f"the dtensor export takes a per-operator plan (solver-plan plan --out), got a {kind} plan",
                              "--export")
         from solver_plan.export.dtensor import export_dtensor

@@ -5,9 +5,11 @@ import sys
 
 from solver_plan.export import TARGETS
 
-KIND_WORDS = {"operators": "a per-operator plan (solver-plan plan --out)",
+KIND_WORDS = {"config": "a per-operator plan (solver-plan plan --out)",
               "hybrid": "a hybrid plan (solver-plan hybrid --out)",
-              "pipeline": "a pipeline plan (solver-plan pipeline --out), which no runtime export takes"}
+              "pipeline": "a pipeline plan (solver-plan pipeline --out), which no runtime export takes",
+              "moe-hybrid": "an expert-parallel hybrid plan (solver-plan hybrid --fix ep=N --out), which no "
+                            "runtime export takes yet"}
 
 
 def register_command(subparsers) -> None:
@@ -31,10 +33,13 @@ def run(args) -> int:
     check_output_path(args.out, "--out")
     plan = read_json(args.plan, "plan JSON")
     from solver_plan.export.common import plan_kind
+    notes: list[str] = []
     try:
-        kind, wanted = plan_kind(plan), "operators" if args.target == "dtensor" else "hybrid"
+        kind, wanted = plan_kind(plan, notes), "config" if args.target == "dtensor" else "hybrid"
     except InputError as exc:  # named by the file, as export_plan's errors are below
         raise InputError(str(exc), args.plan) from None
+    for note in notes:  # a plan from before the result envelope: its kind was read from its keys
+        print(f"note: {args.plan}: {note}", file=sys.stderr)
     if kind != wanted:  # said before any model is read, in words (the plan JSON's kinds)
         raise InputError(f"the {args.target} export takes {KIND_WORDS[wanted]}; this is {KIND_WORDS[kind]}", args.plan)
     graph = None

@@ -5,20 +5,31 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from solver_plan.errors import InputError
+from solver_plan.result import read_kind, read_schema_version
 
 WHERE = "plan"
+SCHEMA_VERSION = 1  # of every plan JSON the exporters read (plan.v1, hybrid.v1)
 
 
-def plan_kind(d: dict) -> str:
+def plan_kind(d: dict, notes: list[str] | None = None) -> str:
+    """The plan's `kind` (the result envelope's: config, pipeline, hybrid, moe-hybrid). A plan
+    written before the envelope is read by its keys (`result.read_kind`); the note saying so is
+    appended to `notes` when given."""
     if not isinstance(d, dict):
         raise InputError("a plan is a JSON object", WHERE)
-    if d.get("kind") == "hybrid":
-        return "hybrid"
-    if "operators" in d and "edges" in d:
-        return "operators"
-    if "period_s" in d or "operations" in d:
-        return "pipeline"
-    raise InputError("not a solver-plan plan (expected a hybrid, per-operator or pipeline plan JSON)", WHERE)
+    try:
+        reading = read_kind(d, "the plan")
+    except ValueError as exc:
+        raise InputError(f"not a solver-plan plan ({str(exc).removeprefix('the plan: ')}; expected a hybrid, "
+                         "per-operator or pipeline plan JSON)", WHERE) from None
+    if reading.kind == "batch-record":
+        raise InputError("this is a batch record, not a plan: its plan is the record's 'plan'", WHERE)
+    version = read_schema_version(d)
+    if version is not None and version != SCHEMA_VERSION:
+        raise InputError(f"unsupported schema_version {version!r} (this version reads {SCHEMA_VERSION})", WHERE)
+    if reading.note is not None and notes is not None:
+        notes.append(reading.note)
+    return reading.kind
 
 
 @dataclass(frozen=True)

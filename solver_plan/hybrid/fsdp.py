@@ -3,7 +3,8 @@
 Shard and replicate degrees: the R = dp x cp ranks holding the same weights (`Parallelism.replicas`)
 split into R / s replicate groups of s shard ranks (`dp_shard` = s; 0 = all R, plain ZeRO / FSDP).
 ZeRO shards the optimizer state (stage 1), gradients (2) and weights (3) over the s ranks of a
-shard group only; the gradients are reduce-scattered in the shard group, then all-reduced, 1/s of
+shard group only (the bytes: cost/model_state.py `ParameterState.sharded_bytes`, through
+hybrid/memory.py's `weights_bytes` ... `optimizer_bytes` with s as the group); the gradients are reduce-scattered in the shard group, then all-reduced, 1/s of
 them, across the replicate group, and the weights all-gathered in the shard group (PyTorch FSDP2
 HSDP: fully_shard on a 2-D (replicate, shard) mesh; Megatron-core's distributed optimizer with
 --num-distributed-optimizer-instances R / s). Ranks are tp fastest, then cp, then dp, so a shard

@@ -8,8 +8,11 @@ The search, the validator and the baselines all call these functions.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, replace
 
+from solver_plan.cost.model_state import ParameterState, state_per_parameter
+from solver_plan.cost.precision import TrainingPrecision, default_for
+from solver_plan.errors import InputError
 from solver_plan.hybrid.context_parallel import kv_buffer_bytes
 from solver_plan.hybrid.model import TransformerSpec
 from solver_plan.hybrid.stages import held_layers
@@ -29,22 +32,29 @@ def _kernels(runtime):
 
 @dataclass(frozen=True)
 class StateBytes:
-    """Bytes of one training precision (`cost.precision.TrainingPrecision`) as the memory terms and
-    the communication terms use them: per parameter, the working weights, their gradients and the
-    optimizer state (master copy + Adam moments); per activation element, `activations`.
-    Default: mixed-precision Adam (Rajbhandari et al. 2020, ZeRO, section 3.1: 2 + 2 + 12 = 16) with
-    16-bit activations (Korthikanti et al. 2022)."""
-    weights: float = 2.0
-    gradients: float = 2.0
-    optimizer: float = 12.0
-    activations: float = 2.0  # bytes per activation element (weights' dtype of the tensors between operators)
+    """One training precision (`cost.precision.TrainingPrecision`) as the memory and communication
+    terms use it: per parameter the model state (`model`, the model-state module's
+    `cost.model_state.ParameterState`: working weights, gradients and optimizer state = master copy
+    + moments, sharded by ZeRO in `weights_bytes` ... `optimizer_bytes`), per activation element
+    `activations` bytes (the dtype of the tensors between operators).
+    `MIXED_PRECISION` is mixed-precision Adam (Rajbhandari et al. 2020, ZeRO, section 3.1:
+    2 + 2 + 12 = 16) with 16-bit activations (Korthikanti et al. 2022), the default of every term."""
+    model: ParameterState
+    activations: float
+    # the model's weights, gradients and optimizer state (master copy + moments), copied as fields:
+    # the search reads them in its inner loop
+    weights: float = field(init=False, repr=False, compare=False)
+    gradients: float = field(init=False, repr=False, compare=False)
+    optimizer: float = field(init=False, repr=False, compare=False)
 
     def __post_init__(self):
-        for key, value in asdict(self).items():
-            if not value >= 0:
-                raise ValueError(f"StateBytes.{key} must be non-negative, got {value}")
-        if not self.activations > 0:
-            raise ValueError(f"StateBytes.activations must be positive, got {self.activations}")
+        if not isinstance(self.model, ParameterState):
+            raise InputError(f"expected a cost.model_state.ParameterState, got {self.model!r}", "StateBytes.model")
+        if isinstance(self.activations, bool) or not isinstance(self.activations, (int, float)) \
+                or not self.activations > 0:
+            raise InputError(f"must be positive, got {self.activations!r}", "StateBytes.activations")
+        for name in ("weights", "gradients", "optimizer"):
+            object.__setattr__(self, name, getattr(self.model, name))
 
     @property
     def activation_scale(self) -> float:
@@ -52,67 +62,59 @@ class StateBytes:
         return self.activations / 2.0
 
 
-MIXED_PRECISION = StateBytes()
-
-
 def precision_state(precision) -> StateBytes:
-    """The `StateBytes` of a `TrainingPrecision`, with pipeline/memory.py's Adam rule (one rule for
-    both planners): weights w, gradients g, optimizer m + 2 o (master copy + two moments): mixed
-    bf16/fp16/fp8 2 + 2 + (4 + 8), fp32/tf32 4 + 4 + (0 + 8); activations in the precision's
-    activation dtype (2 mixed, 4 fp32; fp8 keeps bf16 activations, Transformer Engine)."""
-    from solver_plan.pipeline.memory import state_terms
+    """The `StateBytes` of a `TrainingPrecision` with Adam (`cost.model_state`, one rule for every
+    planner): weights w, gradients g, optimizer m + 2 o: mixed bf16/fp16/fp8 2 + 2 + (4 + 8),
+    fp32/tf32 4 + 4 + (0 + 8); activations in the precision's activation dtype (2 mixed, 4 fp32;
+    fp8 keeps bf16 activations, Transformer Engine)."""
+    return StateBytes(state_per_parameter(precision, "adam"), float(precision.activations.bytes))
 
-    terms = dict(state_terms(precision, "adam"))
-    return StateBytes(terms["weights"], terms["gradients"], terms.get("master", 0.0) + terms.get("moments", 0.0),
-                      float(precision.activations.bytes))
+
+MIXED_PRECISION = precision_state(TrainingPrecision.mixed())
 
 
 def runtime_state(state: StateBytes, runtime) -> StateBytes:
-    """The bytes per parameter as `runtime` keeps them in 16-bit mixed precision (`state.gradients`
-    2): fp32 gradients (`fp32_gradients`: Megatron's main_grad, 2 + 4 + 12 = 18 bytes per parameter,
-    its distrib_optimizer.md table; FSDP2's fp32 reduce), and for FSDP2 (`sharded_fp32_params`) the
-    fp32 sharded parameter doubling as the master copy (2 + 4 + 10 = 16: the 2 bytes of working
-    weights are what the all-gather moves). Unchanged in fp32 training."""
-    from dataclasses import replace
-
+    """The bytes per parameter as `runtime` keeps them in mixed precision
+    (`ParameterState.for_runtime`): fp32 gradients (`fp32_gradients`: Megatron's main_grad,
+    2 + 4 + 12 = 18 bytes per parameter, its distrib_optimizer.md table; FSDP2's fp32 reduce), and
+    for FSDP2 (`sharded_fp32_params`) the fp32 sharded parameter doubling as the master copy
+    (2 + 4 + 10 = 16: the 2 bytes of working weights are what the all-gather moves). Unchanged in
+    fp32 training."""
     from solver_plan.runtime import resolve_runtime
 
     runtime = resolve_runtime(runtime)
-    if state.gradients != 2.0 or not runtime.fp32_gradients:
-        return state
-    optimizer = state.optimizer - (2.0 if runtime.sharded_fp32_params else 0.0)
-    return replace(state, gradients=4.0, optimizer=optimizer)
+    model = state.model.for_runtime(fp32_gradients=runtime.fp32_gradients,
+                                    sharded_fp32_params=runtime.sharded_fp32_params)
+    return state if model is state.model else replace(state, model=model)
 
 
 def state_bytes(device=None, precision=None) -> StateBytes:
     """Bytes of `precision` (a `TrainingPrecision`), or of the one the cost core picks for `device`
     (`cost.precision.default_for`: mixed bf16/fp16 = 2 + 2 + 4 + 8, plain fp32 = 4 + 4 + 0 + 8);
     mixed precision (ZeRO's 2 + 2 + 12) without either."""
-    from solver_plan.cost.precision import TrainingPrecision, default_for
-
     if precision is None:
         precision = default_for(device) if device is not None else TrainingPrecision.mixed()
     return precision_state(precision)
 
 
-# --- model state (Rajbhandari et al. 2020, figure 1: ZeRO stages 1, 2, 3) ---------------------
+# --- model state (Rajbhandari et al. 2020, figure 1: ZeRO stages 1, 2, 3; cost/model_state.py) ---
 def weights_bytes(params: float, dp: int, zero_stage: int, state: StateBytes = MIXED_PRECISION) -> float:
     """Working weights of `params` parameters (already divided by t): w P (mixed precision 2 P,
     fp32 4 P), sharded over the dp replicas by ZeRO-3 (P_os+g+p): w P / dp."""
-    return state.weights * params / (dp if zero_stage >= 3 else 1)
+    return state.model.sharded_bytes("weights", params, zero_stage, dp)
 
 
 def gradients_bytes(params: float, dp: int, zero_stage: int, state: StateBytes = MIXED_PRECISION) -> float:
     """Gradients in the gradient dtype: g P (mixed 2 P, fp32 4 P), sharded by ZeRO-2 and -3
     (P_os+g): g P / dp."""
-    return state.gradients * params / (dp if zero_stage >= 2 else 1)
+    return state.model.sharded_bytes("gradients", params, zero_stage, dp)
 
 
 def optimizer_bytes(params: float, dp: int, zero_stage: int, state: StateBytes = MIXED_PRECISION) -> float:
     """fp32 master weights (mixed precision only) and two fp32 Adam moments: (m + 2 o) P = 12 P
-    mixed, 8 P fp32 (ZeRO section 3.1; pipeline/memory.py's Adam rule), sharded by ZeRO-1 and above
-    (P_os; Megatron's distributed optimizer is the same): (m + 2 o) P / dp."""
-    return state.optimizer * params / (dp if zero_stage >= 1 else 1)
+    mixed, 8 P fp32 (ZeRO section 3.1), sharded by ZeRO-1 and above (P_os; Megatron's distributed
+    optimizer is the same): (m + 2 o) P / dp."""
+    return state.model.sharded_bytes("optimizer", params, zero_stage, dp)
 
 
 # --- activations (Korthikanti et al. 2022, section 4.1-4.3, table 2) --------------------------
@@ -433,9 +435,13 @@ def stage_memory(spec: TransformerSpec, *, layers: int, stage: int, pp: int, tp:
     acts = held_blocks(layers, stage, pp, micro_batches, schedule, virtual_stages) * per_block
     if first:
         acts += embedding_activation_bytes(spec, b, t, sp, state) * flight
-    if last:  # logits live one micro-batch
-        acts += logits_activation_bytes(spec, b, t, sp, state, runtime)
+    loss = logits_activation_bytes(spec, b, t, sp, state, runtime) if last else 0.0
+    acts += loss  # logits live one micro-batch
     working = recompute_working_bytes(spec, b, t, recompute, sp, state, runtime) if layers else 0.0
+    # the loss's peak and a block's backward transients never coexist: the logits and their gradient
+    # are freed before the last block's backward starts, so the last stage adds the larger of the two
+    # (measured: a whole eager decoder's peak is at the loss, data/device/h100-2026-11-26/model-memory.csv)
+    working = max(0.0, working - loss)
     buffers = p2p_buffer_bytes(spec, b, t, sp, pp, state) + zero3_gather_bytes(spec.block_params / t, zero_stage, state)
     buffers += fsdp_root_bytes(params - layers * spec.block_params / t, zero_stage, state, runtime)
     if cp > 1 and layers:  # kv_piece_bytes of the whole sequence's spec: seq = cp x the rank's
@@ -443,5 +449,21 @@ def stage_memory(spec: TransformerSpec, *, layers: int, stage: int, pp: int, tp:
         buffers += kv_buffer_bytes(replace(spec, seq=spec.seq * cp), b, t, cp, state.activations, runtime)
     reserve = runtime_reserve(runtime, acts + working + buffers,
                               communicators(tp, dp, pp, spec.tied_embeddings, cp, replicate))
-    return StageMemory(weights_bytes(params, dp, zero_stage, state), gradients_bytes(params, dp, zero_stage, state),
+    gradients = gradients_at_peak(gradients_bytes(params, dp, zero_stage, state), acts + working, micro_batches, runtime)
+    return StageMemory(weights_bytes(params, dp, zero_stage, state), gradients,
                        optimizer_bytes(params, dp, zero_stage, state), acts, working, buffers, **reserve)
+
+
+def gradients_at_peak(gradients: float, activations: float, micro_batches: int, runtime=None) -> float:
+    """The gradient bytes to add at a stage's peak. A runtime that drops the gradients after each
+    step (`RuntimeProfile.gradients_freed`) running one micro-batch per step has two candidate peaks:
+    the start of the backward (activations, no gradients yet) and its end (all gradients, activations
+    gone), so it adds max(0, gradients - activations) to the first; with gradient accumulation
+    (m > 1), or a persistent gradient buffer, the gradients are there at every peak. Measured with
+    FSDP2 on one H100 (data/device/h100-2026-11-26/fsdp-memory.csv): a whole decoder's peak
+    allocation is its fp32 parameters and Adam moments plus the activations, without gradients."""
+    from solver_plan.runtime import resolve_runtime
+
+    if micro_batches == 1 and resolve_runtime(runtime).gradients_freed:
+        return max(0.0, gradients - activations)
+    return gradients

@@ -26,9 +26,10 @@ from solver_plan.errors import InputError
 from solver_plan.hybrid import moe
 from solver_plan.hybrid.moe_price import Context, MoEPlan, make_context, memory_floor, price, time_bound
 from solver_plan.hybrid.moe_space import FIX_KEYS, MoEPoint, check_fix, enumerate_points
-from solver_plan.result import Status
+from solver_plan.result import Envelope, Objective, Status, with_envelope
 
 CHECK_EVERY = 256  # points enumerated between two looks at the clock
+SCHEMA_VERSION = 1  # the result JSON (docs/schemas/moe-hybrid.v1.schema.json)
 
 
 @dataclass(frozen=True)
@@ -45,10 +46,16 @@ class MoEResult:
     def step_time_s(self) -> float | None:
         return None if self.plan is None else self.plan.step_time_s
 
+    @property
+    def envelope(self) -> Envelope:
+        return Envelope("moe-hybrid", SCHEMA_VERSION, self.status, Objective("step_time", self.step_time_s),
+                        self.lower_bound_s, self.runtime_s, self.notes)
+
     def to_dict(self) -> dict:
-        return {"status": self.status.value, "step_time_s": self.step_time_s, "lower_bound_s": self.lower_bound_s,
-                "runtime_s": self.runtime_s, "evaluated": self.evaluated, "pruned": self.pruned,
-                "notes": list(self.notes), "plan": None if self.plan is None else self.plan.to_dict()}
+        return with_envelope(self.envelope, {
+            "status": self.status.value, "step_time_s": self.step_time_s, "lower_bound_s": self.lower_bound_s,
+            "runtime_s": self.runtime_s, "evaluated": self.evaluated, "pruned": self.pruned,
+            "notes": list(self.notes), "plan": None if self.plan is None else self.plan.to_dict()})
 
 
 def _cluster(cluster, devices):

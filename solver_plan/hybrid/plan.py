@@ -1,4 +1,5 @@
-"""`HybridPlan` and `HybridResult`: frozen values, JSON (schema_version 1, kind "hybrid") and table.
+"""`HybridPlan` and `HybridResult`: frozen values, JSON (the result envelope, result.py: schema_version 1,
+kind "hybrid", objective the predicted step time) and table.
 
 JSON keys are an interface (exporters to Megatron-LM / DeepSpeed / torchtitan read them): keep them.
 """
@@ -10,7 +11,7 @@ from solver_plan.hybrid.memory import StageMemory
 from solver_plan.hybrid.schedule import StepTerms
 from solver_plan.hybrid.space import Parallelism
 from solver_plan.hybrid.zero_bubble import schedule_runtimes
-from solver_plan.result import Status, relative_gap
+from solver_plan.result import Envelope, Objective, Status, relative_gap, with_envelope
 
 SCHEMA_VERSION = 1
 
@@ -165,11 +166,17 @@ class HybridResult:
     def gap(self) -> float | None:
         return relative_gap(self.step_time_s, self.lower_bound_s)
 
+    @property
+    def envelope(self) -> Envelope:
+        return Envelope("hybrid", SCHEMA_VERSION, self.status, Objective("step_time", self.step_time_s),
+                        self.lower_bound_s, self.runtime_s, self.notes, (self.solver_failure or "",))
+
     def to_dict(self) -> dict:
-        out = {"schema_version": SCHEMA_VERSION, "kind": "hybrid", "status": self.status.value,
-               "step_time_s": self.step_time_s, "lower_bound_s": self.lower_bound_s, "gap": self.gap,
-               "runtime_s": self.runtime_s, "evaluated": self.evaluated, "pruned": self.pruned,
-               "notes": list(self.notes), "solver_failure": self.solver_failure}
+        out = with_envelope(self.envelope, {
+            "schema_version": SCHEMA_VERSION, "kind": "hybrid", "status": self.status.value,
+            "step_time_s": self.step_time_s, "lower_bound_s": self.lower_bound_s, "gap": self.gap,
+            "runtime_s": self.runtime_s, "evaluated": self.evaluated, "pruned": self.pruned,
+            "notes": list(self.notes), "solver_failure": self.solver_failure})
         if self.needed_memory_bytes is not None:
             out["needed_memory_per_device_bytes"] = int(round(self.needed_memory_bytes))
         if self.plan is not None:

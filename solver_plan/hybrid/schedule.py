@@ -31,12 +31,11 @@ import math
 from dataclasses import dataclass
 
 from solver_plan.cluster import Cluster
+from solver_plan.cost.model_state import ADAM_FLOPS_PER_PARAM
 from solver_plan.hybrid.comm import collective, crosses_nodes
 from solver_plan.hybrid.memory import MIXED_PRECISION, StateBytes
 from solver_plan.hybrid.model import TransformerSpec
 from solver_plan.runtime import resolve_runtime
-
-ADAM_FLOPS_PER_PARAM = 12.0  # moment updates, bias correction, update: a dozen element-wise FLOPs
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Iterator, Mapping
 
+from solver_plan.cost.model_state import ZERO_STAGES
 from solver_plan.errors import InputError
 from solver_plan.keyvalues import parse_key_values
 from solver_plan.hybrid.fsdp import state_zero
@@ -22,7 +23,6 @@ FIX_KEYS = ("dp", "tp", "pp", "micro_batch_size", "virtual_stages", "recompute",
             "sequence_parallel", "schedule", "cp", "dp_shard")
 INT_KEYS = ("dp", "tp", "pp", "micro_batch_size", "virtual_stages", "zero_stage", "cp", "dp_shard")
 ZERO_OR_MORE = ("zero_stage", "dp_shard")  # the integer keys that may be 0
-ZERO_STAGES = (0, 1, 2, 3)
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,9 @@
 """Independent checker of a HybridPlan: structure, memory and step time re-derived from the plan.
 
-Shares with the search only the memory term functions (memory.py), the collective model
-(comm.py) and the runtime profiles' facts (solver_plan/runtime); the stage sums, the schedule
-formulas, the parameter placement, the runtime's reserve, the sync volumes, buckets and what the
+Shares with the search only the memory term functions (memory.py, with the model state per
+parameter of cost/model_state.py), the collective model (comm.py) and the runtime profiles' facts
+(solver_plan/runtime, bucket sizes included); the stage sums, the schedule
+formulas, the parameter placement, the runtime's reserve, the sync volumes, bucket counts and what the
 runtime overlaps are written again here from their definitions, so a slip in the search's
 bookkeeping shows up as a disagreement. Returns a list of problems (empty = valid).
 """
@@ -12,10 +13,11 @@ import math
 from dataclasses import replace
 
 from solver_plan.cluster import Cluster
+from solver_plan.cost.model_state import ADAM_FLOPS_PER_PARAM
 from solver_plan.hybrid import memory as mem
 from solver_plan.hybrid.comm import collective
 from solver_plan.hybrid.context_parallel import method as cp_method
-from solver_plan.hybrid.memory import precision_state
+from solver_plan.hybrid.memory import precision_state, runtime_state
 from solver_plan.hybrid.model import transformer_spec
 from solver_plan.hybrid.plan import HybridPlan
 
@@ -64,9 +66,7 @@ def validate_plan(plan: HybridPlan, cluster: Cluster, enforce_memory: bool = Tru
     if plan.runtime is not None and plan.runtime not in RUNTIMES:
         return problems + [f"runtime {plan.runtime!r} is not a known runtime profile"]
     runtime = RUNTIMES.get(plan.runtime, DEFAULT_RUNTIME)
-    st = precision_state(precision)
-    if st.gradients == 2.0 and runtime.fp32_gradients:  # fp32 gradients; FSDP2's fp32 shard is the master
-        st = replace(st, gradients=4.0, optimizer=st.optimizer - (2.0 if runtime.sharded_fp32_params else 0.0))
+    st = runtime_state(precision_state(precision), runtime)  # fp32 gradients; FSDP2's fp32 shard is the master
     if precision.compute.value == "fp8" and not runtime.kernels.fp8_gemms:
         problems.append(f"precision {precision.name}: runtime {runtime.name} has no fp8 GEMMs")
     rep = q.dp * q.cp  # ranks holding the same weights: dp replicas x cp sequence pieces
@@ -148,15 +148,19 @@ def validate_plan(plan: HybridPlan, cluster: Cluster, enforce_memory: bool = Tru
             acts = held * per_block
             if s.embedding:
                 acts += mem.embedding_activation_bytes(tokens, b, t, sp, st) * flight
-            if s.head:
-                acts += mem.logits_activation_bytes(tokens, b, t, sp, st, runtime)
-            dynamic = (acts + mem.recompute_working_bytes(tokens, b, t, mode, sp, st, runtime)
+            loss = mem.logits_activation_bytes(tokens, b, t, sp, st, runtime) if s.head else 0.0
+            acts += loss
+            # the loss's peak and a block's backward transients are never live together
+            working = max(0.0, mem.recompute_working_bytes(tokens, b, t, mode, sp, st, runtime) - loss)
+            dynamic = (acts + working
                        + mem.p2p_buffer_bytes(tokens, b, t, sp, q.pp, st) + kv
                        + mem.zero3_gather_bytes(spec.block_params / t, zero, st)
                        # FSDP2's root unit (what the stage holds besides its blocks) stays unsharded
                        + mem.fsdp_root_bytes(params - s.layers * spec.block_params / t, zero, st, runtime))
             reserve = runtime.memory
-            return (mem.weights_bytes(params, shard, zero, st) + mem.gradients_bytes(params, shard, zero, st)
+            gradients = mem.gradients_at_peak(mem.gradients_bytes(params, shard, zero, st), acts + working,
+                                              q.micro_batches, runtime)
+            return (mem.weights_bytes(params, shard, zero, st) + gradients
                     + mem.optimizer_bytes(params, shard, zero, st) + dynamic * (1 + reserve.fragmentation)
                     + reserve.workspace + reserve.cuda_context + groups * reserve.nccl_per_communicator)
 
@@ -236,8 +240,8 @@ def validate_plan(plan: HybridPlan, cluster: Cluster, enforce_memory: bool = Tru
     optimizer = 0.0
     for s in plan.stages:
         local = _params(spec, s, q.tp, q.pp) / (shard if zero >= 1 else 1)
-        hbm = local * (2 * (st.weights + st.optimizer) + st.gradients)
-        optimizer = max(optimizer, compute_time(cluster, 12.0 * local, hbm, unit="vector"))
+        hbm = local * st.model.optimizer_step_bytes
+        optimizer = max(optimizer, compute_time(cluster, ADAM_FLOPS_PER_PARAM * local, hbm, unit="vector"))
     if not _close(optimizer, plan.terms.optimizer_s):
         problems.append(f"optimizer {plan.terms.optimizer_s:.6g} s, re-derived {optimizer:.6g} s")
     total = pipeline + sync + embedding + optimizer
@@ -281,8 +285,7 @@ def _dp_sync(plan: HybridPlan, cluster: Cluster, spec, st, runtime) -> tuple[flo
         if o.bucket_per_layer:
             n = max(1, s.layers)
         else:
-            size = o.bucket_bytes or max(o.bucket_elements, o.bucket_elements_per_dp * dp) * st.gradients
-            n = max(1, math.ceil(grads / size))
+            n = max(1, math.ceil(grads / o.bucket_size_bytes(dp, st.gradients)))
         forward = s.forward_s
         backward = s.block_s + s.recompute_s + s.extra_s - s.forward_s
 

@@ -32,7 +32,7 @@ def _fixed_plan(problem: ConfigProblem, planner: str, wanted_per_node) -> Config
     memory = problem.device_memory(assignment)
     device = int(memory.argmax())
     return ConfigResult(planner, Status.INFEASIBLE, runtime_s=runtime, notes=(
-        f"the {planner} plan ({objective:.4g} s per step) needs {format_bytes(memory[device])} on device "
+        f"the {planner} plan (sum of operator costs {objective:.4g} s) needs {format_bytes(memory[device])} on device "
         f"{device}, {format_bytes(memory[device] - problem.memory_limit)} over the limit "
         f"{format_bytes(problem.memory_limit)}",))
 

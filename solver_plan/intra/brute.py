@@ -7,7 +7,9 @@ import math
 
 import numpy as np
 
-from solver_plan.intra.harness import Answer, Context, run_planner
+from solver_plan.intra.answer import Answer
+from solver_plan.intra.context import Context
+from solver_plan.intra.harness import run_planner
 from solver_plan.intra.problem import ConfigProblem
 from solver_plan.planners import register
 from solver_plan.result import Status

@@ -6,7 +6,10 @@ from __future__ import annotations
 
 from solver_plan.errors import InputError
 from solver_plan.intra import isolated
-from solver_plan.intra.harness import Answer, Context, failure_note, run_planner
+from solver_plan.intra.answer import Answer
+from solver_plan.intra.context import Context
+from solver_plan.intra.failures import failure_note
+from solver_plan.intra.harness import run_planner
 from solver_plan.intra.lagrangian_fixing import lagrangian_restriction
 from solver_plan.intra.linear_model import config_model, encode, outcome_answer
 from solver_plan.intra.problem import ConfigProblem

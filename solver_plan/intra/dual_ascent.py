@@ -16,11 +16,12 @@ from dataclasses import replace
 
 import numpy as np
 
-from solver_plan.intra.harness import Deadline
+from solver_plan.deadline import Deadline
 from solver_plan.intra.problem import ConfigProblem
 
 PADDING = 1e30  # cost of a padded (non-existent) candidate; never the minimum
 MAX_PADDED_ENTRIES = 30_000_000  # edge array of (edges x widest^2) floats; beyond it, skip diffusion
+ROUNDING_SLACK = 1e-9  # relative: reparametrised costs equal the original up to float rounding
 MIN_GAIN = 1e-6  # stop when a sweep raises the bound by less than this fraction (converged)
 
 

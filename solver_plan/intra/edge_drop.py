@@ -3,8 +3,12 @@ proves a lower bound; its plan is repaired to fit memory if needed, then locally
 a time, then by exact re-solves on random forests)."""
 from __future__ import annotations
 
+from solver_plan.intra.answer import Answer
+from solver_plan.intra.clock import time_for_passes
+from solver_plan.intra.context import Context
 from solver_plan.intra.forest_search import improve_by_forests
-from solver_plan.intra.harness import Answer, Context, run_planner, time_for_passes
+from solver_plan.intra.greedy_plans import heuristic_plans
+from solver_plan.intra.harness import run_planner
 from solver_plan.intra.local_search import improve
 from solver_plan.intra.memory_repair import repair_memory
 from solver_plan.intra.problem import ConfigProblem
@@ -18,7 +22,6 @@ REPAIR_SHARE = 0.5  # of the time left after the relaxation
 def _greedy_fallback(problem: ConfigProblem, context: Context, why: str, bound=None) -> Answer:
     """The best greedy plan (a memory-fitting one exists whenever the least-memory plan fits, even
     past the deadline) with `why` as a note: a time-out never loses a plan a heuristic has."""
-    from solver_plan.intra.greedy import heuristic_plans
     plans = heuristic_plans(problem, context.deadline, refine=not context.deadline.expired())
     if context.incumbent is not None:
         plans.append(context.incumbent)

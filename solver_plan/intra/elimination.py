@@ -6,7 +6,12 @@ from __future__ import annotations
 
 import math
 
-from solver_plan.intra.harness import Answer, Context, run_planner, time_for_passes
+from solver_plan.intra.answer import Answer
+from solver_plan.intra.brute import plan_brute
+from solver_plan.intra.clock import time_for_passes
+from solver_plan.intra.context import Context
+from solver_plan.intra.harness import run_planner
+from solver_plan.intra.milp import plan_milp
 from solver_plan.intra.problem import ConfigProblem
 from solver_plan.intra.simplify import simplify
 from solver_plan.planners import register
@@ -16,8 +21,6 @@ BRUTE_FORCE_PLANS = 20_000
 
 
 def _solve_remainder(remainder: ConfigProblem, context: Context):
-    from solver_plan.intra.brute import plan_brute
-    from solver_plan.intra.milp import plan_milp
     if math.prod(len(c) for c in remainder.node_costs) <= BRUTE_FORCE_PLANS:
         return plan_brute(remainder), "brute force"
     if context.deadline.expired():  # the caller keeps its heuristic plan

@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from solver_plan.intra.dual_ascent import reparametrise
+from solver_plan.intra.dual_ascent import ROUNDING_SLACK, reparametrise
 from solver_plan.intra.forest_dp import Forest, spanning_forest
 from solver_plan.intra.problem import ConfigProblem
 
@@ -35,7 +35,6 @@ FIRST_RAISE = 0.01  # the first raise (relative), doubled each time
 BISECTIONS = 8
 REDIFFUSIONS = 3  # diffusions at the best multipliers, each followed by more steps
 CLOSED_GAP = 1e-7  # relative: a bound this close to a known plan's cost ends the ascent
-ROUNDING_SLACK = 1e-9  # relative: reparametrised costs equal the original up to float rounding
 
 
 @dataclass(frozen=True, eq=False)

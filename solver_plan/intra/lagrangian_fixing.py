@@ -18,11 +18,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from solver_plan.intra.answer import Answer
 from solver_plan.intra.forest_search import improve_by_forests
 from solver_plan.intra.lagrangian import ROUNDING_SLACK, LagrangianBound, lagrangian_dual, restricted
 from solver_plan.intra.local_search import improve
 from solver_plan.intra.memory_repair import repair_memory
 from solver_plan.intra.problem import ConfigProblem
+from solver_plan.result import Status
 from solver_plan.units import format_seconds
 
 LAGRANGIAN_SHARE = 0.5  # of the time the exact planner has left
@@ -70,8 +72,6 @@ class Restriction:
     def widen(self, problem: ConfigProblem, answer):
         """A solver's Answer on the restricted problem as one on `problem`: plan decoded, bound made
         global, and this restriction's plan kept when the solver found nothing better."""
-        from solver_plan.intra.harness import Answer
-        from solver_plan.result import Status
         notes = (self.note,) + answer.notes
         bound = self.problem_bound(answer.lower_bound)
         if answer.status is Status.ERROR:  # a failed solver stays one (the harness reports it, keeps the plan)

@@ -15,8 +15,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from solver_plan.intra.answer import Answer
 from solver_plan.intra.normal_form import normal_form
 from solver_plan.intra.problem import ConfigProblem
+from solver_plan.result import CONFIG_SCHEMA_VERSION, Envelope, Objective, Status
 
 
 @dataclass(frozen=True, eq=False)
@@ -243,27 +245,30 @@ def is_integral(model: LinearModel, x_values: np.ndarray, tolerance: float = 1e-
 
 @dataclass(frozen=True, eq=False)
 class SolveOutcome:
-    """What a backend found, in model terms. `status` is one of SOLVE_STATUSES; `x_values` holds the
-    first `num_decode_columns` column values of the best solution (None without one); `bound` is a
-    proven lower bound on the model objective (None if unknown)."""
-    status: str
+    """What a backend found, in model terms. `status` is a `Status` (the lowercase names backends
+    used to give, "optimal", "time_limit", are read as the same); `x_values` holds the first
+    `num_decode_columns` column values of the best solution (None without one); `bound` is a proven
+    lower bound on the model objective (None if unknown)."""
+    status: Status
     x_values: np.ndarray | None = None
     objective: float | None = None
     bound: float | None = None
     notes: tuple[str, ...] = ()
 
+    def __post_init__(self):
+        object.__setattr__(self, "status", Status.parse(self.status))
 
-SOLVE_STATUSES = ("optimal", "feasible", "infeasible", "time_limit", "error")
+    @property
+    def envelope(self) -> Envelope:
+        """In the model's own objective (the backend sees no plan, no runtime and no question)."""
+        return Envelope("config", CONFIG_SCHEMA_VERSION, self.status, Objective("model", self.objective),
+                        self.bound, None, self.notes)
 
 
 def outcome_answer(model: LinearModel, outcome: SolveOutcome):
     """Translate a backend outcome into the harness' Answer (decoding x to a plan)."""
-    from solver_plan.intra.harness import Answer
-    from solver_plan.result import Status
-    status = {"optimal": Status.OPTIMAL, "feasible": Status.FEASIBLE, "infeasible": Status.INFEASIBLE,
-              "time_limit": Status.TIME_LIMIT, "error": Status.ERROR}[outcome.status]
     assignment = decode(model, outcome.x_values) if outcome.x_values is not None else None
-    return Answer(status, assignment, outcome.bound, outcome.notes)
+    return Answer(outcome.status, assignment, outcome.bound, outcome.notes)
 
 
 SCALE_ROWS_ABOVE = 1e3  # rows with a larger coefficient (memory rows in bytes) are scaled

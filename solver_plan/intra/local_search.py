@@ -2,7 +2,7 @@
 neighbours (respecting memory) until no single change helps. Never makes a plan worse."""
 from __future__ import annotations
 
-from solver_plan.intra.harness import Deadline
+from solver_plan.deadline import Deadline
 from solver_plan.intra.local_cost import candidate_costs, pick
 from solver_plan.intra.memory_tracker import MemoryTracker
 from solver_plan.intra.problem import ConfigProblem

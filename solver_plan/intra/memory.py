@@ -14,6 +14,7 @@ import numpy as np
 from solver_plan.intra import isolated
 from solver_plan.intra.linear_model import decode, min_peak_memory_model
 from solver_plan.intra.problem import ConfigProblem
+from solver_plan.result import Status
 from solver_plan.units import format_bytes
 
 DEFAULT_DIAGNOSIS_TIME_S = 10.0
@@ -74,5 +75,5 @@ def min_peak_memory(problem: ConfigProblem, time_limit: float | None = DEFAULT_D
     assignment = decode(model, outcome.x_values)
     peak = float(problem.device_memory(assignment).max())
     bound = max(floor, outcome.bound if outcome.bound is not None else 0.0)
-    exact = outcome.status == "optimal" and peak <= bound * (1 + 1e-9) + 1e-9
+    exact = outcome.status == Status.OPTIMAL and peak <= bound * (1 + 1e-9) + 1e-9
     return PeakMemory(peak if exact else min(bound, peak), exact, assignment, peak)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from solver_plan.intra.harness import Deadline
+from solver_plan.deadline import Deadline
 from solver_plan.intra.local_cost import candidate_costs
 from solver_plan.intra.problem import ConfigProblem
 

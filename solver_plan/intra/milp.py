@@ -17,7 +17,11 @@ from dataclasses import replace
 import numpy as np
 
 from solver_plan.intra import isolated
-from solver_plan.intra.harness import Answer, Context, call_in_subprocess, failure_note, run_planner
+from solver_plan.intra.answer import Answer
+from solver_plan.intra.context import Context
+from solver_plan.intra.failures import failure_note
+from solver_plan.intra.harness import run_planner
+from solver_plan.intra.subprocess_guard import call_in_subprocess
 from solver_plan.intra.lagrangian_fixing import Restriction, lagrangian_restriction
 from solver_plan.intra.build import nominal_limit
 from solver_plan.intra.linear_model import ModelBuildCut, config_model, config_model_seconds, encode, outcome_answer

@@ -41,7 +41,7 @@ class Progress:
         best = "-" if self.incumbent is None else format_seconds(self.incumbent)
         bound = "-" if self.bound is None else format_seconds(min(self.bound, self.incumbent or self.bound))
         return (f"{self.label}: {time.perf_counter() - self.started:.0f} s elapsed, "
-                f"best plan {best} per step, bound {bound}")
+                f"best plan {best} (objective), bound {bound}")
 
     def _run(self) -> None:
         while not self._stop.wait(self.every_s):

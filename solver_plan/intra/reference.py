@@ -21,7 +21,10 @@ from __future__ import annotations
 import time
 
 from solver_plan.intra import isolated
-from solver_plan.intra.harness import Answer, Context, call_in_subprocess, run_planner
+from solver_plan.intra.answer import Answer
+from solver_plan.intra.context import Context
+from solver_plan.intra.harness import run_planner
+from solver_plan.intra.subprocess_guard import call_in_subprocess
 from solver_plan.intra.problem import ConfigProblem
 from solver_plan.planners import register
 from solver_plan.result import Status

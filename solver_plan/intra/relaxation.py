@@ -14,14 +14,13 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from solver_plan.intra.dual_ascent import reparametrise
+from solver_plan.intra.dual_ascent import ROUNDING_SLACK, reparametrise
 from solver_plan.intra.normal_form import normal_form
 from solver_plan.intra.problem import ConfigProblem
 from solver_plan.intra.simplify import simplify
 
 DROP_FRACTION = 0.05
 DIFFUSION_SHARE = 0.3  # of the remaining time, so exact solvers keep most of it
-ROUNDING_SLACK = 1e-9  # relative: reparametrised costs equal the original up to float rounding
 
 
 @dataclass(frozen=True)

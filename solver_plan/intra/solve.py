@@ -2,11 +2,16 @@
 asked not to), run the named planner, decode, validate independently, return."""
 from __future__ import annotations
 
+from dataclasses import replace
+
+from solver_plan.deadline import Deadline
 from solver_plan.errors import InputError
-from solver_plan.intra.harness import Deadline, checked, run_simplified, seconds_left, start_clock
+from solver_plan.intra.clock import seconds_left, start_clock
 from solver_plan.intra.problem import ConfigProblem
+from solver_plan.intra.simplified import run_simplified
+from solver_plan.intra.validate import validate_config_result
 from solver_plan.planners import get_planner
-from solver_plan.result import ConfigResult
+from solver_plan.result import ConfigResult, Status
 
 
 def check_request(problem: ConfigProblem, time_limit: float | None) -> None:
@@ -38,4 +43,13 @@ def solve(problem: ConfigProblem, planner: str = "milp", time_limit: float | Non
         result = info.func(problem, time_limit=seconds_left(limit), seed=seed, warm_start=warm_start, **options)
     if problem.notes:
         result = result.with_notes(*problem.notes)
-    return checked(problem, result)
+    return checked(problem, replace(result, objective_kind=info.objective))  # what its objective measures
+
+
+def checked(problem: ConfigProblem, result: ConfigResult) -> ConfigResult:
+    """The result if the independent validator accepts it, else an ERROR result saying why."""
+    problems = validate_config_result(problem, result)
+    if not problems:
+        return result
+    return replace(result, status=Status.ERROR, objective=None, lower_bound=None, assignment=None,
+                   notes=result.notes + tuple(f"invalid: {p}" for p in problems))

@@ -20,7 +20,7 @@ from solver_plan.pipeline.pattern import PeriodicPattern
 from solver_plan.pipeline.problem import ChainProblem
 from solver_plan.pipeline.schedule_result import ScheduleResult
 from solver_plan.pipeline.validate import Validation, validate
-from solver_plan.result import Status, relative_gap
+from solver_plan.result import Envelope, Objective, Status, relative_gap, with_envelope
 
 MIN_LIMIT_S = 1e-3  # an expired clock still hands a solver a positive limit: it returns at once
 EXACT_JOINT_LAYERS = 12  # the joint CP-SAT model's default resolution (merged layers)
@@ -37,7 +37,7 @@ SCHEDULE_SHARE = 0.3
 BASELINE_SHARE = 0.2
 BASELINE_S_PER_CELL = 3e-5
 
-JSON_VERSION = 1
+SCHEMA_VERSION = 1  # pipeline JSON (docs/schemas/pipeline.v1.schema.json); files before the envelope: `version`
 
 
 @dataclass(frozen=True)
@@ -67,17 +67,28 @@ class PipelineResult:
     def gap(self) -> float | None:
         return relative_gap(self.period_s, self.lower_bound_s)
 
+    @property
+    def all_notes(self) -> tuple[str, ...]:
+        """The chain's, the allocation's and the front door's notes, in that order."""
+        return self.problem.chain.notes + self.allocation.notes + self.notes
+
+    @property
+    def envelope(self) -> Envelope:
+        return Envelope("pipeline", SCHEMA_VERSION, self.status, Objective("period", self.period_s),
+                        self.lower_bound_s, self.runtime_s, self.all_notes)
+
     def to_dict(self) -> dict:
         problem = self.problem
-        out = {
-            "version": JSON_VERSION, "model": problem.name, "planner": self.planner, "scheduler": self.scheduler,
+        out = with_envelope(self.envelope, {
+            "version": SCHEMA_VERSION,  # deprecated: schema_version's name before the result envelope
+            "model": problem.name, "planner": self.planner, "scheduler": self.scheduler,
             "status": self.status.value, "period_s": self.period_s, "lower_bound_s": self.lower_bound_s,
             "planned_period_s": self.allocation.period_s, "valid": self.valid, "runtime_s": self.runtime_s,
             "processors": problem.processors, "memory_bytes": problem.memory, "bandwidth_bytes_per_s":
                 None if problem.bandwidth == float("inf") else problem.bandwidth,
-            "layers": problem.layers, "notes": list(problem.chain.notes + self.allocation.notes + self.notes),
+            "layers": problem.layers, "notes": list(self.all_notes),
             **problem.state.to_dict(),  # precision, optimizer and the model state per parameter memory charges
-        }
+        })
         if self.allocation.min_memory is not None:
             out["min_memory_bytes"] = self.allocation.min_memory
         if self.allocation.allocation is not None:

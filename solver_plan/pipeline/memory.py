@@ -1,61 +1,36 @@
 """Model state a pipeline stage keeps per parameter: the one rule every pipeline planner, schedule,
 the validator and the INFEASIBLE diagnoses charge (through `ChainProblem.state_memory`).
 
-`state_bytes_per_parameter(precision, optimizer)` = weights + gradients + master copy + moments:
-    adam:          w + g + m + 2 o   (mixed bf16/fp16: 2 + 2 + 4 + 4 + 4 = 16; fp32: 4 + 4 + 0 + 8 = 16)
-    sgd-momentum:  w + g + m + o     (mixed: 2 + 2 + 4 + 4 = 12; fp32: 4 + 4 + 4 = 12)
-    sgd:           w + g + m         (mixed: 2 + 2 + 4 = 8;      fp32: 4 + 4 = 8)
-with w, g, m, o the bytes of the precision's parameter, gradient, master (0 without one) and moment
-dtypes. Source: Rajbhandari et al., "ZeRO", SC'20, section 3.1 (mixed-precision Adam keeps
-"2 Psi + 2 Psi + K Psi" bytes, K = 12 for the fp32 master weights, momentum and variance);
-Megatron-LM keeps the same 16 B per parameter; SGD with momentum keeps one moment, plain SGD none.
-    pipedream:     3 w               (MadPipe, Beaumont et al. IPDPS'22, section 3 after
-                                      PipeDream-2BW: "two versions of each parameter, plus one
-                                      gradient", 3 W whatever the precision and optimizer; kept for
-                                      comparisons with PipeDream's optimizer and the MadPipe paper)
-
-A chain gives each layer's weights W in bytes of some dtype (the working copy as the cost model
-priced it, or fp32 as profiles were measured): a stage keeps
+The bytes per parameter by optimizer and precision are the model-state module's
+(`cost/model_state.py`: adam w + g + m + 2 o = 16 B in mixed precision and in fp32, sgd-momentum,
+sgd, pipedream 3 w); this module restates them per byte of a chain's weights. A chain gives each
+layer's weights W in bytes of some dtype (the working copy as the cost model priced it, or fp32 as
+profiles were measured): a stage keeps
     state_memory = W x state_bytes_per_parameter / weight_bytes_per_parameter.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from solver_plan.cost.model_state import (DEFAULT_OPTIMIZER, MOMENTS, OPTIMIZERS, check_optimizer,
+                                          state_per_parameter)
+from solver_plan.cost.precision import TrainingPrecision
 from solver_plan.errors import InputError
 
-OPTIMIZERS = ("adam", "sgd-momentum", "sgd", "pipedream")
-DEFAULT_OPTIMIZER = "adam"
-MOMENTS = {"adam": 2, "sgd-momentum": 1, "sgd": 0}  # optimizer moments kept per parameter
-
-
-def check_optimizer(optimizer: str, where: str = "--optimizer") -> str:
-    if not isinstance(optimizer, str) or optimizer.strip().lower() not in OPTIMIZERS:
-        raise InputError(f"unknown optimizer {optimizer!r}; expected one of {', '.join(OPTIMIZERS)}", where)
-    return optimizer.strip().lower()
+__all__ = ["DEFAULT_OPTIMIZER", "DEFAULT_STATE", "MOMENTS", "OPTIMIZERS", "ModelState", "check_optimizer",
+           "model_state", "pipedream_rule", "state_bytes_per_parameter", "state_terms"]
 
 
 def state_terms(precision, optimizer: str = DEFAULT_OPTIMIZER) -> tuple[tuple[str, float], ...]:
     """(term, bytes per parameter) of the model state of `precision` (a `TrainingPrecision`) trained
-    with `optimizer` (module docstring); the terms sum to `state_bytes_per_parameter`."""
-    optimizer = check_optimizer(optimizer)
-    w = float(precision.parameters.bytes)
-    if optimizer == "pipedream":
-        return (("weights", w), ("gradients", w), ("weight version", w))
-    master = 0.0 if precision.master is None else float(precision.master.bytes)
-    terms = [("weights", w), ("gradients", float(precision.gradients.bytes))]
-    if master:
-        terms.append(("master", master))
-    if MOMENTS[optimizer]:
-        terms.append(("moments", float(MOMENTS[optimizer] * precision.moments.bytes)))
-    return tuple(terms)
+    with `optimizer` (`cost.model_state.state_per_parameter`); they sum to `state_bytes_per_parameter`."""
+    return state_per_parameter(precision, optimizer).terms()
 
 
 def state_bytes_per_parameter(precision, optimizer: str = DEFAULT_OPTIMIZER) -> float:
     """Bytes a stage keeps per parameter for `precision` (a `TrainingPrecision`) and `optimizer`:
     adam w + g + m + 2 o, sgd-momentum w + g + m + o, sgd w + g + m (ZeRO section 3.1: 16 B for
-    mixed-precision Adam), pipedream 3 w (MadPipe section 3: two weight versions and a gradient).
-    See the module docstring."""
+    mixed-precision Adam), pipedream 3 w (cost/model_state.py)."""
     return sum(value for _, value in state_terms(precision, optimizer))
 
 
@@ -113,7 +88,6 @@ def model_state(precision, optimizer: str = DEFAULT_OPTIMIZER,
     takes without a device: fp32, tf32, bf16, fp16, fp8) and `optimizer`, for a chain whose W is in
     `weight_bytes_per_parameter` (default: the precision's parameter dtype). The pipedream rule is
     3 x the chain's W, so there the precision's parameter bytes are those of W."""
-    from solver_plan.cost.precision import TrainingPrecision
     if not isinstance(precision, TrainingPrecision):
         precision = TrainingPrecision.parse(precision, None, "precision")
     optimizer = check_optimizer(optimizer)

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from solver_plan.cost.enumerate import single_device_config
 from solver_plan.cost.model import BACKWARD_FACTOR, CostModel
-from solver_plan.cost.precision import TrainingPrecision, resolve_precision
+from solver_plan.cost.precision import Precision, TrainingPrecision, resolve_precision
 from solver_plan.errors import InputError
 from solver_plan.files import read_input_bytes  # regular files only: FIFOs, devices refused
 from solver_plan.graph.importers import load_pipedream_profile
@@ -40,8 +40,8 @@ from solver_plan.pipeline.chain import (LayerChain, block_key, coarsen, cut_dag,
 from solver_plan.pipeline.cuts import best_order
 from solver_plan.pipeline.memory import DEFAULT_OPTIMIZER, ModelState, check_optimizer, model_state
 from solver_plan.pipeline.problem import ChainProblem
+from solver_plan.units import MIB
 
-MIB = 2.0 ** 20
 BLOCK_KEYS = ("Tf", "Tb", "Tw", "Mparams", "Mf")
 
 
@@ -61,7 +61,7 @@ def zoo_costs(graph, cluster, precision=None):
     return times, sizes, model.precision.name
 
 
-MEASURED_WEIGHT_BYTES = 4.0  # profiles and block files were measured in fp32
+MEASURED_WEIGHT_BYTES = float(Precision.FP32.bytes)  # profiles and block files were measured in fp32
 
 
 def graph_state(graph, cluster, precision=None, optimizer: str = DEFAULT_OPTIMIZER) -> ModelState:

@@ -20,9 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from solver_plan.errors import InputError
-
-MIB = 1024 ** 2
-GIB = 1024 ** 3
+from solver_plan.units import GIB, MIB
 
 # NCCL's buffers for one communicator the process joins: each ring/tree channel keeps a connection
 # to its send and receive peer (2), with a buffer per protocol: Simple NCCL_BUFFSIZE = 4 MiB,
@@ -125,6 +123,11 @@ class RuntimeProfile:
     # FSDP2 (fully_shard): the root unit (embeddings, final norm, output) stays unsharded through
     # forward and backward (hybrid/memory.py fsdp_root_bytes)
     fsdp_root_unsharded: bool = False
+    # optimizer.zero_grad() drops the gradients after each step (set_to_none, PyTorch's default since
+    # 2.0) instead of keeping a persistent gradient buffer (Megatron's main_grad, DeepSpeed's contiguous
+    # gradients): with one micro-batch per step they appear during the backward as the activations go
+    # (hybrid/memory.py stage_memory)
+    gradients_freed: bool = False
 
     def to_dict(self) -> dict:
         from dataclasses import asdict
@@ -259,7 +262,10 @@ TORCHTITAN = RuntimeProfile(
         ("fsdp_root_unsharded", "parallelize_llama.py apply_fsdp: fully_shard per block, then fully_shard(model) (the "
                                 "root: embeddings, norm, output); FSDP2 FSDPState._lazy_init sets the root's "
                                 "post_forward_mesh_info = None: not resharded after forward"),
-    ), fp32_gradients=True, sharded_fp32_params=True, fsdp_root_unsharded=True)
+        ("gradients_freed", "torchtitan train.py: optimizers.zero_grad() (torch.optim set_to_none=True); measured "
+                            "with FSDP2 on one H100: the allocation before a step is fp32 parameters + Adam moments, "
+                            "12 B/param, no gradients (data/device/h100-2026-11-26/fsdp-memory.csv)"),
+    ), fp32_gradients=True, sharded_fp32_params=True, fsdp_root_unsharded=True, gradients_freed=True)
 
 TORCHTITAN_COMPILE = replace(
     TORCHTITAN, name="torchtitan-compile", summary="torchtitan with torch.compile on each block (training.compile = true)",

@@ -23,7 +23,7 @@ import time
 
 from solver_plan.deadline import Deadline
 from solver_plan.errors import InputError
-from solver_plan.intra.harness import seconds_left, start_clock
+from solver_plan.intra.clock import seconds_left, start_clock
 from solver_plan.intra.memory_tracker import MemoryTracker
 from solver_plan.intra.problem import ConfigProblem
 from solver_plan.planners import planners, register

@@ -30,14 +30,16 @@ import numpy as np
 from solver_plan.deadline import Deadline
 from solver_plan.intra import isolated
 from solver_plan.intra.baselines import plan_data_parallel
-from solver_plan.intra.harness import _usable, best_heuristic_plan, failure_note, start_clock
+from solver_plan.intra.clock import start_clock
+from solver_plan.intra.failures import failure_note
 from solver_plan.intra.linear_model import decode
-from solver_plan.intra.load_objective import (LoadModelExpired, encode_load, load_breakdown, load_model, split_edges,
-                                              topological_order)
+from solver_plan.intra.load_objective import (LoadModelExpired, encode_load, load_breakdown, load_model,
+                                              split_edges, topological_order)
 from solver_plan.intra.load_search import branch_moves, improve_load, lp_roundings
 from solver_plan.intra.memory import min_peak_memory
 from solver_plan.intra.problem import ConfigProblem
 from solver_plan.intra.solve import solve
+from solver_plan.intra.warm_start import best_heuristic_plan, usable_plan
 from solver_plan.planners import register
 from solver_plan.result import ConfigResult, Status
 from solver_plan.simulate.refine import can_simulate, fastest, refine_branches, refine_nodes
@@ -60,7 +62,7 @@ MAX_MODEL_ENTRIES = 1_000_000
 
 def _seeds(problem: ConfigProblem, warm_start, deadline: Deadline) -> list[tuple[tuple[int, ...], str]]:
     seeds = []
-    if warm_start is not None and _usable(problem, tuple(int(c) for c in warm_start)):
+    if warm_start is not None and usable_plan(problem, tuple(int(c) for c in warm_start)):
         seeds.append((tuple(int(c) for c in warm_start), "warm start"))
     # the sum optimum gets its share of the clock (an expired share still returns its greedy plan)
     summed = solve(problem, "milp", deadline=deadline.share(SUM_SHARE))
@@ -124,11 +126,11 @@ def _relaxation(problem, load, deadline: Deadline, seed: int, notes: list[str]):
     except Exception as exc:  # the rounding is a heuristic: without it the MILP still runs
         notes.append(failure_note("LP relaxation", exc))
         return None, []
-    if outcome.status != "optimal" or outcome.x_values is None:
-        notes.append(f"LP relaxation: {outcome.status}")
+    if outcome.status != Status.OPTIMAL or outcome.x_values is None:
+        notes.append(f"LP relaxation: {outcome.status.value.lower()}")
         return None, []
     plans = lp_roundings(problem, outcome.x_values, load.model.node_offsets, ROUNDINGS, seed)
-    return float(outcome.objective), [p for p in dict.fromkeys(plans) if _usable(problem, p)]
+    return float(outcome.objective), [p for p in dict.fromkeys(plans) if usable_plan(problem, p)]
 
 
 @register(NAME, "config", options=("relax_first",), exact=True, simplify=False, objective="load",
@@ -190,14 +192,14 @@ def plan_milp_load(problem: ConfigProblem, *, time_limit=None, seed=0, warm_star
             if outcome.bound is not None:
                 bound = outcome.bound if bound is None else max(bound, outcome.bound)
             found = decode(load.model, outcome.x_values) if outcome.x_values is not None else None
-            if found is not None and _usable(problem, found):
+            if found is not None and usable_plan(problem, found):
                 seeds.append((tuple(found), "HiGHS"))
-            if found is not None and _usable(problem, found) and (
+            if found is not None and usable_plan(problem, found) and (
                     incumbent is None or load_breakdown(problem, found, load.split).objective
                     <= load_breakdown(problem, incumbent, load.split).objective):
                 assignment, source = found, "HiGHS"
-            status = {"optimal": Status.OPTIMAL, "time_limit": Status.TIME_LIMIT,
-                      "infeasible": Status.INFEASIBLE}.get(outcome.status, Status.FEASIBLE)
+            status = (outcome.status if outcome.status in (Status.OPTIMAL, Status.TIME_LIMIT, Status.INFEASIBLE)
+                      else Status.FEASIBLE)
     else:
         status = Status.TIME_LIMIT
     if assignment is None:  # no plan at all: the same diagnosis as without seeds (least memory, or out of time)
@@ -220,7 +222,7 @@ def _by_simulation(problem: ConfigProblem, seeds, incumbent, source: str, deadli
                    notes: list[str]) -> tuple[tuple[int, ...], str]:
     """The fastest plan in simulation among the seeds and the load incumbent, refined by
     simulated branch moves and single-operator changes (simulate/refine.py) until the deadline."""
-    pool = [(tuple(incumbent), source)] + [(tuple(p), s) for p, s in seeds if _usable(problem, tuple(p))]
+    pool = [(tuple(incumbent), source)] + [(tuple(p), s) for p, s in seeds if usable_plan(problem, tuple(p))]
     ranked = fastest(problem, pool, deadline)
     by_source = {s: t for t, _, s in ranked}
     seconds, plan, origin = ranked[0]

@@ -37,8 +37,8 @@ import numpy as np
 from solver_plan.cost.config import ParallelConfig
 from solver_plan.intra.problem import ConfigProblem
 from solver_plan.suite.spec import ProblemSpec, parse_problem_spec
+from solver_plan.units import MIB
 
-MIB = 2 ** 20
 BINDING_FRACTION = 0.5  # of the way from the least possible peak to the cheapest plan's peak
 INFEASIBLE_FRACTION = 0.98  # of the least possible peak
 SPLITS = ("sample", "attribute")

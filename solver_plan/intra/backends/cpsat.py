@@ -15,6 +15,7 @@ import numpy as np
 from ortools.sat.python import cp_model
 
 from solver_plan.intra.linear_model import LinearModel, SolveOutcome
+from solver_plan.result import Status
 
 OBJECTIVE_RANGE = 2.0 ** 45
 ROW_RANGE = 2.0 ** 40
@@ -78,15 +79,16 @@ def _objective(solver_model: cp_model.CpModel, model: LinearModel, variables: li
 def _decode(solver: cp_model.CpSolver, status, model: LinearModel, variables: list, scale: float,
             hit_time_limit: bool, notes: tuple) -> SolveOutcome:
     if status == cp_model.INFEASIBLE:
-        return SolveOutcome("infeasible", notes=notes)
+        return SolveOutcome(Status.INFEASIBLE, notes=notes)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        return SolveOutcome("time_limit" if hit_time_limit else "error", notes=notes + (f"CP-SAT: {solver.StatusName(status)}",))
+        return SolveOutcome(Status.TIME_LIMIT if hit_time_limit else Status.ERROR,
+                            notes=notes + (f"CP-SAT: {solver.StatusName(status)}",))
     values = np.array([solver.Value(v) for v in variables], dtype=float)
     # Every plan sets the same number of columns to 1; each rounding was at most half a unit.
     error = 0.5 * float(values.sum()) / scale
     bound = solver.BestObjectiveBound() / scale - error + model.offset
     objective = float(model.cost @ values) + model.offset
-    kind = "optimal" if status == cp_model.OPTIMAL else ("time_limit" if hit_time_limit else "feasible")
+    kind = Status.OPTIMAL if status == cp_model.OPTIMAL else (Status.TIME_LIMIT if hit_time_limit else Status.FEASIBLE)
     return SolveOutcome(kind, values[: model.num_decode_columns], objective, min(bound, objective), notes)
 
 

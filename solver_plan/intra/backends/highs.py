@@ -13,6 +13,7 @@ import highspy
 import numpy as np
 
 from solver_plan.intra.linear_model import LinearModel, SolveOutcome, is_integral, row_scales
+from solver_plan.result import Status
 
 WATCHDOG_GRACE_S = 0.5
 FEASIBILITY_TOLERANCE = 1e-7  # HiGHS' primal_feasibility_tolerance default
@@ -78,20 +79,20 @@ def _decode(highs: highspy.Highs, model: LinearModel, status, mip: bool) -> Solv
     info = highs.getInfo()
     model_status = highspy.HighsModelStatus
     if status == model_status.kInfeasible:
-        return SolveOutcome("infeasible")
+        return SolveOutcome(Status.INFEASIBLE)
     has_solution = info.primal_solution_status == 2  # kSolutionStatusFeasible
     x_values = np.asarray(highs.getSolution().col_value)[: model.num_decode_columns] if has_solution else None
     objective = info.objective_function_value if has_solution else None
     if not mip:
         bound = objective if status == model_status.kOptimal else None
-        kind = "optimal" if status == model_status.kOptimal else "time_limit"
+        kind = Status.OPTIMAL if status == model_status.kOptimal else Status.TIME_LIMIT
         return SolveOutcome(kind, x_values, objective, bound)
     bound = info.mip_dual_bound if np.isfinite(info.mip_dual_bound) else None
     if status == model_status.kOptimal:
-        return SolveOutcome("optimal", x_values, objective, bound)
+        return SolveOutcome(Status.OPTIMAL, x_values, objective, bound)
     if status in (model_status.kTimeLimit, model_status.kInterrupt, model_status.kHighsInterrupt):
-        return SolveOutcome("time_limit", x_values, objective, bound)
-    return SolveOutcome("error" if x_values is None else "feasible", x_values, objective, bound,
+        return SolveOutcome(Status.TIME_LIMIT, x_values, objective, bound)
+    return SolveOutcome(Status.ERROR if x_values is None else Status.FEASIBLE, x_values, objective, bound,
                         (f"HiGHS stopped with {highs.modelStatusToString(status)}",))
 
 
@@ -114,15 +115,15 @@ def solve_with_highs(model: LinearModel, *, time_limit: float | None = None, sta
         _run(highs, time_limit)
         status = highs.getModelStatus()
         if status == highspy.HighsModelStatus.kInfeasible:
-            return SolveOutcome("infeasible", notes=("LP relaxation infeasible",))
+            return SolveOutcome(Status.INFEASIBLE, notes=("LP relaxation infeasible",))
         relaxed = _decode(highs, model, status, mip=False)
-        if relaxed.status == "optimal" and is_integral(model, relaxed.x_values):
-            return SolveOutcome("optimal", relaxed.x_values, relaxed.objective, relaxed.objective,
+        if relaxed.status == Status.OPTIMAL and is_integral(model, relaxed.x_values):
+            return SolveOutcome(Status.OPTIMAL, relaxed.x_values, relaxed.objective, relaxed.objective,
                                 ("LP relaxation integral",))
         if time_limit is not None:
             time_limit -= time.perf_counter() - started
             if time_limit <= 0:
-                return SolveOutcome("time_limit", None, None, relaxed.bound, ("time out after the LP relaxation",))
+                return SolveOutcome(Status.TIME_LIMIT, None, None, relaxed.bound, ("time out after the LP relaxation",))
     _set_integrality(highs, model, True)
     if start_values is not None:
         solution = highspy.HighsSolution()

@@ -11,6 +11,7 @@ import numpy as np
 import pulp
 
 from solver_plan.intra.linear_model import LinearModel, SolveOutcome, is_integral
+from solver_plan.result import Status
 
 
 def _variables(model: LinearModel, relax: bool) -> list:
@@ -65,23 +66,23 @@ def solve_with_pulp(model: LinearModel, *, solver: str = "PULP_CBC_CMD", time_li
     relaxed, relaxed_variables = _build(model, relax=True)
     relaxed.solve(_solver(solver, time_limit, False))
     if relaxed.status == pulp.LpStatusInfeasible:
-        return SolveOutcome("infeasible", notes=("LP relaxation infeasible",))
+        return SolveOutcome(Status.INFEASIBLE, notes=("LP relaxation infeasible",))
     lp_bound = None
     if pulp.LpStatus[relaxed.status] == "Optimal":
         x_values, lp_bound = _decode(relaxed, model, relaxed_variables)
         if is_integral(model, x_values):
-            return SolveOutcome("optimal", x_values, lp_bound, lp_bound, ("LP relaxation integral",))
+            return SolveOutcome(Status.OPTIMAL, x_values, lp_bound, lp_bound, ("LP relaxation integral",))
     integer, variables = _build(model, relax=False)
     if start_values is not None:
         for variable, value in zip(variables, start_values):
             variable.setInitialValue(float(value))
     integer.solve(_solver(solver, time_limit, start_values is not None))
     if integer.status == pulp.LpStatusInfeasible:
-        return SolveOutcome("infeasible")
+        return SolveOutcome(Status.INFEASIBLE)
     if integer.sol_status in (pulp.LpSolutionOptimal,):
         x_values, objective = _decode(integer, model, variables)
-        return SolveOutcome("optimal", x_values, objective, objective)
+        return SolveOutcome(Status.OPTIMAL, x_values, objective, objective)
     if integer.sol_status in (pulp.LpSolutionIntegerFeasible,):
         x_values, objective = _decode(integer, model, variables)
-        return SolveOutcome("time_limit", x_values, objective, lp_bound, ("CBC stopped before proving optimality",))
-    return SolveOutcome("time_limit", None, None, lp_bound, (f"CBC ended with {pulp.LpStatus[integer.status]}",))
+        return SolveOutcome(Status.TIME_LIMIT, x_values, objective, lp_bound, ("CBC stopped before proving optimality",))
+    return SolveOutcome(Status.TIME_LIMIT, None, None, lp_bound, (f"CBC ended with {pulp.LpStatus[integer.status]}",))

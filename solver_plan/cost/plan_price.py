@@ -1,0 +1,52 @@
+"""A per-operator plan re-priced from the graph and the cluster: the validator's independent cost check.
+
+Planners see only a `ConfigProblem`'s arrays, and the plan's reported cost comes from them (the
+problem's own objective function, `ConfigProblem.objective`). `price_plan` does not read them: it
+prices each operator's chosen configuration (`CostModel.node`: compute, the operator's
+collectives, gradient sync, memory) and each graph tensor's redistribution between its producer's
+and consumer's configurations (`CostModel.edge`, one pair at a time, tensor by tensor where the
+problem merged the tensors between two operators into one matrix) on a fresh cost model with the
+same settings (`CostModel.fresh`: nothing memoised while the problem was built is reused). A
+wrong array entry, a wrong merge or decode, or a wrong objective function then shows up as a
+disagreement with the reported cost (intra/validate.py).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+import numpy as np
+
+from solver_plan.cost.config import ParallelConfig
+from solver_plan.cost.model import CostModel
+from solver_plan.graph.ir import Graph
+
+
+@dataclass(frozen=True)
+class PlanPrice:
+    """What a plan costs, priced afresh: seconds in operators and in redistribution between them,
+    and the bytes on every device."""
+    operators_s: float
+    redistribution_s: float
+    device_memory: np.ndarray  # (devices,) bytes
+
+    @property
+    def total_s(self) -> float:
+        """The sum objective: every operator's time plus every redistribution's."""
+        return self.operators_s + self.redistribution_s
+
+
+def price_plan(graph: Graph, cost_model: CostModel, configs: Mapping[str, ParallelConfig]) -> PlanPrice:
+    """Price the plan `configs` (operator name -> chosen configuration, every operator of `graph`)
+    with a fresh copy of `cost_model` (module text)."""
+    model = cost_model.fresh()
+    memory = np.zeros(cost_model.cluster.num_devices)
+    operators = 0.0
+    for name in graph.topological_order:
+        cfg = configs[name]
+        cost = model.node(graph, graph.op(name), cfg)
+        operators += cost.seconds
+        np.add.at(memory, np.asarray(cfg.devices, dtype=np.int64), cost.memory_bytes)
+    redistribution = sum(model.edge(graph, edge, configs[edge.src], configs[edge.dst]).seconds
+                         for edge in graph.edges)
+    return PlanPrice(operators, float(redistribution), memory)
