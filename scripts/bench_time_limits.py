@@ -63,8 +63,8 @@ def cases() -> list[Case]:
                     ("hybrid", "--model", "megatron-1T:seq=1", "--cluster", SUPERPOD, "--devices", "64", "--batch", "512")))
     for planner in PIPELINE_PLANNERS:
         out.append(Case("pipeline", "blocks-400@32", planner, ("pipeline", "--model", "{tmp}/blocks.json", "--blocks", "400",
-                                                               "-P", "32", "--cluster", SUPERPOD, "--planner", planner)))
-        out.append(Case("pipeline", "gpt3-175B@8", planner, ("pipeline", "--model", "gpt3-175B", "-P", "8",
+                                                               "--devices", "32", "--cluster", SUPERPOD, "--planner", planner)))
+        out.append(Case("pipeline", "gpt3-175B@8", planner, ("pipeline", "--model", "gpt3-175B", "--devices", "8",
                                                              "--cluster", SUPERPOD, "--planner", planner)))
     for planner in BATCH_PLANNERS:
         out.append(Case("batch", "dag-10000", planner, ("batch", "{tmp}/jobs.yaml", "--out", "{tmp}/records")))

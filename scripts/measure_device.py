@@ -317,7 +317,6 @@ def measure_fsdp(torch, timer: Timer, case: FsdpCase) -> tuple[float, int, int, 
     import os
 
     import torch.distributed as dist
-    import torch.nn.functional as F
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
     if not dist.is_initialized():
         os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
@@ -333,12 +332,7 @@ def measure_fsdp(torch, timer: Timer, case: FsdpCase) -> tuple[float, int, int, 
         fully_shard(block, mp_policy=policy)
     fully_shard(model, mp_policy=policy)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)
-    tokens = torch.randint(0, mc.vocab, (mc.batch, mc.seq), device="cuda")
-    labels = torch.randint(0, mc.vocab, (mc.batch * mc.seq,), device="cuda")
-
-    def loss_of():
-        pred = model(tokens)
-        return F.cross_entropy(pred.flatten(0, 1).float(), labels)
+    loss_of = decoder_loss(torch, model, mc)
 
     def step():
         loss_of().backward()
@@ -359,9 +353,20 @@ def measure_fsdp(torch, timer: Timer, case: FsdpCase) -> tuple[float, int, int, 
     torch.cuda.synchronize()
     peak, reserved = torch.cuda.max_memory_allocated() - residual, torch.cuda.max_memory_reserved()
     seconds = timer.median_s(step)
-    del model, opt, tokens, labels
-    torch.cuda.empty_cache()
     return seconds, peak, reserved, base, at_loss
+
+
+def decoder_loss(torch, model, case: ModelCase):
+    """The loss of one random batch as torchtitan's train step computes it: F.cross_entropy on the
+    fp32 logits, the bf16 prediction dropped before backward (`del pred`)."""
+    import torch.nn.functional as F
+    tokens = torch.randint(0, case.vocab, (case.batch, case.seq), device="cuda")
+    labels = torch.randint(0, case.vocab, (case.batch * case.seq,), device="cuda")
+
+    def loss_of():
+        pred = model(tokens)
+        return F.cross_entropy(pred.flatten(0, 1).float(), labels)
+    return loss_of
 
 
 def make_model(torch, case: ModelCase):
@@ -388,17 +393,11 @@ def measure_model(torch, timer: Timer, case: ModelCase) -> tuple[float, int, int
     at the loss before backward less before), counted from what was allocated before the model was
     built. The loss as torchtitan's train step computes it: F.cross_entropy(pred.flatten(0, 1).float(),
     labels), `del pred` before backward."""
-    import torch.nn.functional as F
     torch.cuda.synchronize()
     torch.cuda.empty_cache()
     residual = torch.cuda.memory_allocated()
     model = make_model(torch, case)
-    tokens = torch.randint(0, case.vocab, (case.batch, case.seq), device="cuda")
-    labels = torch.randint(0, case.vocab, (case.batch * case.seq,), device="cuda")
-
-    def loss_of():
-        pred = model(tokens)
-        return F.cross_entropy(pred.flatten(0, 1).float(), labels)
+    loss_of = decoder_loss(torch, model, case)
 
     def step():
         model.zero_grad(set_to_none=False)
@@ -416,8 +415,6 @@ def measure_model(torch, timer: Timer, case: ModelCase) -> tuple[float, int, int
     torch.cuda.synchronize()
     peak, reserved = torch.cuda.max_memory_allocated() - residual, torch.cuda.max_memory_reserved()
     seconds = timer.median_s(step)
-    del model, tokens, labels
-    torch.cuda.empty_cache()
     return seconds, peak, reserved, base, at_loss
 
 
@@ -711,8 +708,6 @@ def measure_block(torch, timer: Timer, case: BlockCase) -> tuple[float, int, int
     torch.cuda.synchronize()
     peak, reserved = torch.cuda.max_memory_allocated() - residual, torch.cuda.max_memory_reserved()
     seconds = timer.median_s(step)
-    del block, x
-    torch.cuda.empty_cache()
     return seconds, peak, reserved, base, kept
 
 
@@ -755,8 +750,6 @@ def measure_optimizer(torch, timer: Timer, case: OptimizerCase) -> tuple[float, 
     torch.cuda.synchronize()
     peak, reserved = torch.cuda.max_memory_allocated() - residual, torch.cuda.max_memory_reserved()
     seconds = timer.median_s(opt.step)
-    del block, x, opt
-    torch.cuda.empty_cache()
     return seconds, int(with_state), int(peak), int(reserved)
 
 
@@ -791,8 +784,7 @@ def run(args) -> dict:
         f"CUDA events, median of {args.repeats} after {args.warmup} warm-up runs"
     started = time.perf_counter()
     skipped: list[str] = []
-    out = {"gemm": [], "attention": [], "block": [], "copy": [], "optimizer": [], "grouped": [], "model": [], "fsdp": []}
-
+    out = {name: [] for name in cases}
 
     def budget_left() -> bool:
         return time.perf_counter() - started < args.budget_s
@@ -808,97 +800,46 @@ def run(args) -> dict:
                 torch.cuda.empty_cache()
             return None
 
-    for case in cases["gemm"]:
-        if not budget_left():
-            skipped.append(f"gemm {case}: budget spent")
-            continue
-        seconds = predicted_gemm_s(cluster, case) if args.dry_run else \
-            attempt("gemm", case, lambda: measure_gemm(torch, timer, case) or "unsupported")
-        if seconds is None:
-            continue
-        if seconds == "unsupported":
-            skipped.append(f"gemm {case.dtype} {case.shape()}: no {case.dtype} GEMM on this device / torch")
-            continue
-        out["gemm"].append((case, seconds))
-    for case in cases["attention"]:
-        if not budget_left():
-            skipped.append(f"attention {case}: budget spent")
-            continue
-        times = predicted_attention_s(cluster, case) if args.dry_run else \
-            attempt("attention", case, lambda: measure_attention(torch, timer, case))
-        if times is None:
-            continue
-        out["attention"].append((case, *times))
-    for case in cases["block"]:
-        if not budget_left():
-            skipped.append(f"block {case}: budget spent")
-            continue
-        if args.dry_run:
-            predicted = predicted_block_bytes(case)
-            result = (predicted_block_s(cluster, case), predicted, predicted, 0, predicted_kept_bytes(case))
-        else:
-            result = attempt("block", case, lambda: measure_block(torch, timer, case))
+    def predicted_grouped(case):
+        from solver_plan.cost.compute import compute_time
+        one = compute_time(cluster, 2.0 * case.tokens * case.k * case.n, 0.0, unit="matrix", dtype="bf16")
+        return case.experts * one, case.experts * one
+
+    def predicted_memory(terms):
+        total = sum(terms.values())
+        return 0.0, total, total, 0, 0
+
+    def predicted_block(case):
+        predicted = predicted_block_bytes(case)
+        return predicted_block_s(cluster, case), predicted, predicted, 0, predicted_kept_bytes(case)
+
+    def predicted_optimizer(case):
+        state = predicted_state_bytes(case) if case.where == "gpu" else 0
+        return predicted_optimizer_s(cluster, case), state, state, state
+
+    # per table, in measuring order: (the dry run's figures, the measurement) of one case
+    tables = {
+        "gemm": (lambda c: predicted_gemm_s(cluster, c), lambda c: measure_gemm(torch, timer, c) or "unsupported"),
+        "attention": (lambda c: predicted_attention_s(cluster, c), lambda c: measure_attention(torch, timer, c)),
+        "block": (predicted_block, lambda c: measure_block(torch, timer, c)),
+        "copy": (lambda c: predicted_copy_s(cluster, c), lambda c: measure_copy(torch, timer, c)),
+        "fsdp": (lambda c: predicted_memory(predicted_fsdp_terms(c)), lambda c: measure_fsdp(torch, timer, c)),
+        "model": (lambda c: predicted_memory(predicted_model_terms(c)), lambda c: measure_model(torch, timer, c)),
+        "grouped": (predicted_grouped, lambda c: measure_grouped(torch, timer, c)),
+        "optimizer": (predicted_optimizer, lambda c: measure_optimizer(torch, timer, c)),
+    }
+    for table, (predict, measure) in tables.items():
+        for case in cases[table]:
+            if not budget_left():
+                skipped.append(f"{table} {case}: budget spent")
+                continue
+            result = predict(case) if args.dry_run else attempt(table, case, lambda: measure(case))
             if result is None:
                 continue
-        out["block"].append((case, *result))
-    for case in cases["copy"]:
-        if not budget_left():
-            skipped.append(f"copy {case}: budget spent")
-            continue
-        seconds = predicted_copy_s(cluster, case) if args.dry_run else \
-            attempt("copy", case, lambda: measure_copy(torch, timer, case))
-        if seconds is None:
-            continue
-        out["copy"].append((case, seconds))
-    for case in cases["fsdp"]:
-        if not budget_left():
-            skipped.append(f"fsdp {case}: budget spent")
-            continue
-        if args.dry_run:
-            predicted = sum(predicted_fsdp_terms(case).values())
-            result = (0.0, predicted, predicted, 0, 0)
-        else:
-            result = attempt("fsdp", case, lambda: measure_fsdp(torch, timer, case))
-            if result is None:
+            if isinstance(result, str):  # "unsupported": the device or torch lacks the kernel
+                skipped.append(f"{table} {case}: no such kernel on this device / torch")
                 continue
-        out["fsdp"].append((case, *result))
-    for case in cases["model"]:
-        if not budget_left():
-            skipped.append(f"model {case}: budget spent")
-            continue
-        if args.dry_run:
-            predicted = sum(predicted_model_terms(case).values())
-            result = (0.0, predicted, predicted, 0, 0)
-        else:
-            result = attempt("model", case, lambda: measure_model(torch, timer, case))
-            if result is None:
-                continue
-        out["model"].append((case, *result))
-    for case in cases["grouped"]:
-        if not budget_left():
-            skipped.append(f"grouped {case}: budget spent")
-            continue
-        if args.dry_run:
-            from solver_plan.cost.compute import compute_time
-            one = compute_time(cluster, 2.0 * case.tokens * case.k * case.n, 0.0, unit="matrix", dtype="bf16")
-            result = (case.experts * one, case.experts * one)
-        else:
-            result = attempt("grouped", case, lambda: measure_grouped(torch, timer, case))
-            if result is None:
-                continue
-        out["grouped"].append((case, *result))
-    for case in cases["optimizer"]:
-        if not budget_left():
-            skipped.append(f"optimizer {case}: budget spent")
-            continue
-        if args.dry_run:
-            state = predicted_state_bytes(case) if case.where == "gpu" else 0
-            result = (predicted_optimizer_s(cluster, case), state, state, state)
-        else:
-            result = attempt("optimizer", case, lambda: measure_optimizer(torch, timer, case))
-            if result is None:
-                continue
-        out["optimizer"].append((case, *result))
+            out[table].append((case, *result) if isinstance(result, tuple) else (case, result))
     meta = {"dry_run": args.dry_run, "how": how, "cluster_for_predictions": args.cluster,
             "elapsed_s": time.perf_counter() - started, "budget_s": args.budget_s, "skipped": skipped,
             "planned": {k: len(v) for k, v in cases.items()}, "written": {k: len(v) for k, v in out.items()}}

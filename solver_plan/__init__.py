@@ -7,8 +7,13 @@ __version__ = "0.1.0"
 # package attribute of that name: the functions are `solver_plan.api.plan|pipeline|hybrid`, and
 # here `plan_operators`, `plan_pipeline`, `plan_hybrid`.
 _API = {"load_model": "load_model", "load_cluster": "load_cluster", "export_plan": "export_plan",
-        "plan_operators": "plan", "plan_pipeline": "pipeline", "plan_hybrid": "hybrid",
-        "Plan": "Plan", "Status": "Status", "InputError": "InputError"}
+        "plan_operators": "plan", "plan_pipeline": "pipeline", "plan_hybrid": "hybrid", "answer": "answer",
+        "Plan": "Plan", "Status": "Status", "InputError": "InputError", "UNLIMITED": "UNLIMITED",
+        # the inputs, requests, results and reports of the questions above
+        "Graph": "Graph", "Cluster": "Cluster", "PipelineResult": "PipelineResult", "HybridResult": "HybridResult",
+        "MoEResult": "MoEResult", "PlanRequest": "PlanRequest", "PipelineRequest": "PipelineRequest",
+        "HybridRequest": "HybridRequest", "PlanReport": "PlanReport", "PipelineReport": "PipelineReport",
+        "HybridReport": "HybridReport"}
 __all__ = sorted(_API) + ["api"]
 
 

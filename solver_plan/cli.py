@@ -14,17 +14,13 @@ import re
 import sys
 import time
 
-from solver_plan.errors import InputError, check_positive, solver_failure_exit
-from solver_plan.cost.enumerate import DEFAULT_MAX_CANDIDATES  # its owner (intra.build only re-exports it)
-from solver_plan.deadline import DEFAULT_TIME_LIMIT_S
-from solver_plan.units import format_seconds, parse_bytes
+from solver_plan.errors import InputError, solver_failure_exit
+from solver_plan.requests import DEFAULT_CLUSTER, DEFAULT_MAX_CANDIDATES, DEFAULT_MODEL, DEFAULT_PLANNER
+from solver_plan.units import format_seconds
 
 PACKAGE_COMMANDS = ("solver_plan.pipeline.cli", "solver_plan.simulate.cli", "solver_plan.batch.cli",
                     "solver_plan.hybrid.cli", "solver_plan.export.cli",
                     "solver_plan.report.cli", "solver_plan.calibrate.cli")
-DEFAULT_MODEL = "resnet50"
-DEFAULT_CLUSTER = "v100x8-nvlink"
-DEFAULT_PLANNER = "milp"
 
 
 def _cmd_models(args) -> int:
@@ -63,84 +59,67 @@ def _cmd_check(args) -> int:
 
 
 def _cmd_plan(args) -> int:
-    from solver_plan.cluster import resolve_cluster
-    from solver_plan.files import check_output_path, write_json_atomic
-    from solver_plan.graph.resolve import resolve_model
-    from solver_plan.intra.solve import solve
-    from solver_plan.plan import decode_plan, render_plan
-    from solver_plan.deadline import Deadline
-    from solver_plan.intra.progress import Progress
-    from solver_plan.planners import get_planner
-    from solver_plan.planning import DEVICE_MEMORY, parse_planner_options, prepare_problem, solve_deadline
-
-    info = get_planner(args.planner)  # an unknown name or unwritable output fails before any work
-    options = parse_planner_options(args.option, info)
-    check_output_path(args.out, "--out")
+    from solver_plan import cli_options
     from solver_plan.export.cli_support import check_export_arguments, write_export
+    from solver_plan.files import check_output_path, write_json_atomic
+    from solver_plan.plan import render_plan
+    from solver_plan.planning import answer_plan, request_planner
+    from solver_plan.requests import PlanRequest
+
+    request = cli_options.build(
+        PlanRequest, args, model=args.model, cluster=args.cluster, planner=args.planner, devices=args.devices,
+        time_limit=args.time_limit, memory_limit=args.memory_limit, precision=args.precision,
+        max_candidates=args.max_candidates, all_devices=args.all_devices, seed=args.seed,
+        options=cli_options.parse_options(args), baselines=True, simulate=args.simulate)
+    cli_options.check(args, request, request_planner, request)  # an unknown name or option fails before any work
+    check_output_path(args.out, "--out")
     check_export_arguments(args)  # --export-out checked before any work, like --out
-    check_positive(args.time_limit, "--time-limit")
-    deadline = Deadline(args.time_limit, start=getattr(args, "started", None))  # one clock for the whole command
     if args.rows < 1:
         raise InputError(f"must be at least 1, got {args.rows}", "--rows")
-    if args.seed < 0:  # as job files: seeds are non-negative
-        raise InputError(f"must be >= 0, got {args.seed}", "--seed")
-    if args.memory_limit in ("device", "none"):
-        memory_limit = DEVICE_MEMORY if args.memory_limit == "device" else None
-    else:
-        memory_limit = parse_bytes(args.memory_limit, "--memory-limit")
-    cluster = resolve_cluster(args.cluster, args.devices)
     loader = None
     if args.host_loader is not None:
         from solver_plan.cost.input_pipeline import parse_host_loader
         loader = parse_host_loader(args.host_loader)
-    started = time.perf_counter()
-    graph = resolve_model(args.model)
-    problem, cost_model = prepare_problem(graph, cluster, memory_limit, args.max_candidates, deadline,
-                                          precision=args.precision, all_devices=args.all_devices)
-    print(f"{graph.name}: {len(graph)} operators, {graph.total_params / 1e6:.1f}M parameters; "
-          f"{cluster.describe()}; precision {cost_model.precision.name}; "
-          f"problem built in {time.perf_counter() - started:.2f} s "
-          f"({problem.num_candidates} candidates, {len(problem.edges)} edges)", file=sys.stderr)
-    with Progress(args.planner, enabled=not args.quiet):  # a line every ~2 s on stderr while it runs
-        result = solve(problem, args.planner, seed=args.seed, deadline=solve_deadline(deadline, problem), **options)
-    plan = decode_plan(graph, cluster, problem, result, cost_model)
+    report = cli_options.check(args, request, answer_plan, request, _command_deadline(request, args),
+                               progress=not args.quiet, on_problem=_describe_problem)
+    plan, result = report.plan, report.result
     if args.out:  # before any printing: a closed pipe (`| head`) must not lose the plan
         write_json_atomic(args.out, plan.to_dict())
     print(render_plan(plan, max_rows=args.rows))
     step_s = plan.objective_s
-    if args.simulate and result.assignment is not None:
-        from solver_plan.simulate import format_simulation, simulate_strategy
-        strategy = {problem.names[i]: problem.candidates[i][c] for i, c in enumerate(result.assignment)}
-        simulation = simulate_strategy(graph, cluster, strategy, cost_model)
-        print(format_simulation(simulation))
-        step_s = simulation.iteration_s
+    if report.simulation is not None:
+        from solver_plan.simulate import format_simulation
+        print(format_simulation(report.simulation))
+        step_s = report.simulation.iteration_s
     if loader is not None and step_s:
-        print(_host_loader_line(loader, graph, cluster, step_s, default_rate="images_per_core" not in args.host_loader))
-    # --all-devices keeps only configurations on every device: no single-device plan exists to compare with
-    baselines = [name for name in ("data-parallel", "single-device") if name != args.planner
-                 and not (name == "single-device" and getattr(args, "all_devices", False))]
-    if baselines and plan.objective_s and deadline.expired():
-        print("baselines: skipped (time limit reached)")
-    elif baselines and plan.objective_s:  # no ratio against a zero or missing objective
-        parts = []
-        for name in baselines:
-            other = solve(problem, name, deadline=deadline)
-            value = other.objective
-            if value is not None and info.objective == "load":
-                from solver_plan.intra.load_objective import load_objective
-                value = load_objective(problem, other.assignment)  # the plan's own measure
-            if value is not None:
-                parts.append(f"{name} {format_seconds(value)} ({value / plan.objective_s:.2f}x)")
-            else:
-                parts.append(f"{name} {other.status.value}")
-        print(f"baselines ({plan.objective.label}): " + "; ".join(parts))
+        print(_host_loader_line(loader, report.graph, report.cluster, step_s,
+                                default_rate="images_per_core" not in args.host_loader))
+    if report.baselines_note:
+        print(f"baselines: {report.baselines_note}")
+    elif report.baselines:
+        print(f"baselines ({plan.objective.label}): " + "; ".join(
+            f"{b.planner} {format_seconds(b.objective_s)} ({b.objective_s / plan.objective_s:.2f}x)"
+            if b.objective_s is not None else f"{b.planner} {b.status}" for b in report.baselines))
     if result.assignment is not None:
-        write_export(args, plan.to_dict(), graph)
+        write_export(args, plan.to_dict(), report.graph)
     if args.out:
         print(f"plan written to {args.out}")
     if result.solver_failure:  # the plan is a fallback: say so on stderr and exit distinctly
         return solver_failure_exit(result.solver_failure)
     return 0 if result.assignment is not None else 1  # a time-out without any plan is a failure too
+
+
+def _command_deadline(request, args):
+    """The command's one clock: the request's time limit, counted from when the command started."""
+    from solver_plan.deadline import Deadline
+    return Deadline(request.time_limit, start=getattr(args, "started", None))
+
+
+def _describe_problem(graph, cluster, problem, cost_model, build_s: float) -> None:
+    print(f"{graph.name}: {len(graph)} operators, {graph.total_params / 1e6:.1f}M parameters; "
+          f"{cluster.describe()}; precision {cost_model.precision.name}; "
+          f"problem built in {build_s:.2f} s "
+          f"({problem.num_candidates} candidates, {len(problem.edges)} edges)", file=sys.stderr)
 
 
 def _host_loader_line(loader, graph, cluster, step_s: float, default_rate: bool) -> str:
@@ -162,24 +141,23 @@ def _host_loader_line(loader, graph, cluster, step_s: float, default_rate: bool)
 
 
 def _add_plan_parser(subparsers) -> None:
+    from solver_plan import cli_options as o
     p = subparsers.add_parser("plan", help="plan per-operator parallel configurations")
-    p.add_argument("--model", default=DEFAULT_MODEL,
-                   help=f"zoo spec (e.g. mlp:layers=2,hidden=1024,batch=128), PipeDream graph.txt, model.onnx[:batch=N,...], "
-                        f"Hugging Face config.json[:batch=N,seq=N] or graph file (default {DEFAULT_MODEL})")
-    p.add_argument("--cluster", default=DEFAULT_CLUSTER, help=f"preset name or YAML file (default {DEFAULT_CLUSTER})")
-    p.add_argument("--devices", type=int, default=None, help="plan on the first N devices only (default: all of the cluster)")
-    p.add_argument("--precision", default="auto", choices=("auto", "fp32", "tf32", "bf16", "fp16", "fp8"),
-                   help="training precision: auto (mixed bf16 on A100/H100, mixed fp16 on V100, fp32 on "
-                        "K80/P100), fp32/tf32, or mixed bf16/fp16/fp8 (default auto)")
-    p.add_argument("--all-devices", action="store_true",
-                   help="every operator split or replicated over all devices (Alpa's setting)")
-    p.add_argument("--planner", default=DEFAULT_PLANNER, help=f"planner name (default {DEFAULT_PLANNER}); see `solver-plan planners`")
-    _add_solve_arguments(p)
-    p.add_argument("--memory-limit", default="device",
-                   help="per-device memory limit, e.g. 16GB; 'device' (default) = the device's memory; 'none' = unlimited")
-    p.add_argument("--max-candidates", type=int, default=DEFAULT_MAX_CANDIDATES,
-                   help=f"configurations per operator (default {DEFAULT_MAX_CANDIDATES})")
-    p.add_argument("--seed", type=int, default=0, help="random seed of randomised planners (mcmc; default 0)")
+    o.add_model(p, default=DEFAULT_MODEL,
+                help=f"zoo spec (e.g. mlp:layers=2,hidden=1024,batch=128), PipeDream graph.txt, model.onnx[:batch=N,...], "
+                     f"Hugging Face config.json[:batch=N,seq=N] or graph file (default {DEFAULT_MODEL})")
+    o.add_cluster(p, help=f"preset name or YAML file (default {DEFAULT_CLUSTER})")
+    o.add_devices(p, help="plan on the first N devices only (default: all of the cluster)")
+    o.add_precision(p, help="training precision: auto (mixed bf16 on A100/H100, mixed fp16 on V100, fp32 on "
+                            "K80/P100), fp32/tf32, or mixed bf16/fp16/fp8 (default auto)")
+    o.add(p, "--all-devices", action="store_true",
+          help="every operator split or replicated over all devices (Alpa's setting)")
+    o.add(p, "--planner", default=DEFAULT_PLANNER,
+          help=f"planner name (default {DEFAULT_PLANNER}); see `solver-plan planners`")
+    o.add_solve_arguments(p)
+    o.add_memory_limit(p)
+    o.add(p, "--max-candidates", type=int, default=DEFAULT_MAX_CANDIDATES,
+          help=f"configurations per operator (default {DEFAULT_MAX_CANDIDATES})")
     p.add_argument("--rows", type=int, default=40, help="operators shown in the table (default 40)")
     p.add_argument("--out", default=None, help="write the plan as JSON")
     p.add_argument("--simulate", action="store_true", help="also simulate the plan's task graph (overlap-aware step time)")
@@ -191,16 +169,6 @@ def _add_plan_parser(subparsers) -> None:
     from solver_plan.export.cli_support import add_export_arguments
     add_export_arguments(p, ("dtensor",))
     p.set_defaults(func=_cmd_plan)
-
-
-def _add_solve_arguments(p) -> None:
-    """--time-limit, --option and --quiet: shared by every command that solves."""
-    p.add_argument("--time-limit", type=float, default=DEFAULT_TIME_LIMIT_S,
-                   help=f"wall-clock limit in seconds for the whole command, building the problem included "
-                        f"(default {DEFAULT_TIME_LIMIT_S:g}); on a time-out the best plan so far is printed")
-    p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
-                   help="a planner option (repeatable), e.g. --option objective=sum; see the planner's options")
-    p.add_argument("--quiet", action="store_true", help="no progress line on stderr during long solves")
 
 
 def _cmd_planners(args) -> int:
@@ -266,6 +234,15 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exc:  # usage errors (2) and --help (0), already printed
         return exc.code if isinstance(exc.code, int) else 2
     args.started = started
+    code = _run(args)
+    if code != 2:  # deprecated spellings that worked: one note each (a refused command keeps its one line)
+        from solver_plan.cli_options import deprecations
+        for note in deprecations(args):
+            print(f"solver-plan: note: {note}", file=sys.stderr)
+    return code
+
+
+def _run(args) -> int:
     try:
         return args.func(args)
     except InputError as exc:

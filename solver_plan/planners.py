@@ -1,34 +1,27 @@
 """Planner registry: every planner of a kind shares one interface, so tests and comparisons can run
 all of them on the same instance.
 
-Kinds and their call signatures:
+Kinds and their call signatures (one per kind):
 - "config": plan(problem: ConfigProblem, *, time_limit: float | None = None, seed: int = 0,
   warm_start: tuple[int, ...] | None = None, **options) -> ConfigResult
 - "pipeline": plan(problem: ChainProblem, *, time_limit=None, seed=0, **options) -> AllocationResult
 - "schedule": schedule(problem: ChainProblem, allocation, *, period=None, time_limit=None, **options)
   -> ScheduleResult
-- "hybrid": plan(model, cluster, global_batch, *, devices=None, time_limit=None, memory_limit="device",
-  fix=None, **options) -> HybridResult (solver_plan/hybrid/registry.py)
+- "hybrid": plan(model, cluster, global_batch, *, devices=None, time_limit=..., memory_limit="device",
+  fix=None, deadline=None, precision=None, **options) -> HybridResult
 
-Planner modules register themselves with `@register(...)`; `load_builtin_planners(kind)` imports every
-module of that kind's planner packages (KIND_PACKAGES), so a new planner appears everywhere (CLI,
-batch, reports) by existing, and a `plan` command does not pay for importing the pipeline or hybrid
-packages (ortools, pandas: seconds).
+The built-in planners are listed in one explicit table per kind (`planner_tables.py`), loaded on
+first use of that kind, so a `plan` command does not pay for importing the pipeline or hybrid
+packages (ortools, pandas: seconds). `register` adds a planner at run time (tests, extensions).
 """
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from dataclasses import dataclass
 from typing import Callable
 
 from solver_plan.errors import InputError
 
-PLANNER_PACKAGES = ("solver_plan.intra", "solver_plan.simulate", "solver_plan.pipeline", "solver_plan.hybrid")
 KINDS = ("config", "pipeline", "schedule", "hybrid")
-# Which packages register planners of each kind (every package registers only its own kinds).
-KIND_PACKAGES = {"config": ("solver_plan.intra", "solver_plan.simulate"), "pipeline": ("solver_plan.pipeline",),
-                 "schedule": ("solver_plan.pipeline",), "hybrid": ("solver_plan.hybrid",)}
 OBJECTIVES = ("sum", "load")
 
 
@@ -67,7 +60,7 @@ class PlannerInfo:
 
 
 _REGISTRY: dict[str, dict[str, PlannerInfo]] = {kind: {} for kind in KINDS}
-_loaded_packages: set[str] = set()
+_loaded_kinds: set[str] = set()
 
 
 def register(name: str, kind: str = "config", *, exact: bool = False, description: str = "",
@@ -90,15 +83,14 @@ def register(name: str, kind: str = "config", *, exact: bool = False, descriptio
 
 
 def load_builtin_planners(*kinds: str) -> None:
-    """Import the planner packages of `kinds` (every kind when none is given), each once."""
-    wanted = [p for kind in (kinds or KINDS) for p in KIND_PACKAGES[kind]]
-    for package_name in dict.fromkeys(wanted):
-        if package_name in _loaded_packages:
+    """Load the built-in tables of `kinds` (every kind when none is given), each once."""
+    from solver_plan.planner_tables import TABLES
+    for kind in kinds or KINDS:
+        if kind in _loaded_kinds:
             continue
-        _loaded_packages.add(package_name)
-        package = importlib.import_module(package_name)
-        for module in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
-            importlib.import_module(f"{package_name}.{module.name}")
+        _loaded_kinds.add(kind)
+        for info in TABLES[kind]():
+            _REGISTRY[kind].setdefault(info.name, info)
 
 
 def planners(kind: str = "config") -> dict[str, PlannerInfo]:

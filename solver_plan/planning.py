@@ -1,5 +1,9 @@
-"""Front door of question 1 (per-operator configuration): graph + cluster + planner -> `Plan`."""
+"""Front door of question 1 (per-operator configuration): a `PlanRequest` -> `PlanReport` (the plan,
+its baselines and, when asked, its simulation), for the command line, the Python API and batch alike."""
 from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Callable
 
 from solver_plan.cluster import Cluster
 from solver_plan.cost.model import CostModel
@@ -10,9 +14,112 @@ from solver_plan.graph.ir import Graph
 from solver_plan.intra.build import DEFAULT_MAX_CANDIDATES, build_config_problem
 from solver_plan.intra.problem import ConfigProblem
 from solver_plan.intra.solve import solve
+from solver_plan.keyvalues import parse_option_pairs, parse_option_value  # noqa: F401 (parse_option_value: re-exported)
 from solver_plan.plan import Plan, decode_plan
+from solver_plan.requests import BASELINES, UNLIMITED, PlanRequest
+from solver_plan.result import ConfigResult
 
-DEVICE_MEMORY = "device"  # memory limit = the cluster's device memory (the default)
+DEVICE_MEMORY = "device"  # prepare_problem's memory limit = the cluster's device memory (the default)
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """A baseline planner's answer on the plan's problem, in the plan's own measure."""
+    planner: str
+    objective_s: float | None
+    status: str  # the baseline's Status value (what to show when it has no objective)
+
+
+@dataclass(frozen=True)
+class PlanReport:
+    """Everything `solver-plan plan` shows: the plan and the inputs it was priced with, the
+    baselines (`baselines_note` says why there are none when they were asked for but skipped),
+    and the simulation of its task graph when the request asked for one."""
+    request: PlanRequest
+    plan: Plan
+    graph: Graph
+    cluster: Cluster
+    problem: ConfigProblem
+    cost_model: CostModel
+    result: ConfigResult
+    baselines: tuple[Baseline, ...] = ()
+    baselines_note: str | None = None
+    simulation: object | None = None  # simulate.timeline's Simulation
+
+
+def answer_plan(request: PlanRequest, deadline: Deadline | None = None, *, progress: bool = False,
+                on_problem: Callable[[Graph, Cluster, ConfigProblem, CostModel, float], None] | None = None
+                ) -> PlanReport:
+    """Answer question 1. `deadline`: a caller's clock (a command's, started when it began); the
+    request's time limit counts from now within it. `progress`: a line every ~2 s on stderr while
+    the planner runs; `on_problem(graph, cluster, problem, cost_model, build_s)` is called once the
+    problem is built (the command line describes it there)."""
+    import time
+
+    from solver_plan.intra.progress import Progress
+    info = request_planner(request)
+    deadline = Deadline(request.time_limit, parent=deadline) if request.time_limit is not None else deadline
+    started = time.perf_counter()
+    graph, cluster = resolve_inputs(request)
+    memory_limit = {None: DEVICE_MEMORY, UNLIMITED: None}.get(request.memory_limit, request.memory_limit)
+    problem, cost_model = prepare_problem(graph, cluster, memory_limit, request.max_candidates, deadline,
+                                          precision=request.precision, all_devices=request.all_devices)
+    if on_problem is not None:
+        on_problem(graph, cluster, problem, cost_model, time.perf_counter() - started)
+    with Progress(request.planner, enabled=progress):
+        result = solve(problem, request.planner, seed=request.seed, deadline=solve_deadline(deadline, problem),
+                       **request.option_dict())
+    plan = decode_plan(graph, cluster, problem, result, cost_model)
+    report = PlanReport(request, plan, graph, cluster, problem, cost_model, result)
+    if request.simulate and result.assignment is not None:
+        from solver_plan.simulate import simulate_strategy
+        strategy = {problem.names[i]: problem.candidates[i][c] for i, c in enumerate(result.assignment)}
+        report = replace(report, simulation=simulate_strategy(graph, cluster, strategy, cost_model))
+    if request.baselines:
+        report = _with_baselines(report, info, deadline)
+    return report
+
+
+def request_planner(request: PlanRequest):
+    """The request's planner (kind "config") with its options checked: an unknown name or option
+    fails before any work."""
+    from solver_plan.planners import get_planner
+    info = get_planner(request.planner, "config", "planner")
+    info.check_options(request.option_dict(), "options")
+    return info
+
+
+def resolve_inputs(request) -> tuple[Graph, Cluster]:
+    """The request's model and cluster as objects (specs are resolved, objects taken as they are)."""
+    from solver_plan.cluster import resolve_cluster
+    from solver_plan.graph.resolve import resolve_model
+    cluster = request.cluster
+    if isinstance(cluster, Cluster):
+        cluster = cluster if request.devices is None else cluster.first_devices(request.devices)
+    else:
+        cluster = resolve_cluster(cluster, request.devices)
+    graph = request.model if isinstance(request.model, Graph) else resolve_model(request.model)
+    return graph, cluster
+
+
+def _with_baselines(report: PlanReport, info, deadline: Deadline | None) -> PlanReport:
+    """The BASELINES other than the plan's own planner (no single-device plan exists with
+    all_devices), solved on the plan's problem and measured as the plan is."""
+    names = [name for name in BASELINES if name != report.request.planner
+             and not (name == "single-device" and report.request.all_devices)]
+    if not names or not report.plan.objective_s:  # no ratio against a zero or missing objective
+        return report
+    if deadline is not None and deadline.expired():
+        return replace(report, baselines_note="skipped (time limit reached)")
+    found = []
+    for name in names:
+        other = solve(report.problem, name, deadline=deadline)
+        value = other.objective
+        if value is not None and info.objective == "load":
+            from solver_plan.intra.load_objective import load_objective
+            value = load_objective(report.problem, other.assignment)  # the plan's own measure
+        found.append(Baseline(name, value, other.status.value))
+    return replace(report, baselines=tuple(found))
 
 
 def plan_configuration(graph: Graph, cluster: Cluster, planner: str = "milp", *,
@@ -20,14 +127,16 @@ def plan_configuration(graph: Graph, cluster: Cluster, planner: str = "milp", *,
                        seed: int = 0, max_candidates: int = DEFAULT_MAX_CANDIDATES,
                        deadline: Deadline | None = None, precision: str | None = None,
                        all_devices: bool = False, **options) -> Plan:
-    """Plan with `planner`; memory_limit in bytes per device, DEVICE_MEMORY, or None (unlimited).
-    `time_limit` (seconds from now) or a caller's `deadline` covers building the problem too."""
+    """`answer_plan` for built objects, as the lower layers call it: memory_limit in bytes per
+    device, DEVICE_MEMORY, or None (unlimited: the prepare_problem convention). `time_limit`
+    (seconds from now) or a caller's `deadline` covers building the problem too."""
     check_positive(time_limit, "--time-limit")
-    deadline = deadline if time_limit is None else Deadline(time_limit, parent=deadline)
-    problem, cost_model = prepare_problem(graph, cluster, memory_limit, max_candidates, deadline,
-                                          precision=precision, all_devices=all_devices)
-    result = solve(problem, planner, seed=seed, deadline=solve_deadline(deadline, problem), **options)
-    return decode_plan(graph, cluster, problem, result, cost_model)
+    memory = {DEVICE_MEMORY: None, None: UNLIMITED}.get(memory_limit, memory_limit) \
+        if memory_limit is None or isinstance(memory_limit, str) else memory_limit
+    request = PlanRequest(graph, cluster, planner, time_limit=time_limit, memory_limit=memory,
+                          precision=precision or "auto", max_candidates=max_candidates,
+                          all_devices=all_devices, seed=seed, options=options)
+    return answer_plan(request, deadline).plan
 
 
 FINISH_S_PER_NODE = 3e-4  # decoding, validating and printing a plan, measured ~0.25 s for 1,160 operators
@@ -61,35 +170,9 @@ def prepare_problem(graph: Graph, cluster: Cluster, memory_limit: float | str | 
                                 all_devices=all_devices), cost_model
 
 
-def parse_option_value(text: str):
-    """A command-line option value: int, float, bool (true/false/yes/no/on/off), None (none/null)
-    or the string itself."""
-    lowered = text.strip().lower()
-    if lowered in ("true", "yes", "on"):
-        return True
-    if lowered in ("false", "no", "off"):
-        return False
-    if lowered in ("none", "null"):
-        return None
-    for kind in (int, float):
-        try:
-            return kind(text)
-        except ValueError:
-            pass
-    return text
-
-
 def parse_planner_options(pairs, info, where: str = "--option") -> dict:
     """`--option KEY=VALUE` (repeatable) -> options, checked against the planner's declared options
     exactly as job files are (a misspelt key is refused, naming the planner's options)."""
-    options: dict = {}
-    for pair in pairs or ():
-        key, sep, value = pair.partition("=")
-        key = key.strip()
-        if not sep or not key:
-            raise InputError(f"expected KEY=VALUE, got {pair!r}", where)
-        if key in options:
-            raise InputError(f"option {key!r} given twice", where)
-        options[key] = parse_option_value(value)
+    options = parse_option_pairs(pairs, where)
     info.check_options(options, where)
     return options

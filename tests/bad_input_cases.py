@@ -936,6 +936,41 @@ def cli_number_digit_cases() -> list[Case]:
     return cases
 
 
+# ---------------------------------------------------------------------------------------------
+# Options spelled the same in every subcommand (issue 21): the new spellings refuse what the old
+# ones refused, naming the option as typed; old and new spellings together are refused too.
+def unified_option_cases() -> list[Case]:
+    pipe = ("pipeline", "--model", "lenet", "--planner", "pipedream", "--schedule", "1f1b*")
+    hybrid = ("hybrid", "--model", "gpt3-175B:layers=4", "--cluster", "v100x8-nvlink", "--batch", "16")
+    plan = ("plan", "--model", "mlp:layers=2,hidden=64,batch=8", "--planner", "greedy")
+    numbers = [
+        (pipe, "--devices", ["0", "-1", "abc", "100000"]),
+        (pipe + ("--devices", "2"), "--memory-limit", ["-16GB", "abc", "0", "none"]),
+        (pipe + ("--devices", "2"), "--seed", ["abc", "-1", "1.5"]),
+        (pipe + ("--devices", "2"), "--precision", ["fp64", "half"]),
+        (pipe + ("--devices", "2"), "--option", ["noequals", "=3"]),  # pipeline planners declare no option names
+        (hybrid, "--block-solver", ["magic"]),
+        (hybrid, "--seed", ["abc", "-1"]),
+        (hybrid, "--precision", ["fp64"]),
+        (plan, "--precision", ["fp64", "int8"]),
+        (("simulate", "{tmp}/p.json", "--model", PLAN_MODEL, "--cluster", PLAN_CLUSTER), "--devices", ["0", "abc"]),
+    ]
+    files = {"p.json": json.dumps({"schema_version": 1, "operators": []})}
+    cases = []
+    for base, option, values in numbers:
+        for value in values:
+            expect = value.split("=")[0] if option == "--option" and value != "=3" else value
+            cases.append(Case(f"unified-{base[0]}-{option}-{value}", base + (f"{option}={value}",), files,
+                              (option.lstrip("-"), expect)))
+    cases.append(Case("unified-pipeline-no-devices", pipe, {}, ("--devices",)))
+    cases.append(Case("unified-simulate-no-plan", ("simulate",), {}, ("PLAN",)))
+    cases.append(Case("unified-simulate-plan-twice", ("simulate", "{tmp}/p.json", "--plan", "{tmp}/p.json"), files,
+                      ("--plan",)))
+    cases.append(Case("unified-pipeline-old-spelling-named", pipe + ("--processors", "0"), {}, ("--processors",)))
+    cases.append(Case("unified-hybrid-old-spelling-named", hybrid + ("--planner", "magic"), {}, ("--planner", "magic")))
+    return cases
+
+
 GENERATORS = (cluster_cases, model_cases, profile_cases, blocks_cases, job_cases, cli_cases, hf_cases,
               graph_file_cases, other_command_cases, corpus_cases, special_file_cases, graph_attribute_cases,
-              zoo_shape_cases, job_limit_cases, cli_number_digit_cases)
+              zoo_shape_cases, job_limit_cases, cli_number_digit_cases, unified_option_cases)

@@ -29,6 +29,8 @@ def test_import_is_cheap_and_never_loads_highs():
     code = ("import sys, solver_plan\n"
             "from solver_plan import load_model, load_cluster, plan_operators, plan_pipeline, plan_hybrid, "
             "export_plan, Plan, Status, InputError\n"
+            "from solver_plan import (Graph, Cluster, PipelineResult, HybridResult, MoEResult, PlanRequest, "
+            "PipelineRequest, HybridRequest, PlanReport, PipelineReport, HybridReport, answer, UNLIMITED)\n"
             "from solver_plan.api import plan, pipeline, hybrid\n"
             "load_model('mlp'); load_cluster('v100x8-nvlink', 2)\n"
             "print(sorted(m for m in ('highspy', 'ortools', 'pulp', 'onnx', 'matplotlib') if m in sys.modules))")

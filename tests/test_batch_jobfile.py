@@ -7,7 +7,6 @@ from pathlib import Path
 import pytest
 
 import solver_plan.planners as planner_registry
-from solver_plan.batch import kinds
 from solver_plan.batch.jobfile import load_jobs
 from solver_plan.errors import InputError
 
@@ -160,12 +159,9 @@ def test_top_level_mistakes_name_the_key(tmp_path, registry):
     assert "jobs.yaml:3: malformed YAML" in error_of(write(tmp_path, "jobs:\n  - {name: [\n"))
 
 
-def test_pipeline_jobs_need_processors_and_a_front_door(tmp_path, registry, monkeypatch):
+def test_pipeline_jobs_need_processors(tmp_path, registry, monkeypatch):
+    # issue 21: the pipeline front door is imported by name, no longer probed for (no "front door missing" case)
     entry = "{name: p, kind: pipeline, models: mlp, clusters: v100x8-nvlink, planners: stages"
-    monkeypatch.setattr(kinds, "pipeline_front_door", lambda: None)
-    assert "job 'p': jobs[0].kind: pipeline jobs need plan_pipeline()" in error_of(
-        write(tmp_path, f"jobs: [{entry}, processors: 4}}]\n"))
-    monkeypatch.setattr(kinds, "pipeline_front_door", lambda: (lambda *args, **kwargs: None))
     assert "jobs[0].processors: pipeline jobs need 'processors'" in error_of(write(tmp_path, f"jobs: [{entry}}}]\n"))
     assert "jobs[0].schedule: unknown schedule planner 'later'" in error_of(
         write(tmp_path, f"jobs: [{entry}, processors: 4, schedule: later}}]\n"))

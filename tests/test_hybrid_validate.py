@@ -76,10 +76,11 @@ def test_batch_runner_reads_batch_and_fix_options():
     from types import SimpleNamespace
 
     from solver_plan.errors import InputError
-    from solver_plan.hybrid.registry import run_job
+    from solver_plan.batch.kinds import hybrid_job as run_job
 
-    job = SimpleNamespace(model=MODEL, cluster="h100-4x8-ib", devices=16, time_limit=30.0, memory_limit=None,
-                          planner="hybrid", options=(("batch", 16), ("fix", "pp=2")))
+    job = SimpleNamespace(kind="hybrid", model=MODEL, cluster="h100-4x8-ib", devices=16, time_limit=30.0,
+                          memory_limit=None, planner="hybrid", options=(("batch", 16), ("fix", "pp=2")),
+                          precision=None, seed=0)
     result, fields = run_job(job)
     assert fields["status"] == Status.OPTIMAL and result.plan.parallelism.pp == 2
     assert fields["plan"]["kind"] == "hybrid" and fields["objective_s"] == result.step_time_s

@@ -38,7 +38,6 @@ from pathlib import Path
 from typing import Callable
 
 from solver_plan.batch.job import JOB_KINDS, Job
-from solver_plan.batch.kinds import check_kind_available, hybrid_precision
 from solver_plan.batch.settings import Settings, read_settings, reject_foreign_keys
 from solver_plan.errors import InputError
 from solver_plan.planners import planners
@@ -93,7 +92,6 @@ class _JobReader:
         kind = section.string("kind", "config")
         if kind not in JOB_KINDS:
             raise InputError(f"expected one of {', '.join(JOB_KINDS)}, got {kind!r}", section.path("kind"))
-        check_kind_available(kind, section.path("kind"))
         reject_foreign_keys(section, kind)
         settings = read_settings(section, defaults)
         planner_entries = self._planners(section, kind, settings)
@@ -152,7 +150,7 @@ class _JobReader:
         if job.kind == "hybrid":
             _check_hybrid_options(job, section.path("options"))
         if job.kind == "hybrid" and job.precision is not None:
-            hybrid_precision(job, section.path("precision"))
+            _check_hybrid_precision(job, section.path("precision"))
         return job
 
     def _specs(self, section: Section, key: str, check: Callable[[str, str], None]) -> list[tuple[str, list]]:
@@ -265,7 +263,7 @@ MAX_JOB_NAME = 200
 
 
 def _check_hybrid_options(job: Job, where: str) -> None:
-    """`batch` (the global batch) and `fix` (pins) as `hybrid.registry.run_job` reads them."""
+    """`batch` (the global batch) and `fix` (pins) as `batch.kinds.job_request` reads them."""
     from solver_plan.hybrid.search import check_global_batch
     from solver_plan.hybrid.space import parse_fix
 
@@ -281,6 +279,18 @@ def _check_hybrid_options(job: Job, where: str) -> None:
             raise InputError(f"expected pins as text such as 'tp=8,pp=4', got {fix!r}", "fix")
     except InputError as exc:
         raise InputError(str(exc), f"{where}.fix") from None
+
+
+def _check_hybrid_precision(job: Job, where: str) -> None:
+    """A hybrid job's precision on its devices: one the device has no units for is refused when the
+    jobs load, not when one runs (every hybrid planner takes the precision)."""
+    from solver_plan.cluster import resolve_cluster
+    from solver_plan.cost.precision import TrainingPrecision, default_for
+    device = resolve_cluster(job.cluster, job.devices).device
+    asked = TrainingPrecision.parse(job.precision, device, where)
+    if not device.supports(asked.compute):
+        raise InputError(f"{device.name} has no {asked.compute.value} units; use precision: auto or "
+                         f"{default_for(device).compute.value}", where)
 
 
 def _check_job_name(name: str, where: str) -> None:

@@ -1,14 +1,15 @@
-"""What a worker runs for each kind of job; the answer is a plain, JSON-ready outcome dict.
+"""What a worker runs for each kind of job: the job as a request (`job_request`), answered by the
+same front door the command line and the Python API use; the answer is a plain, JSON-ready
+outcome dict.
 
 Outcome keys: status (a `Status` value), objective_s, lower_bound_s, gap, runtime_s (the planner's
 own), plan (the plan's JSON, or None), error (None, or one line saying why the job failed), killed
 (the runner stopped it), detail (a traceback, for failures).
 Planner packages are imported lazily, in the worker: a batch of config jobs never imports the
-pipeline package, and the job file says plainly when a kind's front door is missing.
+pipeline package.
 """
 from __future__ import annotations
 
-import importlib
 import math
 from typing import Any, Callable
 
@@ -16,62 +17,58 @@ from solver_plan.batch.job import Job
 from solver_plan.errors import InputError
 from solver_plan.result import Status, relative_gap
 
-# Where the pipeline front door lives (the package itself may re-export it later).
-PIPELINE_FRONT_DOORS = ("solver_plan.pipeline", "solver_plan.pipeline.api")
-PIPELINE_FUNCTION = "plan_pipeline"
-
-
-def pipeline_front_door() -> Callable | None:
-    for module_name in PIPELINE_FRONT_DOORS:
-        try:
-            module = importlib.import_module(module_name)
-        except ImportError:
-            continue
-        function = getattr(module, PIPELINE_FUNCTION, None)
-        if callable(function):
-            return function
-    return None
-
-
-def check_kind_available(kind: str, where: str) -> None:
-    if kind == "pipeline" and pipeline_front_door() is None:
-        raise InputError(f"pipeline jobs need {PIPELINE_FUNCTION}() from the pipeline package "
-                         f"({' or '.join(PIPELINE_FRONT_DOORS)}), which this installation lacks", where)
-
 
 def run_job(job: Job) -> dict[str, Any]:
     return RUNNERS[job.kind](job)
 
 
+def job_request(job: Job):
+    """The request a job asks: `PlanRequest` (config), `PipelineRequest` or `HybridRequest`. Job
+    fields left unset (None) take the requests' defaults."""
+    from solver_plan.requests import DEFAULT_OPTIMIZER, DEFAULT_PRECISION, DEFAULT_SCHEDULE
+    precision = job.precision or DEFAULT_PRECISION
+    if job.kind == "config":
+        from solver_plan.requests import DEFAULT_MAX_CANDIDATES, PlanRequest
+        return PlanRequest(job.model, job.cluster, job.planner, devices=job.devices, time_limit=job.time_limit,
+                           memory_limit=job.memory_limit, precision=precision,
+                           max_candidates=job.max_candidates or DEFAULT_MAX_CANDIDATES,
+                           all_devices=job.all_devices, seed=job.seed, options=job.options)
+    if job.kind == "pipeline":
+        from solver_plan.cluster import resolve_cluster
+        from solver_plan.requests import PipelineRequest
+        return PipelineRequest(job.model, resolve_cluster(job.cluster, job.processors), job.processors,
+                               job.planner, job.schedule or DEFAULT_SCHEDULE, time_limit=job.time_limit,
+                               memory_limit=job.memory_limit, precision=precision,
+                               optimizer=job.optimizer or DEFAULT_OPTIMIZER, seed=job.seed, options=job.options)
+    from solver_plan.requests import DEFAULT_RUNTIME, HybridRequest
+    options = dict(job.options)
+    batch = options.get("batch")
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+        raise InputError(f"hybrid jobs need the option 'batch' (global batch, a positive integer), got {batch!r}",
+                         "options.batch")
+    return HybridRequest(job.model, job.cluster, batch, job.planner, devices=job.devices, time_limit=job.time_limit,
+                         memory_limit=job.memory_limit, precision=precision, fix=options.get("fix"),
+                         runtime=options.get("runtime") or DEFAULT_RUNTIME,
+                         compute_scale=options.get("compute_scale", 1.0), seed=job.seed)
+
+
 def run_config_job(job: Job) -> dict[str, Any]:
     from solver_plan.suite import is_problem_spec
     if is_problem_spec(job.model):  # a generated problem (solver_plan.suite): no graph, no cluster
-        from solver_plan.suite.run import run_problem_job
-        return run_problem_job(job)
-    from solver_plan.cluster import resolve_cluster
-    from solver_plan.graph.resolve import resolve_model
-    from solver_plan.planning import DEVICE_MEMORY, plan_configuration
-
-    graph = resolve_model(job.model)
-    cluster = resolve_cluster(job.cluster, job.devices)
-    extra = {} if job.max_candidates is None else {"max_candidates": job.max_candidates}
-    memory_limit = DEVICE_MEMORY if job.memory_limit is None else job.memory_limit  # as the CLI does
-    plan = plan_configuration(graph, cluster, job.planner, time_limit=job.time_limit, memory_limit=memory_limit,
-                              seed=job.seed, precision=job.precision, all_devices=job.all_devices, **extra,
-                              **dict(job.options))
+        from solver_plan.suite.run import answer_problem
+        a = answer_problem(job.model, job.planner, seed=job.seed, time_limit=job.time_limit,
+                           options=dict(job.options))
+        return outcome(a.status, a.objective, a.lower_bound, a.runtime_s, a.plan,
+                       error=planner_error(a.status, a.notes), solver_failure=a.solver_failure)
+    from solver_plan.planning import answer_plan
+    plan = answer_plan(job_request(job)).plan
     return outcome(plan.status, plan.objective_s, plan.lower_bound_s, plan.runtime_s, plan.to_dict(),
                    error=planner_error(plan.status, plan.notes), solver_failure=plan.solver_failure)
 
 
 def run_pipeline_job(job: Job) -> dict[str, Any]:
-    front_door = pipeline_front_door()
-    if front_door is None:
-        raise InputError("the pipeline front door is missing", "kind")
-    from solver_plan.deadline import Deadline
-    deadline = Deadline(job.time_limit)  # building the chain counts against the limit too
-    result = front_door(chain_problem(job, deadline), planner=job.planner, schedule=job.schedule or "exact",
-                        time_limit=job.time_limit, deadline=deadline,
-                        planner_options={"seed": job.seed, **dict(job.options)})
+    from solver_plan.pipeline.answer import answer_pipeline
+    result = answer_pipeline(job_request(job)).result
     plan = result.to_dict()
     return outcome(result.status, result.period_s, result.lower_bound_s, result.runtime_s, plan,
                    error=planner_error(result.status, plan.get("notes", ())))
@@ -84,49 +81,17 @@ def planner_error(status: Status, notes) -> str | None:
     return "; ".join(notes) or "the planner reported an error without notes"
 
 
-def chain_problem(job: Job, deadline=None):
-    """The chain of `job.model` on the first `job.processors` devices of its cluster (see
-    `build_chain_problem` for the defaults of memory and bandwidth)."""
-    from solver_plan.cluster import resolve_cluster
-    from solver_plan.pipeline.sources import build_chain_problem
-
-    cluster = resolve_cluster(job.cluster, job.processors)
-    return build_chain_problem(job.model, cluster, job.processors, memory=job.memory_limit, planner=job.planner,
-                               precision=job.precision, deadline=deadline, optimizer=job.optimizer or "adam")
-
-
-def hybrid_precision(job: Job, where: str = "precision") -> Job:
-    """`job` as the hybrid planner takes it, with its precision (None: auto, nothing to do).
-
-    A planner function with a `precision` parameter gets it as an option. The others price the
-    device's default precision (`cost.precision.default_for`: mixed bf16 on A100/H100, mixed fp16 on
-    V100, fp32 on K80/P100): a precision that resolves to the same is accepted, any other is refused
-    with one line naming the key (the planner would silently plan something else)."""
-    if job.precision is None:
-        return job
-    import inspect
-    from dataclasses import replace
-
-    from solver_plan.cluster import resolve_cluster
-    from solver_plan.cost.precision import TrainingPrecision, default_for
-    from solver_plan.planners import get_planner
-    function = get_planner(job.planner, "hybrid").func
-    device = resolve_cluster(job.cluster, job.devices).device
-    asked, runs = TrainingPrecision.parse(job.precision, device, where), default_for(device)
-    if "precision" in inspect.signature(function).parameters:
-        if not device.supports(asked.compute):  # refused when the jobs load, not when one runs
-            raise InputError(f"{device.name} has no {asked.compute.value} units; use precision: auto or "
-                             f"{runs.compute.value}", where)
-        return replace(job, options=tuple(sorted({**dict(job.options), "precision": job.precision}.items())))
-    if asked != runs:
-        raise InputError(f"the hybrid planner {job.planner!r} prices {device.name}'s default precision {runs.name} "
-                         f"only, not {asked.name}; use precision: auto or {runs.compute.value}", where)
-    return job
+def hybrid_job(job: Job):
+    """(result, outcome fields) of a batch job of kind hybrid."""
+    from solver_plan.hybrid.answer import answer_hybrid
+    result = answer_hybrid(job_request(job)).result
+    return result, {"status": result.status, "objective_s": result.step_time_s,
+                    "lower_bound_s": result.lower_bound_s, "runtime_s": result.runtime_s, "plan": result.to_dict(),
+                    "notes": result.notes, "solver_failure": getattr(result, "solver_failure", None)}
 
 
 def run_hybrid_job(job: Job) -> dict[str, Any]:
-    from solver_plan.hybrid.registry import run_job
-    _, o = run_job(hybrid_precision(job))
+    _, o = hybrid_job(job)
     return outcome(o["status"], o["objective_s"], o["lower_bound_s"], o["runtime_s"], o["plan"],
                    error=planner_error(o["status"], o["notes"]), solver_failure=o.get("solver_failure"))
 

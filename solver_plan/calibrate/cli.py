@@ -8,7 +8,8 @@ def register_command(subparsers) -> None:
         description="Fit a cluster's compute efficiency curves, launch overhead and link latency/efficiency "
                     "to measured times (PipeDream per-layer profiles and/or a calibration CSV, see "
                     "docs/calibration-csv.md) and write the calibrated cluster as YAML.")
-    parser.add_argument("--cluster", default="v100x8-nvlink", help="preset or YAML to start from (default v100x8-nvlink)")
+    from solver_plan.requests import DEFAULT_CLUSTER
+    parser.add_argument("--cluster", default=DEFAULT_CLUSTER, help=f"preset or YAML to start from (default {DEFAULT_CLUSTER})")
     parser.add_argument("--profile", action="append", default=[], metavar="PATH",
                         help="PipeDream graph.txt or its folder (repeatable); 'all' = every vendored profile "
                              "(measured on a V100, fp32: calibrate a V100 cluster with them)")

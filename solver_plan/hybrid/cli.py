@@ -4,60 +4,59 @@ from __future__ import annotations
 
 import json
 
+from solver_plan.requests import DEFAULT_TIME_LIMIT_S
+
 
 def register_command(subparsers) -> None:
+    from solver_plan import cli_options as o
+    from solver_plan.requests import A2A_OVERLAPS, DEFAULT_A2A_OVERLAP, DEFAULT_BLOCK_SOLVER, DEFAULT_RUNTIME
     parser = subparsers.add_parser(
         "hybrid", help="data x tensor x pipeline training plan for a transformer (step time, memory, stages)",
         description="Plan the training of a GPT-style MODEL on the first N devices of CLUSTER for a global batch: "
                     "data, tensor and pipeline parallel degrees, micro-batches, schedule, recomputation and "
                     "ZeRO stage, with per-stage memory and the predicted step time.")
-    parser.add_argument("--model", required=True,
-                        help="a decoder-only transformer: a GPT-style zoo spec (gpt2, gpt2-medium/-large/-xl, an "
-                             "llm-shapes model such as gpt3-175B; options as gpt2:layers=96,hidden=12288,heads=96) "
-                             "or a Hugging Face config.json of model_type gpt2, llama, mistral, qwen2 or mixtral "
-                             "(data/hf-configs/llama-3-8b.json:seq=4096); `solver-plan models` lists the zoo")
-    parser.add_argument("--cluster", required=True, help="preset name (a100-80gb-superpod, ...) or YAML file")
-    parser.add_argument("--devices", type=int, help="use the first N devices (default: all)")
-    parser.add_argument("--batch", type=int, required=True, help="global batch (sequences per optimizer step)")
-    parser.add_argument("--time-limit", type=float, default=60.0, help="seconds for the whole command (default 60)")
-    parser.add_argument("--memory-limit", default="device",
-                        help="per-device memory, e.g. 40GB; 'device' (default) = the device's; 'none' = unlimited")
-    parser.add_argument("--fix", help="pin choices: KEY=VALUE,... with keys dp, tp, pp, micro_batch_size, "
-                                      "virtual_stages, recompute (none|selective|full|per-stage), zero_stage (0-3), "
-                                      "sequence_parallel (true|false), schedule (1f1b|interleaved|gpipe|zb-h1|zb-h2), "
-                                      "cp (context parallel), dp_shard (ZeRO shard group, hybrid sharding); for a "
-                                      "mixture of experts dp, tp, pp, ep, etp, micro_batch_size, virtual_stages, "
-                                      "recompute, zero_stage (0|1), capacity (dropless|factor)")
-    parser.add_argument("--routing", default=None,  # issue 24: hybrid/moe_cli.py
-                        help="mixture of experts: expert load priced, uniform (default), zipf:S or histogram:c0/c1/...")
-    parser.add_argument("--a2a-overlap", default="none", choices=("none", "shared-expert", "full"),
+    o.add(parser, "--model", required=True,
+          help="a decoder-only transformer: a GPT-style zoo spec (gpt2, gpt2-medium/-large/-xl, an "
+               "llm-shapes model such as gpt3-175B; options as gpt2:layers=96,hidden=12288,heads=96) "
+               "or a Hugging Face config.json of model_type gpt2, llama, mistral, qwen2 or mixtral "
+               "(data/hf-configs/llama-3-8b.json:seq=4096); `solver-plan models` lists the zoo")
+    o.add_cluster(parser, default=None, required=True, help="preset name (a100-80gb-superpod, ...) or YAML file")
+    o.add_devices(parser)
+    o.add(parser, "--batch", type=int, required=True, help="global batch (sequences per optimizer step)")
+    o.add_memory_limit(parser)
+    o.add(parser, "--fix", help="pin choices: KEY=VALUE,... with keys dp, tp, pp, micro_batch_size, "
+                                "virtual_stages, recompute (none|selective|full|per-stage), zero_stage (0-3), "
+                                "sequence_parallel (true|false), schedule (1f1b|interleaved|gpipe|zb-h1|zb-h2), "
+                                "cp (context parallel), dp_shard (ZeRO shard group, hybrid sharding); for a "
+                                "mixture of experts dp, tp, pp, ep, etp, micro_batch_size, virtual_stages, "
+                                "recompute, zero_stage (0|1), capacity (dropless|factor)")
+    o.add(parser, "--routing", default=None,  # issue 24: hybrid/moe_cli.py
+          help="mixture of experts: expert load priced, uniform (default), zipf:S or histogram:c0/c1/...")
+    parser.add_argument("--a2a-overlap", default=DEFAULT_A2A_OVERLAP, choices=A2A_OVERLAPS,
                         help="mixture of experts: what hides the all-to-all (default none)")
-    parser.add_argument("--compute-scale", type=float, default=1.0,
-                        help="multiply every kernel time of the cost model (calibration; see docs/hybrid-accuracy.md; "
-                             "default 1.0)")
-    parser.add_argument("--precision", default="auto",
-                        help="training precision: auto (default: the device's, mixed bf16 on A100/H100, mixed fp16 on "
-                             "V100, fp32 on K80/P100), fp32, tf32, bf16, fp16 or fp8 (mixed: 16-bit weights, "
-                             "activations and gradients, fp32 master weights and Adam moments); sets memory, bytes "
-                             "moved and the peak FLOP/s")
+    o.add(parser, "--compute-scale", type=float, default=1.0,
+          help="multiply every kernel time of the cost model (calibration; see docs/hybrid-accuracy.md; "
+               "default 1.0)")
+    o.add_precision(parser, help="training precision: auto (default: the device's, mixed bf16 on A100/H100, mixed fp16 "
+                                 "on V100, fp32 on K80/P100), fp32, tf32, bf16, fp16 or fp8 (mixed: 16-bit weights, "
+                                 "activations and gradients, fp32 master weights and Adam moments); sets memory, bytes "
+                                 "moved and the peak FLOP/s")
     from solver_plan.runtime import runtime_names
-    parser.add_argument("--runtime", default="megatron-core",
-                        help="software stack whose kernels, communication overlap and memory reserve are priced: "
-                             f"{', '.join(runtime_names())} (default megatron-core; facts and sources in "
-                             "solver_plan/runtime/profiles.py)")
-    parser.add_argument("--planner", default="milp", help="per-operator planner for the block solves (default milp)")
+    o.add(parser, "--runtime", default=DEFAULT_RUNTIME,
+          help="software stack whose kernels, communication overlap and memory reserve are priced: "
+               f"{', '.join(runtime_names())} (default megatron-core; facts and sources in "
+               "solver_plan/runtime/profiles.py)")
+    o.add(parser, "--block-solver", "--planner", default=DEFAULT_BLOCK_SOLVER,
+          help=f"per-operator planner for the block solves (default {DEFAULT_BLOCK_SOLVER}; `solver-plan planners`)")
+    o.add(parser, "--time-limit", type=float, default=DEFAULT_TIME_LIMIT_S,
+          help=f"seconds for the whole command (default {DEFAULT_TIME_LIMIT_S:g})")
+    o.add(parser, "--quiet", action="store_true", help="accepted for symmetry with plan and pipeline: hybrid "
+                                         "prints no progress line")
+    o.add_seed(parser)
     parser.add_argument("--out", help="write the plan as JSON here")
     from solver_plan.export.cli_support import add_export_arguments
     add_export_arguments(parser, ("megatron", "deepspeed", "torchtitan"))
     parser.set_defaults(func=run)
-
-
-def parse_memory_limit(text: str):
-    from solver_plan.units import parse_bytes
-
-    if text in ("device", "none"):
-        return text
-    return parse_bytes(text, "--memory-limit")
 
 
 def check_model_name(spec: str) -> None:
@@ -79,34 +78,40 @@ def check_model_name(spec: str) -> None:
                          f"{', '.join(HF_DECODERS)}", "--model")
 
 
+def hybrid_request(args):
+    """The `HybridRequest` of parsed `hybrid` arguments."""
+    from solver_plan import cli_options as o
+    from solver_plan.requests import HybridRequest
+    return o.build(HybridRequest, args, model=args.model, cluster=args.cluster, global_batch=args.batch,
+                   block_solver=args.block_solver, devices=args.devices, time_limit=args.time_limit,
+                   memory_limit=args.memory_limit, precision=args.precision, runtime=args.runtime, fix=args.fix,
+                   compute_scale=args.compute_scale, routing=args.routing, a2a_overlap=args.a2a_overlap,
+                   seed=args.seed)
+
+
 def run(args) -> int:
+    from solver_plan import cli_options as o
     from solver_plan.deadline import Deadline
-    from solver_plan.errors import InputError, check_positive, solver_failure_exit
+    from solver_plan.errors import InputError, solver_failure_exit
     from solver_plan.files import check_output_path, write_text_atomic
-    from solver_plan.hybrid.search import plan_hybrid
-    from solver_plan.hybrid.space import parse_fix
+    from solver_plan.hybrid.answer import answer_hybrid
+    from solver_plan.export.cli_support import check_export_arguments, write_export
 
     check_output_path(args.out, "--out")
-    from solver_plan.export.cli_support import check_export_arguments, write_export
     check_export_arguments(args)  # --export-out checked before any work, like --out
-    check_positive(args.time_limit, "--time-limit")
-    if args.devices is not None and args.devices < 1:
-        raise InputError(f"must be at least 1, got {args.devices}", "--devices")
-    if args.batch < 1:
-        raise InputError(f"must be at least 1, got {args.batch}", "--batch")
-    check_positive(args.compute_scale, "--compute-scale")
-    from solver_plan.hybrid.moe_cli import is_moe_model, run_moe
-    if is_moe_model(args.model):  # mixtures of experts: expert-parallel plans (issue 24)
-        return run_moe(args)
-    pins = parse_fix(args.fix)
-    check_model_name(args.model)
-    from solver_plan.runtime import resolve_runtime
-    runtime = resolve_runtime(args.runtime, "--runtime")
-    deadline = Deadline(args.time_limit, start=getattr(args, "started", None))
-    result = plan_hybrid(args.model, args.cluster, args.batch, devices=args.devices, fix=pins,
-                         memory_limit=parse_memory_limit(args.memory_limit), planner=args.planner,
-                         deadline=deadline, compute_scale=args.compute_scale, precision=args.precision,
-                         runtime=runtime)
+    request = hybrid_request(args)
+    if request.is_moe:  # mixtures of experts: expert-parallel plans (issue 24)
+        if getattr(args, "export", None):
+            raise InputError("exports of expert-parallel plans are not available yet; write the plan with --out "
+                             "(parallelism: dp, tp, cp, pp, ep, etp, edp, capacity)", "--export")
+    else:
+        check_model_name(args.model)
+    deadline = Deadline(request.time_limit, start=getattr(args, "started", None))
+    report = o.check(args, request, answer_hybrid, request, deadline)
+    result = report.result
+    if request.is_moe:
+        from solver_plan.hybrid.moe_cli import print_moe
+        return print_moe(args, report)
     if args.out:  # before printing: a closed pipe must not lose the plan
         write_text_atomic(args.out, json.dumps(result.to_dict(), indent=2) + "\n")
     print(result.table())

@@ -234,3 +234,20 @@ def _from_config(cfg, family: str, opts: dict, name: str) -> MoEModel:
                     attention_recomputable=(heads + 2 * kv) * d, kv_width=2 * kv * d, moe_layers=sparse,
                     dense_ffn=ffn, experts=experts, expert_ffn=expert_ffn, shared_ffn=shared,
                     shared_gate=family == "qwen2_moe" and shared > 0)
+
+
+def is_moe_model(spec: str) -> bool:
+    """Whether MODEL is a config.json of a mixture-of-experts family (moe_model.MOE_FAMILIES)."""
+    from pathlib import Path
+
+    from solver_plan.graph.importers.graph_file import is_model_file, split_file_spec
+
+    if not is_model_file(spec):
+        return False
+    path = Path(split_file_spec(spec.strip().removeprefix("hf:"))[0])
+    path = path / "config.json" if path.is_dir() else path
+    if path.suffix.lower() != ".json" or not path.is_file():
+        return False
+    from solver_plan.graph.importers.hf import read_config
+
+    return read_config(path).get("model_type") in MOE_FAMILIES

@@ -9,7 +9,6 @@ from __future__ import annotations
 import time
 
 from solver_plan.intra.problem import ConfigProblem
-from solver_plan.planners import register
 from solver_plan.result import ConfigResult, Status
 from solver_plan.units import format_bytes
 
@@ -37,14 +36,12 @@ def _fixed_plan(problem: ConfigProblem, planner: str, wanted_per_node) -> Config
         f"{format_bytes(problem.memory_limit)}",))
 
 
-@register("data-parallel", "config", options=(), simplify=False, description="every operator split over the sample dimension on all devices")
 def plan_data_parallel(problem: ConfigProblem, *, time_limit=None, seed: int = 0, warm_start=None,
                        **options) -> ConfigResult:
     wanted = [_widest_sample_split(cands) for cands in problem.candidates]
     return _fixed_plan(problem, "data-parallel", wanted)
 
 
-@register("single-device", "config", options=(), simplify=False, description="the whole model on device 0")
 def plan_single_device(problem: ConfigProblem, *, time_limit=None, seed: int = 0, warm_start=None,
                        **options) -> ConfigResult:
     wanted = [_single_device(cands) for cands in problem.candidates]

@@ -11,7 +11,6 @@ from solver_plan.intra.answer import Answer
 from solver_plan.intra.context import Context
 from solver_plan.intra.harness import run_planner
 from solver_plan.intra.problem import ConfigProblem
-from solver_plan.planners import register
 from solver_plan.result import Status
 
 MAX_PLANS = 2_000_000
@@ -67,7 +66,6 @@ def _brute_core(problem: ConfigProblem, context: Context) -> Answer:
     return Answer(Status.OPTIMAL, plan, float(masked[best]), (f"enumerated {count} plans",))
 
 
-@register("brute", "config", options=("max_plans",), exact=True, description="exhaustive enumeration for tiny instances (test oracle)")
 def plan_brute(problem: ConfigProblem, *, time_limit=None, seed=0, warm_start=None, **options):
     return run_planner("brute", problem, _brute_core, exact=False, time_limit=time_limit, seed=seed,
                        warm_start=warm_start, options=options)

@@ -13,7 +13,6 @@ from solver_plan.intra.harness import run_planner
 from solver_plan.intra.lagrangian_fixing import lagrangian_restriction
 from solver_plan.intra.linear_model import config_model, encode, outcome_answer
 from solver_plan.intra.problem import ConfigProblem
-from solver_plan.planners import register
 from solver_plan.result import Status
 
 
@@ -55,9 +54,6 @@ def _solve(problem: ConfigProblem, incumbent, context: Context) -> Answer:
     return outcome_answer(model, outcome)
 
 
-@register("cpsat", "config", options=("workers", "lagrangian"), exact=True, check_values=check_cpsat_options,
-          description="one-hot model in OR-Tools CP-SAT, hinted by the heuristic; under a binding memory limit "
-                      "on the candidates the Lagrangian leaves open, with its bound")
 def plan_cpsat(problem: ConfigProblem, *, time_limit=None, seed=0, warm_start=None, **options):
     return run_planner("cpsat", problem, _cpsat_core, exact=True, time_limit=time_limit, seed=seed,
                        warm_start=warm_start, options=options)

@@ -13,7 +13,6 @@ from solver_plan.intra.local_search import improve
 from solver_plan.intra.memory_repair import repair_memory
 from solver_plan.intra.problem import ConfigProblem
 from solver_plan.intra.relaxation import edge_dropping_relaxation
-from solver_plan.planners import register
 from solver_plan.result import Status
 
 REPAIR_SHARE = 0.5  # of the time left after the relaxation
@@ -49,8 +48,6 @@ def _edge_drop_core(problem: ConfigProblem, context: Context) -> Answer:
     return Answer(Status.FEASIBLE, plan, relaxation.lower_bound, (note,))
 
 
-@register("edge-drop", "config", options=(), exact=False,
-          description="delete the cheapest residual edges until the graph folds: a plan and a proven bound")
 def plan_edge_drop(problem: ConfigProblem, *, time_limit=None, seed=0, warm_start=None, **options):
     return run_planner("edge-drop", problem, _edge_drop_core, exact=False, time_limit=time_limit, seed=seed,
                        warm_start=warm_start, options=options)

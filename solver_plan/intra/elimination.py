@@ -14,7 +14,6 @@ from solver_plan.intra.harness import run_planner
 from solver_plan.intra.milp import plan_milp
 from solver_plan.intra.problem import ConfigProblem
 from solver_plan.intra.simplify import simplify
-from solver_plan.planners import register
 from solver_plan.result import ConfigResult, Status
 
 BRUTE_FORCE_PLANS = 20_000
@@ -60,8 +59,6 @@ def _component_count(problem: ConfigProblem) -> int:
     return len({root(node) for node in range(problem.num_nodes)})
 
 
-@register("elimination", "config", options=(), exact=True,
-          description="DeePa node/edge elimination; exact remainder solve on non-series-parallel graphs")
 def plan_elimination(problem: ConfigProblem, *, time_limit=None, seed=0, warm_start=None, **options):
     return run_planner("elimination", problem, _elimination_core, exact=True, time_limit=time_limit, seed=seed,
                        warm_start=warm_start, options=options)

@@ -7,7 +7,6 @@ from solver_plan.intra.context import REPAIR_HINT, Context
 from solver_plan.intra.greedy_plans import heuristic_plans
 from solver_plan.intra.harness import run_planner
 from solver_plan.intra.problem import ConfigProblem
-from solver_plan.planners import register
 from solver_plan.result import Status
 
 
@@ -22,8 +21,6 @@ def _greedy_core(problem: ConfigProblem, context: Context) -> Answer:
     return Answer(Status.FEASIBLE, min(plans, key=problem.objective))
 
 
-@register("greedy", "config", options=("refine",), exact=False,
-          description="SMSG greedy by decreasing vertex importance, then single-node improvement")
 def plan_greedy(problem: ConfigProblem, *, time_limit=None, seed=0, warm_start=None, **options):
     return run_planner("greedy", problem, _greedy_core, exact=False, time_limit=time_limit, seed=seed,
                        warm_start=warm_start, options=options)

@@ -26,7 +26,6 @@ from solver_plan.intra.lagrangian_fixing import Restriction, lagrangian_restrict
 from solver_plan.intra.build import nominal_limit
 from solver_plan.intra.linear_model import ModelBuildCut, config_model, config_model_seconds, encode, outcome_answer
 from solver_plan.intra.problem import ConfigProblem
-from solver_plan.planners import register
 from solver_plan.result import Status
 
 PULP_SOLVERS = {"cbc": "PULP_CBC_CMD"}
@@ -132,10 +131,6 @@ def _solve_model(problem: ConfigProblem, incumbent, deadline, context: Context, 
     return outcome_answer(model, outcome)
 
 
-@register("milp", "config", options=("backend", "relax_first", "lagrangian"), exact=True,
-          check_values=check_milp_options,
-          description="one-hot MILP (HiGHS by default, CBC via PuLP), LP relaxation first; "
-                      "Lagrangian bound and fixing under a binding memory limit")
 def plan_milp(problem: ConfigProblem, *, time_limit=None, seed=0, warm_start=None, **options):
     return run_planner("milp", problem, _milp_core, exact=True, time_limit=time_limit, seed=seed,
                        warm_start=warm_start, options=options)

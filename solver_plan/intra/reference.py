@@ -26,7 +26,6 @@ from solver_plan.intra.context import Context
 from solver_plan.intra.harness import run_planner
 from solver_plan.intra.subprocess_guard import call_in_subprocess
 from solver_plan.intra.problem import ConfigProblem
-from solver_plan.planners import register
 from solver_plan.result import Status
 
 BUILD_MARGIN_S = 0.5  # kept from the solver's limit for reading the answer back
@@ -146,9 +145,7 @@ def _planner(solver: str):
         return run_planner(name, problem, _core(solver), exact=False, time_limit=time_limit, seed=seed,
                            options=options)
     plan.__name__ = f"plan_reference_{solver}"
-    return register(name, "config", exact=True, simplify=False, options=(),
-                    description=f"reference: plain one-hot MILP (Alpa / PyTorch AutoParallel) in PuLP + "
-                                f"{solver.upper() if solver == 'cbc' else 'HiGHS'}, nothing simplified")(plan)
+    return plan  # a row of planner_tables.config_planners
 
 
 plan_reference_cbc = _planner("cbc")

@@ -3,119 +3,75 @@ from __future__ import annotations
 
 import math
 
-from solver_plan.units import format_bytes, format_seconds, parse_bandwidth, parse_bytes
-
-DEFAULT_BLOCKS = 16
-MAX_BLOCKS = 512  # 4x the deepest published transformer (megatron-1T: 128 blocks); the pipedream DP is O(blocks^2 P)
+from solver_plan.pipeline.answer import DEFAULT_BLOCKS, MAX_BLOCKS, check_blocks, check_blocks_file  # noqa: F401 (re-exported)
+from solver_plan.units import format_bytes, format_seconds, parse_bandwidth
 GANTT_SUFFIXES = (".png", ".svg", ".pdf", ".jpg", ".jpeg")  # formats matplotlib's Agg backend writes
 
 
 def register_command(subparsers) -> None:
+    from solver_plan import cli_options as o
+    from solver_plan.requests import DEFAULT_PIPELINE_PLANNER, DEFAULT_SCHEDULE, OPTIMIZERS
     parser = subparsers.add_parser(
         "pipeline", help="pipeline stages and a periodic schedule (PipeDream, MadPipe, exact)",
-        description="Plan a pipelined training of MODEL on P processors: allocation of layers to processors "
-                    "and a periodic pattern, validated by unrolling.")
-    parser.add_argument("--model", required=True,
-                        help="zoo spec (resnet50:batch=8,image=1000), a PipeDream graph.txt (or its folder), "
-                             "or a pipeline-blocks JSON")
-    parser.add_argument("--cluster", default="v100x8-nvlink",
-                        help="preset name (`solver-plan clusters`) or YAML file (default v100x8-nvlink)")
-    parser.add_argument("--processors", "-P", type=int, required=True, help="number of processors P")
-    parser.add_argument("--memory", help="memory per processor, e.g. 8GB (default: the device memory)")
+        description="Plan a pipelined training of MODEL on the first N devices (processors): allocation of "
+                    "layers to processors and a periodic pattern, validated by unrolling.")
+    o.add_model(parser, required=True,
+                help="zoo spec (resnet50:batch=8,image=1000), a PipeDream graph.txt (or its folder), "
+                     "or a pipeline-blocks JSON")
+    o.add_cluster(parser)
+    o.add_devices(parser, "--processors", "-P", help="number of pipeline processors: the first N devices (required)")
+    o.add_memory_limit(parser, "--memory", unlimited=False)
     parser.add_argument("--bandwidth", help="link bandwidth, e.g. 12GB/s (default: the slowest link between consecutive processors)")
     parser.add_argument("--no-comm", action="store_true", help="transfers take no time")
-    parser.add_argument("--precision", default="auto", choices=("auto", "fp32", "tf32", "bf16", "fp16", "fp8"),
-                        help="training precision of zoo models' layer times and sizes, as for `plan` (default "
-                             "auto: the device's default; fp32 for profiles and block files, which keep their "
-                             "measured times), and of every model's optimizer state in stage memory")
-    parser.add_argument("--optimizer", default="adam", choices=("adam", "sgd-momentum", "sgd", "pipedream"),
+    o.add_precision(parser, help="training precision of zoo models' layer times and sizes, as for `plan` (default "
+                                 "auto: the device's default; fp32 for profiles and block files, which keep their "
+                                 "measured times), and of every model's optimizer state in stage memory")
+    parser.add_argument("--optimizer", default="adam", choices=OPTIMIZERS,
                         help="optimizer whose state stage memory keeps per parameter with the precision's dtypes "
                              "(default adam: 16 B in mixed precision or fp32; sgd-momentum 12 B; sgd 8 B); "
                              "pipedream: PipeDream's rule, 3 x the weights, for comparisons with PipeDream")
-    parser.add_argument("--planner", default="madpipe",
-                        help="allocation planner: madpipe (default), pipedream or exact-joint (`solver-plan planners`)")
-    parser.add_argument("--schedule", default="exact",
-                        help="schedule: exact (default; CP-SAT on a time grid, period bisected), exact-milp (CBC, "
-                             "real time), exact-zb (CP-SAT with each backward split into B and W, zero-bubble) or 1f1b* "
-                             "(contiguous allocations only)")
-    parser.add_argument("--max-layers", type=int, default=None,
-                        help="merge adjacent layers until at most this many remain (default: madpipe keeps what "
-                             "its share of --time-limit allows, 12 for exact-joint, no merging for pipedream)")
+    o.add(parser, "--planner", default=DEFAULT_PIPELINE_PLANNER,
+          help="allocation planner: madpipe (default), pipedream or exact-joint (`solver-plan planners`)")
+    o.add(parser, "--schedule", default=DEFAULT_SCHEDULE,
+          help="schedule: exact (default; CP-SAT on a time grid, period bisected), exact-milp (CBC, "
+               "real time), exact-zb (CP-SAT with each backward split into B and W, zero-bubble) or 1f1b* "
+               "(contiguous allocations only)")
+    o.add(parser, "--max-layers", type=int, default=None,
+          help="merge adjacent layers until at most this many remain (default: madpipe keeps what "
+               "its share of --time-limit allows, 12 for exact-joint, no merging for pipedream)")
     parser.add_argument("--cut-inside-blocks", action="store_true",
                         help="allow stage boundaries inside transformer blocks (default: between blocks only, "
                              "so each stage can be exported to a runtime)")
-    parser.add_argument("--blocks", type=int, default=None,
-                        help=f"number of blocks for a pipeline-blocks JSON (default {DEFAULT_BLOCKS}, at most {MAX_BLOCKS})")
-    parser.add_argument("--time-limit", type=float, default=60.0,
-                        help="wall-clock seconds for the whole command, building the chain included (default 60)")
-    parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
-                        help="an allocation planner option (repeatable), checked against the planner's options")
+    o.add(parser, "--blocks", type=int, default=None,
+          help=f"number of blocks for a pipeline-blocks JSON (default {DEFAULT_BLOCKS}, at most {MAX_BLOCKS})")
+    o.add_solve_arguments(parser, "an allocation planner option (repeatable), checked against the planner's options")
     parser.add_argument("--out", help="write the pattern as JSON here")
     parser.add_argument("--gantt", help="write a Gantt chart here (.png, .svg, .pdf or .jpg; default: none)")
     parser.set_defaults(func=run)
 
 
-def check_blocks(model: str, blocks: int | None) -> int:
-    """--blocks only means something for a pipeline-blocks JSON; bounded so a typo cannot hang the DPs."""
-    from pathlib import Path
-
+def pipeline_request(args):
+    """The `PipelineRequest` of parsed `pipeline` arguments."""
+    from solver_plan import cli_options as o
     from solver_plan.errors import InputError
-    if blocks is None:
-        return DEFAULT_BLOCKS
-    if Path(model).suffix != ".json":
-        raise InputError(f"--blocks {blocks} applies only to a pipeline-blocks JSON model, not {model!r}", "--blocks")
-    if not 1 <= blocks <= MAX_BLOCKS:
-        raise InputError(f"must be between 1 and {MAX_BLOCKS}, got {blocks}", "--blocks")
-    return blocks
-
-
-def check_blocks_file(model: str) -> bool:
-    """A pipeline-blocks JSON checked at the boundary: readable, finite non-negative measurements
-    (Tf positive), positive integer shapes. (sources.chain_from_blocks reads only the types.)
-    False when MODEL is not a pipeline-blocks JSON (not .json, or a model file)."""
-    from pathlib import Path
-
-    from solver_plan.errors import InputError
-    from solver_plan.files import read_json
-    from solver_plan.pipeline.sources import BLOCK_KEYS
-    if Path(model).suffix != ".json" or model.startswith("hf:") or not Path(model).exists():
-        return False
-    data = read_json(model, "pipeline-blocks JSON")
-    from solver_plan.graph.importers.graph_file import FORMAT
-    from solver_plan.graph.importers.hf import looks_like_hf_config
-    if isinstance(data, dict) and (data.get("format") == FORMAT or looks_like_hf_config(data)):
-        return False  # a model file (sources.chain_from_model sends it to resolve_model)
-    shape = data.get("model") if isinstance(data, dict) else None
-    for key in BLOCK_KEYS if isinstance(data, dict) else ():
-        value = data.get(key)
-        if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
-                or value < 0 or (key == "Tf" and value == 0)):
-            raise InputError(f"{key} must be a finite number {'> 0' if key == 'Tf' else '>= 0'}, got {value!r}", model)
-    for key in ("hidden_dim", "seq_len") if isinstance(shape, dict) else ():
-        value = shape.get(key)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise InputError(f"model.{key} must be a positive integer, got {value!r}", model)
-    return True
+    from solver_plan.requests import PipelineRequest
+    if args.devices is None:
+        raise InputError("required: the number of pipeline processors (the first N devices)", "--devices")
+    bandwidth = parse_bandwidth(args.bandwidth, "--bandwidth") if args.bandwidth else None
+    return o.build(PipelineRequest, args, model=args.model, cluster=args.cluster, devices=args.devices,
+                   planner=args.planner, schedule=args.schedule, time_limit=args.time_limit,
+                   memory_limit=args.memory_limit, bandwidth=bandwidth, no_comm=args.no_comm,
+                   precision=args.precision, optimizer=args.optimizer, max_layers=args.max_layers,
+                   cut_inside_blocks=args.cut_inside_blocks, blocks=args.blocks, seed=args.seed,
+                   options=o.parse_options(args))
 
 
 def build_problem(args, deadline=None):
-    from solver_plan.cluster import resolve_cluster
-    from solver_plan.errors import InputError
-    from solver_plan.pipeline.sources import build_chain_problem
-    blocks = check_blocks(args.model, args.blocks)
-    check_blocks_file(args.model)
-    if args.max_layers is not None and args.max_layers < 1:
-        raise InputError(f"must be at least 1, got {args.max_layers}", "--max-layers")
-    cluster = resolve_cluster(args.cluster)
-    memory = parse_bytes(args.memory, "--memory") if args.memory else None
-    bandwidth = parse_bandwidth(args.bandwidth, "--bandwidth") if args.bandwidth else None
-    return build_chain_problem(args.model, cluster, args.processors, memory=memory, bandwidth=bandwidth,
-                               no_comm=args.no_comm, planner=args.planner,
-                               # MadPipe is coarsened by the front door, after the full-granularity baseline
-                               max_layers=None if args.planner == "madpipe" else args.max_layers,
-                               blocks=blocks, cut_inside_blocks=getattr(args, "cut_inside_blocks", False),
-                               precision=getattr(args, "precision", None), deadline=deadline,
-                               optimizer=getattr(args, "optimizer", None) or "adam")
+    """The full chain problem of parsed `pipeline` arguments (`answer.chain_for`)."""
+    from solver_plan import cli_options as o
+    from solver_plan.pipeline.answer import chain_for
+    request = pipeline_request(args)
+    return o.check(args, request, chain_for, request, deadline)
 
 
 def print_result(result, full=None, kinds: dict[str, str] | None = None) -> None:
@@ -157,20 +113,19 @@ def print_result(result, full=None, kinds: dict[str, str] | None = None) -> None
 
 
 def run(args) -> int:
-    from solver_plan.files import check_output_path, write_text_atomic
+    from solver_plan import cli_options as o
     from solver_plan.deadline import Deadline
-    from solver_plan.pipeline.api import plan_pipeline
+    from solver_plan.files import check_output_path, write_text_atomic
+    from solver_plan.pipeline.answer import answer_pipeline
     from solver_plan.planners import get_planner
-    from solver_plan.planning import parse_planner_options
-    from solver_plan.errors import check_positive
-    check_positive(args.time_limit, "--time-limit")
-    deadline = Deadline(args.time_limit, start=getattr(args, "started", None))  # the command's one clock
-    options = parse_planner_options(args.option, get_planner(args.planner, "pipeline"))
+    request = pipeline_request(args)
+    o.check(args, request, lambda: get_planner(request.planner, "pipeline", "planner").check_options(
+        request.option_dict(), "options"))
     check_output_path(args.out, "--out")
     check_output_path(args.gantt, "--gantt", GANTT_SUFFIXES)
-    problem = build_problem(args, deadline)
-    result = plan_pipeline(problem, args.planner, args.schedule, planner_options=options, deadline=deadline,
-                           max_layers=args.max_layers if args.planner == "madpipe" else None)
+    deadline = Deadline(request.time_limit, start=getattr(args, "started", None))  # the command's one clock
+    report = o.check(args, request, answer_pipeline, request, deadline)
+    problem, result = report.problem, report.result
     if args.out:  # before any printing: a closed pipe (`| head`) must not lose the pattern
         write_text_atomic(args.out, result.to_json())
     from solver_plan.pipeline.describe import profile_layer_kinds

@@ -16,7 +16,6 @@ import time
 from dataclasses import replace
 
 from solver_plan.deadline import Deadline
-from solver_plan.planners import register
 from solver_plan.pipeline import exact_schedule, madpipe, pipedream_dp
 from solver_plan.pipeline.solvers import cp_model
 from solver_plan.pipeline.allocation import Allocation, AllocationResult, Stage
@@ -273,8 +272,6 @@ def _seed_solution(pattern: PeriodicPattern, tick: float, period: int):
     return period, owner, times
 
 
-@register("exact-joint", "pipeline", exact=True,
-          description="CP-SAT joint allocation + schedule for small chains (proven optimal period)")
 def plan(problem: ChainProblem, *, time_limit: float | None = 120.0, seed: int = 0, resolution: int = 200,
          tick: float | None = None, **options) -> AllocationResult:
     begin = time.perf_counter()

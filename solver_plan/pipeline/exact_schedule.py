@@ -14,14 +14,13 @@ from __future__ import annotations
 import math
 import time
 
-from solver_plan.planners import register
-from solver_plan.pipeline.solvers import cp_model
 from solver_plan.pipeline import modulo_greedy, onef1b
 from solver_plan.pipeline.allocation import Allocation, processor_name
 from solver_plan.pipeline.operations import PipelineOps, pipeline_operations
 from solver_plan.pipeline.pattern import PeriodicPattern
 from solver_plan.pipeline.period_search import search_period
 from solver_plan.pipeline.problem import ChainProblem
+from solver_plan.pipeline.solvers import cp_model
 from solver_plan.pipeline.schedule_result import ScheduleResult, finish, memory_infeasible
 from solver_plan.pipeline.split_backward import release_index
 from solver_plan.pipeline.ticks import memory_unit, tick_for, to_ticks
@@ -233,8 +232,6 @@ def _first_incumbent(problem, allocation, inst: _TickedInstance, seeds):
     return incumbent
 
 
-@register("exact", "schedule", exact=True,
-          description="CP-SAT periodic schedule of an allocation, period minimised by bisection")
 def schedule(problem: ChainProblem, allocation: Allocation, *, period: float | None = None,
              time_limit: float | None = 60.0, resolution: int = 200, tick: float | None = None,
              period_guess: float | None = None, use_proposition1: bool = True, **options) -> ScheduleResult:

@@ -22,7 +22,6 @@ from solver_plan.pipeline.schedule_result import ScheduleResult, finish, memory_
 from solver_plan.pipeline.split_backward import EQUAL_PASSES, split_operations
 from solver_plan.pipeline.ticks import tick_for, to_ticks
 from solver_plan.pipeline.work import WorkBudget
-from solver_plan.planners import register
 from solver_plan.result import Status
 
 NAME = "exact-zb"
@@ -48,9 +47,6 @@ def split_seed(unsplit: PeriodicPattern, ops: PipelineOps) -> PeriodicPattern:
     return PeriodicPattern(unsplit.allocation, ops, unsplit.period, tuple(start), tuple(shift), NAME).normalised()
 
 
-@register(NAME, "schedule", exact=True,
-          description="CP-SAT periodic schedule with the backward split into B and W (zero-bubble), "
-                      "period minimised by bisection under the memory limit")
 def schedule(problem: ChainProblem, allocation: Allocation, *, weight_share: float = EQUAL_PASSES,
              time_limit: float | None = 60.0, resolution: int = 200, tick: float | None = None,
              **options) -> ScheduleResult:

@@ -25,7 +25,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from solver_plan.deadline import Deadline
-from solver_plan.planners import register
 from solver_plan.errors import InputError
 from solver_plan.pipeline.allocation import Allocation, AllocationResult
 from solver_plan.pipeline.minimal_memory import infeasible_result, least_memory_allocation
@@ -221,8 +220,6 @@ def search(problem: ChainProblem, iterations: int, memory_levels: int, delay_lev
 
 
 
-@register("madpipe", "pipeline", exact=False,
-          description="MadPipe-DP: memory-aware DP with one special processor (non-contiguous stages)")
 def plan(problem: ChainProblem, *, time_limit: float | None = None, seed: int = 0, iterations: int = 10,
          memory_levels: int = 11, delay_levels: int = 51,
          special_estimates: tuple[str, ...] = ("optimistic", "conservative", "contiguous"),

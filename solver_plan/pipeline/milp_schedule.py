@@ -12,7 +12,6 @@ from __future__ import annotations
 import time
 import warnings
 
-from solver_plan.planners import register
 from solver_plan.pipeline import onef1b, solvers
 from solver_plan.pipeline.allocation import Allocation, processor_name
 from solver_plan.pipeline.operations import PipelineOps, pipeline_operations
@@ -83,8 +82,6 @@ def solve_at_period(ops: PipelineOps, period: float, time_limit: float | None, m
     return None, None
 
 
-@register("exact-milp", "schedule", exact=True,
-          description="MILP (CBC) periodic schedule of an allocation in real time, bisection on T")
 def schedule(problem: ChainProblem, allocation: Allocation, *, period: float | None = None,
              time_limit: float | None = 60.0, tolerance: float = 1e-3, **options) -> ScheduleResult:
     begin = time.perf_counter()

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import time
 
-from solver_plan.planners import register
 from solver_plan.pipeline.allocation import Allocation
 from solver_plan.pipeline.operations import PipelineOps, pipeline_operations
 from solver_plan.pipeline.pattern import PeriodicPattern
@@ -134,8 +133,6 @@ def min_period(problem: ChainProblem, allocation: Allocation) -> float | None:
     return candidates[high]
 
 
-@register("1f1b*", "schedule", exact=False,
-          description="1F1B* grouping schedule (MadPipe 4.1), memory-optimal for contiguous allocations")
 def schedule(problem: ChainProblem, allocation: Allocation, *, period: float | None = None,
              time_limit: float | None = None, **options) -> ScheduleResult:
     begin = time.perf_counter()

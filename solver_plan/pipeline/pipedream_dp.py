@@ -14,7 +14,6 @@ import time
 
 import numpy as np
 
-from solver_plan.planners import register
 from solver_plan.pipeline.allocation import Allocation, AllocationResult, Stage
 from solver_plan.pipeline.minimal_memory import infeasible_result
 from solver_plan.pipeline.problem import ChainProblem
@@ -56,8 +55,6 @@ def contiguous_dp(problem: ChainProblem, fits, deadline=None) -> tuple[float, Al
     return float(period), Allocation(tuple(stages))
 
 
-@register("pipedream", "pipeline", exact=False,
-          description="PipeDream contiguous DP minimising the period (memory filter on by default)")
 def plan(problem: ChainProblem, *, time_limit: float | None = None, seed: int = 0,
          memory_filter: bool = True, deadline=None, **options) -> AllocationResult:
     """`deadline` (the command's clock) is the safety net: once it passes, TIME_LIMIT without an

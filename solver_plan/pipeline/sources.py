@@ -206,10 +206,10 @@ def build_chain_problem(model, cluster, processors: int, *, memory: float | None
 
     optimizer = check_optimizer(optimizer)  # before any work
     if isinstance(processors, bool) or not isinstance(processors, int) or processors < 1:
-        raise InputError(f"must be a positive integer, got {processors}", "--processors")
+        raise InputError(f"must be a positive integer, got {processors}", "devices")
     if processors > cluster.num_devices:
         raise InputError(f"{processors} processors but {cluster.name!r} has {cluster.num_devices} devices",
-                         "--processors")
+                         "devices")
     if no_comm:
         bandwidth = math.inf
     elif bandwidth is None:

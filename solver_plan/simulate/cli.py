@@ -1,7 +1,8 @@
-"""`solver-plan simulate --plan plan.json`: simulate a saved plan, print the summary, optionally write
+"""`solver-plan simulate plan.json`: simulate a saved plan, print the summary, optionally write
 a Chrome trace. Model and cluster default to those the plan names ("model", "cluster" keys)."""
 from __future__ import annotations
 
+import argparse
 import re
 
 from solver_plan.errors import InputError
@@ -27,6 +28,9 @@ def run(args) -> int:
     from solver_plan.simulate.timeline import format_simulation
     from solver_plan.simulate.trace import write_chrome_trace
 
+    args.plan = plan_path(args)
+    if args.devices is not None and args.devices < 1:
+        raise InputError(f"must be at least 1, got {args.devices}", "--devices")
     check_output_path(args.trace, "--trace")
     data = read_plan_json(args.plan)
     model = args.model or data.get("model")
@@ -50,11 +54,24 @@ def run(args) -> int:
 
 
 def register_command(subparsers) -> None:
+    from solver_plan import cli_options as o
     p = subparsers.add_parser("simulate", help="simulate a saved plan (execution simulator, Chrome trace)")
-    p.add_argument("--plan", required=True, help="plan JSON written by `solver-plan plan --out`")
-    p.add_argument("--model", default=None, help="model spec (default: the plan's model)")
-    p.add_argument("--cluster", default=None, help="preset[:N] or YAML file (default: the plan's cluster)")
-    p.add_argument("--devices", type=int, default=None, help="use the first N devices of the cluster (default: all)")
+    p.add_argument("plan", nargs="?", default=None, metavar="PLAN", help="plan JSON written by `solver-plan plan --out`")
+    p.add_argument("--plan", dest="plan_option", action=o._Recorded, preferred="PLAN (positional)",
+                   default=None, help=argparse.SUPPRESS)
+    o.add_model(p, help="model spec (default: the plan's model)")
+    o.add_cluster(p, default=None, help="preset[:N] or YAML file (default: the plan's cluster)")
+    o.add_devices(p)
     p.add_argument("--trace", default=None, help="write a Chrome trace JSON here")
     p.add_argument("--rows", type=int, default=12, help="critical-path rows shown (default 12)")
     p.set_defaults(func=run)
+
+
+def plan_path(args) -> str:
+    """PLAN, given as the positional argument (or the deprecated --plan PLAN), once."""
+    if args.plan is not None and args.plan_option is not None:
+        raise InputError("give the plan once: as PLAN (--plan is its old spelling)", "--plan")
+    path = args.plan if args.plan is not None else args.plan_option
+    if path is None:
+        raise InputError("required: the plan JSON to simulate", "PLAN")
+    return path

@@ -26,7 +26,7 @@ from solver_plan.errors import InputError
 from solver_plan.intra.clock import seconds_left, start_clock
 from solver_plan.intra.memory_tracker import MemoryTracker
 from solver_plan.intra.problem import ConfigProblem
-from solver_plan.planners import planners, register
+from solver_plan.planners import planners
 from solver_plan.result import ConfigResult, Status
 from solver_plan.units import format_seconds
 from solver_plan.simulate.objectives import (
@@ -149,9 +149,6 @@ def check_mcmc_options(options: dict) -> None:
         raise InputError(f"must be a positive number, got {beta!r}", "beta")
 
 
-@register("mcmc", "config", options=("iterations", "objective", "beta", "simulation"), check_values=check_mcmc_options,
-          simplify=False, description="FlexFlow MCMC over single-operator changes, scored by the "
-                                         "execution simulator (objective=sum: by the cost model)")
 def plan_mcmc(problem: ConfigProblem, *, time_limit: "float | Deadline | None" = None, seed: int = 0,
               warm_start=None, iterations: int | None = None, objective: str = "simulator",
               beta: float | None = None, simulation: str = "delta", **options) -> ConfigResult:

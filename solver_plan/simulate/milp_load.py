@@ -40,7 +40,6 @@ from solver_plan.intra.memory import min_peak_memory
 from solver_plan.intra.problem import ConfigProblem
 from solver_plan.intra.solve import solve
 from solver_plan.intra.warm_start import best_heuristic_plan, usable_plan
-from solver_plan.planners import register
 from solver_plan.result import ConfigResult, Status
 from solver_plan.simulate.refine import can_simulate, fastest, refine_branches, refine_nodes
 
@@ -133,8 +132,6 @@ def _relaxation(problem, load, deadline: Deadline, seed: int, notes: list[str]):
     return float(outcome.objective), [p for p in dict.fromkeys(plans) if usable_plan(problem, p)]
 
 
-@register(NAME, "config", options=("relax_first",), exact=True, simplify=False, objective="load",
-          description="one-hot MILP minimising the busiest device / critical path (load objective), not the sum")
 def plan_milp_load(problem: ConfigProblem, *, time_limit=None, seed=0, warm_start=None, **options) -> ConfigResult:
     """`time_limit`: seconds or a caller's Deadline (time already spent counts). On a time-out the
     best plan so far comes back (TIME_LIMIT) with the LP bound when there was time for it."""
