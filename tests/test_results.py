@@ -110,7 +110,9 @@ def test_committed_plans_are_unchanged_but_for_the_envelope(name):
     of today's planner key for key; only the envelope's keys are new (runtime_s is a timing)."""
     from solver_plan.api import load_cluster, plan
     old = json.loads((FIXTURES / name).read_text())
-    new = plan(old["model"], load_cluster("v100x8-nvlink", 4), old["planner"], memory_limit=None,
+    from solver_plan.requests import UNLIMITED
+    # written with no memory limit (since issue 21 None means the device's memory everywhere)
+    new = plan(old["model"], load_cluster("v100x8-nvlink", 4), old["planner"], memory_limit=UNLIMITED,
                all_devices="alldevices" in name).to_dict()
     assert {k: v for k, v in new.items() if k in old and k != "runtime_s"} == \
         {k: v for k, v in old.items() if k != "runtime_s"}
@@ -158,12 +160,9 @@ def test_exports_read_kind_not_keys(tmp_path, capsys):
 
 def test_generated_problem_answers_carry_the_envelope():
     """The batch's plain dict for a generated problem (no operators) is a result JSON too."""
-    from solver_plan.batch.job import Job
-    from solver_plan.suite import GENERATED_CLUSTER
-    from solver_plan.suite.run import run_problem_job
-    job = Job("suite", "config", "random-dag:nodes=8,candidates=3,seed=1", GENERATED_CLUSTER, "greedy")
-    outcome = run_problem_job(job)
-    plan = outcome["plan"]
+    from solver_plan.suite.run import answer_problem
+    answer = answer_problem("random-dag:nodes=8,candidates=3,seed=1", "greedy")
+    plan = answer.plan
     assert read_kind(plan) == read_kind({"kind": "config"}) and plan["schema_version"] == 1
-    assert plan["objective"]["name"] == "sum" and plan["objective"]["value"] == outcome["objective_s"]
-    assert plan["assignment"] and plan["status"] == outcome["status"]
+    assert plan["objective"]["name"] == "sum" and plan["objective"]["value"] == answer.objective
+    assert plan["assignment"] and plan["status"] == answer.status.value

@@ -28,16 +28,24 @@ def answer_problem(spec: str, planner: str, *, seed: int = 0, time_limit: float 
     from solver_plan.suite.generators import GenerationExpired, resolve_problem
 
     deadline = Deadline(time_limit)  # generating the problem counts against the limit, as building a model does
+    from solver_plan.result import ConfigResult
+
     try:
         problem = resolve_problem(spec, deadline)
     except GenerationExpired:
         note = f"time limit reached while generating the problem ({deadline.elapsed():.2f} s)"
-        return ProblemAnswer(Status.TIME_LIMIT, None, None, deadline.elapsed(),
-                             {"problem": spec, "planner": planner, "status": Status.TIME_LIMIT.value,
-                              "assignment": None, "notes": [note], "solver_failure": None}, (note,))
+        result = ConfigResult(planner, Status.TIME_LIMIT, runtime_s=deadline.elapsed(), notes=(note,))
+        return ProblemAnswer(Status.TIME_LIMIT, None, None, deadline.elapsed(), problem_plan(spec, result), (note,))
     result = solve(problem, planner, seed=seed, deadline=deadline, **(options or {}))
-    plan = {"problem": problem.name, "planner": result.planner, "status": result.status.value,
-            "assignment": None if result.assignment is None else list(result.assignment),
-            "notes": list(result.notes), "solver_failure": result.solver_failure}
-    return ProblemAnswer(result.status, result.objective, result.lower_bound, result.runtime_s, plan,
-                         tuple(result.notes), result.solver_failure)
+    return ProblemAnswer(result.status, result.objective, result.lower_bound, result.runtime_s,
+                         problem_plan(problem.name, result), tuple(result.notes), result.solver_failure)
+
+
+def problem_plan(problem: str, result) -> dict[str, Any]:
+    """A generated problem's answer as JSON (no operators to name): the result envelope, then the
+    problem, planner, status, candidate index per node, notes and solver failure."""
+    from solver_plan.result import with_envelope
+    return with_envelope(result.envelope, {
+        "problem": problem, "planner": result.planner, "status": result.status.value,
+        "assignment": None if result.assignment is None else list(result.assignment),
+        "notes": list(result.notes), "solver_failure": result.solver_failure})
