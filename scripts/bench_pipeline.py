@@ -11,7 +11,7 @@ import argparse
 import random
 import time
 
-from solver_plan.graph.chain import LayerChain
+from solver_plan.pipeline.chain import LayerChain
 from solver_plan.pipeline import madpipe
 from solver_plan.pipeline.api import schedule_allocation
 from solver_plan.pipeline.problem import ChainProblem

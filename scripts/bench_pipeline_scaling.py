@@ -17,7 +17,7 @@ import argparse
 import random
 import time
 
-from solver_plan.graph.chain import LayerChain
+from solver_plan.pipeline.chain import LayerChain
 from solver_plan.pipeline.madpipe import MadPipeDP
 from solver_plan.pipeline.memory import pipedream_rule
 from solver_plan.pipeline.problem import ChainProblem

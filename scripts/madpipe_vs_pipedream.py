@@ -78,7 +78,7 @@ def memory_rule():
 def run_one(task: dict) -> dict:
     from solver_plan.pipeline.api import plan_pipeline
     from solver_plan.pipeline.problem import ChainProblem
-    from solver_plan.graph.chain import coarsen
+    from solver_plan.pipeline.chain import coarsen
     beta = task["beta_GBps"] * 1e9
     chain = chain_for(task["network"], task["cluster"], task["P"], beta)
     if len(chain) > task["max_layers"]:  # both planners on the same chain, as in the paper

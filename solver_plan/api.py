@@ -30,7 +30,8 @@ if TYPE_CHECKING:
     from solver_plan.plan import Plan
     from solver_plan.planning import PlanReport
 
-__all__ = ["load_model", "load_cluster", "plan", "pipeline", "hybrid", "answer", "export_plan", "Plan", "Status",
+# Status comes from the module __getattr__ below (loaded on first use)
+__all__ = ["load_model", "load_cluster", "plan", "pipeline", "hybrid", "answer", "export_plan", "Plan", "Status",  # noqa: F822
            "InputError", "Graph", "Cluster", "PipelineResult", "HybridResult", "MoEResult", "PlanRequest",
            "PipelineRequest", "HybridRequest", "PlanReport", "PipelineReport", "HybridReport", "UNLIMITED"]
 

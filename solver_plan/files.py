@@ -21,6 +21,7 @@ import stat
 import tempfile
 from pathlib import Path
 
+from solver_plan.errors import InputError
 from solver_plan.units import MIB
 
 MAX_INPUT_BYTES = 64 * MIB  # far above any JSON input of ours; refuse before parsing gigabytes
@@ -51,8 +52,6 @@ def _open_regular(path: Path, what: str) -> int:
     """A descriptor of `path` opened for reading, or one `InputError` naming it: missing,
     unreadable, a folder, a FIFO, a device, a socket, a /proc or /sys file. Opened without blocking
     (a FIFO would wait for a writer)."""
-    from solver_plan.errors import InputError
-
     where = str(path)
     root = _pseudo_root(path)
     if root is not None:
@@ -85,8 +84,6 @@ def check_regular_file(path: str | Path, what: str = "file") -> None:
 def read_input_bytes(path: str | Path, what: str = "file", limit: int = MAX_INPUT_BYTES) -> bytes:
     """The bytes of a regular file of at most `limit` bytes, or one `InputError` naming the file
     (see `_open_regular`; too large: more than `limit` bytes, of which at most `limit` + 1 are read)."""
-    from solver_plan.errors import InputError
-
     path = Path(path)
     where = str(path)
     fd = _open_regular(path, what)
@@ -109,8 +106,6 @@ def read_input_bytes(path: str | Path, what: str = "file", limit: int = MAX_INPU
 
 def unique_keys(pairs: list[tuple[str, object]], where) -> dict:
     """json `object_pairs_hook`: a key given twice is an error (JSON parsers silently keep the last)."""
-    from solver_plan.errors import InputError
-
     data: dict = {}
     for key, value in pairs:
         if key in data:
@@ -119,11 +114,21 @@ def unique_keys(pairs: list[tuple[str, object]], where) -> dict:
     return data
 
 
+def decode_text(raw: bytes, where: str) -> str:
+    """UTF-8 text (a UTF-8 byte-order mark is allowed); anything else is one clear error."""
+    if raw.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise InputError("file is UTF-16 encoded; save it as UTF-8", where)
+    if b"\x00" in raw:
+        raise InputError("not a text file (it contains NUL bytes)", where)
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start})", where) from None
+
+
 def read_json(path: str | Path, what: str = "JSON file"):
     """A JSON document, or one `InputError` naming the file: missing, not a regular file, not UTF-8
     text, malformed, NaN / Infinity literals (not JSON), or nested too deeply for the parser."""
-    from solver_plan.errors import InputError
-    from solver_plan.yamlio import decode_text
 
     path = Path(path)
     text = decode_text(read_input_bytes(path, what), str(path))
@@ -233,8 +238,6 @@ def write_text_atomic(path: str | Path, text: str) -> None:
     """Write `text` to `path` as the module docstring says (regular files atomically, links through to
     their target, character devices and FIFOs in place; never a new folder). If it cannot be written,
     the text is kept in the temporary folder and an `InputError` names both paths."""
-    from solver_plan.errors import InputError
-
     path = Path(path)
     try:
         try:
@@ -268,8 +271,6 @@ def check_output_path(path: str | Path | None, where: str, suffixes: tuple[str, 
     only an existing folder: missing folders are refused, not created."""
     if path is None:
         return
-    from solver_plan.errors import InputError
-
     label = f"cannot write {what + ' ' if what else ''}{str(path)!r}"
     if not str(path).strip():
         raise InputError("empty file name", where)
@@ -305,8 +306,6 @@ def check_output_path(path: str | Path | None, where: str, suffixes: tuple[str, 
 def check_output_folder(folder: str | Path, where: str, label: str | None = None) -> None:
     """Fail unless files can be created in `folder`, or, if it is missing, it can be created in its
     parent: the folder the user named may be made, never the folders above it."""
-    from solver_plan.errors import InputError
-
     folder = Path(folder)
     label = label or f"cannot write to {str(folder)!r}"
     if any(len(os.fsencode(part)) > NAME_MAX for part in folder.parts):

@@ -10,8 +10,8 @@ from solver_plan.planners import PlannerInfo
 
 def config_planners() -> tuple[PlannerInfo, ...]:
     """Kind "config": plan(problem, *, deadline=None, seed=0, warm_start=None, **options) -> ConfigResult."""
-    from solver_plan.intra import baselines, brute, cpsat, edge_drop, elimination, greedy, milp, milp_load, reference
-    from solver_plan.simulate import mcmc
+    from solver_plan.intra import baselines, brute, cpsat, edge_drop, elimination, greedy, milp, reference
+    from solver_plan.simulate import mcmc, milp_load
 
     def row(name, func, description, *, exact=False, options=(), **more) -> PlannerInfo:
         return PlannerInfo(name, "config", func, exact, description, options=options, **more)

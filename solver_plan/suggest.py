@@ -12,7 +12,7 @@ CUTOFF = 0.6  # difflib ratio; 0.6 catches one or two wrong, missing or swapped 
 
 def closest(word: str, choices) -> str | None:
     """The choice `word` most probably meant, or None when nothing is close."""
-    by_lower = {}
+    by_lower: dict[str, str] = {}
     for choice in choices:
         by_lower.setdefault(str(choice).lower(), str(choice))
     key = str(word).strip().lower()

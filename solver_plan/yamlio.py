@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from solver_plan.errors import InputError
+from solver_plan.files import decode_text, read_input_bytes
 from solver_plan.units import MIB
 
 MAX_DEPTH = 64  # deepest nesting accepted; real cluster and job files use fewer than 6 levels
@@ -45,22 +46,9 @@ def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool
 _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
-def decode_text(raw: bytes, where: str) -> str:
-    """UTF-8 text (a UTF-8 byte-order mark is allowed); anything else is one clear error."""
-    if raw.startswith((b"\xff\xfe", b"\xfe\xff")):
-        raise InputError("file is UTF-16 encoded; save it as UTF-8", where)
-    if b"\x00" in raw:
-        raise InputError("not a text file (it contains NUL bytes)", where)
-    try:
-        return raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise InputError(f"not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start})", where) from None
-
-
 def read_text(path: str | Path, what: str = "file") -> str:
     """A small UTF-8 text file, or an `InputError` naming it (missing, unreadable, binary, huge, or
     not a regular file: FIFOs, devices and /proc files are refused, see `files.read_input_bytes`)."""
-    from solver_plan.files import read_input_bytes
     return decode_text(read_input_bytes(path, what, MAX_BYTES), str(path))
 
 

@@ -100,7 +100,7 @@ def test_branch_regions_and_simulated_branch_moves():
 
 
 def test_without_the_load_milp_the_plan_is_still_chosen_by_simulation(monkeypatch):
-    from solver_plan.intra import milp_load
+    from solver_plan.simulate import milp_load
     monkeypatch.setattr(milp_load, "MAX_MODEL_ENTRIES", 0)  # the seed-only path (model too big)
     graph, cluster = _graph(), _cluster()
     problem = _placement_space(prepare_problem(graph, cluster, None)[0])

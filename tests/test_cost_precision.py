@@ -10,7 +10,6 @@ from solver_plan.cluster import Cluster, DeviceSpec, Link
 from solver_plan.cost import CostModel, ParallelConfig
 from solver_plan.cost.config import REPLICA
 from solver_plan.cost.enumerate import REPLICABLE, enumerate_configs
-from solver_plan.cost.precision import TrainingPrecision
 from solver_plan.errors import InputError
 from solver_plan.graph import GraphBuilder
 from solver_plan.graph.resolve import resolve_model

@@ -8,8 +8,9 @@ import time
 import pytest
 
 from solver_plan.deadline import Deadline, time_budget
-from solver_plan.intra import edge_drop, milp_load
+from solver_plan.intra import edge_drop
 from solver_plan.intra.greedy_plans import greedy_assignment, heuristic_plans, least_memory_plan, reserving_greedy
+from solver_plan.simulate import milp_load
 from solver_plan.intra.load_objective import load_objective
 from solver_plan.intra.solve import solve
 from solver_plan.intra.validate import validate_config_result

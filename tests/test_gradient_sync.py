@@ -6,7 +6,6 @@ import pytest
 from solver_plan.cluster import Cluster, DeviceSpec, GradientSync, Link, resolve_cluster
 from solver_plan.cluster.loader import cluster_from_dict, preset_names
 from solver_plan.cost.collectives import collective_time, gradient_sync_time, parameter_server_sync_time
-from solver_plan.cost.model import CostModel
 from solver_plan.errors import ClusterError, InputError
 from solver_plan.graph.resolve import resolve_model
 from solver_plan.intra.solve import solve

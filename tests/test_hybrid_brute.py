@@ -14,17 +14,18 @@ from solver_plan.hybrid.evaluate import Context, price
 from solver_plan.hybrid.memory import state_bytes
 from solver_plan.runtime import RUNTIMES
 
-# Megatron-LM 2021 overlaps no data-parallel sync, so a stage's time does not depend on the other
-# stages' recomputation modes and the brute force can re-assemble per-stage plans from uniform ones;
-# under an overlapping runtime the exposed sync depends on every stage's backward window (the cut is
-# still chosen for the pipeline term, as before: see docs/hybrid.md "Not done").
-RUNTIME = RUNTIMES["megatron-2021"]
 from solver_plan.hybrid.model import transformer_spec
 from hybrid_stage_options import stage_options
 from solver_plan.hybrid.schedule import pipeline_s
 from solver_plan.hybrid.space import Parallelism
 from solver_plan.hybrid.stage_cost import BlockCoster
 from solver_plan.result import Status
+
+# Megatron-LM 2021 overlaps no data-parallel sync, so a stage's time does not depend on the other
+# stages' recomputation modes and the brute force can re-assemble per-stage plans from uniform ones;
+# under an overlapping runtime the exposed sync depends on every stage's backward window (the cut is
+# still chosen for the pipeline term, as before: see docs/hybrid.md "Not done").
+RUNTIME = RUNTIMES["megatron-2021"]
 
 
 def compositions(n: int, k: int):

@@ -6,7 +6,6 @@ import pytest
 from solver_plan.cluster import resolve_cluster
 from solver_plan.hybrid import evaluate, plan_hybrid
 from solver_plan.hybrid.baselines import data_parallel, megatron_rule
-from solver_plan.hybrid.schedule import StepTerms
 from solver_plan.hybrid.validate import validate_plan
 from solver_plan.result import Status
 

@@ -193,7 +193,7 @@ def test_milp_load_under_an_expired_clock_is_never_worse_than_data_parallel():
     graph = resolve_model("inception_v3:batch=8,image=75")
     problem, _ = prepare_problem(graph, resolve_cluster("p100-4x4", 4), None, max_candidates=8)
     data_parallel = solve(problem, "data-parallel")
-    from solver_plan.intra.milp_load import plan_milp_load
+    from solver_plan.simulate.milp_load import plan_milp_load
     result = plan_milp_load(problem, deadline=time_budget(1e-6))
     assert result.assignment is not None
     assert load_objective(problem, result.assignment) <= load_objective(problem, data_parallel.assignment) + 1e-12

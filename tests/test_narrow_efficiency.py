@@ -5,7 +5,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from solver_plan.calibrate.fit import MATRIX_THRESHOLDS, NARROW_THRESHOLDS, fit_compute, predict
+from solver_plan.calibrate.fit import MATRIX_THRESHOLDS, fit_compute, predict
 from solver_plan.calibrate.measurements import Kernel, Measurement
 from solver_plan.calibrate.output import cluster_yaml
 from solver_plan.calibrate.profiles import layer_work

@@ -55,7 +55,8 @@ def test_wheel_installed_in_a_fresh_venv_plans(tmp_path):
     for bundled in ("solver_plan/_data/configs/clusters/v100x8-nvlink.yaml", "solver_plan/_data/configs/jobs/quickstart.yaml",
                     "solver_plan/_data/data/llm-shapes/gpt3-175B.json",
                     "solver_plan/_data/data/pipedream-profiles/alexnet/graph.txt",
-                    "solver_plan/_data/data/pipeline-blocks/default.json"):
+                    "solver_plan/_data/data/pipeline-blocks/default.json",
+                    "solver_plan/py.typed"):  # PEP 561: type checkers of users read our annotations
         assert bundled in names
 
     venv = tmp_path / "venv"

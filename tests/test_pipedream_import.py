@@ -2,7 +2,7 @@
 import pytest
 
 from solver_plan.errors import InputError
-from solver_plan.graph.chain import linearize
+from solver_plan.pipeline.chain import linearize
 from solver_plan.data import data_dir
 from solver_plan.graph.importers import load_pipedream_profile
 from solver_plan.graph.ops import OpType

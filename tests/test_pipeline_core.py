@@ -6,7 +6,7 @@ import random
 import pytest
 
 from solver_plan.errors import InputError
-from solver_plan.graph.chain import LayerChain, coarsen
+from solver_plan.pipeline.chain import LayerChain, coarsen
 from solver_plan.pipeline import exact_schedule, onef1b, pipedream_dp
 from solver_plan.pipeline.allocation import Allocation, Stage
 from solver_plan.pipeline.memory import pipedream_rule

@@ -9,7 +9,7 @@ import pytest
 
 from solver_plan.cluster import resolve_cluster
 from solver_plan.data import data_dir
-from solver_plan.graph.chain import LayerChain, cut_dag, linearize
+from solver_plan.pipeline.chain import LayerChain, cut_dag, linearize
 from solver_plan.graph.importers import load_pipedream_profile
 from solver_plan.pipeline import madpipe, pipedream_dp
 from solver_plan.pipeline.api import plan_pipeline

@@ -5,7 +5,7 @@ import random
 import pytest
 
 from solver_plan.errors import InputError
-from solver_plan.graph.chain import LayerChain
+from solver_plan.pipeline.chain import LayerChain
 from solver_plan.pipeline import exact_schedule, exact_schedule_split
 from solver_plan.pipeline.allocation import Allocation
 from solver_plan.pipeline.problem import ChainProblem

@@ -11,7 +11,7 @@ import pytest
 
 from solver_plan.cost.precision import TrainingPrecision
 from solver_plan.errors import InputError
-from solver_plan.graph.chain import LayerChain
+from solver_plan.pipeline.chain import LayerChain
 from solver_plan.pipeline import onef1b
 from solver_plan.pipeline.allocation import Allocation, Stage
 from solver_plan.pipeline.api import plan_pipeline

@@ -8,7 +8,7 @@ import random
 import pytest
 
 from solver_plan.errors import InputError
-from solver_plan.graph.chain import LayerChain
+from solver_plan.pipeline.chain import LayerChain
 from solver_plan.pipeline import madpipe
 from solver_plan.pipeline.api import plan_pipeline
 from solver_plan.pipeline.cli import register_command

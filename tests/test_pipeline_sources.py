@@ -5,7 +5,7 @@ import pytest
 
 from solver_plan.cluster import resolve_cluster
 from solver_plan.errors import InputError
-from solver_plan.graph.chain import LayerChain
+from solver_plan.pipeline.chain import LayerChain
 from solver_plan.data import data_dir
 from solver_plan.pipeline.api import plan_pipeline
 from solver_plan.pipeline.memory import pipedream_rule

@@ -265,7 +265,7 @@ MAX_JOB_NAME = 200
 def _check_hybrid_options(job: Job, where: str) -> None:
     """`batch` (the global batch) and `fix` (pins) as `batch.kinds.job_request` reads them."""
     from solver_plan.hybrid.search import check_global_batch
-    from solver_plan.hybrid.space import check_fix, parse_fix
+    from solver_plan.hybrid.space import parse_fix
 
     options = dict(job.options)
     if "batch" not in options:

@@ -13,6 +13,9 @@ import functools
 import re
 import warnings
 
+from solver_plan.resources import resource_dir
+from solver_plan.yamlio import load_yaml
+
 TABLE_KEYS = ("matrix_flops or vector_flops", "hbm_bandwidth", "matrix_efficiency", "memory_efficiency")
 
 
@@ -26,9 +29,6 @@ def _key(name: str) -> str:
 
 @functools.lru_cache(maxsize=1)
 def _entries() -> tuple[dict, ...]:
-    from solver_plan.resources import resource_dir
-    from solver_plan.yamlio import load_yaml
-
     path = resource_dir("data") / "hardware" / "devices.yaml"
     if not path.exists():
         return ()

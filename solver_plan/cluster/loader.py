@@ -39,10 +39,13 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from solver_plan.cluster.devices import warn_gaps, with_known_tables
 from solver_plan.cluster.model import Cluster, DeviceSpec, Host, Link, LinkLevel
 from solver_plan.cluster.sync import SYNC_SCHEMES, GradientSync
+from solver_plan.dtypes import Precision, default_dtype
 from solver_plan.errors import ClusterError, InputError
 from solver_plan.resources import cluster_presets_dir
+from solver_plan.suggest import did_you_mean
 from solver_plan.units import parse_bandwidth, parse_bytes, parse_flops, parse_seconds
 from solver_plan.yamlio import Section, load_yaml
 
@@ -89,7 +92,6 @@ def _link(section: Section | None, inter: bool = False) -> Link | None:
 
 
 def _dtype_flops(section: Section, key: str) -> tuple[tuple[str, float], ...]:
-    from solver_plan.cost.precision import Precision  # lazy: cost imports cluster
     table = section.section(key)
     if table is None:
         return ()
@@ -155,9 +157,6 @@ def _fractions(dev: Section, key: str) -> tuple[tuple[str, float], ...]:
 
 
 def _device(dev: Section) -> DeviceSpec:
-    from solver_plan.cluster.devices import with_known_tables
-    from solver_plan.cost.precision import Precision
-    from solver_plan.cost.precision import default_for  # lazy: cost imports cluster
     dev.data = with_known_tables(dev.data)  # a known device's tables (data/hardware/devices.yaml) under the YAML's keys
     name = dev.string("name", "device")
     memory = parse_bytes(dev.get("memory", required=True), dev.path("memory"))
@@ -180,7 +179,7 @@ def _device(dev: Section) -> DeviceSpec:
     try:
         if peak is None:  # the peak of what the device runs by default
             probe = DeviceSpec(name, 1.0, memory, matrix, vector)
-            peak = probe.peak(default_for(probe).compute)
+            peak = probe.peak(default_dtype(probe))
         else:
             peak = parse_flops(peak, dev.path("peak_flops"))
         return DeviceSpec(name, peak, memory, **extra)
@@ -246,7 +245,6 @@ def cluster_from_dict(data: object, where: str = "") -> Cluster:
     host = _host(top.section("host"))
     top.close()
     if w_override is None:  # a hand-calibrated s/FLOP replaces the compute model's tables
-        from solver_plan.cluster.devices import warn_gaps
         warn_gaps(device, where or name)
     try:
         return Cluster(name, nodes, per_node, device, intra, inter, w_override, tuple(g_overrides), sync, host)
@@ -275,7 +273,6 @@ def resolve_cluster(spec: str, devices: int | None = None) -> Cluster:
     elif (PRESET_DIR / f"{spec}.yaml").exists():
         cluster = load_cluster(PRESET_DIR / f"{spec}.yaml")
     else:
-        from solver_plan.suggest import did_you_mean
         raise InputError(f"unknown cluster {spec!r}{did_you_mean(spec, preset_names())}; "
                          f"presets: {', '.join(preset_names())} "
                          "(or give a YAML file)", "--cluster")

@@ -18,7 +18,9 @@ import math
 from dataclasses import dataclass, field
 
 from solver_plan.cluster.sync import GradientSync
+from solver_plan.dtypes import default_precision_name
 from solver_plan.errors import ClusterError
+from solver_plan.units import format_bytes
 
 
 class LinkLevel(enum.IntEnum):
@@ -252,6 +254,14 @@ class Cluster:
         (data/published/interconnect.yaml)."""
         return self._seconds_per_byte(level, "point_to_point_efficiency")
 
+    def g_gradient_copy(self, level: LinkLevel) -> float:
+        """Seconds per byte of one parameter-server gradient copy on link `level`: the gradient
+        sync's copy bandwidth where given, else the link's point-to-point rate (`g_p2p`: each
+        gradient copy into the owner is one peer-to-peer copy, not a collective)."""
+        sync = self.gradient_sync
+        rate = sync.intra_node_bandwidth if level == LinkLevel.INTRA_NODE else sync.inter_node_bandwidth
+        return self.g_p2p(level) if rate is None else 1.0 / rate
+
     def _seconds_per_byte(self, level: LinkLevel, efficiency: str) -> float:
         if level == LinkLevel.SAME_DEVICE:
             return 0.0
@@ -302,11 +312,9 @@ class Cluster:
                        self.gradient_sync, self.host)
 
     def describe(self) -> str:
-        from solver_plan.units import format_bytes
-        from solver_plan.cost.precision import default_for  # lazy: cost imports cluster
         hbm = "" if self.device.hbm_bandwidth is None else f", HBM {self.device.hbm_bandwidth / 1e9:.0f} GB/s"
         text = (f"{self.name}: {self.nodes} node(s) x {self.devices_per_node} {self.device.name} "
-                f"({self.device.peak_flops / 1e12:.1f} TFLOP/s, default {default_for(self.device).name}, "
+                f"({self.device.peak_flops / 1e12:.1f} TFLOP/s, default {default_precision_name(self.device)}, "
                 f"{format_bytes(self.device.memory)}{hbm}); "
                 f"intra-node {self.intra_node.bandwidth / 1e9:.1f} GB/s")
         if self.intra_node.p2p_efficiency is not None:  # a measured copy rate, unlike collectives'

@@ -60,12 +60,3 @@ class GradientSync:
             data["copy_bandwidth"] = rates
         return data
 
-
-def copy_seconds_per_byte(cluster, level) -> float:
-    """Seconds per byte of one parameter-server gradient copy on link `level` of `cluster`: the
-    scheme's copy bandwidth where given, else the link's achieved point-to-point bandwidth
-    (`Cluster.g_p2p`: each gradient copy into the owner is one peer-to-peer copy, not a collective)."""
-    from solver_plan.cluster.model import LinkLevel  # the model imports this module
-    sync = cluster.gradient_sync
-    rate = sync.intra_node_bandwidth if level == LinkLevel.INTRA_NODE else sync.inter_node_bandwidth
-    return cluster.g_p2p(level) if rate is None else 1.0 / rate

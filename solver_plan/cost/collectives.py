@@ -172,13 +172,12 @@ def parameter_server_sync_time(cluster: Cluster, nbytes: float, group_size: int,
     (k-1)(alpha_i + S / B_i) + (m-1)(alpha_e + S / B_e), B the scheme's copy bandwidth per level."""
     if nbytes <= 0 or group_size <= 1:
         return 0.0
-    from solver_plan.cluster.sync import copy_seconds_per_byte
     k = min(group_size, cluster.devices_per_node) if devices_per_node_in_group is None else devices_per_node_in_group
     m = math.ceil(group_size / k)
-    seconds = (k - 1) * (cluster.alpha(LinkLevel.INTRA_NODE) + nbytes * copy_seconds_per_byte(cluster, LinkLevel.INTRA_NODE))
+    seconds = (k - 1) * (cluster.alpha(LinkLevel.INTRA_NODE) + nbytes * cluster.g_gradient_copy(LinkLevel.INTRA_NODE))
     if m > 1:
         seconds += (m - 1) * (cluster.alpha(LinkLevel.INTER_NODE)
-                              + nbytes * copy_seconds_per_byte(cluster, LinkLevel.INTER_NODE))
+                              + nbytes * cluster.g_gradient_copy(LinkLevel.INTER_NODE))
     return seconds
 
 

@@ -1,6 +1,6 @@
 """Numeric precisions: bytes per element, and the dtypes a training run keeps per kind of data.
 
-`Precision` is one storage/compute format. `TrainingPrecision` says which format each kind of
+`Precision` (one storage/compute format) lives below `cluster/` in `solver_plan/dtypes.py`. `TrainingPrecision` says which format each kind of
 data uses in training:
 - compute: the format the matrix (and vector) units run in, which selects the peak FLOP/s;
 - activations: tensors between operators (bytes moved by redistribution and kept for backward);
@@ -16,36 +16,13 @@ parameter by optimizer and sharding are the model-state module's (cost/model_sta
 """
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass
 
 from solver_plan.cost.model_state import ParameterState, state_with_moments
+from solver_plan.dtypes import Precision, default_dtype, precision_name
 from solver_plan.errors import InputError
 
-
-class Precision(str, enum.Enum):
-    FP32 = "fp32"
-    TF32 = "tf32"  # fp32 storage, tensor-core compute with a 10-bit mantissa (A100 and later)
-    BF16 = "bf16"
-    FP16 = "fp16"
-    FP8 = "fp8"
-
-    @property
-    def bytes(self) -> int:
-        return _BYTES[self]
-
-    @classmethod
-    def parse(cls, value: "str | Precision", where: str = "precision") -> "Precision":
-        if isinstance(value, Precision):
-            return value
-        try:
-            return cls(str(value).strip().lower())
-        except ValueError:
-            raise InputError(f"unknown precision {value!r}; expected one of "
-                             f"{', '.join(p.value for p in cls)}", where) from None
-
-
-_BYTES = {Precision.FP32: 4, Precision.TF32: 4, Precision.BF16: 2, Precision.FP16: 2, Precision.FP8: 1}
+__all__ = ["ParameterBytes", "Precision", "TrainingPrecision", "default_for", "resolve_precision"]
 
 
 # Bytes kept per parameter, by term: the model-state module's type (cost/model_state.py).
@@ -117,23 +94,15 @@ class TrainingPrecision:
 
     @property
     def name(self) -> str:
-        if self.master is None:
-            return self.compute.value
-        return f"mixed-{self.compute.value}"
+        return precision_name(self.compute, mixed=self.master is not None)
 
 
 def default_for(device) -> TrainingPrecision:
-    """What users run on `device` (a `DeviceSpec`, or a `Cluster` via its device): mixed bf16 where
-    the matrix units run bf16 (A100, H100), mixed fp16 where they run fp16 only (V100 tensor cores),
-    fp32 otherwise (K80, P100: no half-precision matrix units) and for devices described by one
-    peak number (no per-dtype table)."""
-    device = getattr(device, "device", device)
-    matrix = dict(getattr(device, "matrix_flops", ()) or ())  # keys are dtype names ("bf16")
-    if Precision.BF16.value in matrix:
-        return TrainingPrecision.mixed(Precision.BF16)
-    if Precision.FP16.value in matrix:
-        return TrainingPrecision.mixed(Precision.FP16)
-    return TrainingPrecision.fp32()
+    """What users run on `device` (a `DeviceSpec`, or a `Cluster` via its device): mixed precision in
+    `dtypes.default_dtype(device)` where that is a half dtype (bf16 on A100/H100, fp16 on V100),
+    fp32 otherwise (K80, P100, devices described by one peak number)."""
+    dtype = default_dtype(device)
+    return TrainingPrecision.fp32() if dtype == Precision.FP32 else TrainingPrecision.mixed(dtype)
 
 
 def resolve_precision(requested: "str | Precision | TrainingPrecision | None", device,

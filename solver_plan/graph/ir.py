@@ -103,7 +103,7 @@ class Edge:
 class Graph:
     name: str
     operators: tuple[Operator, ...]
-    _index: dict = field(default=None, init=False, repr=False, compare=False)
+    _index: dict = field(default_factory=dict, init=False, repr=False, compare=False)  # filled by __post_init__
 
     def __post_init__(self):
         ops: dict[str, Operator] = {}

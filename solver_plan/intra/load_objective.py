@@ -43,7 +43,7 @@ objective is
   a planner reports.
 
 `load_breakdown` evaluates a plan; `load_model` is the same objective as a MILP over the one-hot
-configuration variables (solved by `milp-load`, see `milp_load.py`).
+configuration variables (solved by `milp-load`, see `simulate/milp_load.py`).
 """
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from solver_plan.deadline import MIN_LIMIT_S, Deadline
 from solver_plan.errors import InputError, check_positive
 from solver_plan.planners import get_planner
-from solver_plan.graph.chain import coarsen
+from solver_plan.pipeline.chain import coarsen
 from solver_plan.pipeline.allocation import Allocation, AllocationResult
 from solver_plan.pipeline.granularity import madpipe_layers
 from solver_plan.pipeline.pattern import PeriodicPattern

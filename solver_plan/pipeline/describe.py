@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import re
 
-from solver_plan.graph.chain import block_key
+from solver_plan.pipeline.chain import block_key
 
 BLOCK_NUMBER = re.compile(r"^(.*?)(\d+)$")
 MAX_ITEMS = 6  # scopes listed per stage before "... and k more"
-MERGED = ".."  # how merged layers are named: "first..last" (graph.chain.merge_layers)
+MERGED = ".."  # how merged layers are named: "first..last" (chain.merge_layers)
 
 
 def _ends(name: str) -> tuple[str, str]:

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import math
 import time
-
-from ortools.sat.python import cp_model
+from dataclasses import replace
 
 from solver_plan.deadline import Deadline
+from solver_plan.pipeline import exact_schedule, madpipe, pipedream_dp
+from solver_plan.pipeline.solvers import cp_model
 from solver_plan.pipeline.allocation import Allocation, AllocationResult, Stage
 from solver_plan.pipeline.exact_schedule import MAX_SHIFT_STEP
 from solver_plan.pipeline.minimal_memory import infeasible_result
@@ -56,7 +57,7 @@ class JointModel:
     def __init__(self, problem: ChainProblem, tick: float, period: int, deadline: Deadline | None = None):
         self.problem, self.period = problem, period
         self.deadline = deadline
-        m = self.model = cp_model.CpModel()
+        m = self.model = cp_model().CpModel()
         L, P = problem.layers, problem.processors
         T = period
         self.fd = [to_ticks(problem.forward_time(i, i), tick) for i in range(L)]
@@ -210,14 +211,15 @@ class JointModel:
 
     def solve(self, work, budget: WorkBudget | None = None):
         """Solve with `work` deterministic units (single thread, fixed seed: see solver_plan/work.py)."""
-        solver = cp_model.CpSolver()
+        cp = cp_model()
+        solver = cp.CpSolver()
         budget = budget or WorkBudget(None)
         budget.configure(solver, work)
         status = solver.solve(self.model)
         budget.record(solver)
-        if status == cp_model.INFEASIBLE:
+        if status == cp.INFEASIBLE:
             return False, None
-        if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        if status not in (cp.OPTIMAL, cp.FEASIBLE):
             return None, None
         v = solver.value
         L = self.problem.layers
@@ -247,7 +249,6 @@ def heuristic_seed(problem: ChainProblem, tick: float, time_limit: float | None,
     """The best valid pattern of the heuristics' allocations, split into one stage per layer (so it
     is a solution of the joint model up to tick rounding). Work limits come from `time_limit`;
     `deadline` is the safety net: once it is up, allocations not yet scheduled are skipped."""
-    from solver_plan.pipeline import exact_schedule, madpipe, pipedream_dp
     candidates = []
     for result in (madpipe.plan(problem, deadline=deadline), pipedream_dp.plan(problem)):
         if result.allocation is not None:
@@ -317,7 +318,6 @@ def plan(problem: ChainProblem, *, time_limit: float | None = 120.0, seed: int =
     outcome = search_period(lower, start[0], start[1], hinted, budget)
     result = _answer(problem, tick, outcome.solution, outcome.bound, outcome.proven, begin)
     if result.pattern is not None and seed.period < result.pattern.period:  # ticks rounded durations up
-        from dataclasses import replace
         result = replace(result, allocation=Allocation.from_processors([s.processor for s in seed.allocation.stages]),
                          period_s=seed.period, pattern=seed.replace(scheduler="exact-joint (heuristic seed)"),
                          status=Status.FEASIBLE, lower_bound_s=lower_s,

@@ -14,14 +14,13 @@ from __future__ import annotations
 import math
 import time
 
-from ortools.sat.python import cp_model
-
 from solver_plan.pipeline import modulo_greedy, onef1b
 from solver_plan.pipeline.allocation import Allocation, processor_name
 from solver_plan.pipeline.operations import PipelineOps, pipeline_operations
 from solver_plan.pipeline.pattern import PeriodicPattern
 from solver_plan.pipeline.period_search import search_period
 from solver_plan.pipeline.problem import ChainProblem
+from solver_plan.pipeline.solvers import cp_model
 from solver_plan.pipeline.schedule_result import ScheduleResult, finish, memory_infeasible
 from solver_plan.pipeline.split_backward import release_index
 from solver_plan.pipeline.ticks import memory_unit, tick_for, to_ticks
@@ -40,7 +39,7 @@ class PeriodModel:
 
     def __init__(self, ops: PipelineOps, durations: list[int], period: int, minimise_memory: bool = False):
         self.ops, self.period = ops, period
-        m = self.model = cp_model.CpModel()
+        m = self.model = cp_model().CpModel()
         max_shift = MAX_SHIFT_STEP * len(ops.dependencies)
         self.t = [m.new_int_var(0, period - 1, f"t_{op.name}") for op in ops.operations]
         self.h = [m.new_int_var(0, max_shift, f"h_{op.name}") for op in ops.operations]
@@ -102,15 +101,16 @@ class PeriodModel:
 
     def solve(self, work: float | None, budget: WorkBudget | None = None):
         """Solve with `work` deterministic units (single thread, fixed seed: see solver_plan/work.py)."""
-        solver = cp_model.CpSolver()
+        cp = cp_model()
+        solver = cp.CpSolver()
         budget = budget or WorkBudget(None)
         budget.configure(solver, work)
         status = solver.solve(self.model)
         budget.record(solver)
-        if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        if status in (cp.OPTIMAL, cp.FEASIBLE):
             return True, ([solver.value(v) for v in self.t], [solver.value(v) for v in self.h],
-                          status == cp_model.OPTIMAL)
-        if status == cp_model.INFEASIBLE:
+                          status == cp.OPTIMAL)
+        if status == cp.INFEASIBLE:
             return False, None
         return None, None
 

@@ -12,16 +12,11 @@ from __future__ import annotations
 import time
 import warnings
 
-# ortools must load before pulp: pulp imports highspy when present, and the two wheels bundle
-# different HiGHS libraries, so whichever loads second fails (see solver_plan/intra/isolated.py).
-from solver_plan.pipeline.exact_schedule import MAX_SHIFT_STEP  # noqa: I001  (imports ortools)
-
-import pulp
-
-from solver_plan.pipeline import onef1b
+from solver_plan.pipeline import onef1b, solvers
 from solver_plan.pipeline.allocation import Allocation, processor_name
 from solver_plan.pipeline.operations import PipelineOps, pipeline_operations
 from solver_plan.pipeline.pattern import PeriodicPattern
+from solver_plan.pipeline.exact_schedule import MAX_SHIFT_STEP
 from solver_plan.pipeline.problem import ChainProblem
 from solver_plan.pipeline.schedule_result import ScheduleResult, finish, memory_infeasible
 from solver_plan.result import Status
@@ -35,6 +30,7 @@ SLACK = 1e-2  # units added to every duration (1e-6 of the period)
 
 def solve_at_period(ops: PipelineOps, period: float, time_limit: float | None, max_nodes: int | None = None):
     """(True, (starts, shifts)) | (False, None) proven infeasible | (None, None) undecided."""
+    pulp = solvers.pulp()
     n = len(ops.operations)
     # Solved in units of T / SCALE with every duration lengthened by SLACK units: CBC's absolute
     # tolerances (~1e-7) then cannot produce a start at T or a dependency violated by rounding,

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from itertools import accumulate
 
 from solver_plan.errors import InputError
-from solver_plan.graph.chain import LayerChain
+from solver_plan.pipeline.chain import LayerChain
 from solver_plan.pipeline.memory import DEFAULT_STATE, ModelState
 
 BUFFER_COPIES = 2  # a send/receive buffer for the activation and its gradient

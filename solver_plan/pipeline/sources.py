@@ -26,12 +26,20 @@ import json
 import math
 from pathlib import Path
 
-from solver_plan.cost.precision import Precision
+from solver_plan.cost.enumerate import single_device_config
+from solver_plan.cost.model import BACKWARD_FACTOR, CostModel
+from solver_plan.cost.precision import Precision, TrainingPrecision, resolve_precision
 from solver_plan.errors import InputError
-from solver_plan.graph.chain import (LayerChain, block_key, cut_dag, is_transformer, layer_groups, linearize,
-                                     merge_layers)
+from solver_plan.files import read_input_bytes  # regular files only: FIFOs, devices refused
+from solver_plan.graph.importers import load_pipedream_profile
+from solver_plan.graph.importers.graph_file import is_model_document
+from solver_plan.graph.ir import Graph
+from solver_plan.graph.resolve import resolve_model
+from solver_plan.pipeline.chain import (LayerChain, block_key, coarsen, cut_dag, is_transformer, layer_groups,
+                                        linearize, merge_layers)
 from solver_plan.pipeline.cuts import best_order
-from solver_plan.pipeline.memory import DEFAULT_OPTIMIZER, ModelState, model_state
+from solver_plan.pipeline.memory import DEFAULT_OPTIMIZER, ModelState, check_optimizer, model_state
+from solver_plan.pipeline.problem import ChainProblem
 from solver_plan.units import MIB
 
 BLOCK_KEYS = ("Tf", "Tb", "Tw", "Mparams", "Mf")
@@ -40,9 +48,6 @@ BLOCK_KEYS = ("Tf", "Tb", "Tw", "Mparams", "Mf")
 def zoo_costs(graph, cluster, precision=None):
     """(times, sizes, precision name) of `graph`'s operators under the cost model on one device of `cluster`, in
     `precision` (None/auto: the device's default), for `linearize` and `cut_dag`."""
-    from solver_plan.cost.enumerate import single_device_config
-    from solver_plan.cost.model import BACKWARD_FACTOR, CostModel
-    from solver_plan.cost.precision import resolve_precision
     model = CostModel(cluster, precision=resolve_precision(precision, cluster.device, graph))
     parameter_bytes = model.precision.parameters.bytes
 
@@ -63,7 +68,6 @@ def graph_state(graph, cluster, precision=None, optimizer: str = DEFAULT_OPTIMIZ
     """Model state of `graph`'s chain: the precision `--precision` resolves to (auto: the device's
     default; fp32 for graphs with measured times), with `optimizer`; W in the precision's parameter
     dtype for zoo graphs (as `zoo_costs` prices them), in the declared dtype for measured graphs."""
-    from solver_plan.cost.precision import resolve_precision
     resolved = resolve_precision(precision, None if cluster is None else cluster.device, graph)
     weight = None
     if graph.has_measured_times:
@@ -74,7 +78,6 @@ def graph_state(graph, cluster, precision=None, optimizer: str = DEFAULT_OPTIMIZ
 
 def blocks_state(precision=None, optimizer: str = DEFAULT_OPTIMIZER) -> ModelState:
     """Model state of a pipeline-blocks chain: W in fp32 (Mparams, module docstring); auto is fp32."""
-    from solver_plan.cost.precision import TrainingPrecision
     resolved = (TrainingPrecision.fp32() if precision is None or str(precision).strip().lower() == "auto"
                 else TrainingPrecision.parse(precision, None, "--precision"))
     return model_state(resolved, optimizer, MEASURED_WEIGHT_BYTES)
@@ -130,14 +133,12 @@ def _spans(names) -> list[tuple[int, int]]:
 
 def chain_from_profile(path, **order) -> LayerChain:
     """A PipeDream profile's chain; `order` as for `chain_from_graph` (processors, bandwidth, memory)."""
-    from solver_plan.graph.importers import load_pipedream_profile
     return chain_from_graph(load_pipedream_profile(path), None, **order)
 
 
 def chain_from_blocks(path, blocks: int = 16) -> LayerChain:
     path = Path(path)
     try:
-        from solver_plan.files import read_input_bytes  # regular files only: FIFOs, devices refused
         data = json.loads(read_input_bytes(path, "pipeline-blocks JSON"))
     except (OSError, json.JSONDecodeError) as exc:
         raise InputError(f"cannot read the pipeline-blocks JSON ({exc})", str(path)) from None
@@ -169,8 +170,6 @@ def chain_from_model(model, cluster, blocks: int = 16, **order) -> LayerChain:
 
 def chain_and_state(model, cluster, blocks: int = 16, **order) -> tuple[LayerChain, ModelState]:
     """`chain_from_model` and the model state its W stands for (`graph_state`, `blocks_state`)."""
-    from solver_plan.graph.importers.graph_file import is_model_document
-    from solver_plan.graph.ir import Graph
     precision, optimizer = order.get("precision"), order.get("optimizer", DEFAULT_OPTIMIZER)
     if not isinstance(model, Graph):
         if Path(model).suffix == ".json" and not model.startswith("hf:") and not is_model_document(model):
@@ -178,7 +177,6 @@ def chain_and_state(model, cluster, blocks: int = 16, **order) -> tuple[LayerCha
                 raise InputError("no such pipeline-blocks file", model)
             # measured block times: the precision sets the model state only
             return chain_from_blocks(model, blocks), blocks_state(precision, optimizer)
-        from solver_plan.graph.resolve import resolve_model
         model = resolve_model(model)
     return chain_from_graph(model, cluster, **order), graph_state(model, cluster, precision, optimizer)
 
@@ -205,10 +203,7 @@ def build_chain_problem(model, cluster, processors: int, *, memory: float | None
     pipedream: PipeDream's 3 x weights; `pipeline.memory`). `deadline`: the command's clock
     (building the chain counts against the time limit).
     """
-    from solver_plan.graph.chain import coarsen
-    from solver_plan.pipeline.problem import ChainProblem
 
-    from solver_plan.pipeline.memory import check_optimizer
     optimizer = check_optimizer(optimizer)  # before any work
     if isinstance(processors, bool) or not isinstance(processors, int) or processors < 1:
         raise InputError(f"must be a positive integer, got {processors}", "devices")

@@ -17,7 +17,9 @@ from __future__ import annotations
 import bisect
 import heapq
 
-from solver_plan.simulate.engine import NO_TASK, UNCONTENDED
+UNCONTENDED = -1  # the resource of tasks that never wait for one (start = ready), e.g. zero-time barriers
+NO_TASK = -1  # no task before or after this one on its resource
+BEGINNING = (float("-inf"), -1)  # the change point of a full simulation: before every (ready, key)
 
 
 def change_point(engine) -> tuple[float, int]:
@@ -48,7 +50,7 @@ def change_point(engine) -> tuple[float, int]:
 
 def resimulate_from(engine, point: tuple[float, int]) -> int:
     """Run the full algorithm on the tasks at or after `point` (every task if it is
-    engine.BEGINNING); returns how many tasks it simulated."""
+    BEGINNING); returns how many tasks it simulated."""
     ready, start, end, key, duration, resource = (engine.ready, engine.start, engine.end, engine.key,
                                                   engine.duration, engine.resource)
     prev, nxt, succs, preds, alive = engine.prev, engine.next, engine.succs, engine.preds, engine.alive

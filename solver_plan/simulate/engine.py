@@ -15,9 +15,10 @@ earliest point a change can reach and restarts the same algorithm there.
 """
 from __future__ import annotations
 
-UNCONTENDED = -1
-NO_TASK = -1
-BEGINNING = (float("-inf"), -1)
+# The algorithm (delta.py) works on this state; its sentinels are the engine's vocabulary too.
+from solver_plan.simulate.delta import BEGINNING, NO_TASK, UNCONTENDED, change_point, resimulate_from
+
+__all__ = ["NO_TASK", "UNCONTENDED", "TaskEngine"]
 
 
 class TaskEngine:
@@ -105,7 +106,6 @@ class TaskEngine:
     # --- simulation -----------------------------------------------------------------------
     def simulate_full(self) -> float:
         """Algorithm 1: simulate every task from scratch; returns the makespan."""
-        from solver_plan.simulate.delta import resimulate_from
         self.queues = {}
         self.fresh = set(self.task_ids())
         self.resimulated = resimulate_from(self, BEGINNING)
@@ -115,7 +115,6 @@ class TaskEngine:
     def simulate_delta(self) -> float:
         """Algorithm 2: re-simulate only the part of the timeline the changes since the last
         simulation can reach; returns the makespan."""
-        from solver_plan.simulate.delta import change_point, resimulate_from
         if self.fresh or self.dirty or self.vacated:
             self.resimulated = resimulate_from(self, change_point(self))
         else:

@@ -13,16 +13,18 @@ from pathlib import Path
 from solver_plan.cluster import Cluster
 from solver_plan.cost.config import REPLICA, ParallelConfig
 from solver_plan.cost.dims import op_dimensions
+from solver_plan.cost.precision import TrainingPrecision, resolve_precision
 from solver_plan.errors import InputError
 from solver_plan.files import unique_keys
 from solver_plan.graph.ir import Graph
+from solver_plan.plan import SCHEMA_VERSION
+from solver_plan.yamlio import read_text  # regular files only: a FIFO or /dev/zero is refused by name
 
 
 def read_plan_json(path: str | Path) -> dict:
     path = Path(path)
     if not path.exists():
         raise InputError("no such plan file", str(path))
-    from solver_plan.yamlio import read_text  # regular files only: a FIFO or /dev/zero is refused by name
     try:
         text = read_text(path, "plan JSON")
         if not text.strip():
@@ -42,7 +44,6 @@ def read_plan_json(path: str | Path) -> dict:
 
 def _check_schema_version(data: dict, where: str) -> None:
     """Only layouts this version reads are accepted: a newer or unmarked file is refused, not guessed."""
-    from solver_plan.plan import SCHEMA_VERSION
 
     if "schema_version" not in data:
         raise InputError(f"missing 'schema_version' (plans written by `solver-plan plan --out` have "
@@ -106,7 +107,6 @@ def plan_precision(data: dict, graph: Graph, cluster: Cluster, where: str):
     """The `TrainingPrecision` a plan was priced in: its "precision" key (`TrainingPrecision.name`:
     fp32, tf32, mixed-bf16, ...), or for plans without one what `plan` uses by default
     (`resolve_precision(None, device, graph)`)."""
-    from solver_plan.cost.precision import TrainingPrecision, resolve_precision
     name = data.get("precision")
     if name is None:
         return resolve_precision(None, cluster.device, graph)

@@ -31,9 +31,12 @@ Plans returned never simulate slower than the plan given and keep the memory lim
 """
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 from solver_plan.deadline import Deadline
+from solver_plan.intra.load_objective import split_edges, topological_order
 from solver_plan.intra.problem import ConfigProblem
 from solver_plan.simulate.objectives import SimulatedObjective, simulatable
 from solver_plan.simulate.simulator import StrategySimulator
@@ -90,7 +93,6 @@ def _post_dominators(successors: list[list[int]], order: list[int]) -> list[int]
 
 def branch_regions(problem: ConfigProblem) -> list[list[list[int]]]:
     """Per fork with at least two branches, the branches (node lists); outer forks first."""
-    from solver_plan.intra.load_objective import topological_order
     order = topological_order(problem)
     if order is None:
         return []
@@ -141,7 +143,6 @@ def _on_block(problem: ConfigProblem, node: int, block: tuple[int, ...], with_sy
     """The cheapest candidate of `node` whose devices are exactly `block`, by its device time plus
     the row / column minima of its edges (`split_edges`: what any neighbour's choice costs at
     least), with its gradient sync or without (sync may hide behind other work; both are tried)."""
-    from solver_plan.intra.load_objective import split_edges
     options = [c for c, devices in enumerate(problem.node_devices[node]) if tuple(sorted(devices)) == block]
     split = split_edges(problem)
     return min(options, key=lambda c: split.charged[node][c] + (split.sync[node][c] if with_sync else 0.0)) \
@@ -193,7 +194,6 @@ def _load(problem: ConfigProblem, node: int, choice: int) -> np.ndarray:
     """Per device, what `node` under `choice` adds to its step: device time plus edge minima on
     its devices and, under bulk owner-based sync (it follows the owner's backward work), its
     gradient sync on the owners (load_objective's busy_d + sync_d)."""
-    from solver_plan.intra.load_objective import split_edges
     split = split_edges(problem)
     load = np.zeros(problem.num_devices)
     load[problem.device_arrays[node][choice]] += split.charged[node][choice]
@@ -208,7 +208,6 @@ def _placements(problem: ConfigProblem, branches: list[list[int]], plan, blocks,
     split between the two halves (the coordinated move of load_search's branch_moves) and the
     TRIALS placements on any blocks, all ranked by the estimated busiest device (`_load` summed
     over the plan, the branches placed)."""
-    import itertools
     moving = {node for branch in branches for node in branch}
     base = np.zeros(problem.num_devices)
     for node, choice in enumerate(plan):
@@ -274,7 +273,6 @@ def refine_nodes(problem: ConfigProblem, plan, deadline: Deadline) -> tuple[floa
     """One pass of single-operator changes by delta simulation over the operators that have
     gradient sync in `plan` (where a change of placement pays off alone): each tries its
     NODE_TRIALS cheapest candidates (device time, edge minima and sync), kept when faster."""
-    from solver_plan.intra.load_objective import split_edges
     split = split_edges(problem)
     scorer = SimulatedObjective(problem, *problem.context)
     cost = scorer.load(plan)

@@ -21,47 +21,26 @@ parameters always come from `graph.ops.infer`. `Profiled` is the opaque operator
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
 from solver_plan.errors import GraphError, InputError
+from solver_plan.files import read_input_bytes, read_json  # regular files only: a FIFO would block
 from solver_plan.graph.builder import GraphBuilder
 from solver_plan.graph.ir import Graph
 from solver_plan.graph.ops import BINARY_KINDS, UNARY_FLOPS_PER_ELEMENT, OpType
-from solver_plan.keyvalues import parse_key_values
+from solver_plan.graph.importers.file_spec import HF_PREFIX, split_file_spec
+from solver_plan.graph.importers.hf import load_hf_config, looks_like_hf_config
+from solver_plan.yamlio import load_yaml
 
 FORMAT = "solver-plan-graph"
 VERSION = 1
 TOP_KEYS = {"format", "version", "name", "dtype_bytes", "operators"}
 OP_KEYS = {"name", "type", "inputs", "attrs", "outputs"}
-GRAPH_SUFFIXES = (".json", ".yaml", ".yml")
-MODEL_SUFFIXES = GRAPH_SUFFIXES + (".onnx",)
-HF_PREFIX = "hf:"
 
 
 # --- dispatch ------------------------------------------------------------------------------------
-def split_file_spec(spec: str) -> tuple[str, dict[str, str]] | None:
-    """'dir/model.onnx:batch=8,seq=128' -> ('dir/model.onnx', {...}); None if `spec` names no model
-    file (a zoo spec or a profile)."""
-    text = spec.strip()
-    hf = text.startswith(HF_PREFIX)
-    if hf:
-        text = text[len(HF_PREFIX):]
-    path, options = text, ""
-    for suffix in MODEL_SUFFIXES:
-        marker = text.rfind(suffix + ":")
-        if marker >= 0 and "=" in text[marker:]:
-            path, options = text[:marker + len(suffix)], text[marker + len(suffix) + 1:]
-            break
-    else:
-        head, colon, tail = text.rpartition(":")
-        if hf and colon and "=" in tail and "/" not in tail:  # hf:model-folder:seq=8
-            path, options = head, tail
-    if Path(path).suffix.lower() not in MODEL_SUFFIXES and not spec.strip().startswith(HF_PREFIX):
-        return None
-    return path, parse_key_values(options, path, "FILE:key=value,key=value")
-
-
 def model_file_parts(spec: str) -> tuple[str, str, str] | None:
     """('hf:', 'dir/config.json', ':seq=8') for 'hf:dir/config.json:seq=8'; None for specs naming no
     model file. Lets callers relocate or fingerprint the file and keep prefix and options."""
@@ -81,11 +60,9 @@ def is_model_document(path: str) -> bool:
     """Whether a .json file is a model (Hugging Face config or graph file) rather than another tool's
     JSON (e.g. pipeline-blocks profiles); unreadable files are not, so their reader reports them."""
     try:
-        from solver_plan.files import read_input_bytes  # regular files only: a FIFO would block
         document = json.loads(read_input_bytes(path, "model file"))
     except (InputError, OSError, UnicodeDecodeError, json.JSONDecodeError):
         return False
-    from solver_plan.graph.importers.hf import looks_like_hf_config
     return isinstance(document, dict) and (document.get("format") == FORMAT or looks_like_hf_config(document))
 
 
@@ -107,7 +84,6 @@ def load_model_file(spec: str) -> Graph:
         from solver_plan.graph.importers.onnx_import import load_onnx
         return load_onnx(path, options, name)
     document = read_document(path)
-    from solver_plan.graph.importers.hf import load_hf_config, looks_like_hf_config
     if spec.strip().startswith(HF_PREFIX) or (isinstance(document, dict) and looks_like_hf_config(document)):
         return load_hf_config(path, options, name)
     if options:
@@ -118,9 +94,7 @@ def load_model_file(spec: str) -> Graph:
 def read_document(path: Path) -> Any:
     """The project's strict readers: duplicate keys, NaN and malformed text are errors naming the file."""
     if path.suffix.lower() == ".json":
-        from solver_plan.files import read_json
         return read_json(path, "model file")
-    from solver_plan.yamlio import load_yaml
     return load_yaml(path)
 
 
@@ -218,7 +192,6 @@ def _shape(value) -> bool:
 
 
 def _finite_non_negative(value) -> bool:
-    import math
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
 
 

@@ -25,8 +25,8 @@ from __future__ import annotations
 from solver_plan.errors import InputError
 from solver_plan.graph.builder import GraphBuilder
 from solver_plan.graph.ir import Graph, Tensor
-from solver_plan.graph.importers.hf import (_attention, _Config, _core, _divides, _gated_mlp, _lm_head, _rms,
-                                            _tokens_input)
+from solver_plan.graph.importers.hf_blocks import (_attention, _Config, _core, _divides, _gated_mlp, _lm_head, _rms,
+                                                   _tokens_input)
 from solver_plan.graph.zoo.transformer import token_embedding
 
 ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu", "gelu_pytorch_tanh": "gelu", "gelu_fast": "gelu",

@@ -1,18 +1,19 @@
-"""`milp-load`: the one-hot MILP with the load-aware objective (`load_objective.py`) instead of the
-sum, so concurrent branches on disjoint devices pay off.
+"""`milp-load`: the one-hot MILP with the load-aware objective (`intra/load_objective.py`) instead of the
+sum, so concurrent branches on disjoint devices pay off. It lives in `simulate/` (above `intra/`)
+because the plan it returns is chosen by the execution simulator (below).
 
 Registered with simplify=False: node and edge elimination are exact for a sum only (a folded node
 forgets which devices its members ran on). Warm start: the cheaper under the load objective of the
 sum optimum (`milp`, given a share of the time), the greedy plans, data parallelism, and roundings of the LP
 optimum, with parallel branches moved onto disjoint device halves, each improved by local search
-(`load_search.py`: the LP relaxation of a max objective is
+(`intra/load_search.py`: the LP relaxation of a max objective is
 too weak for branch and bound to close on real graphs in a minute); HiGHS then improves the best
 with part of what time is left. The LP optimum is a proven lower bound. The
 reported objective and bound are those of the load objective, which the validator recomputes
 (`objective="load"` in the registry).
 
 Where the problem can be simulated (one node per operator, graph in `problem.context`, a task
-graph small enough: `simulate/refine.py`), the plan returned is chosen by the execution simulator,
+graph small enough: `refine.py`), the plan returned is chosen by the execution simulator,
 not by the load objective, which is a maximum of lower bounds and misranks plans (module text of
 refine.py): every plan found (seeds, the sum optimum among them, LP roundings, local search,
 HiGHS) is simulated and the fastest is refined by simulated branch moves and single-operator
@@ -40,6 +41,7 @@ from solver_plan.intra.problem import ConfigProblem
 from solver_plan.intra.solve import solve
 from solver_plan.intra.warm_start import best_heuristic_plan, usable_plan
 from solver_plan.result import ConfigResult, Status
+from solver_plan.simulate.refine import can_simulate, fastest, refine_branches, refine_nodes
 
 SUM_SHARE = 0.15  # of the time limit for the sum optimum that seeds the search
 LP_SHARE = 0.4  # of what is left, for the LP relaxation (its optimum is a bound and a guide)
@@ -155,7 +157,7 @@ def plan_milp_load(problem: ConfigProblem, *, deadline: Deadline | None = None, 
         better = improve_load(problem, load.split, plan, search.share(0.5))
         improved.append((better, f"{origin} + local search"))
     seeds += improved
-    simulate = _can_simulate(problem)
+    simulate = can_simulate(problem)
     incumbent, source = None, ""
     if seeds:
         incumbent, source = min(seeds, key=lambda s: load_breakdown(problem, s[0], load.split).objective)
@@ -206,16 +208,10 @@ def plan_milp_load(problem: ConfigProblem, *, deadline: Deadline | None = None, 
                         solver_failure=failure)
 
 
-def _can_simulate(problem: ConfigProblem) -> bool:
-    from solver_plan.simulate.refine import can_simulate
-    return can_simulate(problem)
-
-
 def _by_simulation(problem: ConfigProblem, seeds, incumbent, source: str, deadline: Deadline,
                    notes: list[str]) -> tuple[tuple[int, ...], str]:
     """The fastest plan in simulation among the seeds and the load incumbent, refined by
     simulated branch moves and single-operator changes (simulate/refine.py) until the deadline."""
-    from solver_plan.simulate.refine import fastest, refine_branches, refine_nodes
     pool = [(tuple(incumbent), source)] + [(tuple(p), s) for p, s in seeds if usable_plan(problem, tuple(p))]
     ranked = fastest(problem, pool, deadline)
     by_source = {s: t for t, _, s in ranked}
@@ -252,7 +248,7 @@ def _seed_only(problem: ConfigProblem, seeds, deadline: Deadline, notes: list[st
             better_parts = load_breakdown(problem, better, split)
             if better_parts.objective < parts.objective:
                 parts, plan, source = better_parts, better, f"{source} + local search"
-    if _can_simulate(problem) and not deadline.expired():  # as after the MILP: the plan by simulation
+    if can_simulate(problem) and not deadline.expired():  # as after the MILP: the plan by simulation
         chosen, source = _by_simulation(problem, list(seeds), plan, source, deadline, notes)
         if tuple(chosen) != tuple(plan):
             plan, parts = chosen, load_breakdown(problem, chosen, split)

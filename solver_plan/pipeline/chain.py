@@ -15,6 +15,7 @@ inputs described as `Input...` (PipeDream) or of type INPUT give `input_bytes` a
 """
 from __future__ import annotations
 
+import heapq
 import math
 import re
 from dataclasses import dataclass, field, replace
@@ -23,6 +24,7 @@ from typing import Callable, Sequence
 from solver_plan.errors import InputError
 from solver_plan.graph.ir import Graph, Operator
 from solver_plan.graph.ops import OpType
+from solver_plan.pipeline.cuts import CutDag
 
 Times = Callable[[Operator], tuple[float, float]]
 # (weight bytes, activation bytes) of an operator; the default is the graph's declared sizes.
@@ -57,11 +59,11 @@ class LayerChain:
         n = len(self.layer_names)
         if n == 0:
             raise InputError("a chain needs at least one layer", f"chain {self.name!r}")
-        for field in ("forward_s", "backward_s", "weight_bytes", "output", "cut", "inner"):
-            values = getattr(self, field)
+        for name in ("forward_s", "backward_s", "weight_bytes", "output", "cut", "inner"):
+            values = getattr(self, name)
             if len(values) != n:
-                raise InputError(f"{field} has {len(values)} values for {n} layers", f"chain {self.name!r}")
-            _check_values(self.name, field, values, self.layer_names)
+                raise InputError(f"{name} has {len(values)} values for {n} layers", f"chain {self.name!r}")
+            _check_values(self.name, name, values, self.layer_names)
         _check_values(self.name, "input_bytes", (self.input_bytes,), ("input",))
 
     def __len__(self) -> int:
@@ -231,7 +233,6 @@ def cut_dag(graph: Graph, times: Times | None = None, groups: Sequence[Sequence[
     """The layers of the graph (inputs removed) as a `pipeline.cuts.CutDag` for DAG-aware cutting;
     with `groups`, each group is one node (times and weights summed, its output the bytes of its
     members used outside it); `sizes` as for `linearize`. Returns None when the groups make a cycle."""
-    from solver_plan.pipeline.cuts import CutDag
     times = times or _measured_times
     sizes = sizes or declared_sizes
     layers, inputs = layer_order(graph)
@@ -267,7 +268,6 @@ def cut_dag(graph: Graph, times: Times | None = None, groups: Sequence[Sequence[
 
 def _topological_rank(preds: list[set[int]], succs: list[set[int]]) -> list[int] | None:
     """Kahn's order of the groups, ties by index (the base order); None when there is a cycle."""
-    import heapq
     waiting = [len(p) for p in preds]
     ready = [g for g, w in enumerate(waiting) if w == 0]
     heapq.heapify(ready)
