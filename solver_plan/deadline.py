@@ -108,7 +108,7 @@ class Deadline:
 
     def mark_cut_short(self) -> None:
         """Record that the wall clock, not the work budget, stopped some work under this deadline."""
-        deadline = self
+        deadline: Deadline | None = self
         while deadline is not None:
             deadline.cut_short = True
             deadline = deadline.parent
@@ -117,7 +117,8 @@ class Deadline:
         """A child with `fraction` of the nominal budget not yet handed out (for its work
         decisions; handed out now), and on the wall clock `fraction` of what is left now (at least
         `floor_s`, never past this one); unlimited when this one is."""
-        nominal = None if self.nominal_s is None else self.nominal_left() * fraction
+        unallotted = self.nominal_left()
+        nominal = None if unallotted is None else unallotted * fraction
         if nominal is not None:
             self.allotted_s += nominal
         left = self.remaining()
@@ -129,8 +130,9 @@ class Deadline:
     def spend(self, seconds: float) -> None:
         """Hand out `seconds` of the nominal budget to work the holder does itself, by a
         deterministic estimate (building the problem), so what follows plans with the rest."""
-        if self.nominal_s is not None:
-            self.allotted_s += min(max(0.0, seconds), self.nominal_left())
+        unallotted = self.nominal_left()
+        if unallotted is not None:
+            self.allotted_s += min(max(0.0, seconds), unallotted)
 
     def safety_net(self, fraction: float) -> "Deadline":
         """A child whose wall clock ends after `fraction` of the time left now, handing out no
@@ -145,7 +147,8 @@ class Deadline:
         nominal budget is reduced likewise; its `elapsed()` is this deadline's."""
         def less(seconds: float) -> float:
             return max(MIN_LIMIT_S, seconds - min(0.25 * seconds, reserve_s))
-        nominal = None if self.nominal_s is None else less(self.nominal_left())
+        unallotted = self.nominal_left()
+        nominal = None if unallotted is None else less(unallotted)
         left = self.remaining()
         if left is None:
             return Deadline(None, start=self.start, parent=self, nominal_s=nominal)

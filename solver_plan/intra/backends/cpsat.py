@@ -124,5 +124,5 @@ def solve_with_cpsat(model: LinearModel, *, time_limit: float | None = None, wor
     notes = ("memory rows rounded conservatively for CP-SAT",) if rounded else ()
     if hit_wall and not hit_work and status != cp_model.OPTIMAL:
         notes += (f"CP-SAT {WALL_CLOCK_STOP} ({solver.deterministic_time:.3g} of {work:.3g} units)"
-                  if work is not None else f"CP-SAT stopped by the wall clock",)
+                  if work is not None else "CP-SAT stopped by the wall clock",)
     return _decode(solver, status, model, variables, scale, hit_time_limit, notes)
