@@ -220,6 +220,8 @@ def _host(section: Section | None) -> Host | None:
 
 
 def cluster_from_dict(data: object, where: str = "") -> Cluster:
+    """Validated `Cluster` from a parsed cluster YAML document; `where` names the source in InputError paths.
+    """
     top = Section(data, where)
     name = top.string("name", "cluster")
     nodes = top.integer("nodes", 1, maximum=MAX_NODES)
@@ -253,11 +255,13 @@ def cluster_from_dict(data: object, where: str = "") -> Cluster:
 
 
 def load_cluster(path: str | Path) -> Cluster:
+    """`Cluster` from a cluster YAML file (see `cluster_from_dict`)."""
     data = load_yaml(path)
     return cluster_from_dict(data, str(path))
 
 
 def preset_names() -> list[str]:
+    """Names of the bundled cluster presets (the YAML files of the preset folder), sorted."""
     return sorted(p.stem for p in PRESET_DIR.glob("*.yaml"))
 
 

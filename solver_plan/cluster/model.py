@@ -24,6 +24,7 @@ from solver_plan.units import format_bytes
 
 
 class LinkLevel(enum.IntEnum):
+    """How two devices are linked: the same device, the same node, or different nodes (slowest last)."""
     SAME_DEVICE = 0
     INTRA_NODE = 1
     INTER_NODE = 2
@@ -31,6 +32,9 @@ class LinkLevel(enum.IntEnum):
 
 @dataclass(frozen=True)
 class Link:
+    """One level of interconnect in the alpha-beta model: bandwidth (beta = 1 / (bandwidth x efficiency)),
+    latency (alpha) per message, and the NICs that share it between nodes.
+    """
     bandwidth: float  # bytes per second (inter-node: per NIC)
     latency: float = 0.0  # seconds per message (alpha of the alpha-beta model)
     efficiency: float = 1.0  # achieved fraction of `bandwidth` (NCCL bus bandwidth / link rate)
@@ -77,6 +81,9 @@ def _check_curve(name: str, curve: Curve) -> None:
 
 @dataclass(frozen=True)
 class DeviceSpec:
+    """One accelerator: peak FLOP/s per dtype on its matrix and vector units, memory, HBM bandwidth and the
+    achieved-fraction curves that the compute roofline (`cost/compute.py`) reads.
+    """
     name: str
     peak_flops: float  # FLOP per second: the peak of the default compute dtype (or of every dtype)
     memory: float  # bytes
@@ -149,6 +156,7 @@ class DeviceSpec:
         raise ClusterError(f"device {self.name!r} has no {key} units (it has: {', '.join(known)})")
 
     def supports(self, dtype) -> bool:
+        """Whether the device has a peak rate for `dtype` (a `Precision` or dtype name)."""
         try:
             self.peak(dtype)
         except ClusterError:
@@ -177,6 +185,10 @@ class Host:
 
 @dataclass(frozen=True)
 class Cluster:
+    """A homogeneous cluster: `nodes` x `devices_per_node` identical devices, the intra- and inter-node links,
+    gradient synchronisation scheme, optional host memory, and the YAML's `hardware` overrides of the
+    per-FLOP (w) and per-byte (g) costs.
+    """
     name: str
     nodes: int
     devices_per_node: int
@@ -197,12 +209,15 @@ class Cluster:
     # --- topology -------------------------------------------------------------------------
     @property
     def num_devices(self) -> int:
+        """Total devices, nodes x devices per node."""
         return self.nodes * self.devices_per_node
 
     def node_of(self, device: int) -> int:
+        """Index of the node that holds device `device` (devices are numbered node by node)."""
         return device // self.devices_per_node
 
     def level(self, a: int, b: int) -> LinkLevel:
+        """The link level between devices `a` and `b`."""
         if a == b:
             return LinkLevel.SAME_DEVICE
         if self.node_of(a) == self.node_of(b):
@@ -218,6 +233,7 @@ class Cluster:
         return LinkLevel.INTER_NODE if len(nodes) > 1 else LinkLevel.INTRA_NODE
 
     def link(self, level: LinkLevel) -> Link | None:
+        """The `Link` of a level; None on the same device, or between nodes of a one-node cluster."""
         if level == LinkLevel.INTRA_NODE:
             return self.intra_node
         if level == LinkLevel.INTER_NODE:
@@ -276,9 +292,11 @@ class Cluster:
         return 0.0 if link is None or level == LinkLevel.SAME_DEVICE else link.latency
 
     def g_between(self, a: int, b: int) -> float:
+        """Achieved seconds per byte between devices `a` and `b` (`g` of their link level)."""
         return self.g(self.level(a, b))
 
     def g_group(self, devices) -> float:
+        """Achieved seconds per byte on the slowest link inside a device group (`g` of `group_level`)."""
         return self.g(self.group_level(devices))
 
     def bandwidth(self, a: int, b: int) -> float:
@@ -287,10 +305,12 @@ class Cluster:
         return math.inf if level == LinkLevel.SAME_DEVICE else 1.0 / self.g_p2p(level)
 
     def latency(self, a: int, b: int) -> float:
+        """Per-message latency (alpha) in seconds between devices `a` and `b`; 0 on the same device."""
         link = self.link(self.level(a, b))
         return 0.0 if link is None else link.latency
 
     def group_latency(self, devices) -> float:
+        """Per-message latency (alpha) in seconds of the slowest link inside a device group."""
         link = self.link(self.group_level(devices))
         return 0.0 if link is None else link.latency
 
@@ -312,6 +332,7 @@ class Cluster:
                        self.gradient_sync, self.host)
 
     def describe(self) -> str:
+        """One-line human summary: devices, peak rate, default precision, memory, link bandwidths, host."""
         hbm = "" if self.device.hbm_bandwidth is None else f", HBM {self.device.hbm_bandwidth / 1e9:.0f} GB/s"
         text = (f"{self.name}: {self.nodes} node(s) x {self.devices_per_node} {self.device.name} "
                 f"({self.device.peak_flops / 1e12:.1f} TFLOP/s, default {default_precision_name(self.device)}, "

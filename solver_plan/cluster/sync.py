@@ -47,6 +47,7 @@ class GradientSync:
 
     @property
     def owner_based(self) -> bool:
+        """Whether gradients go to one owner per shard (parameter server) instead of an all-reduce."""
         return self.scheme == "parameter_server"
 
     def as_yaml(self) -> dict | None:

@@ -21,6 +21,9 @@ INPUT_DIFFERENTIATED = ("gelu", "dropout")  # Unary kinds whose gradient reads t
 
 
 def saves_own_output(op: Operator) -> bool:
+    """Whether the operator's backward reads its own output (ReLU/tanh/sigmoid, softmax, LSTM, profiled
+    operators), so that output is kept for backward.
+    """
     if op.op_type == OpType.UNARY:
         return op.attr("kind") in OUTPUT_DIFFERENTIATED
     return op.op_type in (OpType.SOFTMAX, OpType.LSTM, OpType.PROFILED)

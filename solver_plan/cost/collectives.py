@@ -61,6 +61,7 @@ class CollectiveTime:
 
     @property
     def seconds(self) -> float:
+        """Total seconds, latency + transfer."""
         return self.latency + self.transfer
 
 

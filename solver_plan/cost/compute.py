@@ -38,6 +38,7 @@ CALCULON_MEMORY_EFFICIENCY: Curve = ((100.0, 0.9), (10.0, 0.75), (1.0, 0.6), (0.
 
 
 def device_of(cluster_or_device) -> DeviceSpec:
+    """The `DeviceSpec` of a cluster, or the argument itself when it already is one."""
     return cluster_or_device if isinstance(cluster_or_device, DeviceSpec) else cluster_or_device.device
 
 

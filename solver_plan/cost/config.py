@@ -17,6 +17,9 @@ REPLICA = "replica"
 
 @dataclass(frozen=True)
 class ParallelConfig:
+    """One parallel configuration of an operator: the degree each dimension is split by, and the devices that
+    hold its tiles (product of degrees = number of devices; the devices are distinct).
+    """
     degrees: tuple[tuple[str, int], ...]  # (dimension name, degree), in the operator's dimension order
     devices: tuple[int, ...]
 
@@ -28,9 +31,11 @@ class ParallelConfig:
 
     @property
     def num_devices(self) -> int:
+        """Number of devices the configuration uses."""
         return len(self.devices)
 
     def degree(self, dim: str) -> int:
+        """The degree dimension `dim` is split by; 1 when not split."""
         for name, degree in self.degrees:
             if name == dim:
                 return degree
@@ -48,6 +53,7 @@ class ParallelConfig:
 
     @property
     def degree_map(self) -> dict[str, int]:
+        """Degrees as a {dimension name: degree} dict."""
         return dict(self.degrees)
 
     def tile_index(self, position: int) -> tuple[int, ...]:
@@ -59,6 +65,7 @@ class ParallelConfig:
         return tuple(reversed(index))
 
     def label(self) -> str:
+        """Short human label, e.g. "batch=4 out=2 @ d0-d7" ("replica" when nothing is split)."""
         split = [f"{name}={deg}" for name, deg in self.degrees if deg > 1] or ["replica"]
         devs = self.devices
         if len(devs) > 2 and devs == tuple(range(devs[0], devs[0] + len(devs))):

@@ -30,6 +30,9 @@ AxisMap = tuple["int | None", ...]  # one entry per dimension: the tensor axis i
 
 @dataclass(frozen=True)
 class Dimension:
+    """One iteration dimension of an operator: name, extent, and kind (one of DIMENSION_KINDS, e.g. a
+    reduction dimension whose split needs an all-reduce of partial sums).
+    """
     name: str
     size: int
     kind: str
@@ -41,6 +44,10 @@ class Dimension:
 
 @dataclass(frozen=True)
 class OpLayout:
+    """How an operator's iteration dimensions map onto its tensors: for each output and input, the axis each
+    dimension indexes (None: the tensor does not vary along it), and the dimensions that shard its
+    parameters.
+    """
     dims: tuple[Dimension, ...]
     output_axes: tuple[AxisMap, ...]  # [output][dimension] -> axis of that output or None
     input_axes: tuple[AxisMap, ...]  # [input][dimension] -> axis of that input or None
@@ -48,6 +55,7 @@ class OpLayout:
 
     @property
     def names(self) -> tuple[str, ...]:
+        """Dimension names, in order."""
         return tuple(d.name for d in self.dims)
 
     def dims_off(self, axes: AxisMap) -> tuple[int, ...]:
@@ -56,6 +64,7 @@ class OpLayout:
 
     @property
     def reduction_dims(self) -> tuple[int, ...]:
+        """Indices of the reduction dimensions (splitting one leaves partial sums to all-reduce)."""
         return tuple(i for i, d in enumerate(self.dims) if d.kind == "reduction")
 
     @property
@@ -251,9 +260,11 @@ def _layout_for(op_type: OpType, attr_items: tuple, in_shapes: tuple, out_shapes
 
 
 def op_layout(op: Operator, graph: Graph) -> OpLayout:
+    """The `OpLayout` of an operator in a graph, from its type, attributes and tensor shapes."""
     return _layout_for(op.op_type, op.attr_items, tuple(graph.tensor(t).shape for t in op.inputs),
                        tuple(t.shape for t in op.outputs))
 
 
 def op_dimensions(op: Operator, graph: Graph) -> tuple[Dimension, ...]:
+    """The operator's iteration dimensions (`op_layout(op, graph).dims`)."""
     return op_layout(op, graph).dims

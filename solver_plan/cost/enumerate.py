@@ -37,6 +37,8 @@ DEFAULT_MAX_PLACEMENTS = 2
 
 
 def device_counts(num_devices: int) -> tuple[int, ...]:
+    """Device counts a configuration may use: the powers of two up to `num_devices`, and `num_devices` itself.
+    """
     counts = {1 << i for i in range(num_devices.bit_length()) if (1 << i) <= num_devices}
     return tuple(sorted(counts | {num_devices}))
 
@@ -101,6 +103,10 @@ def enumerate_configs(op: Operator, graph: Graph, num_devices: int,
                       max_candidates: int = DEFAULT_MAX_CANDIDATES,
                       max_placements: int = DEFAULT_MAX_PLACEMENTS, *,
                       all_devices: bool = False) -> tuple[ParallelConfig, ...]:
+    """Candidate `ParallelConfig`s of an operator on `num_devices` devices, at most `max_candidates` of them
+    and `max_placements` placements per degree assignment; `all_devices` keeps only configurations that use
+    the whole mesh. Raises ValueError on limits below their minimum.
+    """
     _check_at_least("num_devices", num_devices, 1)
     _check_at_least("max_candidates", max_candidates, 2)  # room for the two required configurations
     _check_at_least("max_placements", max_placements, 1)

@@ -90,6 +90,10 @@ def unit_of(op_type: OpType) -> str:
 
 @dataclass(frozen=True)
 class NodeCost:
+    """Cost of one operator under one configuration (module docstring for the formulas): FLOPs q_x, collective
+    bytes q_c, gradient-sync bytes q_p, their seconds (compute, comm, sync, total) and the memory per used
+    device.
+    """
     q_x: float  # FLOPs, busiest device, forward + backward
     q_c: float  # bytes per device, intra-operator collectives (forward + backward)
     q_p: float  # bytes per device, parameter-gradient all-reduce
@@ -102,6 +106,9 @@ class NodeCost:
 
 @dataclass(frozen=True)
 class EdgeCost:
+    """Cost of one edge under a pair of configurations: q_r, bytes the busiest receiver gets forward plus
+    backward, and their seconds (alpha + q_r x `Cluster.g_p2p` on the slowest link needed).
+    """
     q_r: float  # bytes, busiest receiver forward + busiest receiver backward
     seconds: float
 
@@ -111,6 +118,9 @@ def _busiest_volume(boxes: np.ndarray) -> int:
 
 
 def needs_gradient(graph: Graph, op: Operator, input_index: int) -> bool:
+    """Whether backward computes a gradient for input `input_index` of `op`: not for model inputs nor for
+    Embedding ids.
+    """
     return op.op_type != OpType.EMBEDDING and graph.producer(op.inputs[input_index]).op_type != OpType.INPUT
 
 
@@ -185,6 +195,9 @@ class CostModel:
 
     # --- operators -------------------------------------------------------------------------
     def node(self, graph: Graph, op: Operator, cfg: ParallelConfig) -> NodeCost:
+        """`NodeCost` of `op` under `cfg`, memoised on the operator's signature and the configuration
+        (identical layers price once).
+        """
         grads = tuple(needs_gradient(graph, op, i) for i in range(len(op.inputs)))
         kept = op.name in self._kept_outputs(graph)
         key = (op_signature(op, graph), op.measured, op.activation_bytes_override, grads, kept, cfg)

@@ -81,6 +81,9 @@ class ParameterState:
 
     @property
     def total(self) -> float:
+        """Bytes per parameter at rest: weights + gradients + master copy + optimizer moments + extra weight
+        versions.
+        """
         return self.weights + self.gradients + self.master + self.moments + self.weight_version
 
     @property

@@ -31,6 +31,9 @@ ParameterBytes = ParameterState
 
 @dataclass(frozen=True)
 class TrainingPrecision:
+    """The dtype of each thing training keeps: compute, activations, parameters, gradients, optional fp32
+    master copy (mixed precision) and `num_moments` optimizer moments (Adam: 2).
+    """
     compute: Precision
     activations: Precision
     parameters: Precision
@@ -94,6 +97,7 @@ class TrainingPrecision:
 
     @property
     def name(self) -> str:
+        """Name of the precision, e.g. "fp32" or "mixed-bf16" (mixed when a master copy is kept)."""
         return precision_name(self.compute, mixed=self.master is not None)
 
 

@@ -41,6 +41,7 @@ class ExpertLoad:
 
     @property
     def experts(self) -> int:
+        """Number of experts."""
         return len(self.shares)
 
     def kept(self, capacity_factor: float | None) -> tuple[float, ...]:
@@ -74,6 +75,7 @@ def _busiest(load: ExpertLoad, ep: int) -> tuple[float, ...]:
 
 
 def uniform(experts: int) -> ExpertLoad:
+    """`ExpertLoad` that sends an equal share of tokens to each of `experts` experts."""
     return ExpertLoad((1.0 / experts,) * experts, "uniform")
 
 

@@ -109,6 +109,10 @@ class MemoryReserve:
 
 @dataclass(frozen=True)
 class RuntimeProfile:
+    """What a training runtime (e.g. Megatron, DeepSpeed, FSDP2) does that the cost model must follow: the
+    kernels it runs, which communication it overlaps, the memory it reserves, how it stores gradients and
+    parameters in mixed precision, and the sources each fact comes from.
+    """
     name: str
     summary: str
     kernels: Kernels
@@ -130,6 +134,7 @@ class RuntimeProfile:
     gradients_freed: bool = False
 
     def to_dict(self) -> dict:
+        """JSON-ready dict of the profile's name, kernels, overlap and memory reserve."""
         from dataclasses import asdict
 
         return {"name": self.name, "kernels": asdict(self.kernels), "overlap": asdict(self.overlap),
@@ -298,6 +303,7 @@ DEFAULT_RUNTIME = MEGATRON_CORE
 
 
 def runtime_names() -> list[str]:
+    """Names of the known runtime profiles, in registry order."""
     return list(RUNTIMES)
 
 
