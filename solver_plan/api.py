@@ -10,7 +10,7 @@ cheap and never loads a solver). Documented with a runnable example in docs/api.
 from __future__ import annotations
 
 import warnings
-from typing import TYPE_CHECKING, Any, Union
+from typing import TYPE_CHECKING, Any, Union, overload
 
 from solver_plan.errors import InputError
 from solver_plan.requests import (DEFAULT_CLUSTER, DEFAULT_GLOBAL_BATCH,
@@ -145,6 +145,14 @@ def hybrid(model: Any, cluster: Any = DEFAULT_CLUSTER, global_batch: int = DEFAU
     except TypeError as exc:  # an unknown keyword: name it as bad input does
         raise InputError(str(exc).split("() ")[-1], "hybrid") from None
     return answer(request, deadline).result
+
+
+@overload
+def answer(request: PlanRequest, deadline: Deadline | None = None) -> PlanReport: ...
+@overload
+def answer(request: PipelineRequest, deadline: Deadline | None = None) -> PipelineReport: ...
+@overload
+def answer(request: HybridRequest, deadline: Deadline | None = None) -> HybridReport: ...
 
 
 def answer(request: PlanRequest | PipelineRequest | HybridRequest, deadline: Deadline | None = None

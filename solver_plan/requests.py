@@ -41,6 +41,9 @@ DEFAULT_PIPELINE_DEVICES = 4  # the API's `pipeline()` only; the command line as
 DEFAULT_GLOBAL_BATCH = 8  # the API's `hybrid()` only; the command line asks for --batch
 BASELINES = ("data-parallel", "single-device")  # what a per-operator plan is compared with
 UNLIMITED = math.inf  # memory_limit: no limit (None is the device's memory)
+# Fields are typed as what a request accepts; __post_init__ stores one spelling: memory_limit bytes
+# (float) or None, options a sorted tuple of (name, value) pairs.
+Options = Mapping[str, Any] | tuple[tuple[str, Any], ...]
 
 __all__ = ["DEFAULT_MODEL", "DEFAULT_CLUSTER", "DEFAULT_PLANNER", "DEFAULT_BLOCK_SOLVER", "DEFAULT_PIPELINE_PLANNER",
            "DEFAULT_SCHEDULE", "DEFAULT_HYBRID_PLANNER", "DEFAULT_PRECISION", "PRECISIONS", "DEFAULT_OPTIMIZER",
@@ -142,12 +145,12 @@ class PlanRequest(_Common):
     planner: str = DEFAULT_PLANNER
     devices: int | None = None  # the cluster's first N devices (None: all)
     time_limit: float | None = DEFAULT_TIME_LIMIT_S  # seconds for the whole answer, building included
-    memory_limit: float | None = None  # bytes per device; None: the device's memory; UNLIMITED: none
+    memory_limit: float | str | None = None  # bytes per device or "16GB"; None: the device's memory; UNLIMITED: none
     precision: str = DEFAULT_PRECISION
     max_candidates: int = DEFAULT_MAX_CANDIDATES
     all_devices: bool = False  # every operator on all devices (Alpa's setting)
     seed: int = 0
-    options: tuple[tuple[str, Any], ...] = ()  # planner options (a mapping is accepted)
+    options: Options = ()  # planner options (a mapping is accepted)
     baselines: bool = False  # also solve BASELINES and report them beside the plan
     simulate: bool = False  # also simulate the plan's task graph
 
@@ -171,7 +174,7 @@ class PipelineRequest(_Common):
     planner: str = DEFAULT_PIPELINE_PLANNER
     schedule: str = DEFAULT_SCHEDULE
     time_limit: float | None = DEFAULT_TIME_LIMIT_S
-    memory_limit: float | None = None  # per processor; None: the device's memory (a finite limit only)
+    memory_limit: float | str | None = None  # per processor; None: the device's memory (a finite limit only)
     bandwidth: float | None = None  # bytes/s; None: the slowest link between consecutive processors
     no_comm: bool = False
     precision: str = DEFAULT_PRECISION
@@ -180,7 +183,7 @@ class PipelineRequest(_Common):
     cut_inside_blocks: bool = False
     blocks: int | None = None  # pipeline-blocks JSON only
     seed: int = 0
-    options: tuple[tuple[str, Any], ...] = ()  # allocation planner options
+    options: Options = ()  # allocation planner options
 
     def __post_init__(self):
         self._check_common()
@@ -209,7 +212,7 @@ class HybridRequest(_Common):
     block_solver: str = DEFAULT_BLOCK_SOLVER  # per-operator planner of the block solves
     devices: int | None = None
     time_limit: float | None = DEFAULT_TIME_LIMIT_S
-    memory_limit: float | None = None  # None: the device's memory less the runtime's margin
+    memory_limit: float | str | None = None  # None: the device's memory less the runtime's margin
     precision: str = DEFAULT_PRECISION
     runtime: str = DEFAULT_RUNTIME
     fix: tuple[tuple[str, Any], ...] = ()  # pinned choices (a mapping or 'tp=8,pp=4' text is accepted)
@@ -217,7 +220,7 @@ class HybridRequest(_Common):
     routing: str | None = None  # mixture of experts: expert load priced (None: uniform)
     a2a_overlap: str = DEFAULT_A2A_OVERLAP  # mixture of experts: what hides the all-to-all
     seed: int = 0
-    options: tuple[tuple[str, Any], ...] = ()
+    options: Options = ()
 
     def _model_types(self) -> tuple[type, ...]:
         from solver_plan.hybrid.model import TransformerSpec

@@ -66,3 +66,20 @@ def test_pipeline_takes_a_built_graph_like_a_model_string():
     by_graph = api.pipeline(api.load_model(spec), "a100x8-80gb", processors=2, planner="pipedream", schedule="1f1b*")
     assert by_graph.status.has_solution
     assert by_graph.period_s == pytest.approx(by_name.period_s)
+
+
+def test_answer_is_typed_per_request_kind():
+    """`answer` has one overload per request type, so a type checker knows the report it returns."""
+    import typing
+
+    from solver_plan import api
+    hints = [(f.__annotations__["request"], f.__annotations__["return"]) for f in typing.get_overloads(api.answer)]
+    assert hints == [("PlanRequest", "PlanReport"), ("PipelineRequest", "PipelineReport"),
+                     ("HybridRequest", "HybridReport")]
+
+
+@pytest.mark.parametrize("given, taken", [(None, "device"), ("unlimited", None), ("16GB", 16e9), (2e9, 2e9)])
+def test_hybrid_memory_limit_as_the_planners_take_it(given, taken):
+    from solver_plan.hybrid.answer import hybrid_memory_limit
+    from solver_plan.requests import HybridRequest
+    assert hybrid_memory_limit(HybridRequest(memory_limit=given)) == taken

@@ -30,7 +30,10 @@ class HybridReport:
 
 def hybrid_memory_limit(request: HybridRequest):
     """The request's memory limit as the hybrid planners take it ("device", None = unlimited, bytes)."""
-    return {None: "device", UNLIMITED: None}.get(request.memory_limit, request.memory_limit)
+    limit = request.memory_limit  # bytes or None once the request is validated
+    if limit is None:
+        return "device"
+    return None if limit == UNLIMITED else limit
 
 
 def answer_hybrid(request: HybridRequest, deadline: Deadline | None = None) -> HybridReport:
