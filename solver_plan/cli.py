@@ -180,6 +180,9 @@ def _cmd_planners(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The `solver-plan` argument parser: the built-in commands (models, clusters, planners, check, plan) and
+    the commands each package in PACKAGE_COMMANDS registers, where installed.
+    """
     parser = _Parser(prog="solver-plan", description="Plans for training deep networks on accelerator clusters.")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     subparsers.required = True
@@ -227,6 +230,9 @@ def normalise_argv(argv: list[str]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the command line on `argv` (default: sys.argv[1:]) and return the exit code (2: bad usage or
+    input); after a command that did not fail on its input, print one note per deprecated spelling used.
+    """
     started = time.perf_counter()  # commands' deadlines count from here
     parser = build_parser()
     try:

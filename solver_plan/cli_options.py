@@ -42,12 +42,18 @@ class _Recorded(argparse.Action):
 
 
 def spelled(namespace) -> dict[str, str]:
+    """The option spellings the user typed, by destination field, kept on the parsed namespace (so errors name
+    the option as typed).
+    """
     if not hasattr(namespace, "_spelled"):
         namespace._spelled = {}
     return namespace._spelled
 
 
 def deprecations(namespace) -> list[str]:
+    """Notes about deprecated option spellings used, kept on the parsed namespace and printed after the
+    command.
+    """
     if not hasattr(namespace, "_deprecations"):
         namespace._deprecations = []
     return namespace._deprecations
@@ -71,29 +77,37 @@ def precision_choice(text: str) -> str:
 
 
 def add_model(parser, help: str, *, default: str | None = None, required: bool = False) -> None:
+    """Add `--model` with the subcommand's help text."""
     add(parser, "--model", default=default, required=required, help=help)
 
 
 def add_cluster(parser, *, default: str | None = DEFAULT_CLUSTER, required: bool = False, help: str | None = None) -> None:
+    """Add `--cluster`: a preset name or a cluster YAML file."""
     add(parser, "--cluster", default=default, required=required,
         help=help or f"preset name (`solver-plan clusters`) or YAML file (default {default})")
 
 
 def add_devices(parser, *aliases: str, help: str = "use the first N devices of the cluster (default: all)") -> None:
+    """Add `--devices` (the cluster's first N devices), with old spellings as hidden `aliases`."""
     add(parser, "--devices", *aliases, type=int, default=None, help=help)
 
 
 def add_memory_limit(parser, *aliases: str, unlimited: bool = True) -> None:
+    """Add `--memory-limit` (bytes such as 16GB, 'device' by default; 'none' for unlimited when `unlimited`),
+    with old spellings as hidden `aliases`.
+    """
     extra = "; 'none' = unlimited" if unlimited else ""
     add(parser, "--memory-limit", *aliases, default="device",
         help=f"per-device memory limit, e.g. 16GB; 'device' (default) = the device's memory{extra}")
 
 
 def add_precision(parser, help: str) -> None:
+    """Add `--precision`, a checked choice of PRECISIONS (case and blanks ignored)."""
     add(parser, "--precision", default=DEFAULT_PRECISION, type=precision_choice, choices=PRECISIONS, help=help)
 
 
 def add_seed(parser) -> None:
+    """Add `--seed`, the random seed of randomised planners (default 0)."""
     add(parser, "--seed", type=int, default=0, help="random seed of randomised planners (default 0)")
 
 

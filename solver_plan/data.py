@@ -17,4 +17,5 @@ def data_dir() -> Path:
 
 
 def pipedream_profile(model: str) -> Path:
+    """Path of the bundled PipeDream profile (graph.txt) of `model`; returned even when missing."""
     return data_dir() / "pipedream-profiles" / model / "graph.txt"

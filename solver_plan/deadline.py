@@ -88,9 +88,12 @@ class Deadline:
         return Deadline(None, parent=self)
 
     def elapsed(self) -> float:
+        """Seconds since this deadline started."""
         return clock() - self.start
 
     def remaining(self) -> float | None:
+        """Seconds left: the smaller of this deadline's own and its parent's (None when neither has a limit).
+        """
         own = None if self.time_limit is None else max(0.0, self.time_limit - self.elapsed())
         above = None if self.parent is None else self.parent.remaining()
         if own is None:

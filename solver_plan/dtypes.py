@@ -21,10 +21,14 @@ class Precision(str, enum.Enum):
 
     @property
     def bytes(self) -> int:
+        """Bytes per element of this dtype."""
         return _BYTES[self]
 
     @classmethod
     def parse(cls, value: "str | Precision", where: str = "precision") -> "Precision":
+        """A `Precision` from its name in any case, or the value itself; InputError at `where` for an unknown
+        name.
+        """
         if isinstance(value, Precision):
             return value
         try:

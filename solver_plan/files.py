@@ -261,6 +261,7 @@ def write_text_atomic(path: str | Path, text: str) -> None:
 
 
 def write_json_atomic(path: str | Path, data: dict) -> None:
+    """Write `data` as indented JSON to `path` atomically (see `write_text_atomic`)."""
     write_text_atomic(path, json.dumps(data, indent=2) + "\n")
 
 

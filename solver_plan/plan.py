@@ -23,6 +23,9 @@ SCHEMA_VERSION = CONFIG_SCHEMA_VERSION
 
 @dataclass(frozen=True)
 class OperatorPlan:
+    """One operator of a per-operator plan: its configuration (degrees, devices) and its costs: compute
+    seconds, collective bytes q_c and gradient-sync bytes q_p with their seconds, memory per used device.
+    """
     name: str
     op_type: str
     degrees: tuple[tuple[str, int], ...]
@@ -37,6 +40,9 @@ class OperatorPlan:
 
 @dataclass(frozen=True)
 class EdgePlan:
+    """One edge of a per-operator plan: the tensors it carries and their redistribution, q_r bytes and
+    seconds.
+    """
     src: str
     dst: str
     tensors: tuple[str, ...]
@@ -46,6 +52,9 @@ class EdgePlan:
 
 @dataclass(frozen=True)
 class Plan:
+    """A per-operator plan as reported: status, objective (its kind in `objective_kind`), bound, gap, runtime,
+    memory limit and per-device memory, and each operator's and edge's costs; `to_dict()` is the plan JSON.
+    """
     model: str
     cluster: str
     planner: str
@@ -73,14 +82,17 @@ class Plan:
 
     @property
     def objective(self) -> Objective:
+        """The plan's `Objective`: its value and which measure it is (`objective_kind`)."""
         return Objective(self.objective_kind, self.objective_s)
 
     @property
     def envelope(self) -> Envelope:
+        """The result protocol's `Envelope` of this plan (kind "config")."""
         return Envelope("config", SCHEMA_VERSION, self.status, self.objective, self.lower_bound_s, self.runtime_s,
                         self.notes, (self.solver_failure or "",))
 
     def to_dict(self) -> dict:
+        """JSON-ready dict of the plan (the CLI's --out file), with the envelope's keys first."""
         return with_envelope(self.envelope, {
             "schema_version": SCHEMA_VERSION, "model": self.model, "cluster": self.cluster,
             "planner": self.planner, "status": self.status.value, "objective_s": self.objective_s,

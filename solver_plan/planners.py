@@ -28,6 +28,9 @@ OBJECTIVES = ("sum", "load")
 
 @dataclass(frozen=True)
 class PlannerInfo:
+    """A registered planner: name, kind, the function, whether it proves optimality, a one-line description,
+    whether it takes a simplified problem, the options it reads and what its objective measures.
+    """
     name: str
     kind: str
     func: Callable
@@ -67,6 +70,10 @@ _loaded_kinds: set[str] = set()
 def register(name: str, kind: str = "config", *, exact: bool = False, description: str = "",
              simplify: bool = True, options: tuple[str, ...] | None = None, objective: str = "sum",
              check_values: Callable[[dict], None] | None = None):
+    """Decorator that registers a planner function under `name` and `kind` (ValueError for an unknown kind or
+    objective, or a name registered twice with another function); the description defaults to the first
+    line of the function's docstring.
+    """
     if kind not in KINDS:
         raise ValueError(f"unknown planner kind {kind!r}")
     if objective not in OBJECTIVES:
@@ -95,6 +102,7 @@ def load_builtin_planners(*kinds: str) -> None:
 
 
 def planners(kind: str = "config") -> dict[str, PlannerInfo]:
+    """The registered planners of `kind` by name, sorted, after loading the built-in ones."""
     if kind not in KINDS:
         raise ValueError(f"unknown planner kind {kind!r}")
     load_builtin_planners(kind)
@@ -102,6 +110,9 @@ def planners(kind: str = "config") -> dict[str, PlannerInfo]:
 
 
 def get_planner(name: str, kind: str = "config", where: str = "--planner") -> PlannerInfo:
+    """The planner `name` of `kind`; InputError at `where` naming the available ones (with a did-you-mean)
+    when unknown.
+    """
     available = planners(kind)
     if name not in available:
         noun = "scheduler" if kind == "schedule" else "planner"

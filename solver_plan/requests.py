@@ -249,6 +249,7 @@ class HybridRequest(_Common):
         return isinstance(self.model, str) and is_moe_model(self.model)
 
     def fix_dict(self) -> dict[str, Any]:
+        """The pinned choices as a {name: value} dict."""
         return dict(self.fix)
 
 

@@ -32,12 +32,15 @@ def resource_dir(name: str) -> Path:
 
 
 def configs_dir() -> Path:
+    """The bundled configs/ folder (`resource_dir`)."""
     return resource_dir("configs")
 
 
 def cluster_presets_dir() -> Path:
+    """The folder of the bundled cluster presets, configs/clusters/."""
     return configs_dir() / "clusters"
 
 
 def jobs_dir() -> Path:
+    """The folder of the bundled batch job files, configs/jobs/."""
     return configs_dir() / "jobs"

@@ -16,6 +16,9 @@ from typing import Protocol, runtime_checkable
 
 
 class Status(str, enum.Enum):
+    """How a planner's answer ended: optimal, feasible, proven infeasible, stopped by the time limit, or
+    failed.
+    """
     OPTIMAL = "OPTIMAL"  # objective proven optimal (within solver tolerance)
     FEASIBLE = "FEASIBLE"  # a valid plan, optimality not proven
     INFEASIBLE = "INFEASIBLE"  # proven that no plan meets the constraints (see notes for why)
@@ -24,6 +27,8 @@ class Status(str, enum.Enum):
 
     @property
     def has_solution(self) -> bool:
+        """Whether a plan comes with this status (optimal, feasible, or an incumbent kept at the time limit).
+        """
         return self in (Status.OPTIMAL, Status.FEASIBLE, Status.TIME_LIMIT)
 
     @classmethod
@@ -94,17 +99,21 @@ class Objective:
 
     @property
     def unit(self) -> str:
+        """Unit of the objective's value (from `OBJECTIVE_KINDS`)."""
         return OBJECTIVE_KINDS[self.name].unit
 
     @property
     def meaning(self) -> str:
+        """What the objective measures, in full (the JSON envelope's objective.meaning)."""
         return OBJECTIVE_KINDS[self.name].meaning
 
     @property
     def label(self) -> str:
+        """Short label of the measure, for a sentence ("objective 1.2 ms (label)")."""
         return OBJECTIVE_KINDS[self.name].label
 
     def to_dict(self) -> dict:
+        """JSON-ready dict of the objective: name, value (None when not finite), unit and meaning."""
         return {"name": self.name, "value": _finite(self.value), "unit": self.unit, "meaning": self.meaning}
 
 
@@ -132,6 +141,7 @@ class Envelope:
 
     @property
     def gap(self) -> float | None:
+        """Relative gap (objective - bound) / objective (`relative_gap`; None when either is unknown)."""
         return relative_gap(self.objective.value, self.bound)
 
     def to_dict(self) -> dict:
@@ -233,14 +243,18 @@ class ConfigResult:
 
     @property
     def gap(self) -> float | None:
+        """Relative gap (objective - lower bound) / objective (`relative_gap`; None when either is unknown).
+        """
         return relative_gap(self.objective, self.lower_bound)
 
     @property
     def envelope(self) -> Envelope:
+        """The result protocol's `Envelope` of this answer (kind "config")."""
         return Envelope("config", CONFIG_SCHEMA_VERSION, self.status, Objective(self.objective_kind, self.objective),
                         self.lower_bound, self.runtime_s, self.notes, (self.solver_failure or "",))
 
     def with_notes(self, *notes: str) -> "ConfigResult":
+        """A copy with `notes` appended."""
         return replace(self, notes=self.notes + tuple(notes))
 
 

@@ -95,6 +95,7 @@ def parse_seconds(value: object, where: str = "value") -> float:
 
 
 def format_bytes(num: float) -> str:
+    """Bytes in decimal units for people, e.g. "16.00 GB" (two decimals; plain bytes below 1 KB)."""
     for unit, factor in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
         if abs(num) >= factor:
             return f"{num / factor:.2f} {unit}"
@@ -102,6 +103,7 @@ def format_bytes(num: float) -> str:
 
 
 def format_seconds(sec: float) -> str:
+    """Seconds for people in the largest fitting unit: s, ms, us or ns."""
     if sec >= 1:
         return f"{sec:.3f} s"
     if sec >= 1e-3:

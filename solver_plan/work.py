@@ -35,9 +35,13 @@ class WorkBudget:
         self.cut_short = False
 
     def remaining(self) -> float | None:
+        """Work units left (None: unlimited)."""
         return None if self.total is None else max(0.0, self.total - self.used)
 
     def exhausted(self) -> bool:
+        """Whether the work is spent or the wall-clock safety net has expired (which marks the budget cut
+        short).
+        """
         if self.deadline.expired():
             self.cut_short = True
             return True
@@ -45,6 +49,9 @@ class WorkBudget:
         return left is not None and left <= 1e-3
 
     def share(self, fraction: float = 1 / 3) -> float | None:
+        """Work for the next solver call: `fraction` of what is left, at least MIN_CALL_WORK and at most all
+        of it (None: unlimited).
+        """
         left = self.remaining()
         return None if left is None else min(left, max(MIN_CALL_WORK, left * fraction))
 

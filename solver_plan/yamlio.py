@@ -152,12 +152,17 @@ class Section:
         self._seen: set[str] = set()
 
     def path(self, key: str) -> str:
+        """The dotted key path of `key` in this section, for error messages."""
         return f"{self.where}.{key}" if self.where else str(key)
 
     def has(self, key: str) -> bool:
+        """Whether `key` is present (without marking it as read)."""
         return key in self.data
 
     def get(self, key: str, default: Any = None, *, required: bool = False) -> Any:
+        """The raw value of `key`, marked as read; `default` when absent, InputError when absent and
+        `required`.
+        """
         self._seen.add(key)
         if key not in self.data:
             if required:
@@ -179,6 +184,7 @@ class Section:
             raise InputError(f"missing value (expected {expected})", self.path(key))
 
     def section(self, key: str, *, required: bool = False) -> "Section | None":
+        """The mapping under `key` as a `Section`; None when absent or empty (InputError when `required`)."""
         value = self.get(key, required=required)
         if value is None:
             if required:  # `key:` with nothing after it
@@ -188,6 +194,9 @@ class Section:
 
     def integer(self, key: str, default: int | None = None, *, required: bool = False,
                 minimum: int = 1, maximum: int | None = None) -> int | None:
+        """The integer under `key`, checked against `minimum` and `maximum` (booleans refused); `default` when
+        absent.
+        """
         self._present_null(key, default, required, "an integer")
         value = self.get(key, default, required=required)
         if value is None:
@@ -201,6 +210,7 @@ class Section:
         return value
 
     def string(self, key: str, default: str | None = None, *, required: bool = False) -> str | None:
+        """The string under `key`; `default` when absent."""
         self._present_null(key, default, required, "a string")
         value = self.get(key, default, required=required)
         if value is not None and not isinstance(value, str):
@@ -208,6 +218,9 @@ class Section:
         return value
 
     def close(self) -> None:
+        """Refuse unknown keys: InputError naming the first key never read, with a near-miss suggestion or the
+        allowed keys.
+        """
         unknown = sorted(set(map(str, self.data)) - self._seen)
         if unknown:
             typo = near_miss(unknown[0], self._seen)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
+from typing import TypeGuard
 
 # Covered packages, relative to solver_plan/: "" is the top-level modules of
 # solver_plan/ alone; any other entry is a package with all its subpackages.
@@ -34,8 +35,16 @@ def _modules(package: str) -> list[Path]:
     return sorted((ROOT / package).rglob("*.py"))
 
 
-def _public(name: str) -> bool:
-    return not name.startswith("_")
+Definition = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
+
+
+def _public(node: ast.stmt) -> TypeGuard[Definition]:
+    """A definition that needs a docstring: a public name, and not an `@overload` stub (the
+    implementation after the stubs carries the docstring)."""
+    if not isinstance(node, Definition) or node.name.startswith("_"):
+        return False
+    return not any((d.id if isinstance(d, ast.Name) else getattr(d, "attr", None)) == "overload"
+                   for d in node.decorator_list)
 
 
 def _undocumented(path: Path) -> list[str]:
@@ -43,19 +52,14 @@ def _undocumented(path: Path) -> list[str]:
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     where = path.relative_to(ROOT.parent)
     missing: list[str] = []
-    defs = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
     for node in tree.body:
-        if not isinstance(node, defs) or not _public(node.name):
+        if not _public(node):
             continue
         if ast.get_docstring(node) is None:
             missing.append(f"{where}:{node.lineno} {node.name}")
         if isinstance(node, ast.ClassDef):
             for member in node.body:
-                if (
-                    isinstance(member, (ast.FunctionDef, ast.AsyncFunctionDef))
-                    and _public(member.name)
-                    and ast.get_docstring(member) is None
-                ):
+                if _public(member) and not isinstance(member, ast.ClassDef) and ast.get_docstring(member) is None:
                     missing.append(f"{where}:{member.lineno} {node.name}.{member.name}")
     return missing
 
@@ -79,6 +83,7 @@ def test_checker_finds_a_missing_docstring(tmp_path: Path) -> None:
     source = (
         "def shown():\n    pass\n"
         "def _hidden():\n    pass\n"
+        "@overload\ndef typed(x: int) -> int: ...\n"
         'class Bare:\n    def method(self):\n        pass\n    def _private(self):\n        pass\n'
         'class Told:\n    """Documented."""\n    @property\n    def size(self):\n        """Bytes."""\n'
     )
@@ -92,4 +97,4 @@ def test_checker_finds_a_missing_docstring(tmp_path: Path) -> None:
         found = _undocumented(module)
     finally:
         ROOT = saved
-    assert found == ["solver_plan/m.py:1 shown", "solver_plan/m.py:5 Bare", "solver_plan/m.py:6 Bare.method"]
+    assert found == ["solver_plan/m.py:1 shown", "solver_plan/m.py:7 Bare", "solver_plan/m.py:8 Bare.method"]
