@@ -163,7 +163,8 @@ class Result(Protocol):
     status: Status
 
     @property
-    def envelope(self) -> Envelope: ...
+    def envelope(self) -> Envelope:
+        """The result's `Envelope`: the fields every answer has."""
 
 
 def with_envelope(envelope: Envelope, body: dict) -> dict:
