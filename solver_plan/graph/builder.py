@@ -18,6 +18,10 @@ def _pair(value) -> tuple[int, int]:
 
 
 class GraphBuilder:
+    """Builds a `Graph` operator by operator: each method adds one operator, infers its output shapes, FLOPs
+    and parameters (`graph.ops.infer`) and returns its output tensor(s). Unnamed operators get numbered
+    names; `scope` prefixes names with a path.
+    """
     def __init__(self, name: str, dtype_bytes: int = 4):
         self.name = name
         self.dtype_bytes = dtype_bytes
@@ -29,6 +33,7 @@ class GraphBuilder:
     # --- plumbing --------------------------------------------------------------------------
     @contextlib.contextmanager
     def scope(self, prefix: str):
+        """Context manager under which operator names get `prefix/` in front (scopes nest)."""
         self._prefix.append(prefix)
         try:
             yield self
@@ -71,27 +76,35 @@ class GraphBuilder:
         return self.add(op_type, inputs, attrs, name, default_name=default_name)[0]
 
     def build(self) -> Graph:
+        """The `Graph` of the operators added so far."""
         return Graph(self.name, tuple(self._ops))
 
     # --- operators -------------------------------------------------------------------------
     def input(self, shape: Sequence[int], name: str | None = None) -> Tensor:
+        """A model input of `shape` (no FLOPs, no parameters)."""
         return self._one(OpType.INPUT, (), {"shape": tuple(shape)}, name, "input")
 
     def linear(self, x: Tensor, out_features: int, bias: bool = True, name: str | None = None) -> Tensor:
+        """Fully connected layer over the last axis of `x` to `out_features`, with an optional bias."""
         return self._one(OpType.LINEAR, (x,), {"in_features": x.shape[-1], "out_features": out_features,
                                                "bias": bias}, name)
 
     def matmul(self, a: Tensor, b: Tensor, name: str | None = None) -> Tensor:
+        """Batched matrix product `a @ b` of two activations (no parameters)."""
         return self._one(OpType.MATMUL, (a, b), {}, name)
 
     def conv2d(self, x: Tensor, out_channels: int, kernel, stride=1, padding=0, groups: int = 1,
                bias: bool = False, name: str | None = None) -> Tensor:
+        """2-D convolution of an NCHW tensor; `kernel`, `stride` and `padding` are an int or a pair."""
         return self._one(OpType.CONV2D, (x,), {
             "in_channels": x.shape[1], "out_channels": out_channels, "kernel": _pair(kernel),
             "stride": _pair(stride), "padding": _pair(padding), "groups": groups, "bias": bias}, name)
 
     def pool2d(self, x: Tensor, kind: str, kernel=None, stride=None, padding=0, global_pool: bool = False,
                name: str | None = None) -> Tensor:
+        """2-D max or average pooling of an NCHW tensor; `stride` defaults to `kernel`; `global_pool` pools
+        each channel to 1x1. GraphError for another kind.
+        """
         if kind not in ("max", "avg"):
             raise GraphError(f"pool kind must be 'max' or 'avg', got {kind!r}")
         attrs: dict[str, Any] = {"kind": kind, "global_pool": global_pool}
@@ -101,47 +114,64 @@ class GraphBuilder:
         return self._one(OpType.POOL2D, (x,), attrs, name, f"{kind}pool")
 
     def global_avg_pool(self, x: Tensor, name: str | None = None) -> Tensor:
+        """Global average pooling: each channel to 1x1."""
         return self.pool2d(x, "avg", global_pool=True, name=name)
 
     def batchnorm(self, x: Tensor, name: str | None = None) -> Tensor:
+        """Batch normalisation (a scale and shift per channel)."""
         return self._one(OpType.BATCHNORM, (x,), {}, name)
 
     def layernorm(self, x: Tensor, name: str | None = None) -> Tensor:
+        """Layer normalisation over the last axis."""
         return self._one(OpType.LAYERNORM, (x,), {}, name)
 
     def unary(self, x: Tensor, kind: str, name: str | None = None) -> Tensor:
+        """Element-wise operator of a known kind (UNARY_FLOPS_PER_ELEMENT: relu, gelu, dropout, ...);
+        GraphError for another kind.
+        """
         if kind not in UNARY_FLOPS_PER_ELEMENT:
             raise GraphError(f"unknown unary kind {kind!r}; known: {', '.join(UNARY_FLOPS_PER_ELEMENT)}")
         return self._one(OpType.UNARY, (x,), {"kind": kind}, name, kind)
 
     def relu(self, x: Tensor, name: str | None = None) -> Tensor:
+        """Element-wise ReLU."""
         return self.unary(x, "relu", name)
 
     def gelu(self, x: Tensor, name: str | None = None) -> Tensor:
+        """Element-wise GELU."""
         return self.unary(x, "gelu", name)
 
     def dropout(self, x: Tensor, name: str | None = None) -> Tensor:
+        """Dropout, an element-wise operator."""
         return self.unary(x, "dropout", name)
 
     def binary(self, a: Tensor, b: Tensor, kind: str, name: str | None = None) -> Tensor:
+        """Element-wise operator of two activations, of a kind in BINARY_KINDS (add, mul); GraphError for
+        another kind.
+        """
         if kind not in BINARY_KINDS:
             raise GraphError(f"unknown binary kind {kind!r}; known: {', '.join(BINARY_KINDS)}")
         return self._one(OpType.BINARY, (a, b), {"kind": kind}, name, kind)
 
     def add_(self, a: Tensor, b: Tensor, name: str | None = None) -> Tensor:
+        """Element-wise sum `a + b` (named with a trailing underscore: `add` adds any operator)."""
         return self.binary(a, b, "add", name)
 
     def mul(self, a: Tensor, b: Tensor, name: str | None = None) -> Tensor:
+        """Element-wise product `a * b`."""
         return self.binary(a, b, "mul", name)
 
     def softmax(self, x: Tensor, axis: int = -1, name: str | None = None) -> Tensor:
+        """Softmax along `axis`."""
         return self._one(OpType.SOFTMAX, (x,), {"axis": axis}, name)
 
     def embedding(self, ids: Tensor, num_embeddings: int, embedding_dim: int, name: str | None = None) -> Tensor:
+        """Table lookup of integer `ids` in a `num_embeddings` x `embedding_dim` table."""
         return self._one(OpType.EMBEDDING, (ids,), {"num_embeddings": num_embeddings,
                                                     "embedding_dim": embedding_dim}, name)
 
     def lstm(self, x: Tensor, hidden_size: int, name: str | None = None) -> Tensor:
+        """One LSTM layer over a (batch, seq, features) sequence, `hidden_size` wide."""
         return self._one(OpType.LSTM, (x,), {"input_size": x.shape[-1], "hidden_size": hidden_size}, name)
 
     def attention(self, q: Tensor, k: Tensor, v: Tensor, heads: int, name: str | None = None, *,
@@ -159,12 +189,15 @@ class GraphBuilder:
         return self._one(OpType.ATTENTION, (q, k, v), attrs, name)
 
     def concat(self, xs: Sequence[Tensor], axis: int, name: str | None = None) -> Tensor:
+        """Concatenation of `xs` along `axis`."""
         return self._one(OpType.CONCAT, tuple(xs), {"axis": axis}, name)
 
     def split(self, x: Tensor, sizes: Sequence[int], axis: int, name: str | None = None) -> tuple[Tensor, ...]:
+        """Split of `x` along `axis` into pieces of `sizes`; returns one tensor per piece."""
         return self.add(OpType.SPLIT, (x,), {"axis": axis, "sizes": tuple(sizes)}, name)
 
     def reshape(self, x: Tensor, shape: Sequence[int], name: str | None = None) -> Tensor:
+        """Reshape of `x` to `shape`; one -1 entry is inferred from the element count."""
         shape = list(shape)
         if shape.count(-1) == 1:
             known = 1
@@ -174,10 +207,13 @@ class GraphBuilder:
         return self._one(OpType.RESHAPE, (x,), {"shape": tuple(shape)}, name)
 
     def flatten(self, x: Tensor, name: str | None = None) -> Tensor:
+        """Reshape to (batch, everything else), named "flatten"."""
         return self._one(OpType.RESHAPE, (x,), {"shape": (x.shape[0], x.numel // x.shape[0])}, name, "flatten")
 
     def transpose(self, x: Tensor, perm: Sequence[int], name: str | None = None) -> Tensor:
+        """Permutation of the axes of `x` by `perm`."""
         return self._one(OpType.TRANSPOSE, (x,), {"perm": tuple(perm)}, name)
 
     def softmax_cross_entropy(self, logits: Tensor, name: str | None = None) -> Tensor:
+        """Softmax cross-entropy loss over `logits`, named "loss"."""
         return self._one(OpType.SOFTMAX_CE, (logits,), {}, name, "loss")

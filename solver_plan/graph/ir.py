@@ -15,6 +15,7 @@ from solver_plan.graph.ops import OpType, ShapeError, infer
 
 
 def freeze_attrs(attrs: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
+    """Operator attributes as sorted (name, value) pairs with lists made tuples, so operators are hashable."""
     def freeze(value):
         if isinstance(value, (list, tuple)):
             return tuple(freeze(v) for v in value)
@@ -24,6 +25,7 @@ def freeze_attrs(attrs: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
 
 @dataclass(frozen=True)
 class Tensor:
+    """A tensor of the graph: its name, shape (positive integers, validated) and bytes per element."""
     name: str
     shape: tuple[int, ...]
     dtype_bytes: int = 4
@@ -34,10 +36,12 @@ class Tensor:
 
     @property
     def numel(self) -> int:
+        """Number of elements."""
         return math.prod(self.shape)
 
     @property
     def bytes(self) -> int:
+        """Size in bytes, elements x bytes per element."""
         return self.numel * self.dtype_bytes
 
 
@@ -50,6 +54,9 @@ class Measured:
 
 @dataclass(frozen=True)
 class Operator:
+    """One operator of the graph: type, input tensor names, output tensors, attributes, forward FLOPs and
+    parameters for the whole minibatch, and optional measured times or activation size from a profile.
+    """
     name: str
     op_type: OpType
     inputs: tuple[str, ...]  # tensor names
@@ -63,9 +70,11 @@ class Operator:
 
     @property
     def attrs(self) -> dict[str, Any]:
+        """Attributes as a dict."""
         return dict(self.attr_items)
 
     def attr(self, key: str, default: Any = None) -> Any:
+        """The attribute `key`, or `default`."""
         for k, v in self.attr_items:
             if k == key:
                 return v
@@ -73,14 +82,19 @@ class Operator:
 
     @property
     def output(self) -> Tensor:
+        """The first (usually only) output tensor."""
         return self.outputs[0]
 
     @property
     def backward_flops(self) -> float:
+        """Backward FLOPs, 2 x forward: a gradient for the input and one for the weights, each the forward's
+        size (the usual estimate, e.g. Kaplan et al. 2020).
+        """
         return 2.0 * self.flops
 
     @property
     def param_bytes(self) -> int:
+        """Parameter bytes, parameters x bytes per element."""
         return self.params * self.dtype_bytes
 
     @property
@@ -93,6 +107,9 @@ class Operator:
 
 @dataclass(frozen=True)
 class Edge:
+    """A data dependency: tensor `tensor` from producer `src` into consumer `dst` at input position
+    `input_index`.
+    """
     src: str  # producer operator
     dst: str  # consumer operator
     tensor: str
@@ -101,6 +118,10 @@ class Edge:
 
 @dataclass(frozen=True)
 class Graph:
+    """A computation graph: its operators, with lookups by name, edges and a topological order built and
+    validated once at construction (GraphError for duplicate names, unknown inputs, cycles, or output
+    shapes that disagree with `infer`).
+    """
     name: str
     operators: tuple[Operator, ...]
     _index: dict = field(default_factory=dict, init=False, repr=False, compare=False)  # filled by __post_init__
@@ -183,41 +204,53 @@ class Graph:
         return (self._index["ops"][n] for n in self._index["order"])
 
     def op(self, name: str) -> Operator:
+        """The operator named `name`."""
         return self._index["ops"][name]
 
     def tensor(self, name: str) -> Tensor:
+        """The tensor named `name`."""
         return self._index["tensors"][name]
 
     def producer(self, tensor: str) -> Operator:
+        """The operator that outputs tensor `tensor`."""
         return self._index["ops"][self._index["producer"][tensor]]
 
     @property
     def topological_order(self) -> tuple[str, ...]:
+        """Operator names in a topological order."""
         return self._index["order"]
 
     @property
     def edges(self) -> tuple[Edge, ...]:
+        """Every data dependency of the graph."""
         return self._index["edges"]
 
     def successors(self, name: str) -> tuple[str, ...]:
+        """Names of the operators that consume an output of operator `name`."""
         return self._index["succ"][name]
 
     def predecessors(self, name: str) -> tuple[str, ...]:
+        """Names of the operators whose outputs operator `name` consumes."""
         return self._index["pred"][name]
 
     @property
     def total_params(self) -> int:
+        """Total parameters of the model."""
         return sum(op.params for op in self.operators)
 
     @property
     def total_flops(self) -> float:
+        """Total forward FLOPs of the minibatch."""
         return float(sum(op.flops for op in self.operators))
 
     @property
     def has_measured_times(self) -> bool:
+        """Whether every operator but the inputs has measured times (a profile), so compute is not estimated.
+        """
         return all(op.measured is not None for op in self.operators if op.op_type != OpType.INPUT)
 
     def to_networkx(self):
+        """The operator graph as a networkx DiGraph (nodes are operator names)."""
         import networkx as nx
         g = nx.DiGraph()
         for name in self.topological_order:

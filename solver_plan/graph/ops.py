@@ -14,6 +14,7 @@ Shape = tuple[int, ...]
 
 
 class OpType(str, enum.Enum):
+    """The operator types a graph may hold; each has shape, FLOP and parameter rules in `infer`."""
     INPUT = "Input"
     LINEAR = "Linear"
     MATMUL = "MatMul"
@@ -46,12 +47,15 @@ class ShapeError(ValueError):
 
 @dataclass(frozen=True)
 class OpSemantics:
+    """What `infer` derives for an operator: output shapes, forward FLOPs for the whole minibatch, parameters.
+    """
     outputs: tuple[Shape, ...]
     flops: float
     params: int
 
 
 def numel(shape: Shape) -> int:
+    """Number of elements of a shape."""
     return math.prod(shape)
 
 
@@ -87,6 +91,9 @@ def _broadcast(a: Shape, b: Shape) -> Shape:
 
 
 def infer(op_type: OpType, input_shapes: tuple[Shape, ...], attrs: dict) -> OpSemantics:
+    """Output shapes, FLOPs and parameters of an operator from its type, input shapes and attributes;
+    ShapeError for inconsistent shapes.
+    """
     kind = OpType(op_type)
     shapes = tuple(tuple(s) for s in input_shapes)
     handler = _HANDLERS[kind]

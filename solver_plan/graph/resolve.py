@@ -35,6 +35,9 @@ def _names_path(test, path: Path) -> bool:
 
 
 def resolve_model(spec: str) -> Graph:
+    """`Graph` from a MODEL spec: a model file (ONNX, config.json, graph file), a PipeDream profile (graph.txt
+    or its folder), or a zoo spec "name:key=value,..."; InputError when it names nothing.
+    """
     from solver_plan.graph.importers.graph_file import is_model_file, load_model_file
     if not isinstance(spec, str) or not spec.strip():
         raise InputError("empty model spec (expected a zoo name such as resnet50, or a model file)", "--model")

@@ -53,6 +53,9 @@ def model_file_parts(spec: str) -> tuple[str, str, str] | None:
 
 
 def is_model_file(spec: str) -> bool:
+    """Whether `spec` names a model file (ONNX, config.json, graph file, with optional `:key=value` options)
+    rather than a zoo model or a profile.
+    """
     return split_file_spec(spec) is not None
 
 
@@ -100,10 +103,14 @@ def read_document(path: Path) -> Any:
 
 # --- graph files ---------------------------------------------------------------------------------
 def load_graph_file(path: str | Path) -> Graph:
+    """`Graph` from a graph file (JSON or YAML in this module's format)."""
     return graph_from_document(read_document(Path(path)), str(path))
 
 
 def graph_from_document(doc: Any, where: str) -> Graph:
+    """`Graph` from a parsed graph-file document; InputError at `where` for unknown keys, a wrong format or
+    version, or a bad operator.
+    """
     if not isinstance(doc, dict):
         raise InputError("a graph file holds a mapping with 'format', 'version', 'name' and 'operators'", where)
     unknown = sorted(set(doc) - TOP_KEYS)

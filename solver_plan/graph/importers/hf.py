@@ -52,6 +52,7 @@ OPTIONS = ("batch", "seq", "target_seq", "layers")
 
 
 def read_config(path: Path) -> dict:
+    """The JSON object of a Hugging Face config.json; InputError when the file holds anything else."""
     data = read_json(path, "Hugging Face config")
     if not isinstance(data, dict):
         raise InputError("a Hugging Face config.json must hold a JSON object", str(path))
@@ -71,6 +72,7 @@ def config_file(spec: str) -> tuple[Path, str]:
 
 
 def looks_like_hf_config(data: dict) -> bool:
+    """Whether a JSON object looks like a Hugging Face config (it has `model_type` or `architectures`)."""
     return "model_type" in data or "architectures" in data
 
 

@@ -27,6 +27,10 @@ SKIPPABLE_AFTER_SOFTMAX = ("Dropout", "Cast", "Identity")
 
 @dataclass(frozen=True)
 class AttentionMatch:
+    """One attention pattern found in an ONNX graph: the (N, S, H) query, key and value tensors it reads, the
+    tensor it produces, head counts, the node indices it replaces, and the last of them (which emits the
+    Attention).
+    """
     q: str  # (N, S, H) tensors feeding the pattern
     k: str
     v: str
@@ -123,6 +127,9 @@ def _operands_fit(g: _Graph, q_op: str, k_op: str, v_op: str, q, k, v) -> bool:
 
 
 def find_attention(model, shapes: dict, active: set) -> list[AttentionMatch]:
+    """The attention patterns (module docstring) among the `active` nodes of an ONNX model, given inferred
+    `shapes`; each node belongs to at most one match.
+    """
     g = _Graph(model, shapes)
     matches = []
     taken: set = set()

@@ -84,6 +84,9 @@ def _onnx():
 
 
 def load_onnx(path: str | Path, options: dict[str, str] | None = None, name: str | None = None) -> Graph:
+    """`Graph` from an ONNX file (module docstring for the mapping); `options` give symbolic input dimensions
+    and `opaque=1`. Needs the optional `onnx` package.
+    """
     onnx = _onnx()
     path = Path(path)
     where = str(path)

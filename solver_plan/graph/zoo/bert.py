@@ -30,6 +30,9 @@ SEGMENTS = 2
 def bert(graph_name: str, *, batch: int, seq: int, positions: int, hidden: int, ffn: int, heads: int,
          head_dim: int, layers: int, vocab: int, predictions: int = 0, dropout: float = 0.0,
          attention: str = "fused") -> Graph:
+    """BERT encoder with the masked-language-model head: token, position and segment embeddings, `layers`
+    post-norm blocks, the tied output projection over `predictions` positions (0: every one).
+    """
     check_sequence(seq, positions)
     model = graph_name.partition(":")[0]
     if attention not in ("fused", "unfused"):
@@ -57,6 +60,7 @@ def bert(graph_name: str, *, batch: int, seq: int, positions: int, hidden: int, 
 
 
 def bert_entry(name: str) -> ModelEntry:
+    """Zoo entry of a BERT size (BERT_SIZES), with its default options."""
     hidden, blocks, heads = BERT_SIZES[name]
     defaults = {"batch": 32, "seq": 512, "positions": 512, "hidden": hidden, "ffn": 4 * hidden, "heads": heads,
                 "head_dim": 64, "layers": blocks, "vocab": BERT_VOCAB, "predictions": 0,

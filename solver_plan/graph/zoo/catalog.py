@@ -19,6 +19,9 @@ def model_names() -> list[str]:
 
 
 def model_entry(name: str) -> ModelEntry:
+    """The zoo's `ModelEntry` named `name` (fixed models, then LLM shapes); InputError with suggestions when
+    unknown.
+    """
     if name in FIXED_ENTRIES:
         return FIXED_ENTRIES[name]
     if name in shape_names():
@@ -30,10 +33,12 @@ def model_entry(name: str) -> ModelEntry:
 
 
 def model_options(name: str) -> dict[str, Any]:
+    """The options of zoo model `name` with their defaults."""
     return dict(model_entry(name).defaults)
 
 
 def model_description(name: str) -> str:
+    """One-line description of zoo model `name`."""
     return model_entry(name).description
 
 

@@ -24,6 +24,8 @@ def lenet(graph_name: str, *, batch: int, image: int, classes: int) -> Graph:
 
 
 def alexnet(graph_name: str, *, batch: int, image: int, classes: int) -> Graph:
+    """AlexNet (Krizhevsky et al. 2012, torchvision's layout): five convolutions, then a 4096-4096 classifier.
+    """
     b = GraphBuilder(graph_name)
     x = image_input(b, batch, 3, image)
     x = b.pool2d(conv_relu(b, x, 64, 11, 4, 2), "max", 3, 2)
@@ -36,6 +38,9 @@ def alexnet(graph_name: str, *, batch: int, image: int, classes: int) -> Graph:
 
 
 def vgg16(graph_name: str, *, batch: int, image: int, classes: int) -> Graph:
+    """VGG-16 (Simonyan and Zisserman 2015, configuration D): thirteen 3x3 convolutions in five pooled groups,
+    then a 4096-4096 classifier.
+    """
     b = GraphBuilder(graph_name)
     x = image_input(b, batch, 3, image)
     for item in VGG16_LAYOUT:

@@ -20,17 +20,24 @@ CHANNELS = 1  # concatenation axis of NCHW tensors
 
 
 def dense_layer(b: GraphBuilder, inputs: list[Tensor]) -> Tensor:
+    """One DenseNet layer: BN-ReLU-1x1 conv to BN_SIZE x GROWTH channels, then BN-ReLU-3x3 conv to GROWTH, on
+    the concatenation of every earlier feature map of the block.
+    """
     x = inputs[0] if len(inputs) == 1 else b.concat(inputs, CHANNELS)
     x = b.conv2d(b.relu(b.batchnorm(x)), BN_SIZE * GROWTH, 1)
     return b.conv2d(b.relu(b.batchnorm(x)), GROWTH, 3, 1, 1)
 
 
 def transition(b: GraphBuilder, x: Tensor) -> Tensor:
+    """DenseNet transition: BN-ReLU-1x1 conv halving the channels, then 2x2 average pooling."""
     x = b.conv2d(b.relu(b.batchnorm(x)), x.shape[CHANNELS] // 2, 1)
     return b.pool2d(x, "avg", 2, 2)
 
 
 def densenet(graph_name: str, *, depth: int, batch: int, image: int, classes: int) -> Graph:
+    """DenseNet-BC of `depth` (Huang et al. 2017, torchvision's layout): stem, dense blocks joined by
+    transitions, global pooling and a classifier.
+    """
     b = GraphBuilder(graph_name)
     x = image_input(b, batch, 3, image)
     with b.scope("stem"):

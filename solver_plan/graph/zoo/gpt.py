@@ -20,6 +20,9 @@ GPT2_SIZES = {  # name: (hidden, blocks, heads); feed-forward is 4x hidden, head
 
 def gpt(graph_name: str, *, batch: int, seq: int, positions: int, hidden: int, ffn: int, heads: int,
         head_dim: int, layers: int, vocab: int) -> Graph:
+    """GPT-style decoder: token and position embeddings, `layers` pre-norm blocks, final norm, and the output
+    projection tied to the token embedding.
+    """
     check_sequence(seq, positions)
     b = GraphBuilder(graph_name)
     tokens = b.input((batch, seq), name="tokens")
@@ -32,6 +35,7 @@ def gpt(graph_name: str, *, batch: int, seq: int, positions: int, hidden: int, f
 
 
 def gpt2_entry(name: str) -> ModelEntry:
+    """Zoo entry of a GPT-2 size (GPT2_SIZES), with its default options."""
     hidden, blocks, heads = GPT2_SIZES[name]
     defaults = {"batch": 8, "seq": 1024, "positions": 1024, "hidden": hidden, "ffn": 4 * hidden, "heads": heads,
                 "head_dim": 64, "layers": blocks, "vocab": GPT2_VOCAB}

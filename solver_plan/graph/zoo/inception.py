@@ -14,10 +14,12 @@ CHANNELS = 1  # concatenation axis of NCHW tensors
 
 
 def conv(b: GraphBuilder, x: Tensor, out_channels: int, kernel, stride=1, padding=0) -> Tensor:
+    """Inception's basic convolution: conv, batch norm, ReLU."""
     return conv_bn_relu(b, x, out_channels, kernel, stride, padding)
 
 
 def pooled_projection(b: GraphBuilder, x: Tensor, out_channels: int) -> Tensor:
+    """The pool branch of an Inception module: 3x3 average pooling, then a 1x1 convolution."""
     return conv(b, b.pool2d(x, "avg", 3, 1, 1), out_channels, 1)
 
 
@@ -37,29 +39,40 @@ def split_three(b: GraphBuilder, x: Tensor) -> list[Tensor]:
 
 
 def inception_a(b: GraphBuilder, x: Tensor, pool_features: int) -> Tensor:
+    """Inception-A module (torchvision's InceptionA): 1x1, 5x5, double 3x3 and pool branches."""
     branch5x5 = conv(b, conv(b, x, 48, 1), 64, 5, padding=2)
     branch3x3dbl = conv(b, conv(b, conv(b, x, 64, 1), 96, 3, padding=1), 96, 3, padding=1)
     return b.concat([conv(b, x, 64, 1), branch5x5, branch3x3dbl, pooled_projection(b, x, pool_features)], CHANNELS)
 
 
 def inception_b(b: GraphBuilder, x: Tensor) -> Tensor:
+    """Inception-B module (torchvision's InceptionB): grid reduction by stride-2 3x3, double 3x3 and max-pool
+    branches.
+    """
     branch3x3dbl = conv(b, conv(b, conv(b, x, 64, 1), 96, 3, padding=1), 96, 3, stride=2)
     return b.concat([conv(b, x, 384, 3, stride=2), branch3x3dbl, b.pool2d(x, "max", 3, 2)], CHANNELS)
 
 
 def inception_c(b: GraphBuilder, x: Tensor, c7: int) -> Tensor:
+    """Inception-C module (torchvision's InceptionC): 1x1, factorised 7x7, double factorised 7x7 and pool
+    branches, `c7` channels inside.
+    """
     branch7x7 = seven_by_seven(b, conv(b, x, c7, 1), (c7, 192))
     branch7x7dbl = seven_by_seven(b, conv(b, x, c7, 1), (c7, c7, c7, 192), row_first=False)
     return b.concat([conv(b, x, 192, 1), branch7x7, branch7x7dbl, pooled_projection(b, x, 192)], CHANNELS)
 
 
 def inception_d(b: GraphBuilder, x: Tensor) -> Tensor:
+    """Inception-D module (torchvision's InceptionD): grid reduction by stride-2 3x3, 7x7-then-3x3 and
+    max-pool branches.
+    """
     branch3x3 = conv(b, conv(b, x, 192, 1), 320, 3, stride=2)
     branch7x7x3 = conv(b, seven_by_seven(b, conv(b, x, 192, 1), (192, 192)), 192, 3, stride=2)
     return b.concat([branch3x3, branch7x7x3, b.pool2d(x, "max", 3, 2)], CHANNELS)
 
 
 def inception_e(b: GraphBuilder, x: Tensor) -> Tensor:
+    """Inception-E module (torchvision's InceptionE): 1x1, split 3x3, double split 3x3 and pool branches."""
     branch3x3 = split_three(b, conv(b, x, 384, 1))
     branch3x3dbl = split_three(b, conv(b, conv(b, x, 448, 1), 384, 3, padding=1))
     return b.concat([conv(b, x, 320, 1), *branch3x3, *branch3x3dbl, pooled_projection(b, x, 192)], CHANNELS)
@@ -75,6 +88,7 @@ MODULES = (
 
 
 def inception_v3(graph_name: str, *, batch: int, image: int, classes: int) -> Graph:
+    """Inception-v3 (Szegedy et al. 2016, torchvision's layout without the auxiliary head)."""
     b = GraphBuilder(graph_name)
     x = image_input(b, batch, 3, image)
     with b.scope("stem"):

@@ -8,6 +8,7 @@ from solver_plan.graph.ir import Tensor
 
 
 def image_input(b: GraphBuilder, batch: int, channels: int, image: int) -> Tensor:
+    """Model input of `batch` NCHW images, `channels` x `image` x `image`."""
     return b.input((batch, channels, image, image), name="images")
 
 

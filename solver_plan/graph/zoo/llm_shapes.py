@@ -14,6 +14,7 @@ SHAPE_KEYS = ("hidden", "feedforward", "seq_size", "attn_heads", "attn_size", "n
 
 
 def shapes_dir() -> Path:
+    """The bundled folder of LLM shape files, data/llm-shapes/."""
     return data_dir() / "llm-shapes"
 
 
@@ -32,6 +33,9 @@ def missing_folder_hint() -> str:
 
 
 def load_shape(name: str) -> dict[str, int]:
+    """The shape of LLM `name` from its JSON file (every key of SHAPE_KEYS, a positive integer); InputError
+    otherwise.
+    """
     path = shapes_dir() / f"{name}.json"
     try:
         document = json.loads(path.read_text())

@@ -7,6 +7,7 @@ from solver_plan.graph.zoo.spec import ModelEntry
 
 
 def mlp(graph_name: str, *, batch: int, hidden: int, layers: int) -> Graph:
+    """Multi-layer perceptron: `layers` square `hidden`-wide linear layers with ReLUs between, and a loss."""
     b = GraphBuilder(graph_name)
     x = b.input((batch, hidden), name="features")
     for index in range(layers):

@@ -11,6 +11,9 @@ FIELDS_AXIS = 1
 
 def wide_deep(graph_name: str, *, batch: int, fields: int, vocab: int, embed_dim: int, dense: int, wide: int,
               hidden: int, layers: int, classes: int) -> Graph:
+    """Wide & Deep recommender (Cheng et al. 2016): a linear model over crossed features beside a deep tower
+    of one embedding table per categorical field, dense features and shrinking ReLU layers.
+    """
     b = GraphBuilder(graph_name)
     with b.scope("wide"):
         wide_logits = b.linear(b.input((batch, wide), name="crossed_features"), classes, name="linear")

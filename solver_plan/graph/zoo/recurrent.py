@@ -14,6 +14,9 @@ FIRST_RESIDUAL_LAYER = 2  # GNMT adds residual connections from the third layer 
 
 
 def rnnlm(graph_name: str, *, batch: int, seq: int, hidden: int, layers: int, vocab: int) -> Graph:
+    """LSTM language model: embedding, `layers` LSTM layers with dropout, output projection over the
+    vocabulary.
+    """
     b = GraphBuilder(graph_name)
     x = b.embedding(b.input((batch, seq), name="tokens"), vocab, hidden, name="embed")
     for index in range(layers):
@@ -29,6 +32,9 @@ def lstm_layer(b: GraphBuilder, inputs: Tensor, previous: Tensor, hidden: int, i
 
 
 def gnmt_encoder(b: GraphBuilder, x: Tensor, hidden: int, layers: int) -> Tensor:
+    """GNMT encoder (Wu et al. 2016): a bidirectional first LSTM layer, then `layers` - 1 LSTM layers (with
+    residuals from FIRST_RESIDUAL_LAYER on, `lstm_layer`).
+    """
     forward = b.lstm(x, hidden, name="lstm0_forward")
     backward = b.add(OpType.LSTM, (x,), {"input_size": x.shape[-1], "hidden_size": hidden, "reverse": True},
                      "lstm0_backward")[0]
@@ -39,6 +45,9 @@ def gnmt_encoder(b: GraphBuilder, x: Tensor, hidden: int, layers: int) -> Tensor
 
 
 def gnmt_decoder(b: GraphBuilder, x: Tensor, memory: Tensor, hidden: int, layers: int) -> Tensor:
+    """GNMT decoder: an LSTM layer, attention over the encoder's `memory`, then LSTM layers fed the attention
+    context.
+    """
     x = b.lstm(x, hidden, name="lstm0")
     context = b.attention(x, memory, memory, heads=1, name="attention")
     for index in range(1, layers):
@@ -47,6 +56,9 @@ def gnmt_decoder(b: GraphBuilder, x: Tensor, memory: Tensor, hidden: int, layers
 
 
 def nmt(graph_name: str, *, batch: int, seq: int, target_seq: int, hidden: int, layers: int, vocab: int) -> Graph:
+    """GNMT-style translation model: embedded source through the encoder, embedded target through the
+    attending decoder, output projection; InputError for fewer than 2 layers.
+    """
     if layers < 2:
         raise InputError(f"option 'layers' must be at least 2 (a bidirectional layer, then one that "
                          f"merges its directions), got {layers}")

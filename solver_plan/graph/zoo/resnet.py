@@ -15,6 +15,9 @@ EXPANSION = 4
 
 
 def bottleneck(b: GraphBuilder, x: Tensor, width: int, stride: int) -> Tensor:
+    """ResNet bottleneck block: 1x1, 3x3 (carrying the stride), 1x1 to EXPANSION x `width`, with a projection
+    shortcut where the shape changes.
+    """
     out_channels = width * EXPANSION
     y = conv_bn_relu(b, x, width, 1)
     y = conv_bn_relu(b, y, width, 3, stride, 1)
@@ -26,6 +29,9 @@ def bottleneck(b: GraphBuilder, x: Tensor, width: int, stride: int) -> Tensor:
 
 
 def resnet(graph_name: str, *, depth: int, batch: int, image: int, classes: int) -> Graph:
+    """ResNet of `depth` with bottleneck blocks (He et al. 2016, torchvision's layout): stem, four stages,
+    global pooling, classifier.
+    """
     b = GraphBuilder(graph_name)
     x = image_input(b, batch, 3, image)
     with b.scope("stem"):

@@ -15,6 +15,9 @@ SHARED = "shared"
 
 def t5(graph_name: str, *, batch: int, seq: int, target_seq: int, hidden: int, ffn: int, heads: int,
        head_dim: int, layers: int, vocab: int) -> Graph:
+    """T5 encoder-decoder (Raffel et al. 2020): shared token embedding, pre-norm blocks without biases and
+    with ReLU, cross-attention in the decoder, output tied to the shared embedding.
+    """
     b = GraphBuilder(graph_name)
     shape = BlockShape(hidden, ffn, heads, head_dim, bias=False, activation="relu")
     sources = token_embedding(b, b.input((batch, seq), name="tokens"), vocab, hidden, SHARED)
@@ -28,6 +31,7 @@ def t5(graph_name: str, *, batch: int, seq: int, target_seq: int, hidden: int, f
 
 
 def t5_entry(name: str) -> ModelEntry:
+    """Zoo entry of a T5 size (T5_SIZES), with its default options."""
     hidden, ffn, heads, blocks = T5_SIZES[name]
     defaults = {"batch": 32, "seq": 512, "target_seq": 128, "hidden": hidden, "ffn": ffn, "heads": heads,
                 "head_dim": 64, "layers": blocks, "vocab": T5_VOCAB}

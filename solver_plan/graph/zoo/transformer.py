@@ -18,6 +18,9 @@ TIED_TO = "tied_to"  # attribute naming the embedding operator whose weight matr
 
 @dataclass(frozen=True)
 class BlockShape:
+    """Shape of one transformer block: widths, heads, bias, activation and norm placement, and the
+    implementation choices that cost time but not parameters (fused attention, dropout operators).
+    """
     hidden: int
     ffn: int
     heads: int
@@ -52,11 +55,15 @@ def attention(b: GraphBuilder, x: Tensor, shape: BlockShape, memory: Tensor | No
 
 
 def feedforward(b: GraphBuilder, x: Tensor, shape: BlockShape) -> Tensor:
+    """The MLP sublayer: linear to `ffn`, activation, linear back to `hidden`."""
     hidden = b.unary(b.linear(x, shape.ffn, shape.bias, name="fc1"), shape.activation)
     return b.linear(hidden, shape.hidden, shape.bias, name="fc2")
 
 
 def residual(b: GraphBuilder, x: Tensor, shape: BlockShape, sublayer, name: str) -> Tensor:
+    """A residual sublayer: pre-norm `x + sublayer(norm(x))` or post-norm `norm(x + sublayer(x))`, with
+    dropout on the branch when the shape asks for it.
+    """
     def branch(h: Tensor) -> Tensor:
         out = sublayer(h)
         return b.dropout(out, name="dropout") if shape.dropout else out
@@ -68,6 +75,9 @@ def residual(b: GraphBuilder, x: Tensor, shape: BlockShape, sublayer, name: str)
 
 
 def block(b: GraphBuilder, x: Tensor, shape: BlockShape, memory: Tensor | None = None) -> Tensor:
+    """One transformer block: self-attention, cross-attention over `memory` when given, then the MLP, each
+    residual.
+    """
     x = residual(b, x, shape, lambda h: attention(b, h, shape), "self_attn")
     if memory is not None:
         x = residual(b, x, shape, lambda h: attention(b, h, shape, memory), "cross_attn")
@@ -75,6 +85,7 @@ def block(b: GraphBuilder, x: Tensor, shape: BlockShape, memory: Tensor | None =
 
 
 def stack(b: GraphBuilder, x: Tensor, shape: BlockShape, layers: int, memory: Tensor | None = None) -> Tensor:
+    """`layers` transformer blocks in sequence, scoped block0, block1, ..."""
     for index in range(layers):
         with b.scope(f"block{index}"):
             x = block(b, x, shape, memory)
@@ -83,6 +94,9 @@ def stack(b: GraphBuilder, x: Tensor, shape: BlockShape, layers: int, memory: Te
 
 def token_embedding(b: GraphBuilder, ids: Tensor, vocab: int, hidden: int, name: str,
                     tied_to: str | None = None) -> Tensor:
+    """Token embedding of `ids`; `tied_to` names the embedding whose table this one shares (no parameters of
+    its own).
+    """
     attrs = {"num_embeddings": vocab, "embedding_dim": hidden}
     if tied_to:
         attrs[TIED_TO] = tied_to
