@@ -28,6 +28,9 @@ def as_baseline(result: HybridResult, note: str) -> HybridResult:
 def data_parallel(model, cluster, global_batch: int, *, devices: int | None = None,
                   time_limit: float | None = DEFAULT_TIME_LIMIT_S, memory_limit="device", fix=None,
                   deadline: Deadline | None = None, precision=None, **options) -> HybridResult:
+    """Data-parallel baseline: the hybrid search with tp = pp = 1 pinned (micro-batches, recomputation and
+    ZeRO still searched), marked as a baseline.
+    """
     pins = {**(fix or {}), "tp": 1, "pp": 1}
     result = plan_hybrid(model, cluster, global_batch, devices=devices, time_limit=time_limit,
                          memory_limit=memory_limit, fix=pins, deadline=deadline, precision=precision, **options)
@@ -37,6 +40,9 @@ def data_parallel(model, cluster, global_batch: int, *, devices: int | None = No
 def megatron_rule(model, cluster, global_batch: int, *, devices: int | None = None,
                   time_limit: float | None = DEFAULT_TIME_LIMIT_S, memory_limit="device", fix=None,
                   deadline: Deadline | None = None, precision=None, **options) -> HybridResult:
+    """Megatron's rule of thumb as a baseline: tp = the largest tensor-parallel degree within a node, then the
+    smallest pipeline depth that divides the devices and fits; INFEASIBLE when no depth divides them.
+    """
     start = time.perf_counter()
     deadline = deadline or Deadline(time_limit)
     spec, c = _spec(model), _cluster(cluster, devices)

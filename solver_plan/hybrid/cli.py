@@ -8,6 +8,7 @@ from solver_plan.requests import DEFAULT_TIME_LIMIT_S
 
 
 def register_command(subparsers) -> None:
+    """Add the `hybrid` subcommand and its options to the command line's subparsers."""
     from solver_plan import cli_options as o
     from solver_plan.requests import A2A_OVERLAPS, DEFAULT_A2A_OVERLAP, DEFAULT_BLOCK_SOLVER, DEFAULT_RUNTIME
     parser = subparsers.add_parser(
@@ -90,6 +91,9 @@ def hybrid_request(args):
 
 
 def run(args) -> int:
+    """Run `solver-plan hybrid` on parsed arguments: plan (expert-parallel for a mixture of experts), print
+    the table or JSON, write --out and exports; returns the exit code.
+    """
     from solver_plan import cli_options as o
     from solver_plan.deadline import time_budget
     from solver_plan.errors import InputError, solver_failure_exit

@@ -25,6 +25,10 @@ from solver_plan.runtime import DEFAULT_RUNTIME, RuntimeProfile
 
 @dataclass(frozen=True)
 class Context:
+    """What every priced point of one hybrid search shares: the model, the planned devices, global batch,
+    memory limit, the training precision's bytes per parameter and the runtime profile, with a cache of
+    stage-boundary transfer times.
+    """
     spec: TransformerSpec
     cluster: Cluster  # exactly the devices planned for
     global_batch: int

@@ -370,6 +370,7 @@ class StageMemory:
         return self.reserved + self.cuda_context + self.nccl
 
     def to_dict(self) -> dict:
+        """JSON-ready dict of the stage's memory terms in whole bytes, with allocated, reserved and total."""
         return {**{k: int(round(v)) for k, v in asdict(self).items()}, "allocated": int(round(self.allocated)),
                 "reserved": int(round(self.reserved)), "total": int(round(self.total))}
 

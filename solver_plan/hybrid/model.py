@@ -79,6 +79,7 @@ class TransformerSpec:
 
     @property
     def attn_width(self) -> int:
+        """Width of the attention's heads, heads x head_dim (may differ from hidden)."""
         return self.heads * self.head_dim
 
     @property
@@ -88,10 +89,12 @@ class TransformerSpec:
 
     @property
     def mlp_matrices(self) -> int:
+        """Matrices of the MLP: 3 with a gated MLP (SwiGLU), else 2."""
         return 3 if self.gated_mlp else 2
 
     @property
     def norm_params(self) -> int:
+        """Parameters of one norm: hidden for RMSNorm, 2 x hidden (scale and shift) for LayerNorm."""
         return self.hidden if self.rms_norm else 2 * self.hidden
 
     # --- parameters ----------------------------------------------------------------------
@@ -116,6 +119,7 @@ class TransformerSpec:
 
     @property
     def token_embedding_params(self) -> int:
+        """Parameters of the token embedding, vocab x hidden."""
         return self.vocab * self.hidden
 
     @property
@@ -131,6 +135,7 @@ class TransformerSpec:
 
     @property
     def total_params(self) -> int:
+        """Parameters of the model: blocks, embeddings and the head."""
         return self.layers * self.block_params + self.embedding_params + self.head_params
 
     # --- FLOPs (multiply-add = 2) -------------------------------------------------------
@@ -154,6 +159,7 @@ class TransformerSpec:
         return 4.0 * batch * self.seq * self.seq * self.attn_width
 
     def logits_forward_flops(self, batch: int) -> float:
+        """Forward FLOPs of the output projection for `batch` sequences, 2 x batch x seq x hidden x vocab."""
         return 2.0 * batch * self.seq * self.hidden * self.vocab
 
     def model_flops_per_step(self, global_batch: int) -> float:

@@ -11,6 +11,9 @@ import json
 
 
 def table(result) -> str:
+    """Human summary of a `MoEResult`: status, step time, bound, runtime, and the chosen point's degrees,
+    micro-batching, schedule and memory.
+    """
     lines = [f"status {result.status.value}" + ("" if result.step_time_s is None else
                                                  f", step {result.step_time_s:.3f} s")
              + ("" if result.lower_bound_s is None else f", bound {result.lower_bound_s:.3f} s")

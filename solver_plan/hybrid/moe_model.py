@@ -64,10 +64,12 @@ class MoEModel:
 
     @property
     def layers(self) -> int:
+        """Number of decoder layers."""
         return len(self.moe_layers)
 
     @property
     def moe_layer_count(self) -> int:
+        """Number of layers with experts."""
         return sum(self.moe_layers)
 
     # --- parameters -------------------------------------------------------------------------------
@@ -80,6 +82,9 @@ class MoEModel:
 
     @cached_property
     def attention_params(self) -> int:
+        """Parameters of one layer's attention: its projections (sum of in x out) plus extras (biases, MLA's
+        low-rank norms, q/k norms).
+        """
         return sum(k * n for k, n in self.attention_gemms) + self.attention_extra_params
 
     @cached_property
@@ -89,10 +94,14 @@ class MoEModel:
 
     @property
     def router_params(self) -> int:
+        """Parameters of one router, hidden x experts (plus a bias per expert when it has one)."""
         return self.hidden * self.experts + (self.experts if self.router_bias else 0)
 
     @property
     def shared_params(self) -> int:
+        """Parameters of one layer's shared expert: 3 x hidden x shared_ffn (gated MLP), plus a gate vector
+        when it has one.
+        """
         return 3 * self.hidden * self.shared_ffn + (self.hidden if self.shared_gate else 0)
 
     def dense_layer_params(self, moe: bool) -> int:
@@ -107,6 +116,7 @@ class MoEModel:
 
     @property
     def embedding_params(self) -> int:
+        """Parameters of the token embedding, vocab x hidden."""
         return self.vocab * self.hidden
 
     @property
@@ -116,6 +126,8 @@ class MoEModel:
 
     @property
     def total_params(self) -> int:
+        """Parameters of the model: every layer's dense part, experts on the MoE layers, embedding and head.
+        """
         return (sum(self.dense_layer_params(m) + (self.expert_params if m else 0) for m in self.moe_layers)
                 + self.embedding_params + self.head_params)
 
@@ -148,9 +160,13 @@ class MoEModel:
         return self.top_k * 6.0 * self.hidden * self.expert_ffn
 
     def router_flops_per_token(self) -> float:
+        """Forward FLOPs of the router GEMM per token, 2 x hidden x experts."""
         return 2.0 * self.hidden * self.experts
 
     def layer_flops_per_token(self, moe: bool) -> float:
+        """Forward FLOPs per token of one layer: its dense GEMMs (2 k n each), the attention core, and on a
+        MoE layer the routed experts and the router.
+        """
         gemms = sum(2.0 * k * n for k, n in self.dense_gemms(moe))
         return gemms + self.attention_core_flops_per_token() + (
             self.expert_flops_per_token() + self.router_flops_per_token() if moe else 0.0)

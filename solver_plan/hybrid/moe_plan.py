@@ -34,6 +34,9 @@ SCHEMA_VERSION = 1  # the result JSON (docs/schemas/moe-hybrid.v1.schema.json)
 
 @dataclass(frozen=True)
 class MoEResult:
+    """Answer of the expert-parallel planner: status, the best `MoEPlan` (None without one), bound, runtime,
+    points priced and pruned, notes.
+    """
     status: Status
     plan: MoEPlan | None
     lower_bound_s: float | None
@@ -44,14 +47,17 @@ class MoEResult:
 
     @property
     def step_time_s(self) -> float | None:
+        """Predicted step time of the plan in seconds; None without a plan."""
         return None if self.plan is None else self.plan.step_time_s
 
     @property
     def envelope(self) -> Envelope:
+        """The result protocol's `Envelope` (kind "moe-hybrid", objective the step time)."""
         return Envelope("moe-hybrid", SCHEMA_VERSION, self.status, Objective("step_time", self.step_time_s),
                         self.lower_bound_s, self.runtime_s, self.notes)
 
     def to_dict(self) -> dict:
+        """JSON-ready dict of the result, envelope first, with the plan."""
         return with_envelope(self.envelope, {
             "status": self.status.value, "step_time_s": self.step_time_s, "lower_bound_s": self.lower_bound_s,
             "runtime_s": self.runtime_s, "evaluated": self.evaluated, "pruned": self.pruned,

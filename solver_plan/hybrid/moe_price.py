@@ -44,6 +44,10 @@ from solver_plan.hybrid.moe_space import MoEPoint
 
 @dataclass(frozen=True)
 class Context:
+    """What every priced point of one expert-parallel search shares: the model, cluster, global batch, memory
+    limit, precision state and compute dtype, runtime profile, routing load and all-to-all overlap, with a
+    cache of layer costs.
+    """
     model: MoEModel
     cluster: Cluster
     global_batch: int
@@ -71,6 +75,9 @@ class LayerCost:
 
 @dataclass(frozen=True)
 class MoEStage:
+    """One pipeline stage of an expert-parallel plan: its layers (how many with experts), time per micro-batch
+    and its forward part, memory per device.
+    """
     index: int
     first_layer: int
     layers: int
@@ -80,6 +87,7 @@ class MoEStage:
     memory: mem.StageMemory
 
     def to_dict(self) -> dict:
+        """JSON-ready dict of the stage."""
         return {"index": self.index, "first_layer": self.first_layer, "layers": self.layers,
                 "moe_layers": self.moe_layers, "time_per_microbatch_s": self.time_per_microbatch_s,
                 "memory": self.memory.to_dict()}
@@ -87,6 +95,9 @@ class MoEStage:
 
 @dataclass(frozen=True)
 class MoEPlan:
+    """A priced expert-parallel plan (module docstring for the terms): the point, its stages, the step's terms
+    (pipeline, exposed gradient sync, optimizer), model FLOPs, routing and dropped-token fraction.
+    """
     model: str
     cluster: str
     devices: int
@@ -105,14 +116,17 @@ class MoEPlan:
 
     @property
     def step_time_s(self) -> float:
+        """Predicted step time: pipeline + exposed gradient sync + optimizer step."""
         return self.pipeline_s + self.dp_sync_s + self.optimizer_s
 
     @property
     def memory_per_device_bytes(self) -> float:
+        """Memory of the busiest device: the largest stage total."""
         return max(s.memory.total for s in self.stages)
 
     @property
     def tflops_per_device(self) -> float:
+        """Achieved model TFLOP/s per device, model FLOPs / step time / devices."""
         return self.model_flops / self.step_time_s / self.devices / 1e12
 
     def to_dict(self) -> dict:
@@ -364,6 +378,9 @@ def _cut(ctx: Context, p: MoEPoint, limit: float | None) -> tuple[int, ...] | No
 
 
 def price(ctx: Context, p: MoEPoint, limit: float | None = None, cut: tuple[int, ...] | None = None) -> MoEPlan | None:
+    """Price point `p` in closed form (module docstring): stages cut by `_cut` under `limit` (or the given
+    `cut`, layers per stage), their times and memory, and the step; None when no cut fits.
+    """
     counts = cut or _cut(ctx, p, limit)
     if counts is None:
         return None
@@ -430,6 +447,9 @@ def memory_floor(ctx: Context, p: MoEPoint) -> float:
 # --- front door ---------------------------------------------------------------------------------------
 def make_context(model, cluster: Cluster, global_batch: int, memory_limit, routing=None, precision=None,
                  runtime=None, a2a_overlap: str = "none") -> Context:
+    """`Context` of one expert-parallel search: the model read as a `MoEModel`, precision and runtime
+    resolved, routing load parsed; InputError for a bad batch, precision or all-to-all overlap.
+    """
     from solver_plan.hybrid.search import _memory_limit, check_global_batch, resolve_hybrid_precision
     from solver_plan.runtime import resolve_runtime
 

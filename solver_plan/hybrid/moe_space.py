@@ -26,6 +26,9 @@ MIN_TOKENS_PER_CP_RANK = 2048
 
 @dataclass(frozen=True)
 class MoEPoint:
+    """One point of the expert-parallel space: attention degrees dp x tp x cp x pp, expert degrees ep x etp
+    (edp derived), micro-batching, virtual stages, recomputation, ZeRO stage and expert capacity.
+    """
     dp: int
     tp: int
     pp: int
@@ -41,6 +44,7 @@ class MoEPoint:
 
     @property
     def devices(self) -> int:
+        """Devices the point uses, dp x tp x cp x pp."""
         return self.dp * self.tp * self.cp * self.pp
 
     @property
@@ -50,13 +54,18 @@ class MoEPoint:
 
     @property
     def edp(self) -> int:
+        """Expert data-parallel degree: the dp x tp x cp ranks of a stage divided among ep x etp expert
+        shards.
+        """
         return self.dp * self.tp * self.cp // (self.ep * self.etp)
 
     @property
     def schedule(self) -> str:
+        """Pipeline schedule: "interleaved" with virtual stages, else "1f1b"."""
         return "interleaved" if self.virtual_stages > 1 else "1f1b"
 
     def to_dict(self) -> dict:
+        """JSON-ready dict of the point, with edp, schedule and capacity ("dropless" or the factor)."""
         return {**asdict(self), "edp": self.edp, "schedule": self.schedule,
                 "capacity": "dropless" if self.capacity_factor is None else self.capacity_factor}
 

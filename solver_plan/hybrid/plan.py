@@ -52,6 +52,8 @@ class StagePlan:
 
     @property
     def time_per_microbatch_s(self) -> float:
+        """Seconds of the stage per micro-batch: blocks + recomputation + embedding/head + pipeline transfers.
+        """
         return self.block_s + self.recompute_s + self.extra_s + self.p2p_s
 
     @property
@@ -60,6 +62,8 @@ class StagePlan:
         return self.first_device, self.first_device + self.tp * self.replicas - 1
 
     def to_dict(self) -> dict:
+        """JSON-ready dict of the stage: layers, submesh and devices, time terms, memory and configurations.
+        """
         return {"index": self.index, "layers": [self.first_layer, self.first_layer + self.layers],
                 "num_layers": self.layers, "embedding": self.embedding, "head": self.head,
                 "recompute": self.recompute, "chunk_layers": list(self.chunks) or [self.layers],
@@ -78,6 +82,9 @@ class StagePlan:
 
 @dataclass(frozen=True)
 class HybridPlan:
+    """A priced hybrid plan: the parallelism chosen, its pipeline stages, the step's terms (`StepTerms`),
+    per-operator configurations of the blocks, model FLOPs, memory limit, precision and runtime.
+    """
     model: str
     cluster: str
     devices: int
@@ -103,18 +110,22 @@ class HybridPlan:
 
     @property
     def step_time_s(self) -> float:
+        """Predicted step time in seconds (`StepTerms.total`)."""
         return self.terms.total
 
     @property
     def memory_per_device_bytes(self) -> float:
+        """Memory of the busiest device: the largest stage total."""
         return max(s.memory.total for s in self.stages)
 
     @property
     def peak_stage(self) -> StagePlan:
+        """The stage with the most memory per device."""
         return max(self.stages, key=lambda s: s.memory.total)
 
     @property
     def tflops_per_device(self) -> float:
+        """Achieved model TFLOP/s per device, model FLOPs per step / step time / devices."""
         return self.model_flops_per_step / self.step_time_s / self.devices / 1e12
 
     def context_parallel(self) -> dict:
@@ -127,6 +138,7 @@ class HybridPlan:
                 "load_balance": "2cp-pieces" if cp > 1 else None}
 
     def to_dict(self) -> dict:
+        """JSON-ready dict of the plan (what `export_plan` turns into runtime configs)."""
         return {"model": self.model, "cluster": self.cluster, "devices": self.devices,
                 "global_batch": self.global_batch, "precision": self.precision, "runtime": self.runtime,
                 "parallelism": self.parallelism.to_dict(),
@@ -146,6 +158,9 @@ class HybridPlan:
 
 @dataclass(frozen=True)
 class HybridResult:
+    """Answer of the hybrid planner: status, the best plan, bound, runtime, points priced and pruned, notes;
+    when INFEASIBLE, the smallest memory per device some plan needs; block solves whose solver failed.
+    """
     status: Status
     plan: HybridPlan | None
     lower_bound_s: float | None
@@ -160,18 +175,24 @@ class HybridResult:
 
     @property
     def step_time_s(self) -> float | None:
+        """Predicted step time of the plan; None without a plan or when INFEASIBLE (the plan then shows what
+        memory it needs).
+        """
         return None if self.plan is None or self.status == Status.INFEASIBLE else self.plan.step_time_s
 
     @property
     def gap(self) -> float | None:
+        """Relative gap between the step time and the lower bound (`relative_gap`)."""
         return relative_gap(self.step_time_s, self.lower_bound_s)
 
     @property
     def envelope(self) -> Envelope:
+        """The result protocol's `Envelope` (kind "hybrid", objective the step time)."""
         return Envelope("hybrid", SCHEMA_VERSION, self.status, Objective("step_time", self.step_time_s),
                         self.lower_bound_s, self.runtime_s, self.notes, (self.solver_failure or "",))
 
     def to_dict(self) -> dict:
+        """JSON-ready dict of the result: envelope first, then the plan's keys at the top level."""
         out = with_envelope(self.envelope, {
             "schema_version": SCHEMA_VERSION, "kind": "hybrid", "status": self.status.value,
             "step_time_s": self.step_time_s, "lower_bound_s": self.lower_bound_s, "gap": self.gap,
@@ -186,6 +207,9 @@ class HybridResult:
         return out
 
     def table(self) -> str:
+        """Human report of the result: status and search counts, then the plan's parallelism, step terms and
+        stages.
+        """
         from solver_plan.units import format_bytes
 
         lines = [f"status: {self.status.value}   runtime: {self.runtime_s:.2f} s   "

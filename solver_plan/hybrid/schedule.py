@@ -40,6 +40,10 @@ from solver_plan.runtime import resolve_runtime
 
 @dataclass(frozen=True)
 class StepTerms:
+    """The terms of a step (module docstring for each): pipeline, exposed data-parallel sync, tied-embedding
+    sync, optimizer step, and the data-parallel communication hidden under compute (reported, not in the
+    total).
+    """
     pipeline_s: float
     dp_sync_s: float  # exposed: after what the runtime overlaps with compute
     embedding_sync_s: float
@@ -48,10 +52,14 @@ class StepTerms:
 
     @property
     def total(self) -> float:
+        """Step time: pipeline + exposed dp sync + embedding sync + optimizer."""
         return self.pipeline_s + self.dp_sync_s + self.embedding_sync_s + self.optimizer_s
 
 
 def dp_per_node(cluster: Cluster, tp: int, dp: int) -> int:
+    """Devices of one data-parallel group on a node under Megatron's rank order (tp ranks adjacent, then dp):
+    min(dp, devices per node / tp), at least 1.
+    """
     return max(1, min(dp, cluster.devices_per_node // tp))
 
 

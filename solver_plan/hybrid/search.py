@@ -88,6 +88,7 @@ MAX_GLOBAL_BATCH = 2**24
 
 
 def check_global_batch(global_batch, where: str = "--batch") -> None:
+    """Refuse a global batch that is not an integer from 1 to MAX_GLOBAL_BATCH (InputError at `where`)."""
     if isinstance(global_batch, bool) or not isinstance(global_batch, int) or global_batch < 1:
         raise InputError(f"must be a positive integer, got {global_batch!r}", where)
     if global_batch > MAX_GLOBAL_BATCH:

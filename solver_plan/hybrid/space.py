@@ -27,6 +27,9 @@ ZERO_OR_MORE = ("zero_stage", "dp_shard")  # the integer keys that may be 0
 
 @dataclass(frozen=True)
 class Parallelism:
+    """One point of the hybrid space: dp x cp x tp x pp degrees, micro-batch size and count, virtual stages,
+    recomputation, ZeRO stage, sequence parallelism, schedule, and the ZeRO shard group size.
+    """
     dp: int
     tp: int
     pp: int
@@ -66,6 +69,7 @@ class Parallelism:
 
     @property
     def devices(self) -> int:
+        """Devices the point uses, dp x cp x tp x pp."""
         return self.dp * self.cp * self.tp * self.pp
 
     @property
@@ -90,6 +94,7 @@ class Parallelism:
         return state_zero(self.zero_stage, self.pp)
 
     def to_dict(self) -> dict:
+        """JSON-ready dict of every field."""
         return asdict(self)
 
 

@@ -252,6 +252,9 @@ class BlockCoster:
         self.solver_failures: list[str] = []  # block solves whose solver failed (a fallback plan was used)
 
     def profile(self, tp: int, micro_batch: int, deadline: Deadline | None = None) -> BlockProfile:
+        """The `BlockProfile` of one transformer block on `tp` devices for `micro_batch` sequences, solved
+        once per (tp, micro_batch) and then cached.
+        """
         key = (tp, micro_batch)
         if key not in self._cache:
             self._cache[key] = self._solve(tp, micro_batch, deadline or Deadline(None))
@@ -259,6 +262,7 @@ class BlockCoster:
         return self._cache[key]
 
     def cached(self) -> dict[tuple[int, int], BlockProfile]:
+        """A copy of the profiles solved so far, by (tp, micro_batch)."""
         return dict(self._cache)
 
     def _solve(self, tp: int, b: int, deadline: Deadline) -> BlockProfile:

@@ -50,6 +50,11 @@ def plan_precision(plan: HybridPlan, cluster: Cluster):
 
 
 def validate_plan(plan: HybridPlan, cluster: Cluster, enforce_memory: bool = True) -> list[str]:
+    """Problems found re-deriving a hybrid plan from its model and cluster: precision and runtime support,
+    degrees against devices and batch, stage layers, placement and chunks, recomputation, each stage's
+    memory (and with `enforce_memory` the limit), and the step's pipeline, sync, p2p and embedding terms;
+    empty when it is consistent.
+    """
     problems: list[str] = []
     spec = transformer_spec(plan.model)
     q = plan.parallelism
