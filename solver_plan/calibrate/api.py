@@ -31,6 +31,9 @@ class Calibration:
     notes: tuple[str, ...] = ()
 
     def summary(self) -> str:
+        """Human report of the calibration: what it fitted on, the fitted curves and overheads, the fitted
+        link parameters, the in-sample error before and after, notes and warnings.
+        """
         lines = [f"calibrated {self.cluster.name} on {self.measurements} kernel measurements and "
                  f"{self.collectives} collectives ({self.status.value}, {self.runtime_s:.1f} s)"]
         if self.compute is not None:

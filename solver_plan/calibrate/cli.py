@@ -3,6 +3,7 @@ from __future__ import annotations
 
 
 def register_command(subparsers) -> None:
+    """Add the `calibrate` subcommand and its options to the command line's subparsers."""
     parser = subparsers.add_parser(
         "calibrate", help="fit efficiency curves, launch overhead and link parameters to measurements",
         description="Fit a cluster's compute efficiency curves, launch overhead and link latency/efficiency "
@@ -31,6 +32,9 @@ def _profiles(values) -> list:
 
 
 def run(args) -> int:
+    """Run `solver-plan calibrate` on parsed arguments: fit the cluster to the profiles and CSVs, write the
+    calibrated YAML to --out, print the summary; returns the exit code.
+    """
     from pathlib import Path
 
     from solver_plan.calibrate.api import calibrate

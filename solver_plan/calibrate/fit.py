@@ -101,6 +101,9 @@ class KernelTable:
                                      for m in measurements], dtype=np.int64)
 
     def overhead_times(self, overheads: np.ndarray) -> np.ndarray:
+        """The measuring overhead each measurement pays, `overheads[i]` for the measurements of overhead group
+        i (0 for the rest).
+        """
         return np.where(self.overhead_of >= 0, overheads[np.maximum(self.overhead_of, 0)] if len(overheads) else 0.0, 0.0)
 
     def narrow_factors(self, narrow: np.ndarray | None) -> np.ndarray:
@@ -117,6 +120,10 @@ class KernelTable:
 
     def times(self, matrix: np.ndarray, vector: np.ndarray, memory: np.ndarray, launch: float,
               overheads: np.ndarray = np.zeros(0), narrow: np.ndarray | None = None) -> np.ndarray:
+        """Predicted seconds of every measurement under the given per-bin efficiencies: per kernel max(math
+        time, memory time) + launch overhead (the roofline of `compute_time`), summed per measurement, plus
+        its measuring overhead.
+        """
         math_t, memory_t = self.kernel_parts(matrix, vector, memory, narrow)
         per_kernel = np.maximum(math_t, memory_t) + launch
         return np.bincount(self.owner, weights=per_kernel, minlength=self.count) + self.overhead_times(overheads)
@@ -143,6 +150,9 @@ class ComputeFit:
         return predict(self.apply(device), measurement) + dict(self.measurement_overheads).get(measurement.overhead, 0.0)
 
     def apply(self, device: DeviceSpec) -> DeviceSpec:
+        """`device` with the fitted curves and launch overhead (its kernel_time_scale reset to 1: the curves
+        absorb an earlier calibration factor, so it is not applied twice).
+        """
         # the fitted curves absorb any earlier calibration factor, so it is not applied twice
         return replace(device, matrix_efficiency=self.matrix_efficiency, vector_efficiency=self.vector_efficiency,
                        memory_efficiency=self.memory_efficiency, launch_overhead=self.launch_overhead,
@@ -310,6 +320,9 @@ class LinkFit:
     warnings: tuple[str, ...] = ()  # under-determined, or values on a bound (`link_warnings`)
 
     def apply(self, cluster: Cluster) -> Cluster:
+        """`cluster` with the fitted latency and efficiencies on each link level; figures the fit could not
+        inform stay as they were.
+        """
         def updated(link: Link | None, latency, efficiency, p2p) -> Link | None:
             if link is None:
                 return None
@@ -411,13 +424,16 @@ def link_warnings(theta, informed, measurements: int) -> tuple[str, ...]:
 
 
 def relative_errors(device: DeviceSpec, measurements) -> np.ndarray:
+    """Relative error of the cost model on each measurement, predicted / measured - 1."""
     return np.array([predict(device, m) / m.seconds - 1.0 for m in measurements])
 
 
 def describe_curve(curve: Curve) -> str:
+    """An efficiency curve as text, ">=threshold: efficiency" per step."""
     return ", ".join(f">={t:g}: {e:.3f}" for t, e in curve)
 
 
 def geometric_mean_ratio(device: DeviceSpec, measurements) -> float:
+    """Geometric mean of predicted / measured over the measurements (1: unbiased on average)."""
     return float(math.exp(np.mean([math.log(predict(device, m) / m.seconds) for m in measurements])))
 

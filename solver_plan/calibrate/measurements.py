@@ -26,6 +26,9 @@ def _check(value: float, name: str, where: str, positive: bool = False) -> None:
 
 @dataclass(frozen=True)
 class Kernel:
+    """One kernel of a measurement as the roofline sees it: FLOPs, HBM bytes, the unit that runs it (matrix or
+    vector), its dtype, and the smallest GEMM dimension for narrow-GEMM efficiency.
+    """
     flops: float
     hbm_bytes: float
     unit: str  # "matrix" (GEMM, convolution, attention) or "vector" (element-wise, reductions)
@@ -47,6 +50,9 @@ class Kernel:
 
 @dataclass(frozen=True)
 class Measurement:
+    """One measured time and the kernels it covers: the measurement's name, the model or file it came from
+    (cross-validation leaves whole groups out), its kind, and the measuring overhead group it pays.
+    """
     name: str
     group: str  # the model (or file) it came from: cross-validation leaves whole groups out
     kind: str  # layer type or CSV op, for per-kind error tables
@@ -65,6 +71,9 @@ class Measurement:
 
 @dataclass(frozen=True)
 class CollectiveMeasurement:
+    """One measured collective: kind, bytes, group size and devices per node, seconds; fits link latency and
+    efficiency.
+    """
     kind: str
     nbytes: float
     group_size: int
@@ -87,4 +96,5 @@ class CollectiveMeasurement:
 
     @property
     def nodes(self) -> int:
+        """Nodes the group spans, group size / devices per node."""
         return self.group_size // self.devices_per_node

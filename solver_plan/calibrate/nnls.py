@@ -7,6 +7,9 @@ import numpy as np
 
 
 def nnls(A: np.ndarray, b: np.ndarray, max_iterations: int | None = None, tolerance: float = 1e-12) -> np.ndarray:
+    """The x >= 0 minimising ||A x - b|| (Lawson-Hanson active set, module docstring); at most
+    `max_iterations` outer rounds (default 3n + 30).
+    """
     A = np.asarray(A, dtype=float)
     b = np.asarray(b, dtype=float)
     m, n = A.shape

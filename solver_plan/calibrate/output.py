@@ -19,6 +19,9 @@ def _link(link: Link, inter: bool) -> dict:
 
 
 def cluster_dict(cluster: Cluster) -> dict:
+    """The cluster as the YAML document `load_cluster` reads back (base units: bytes, bytes per second,
+    FLOP/s, seconds).
+    """
     d = cluster.device
     device = {"name": d.name, "memory": float(d.memory), "peak_flops": float(d.peak_flops)}
     if d.matrix_flops:
@@ -66,11 +69,13 @@ _FlowLists.add_representer(list, _represent_list)
 
 
 def cluster_yaml(cluster: Cluster, header: str = "") -> str:
+    """The cluster as YAML text, with `header` as leading comment lines."""
     body = yaml.dump(cluster_dict(cluster), Dumper=_FlowLists, sort_keys=False, default_flow_style=False)
     comments = "".join(f"# {line}\n".replace("# \n", "#\n") for line in header.splitlines())
     return comments + body
 
 
 def write_cluster_yaml(cluster: Cluster, path: str | Path, header: str = "") -> None:
+    """Write `cluster_yaml` to `path` atomically."""
     from solver_plan.files import write_text_atomic
     write_text_atomic(Path(path), cluster_yaml(cluster, header))

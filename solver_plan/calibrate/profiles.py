@@ -149,6 +149,9 @@ def _elementwise(kind, text, A, I, P, E, where) -> LayerWork | None:
 
 @dataclass(frozen=True)
 class ProfileMeasurements:
+    """The measurements read from one PipeDream profile, with the profile's total measured time and the part
+    the measurements cover.
+    """
     model: str
     measurements: tuple[Measurement, ...]
     measured_total_s: float  # every layer's forward + backward, as profiled

@@ -17,6 +17,10 @@ TARGETS = ("megatron", "deepspeed", "torchtitan", "dtensor")
 
 
 def export_plan(plan_dict: dict, target: str, graph=None) -> str:
+    """A plan JSON dict as a runtime's configuration text for `target` (TARGETS): megatron, deepspeed or
+    torchtitan for hybrid plans, dtensor for per-operator plans (needs the plan's `graph`); InputError for
+    an unknown target or a plan of the wrong kind.
+    """
     if target not in TARGETS:
         raise InputError(f"unknown export target {target!r} (targets: {', '.join(TARGETS)})", "--export")
     kind = plan_kind(plan_dict)

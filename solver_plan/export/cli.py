@@ -13,6 +13,7 @@ KIND_WORDS = {"config": "a per-operator plan (solver-plan plan --out)",
 
 
 def register_command(subparsers) -> None:
+    """Add the `export` subcommand and its options to the command line's subparsers."""
     parser = subparsers.add_parser(
         "export", help="turn a saved plan JSON into Megatron-LM / DeepSpeed / torchtitan / DTensor configuration",
         description="Read a plan written with --out and write it for a runtime: megatron, deepspeed, torchtitan "
@@ -27,6 +28,9 @@ def register_command(subparsers) -> None:
 
 
 def run(args) -> int:
+    """Run `solver-plan export` on parsed arguments: read the plan JSON, check its kind against the target,
+    write the export to --out or standard output; returns the exit code.
+    """
     from solver_plan.errors import InputError
     from solver_plan.export import export_plan
     from solver_plan.files import check_output_path, read_json, write_text_atomic

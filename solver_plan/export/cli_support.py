@@ -5,6 +5,7 @@ import sys
 
 
 def add_export_arguments(parser, targets: tuple[str, ...]) -> None:
+    """Add `--export TARGET` and `--export-out FILE` to a planning subcommand."""
     parser.add_argument("--export", choices=targets, default=None,
                         help=f"also write the plan as a runtime configuration: {', '.join(targets)}")
     parser.add_argument("--export-out", default=None, help="file for --export (default: standard output)")
@@ -21,6 +22,9 @@ def check_export_arguments(args) -> None:
 
 
 def write_export(args, plan_dict: dict, graph=None) -> None:
+    """Write the plan as the `--export` target asked for (to --export-out, or standard output); nothing
+    without --export.
+    """
     if not getattr(args, "export", None):
         return
     from solver_plan.export import export_plan

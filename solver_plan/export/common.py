@@ -34,6 +34,9 @@ def plan_kind(d: dict, notes: list[str] | None = None) -> str:
 
 @dataclass(frozen=True)
 class HybridView:
+    """What the exporters read of a hybrid plan dict, checked once: degrees, micro-batching, schedule,
+    recomputation per stage, ZeRO, sequence and context parallelism, layers per stage, precision.
+    """
     model: str
     devices: int
     global_batch: int
@@ -91,10 +94,12 @@ class HybridView:
 
     @property
     def layers(self) -> int:
+        """Transformer layers of the model, summed over the stages."""
         return sum(self.stage_layers)
 
     @property
     def even_stages(self) -> bool:
+        """Whether every stage holds the same number of layers."""
         return len(set(self.stage_layers)) == 1
 
 
@@ -126,6 +131,9 @@ def _stage_recompute(stages: list, plan_wide: str) -> tuple[str, ...]:
 
 
 def hybrid_view(d: dict) -> HybridView:
+    """The `HybridView` of a hybrid plan dict; InputError when it has no solution, is expert-parallel, or
+    lacks a key.
+    """
     if d.get("status") not in ("OPTIMAL", "FEASIBLE", "TIME_LIMIT") or "parallelism" not in d:
         raise InputError(f"the plan has no solution to export (status {d.get('status')!r})", WHERE)
     p = d["parallelism"]

@@ -30,6 +30,9 @@ def _batch_keys(v, lost: list[str]) -> dict:
 
 
 def export_deepspeed(d: dict) -> str:
+    """A hybrid plan dict as a DeepSpeed ds_config JSON (module docstring), with what DeepSpeed cannot express
+    listed under `solver_plan`.
+    """
     v = hybrid_view(d)
     lost: list[str] = []
     config: dict = _batch_keys(v, lost)

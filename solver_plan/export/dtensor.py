@@ -54,6 +54,9 @@ def _placement(axis, reduction: bool) -> str:
 
 
 def export_dtensor(d: dict, graph) -> str:
+    """A per-operator plan dict as DTensor device meshes and placements per operator (module docstring); needs
+    the `graph` the plan was made for. InputError without a graph or a solution.
+    """
     if graph is None:
         raise InputError("the dtensor export needs the graph the plan was made for (tensor axes)", "--export")
     if d.get("status") not in ("OPTIMAL", "FEASIBLE", "TIME_LIMIT") or not d.get("operators"):

@@ -95,6 +95,9 @@ def _recompute_flags(v, lost: list[str]) -> list[tuple[str, object]]:
 
 
 def export_megatron(d: dict) -> str:
+    """A hybrid plan dict as Megatron-LM command-line arguments (module docstring), with comment lines saying
+    what Megatron cannot express.
+    """
     v = hybrid_view(d)
     lost: list[str] = []
     shape, unreadable = model_shape(v.model)

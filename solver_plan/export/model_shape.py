@@ -15,10 +15,12 @@ class ModelShape:
 
     @property
     def query_groups(self) -> int:
+        """Key/value head groups: kv_heads under grouped-query attention, else the number of heads."""
         return self.spec.kv_heads or self.spec.heads
 
     @property
     def grouped_query(self) -> bool:
+        """Whether the model uses grouped-query attention (fewer key/value heads than query heads)."""
         return self.query_groups != self.spec.heads
 
     @property

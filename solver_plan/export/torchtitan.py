@@ -81,6 +81,9 @@ def _parts(parts: list[list[str]]) -> str:
 
 
 def export_torchtitan(d: dict) -> str:
+    """A hybrid plan dict as torchtitan command-line overrides (module docstring), with comment lines saying
+    what torchtitan cannot express.
+    """
     v = hybrid_view(d)
     lost: list[str] = []
     shape, _ = model_shape(v.model)
