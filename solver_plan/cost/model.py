@@ -90,9 +90,13 @@ def unit_of(op_type: OpType) -> str:
 
 @dataclass(frozen=True)
 class NodeCost:
-    """Cost of one operator under one configuration (module docstring for the formulas): FLOPs q_x, collective
-    bytes q_c, gradient-sync bytes q_p, their seconds (compute, comm, sync, total) and the memory per used
-    device.
+    """Cost of one operator under one configuration on n devices holding s distinct tiles (module
+    docstring for the derivations): q_x = 3 x forward FLOPs / s; q_c = ring all-reduce bytes
+    2(k-1)/k x shard of the partial sums (forward) and input gradients (backward); q_p = ring
+    all-reduce bytes of the parameter-gradient shard; compute_s from the roofline (`compute_time`)
+    or the profile, comm_s and sync_s from the alpha-beta model of `collectives.py` (Thakur et al.
+    2005); seconds = compute_s + comm_s + sync_s; memory per used device = parameter shard x bytes
+    per parameter + the kept activations.
     """
     q_x: float  # FLOPs, busiest device, forward + backward
     q_c: float  # bytes per device, intra-operator collectives (forward + backward)
