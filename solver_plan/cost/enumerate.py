@@ -105,7 +105,7 @@ def enumerate_configs(op: Operator, graph: Graph, num_devices: int,
                       all_devices: bool = False) -> tuple[ParallelConfig, ...]:
     """Candidate `ParallelConfig`s of an operator on `num_devices` devices, at most `max_candidates` of them
     and `max_placements` placements per degree assignment; `all_devices` keeps only configurations that use
-    the whole mesh. Raises ValueError on limits below their minimum.
+    the whole mesh. InputError for a limit that is not an integer at least its minimum.
     """
     _check_at_least("num_devices", num_devices, 1)
     _check_at_least("max_candidates", max_candidates, 2)  # room for the two required configurations
