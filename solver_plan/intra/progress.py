@@ -23,6 +23,7 @@ _muted = 0  # > 0 while plans may break constraints (e.g. the memory-free pre-so
 class Progress:
     """The progress reporter of one solve: a context manager whose daemon thread prints `line()` every
     `every_s` seconds while it runs; planners feed it through `report`."""
+
     def __init__(self, label: str = "solving", stream=None, every_s: float = PROGRESS_EVERY_S,
                  enabled: bool = True):
         self.label, self.stream, self.every_s, self.enabled = label, stream or sys.stderr, every_s, enabled

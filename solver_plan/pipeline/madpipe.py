@@ -40,15 +40,18 @@ SPECIAL_ESTIMATES = {"optimistic": 0, "conservative": 1, "contiguous": None}
 
 @dataclass(frozen=True)
 class Grid:
+    """The discretised levels of the special processor's memory m_P and of the delay V (MadPipe 4.2)."""
     memory: np.ndarray  # m_P levels (bytes)
     delay: np.ndarray  # V levels (seconds)
 
     @property
     def memory_step(self) -> float:
+        """Bytes between two memory levels."""
         return float(self.memory[1] - self.memory[0]) if len(self.memory) > 1 else 1.0
 
     @property
     def delay_step(self) -> float:
+        """Seconds between two delay levels."""
         return float(self.delay[1] - self.delay[0]) if len(self.delay) > 1 else 1.0
 
 
@@ -78,6 +81,10 @@ class _StageTables:
 
 
 class MadPipeDP:
+    """MadPipe-DP (MadPipe section 4.2, ../shared/papers/madpipe-memory-aware-pipelining.md) for one
+    special-processor memory estimate: `solve` fills the value tables for a target period and a
+    candidate period, `allocation` reads an allocation back from them."""
+
     def __init__(self, problem: ChainProblem, memory_levels: int = 11, delay_levels: int = 51,
                  special_estimate: str = "optimistic"):
         if special_estimate not in SPECIAL_ESTIMATES:
@@ -138,6 +145,8 @@ class MadPipeDP:
         return values
 
     def allocation(self, values, target: float, tau: float) -> Allocation | None:
+        """Trace back the allocation behind `values` from the start state (all layers left, no delay, no
+        special memory), or None when no allocation fits period `tau`."""
         L = self.problem.layers
         state = (0, 0, self.normal)  # (v, m, p)
         if not np.isfinite(values[L][state]):

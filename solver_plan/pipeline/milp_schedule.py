@@ -84,6 +84,8 @@ def solve_at_period(ops: PipelineOps, period: float, time_limit: float | None, m
 
 def schedule(problem: ChainProblem, allocation: Allocation, *, period: float | None = None,
              time_limit: float | None = 60.0, tolerance: float = 1e-3, **options) -> ScheduleResult:
+    """Scheduler "exact-milp": the least period of `allocation` by bisection on the MILP in real time, to
+    relative `tolerance`; at a fixed `period`, a schedule of that period."""
     begin = time.perf_counter()
     ops = pipeline_operations(problem, allocation)
     bound = allocation.load_bound(problem)
