@@ -10,7 +10,7 @@ import json
 import time
 from dataclasses import dataclass, field, replace
 
-from solver_plan.deadline import MIN_LIMIT_S, Deadline
+from solver_plan.deadline import MIN_LIMIT_S, Deadline, time_budget
 from solver_plan.errors import InputError, check_positive
 from solver_plan.planners import get_planner
 from solver_plan.pipeline.chain import coarsen
@@ -157,8 +157,10 @@ def plan_pipeline(problem: ChainProblem, planner: str = "madpipe", schedule: str
     get_planner(schedule, "schedule", "--schedule")  # fail early on a bad name
     check_positive(time_limit, "--time-limit")
     nominal = time_limit if time_limit is not None else (deadline.nominal_left() if deadline is not None else None)
-    if time_limit is not None or deadline is not None:
-        deadline = Deadline(time_limit, parent=deadline)
+    if time_limit is not None:
+        deadline = time_budget(time_limit, within=deadline)
+    elif deadline is not None:
+        deadline = deadline.child()  # a clock of its own within the caller's
     baseline, notes = None, []
     if compare_baseline and (planner, schedule) != BASELINE:
         estimate = baseline_seconds(problem)

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from solver_plan.deadline import Deadline
+from solver_plan.deadline import Deadline, time_budget
 from solver_plan.errors import InputError
 from solver_plan.pipeline.allocation import Allocation, AllocationResult
 from solver_plan.pipeline.minimal_memory import infeasible_result, least_memory_allocation
@@ -238,7 +238,7 @@ def plan(problem: ChainProblem, *, time_limit: float | None = None, seed: int = 
     estimate (the special processor charged g batches per stage) and the contiguous one (no special
     processor, every stage charged exactly what 1F1B* keeps, so Proposition 1 schedules it optimally)."""
     begin = time.perf_counter()
-    deadline = options.get("deadline") or (None if time_limit is None else Deadline(time_limit))
+    deadline = options.get("deadline") or (None if time_limit is None else time_budget(time_limit))
     found, infeasible, cut_short = [], None, False
     for estimate in special_estimates:  # ordered from optimistic: each one's infeasible tau holds for the next
         answer = search(problem, iterations, memory_levels, delay_levels, estimate, deadline, infeasible,
