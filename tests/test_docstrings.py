@@ -45,10 +45,11 @@ def _public(node: ast.stmt) -> TypeGuard[Definition]:
                    for d in node.decorator_list)
 
 
-def _undocumented(path: Path) -> list[str]:
-    """``path:line name`` of each public definition in ``path`` without a docstring."""
+def _undocumented(path: Path, root: Path = ROOT) -> list[str]:
+    """``path:line name`` of each public definition in ``path`` without a docstring (paths
+    relative to the folder above the package ``root``)."""
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-    where = path.relative_to(ROOT.parent)
+    where = path.relative_to(root.parent)
     missing: list[str] = []
     for node in tree.body:
         if not _public(node):
@@ -89,10 +90,5 @@ def test_checker_finds_a_missing_docstring(tmp_path: Path) -> None:
     fake_root.mkdir()
     module = fake_root / "m.py"
     module.write_text(source, encoding="utf-8")
-    global ROOT
-    saved, ROOT = ROOT, fake_root
-    try:
-        found = _undocumented(module)
-    finally:
-        ROOT = saved
+    found = _undocumented(module, fake_root)
     assert found == ["solver_plan/m.py:1 shown", "solver_plan/m.py:7 Bare", "solver_plan/m.py:8 Bare.method"]
