@@ -35,7 +35,7 @@ class Job:
     """One planner run on one instance, with everything its answer depends on (validated here); its key
     names its record, so a rerun recognises the job."""
     group: str  # the job file entry it came from; named in messages and reports
-    kind: str  # "config" (per-operator planners) or "pipeline" (stage allocation + schedule)
+    kind: str  # "config" (per-operator planners), "pipeline" (stage allocation + schedule) or "hybrid"
     model: str  # zoo spec or path of a profile file, as the worker will resolve it
     cluster: str  # preset name or path of a cluster YAML file
     planner: str
