@@ -17,13 +17,19 @@ from typing import TypeGuard
 # One entry a line, so branches that add packages merge cleanly.
 DOCUMENTED = (
     "",
+    "batch",
     "calibrate",
     "cluster",
     "cost",
     "export",
     "graph",
     "hybrid",
+    "intra",
+    "pipeline",
+    "report",
     "runtime",
+    "simulate",
+    "suite",
 )
 
 ROOT = Path(__file__).resolve().parent.parent / "solver_plan"

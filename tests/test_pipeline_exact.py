@@ -63,3 +63,24 @@ def test_greedy_modulo_pattern_is_valid_whenever_memory_allows(seed):
     assert (pattern is not None) == fits
     if pattern is not None:
         assert validate(pattern).valid and pattern.period >= allocation.load_bound(problem) - 1e-9
+
+
+def test_milp_schedule_stops_at_the_callers_deadline():
+    """The caller's Deadline (a command's clock) is exact-milp's safety net, as for the other
+    schedulers: once it has run out, the bisection stops after its first pattern, says the clock
+    cut it short and marks the caller's deadline."""
+    import time
+
+    from solver_plan.deadline import time_budget
+    problem, allocation = instance(1)
+    if max(allocation.least_memory(problem).values()) > problem.memory:
+        pytest.skip("memory too small for this random allocation")
+    full = milp_schedule.schedule(problem, allocation, time_limit=30, tolerance=1e-4)
+    spent = time_budget(1e-6)
+    time.sleep(1e-3)
+    cut = milp_schedule.schedule(problem, allocation, time_limit=30, tolerance=1e-4, deadline=spent)
+    assert full.valid and cut.valid
+    assert not any("safety net" in note for note in full.notes)
+    assert any("safety net cut the search short" in note for note in cut.notes)
+    assert cut.period_s >= full.period_s - 1e-9  # its first pattern: optimal here only if the bound proves it
+    assert spent.cut_short

@@ -18,6 +18,8 @@ Work = Callable[[Job], dict[str, Any]]
 
 
 def attempt(work: Work, job: Job) -> dict[str, Any]:
+    """Run `work(job)`; a bad input or any exception becomes an ERROR outcome (with the traceback), so
+    one failing job never stops the batch."""
     try:
         return work(job)
     except InputError as exc:
@@ -33,10 +35,13 @@ def deadline_s(job: Job) -> float | None:
 
 
 def killed_outcome(job: Job, elapsed_s: float) -> dict[str, Any]:
+    """The TIME_LIMIT outcome of a job the runner stopped after `elapsed_s` seconds (limit plus grace).
+    """
     return outcome(Status.TIME_LIMIT, None, None, elapsed_s, None, killed=True,
                    error=f"stopped by the runner after {elapsed_s:.1f} s "
                          f"(time limit {job.time_limit:g} s + grace {job.grace:g} s)")
 
 
 def crashed_outcome(reason: str) -> dict[str, Any]:
+    """The ERROR outcome of a job whose worker died without answering, saying `reason`."""
     return outcome(Status.ERROR, None, None, None, None, error=f"worker died without an answer ({reason})")

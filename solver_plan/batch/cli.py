@@ -8,6 +8,7 @@ DEFAULT_WORKERS = max(1, (os.cpu_count() or 2) // 2)  # planners use threads of 
 
 
 def register_command(subparsers) -> None:
+    """Add the `batch` subcommand and its options to the command line's `subparsers`."""
     parser = subparsers.add_parser("batch", help="run the planning jobs of a YAML job file, resumably",
                                    description="Run every job of a job file (see configs/jobs/) and write one "
                                                "record per job to --out. A rerun skips recorded jobs.")
@@ -27,6 +28,8 @@ def register_command(subparsers) -> None:
 
 
 def run(args) -> int:
+    """Run `solver-plan batch` on parsed `args`: list the jobs, or run the pending ones under the
+    folder's lock and print the summary; the exit status."""
     from solver_plan.batch.jobfile import load_jobs
     from solver_plan.batch.lock import BatchLock
     from solver_plan.batch.run import make_executor, pending_jobs, run_batch

@@ -26,13 +26,16 @@ def canonical_json(value: Any) -> str:
 
 
 def digest(value: Any) -> str:
+    """SHA-256 hex digest of `value`'s canonical JSON."""
     return hashlib.sha256(canonical_json(value).encode()).hexdigest()
 
 
 @dataclass(frozen=True)
 class Job:
+    """One planner run on one instance, with everything its answer depends on (validated here); its key
+    names its record, so a rerun recognises the job."""
     group: str  # the job file entry it came from; named in messages and reports
-    kind: str  # "config" (per-operator planners) or "pipeline" (stage allocation + schedule)
+    kind: str  # "config" (per-operator planners), "pipeline" (stage allocation + schedule) or "hybrid"
     model: str  # zoo spec or path of a profile file, as the worker will resolve it
     cluster: str  # preset name or path of a cluster YAML file
     planner: str
@@ -99,6 +102,7 @@ class Job:
 
     @property
     def key(self) -> str:
+        """The job's record key: a digest of its inputs, KEY_LENGTH hex digits."""
         return digest(self.inputs())[:KEY_LENGTH]
 
     def label(self) -> str:
@@ -112,6 +116,7 @@ class Job:
         return " ".join(parts)
 
     def record_name(self) -> str:
+        """The record's file name: the job's label made safe for a file name, then its key."""
         slug = re.sub(r"[^A-Za-z0-9._=-]+", "_", self.label())[:90]
         return f"{slug}-{self.key}.json"
 

@@ -46,6 +46,8 @@ from solver_plan.yamlio import Section, load_yaml
 
 
 def load_jobs(path: str | Path) -> tuple[Job, ...]:
+    """The jobs of the YAML job file at `path`, expanded over seeds, devices and processors and checked
+    before anything runs (InputError naming the key); a job given twice runs once."""
     path = Path(path)
     top = Section(load_yaml(path), str(path))
     top.string("description")

@@ -19,6 +19,7 @@ from solver_plan.result import Status, relative_gap
 
 
 def run_job(job: Job) -> dict[str, Any]:
+    """The outcome of `job`, by its kind's runner."""
     return RUNNERS[job.kind](job)
 
 
@@ -53,6 +54,8 @@ def job_request(job: Job):
 
 
 def run_config_job(job: Job) -> dict[str, Any]:
+    """The outcome of a per-operator job: `answer_plan` on the job's request, or a generated problem of
+    `solver_plan.suite` answered directly."""
     from solver_plan.suite import is_problem_spec
     if is_problem_spec(job.model):  # a generated problem (solver_plan.suite): no graph, no cluster
         from solver_plan.suite.run import answer_problem
@@ -67,6 +70,7 @@ def run_config_job(job: Job) -> dict[str, Any]:
 
 
 def run_pipeline_job(job: Job) -> dict[str, Any]:
+    """The outcome of a pipeline job: `answer_pipeline` on the job's request."""
     from solver_plan.pipeline.answer import answer_pipeline
     result = answer_pipeline(job_request(job)).result
     plan = result.to_dict()
@@ -91,6 +95,7 @@ def hybrid_job(job: Job):
 
 
 def run_hybrid_job(job: Job) -> dict[str, Any]:
+    """The outcome of a hybrid job: `answer_hybrid` on the job's request."""
     _, o = hybrid_job(job)
     return outcome(o["status"], o["objective_s"], o["lower_bound_s"], o["runtime_s"], o["plan"],
                    error=planner_error(o["status"], o["notes"]), solver_failure=o.get("solver_failure"))

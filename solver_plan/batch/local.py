@@ -75,6 +75,8 @@ class _Running:
 
 
 class LocalExecutor:
+    """Runs jobs in up to `workers` child processes at a time, each in its own process group, killed at
+    its time limit plus grace."""
     name = "local"
 
     def __init__(self, workers: int = 1, work: Work = run_job):
@@ -87,6 +89,8 @@ class LocalExecutor:
         self.context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
 
     def run(self, jobs: Sequence[Job], on_start: OnStart, on_done: OnDone) -> None:
+        """Run every job, calling `on_start(job)` as each starts and `on_done(job, outcome, wall_s)` as
+        it ends; children still running when this returns or raises are killed."""
         pending = deque(jobs)
         running: dict[Any, _Running] = {}
         try:

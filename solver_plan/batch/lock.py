@@ -68,6 +68,7 @@ class BatchLock:
         self._fd: int | None = None
 
     def read_holder(self) -> dict:
+        """What the lock file says about its holder (pid, host, start, command); {} if unreadable."""
         try:
             data = json.loads(self.path.read_text() or "{}")
         except (OSError, ValueError):
@@ -75,6 +76,8 @@ class BatchLock:
         return data if isinstance(data, dict) else {}
 
     def acquire(self) -> "BatchLock":
+        """Take the folder's lock (FolderBusy, or wait, while another batch holds it) and record this
+        process as the holder."""
         import fcntl
 
         self.folder.mkdir(parents=True, exist_ok=True)
@@ -112,6 +115,7 @@ class BatchLock:
                   file=self.stream)
 
     def release(self) -> None:
+        """Clear the holder and release the lock; does nothing when not held."""
         if self._fd is None:
             return
         import fcntl

@@ -11,6 +11,9 @@ BAR_WIDTH = 24
 
 
 class Progress:
+    """The batch's progress bar on `stream`: redrawn in place on a terminal, one line per finished job
+    otherwise; nothing when not `enabled`."""
+
     def __init__(self, total: int, skipped: int, stream: TextIO | None = None, enabled: bool = True):
         self.total = total
         self.skipped = skipped
@@ -21,11 +24,13 @@ class Progress:
         self.started = time.monotonic()
 
     def job_started(self) -> None:
+        """Count a job as running."""
         self.running += 1
         if self.interactive:
             self._draw("")
 
     def job_finished(self, label: str, status: str, killed: bool) -> None:
+        """Count a job as finished with `status` (and killed or not), and show it."""
         self.running -= 1
         self.done += 1
         self.failed += status == "ERROR"
@@ -33,6 +38,7 @@ class Progress:
         self._draw(f"{label}: {status}{' (killed)' if killed else ''}")
 
     def line(self) -> str:
+        """The bar: jobs finished of the total, skipped, failed, killed, running, and the ETA."""
         finished = self.skipped + self.done
         filled = round(BAR_WIDTH * finished / self.total) if self.total else BAR_WIDTH
         counts = f"{finished}/{self.total} done"
@@ -43,6 +49,7 @@ class Progress:
         return f"[{'#' * filled}{'.' * (BAR_WIDTH - filled)}] {counts} | running {self.running} | ETA {self.eta()}"
 
     def eta(self) -> str:
+        """Time left at the mean time per job run so far ("?" before the first finishes)."""
         remaining = self.total - self.skipped - self.done
         if remaining == 0:
             return "0s"
@@ -52,6 +59,7 @@ class Progress:
         return clock(elapsed / self.done * remaining)
 
     def close(self) -> None:
+        """End the bar's line on a terminal."""
         if self.interactive:
             self.stream.write("\n")
             self.stream.flush()

@@ -29,6 +29,7 @@ def run_on_node(work: Work, job: Job) -> dict[str, Any]:
 
 
 def import_ray():
+    """The `ray` module, or InputError saying how to install it."""
     try:
         import ray
     except ImportError:
@@ -38,6 +39,8 @@ def import_ray():
 
 
 class RayExecutor:
+    """Runs jobs as Ray tasks, up to `workers` at a time, each through the local executor on its node (so
+    each keeps its own process group and time limit)."""
     name = "ray"
 
     def __init__(self, workers: int = 1, work: Work = run_job, address: str | None = None):
@@ -47,6 +50,8 @@ class RayExecutor:
         self.address = address
 
     def run(self, jobs: Sequence[Job], on_start: OnStart, on_done: OnDone) -> None:
+        """Run every job, calling `on_start` and `on_done` as `LocalExecutor.run` does; Ray is started
+        here (and shut down after) unless it already runs."""
         ray = self.ray
         started_here = not ray.is_initialized()
         if started_here:

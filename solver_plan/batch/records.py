@@ -46,6 +46,8 @@ def record_envelope(job: Job, outcome: dict[str, Any]) -> Envelope:
 
 
 def build_record(job: Job, outcome: dict[str, Any], wall_s: float) -> dict[str, Any]:
+    """The sealed record of `job`: its inputs and outcome in the result envelope, timestamped, with its
+    checksum."""
     record = with_envelope(record_envelope(job, outcome), {
         "schema": SCHEMA, "version": VERSION, "key": job.key, "job": job.describe(), "inputs": job.inputs()})
     record.update({name: outcome.get(name) for name in OUTCOME_FIELDS})
@@ -58,6 +60,7 @@ def build_record(job: Job, outcome: dict[str, Any], wall_s: float) -> dict[str, 
 
 
 def checksum(record: dict[str, Any]) -> str:
+    """SHA-256 of the record's canonical JSON without its checksum field."""
     content = {name: value for name, value in record.items() if name != "checksum"}
     return hashlib.sha256(canonical_json(content).encode()).hexdigest()
 

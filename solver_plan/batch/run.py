@@ -25,6 +25,7 @@ EXECUTORS = ("local", "ray")
 
 @dataclass(frozen=True)
 class BatchSummary:
+    """What a batch did: jobs in all, skipped, run, failed, killed and invalid records redone."""
     folder: Path
     total: int
     skipped: int  # had a trusted record already
@@ -34,12 +35,15 @@ class BatchSummary:
     invalid: int  # record files found invalid and redone
 
     def describe(self) -> str:
+        """The summary printed at the end of a batch."""
         return (f"{self.total} jobs: {self.skipped} already recorded, {self.ran} run "
                 f"({self.failed} failed, {self.killed} killed at their time limit); "
                 f"{self.invalid} invalid records redone; records in {self.folder}")
 
 
 def make_executor(name: str, workers: int, work: Work = run_job, ray_address: str | None = None):
+    """The executor named `name` ("local" or "ray") with `workers` jobs at a time; InputError otherwise.
+    """
     if workers < 1:
         raise InputError(f"must be at least 1, got {workers}", "--workers")
     if name == "local":
@@ -67,6 +71,8 @@ def pending_jobs(jobs: Sequence[Job], store: RecordStore, retry_failed: bool = F
 
 def run_batch(jobs: Sequence[Job], folder: str | Path, executor, *, retry_failed: bool = False,
               progress: bool = True, stream: TextIO | None = None) -> BatchSummary:
+    """Run the jobs without a trusted record in `folder` on `executor`, writing each record as the job
+    ends; the summary."""
     store = RecordStore(folder)
     stream = stream or sys.stderr
     pending, invalid = pending_jobs(jobs, store, retry_failed, stream)

@@ -27,6 +27,7 @@ OPTION_SCALARS = (str, int, float, bool)
 
 @dataclass(frozen=True)
 class Settings:
+    """The planner settings a job file entry sets or inherits (defaults -> job -> planner entry)."""
     seeds: tuple[int, ...] = (0,)
     devices: tuple[int | None, ...] = (None,)
     processors: tuple[int | None, ...] = (None,)
@@ -42,6 +43,7 @@ class Settings:
 
 
 def reject_foreign_keys(section: Section, kind: str) -> None:
+    """InputError when `section` sets a key that jobs of `kind` do not take."""
     for key, kinds in KIND_ONLY_KEYS.items():
         if kind not in kinds and section.has(key):
             raise InputError(f"only {' and '.join(kinds)} jobs take {key!r}; this job's kind is {kind!r}",

@@ -17,11 +17,14 @@ from solver_plan.files import write_json_atomic
 
 
 class RecordStore:
+    """The record folder of a batch: one JSON file per job, checked on every read."""
+
     def __init__(self, folder: str | Path, where: str = "--out"):
         self.folder = Path(folder)
         check_writable(self.folder, where)
 
     def path(self, job: Job) -> Path:
+        """Where the record of `job` lives."""
         return self.folder / job.record_name()
 
     def load(self, job: Job) -> tuple[dict[str, Any] | None, str | None]:
@@ -36,6 +39,7 @@ class RecordStore:
             return None, str(exc)
 
     def write(self, record: dict[str, Any], job: Job) -> Path:
+        """Write `record` for `job` atomically; its path."""
         path = self.path(job)
         write_json_atomic(path, record)
         return path

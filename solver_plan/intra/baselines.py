@@ -38,12 +38,16 @@ def _fixed_plan(problem: ConfigProblem, planner: str, wanted_per_node) -> Config
 
 def plan_data_parallel(problem: ConfigProblem, *, deadline=None, seed: int = 0, warm_start=None,
                        **options) -> ConfigResult:
+    """Baseline: every operator on its widest sample (batch) split over all devices; INFEASIBLE with the
+    device and shortfall when that breaks the memory limit."""
     wanted = [_widest_sample_split(cands) for cands in problem.candidates]
     return _fixed_plan(problem, "data-parallel", wanted)
 
 
 def plan_single_device(problem: ConfigProblem, *, deadline=None, seed: int = 0, warm_start=None,
                        **options) -> ConfigResult:
+    """Baseline: every operator on one device; INFEASIBLE with the shortfall when that breaks the memory
+    limit."""
     wanted = [_single_device(cands) for cands in problem.candidates]
     return _fixed_plan(problem, "single-device", wanted)
 

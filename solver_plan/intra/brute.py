@@ -68,5 +68,7 @@ def _brute_core(problem: ConfigProblem, context: Context) -> Answer:
 
 
 def plan_brute(problem: ConfigProblem, *, deadline: Deadline | None = None, seed=0, warm_start=None, **options):
+    """Planner "brute": exhaustive enumeration, the test oracle for tiny problems (ERROR above
+    `max_plans`)."""
     return run_planner("brute", problem, _brute_core, exact=False, deadline=deadline, seed=seed,
                        warm_start=warm_start, options=options)

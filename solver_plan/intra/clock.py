@@ -40,6 +40,7 @@ class PhaseTimes:
 
     @contextmanager
     def phase(self, label: str):
+        """Context manager adding the wall-clock seconds of its block to phase `label`."""
         started = time.perf_counter()
         try:
             yield
@@ -47,4 +48,5 @@ class PhaseTimes:
             self.seconds[label] = self.seconds.get(label, 0.0) + time.perf_counter() - started
 
     def note(self) -> str:
+        """The note for the result: "time: label 0.41 s, ..." in the order phases first ran."""
         return "time: " + ", ".join(f"{label} {seconds:.2f} s" for label, seconds in self.seconds.items())

@@ -66,5 +66,6 @@ def _solve(problem: ConfigProblem, incumbent, context: Context) -> Answer:
 
 
 def plan_cpsat(problem: ConfigProblem, *, deadline: Deadline | None = None, seed=0, warm_start=None, **options):
+    """Planner "cpsat": the one-hot model solved by OR-Tools CP-SAT (options: lagrangian, workers)."""
     return run_planner("cpsat", problem, _cpsat_core, exact=True, deadline=deadline, seed=seed,
                        warm_start=warm_start, options=options)

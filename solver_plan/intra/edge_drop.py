@@ -50,5 +50,7 @@ def _edge_drop_core(problem: ConfigProblem, context: Context) -> Answer:
 
 
 def plan_edge_drop(problem: ConfigProblem, *, deadline: Deadline | None = None, seed=0, warm_start=None, **options):
+    """Planner "edge-drop": the edge-dropping relaxation's plan, repaired and improved, with its proven
+    bound."""
     return run_planner("edge-drop", problem, _edge_drop_core, exact=False, deadline=deadline, seed=seed,
                        warm_start=warm_start, options=options)

@@ -59,5 +59,7 @@ def _component_count(problem: ConfigProblem) -> int:
 
 
 def plan_elimination(problem: ConfigProblem, *, deadline: Deadline | None = None, seed=0, warm_start=None, **options):
+    """Planner "elimination": DeePa node and edge elimination, exact on series-parallel graphs (DeePa,
+    ../shared/papers/deepa-layerwise-parallelism.md)."""
     return run_planner("elimination", problem, _elimination_core, exact=True, deadline=deadline, seed=seed,
                        warm_start=warm_start, options=options)

@@ -24,6 +24,8 @@ MAX_PADDED_ENTRIES = 40_000_000  # nodes x widest^2 floats of the stacked matric
 
 @dataclass(frozen=True, eq=False)
 class ForestSolution:
+    """What the forest DP found: the forest problem's optimum (a lower bound), a plan and min-marginals.
+    """
     value: float  # the forest problem's optimum (a lower bound for the problem)
     plan: tuple[int, ...]  # an optimal plan of the forest problem
     min_marginals: tuple[np.ndarray, ...]  # per node, per candidate: least value with that choice (or ())

@@ -23,5 +23,6 @@ def _greedy_core(problem: ConfigProblem, context: Context) -> Answer:
 
 
 def plan_greedy(problem: ConfigProblem, *, deadline: Deadline | None = None, seed=0, warm_start=None, **options):
+    """Planner "greedy": the best memory-fitting SMSG greedy plan (option refine, default on)."""
     return run_planner("greedy", problem, _greedy_core, exact=False, deadline=deadline, seed=seed,
                        warm_start=warm_start, options=options)

@@ -52,6 +52,7 @@ def cost_breakdown(problem: ConfigProblem, assignment) -> dict[str, float]:
 
 
 def cost_breakdown_note(problem: ConfigProblem, assignment) -> str:
+    """The note splitting a plan's sum objective into operator and redistribution seconds."""
     parts = cost_breakdown(problem, assignment)
     return (f"cost breakdown: operators {format_seconds(parts['operators_s'])} + "
             f"redistribution {format_seconds(parts['redistribution_s'])}")

@@ -86,11 +86,15 @@ def _read_exactly(fd: int, size: int, ends: float | None) -> bytes:
 
 
 def send_message(fd: int, message, ends: float | None = None) -> None:
+    """Write one framed (magic word, length, pickle) message to `fd`, by the monotonic time `ends` if
+    given."""
     payload = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
     _write_all(fd, _HEADER.pack(_MAGIC, len(payload)) + payload, ends)
 
 
 def receive_message(fd: int, ends: float | None = None):
+    """Read one framed message from `fd` by the monotonic time `ends` if given; `SolverFailure` when the
+    channel holds anything but a message."""
     magic, size = _HEADER.unpack(_read_exactly(fd, _HEADER.size, ends))
     if magic != _MAGIC:
         raise SolverFailure(f"the solver process wrote {magic!r} on its channel, not a message")

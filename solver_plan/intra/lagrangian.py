@@ -40,6 +40,7 @@ CLOSED_GAP = 1e-7  # relative: a bound this close to a known plan's cost ends th
 
 @dataclass(frozen=True, eq=False)
 class LagrangianBound:
+    """The Lagrangian dual's outcome: a proven bound, per-candidate bounds for fixing, and plans met."""
     bound: float  # no memory-feasible plan costs less
     multipliers: np.ndarray  # per device, seconds per memory limit
     candidate_bounds: tuple[np.ndarray, ...]  # per node and candidate: no feasible plan using it costs less
@@ -49,6 +50,7 @@ class LagrangianBound:
 
     @property
     def num_candidates(self) -> int:
+        """Candidates of the problem (all of them, open or not)."""
         return sum(len(b) for b in self.candidate_bounds)
 
     def open_candidates(self, upper_bound: float, keep=None) -> tuple[np.ndarray, ...]:

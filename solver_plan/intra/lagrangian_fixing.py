@@ -38,6 +38,8 @@ IMPROVED_PLANS = 4  # fitting minimisers improved by local search (each a pass o
 
 @dataclass(frozen=True, eq=False)
 class Restriction:
+    """The problem restricted to the candidates the Lagrangian multipliers leave open, with the incumbent
+    that justified the restriction and the bounds to carry a result back to the whole problem."""
     problem: ConfigProblem  # the problem on the open candidates
     choices: tuple[np.ndarray, ...]  # per node, the original index of each open candidate
     incumbent: tuple[int, ...] | None  # best plan known (original indices), fits memory
@@ -48,6 +50,7 @@ class Restriction:
 
     @property
     def note(self) -> str:
+        """What the Lagrangian did and how many candidates it left open."""
         return f"{self.base_note}, {self.open_count()} of {self.relaxation.num_candidates} candidates left open"
 
     @property
@@ -56,9 +59,12 @@ class Restriction:
         return self.relaxation.bound
 
     def encode(self, plan) -> tuple[int, ...]:
+        """A plan in original candidate indices as one of the restricted problem (each choice must be
+        open)."""
         return tuple(int(np.flatnonzero(self.choices[node] == choice)[0]) for node, choice in enumerate(plan))
 
     def decode(self, plan) -> tuple[int, ...]:
+        """A plan of the restricted problem in original candidate indices."""
         return tuple(int(self.choices[node][choice]) for node, choice in enumerate(plan))
 
     def problem_bound(self, restricted_bound: float | None) -> float:
@@ -67,6 +73,7 @@ class Restriction:
         return max(self.bound, inner)
 
     def open_count(self) -> int:
+        """Candidates left open, over all nodes."""
         return sum(len(c) for c in self.choices)
 
     def widen(self, problem: ConfigProblem, answer):

@@ -39,10 +39,12 @@ class LinearModel:
 
     @property
     def num_columns(self) -> int:
+        """Variables (columns) of the model."""
         return len(self.cost)
 
     @property
     def num_rows(self) -> int:
+        """Constraints (rows) of the model."""
         return len(self.row_lower)
 
 
@@ -80,6 +82,7 @@ class _Rows:
 
 
 def node_offsets(problem: ConfigProblem) -> np.ndarray:
+    """First one-hot column of each node, plus the total: node i owns columns [off[i], off[i+1])."""
     return np.concatenate([[0], np.cumsum([len(c) for c in problem.node_costs])]).astype(np.int64)
 
 
@@ -239,6 +242,7 @@ def decode(model: LinearModel, x_values: np.ndarray) -> tuple[int, ...]:
 
 
 def is_integral(model: LinearModel, x_values: np.ndarray, tolerance: float = 1e-6) -> bool:
+    """Whether the decoded (x) columns of a solution are all within `tolerance` of 0 or 1."""
     head = x_values[: model.num_decode_columns]
     return bool(np.all(np.minimum(np.abs(head), np.abs(1 - head)) <= tolerance))
 

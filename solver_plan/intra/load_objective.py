@@ -71,14 +71,17 @@ class LoadBreakdown:
 
     @property
     def busiest(self) -> float:
+        """Device time of the busiest device (max_d busy_d)."""
         return float(self.device_busy.max()) if len(self.device_busy) else 0.0
 
     @property
     def most_moved(self) -> float:
+        """Redistribution time charged to the most charged device's links (max_d moved_d)."""
         return float(self.moved.max()) if self.moved is not None and len(self.moved) else 0.0
 
     @property
     def busiest_link(self) -> float:
+        """Gradient sync on the busiest device's links (max_d sync_d)."""
         return float(self.link_busy.max()) if self.link_busy is not None and len(self.link_busy) else 0.0
 
     @property
@@ -90,14 +93,17 @@ class LoadBreakdown:
 
     @property
     def makespan(self) -> float:
+        """The step-time estimate: the largest of the makespan lower bounds (see the module text)."""
         return max(self.busiest, self.most_moved, self.busiest_link, self.critical_path, self.sync_tail,
                    self.device_tail, self.busy_then_sync)
 
     @property
     def objective(self) -> float:
+        """The load objective: makespan plus SUM_WEIGHT times the sum objective (the tie-break)."""
         return self.makespan + SUM_WEIGHT * self.total
 
     def describe(self) -> str:
+        """One line naming the objective and each of its terms, in seconds."""
         bulk = f"busy then owner sync {self.busy_then_sync:.6g} s, " if self.bulk else ""
         return (f"load objective {self.objective:.6g} s: busiest device {self.busiest:.6g} s, {bulk}"
                 f"most moved {self.most_moved:.6g} s, "
@@ -153,6 +159,8 @@ class EdgeSplit:
 
     @property
     def bulk(self) -> bool:
+        """Whether gradient sync goes through parameter owners after the backward pass (`sync_devices`
+        set)."""
         return self.sync_devices is not None
 
     def sync_on(self, problem: ConfigProblem, node: int, choice: int) -> np.ndarray:
@@ -358,6 +366,7 @@ def _per_device(num_devices: int, devices: list, amounts: list) -> np.ndarray:
 
 
 def load_objective(problem: ConfigProblem, assignment) -> float:
+    """The load objective of a plan (seconds): `load_breakdown(problem, assignment).objective`."""
     return load_breakdown(problem, assignment).objective
 
 

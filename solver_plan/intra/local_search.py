@@ -11,6 +11,9 @@ MAX_PASSES = 20
 
 
 def improve(problem: ConfigProblem, assignment, deadline: Deadline | None = None, max_passes: int = MAX_PASSES):
+    """A plan no worse than `assignment`: each node in turn takes its cheapest candidate given its
+    neighbours, within memory, for up to `max_passes` passes or until no single change helps or the
+    deadline expires."""
     plan = list(assignment)
     adjacency = problem.neighbours()
     memory = MemoryTracker(problem, plan)

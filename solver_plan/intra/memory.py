@@ -23,12 +23,15 @@ EXACT_DIAGNOSIS_MIN_S = 2.0  # below this, a closed-form bound above the limit e
 
 @dataclass(frozen=True)
 class PeakMemory:
+    """The least memory any plan puts on its busiest device (exact or a lower bound), with a plan if
+    found."""
     lower_bound: float  # no plan puts less than this on its busiest device
     exact: bool  # lower_bound is attained by `assignment`
     assignment: tuple[int, ...] | None = None  # a plan with the least peak found (None if none)
     peak: float | None = None  # busiest-device memory of `assignment`
 
     def describe(self, limit: float | None) -> str:
+        """The diagnosis line given with INFEASIBLE, compared with `limit` when given."""
         how = "exactly" if self.exact else "lower bound"
         text = f"least possible memory on the busiest device: {format_bytes(self.lower_bound)} ({how})"
         return text if limit is None else f"{text} vs limit {format_bytes(limit)}"

@@ -47,9 +47,12 @@ class MemoryTracker:
 
     @property
     def active(self) -> bool:
+        """Whether there is a memory limit to track (without one every call is a no-op)."""
         return self.limit is not None
 
     def place(self, node: int, choice: int, undecided: bool = False) -> None:
+        """Charge `node` at candidate `choice` to its devices; `undecided` releases the least memory
+        reserved for the node while it was undecided."""
         if self.limit is None:
             return
         if undecided:
@@ -57,6 +60,7 @@ class MemoryTracker:
         self.used[self.problem.device_arrays[node][choice]] += self.problem.node_memory[node][choice]
 
     def remove(self, node: int, choice: int) -> None:
+        """Release the memory of `node` at candidate `choice` from its devices."""
         if self.limit is not None:
             self.used[self.problem.device_arrays[node][choice]] -= self.problem.node_memory[node][choice]
 
@@ -82,5 +86,6 @@ class MemoryTracker:
         return bool(fits)
 
     def change(self, node: int, old: int, new: int) -> None:
+        """Move `node` from candidate `old` to candidate `new`."""
         self.remove(node, old)
         self.place(node, new)

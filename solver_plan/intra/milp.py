@@ -133,5 +133,7 @@ def _solve_model(problem: ConfigProblem, incumbent, deadline, context: Context, 
 
 
 def plan_milp(problem: ConfigProblem, *, deadline: Deadline | None = None, seed=0, warm_start=None, **options):
+    """Planner "milp", the per-operator default: the one-hot MILP on HiGHS or CBC (options: backend,
+    lagrangian, relax_first)."""
     return run_planner("milp", problem, _milp_core, exact=True, deadline=deadline, seed=seed,
                        warm_start=warm_start, options=options)

@@ -15,16 +15,20 @@ from solver_plan.intra.problem import ConfigProblem
 
 @dataclass(frozen=True, eq=False)
 class NormalForm:
+    """Node costs with the edge row and column minima moved in, and the non-zero edge residuals."""
     node_costs: tuple[np.ndarray, ...]  # original node costs plus the moved edge rows/columns
     edges: tuple[tuple[int, int], ...]  # edges whose residual is not all zero
     residuals: tuple[np.ndarray, ...]  # residual matrix of each kept edge, >= 0
 
     @property
     def num_edge_terms(self) -> int:
+        """Entries of the kept residual matrices (the edge variables an exact model needs)."""
         return sum(r.size for r in self.residuals)
 
 
 def normal_form(problem: ConfigProblem, tolerance: float = 0.0) -> NormalForm:
+    """Write each edge matrix as a[k] + b[l] + R[k, l] and move a, b into the node costs; keep only edges
+    whose residual exceeds `tolerance`. Every plan keeps its cost (tolerance 0)."""
     costs = [np.asarray(c, dtype=float).copy() for c in problem.node_costs]
     kept_edges, residuals = [], []
     for (u, v), matrix in zip(problem.edges, problem.edge_costs):

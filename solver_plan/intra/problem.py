@@ -26,6 +26,10 @@ _DEVICE_ARRAYS: dict[int, tuple] = {}  # id(node_devices) -> (node_devices, arra
 
 @dataclass(frozen=True, eq=False)
 class ConfigProblem:
+    """The per-operator configuration problem: choose one candidate per node to minimise node plus edge
+    costs (seconds), each device's memory within `memory_limit`. Arrays only, so every solver and
+    heuristic reads the same thing; built from a graph and cluster by
+    `intra.build.build_config_problem`."""
     names: tuple[str, ...]
     candidates: tuple[tuple[ParallelConfig, ...], ...]
     node_costs: tuple[np.ndarray, ...]  # (k_i,) seconds
@@ -69,13 +73,16 @@ class ConfigProblem:
     # --- sizes -----------------------------------------------------------------------------
     @property
     def num_nodes(self) -> int:
+        """Nodes (operators, or groups of operators) of the problem."""
         return len(self.names)
 
     @property
     def num_candidates(self) -> int:
+        """Candidates over all nodes."""
         return sum(len(c) for c in self.node_costs)
 
     def with_memory_limit(self, memory_limit: float | None) -> "ConfigProblem":
+        """The same problem under another memory limit (bytes per device; None: unlimited)."""
         from dataclasses import replace
         return replace(self, memory_limit=memory_limit)
 
@@ -87,6 +94,8 @@ class ConfigProblem:
         return operators, edges
 
     def objective(self, assignment) -> float:
+        """The sum objective of a plan: operator plus redistribution seconds. It cannot see overlap, so
+        it is not a step time (see load_objective)."""
         return sum(self.breakdown(assignment))
 
     @functools.cached_property
@@ -163,6 +172,7 @@ class ConfigProblem:
         return np.bincount(used, weights=amounts, minlength=self.num_devices).astype(float)
 
     def memory_ok(self, assignment, tolerance: float = 1e-6) -> bool:
+        """Whether no device holds more than the memory limit (relative `tolerance`) under the plan."""
         if self.memory_limit is None:
             return True
         return bool(self.device_memory(assignment).max() <= self.memory_limit * (1 + tolerance))

@@ -21,6 +21,9 @@ _muted = 0  # > 0 while plans may break constraints (e.g. the memory-free pre-so
 
 
 class Progress:
+    """The progress reporter of one solve: a context manager whose daemon thread prints `line()` every
+    `every_s` seconds while it runs; planners feed it through `report`."""
+
     def __init__(self, label: str = "solving", stream=None, every_s: float = PROGRESS_EVERY_S,
                  enabled: bool = True):
         self.label, self.stream, self.every_s, self.enabled = label, stream or sys.stderr, every_s, enabled
@@ -32,12 +35,14 @@ class Progress:
         self._thread = threading.Thread(target=self._run, name="solver-plan-progress", daemon=True)
 
     def update(self, incumbent: float | None = None, bound: float | None = None) -> None:
+        """Keep the best (least) incumbent and the best (largest) bound reported so far."""
         if incumbent is not None and (self.incumbent is None or incumbent < self.incumbent):
             self.incumbent = float(incumbent)
         if bound is not None and (self.bound is None or bound > self.bound):
             self.bound = float(bound)
 
     def line(self) -> str:
+        """The progress line: elapsed seconds, best plan's objective and best bound so far."""
         best = "-" if self.incumbent is None else format_seconds(self.incumbent)
         bound = "-" if self.bound is None else format_seconds(min(self.bound, self.incumbent or self.bound))
         return (f"{self.label}: {time.perf_counter() - self.started:.0f} s elapsed, "

@@ -25,6 +25,8 @@ DIFFUSION_SHARE = 0.3  # of the remaining time, so exact solvers keep most of it
 
 @dataclass(frozen=True)
 class Relaxation:
+    """A proven lower bound, a plan for the original problem and how many edges were dropped to get them.
+    """
     lower_bound: float
     assignment: tuple[int, ...]  # a plan for the original problem (memory not checked)
     dropped_edges: int

@@ -83,6 +83,7 @@ class Simplified:
 
     @property
     def removed_candidates(self) -> int:
+        """Candidates dropped as dominated (folded nodes keep theirs)."""
         return self.original.num_candidates - sum(len(c) for c in self.choices)
 
     def decode(self, assignment) -> tuple[int, ...]:
@@ -108,6 +109,7 @@ class Simplified:
         return tuple(reduced)
 
     def describe(self) -> str:
+        """One line: nodes / edges / candidates before and after simplification."""
         return (f"simplified {self.original.num_nodes} nodes / {len(self.original.edges)} edges / "
                 f"{self.original.num_candidates} candidates to {self.problem.num_nodes} / "
                 f"{len(self.problem.edges)} / {self.problem.num_candidates}")

@@ -14,6 +14,8 @@ from solver_plan.result import ConfigResult, Status
 
 
 def check_request(problem: ConfigProblem, deadline: Deadline | None) -> None:
+    """Reject what no planner can answer: a deadline that is not a `Deadline` (TypeError) or a
+    non-positive memory limit (InputError)."""
     if deadline is not None and not isinstance(deadline, Deadline):
         raise TypeError(f"solve takes a Deadline (solver_plan.deadline.time_budget), not {deadline!r}")
     limit = problem.memory_limit

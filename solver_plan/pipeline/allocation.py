@@ -16,25 +16,31 @@ from solver_plan.result import Status, relative_gap
 
 @dataclass(frozen=True)
 class Stage:
+    """Layers `first`..`last` (inclusive, 0-based) of the chain on processor `processor`."""
     first: int
     last: int
     processor: int
 
     def layers(self) -> range:
+        """The stage's layer indices."""
         return range(self.first, self.last + 1)
 
 
 def link_name(p: int, q: int) -> str:
+    """The resource name of the link between processors p and q ("L0-2", either order)."""
     a, b = sorted((p, q))
     return f"L{a}-{b}"
 
 
 def processor_name(p: int) -> str:
+    """The resource name of processor p ("P2")."""
     return f"P{p}"
 
 
 @dataclass(frozen=True)
 class Allocation:
+    """A partition of the chain into stages, in chain order, each on a processor (see the module text).
+    """
     stages: tuple[Stage, ...]
 
     def __post_init__(self):
@@ -56,6 +62,7 @@ class Allocation:
         return Allocation(tuple(stages))
 
     def check(self, problem: ChainProblem) -> None:
+        """InputError unless the stages cover every layer of `problem` on its processors."""
         if self.stages[-1].last != problem.layers - 1:
             raise InputError(f"allocation covers {self.stages[-1].last + 1} of {problem.layers} layers", "allocation")
         if max(s.processor for s in self.stages) >= problem.processors:
@@ -64,6 +71,7 @@ class Allocation:
 
     @property
     def processors_used(self) -> tuple[int, ...]:
+        """The processors holding at least one stage, in increasing order."""
         return tuple(sorted({s.processor for s in self.stages}))
 
     @property
@@ -76,12 +84,14 @@ class Allocation:
         return [i for i in range(len(self.stages) - 1) if self.stages[i].processor != self.stages[i + 1].processor]
 
     def processor_loads(self, problem: ChainProblem) -> dict[int, float]:
+        """Forward plus backward seconds per processor, for one batch."""
         loads: dict[int, float] = {}
         for s in self.stages:
             loads[s.processor] = loads.get(s.processor, 0.0) + problem.load(s.first, s.last)
         return loads
 
     def link_loads(self, problem: ChainProblem) -> dict[str, float]:
+        """Seconds per link for one batch: C(i) = 2 a_i / beta for every cut between processors."""
         loads: dict[str, float] = {}
         for i in self.crossings():
             name = link_name(self.stages[i].processor, self.stages[i + 1].processor)
@@ -112,6 +122,8 @@ class Allocation:
         return memory
 
     def to_dict(self, problem: ChainProblem | None = None) -> list[dict]:
+        """The stages as JSON rows (first, last layer and processor), with layer names and load when
+        `problem` is given."""
         rows = []
         for s in self.stages:
             row = {"first_layer": s.first, "last_layer": s.last, "processor": s.processor}
@@ -139,4 +151,5 @@ class AllocationResult:
 
     @property
     def gap(self) -> float | None:
+        """Relative gap between the planner's period estimate and its lower bound (None without both)."""
         return relative_gap(self.period_s, self.lower_bound_s)

@@ -10,7 +10,7 @@ import json
 import time
 from dataclasses import dataclass, field, replace
 
-from solver_plan.deadline import MIN_LIMIT_S, Deadline
+from solver_plan.deadline import MIN_LIMIT_S, Deadline, time_budget
 from solver_plan.errors import InputError, check_positive
 from solver_plan.planners import get_planner
 from solver_plan.pipeline.chain import coarsen
@@ -41,6 +41,8 @@ SCHEMA_VERSION = 1  # pipeline JSON (docs/schemas/pipeline.v1.schema.json); file
 
 @dataclass(frozen=True)
 class PipelineResult:
+    """The answer to a pipeline question: the allocation planner's answer, the chosen scheduler's pattern
+    and its validation; the objective is the validated period (seconds per batch)."""
     problem: ChainProblem
     planner: str
     scheduler: str
@@ -56,14 +58,17 @@ class PipelineResult:
 
     @property
     def valid(self) -> bool:
+        """Whether a pattern was found and passed the validator."""
         return self.validation is not None and self.validation.valid
 
     @property
     def period_s(self) -> float | None:
+        """The validated pattern's period in seconds, None without a valid pattern."""
         return self.pattern.period if self.valid else None
 
     @property
     def gap(self) -> float | None:
+        """Relative gap between the validated period and the lower bound (None without both)."""
         return relative_gap(self.period_s, self.lower_bound_s)
 
     @property
@@ -73,10 +78,13 @@ class PipelineResult:
 
     @property
     def envelope(self) -> Envelope:
+        """The result envelope shared by every kind of answer: kind "pipeline", objective "period"."""
         return Envelope("pipeline", SCHEMA_VERSION, self.status, Objective("period", self.period_s),
                         self.lower_bound_s, self.runtime_s, self.all_notes)
 
     def to_dict(self) -> dict:
+        """The plan's JSON object: the envelope, the problem's sizes and model state, the allocation, the
+        pattern and its validation."""
         problem = self.problem
         out = with_envelope(self.envelope, {
             "version": SCHEMA_VERSION,  # deprecated: schema_version's name before the result envelope
@@ -104,10 +112,13 @@ class PipelineResult:
         return out
 
     def to_json(self) -> str:
+        """`to_dict` as indented JSON with sorted keys."""
         return json.dumps(self.to_dict(), indent=2, sort_keys=True)
 
 
 def schedule_allocation(problem: ChainProblem, allocation: Allocation, scheduler: str, **options) -> ScheduleResult:
+    """Schedule `allocation` with the scheduler registered as `scheduler` (kind "schedule"); InputError
+    for 1F1B* on a non-contiguous allocation."""
     info = get_planner(scheduler, "schedule", "--schedule")
     if scheduler == "1f1b*" and not allocation.is_contiguous:
         raise InputError("1f1b* schedules contiguous allocations only (one stage per processor); "
@@ -146,8 +157,10 @@ def plan_pipeline(problem: ChainProblem, planner: str = "madpipe", schedule: str
     get_planner(schedule, "schedule", "--schedule")  # fail early on a bad name
     check_positive(time_limit, "--time-limit")
     nominal = time_limit if time_limit is not None else (deadline.nominal_left() if deadline is not None else None)
-    if time_limit is not None or deadline is not None:
-        deadline = Deadline(time_limit, parent=deadline)
+    if time_limit is not None:
+        deadline = time_budget(time_limit, within=deadline)
+    elif deadline is not None:
+        deadline = deadline.child()  # a clock of its own within the caller's
     baseline, notes = None, []
     if compare_baseline and (planner, schedule) != BASELINE:
         estimate = baseline_seconds(problem)

@@ -32,6 +32,7 @@ Sizes = Callable[[Operator], tuple[float, float]]
 
 
 def declared_sizes(op: Operator) -> tuple[float, float]:
+    """(parameter bytes, activation bytes) of an operator as its graph declares them."""
     return float(op.param_bytes), float(op.activation_bytes)
 
 
@@ -44,6 +45,7 @@ def _check_values(name: str, field: str, values: Sequence[float], labels: Sequen
 
 @dataclass(frozen=True)
 class LayerChain:
+    """Per-layer times and sizes of a chain to pipeline (see the module text for each field)."""
     name: str
     layer_names: tuple[str, ...]
     forward_s: tuple[float, ...]
@@ -70,6 +72,7 @@ class LayerChain:
         return len(self.layer_names)
 
     def with_notes(self, notes: tuple[str, ...]) -> "LayerChain":
+        """The same chain with `notes` added to how it was made."""
         return replace(self, notes=self.notes + tuple(notes))
 
     @staticmethod

@@ -9,6 +9,7 @@ GANTT_SUFFIXES = (".png", ".svg", ".pdf", ".jpg", ".jpeg")  # formats matplotlib
 
 
 def register_command(subparsers) -> None:
+    """Add the `pipeline` subcommand and its options to the command line's `subparsers`."""
     from solver_plan import cli_options as o
     from solver_plan.requests import DEFAULT_PIPELINE_PLANNER, DEFAULT_SCHEDULE, OPTIMIZERS
     parser = subparsers.add_parser(
@@ -113,6 +114,8 @@ def print_result(result, full=None, kinds: dict[str, str] | None = None) -> None
 
 
 def run(args) -> int:
+    """Run `solver-plan pipeline` on parsed `args`: answer the request, write --out and --gantt, print
+    the plan; the exit status."""
     from solver_plan import cli_options as o
     from solver_plan.deadline import time_budget
     from solver_plan.files import check_output_path, write_text_atomic

@@ -47,6 +47,8 @@ class CutDag:
 
 @dataclass(frozen=True)
 class OrderChoice:
+    """The topological order `best_order` chose, the DP period behind it, the ideals it enumerated and a
+    note."""
     order: tuple[str, ...]
     period_s: float | None  # the DP's period for the chosen chain of ideals (None: base order kept)
     states: int

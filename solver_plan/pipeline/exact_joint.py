@@ -46,6 +46,7 @@ def model_elements(layers: int, processors: int) -> int:
 
 
 def build_seconds(problem: ChainProblem) -> float:
+    """Estimated seconds to build the joint model of `problem`, from its size only (so deterministic)."""
     return model_elements(problem.layers, problem.processors) * BUILD_S_PER_ELEMENT
 
 
@@ -54,6 +55,9 @@ class BuildExpired(Exception):
 
 
 class JointModel:
+    """The CP-SAT model of allocation and schedule together at one period (ticks): processor literals per
+    layer, optional intervals and memory rows with presence literals (see the module text)."""
+
     def __init__(self, problem: ChainProblem, tick: float, period: int, deadline: Deadline | None = None):
         self.problem, self.period = problem, period
         self.deadline = deadline
@@ -197,6 +201,8 @@ class JointModel:
                 m.add(sum(terms) <= limit)
 
     def hint(self, solution) -> None:
+        """Hint the solver with a solution as `solve` gives it (owner per layer, time and shift per
+        operation)."""
         _, owner, times = solution
         m, L = self.model, self.problem.layers
         for i in range(L):
@@ -241,6 +247,7 @@ def _pattern(problem: ChainProblem, tick: float, solution) -> PeriodicPattern:
 
 
 def split_per_layer(allocation: Allocation) -> Allocation:
+    """The same allocation with every layer its own stage (the joint model's view)."""
     return Allocation(tuple(Stage(i, i, s.processor) for s in allocation.stages for i in s.layers()))
 
 
@@ -274,6 +281,9 @@ def _seed_solution(pattern: PeriodicPattern, tick: float, period: int):
 
 def plan(problem: ChainProblem, *, time_limit: float | None = 120.0, seed: int = 0, resolution: int = 200,
          tick: float | None = None, **options) -> AllocationResult:
+    """Planner "exact-joint": the least period over every allocation and schedule by bisection on the
+    joint model, seeded by a heuristic pattern; OPTIMAL only where no duration was rounded to ticks.
+    The `seed` argument is not used (the name is reused for the heuristic pattern)."""
     begin = time.perf_counter()
     L, P = problem.layers, problem.processors
     lower_s = max(problem.total_load / P, max(problem.load(i, i) for i in range(L)))

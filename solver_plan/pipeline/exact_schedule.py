@@ -94,6 +94,7 @@ class PeriodModel:
         return peaks
 
     def hint(self, starts: list[int], shifts: list[int]) -> None:
+        """Hint the solver with known starts and shifts (ticks)."""
         for var, value in zip(self.t, starts):
             self.model.add_hint(var, value)
         for var, value in zip(self.h, shifts):
@@ -130,6 +131,7 @@ def _sequential(ops: PipelineOps, durations: list[int]):
 
 
 def to_pattern(allocation, ops, tick, period, starts, shifts, name) -> PeriodicPattern:
+    """A `PeriodicPattern` in seconds from a solution in ticks."""
     return PeriodicPattern(allocation, ops, period * tick, tuple(s * tick for s in starts), tuple(shifts), name)
 
 

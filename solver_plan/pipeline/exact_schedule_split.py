@@ -50,6 +50,8 @@ def split_seed(unsplit: PeriodicPattern, ops: PipelineOps) -> PeriodicPattern:
 def schedule(problem: ChainProblem, allocation: Allocation, *, weight_share: float = EQUAL_PASSES,
              time_limit: float | None = 60.0, resolution: int = 200, tick: float | None = None,
              **options) -> ScheduleResult:
+    """Scheduler "exact-zb": the least period with each backward split into B and W, seeded by the
+    unsplit exact schedule (never longer than it; see the module text)."""
     begin = time.perf_counter()
     bound = allocation.load_bound(problem)
     short = memory_infeasible(NAME, problem, allocation, bound, begin)  # one batch per stage: as unsplit

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from solver_plan.deadline import Deadline
+from solver_plan.deadline import Deadline, time_budget
 from solver_plan.errors import InputError
 from solver_plan.pipeline.allocation import Allocation, AllocationResult
 from solver_plan.pipeline.minimal_memory import infeasible_result, least_memory_allocation
@@ -40,15 +40,18 @@ SPECIAL_ESTIMATES = {"optimistic": 0, "conservative": 1, "contiguous": None}
 
 @dataclass(frozen=True)
 class Grid:
+    """The discretised levels of the special processor's memory m_P and of the delay V (MadPipe 4.2)."""
     memory: np.ndarray  # m_P levels (bytes)
     delay: np.ndarray  # V levels (seconds)
 
     @property
     def memory_step(self) -> float:
+        """Bytes between two memory levels."""
         return float(self.memory[1] - self.memory[0]) if len(self.memory) > 1 else 1.0
 
     @property
     def delay_step(self) -> float:
+        """Seconds between two delay levels."""
         return float(self.delay[1] - self.delay[0]) if len(self.delay) > 1 else 1.0
 
 
@@ -78,6 +81,10 @@ class _StageTables:
 
 
 class MadPipeDP:
+    """MadPipe-DP (MadPipe section 4.2, ../shared/papers/madpipe-memory-aware-pipelining.md) for one
+    special-processor memory estimate: `solve` fills the value tables for a target period and a
+    candidate period, `allocation` reads an allocation back from them."""
+
     def __init__(self, problem: ChainProblem, memory_levels: int = 11, delay_levels: int = 51,
                  special_estimate: str = "optimistic"):
         if special_estimate not in SPECIAL_ESTIMATES:
@@ -138,6 +145,8 @@ class MadPipeDP:
         return values
 
     def allocation(self, values, target: float, tau: float) -> Allocation | None:
+        """Trace back the allocation behind `values` from the start state (all layers left, no delay, no
+        special memory), or None when no allocation fits period `tau`."""
         L = self.problem.layers
         state = (0, 0, self.normal)  # (v, m, p)
         if not np.isfinite(values[L][state]):
@@ -229,7 +238,7 @@ def plan(problem: ChainProblem, *, time_limit: float | None = None, seed: int = 
     estimate (the special processor charged g batches per stage) and the contiguous one (no special
     processor, every stage charged exactly what 1F1B* keeps, so Proposition 1 schedules it optimally)."""
     begin = time.perf_counter()
-    deadline = options.get("deadline") or (None if time_limit is None else Deadline(time_limit))
+    deadline = options.get("deadline") or (None if time_limit is None else time_budget(time_limit))
     found, infeasible, cut_short = [], None, False
     for estimate in special_estimates:  # ordered from optimistic: each one's infeasible tau holds for the next
         answer = search(problem, iterations, memory_levels, delay_levels, estimate, deadline, infeasible,

@@ -57,6 +57,7 @@ class ModelState:
 
     @property
     def bytes_per_parameter(self) -> float:
+        """Bytes of model state per parameter: the sum of its terms."""
         return float(sum(v for _, v in self.terms))
 
     @property
@@ -66,9 +67,11 @@ class ModelState:
 
     @property
     def rule(self) -> str:
+        """The memory rule's name in plan JSON: "pipedream-3w" or "per-parameter"."""
         return "pipedream-3w" if self.optimizer == "pipedream" else "per-parameter"
 
     def describe(self) -> str:
+        """One line: the precision, optimizer and bytes per parameter, term by term."""
         parts = " + ".join(f"{name} {value:g}" for name, value in self.terms)
         if self.optimizer == "pipedream":
             return (f"PipeDream's rule: 3 x the weights ({self.precision} weights: {self.bytes_per_parameter:g} B "
@@ -76,6 +79,7 @@ class ModelState:
         return f"{self.precision} with {self.optimizer}: {self.bytes_per_parameter:g} B per parameter ({parts})"
 
     def to_dict(self) -> dict:
+        """The model state's fields in plan JSON."""
         return {"precision": self.precision, "optimizer": self.optimizer, "memory_rule": self.rule,
                 "state_bytes_per_parameter": self.bytes_per_parameter,
                 "state_terms": {name: value for name, value in self.terms},

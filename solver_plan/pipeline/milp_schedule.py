@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 import warnings
 
+from solver_plan.deadline import time_budget
 from solver_plan.pipeline import onef1b, solvers
 from solver_plan.pipeline.allocation import Allocation, processor_name
 from solver_plan.pipeline.operations import PipelineOps, pipeline_operations
@@ -84,23 +85,26 @@ def solve_at_period(ops: PipelineOps, period: float, time_limit: float | None, m
 
 def schedule(problem: ChainProblem, allocation: Allocation, *, period: float | None = None,
              time_limit: float | None = 60.0, tolerance: float = 1e-3, **options) -> ScheduleResult:
+    """Scheduler "exact-milp": the least period of `allocation` by bisection on the MILP in real time, to
+    relative `tolerance`; at a fixed `period`, a schedule of that period."""
     begin = time.perf_counter()
+    clock = time_budget(time_limit, within=options.get("deadline"))  # the wall-clock safety net
     ops = pipeline_operations(problem, allocation)
     bound = allocation.load_bound(problem)
     short = memory_infeasible("exact-milp", problem, allocation, bound, begin)
     if short is not None:
         return short
-    deadline = None if time_limit is None else begin + time_limit
     # deterministic work: a node budget per CBC call from the nominal limit (bisection ~ 12 calls)
     nodes = None if time_limit is None else max(MIN_NODES, int(time_limit * NODES_PER_SECOND / 12))
     cut_short = []
 
     def remaining():
-        return None if deadline is None else max(0.05, deadline - time.perf_counter())
+        left = clock.remaining()
+        return None if left is None else max(0.05, left)
 
     def solve(T):
         found = solve_at_period(ops, T, remaining(), nodes)
-        if deadline is not None and time.perf_counter() >= deadline:
+        if clock.expired():
             cut_short.append(T)
         return found
 
@@ -126,7 +130,7 @@ def schedule(problem: ChainProblem, allocation: Allocation, *, period: float | N
     best, low, proven = (high, found), bound, bound
     candidate = bound
     while best[0] - low > tolerance * best[0]:
-        if deadline is not None and time.perf_counter() > deadline:
+        if clock.expired():
             break
         ok, found = solve(candidate)
         if ok:

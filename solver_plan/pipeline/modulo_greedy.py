@@ -40,6 +40,8 @@ def _free(start: float, duration: float, busy: list[tuple[float, float]], period
 
 
 def greedy_pattern(allocation: Allocation, ops: PipelineOps, period: float) -> PeriodicPattern | None:
+    """The greedy modulo pattern of period `period` (not validated), or None when an operation is longer
+    than the period or does not fit."""
     if max(op.duration for op in ops.operations) > period + EPS:
         return None
     preds: dict[int, list[int]] = {}

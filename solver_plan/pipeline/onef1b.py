@@ -94,6 +94,8 @@ def in_flight(problem: ChainProblem, allocation: Allocation, period: float) -> l
 
 
 def peak_memory(problem: ChainProblem, allocation: Allocation, period: float) -> dict[int, float] | None:
+    """Bytes per processor under 1F1B* at period T, or None when some stage or transfer is longer than T.
+    """
     counts = in_flight(problem, allocation, period)
     if counts is None:
         return None
@@ -104,6 +106,8 @@ def peak_memory(problem: ChainProblem, allocation: Allocation, period: float) ->
 
 
 def candidate_periods(problem: ChainProblem, allocation: Allocation) -> list[float]:
+    """The periods at which the 1F1B* grouping can change: loads of runs of consecutive virtual stages,
+    at least the longest one, in increasing order."""
     ops = pipeline_operations(problem, allocation)
     loads = _loads(ops, virtual_stages(ops))
     floor = max(loads)
@@ -135,6 +139,8 @@ def min_period(problem: ChainProblem, allocation: Allocation) -> float | None:
 
 def schedule(problem: ChainProblem, allocation: Allocation, *, period: float | None = None,
              time_limit: float | None = None, **options) -> ScheduleResult:
+    """Scheduler "1f1b*" (MadPipe section 4.1): the grouping pattern at `period`, or at the least period
+    whose memory fits; ERROR on a non-contiguous allocation."""
     begin = time.perf_counter()
     if not allocation.is_contiguous:
         return not_applicable("1f1b*", "1F1B* needs a contiguous allocation (one stage per processor)", begin)

@@ -15,6 +15,7 @@ from solver_plan.pipeline.problem import ChainProblem
 
 @dataclass(frozen=True)
 class Operation:
+    """One operation of a pipeline: a forward, backward or transfer of one stage on one resource."""
     name: str  # F3, B3, CF3, CB3 (stage index)
     kind: str  # "F", "B", "CF", "CB"
     stage: int
@@ -24,6 +25,8 @@ class Operation:
 
 @dataclass(frozen=True)
 class PipelineOps:
+    """The operations of an allocation, their same-batch dependencies and what each stage keeps in
+    memory."""
     operations: tuple[Operation, ...]
     dependencies: tuple[tuple[int, int], ...]  # (before, after) operation indices, same batch
     stage_processor: tuple[int, ...]
@@ -32,12 +35,14 @@ class PipelineOps:
     memory_limit: float
 
     def index(self, name: str) -> int:
+        """Index of the operation named `name` (KeyError if none)."""
         for i, op in enumerate(self.operations):
             if op.name == name:
                 return i
         raise KeyError(name)
 
     def on_resource(self) -> dict[str, list[int]]:
+        """Operation indices per resource name."""
         groups: dict[str, list[int]] = {}
         for i, op in enumerate(self.operations):
             groups.setdefault(op.resource, []).append(i)
@@ -45,9 +50,11 @@ class PipelineOps:
 
     @property
     def static_by_processor(self) -> dict[int, float]:
+        """Bytes of weights and buffers per processor."""
         return dict(self.static)
 
     def resource_loads(self) -> dict[str, float]:
+        """Busy seconds per resource in one period."""
         loads: dict[str, float] = {}
         for op in self.operations:
             loads[op.resource] = loads.get(op.resource, 0.0) + op.duration
@@ -55,6 +62,9 @@ class PipelineOps:
 
 
 def pipeline_operations(problem: ChainProblem, allocation: Allocation) -> PipelineOps:
+    """The operations every periodic schedule of `allocation` must place: F and B per stage, CF and CB
+    per cut between processors, with their dependencies (InputError for an allocation that does not
+    fit `problem`)."""
     allocation.check(problem)
     stages = allocation.stages
     ops: list[Operation] = []

@@ -14,6 +14,8 @@ from solver_plan.pipeline.operations import PipelineOps
 
 @dataclass(frozen=True)
 class PeriodicPattern:
+    """One period of a schedule: start t_o in [0, T) and shift h_o per operation (MadPipe section 3; see
+    the module text)."""
     allocation: Allocation
     ops: PipelineOps
     period: float
@@ -30,10 +32,12 @@ class PeriodicPattern:
             raise InputError(f"period must be positive, got {self.period}", "pattern")
 
     def replace(self, **changes) -> "PeriodicPattern":
+        """A copy with `changes` applied (dataclasses.replace)."""
         from dataclasses import replace
         return replace(self, **changes)
 
     def rows(self) -> list[dict]:
+        """One JSON row per operation: name, kind, stage, resource, start, duration and shift."""
         return [{"name": op.name, "kind": op.kind, "stage": op.stage, "resource": op.resource,
                  "start_s": t, "duration_s": op.duration, "shift": h}
                 for op, t, h in zip(self.ops.operations, self.start, self.shift)]

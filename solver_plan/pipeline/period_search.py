@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 @dataclass
 class SearchOutcome:
+    """The bisection's result: the best feasible period, its solution and the proven bound (ticks)."""
     period: int | None  # best feasible period found (ticks)
     solution: Any
     bound: int  # every period below is infeasible (proven)

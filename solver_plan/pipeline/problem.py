@@ -28,6 +28,8 @@ def _prefix(values) -> tuple[float, ...]:
 
 @dataclass(frozen=True)
 class ChainProblem:
+    """A chain to pipeline on `processors` identical processors of `memory` bytes linked at `bandwidth`,
+    with per-range sums precomputed (see the module text for the memory rule)."""
     chain: LayerChain
     processors: int
     memory: float  # bytes per processor
@@ -57,13 +59,16 @@ class ChainProblem:
     # --- layers ------------------------------------------------------------------------------
     @property
     def layers(self) -> int:
+        """Layers of the chain (L)."""
         return len(self.chain)
 
     @property
     def name(self) -> str:
+        """The chain's (model's) name."""
         return self.chain.name
 
     def with_(self, **changes) -> "ChainProblem":
+        """A copy with `changes` applied (dataclasses.replace)."""
         from dataclasses import replace
         return replace(self, **changes)
 
@@ -86,15 +91,19 @@ class ChainProblem:
         return sums[last + 1] - sums[first]
 
     def load(self, first: int, last: int) -> float:
+        """U(first, last): forward plus backward seconds of layers first..last."""
         return self._range_sum("u", first, last)
 
     def forward_time(self, first: int, last: int) -> float:
+        """Forward seconds of layers first..last."""
         return self._range_sum("uf", first, last)
 
     def backward_time(self, first: int, last: int) -> float:
+        """Backward seconds of layers first..last."""
         return self._range_sum("ub", first, last)
 
     def weights(self, first: int, last: int) -> float:
+        """W(first, last): weight bytes of layers first..last."""
         return self._range_sum("w", first, last)
 
     def state_memory(self, first: int, last: int) -> float:
@@ -145,6 +154,7 @@ class ChainProblem:
 
     @property
     def total_load(self) -> float:
+        """U: forward plus backward seconds of the whole chain."""
         return self.load(0, self.layers - 1)
 
     @property
@@ -155,4 +165,5 @@ class ChainProblem:
 
     @property
     def total_comm(self) -> float:
+        """Sum of C(i) over every cut: the link time of one batch if every cut crossed processors."""
         return sum(self.comm_load(i) for i in range(self.layers - 1))

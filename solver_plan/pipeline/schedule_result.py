@@ -11,6 +11,7 @@ from solver_plan.result import Status, relative_gap
 
 @dataclass(frozen=True)
 class ScheduleResult:
+    """A scheduler's answer for one allocation: status, pattern, period, bound and validation."""
     scheduler: str
     status: Status
     pattern: PeriodicPattern | None = None
@@ -23,10 +24,12 @@ class ScheduleResult:
 
     @property
     def valid(self) -> bool:
+        """Whether a pattern was found and passed the validator."""
         return self.validation is not None and self.validation.valid
 
     @property
     def gap(self) -> float | None:
+        """Relative gap between the period and the lower bound (None without both)."""
         return relative_gap(self.period_s, self.lower_bound_s)
 
 
@@ -42,6 +45,7 @@ def finish(scheduler: str, pattern: PeriodicPattern, lower_bound: float, begin: 
 
 
 def not_applicable(scheduler: str, why: str, begin: float) -> ScheduleResult:
+    """ERROR from `scheduler`, saying `why` it does not apply to the allocation."""
     return ScheduleResult(scheduler, Status.ERROR, runtime_s=time.perf_counter() - begin, notes=(why,))
 
 

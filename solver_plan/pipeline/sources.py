@@ -137,6 +137,8 @@ def chain_from_profile(path, **order) -> LayerChain:
 
 
 def chain_from_blocks(path, blocks: int = 16) -> LayerChain:
+    """A chain of `blocks` identical transformer blocks from a pipeline-blocks JSON (Tf, Tb, Tw in ms,
+    Mparams, Mf in MB; see the module text)."""
     path = Path(path)
     try:
         data = json.loads(read_input_bytes(path, "pipeline-blocks JSON"))

@@ -6,10 +6,12 @@ import math
 
 
 def tick_for(load_bound: float, resolution: int) -> float:
+    """The tick length: the load bound over `resolution` (1 s when the bound is zero)."""
     return load_bound / resolution if load_bound > 0 else 1.0
 
 
 def to_ticks(seconds: float, tick: float) -> int:
+    """Seconds rounded up to whole ticks, so a pattern valid in ticks stays valid in real time."""
     return int(math.ceil(seconds / tick - 1e-9)) if seconds > 0 else 0
 
 

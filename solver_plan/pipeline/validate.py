@@ -22,6 +22,7 @@ REL_TOL = 1e-9
 
 @dataclass(frozen=True)
 class Validation:
+    """What unrolling a pattern showed: valid or not, the measured period, peak memory, violations."""
     valid: bool
     period_s: float  # measured between successive completions of a batch in steady state
     peak_memory: dict[int, float]  # bytes per processor, steady state
@@ -29,6 +30,8 @@ class Validation:
 
 
 def validate(pattern: PeriodicPattern, max_violations: int = 20) -> Validation:
+    """Unroll `pattern` and check it as a plain schedule (bounds, dependencies, resource overlap, memory;
+    see the module text), naming at most `max_violations` violations."""
     ops, period = pattern.ops, pattern.period
     eps = REL_TOL * max(period, 1.0)
     problems: list[str] = []

@@ -7,6 +7,7 @@ from solver_plan.report.compare import DEFAULT_TARGET_GAP
 
 
 def register_command(subparsers) -> None:
+    """Add the `compare` subcommand and its options to the command line's `subparsers`."""
     parser = subparsers.add_parser("compare", help="compare planners over a folder of batch records",
                                    description="Per instance the best proven bound and every planner's gap; "
                                                "a summary with wins, geometric-mean gaps and time to target; "
@@ -22,6 +23,8 @@ def register_command(subparsers) -> None:
 
 
 def run(args) -> int:
+    """Run `solver-plan compare DIR` on parsed `args`: write the report beside its CSV, JSONL and plots
+    and print the summary; the exit status."""
     from pathlib import Path
 
     from solver_plan.errors import InputError

@@ -44,6 +44,8 @@ REFERENCE_PREFIX = "reference-"
 
 @dataclass(frozen=True)
 class Entry:
+    """One run judged on its instance: gap to the reference, ratio to the best objective, win, target
+    reached, proof."""
     run: Run
     gap: float | None  # to the instance's reference; None without a solution
     ratio: float | None  # objective / best objective found on the instance
@@ -58,11 +60,13 @@ class Entry:
         return max(float(limit), self.run.runtime_s, TIME_FLOOR_S)
 
     def time_to(self, arrived: bool) -> float:
+        """Seconds charged for getting there: the runtime if `arrived`, else the censored time."""
         return max(self.run.runtime_s, TIME_FLOOR_S) if arrived else self.censored_s
 
 
 @dataclass(frozen=True)
 class InstanceResult:
+    """One instance: its reference value (see the module text) and every planner's entry on it."""
     instance: str
     reference_s: float | None  # best proven bound, else best objective
     proven: bool  # reference is a proven bound
@@ -73,18 +77,22 @@ class InstanceResult:
 
     @property
     def family(self) -> str:
+        """The job file entry (family) the instance's runs came from."""
         return self.entries[0].run.family
 
     @property
     def kind(self) -> str:
+        """The kind of planner that ran on the instance ("config", "pipeline", ...)."""
         return self.entries[0].run.kind
 
     def entry(self, planner: str) -> Entry | None:
+        """The entry of planner label `planner`, None if it did not run here."""
         return next((entry for entry in self.entries if entry.run.planner == planner), None)
 
 
 @dataclass(frozen=True)
 class PlannerSummary:
+    """One planner's aggregates over a group of instances (see the module text for each)."""
     planner: str
     instances: int
     solved: int  # a plan or proven infeasibility
@@ -111,6 +119,8 @@ class GroupSummary:
 
 @dataclass(frozen=True)
 class Comparison:
+    """The whole comparison: per instance, per planner (over the common instances of its kind), per
+    family and per kind."""
     instances: tuple[InstanceResult, ...]
     planners: tuple[str, ...]
     summary: tuple[PlannerSummary, ...]  # per planner over the common instances of its kind
@@ -120,6 +130,8 @@ class Comparison:
 
 
 def compare(runs: Sequence[Run], target_gap: float = DEFAULT_TARGET_GAP) -> Comparison:
+    """Compare `runs`: grouped by instance, then summarised per family and per kind (see the module
+    text)."""
     by_instance: dict[str, list[Run]] = {}
     for run in runs:
         by_instance.setdefault(run.instance, []).append(run)
@@ -133,6 +145,8 @@ def compare(runs: Sequence[Run], target_gap: float = DEFAULT_TARGET_GAP) -> Comp
 
 
 def compare_instance(name: str, runs: Sequence[Run], target_gap: float = DEFAULT_TARGET_GAP) -> InstanceResult:
+    """Judge the runs of one instance: the reference (best valid bound, else best objective), wrong
+    bounds, infeasibility proven, and each run's gap, ratio and win."""
     objectives = [run.objective_s for run in runs if run.has_solution]
     best_objective = min(objectives) if objectives else None
     proofs = [run for run in runs if run.status == "INFEASIBLE" and proves_infeasibility(run)]
@@ -194,6 +208,7 @@ def group_summary(name: str, members: Sequence[InstanceResult], target_gap: floa
 
 
 def summarise(planner: str, instances: Sequence[InstanceResult], target_gap: float) -> PlannerSummary:
+    """The aggregates of `planner` over `instances` (all of which it ran on; see the module text)."""
     pairs = [(result, result.entry(planner)) for result in instances if result.entry(planner) is not None]
     entries = [entry for _, entry in pairs]
     with_plans = [(result, entry) for result, entry in pairs if result.reference_s is not None]
@@ -224,6 +239,7 @@ def _reference_entries(result: InstanceResult) -> list[Entry]:
 
 
 def shifted_geomean(values: Sequence[float], shift: float) -> float:
+    """exp(mean(log(v + shift))) - shift, at least 0: a geometric mean that tolerates zeros."""
     return max(0.0, geomean([value + shift for value in values]) - shift)
 
 
@@ -233,6 +249,7 @@ def geomean_gap(gaps: Sequence[float]) -> float:
 
 
 def geomean(values: Sequence[float]) -> float:
+    """Geometric mean of positive `values` (at least one)."""
     return math.exp(sum(math.log(v) for v in values) / len(values))
 
 

@@ -19,6 +19,7 @@ COLUMNS = ("instance", "kind", "model", "cluster", "devices", "processors", "mem
 
 
 def rows(comparison: Comparison) -> list[dict[str, Any]]:
+    """One flat row per run of the comparison, with the columns of `COLUMNS`."""
     result = []
     for instance in comparison.instances:
         for entry in instance.entries:
@@ -39,6 +40,7 @@ def rows(comparison: Comparison) -> list[dict[str, Any]]:
 
 
 def to_csv(comparison: Comparison) -> str:
+    """The rows as CSV (None as an empty cell)."""
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=COLUMNS, lineterminator="\n")
     writer.writeheader()
@@ -48,4 +50,5 @@ def to_csv(comparison: Comparison) -> str:
 
 
 def to_jsonl(comparison: Comparison) -> str:
+    """The rows as JSON Lines, one object per run."""
     return "".join(json.dumps(row, sort_keys=False) + "\n" for row in rows(comparison))

@@ -28,10 +28,12 @@ def table(header: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[
 
 
 def percent(value: float | None) -> str:
+    """A fraction as a percentage with two decimals (the placeholder for None)."""
     return NONE if value is None else f"{100 * value:.2f}%"
 
 
 def seconds(value: float | None) -> str:
+    """Seconds in readable units (the placeholder for None)."""
     return NONE if value is None else format_seconds(value)
 
 
@@ -93,6 +95,8 @@ def definitions(comparison: Comparison) -> str:
 
 
 def instance_table(comparison: Comparison) -> str:
+    """The per-instance table: reference (* where not proven), then each planner's status, objective, gap
+    and time."""
     header = ["instance", "reference", "planner", "status", "objective", "gap", "time"]
     rows = []
     for result in comparison.instances:
@@ -124,6 +128,8 @@ def _status(entry: Entry) -> str:
 
 def render_report(comparison: Comparison, *, source: str, invalid: int, images: Sequence[tuple[str, str]] = (),
                   files: Sequence[str] = ()) -> str:
+    """The Markdown report: summary by kind, by family, per instance, wrong bounds, failures, plots
+    (`images` as (title, path)) and links to the data `files`."""
     planners_n, instances_n = len(comparison.planners), len(comparison.instances)
     runs_n = sum(len(result.entries) for result in comparison.instances)
     lines = [

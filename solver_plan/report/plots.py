@@ -39,10 +39,12 @@ def _style(index: int, count: int) -> dict:
 
 
 def kinds(comparison: Comparison) -> list[str]:
+    """The kinds of planner in the comparison, sorted: one figure each."""
     return sorted({result.kind for result in comparison.instances})
 
 
 def plural(count: int, noun: str) -> str:
+    """"1 noun" or "n nouns"."""
     return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
@@ -51,6 +53,8 @@ def _source_text(source: str | Path | None) -> str:
 
 
 def performance_profile(comparison: Comparison, path: str | Path, kind: str, source: str | Path | None = None) -> None:
+    """Write the performance profiles (Dolan and More) of the `kind` planners to `path`: objective and
+    time to the target gap, each relative to the best planner."""
     plt = _pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(13, 4.8))
     for ax, metric, label in ((axes[0], "objective", "plan's objective / best objective found"),
@@ -139,6 +143,8 @@ def gap_curve(members: list[InstanceResult], planner: str, times: list[float]) -
 
 
 def gap_versus_time(comparison: Comparison, path: str | Path, kind: str, source: str | Path | None = None) -> None:
+    """Write to `path` one panel per family of `kind`: each planner's shifted geometric-mean gap of its
+    best answer by time t."""
     plt = _pyplot()
     families = [group for group in comparison.families if group.kind == kind]
     columns = min(3, max(1, len(families)))

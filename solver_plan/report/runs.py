@@ -23,6 +23,7 @@ SETTING_FIELDS = ("seed", "time_limit", "schedule", "options")
 
 @dataclass(frozen=True)
 class Run:
+    """One planner run read from a batch record, labelled by its instance and planner setting."""
     instance: str
     planner: str  # label: planner name plus the settings that vary among its runs
     planner_name: str
@@ -38,6 +39,7 @@ class Run:
 
     @property
     def has_solution(self) -> bool:
+        """Whether the run returned a plan (an objective)."""
         return self.objective_s is not None
 
 
@@ -54,6 +56,7 @@ def load_runs(folder: str | Path, keys: Collection[str] | None = None) -> tuple[
 
 
 def runs_from_records(records: Iterable[dict[str, Any]]) -> list[Run]:
+    """The `Run` of each record, labelled so planner labels show only the settings that vary."""
     records = list(records)
     varying = _varying_settings(records)
     labels = _instance_labels(records)
@@ -101,6 +104,7 @@ def instance_label(job: dict[str, Any]) -> str:
 
 
 def planner_label(job: dict[str, Any], varying: tuple[str, ...]) -> str:
+    """The planner's name followed by name=value for each setting in `varying`."""
     return " ".join([job["planner"]] + [f"{name}={_setting_text(job.get(name))}" for name in varying])
 
 

@@ -19,6 +19,8 @@ from solver_plan.report.runs import load_runs
 
 @dataclass(frozen=True)
 class Report:
+    """What `write_report` produced: the comparison, the files written and the records it skipped as
+    invalid."""
     comparison: Comparison
     files: tuple[Path, ...]
     invalid: tuple[tuple[Path, str], ...]  # record files skipped, with the reason

@@ -20,6 +20,8 @@ def resolve_plan_cluster(spec: str, devices: int | None):
 
 
 def run(args) -> int:
+    """Run `solver-plan simulate PLAN` on parsed `args`: simulate the plan on its model and cluster,
+    print the summary and write the Chrome trace if asked; the exit status."""
     from solver_plan.files import check_output_path
     from solver_plan.graph.resolve import resolve_model
     from solver_plan.cost.model import CostModel
@@ -54,6 +56,7 @@ def run(args) -> int:
 
 
 def register_command(subparsers) -> None:
+    """Add the `simulate` subcommand and its options to the command line's `subparsers`."""
     from solver_plan import cli_options as o
     p = subparsers.add_parser("simulate", help="simulate a saved plan (execution simulator, Chrome trace)")
     p.add_argument("plan", nargs="?", default=None, metavar="PLAN", help="plan JSON written by `solver-plan plan --out`")

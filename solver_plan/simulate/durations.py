@@ -18,6 +18,8 @@ from solver_plan.graph.ir import Graph, Operator
 
 
 class TaskTimes:
+    """Durations of the simulator's tasks for one graph, read from `cost_model` (see the module text)."""
+
     def __init__(self, graph: Graph, cost_model: CostModel):
         self.graph = graph
         self.cost_model = cost_model
@@ -35,7 +37,11 @@ class TaskTimes:
         return busy * forward_share, busy * (1.0 - forward_share)
 
     def sync(self, op: Operator, cfg: ParallelConfig) -> float:
+        """Seconds of the gradient all-reduce of `op`'s parameter shard under `cfg` (the cost model's).
+        """
         return self.cost_model.node(self.graph, op, cfg).sync_s
 
     def transfer(self, src: int, dst: int, nbytes: float) -> float:
+        """Seconds to move `nbytes` from device `src` to `dst` (alpha + bytes x beta at their link
+        level)."""
         return p2p_time(self.cluster, self.cluster.level(src, dst), nbytes)

@@ -47,6 +47,8 @@ class TaskEngine:
 
     # --- building -------------------------------------------------------------------------
     def add_task(self, duration: float, resource: int, key: int) -> int:
+        """Add a task of `duration` seconds on `resource` with tie-break `key` (unique, increasing along
+        dependencies); its id, reusing a removed task's."""
         if self._free:
             t = self._free.pop()
             self.duration[t], self.resource[t], self.key[t] = duration, resource, key
@@ -74,6 +76,7 @@ class TaskEngine:
         return t
 
     def add_dependency(self, before: int, after: int) -> None:
+        """Make `after` wait for the end of `before`, marking `after` for the next delta simulation."""
         self.succs[before].add(after)
         self.preds[after].add(before)
         if after not in self.fresh:
@@ -98,9 +101,11 @@ class TaskEngine:
         self._free.append(t)
 
     def task_ids(self) -> list[int]:
+        """Ids of the live (not removed) tasks."""
         return [t for t, alive in enumerate(self.alive) if alive]
 
     def makespan(self) -> float:
+        """The last end time of any live task (0 without tasks)."""
         return max(0.0, max(self.end, default=0.0))
 
     # --- simulation -----------------------------------------------------------------------

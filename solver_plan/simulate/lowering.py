@@ -38,10 +38,12 @@ _INDEX_BITS, _SLOT_BITS, _POSITION_BITS = 24, 20, 20
 
 
 def task_key(phase: int, position: int, sub: int, slot: int, index: int) -> int:
+    """Pack (phase, position, sub, slot, index) into one integer key, ordered as the tuple."""
     return ((((phase << _POSITION_BITS | position) << 1 | sub) << _SLOT_BITS | slot) << _INDEX_BITS) | index
 
 
 def split_key(key: int) -> tuple[int, int, int, int, int]:
+    """Unpack a key made by `task_key` into (phase, position, sub, slot, index)."""
     index = key & ((1 << _INDEX_BITS) - 1)
     key >>= _INDEX_BITS
     slot = key & ((1 << _SLOT_BITS) - 1)
@@ -53,12 +55,14 @@ def split_key(key: int) -> tuple[int, int, int, int, int]:
 
 @dataclass(frozen=True)
 class OpTasks:
+    """The task ids of one operator under one configuration: forward, backward and sync."""
     forward: tuple[int, ...]  # task id per shard position
     backward: tuple[int, ...]  # empty for model inputs
     sync: tuple[int, ...]  # barriers and all-reduce tasks
 
     @property
     def all(self) -> tuple[int, ...]:
+        """Every task id of the operator."""
         return self.forward + self.backward + self.sync
 
 
@@ -107,6 +111,8 @@ class Lowering:
         return cached
 
     def add_op(self, engine: TaskEngine, name: str, cfg: ParallelConfig) -> OpTasks:
+        """Add the tasks of operator `name` under `cfg` to `engine`: forward and backward per shard, and
+        its gradient sync (see the module text)."""
         forward_s, backward_s, has_backward, groups, sync_s = self._op_template(name, cfg)
         p = self.position[name]
         back_p = len(self.order) - 1 - p
@@ -182,6 +188,8 @@ class Lowering:
 
     def add_edge(self, engine: TaskEngine, index: int, src_cfg: ParallelConfig, src: OpTasks,
                  dst_cfg: ParallelConfig, dst: OpTasks) -> tuple[int, ...]:
+        """Add the transfers of edge `index` between its source's and target's tasks, forward and (when
+        the edge carries a gradient) backward; their task ids."""
         forward, backward = self._edge_template(index, src_cfg, dst_cfg)
         edge = self.edges[index]
         tasks = self._connect(engine, forward, src.forward, dst.forward,

@@ -149,6 +149,9 @@ def check_mcmc_options(options: dict) -> None:
 def plan_mcmc(problem: ConfigProblem, *, deadline: Deadline | None = None, seed: int = 0,
               warm_start=None, iterations: int | None = None, objective: str = "simulator",
               beta: float | None = None, simulation: str = "delta", **options) -> ConfigResult:
+    """Planner "mcmc": FlexFlow's Metropolis-Hastings search over single-operator changes (FlexFlow
+    section 6, ../shared/papers/flexflow-soap-simulator.md), on the simulated step time or the sum
+    cost; reports the sum objective so every planner is on one scale."""
     started = time.perf_counter()
     deadline = start_clock(time_budget(DEFAULT_SECONDS) if deadline is None else deadline)
     check_mcmc_options({"iterations": iterations, "objective": objective, "beta": beta, "simulation": simulation})

@@ -17,6 +17,7 @@ class SumObjective:
         self._undo: tuple[int, int, float] | None = None
 
     def load(self, assignment) -> float:
+        """Start from `assignment`; its sum cost."""
         self.assignment = list(assignment)
         self.cost = self.problem.objective(self.assignment)
         return self.cost
@@ -30,6 +31,8 @@ class SumObjective:
         return total
 
     def change(self, node: int, choice: int) -> float:
+        """Give `node` candidate `choice` (undoable once); the new sum cost, updated from the node's
+        terms only."""
         old = self.assignment[node]
         self._undo = (node, old, self.cost)
         self.cost += self._local(node, choice) - self._local(node, old)
@@ -37,6 +40,7 @@ class SumObjective:
         return self.cost
 
     def undo(self) -> None:
+        """Undo the last `change`."""
         node, old, cost = self._undo
         self.assignment[node], self.cost = old, cost
 
@@ -54,12 +58,15 @@ class SimulatedObjective:
         self._undo: tuple[int, int, float] | None = None
 
     def load(self, assignment) -> float:
+        """Start from `assignment`; its simulated iteration time (full simulation)."""
         self.assignment = list(assignment)
         p = self.problem
         self.cost = self.simulator.load({p.names[i]: p.candidates[i][c] for i, c in enumerate(assignment)})
         return self.cost
 
     def change(self, node: int, choice: int) -> float:
+        """Give `node` candidate `choice` (undoable once); the new iteration time, by delta simulation
+        unless built with `delta=False`."""
         old = self.assignment[node]
         self._undo = (node, old, self.cost)
         self.assignment[node] = choice
@@ -67,6 +74,7 @@ class SimulatedObjective:
         return self.cost
 
     def undo(self) -> None:
+        """Undo the last `change` (re-simulating the old choice)."""
         node, old, cost = self._undo
         self.assignment[node] = old
         self._apply(node, old)

@@ -27,6 +27,8 @@ class Exchange:
 
 def exchange(cluster: Cluster, hold_cfg: ParallelConfig, hold_boxes: np.ndarray,
              recv_cfg: ParallelConfig, recv_boxes: np.ndarray) -> Exchange:
+    """The pieces each receiver of `recv_cfg` needs from the holders of `hold_cfg`: local ones, and moves
+    from the nearest replica, round-robin (see the module text)."""
     flat = hold_boxes.reshape(len(hold_boxes), -1)
     unique, which = np.unique(flat, axis=0, return_inverse=True)
     which = np.ravel(which)

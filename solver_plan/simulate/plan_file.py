@@ -22,6 +22,7 @@ from solver_plan.yamlio import read_text  # regular files only: a FIFO or /dev/z
 
 
 def read_plan_json(path: str | Path) -> dict:
+    """The plan JSON at `path` as a dict, InputError naming the file when it is not a plan."""
     path = Path(path)
     if not path.exists():
         raise InputError("no such plan file", str(path))
@@ -62,6 +63,8 @@ def _is_int(value) -> bool:
 
 
 def parse_operator(entry, graph: Graph, cluster: Cluster, where: str) -> tuple[str, ParallelConfig]:
+    """One "operators" entry of a plan as (operator name, configuration), checked against `graph` and
+    `cluster`; InputError at `where` naming the field."""
     if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
         raise InputError("each operator needs a string 'name'", where)
     name = entry["name"]

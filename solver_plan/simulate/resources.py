@@ -53,7 +53,9 @@ class Resources:
         return self._ports[owner]
 
     def name(self, resource: int) -> str:
+        """The display name of a resource id ("barrier" for the uncontended resource)."""
         return "barrier" if resource < 0 else self._names[resource]
 
     def is_device(self, resource: int) -> bool:
+        """Whether the resource id is an accelerator (not a link or gradient port)."""
         return 0 <= resource < self.num_devices

@@ -96,6 +96,7 @@ class StrategySimulator:
         return {engine.key[t]: (engine.start[t], engine.end[t]) for t in engine.task_ids()}
 
     def result(self) -> Simulation:
+        """The current timeline as a frozen `Simulation`."""
         return snapshot(self.engine, self.lowering)
 
 

@@ -10,6 +10,7 @@ from solver_plan.units import format_seconds
 
 @dataclass(frozen=True)
 class TaskRecord:
+    """One simulated task: label, category, resource and interval (seconds)."""
     label: str
     category: str  # forward, backward, transfer, sync, barrier
     resource: str
@@ -18,11 +19,13 @@ class TaskRecord:
 
     @property
     def duration(self) -> float:
+        """Seconds from start to end."""
         return self.end - self.start
 
 
 @dataclass(frozen=True)
 class ResourceUse:
+    """Busy seconds, utilisation and task count of one resource over an iteration."""
     name: str
     busy_s: float
     utilisation: float  # busy / iteration time
@@ -31,6 +34,7 @@ class ResourceUse:
 
 @dataclass(frozen=True)
 class Simulation:
+    """The frozen result of one simulation (see the module text)."""
     iteration_s: float
     tasks: tuple[TaskRecord, ...]  # in start order
     resources: tuple[ResourceUse, ...]  # devices first, then the links that carried something
@@ -38,6 +42,7 @@ class Simulation:
 
     @property
     def devices(self) -> tuple[ResourceUse, ...]:
+        """The accelerators' use, without the links."""
         return tuple(r for r in self.resources if r.name.startswith("device "))
 
 
@@ -63,6 +68,7 @@ def critical_path(engine: TaskEngine) -> list[int]:
 
 
 def snapshot(engine: TaskEngine, lowering) -> Simulation:
+    """Freeze the engine's current timeline as a `Simulation`, with labels from `lowering`."""
     resources = lowering.resources
     ids = engine.task_ids()
     iteration = max((engine.end[t] for t in ids), default=0.0)

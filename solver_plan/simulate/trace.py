@@ -9,6 +9,7 @@ from solver_plan.simulate.timeline import Simulation
 
 
 def chrome_trace(sim: Simulation, process_name: str = "solver-plan simulation") -> dict:
+    """The simulation as a Chrome trace object (one thread per resource, times in microseconds)."""
     threads = {use.name: i for i, use in enumerate(sim.resources)}
     events = [{"name": "process_name", "ph": "M", "pid": 0, "args": {"name": process_name}}]
     for name, tid in threads.items():
@@ -24,4 +25,5 @@ def chrome_trace(sim: Simulation, process_name: str = "solver-plan simulation") 
 
 
 def write_chrome_trace(sim: Simulation, path: str | Path, process_name: str = "solver-plan simulation") -> None:
+    """Write `chrome_trace(sim)` to `path` as JSON, atomically."""
     write_json_atomic(path, chrome_trace(sim, process_name))

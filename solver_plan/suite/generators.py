@@ -63,6 +63,8 @@ def _check_clock(deadline, index: int) -> None:
 
 
 def generate(spec: ProblemSpec, deadline=None) -> ConfigProblem:
+    """The problem `spec` names, the same bit for bit for equal specs (see the module text for its costs
+    and memory); `GenerationExpired` when `deadline` passes first."""
     rng = np.random.default_rng([spec.seed, spec.nodes, spec.devices, spec.min_candidates, spec.max_candidates,
                                  ("random-dag", "series-parallel", "skip-chain").index(spec.family)])
     n, devices = spec.nodes, spec.devices
@@ -120,6 +122,8 @@ def overlap_matrix(pairs) -> np.ndarray:
 
 
 def memory_limit(problem: ConfigProblem, level: str, least_peak: float) -> float | None:
+    """The memory limit of `level` given the least possible peak M*: None, 0.98 M* ("infeasible") or M* +
+    0.5 (P - M*) with P the per-node cheapest plan's peak ("binding")."""
     if level == "none":
         return None
     if level == "infeasible":
@@ -130,6 +134,7 @@ def memory_limit(problem: ConfigProblem, level: str, least_peak: float) -> float
 
 
 def spec_name(spec: ProblemSpec) -> str:
+    """The canonical model spec of `spec` (every key written out), used as the problem's name."""
     candidates = (f"{spec.min_candidates}" if spec.min_candidates == spec.max_candidates
                   else f"{spec.min_candidates}-{spec.max_candidates}")
     return (f"{spec.family}:nodes={spec.nodes},candidates={candidates},seed={spec.seed},memory={spec.memory},"
@@ -137,6 +142,7 @@ def spec_name(spec: ProblemSpec) -> str:
 
 
 def random_dag_edges(n: int, rng: np.random.Generator) -> list[tuple[int, int]]:
+    """Edges of a connected random DAG on n nodes with n/2 long-range edges (see the module text)."""
     edges = {(int(rng.integers(max(0, v - 4), v)), v) for v in range(1, n)}
     for _ in range(n // 2):
         v = int(rng.integers(1, n))
@@ -145,6 +151,7 @@ def random_dag_edges(n: int, rng: np.random.Generator) -> list[tuple[int, int]]:
 
 
 def series_parallel_edges(n: int, rng: np.random.Generator) -> list[tuple[int, int]]:
+    """Edges of a random series-parallel DAG on n nodes plus n/10 forward cross edges."""
     edges = [(0, 1)]
     for new in range(2, n):
         j = int(rng.integers(len(edges)))
@@ -166,6 +173,7 @@ def series_parallel_edges(n: int, rng: np.random.Generator) -> list[tuple[int, i
 
 
 def skip_chain_edges(n: int, rng: np.random.Generator) -> list[tuple[int, int]]:
+    """Edges of the chain 0 -> ... -> n-1 plus random skip edges of reach 2..16."""
     edges = [(i, i + 1) for i in range(n - 1)]
     for i in range(n):
         reach = int(rng.integers(2, 17))

@@ -23,6 +23,8 @@ class ProblemAnswer:
 
 def answer_problem(spec: str, planner: str, *, seed: int = 0, time_limit: float | None = None,
                    options: dict | None = None) -> ProblemAnswer:
+    """Generate the problem `spec` names and solve it with `planner`; generating counts against
+    `time_limit` (seconds), and running out while generating is a TIME_LIMIT answer."""
     from solver_plan.deadline import time_budget
     from solver_plan.intra.solve import solve
     from solver_plan.suite.generators import GenerationExpired, resolve_problem

@@ -26,6 +26,7 @@ GENERATED_CLUSTER = "generated"
 
 @dataclass(frozen=True)
 class ProblemSpec:
+    """A parsed, validated generated-problem spec (see the module text for each key)."""
     family: str
     nodes: int
     min_candidates: int
@@ -58,6 +59,7 @@ def max_candidates(devices: int) -> int:
 
 
 def is_problem_spec(spec: str) -> bool:
+    """Whether a MODEL spec names a generated problem (its prefix is a family)."""
     return isinstance(spec, str) and spec.split(":", 1)[0].strip() in FAMILIES
 
 
@@ -80,6 +82,7 @@ def parse_problem_spec(spec: str) -> ProblemSpec:
 
 
 def check_problem_spec(spec: str) -> None:
+    """InputError unless `spec` is a valid generated-problem spec; builds nothing."""
     parse_problem_spec(spec)
 
 

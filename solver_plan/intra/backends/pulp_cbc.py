@@ -63,6 +63,9 @@ def _solver(name: str, time_limit: float | None, warm: bool):
 
 def solve_with_pulp(model: LinearModel, *, solver: str = "PULP_CBC_CMD", time_limit: float | None = None,
                     start_values=None) -> SolveOutcome:
+    """Solve `model` with PuLP (CBC unless `solver` names another PuLP solver): the LP relaxation first,
+    accepted as proven optimal when integral, then the integer model warm-started from `start_values`;
+    `time_limit` is the solver's own limit in seconds."""
     relaxed, relaxed_variables = _build(model, relax=True)
     relaxed.solve(_solver(solver, time_limit, False))
     if relaxed.status == pulp.LpStatusInfeasible:
