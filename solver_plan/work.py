@@ -10,7 +10,7 @@ short, so the result can say so.
 """
 from __future__ import annotations
 
-from solver_plan.deadline import Deadline
+from solver_plan.deadline import Deadline, time_budget
 
 SEED = 0
 # Deterministic work units granted per second of time limit. CP-SAT's deterministic time runs far
@@ -30,8 +30,8 @@ class WorkBudget:
     def __init__(self, time_limit: float | None, deadline: Deadline | None = None):
         self.total = None if time_limit is None else time_limit * WORK_PER_SECOND
         self.used = 0.0
-        self.deadline = deadline if deadline is not None else Deadline(None if time_limit is None
-                                                                       else 2.0 * time_limit + 5.0)
+        self.deadline = deadline if deadline is not None else time_budget(None if time_limit is None
+                                                                          else 2.0 * time_limit + 5.0)
         self.cut_short = False
 
     def remaining(self) -> float | None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 
-from solver_plan.deadline import DEFAULT_TIME_LIMIT_S, Deadline
+from solver_plan.deadline import DEFAULT_TIME_LIMIT_S, Deadline, time_budget
 from solver_plan.hybrid.plan import HybridResult
 from solver_plan.hybrid.search import _cluster, _spec, plan_hybrid, resolve_hybrid_precision
 from solver_plan.hybrid.space import tp_degrees
@@ -44,7 +44,7 @@ def megatron_rule(model, cluster, global_batch: int, *, devices: int | None = No
     smallest pipeline depth that divides the devices and fits; INFEASIBLE when no depth divides them.
     """
     start = time.perf_counter()
-    deadline = deadline or Deadline(time_limit)
+    deadline = deadline or time_budget(time_limit)
     spec, c = _spec(model), _cluster(cluster, devices)
     precision = resolve_hybrid_precision(precision, c)  # a bad one is refused before any solve
     tps = tp_degrees(spec, c.devices_per_node, c.num_devices)

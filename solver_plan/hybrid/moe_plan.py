@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from solver_plan.cost.routing import parse_capacity
-from solver_plan.deadline import DEFAULT_TIME_LIMIT_S, Deadline
+from solver_plan.deadline import DEFAULT_TIME_LIMIT_S, time_budget
 from solver_plan.errors import InputError
 from solver_plan.hybrid import moe
 from solver_plan.hybrid.moe_price import Context, MoEPlan, make_context, memory_floor, price, time_bound
@@ -79,7 +79,7 @@ def plan_moe(model, cluster, global_batch: int, *, devices: int | None = None, f
     full). `fix`: pins of dp, tp, cp, pp, ep, etp, micro_batch_size, virtual_stages, recompute,
     zero_stage (0/1), capacity."""
     start = time.perf_counter()
-    deadline = Deadline(time_limit)
+    deadline = time_budget(time_limit)
     cluster = _cluster(cluster, devices)
     ctx = make_context(model, cluster, global_batch, memory_limit, routing, precision, runtime, a2a_overlap)
     pins = check_fix(fix)

@@ -17,7 +17,7 @@ from collections import defaultdict
 from typing import Mapping
 
 from solver_plan.cluster import Cluster
-from solver_plan.deadline import DEFAULT_TIME_LIMIT_S, Deadline
+from solver_plan.deadline import DEFAULT_TIME_LIMIT_S, Deadline, time_budget
 from solver_plan.errors import InputError
 from solver_plan.hybrid.evaluate import Context, memory_floor, price, time_bound
 from solver_plan.hybrid.memory import precision_state
@@ -126,7 +126,7 @@ def plan_hybrid(model, cluster, global_batch: int, *, devices: int | None = None
     precision (fp32, tf32, bf16, fp16, fp8; auto/None = the device's default, `resolve_hybrid_precision`):
     memory, bytes moved and the peak FLOP/s of the block solves follow it. `runtime`: the software
     stack's profile (name or `RuntimeProfile`; None = megatron-core, `solver_plan.runtime`)."""
-    deadline = deadline or Deadline(time_limit)
+    deadline = deadline or time_budget(time_limit)
     start = time.perf_counter()
     outer = deadline
     deadline = outer.share(SEARCH_SHARE)  # the rest validates, writes and prints

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from solver_plan.cluster import Cluster
-from solver_plan.deadline import Deadline
+from solver_plan.deadline import Deadline, time_budget
 from solver_plan.graph.ops import OpType
 from solver_plan.hybrid.model import TransformerSpec
 from solver_plan.result import Status
@@ -279,7 +279,7 @@ class BlockCoster:
         left = deadline.remaining()
         # an expired deadline still gets a short solve: the block profile is needed for any plan
         result = solve(problem, self.planner, deadline if left is None or left >= BLOCK_SOLVE_FLOOR_S
-                       else Deadline(BLOCK_SOLVE_FLOOR_S))
+                       else time_budget(BLOCK_SOLVE_FLOOR_S))
         if result.solver_failure:  # never silently replaced: the hybrid result reports it
             self.solver_failures.append(f"block solve (tp={tp}, micro-batch={b}): {result.solver_failure}")
         if result.assignment is None:  # no plan from the solver: the replicated-free fallback is all on one shard
