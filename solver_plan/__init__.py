@@ -17,6 +17,19 @@ _API = {"load_model": "load_model", "load_cluster": "load_cluster", "export_plan
 __all__ = sorted(_API) + ["api"]
 
 
+def _builtin_planner_tables():
+    """The built-in planners, one table per kind (planner_tables.py). The package is the composition
+    root: it hands the registry (planners.py, low in the layers) this loader, so the registry never
+    imports the planner modules above it; imported on first use of a kind."""
+    from solver_plan.planner_tables import TABLES
+    return TABLES
+
+
+from solver_plan import planners as _planners  # noqa: E402 (after the loader it is handed)
+
+_planners.set_table_source(_builtin_planner_tables)
+
+
 def __getattr__(name: str):
     if name in _API:
         from solver_plan import api

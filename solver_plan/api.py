@@ -16,7 +16,8 @@ from solver_plan.errors import InputError
 from solver_plan.requests import (DEFAULT_CLUSTER, DEFAULT_GLOBAL_BATCH,
                                   DEFAULT_MAX_CANDIDATES, DEFAULT_PIPELINE_DEVICES, DEFAULT_PIPELINE_PLANNER,
                                   DEFAULT_PLANNER, DEFAULT_PRECISION, DEFAULT_SCHEDULE, DEFAULT_TIME_LIMIT_S,
-                                  UNLIMITED, HybridRequest, PipelineRequest, PlanRequest)
+                                  UNLIMITED, PipelineRequest, PlanRequest)
+from solver_plan.hybrid.request import HybridRequest
 
 if TYPE_CHECKING:
     from solver_plan.cluster import Cluster

@@ -18,7 +18,7 @@ packages (ortools, pandas: seconds). `register` adds a planner at run time (test
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Iterable, Mapping
 
 from solver_plan.errors import InputError
 
@@ -90,14 +90,27 @@ def register(name: str, kind: str = "config", *, exact: bool = False, descriptio
     return decorator
 
 
+_table_source: Callable[[], Mapping[str, Callable[[], Iterable[PlannerInfo]]]] | None = None
+
+
+def set_table_source(source: Callable[[], Mapping[str, Callable[[], Iterable[PlannerInfo]]]]) -> None:
+    """Hand the registry the loader of the built-in tables (kind -> function listing its
+    `PlannerInfo`s); `solver_plan/__init__.py` does, so this module imports nothing above it."""
+    global _table_source
+    _table_source = source
+
+
 def load_builtin_planners(*kinds: str) -> None:
-    """Load the built-in tables of `kinds` (every kind when none is given), each once."""
-    from solver_plan.planner_tables import TABLES
+    """Load the built-in tables of `kinds` (every kind when none is given), each once; nothing when
+    no table source was handed in (a bare registry)."""
+    if _table_source is None:
+        return
+    tables = _table_source()
     for kind in kinds or KINDS:
         if kind in _loaded_kinds:
             continue
         _loaded_kinds.add(kind)
-        for info in TABLES[kind]():
+        for info in tables[kind]():
             _REGISTRY[kind].setdefault(info.name, info)
 
 

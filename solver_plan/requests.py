@@ -18,13 +18,13 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from solver_plan.cost.enumerate import DEFAULT_MAX_CANDIDATES  # configurations per operator: owned by the enumeration
 from solver_plan.deadline import DEFAULT_TIME_LIMIT_S, check_time_limit  # the budget's, defined with it
 from solver_plan.errors import InputError
 
 # Defaults of every question (the command line's help texts and the API's signatures read these).
 DEFAULT_MODEL = "resnet50"
 DEFAULT_CLUSTER = "v100x8-nvlink"
-DEFAULT_MAX_CANDIDATES = 24  # configurations per operator (cost.enumerate caps with it)
 DEFAULT_PLANNER = "milp"  # per-operator planner of `plan`, and the block solver of `hybrid`
 DEFAULT_BLOCK_SOLVER = DEFAULT_PLANNER
 DEFAULT_PIPELINE_PLANNER = "madpipe"
@@ -48,7 +48,7 @@ Options = Mapping[str, Any] | tuple[tuple[str, Any], ...]
 __all__ = ["DEFAULT_MODEL", "DEFAULT_CLUSTER", "DEFAULT_PLANNER", "DEFAULT_BLOCK_SOLVER", "DEFAULT_PIPELINE_PLANNER",
            "DEFAULT_SCHEDULE", "DEFAULT_HYBRID_PLANNER", "DEFAULT_PRECISION", "PRECISIONS", "DEFAULT_OPTIMIZER",
            "OPTIMIZERS", "DEFAULT_RUNTIME", "DEFAULT_TIME_LIMIT_S", "DEFAULT_MAX_CANDIDATES", "UNLIMITED",
-           "PlanRequest", "PipelineRequest", "HybridRequest", "memory_limit_value"]
+           "PlanRequest", "PipelineRequest", "RequestFields", "memory_limit_value"]
 
 
 def memory_limit_value(value: Any, where: str = "memory_limit") -> float | None:
@@ -117,8 +117,8 @@ def _graph_and_cluster_types() -> tuple[tuple[type, ...], tuple[type, ...]]:
 
 
 @dataclass(frozen=True)
-class _Common:
-    """Fields every question has; validated by `_check_common`."""
+class RequestFields:
+    """Fields every question has; validated by `_check_common` (the base of every request type)."""
 
     def _model_types(self) -> tuple[type, ...]:
         return _graph_and_cluster_types()[0]
@@ -134,11 +134,12 @@ class _Common:
         _options(self)
 
     def option_dict(self) -> dict[str, Any]:
+        """The planner options as a {name: value} dict."""
         return dict(self.options)
 
 
 @dataclass(frozen=True)
-class PlanRequest(_Common):
+class PlanRequest(RequestFields):
     """Question 1: a per-operator parallel configuration of `model` on `cluster` (`solver-plan plan`)."""
     model: Any = DEFAULT_MODEL  # MODEL spec or Graph
     cluster: Any = DEFAULT_CLUSTER  # preset, YAML path or Cluster
@@ -165,7 +166,7 @@ class PlanRequest(_Common):
 
 
 @dataclass(frozen=True)
-class PipelineRequest(_Common):
+class PipelineRequest(RequestFields):
     """Pipeline stages and a periodic schedule of `model` on the first `devices` devices
     (`solver-plan pipeline`)."""
     model: Any = DEFAULT_MODEL  # MODEL spec (including a pipeline-blocks JSON) or Graph
@@ -199,76 +200,3 @@ class PipelineRequest(_Common):
                                            or not isinstance(self.bandwidth, (int, float))
                                            or not math.isfinite(self.bandwidth) or self.bandwidth <= 0):
             raise InputError(f"must be positive bytes per second, got {self.bandwidth!r}", "bandwidth")
-
-
-@dataclass(frozen=True)
-class HybridRequest(_Common):
-    """Data x tensor x pipeline (x expert, for a mixture of experts) parallelism of a transformer
-    for a global batch (`solver-plan hybrid`)."""
-    model: Any = "gpt2"
-    cluster: Any = DEFAULT_CLUSTER
-    global_batch: int = DEFAULT_GLOBAL_BATCH
-    planner: str = DEFAULT_HYBRID_PLANNER  # hybrid, data-parallel, megatron-rule (kind "hybrid")
-    block_solver: str = DEFAULT_BLOCK_SOLVER  # per-operator planner of the block solves
-    devices: int | None = None
-    time_limit: float | None = DEFAULT_TIME_LIMIT_S
-    memory_limit: float | str | None = None  # None: the device's memory less the runtime's margin
-    precision: str = DEFAULT_PRECISION
-    runtime: str = DEFAULT_RUNTIME
-    fix: tuple[tuple[str, Any], ...] = ()  # pinned choices (a mapping or 'tp=8,pp=4' text is accepted)
-    compute_scale: float = 1.0
-    routing: str | None = None  # mixture of experts: expert load priced (None: uniform)
-    a2a_overlap: str = DEFAULT_A2A_OVERLAP  # mixture of experts: what hides the all-to-all
-    seed: int = 0
-    options: Options = ()
-
-    def _model_types(self) -> tuple[type, ...]:
-        from solver_plan.hybrid.model import TransformerSpec
-        return (TransformerSpec,)
-
-    def __post_init__(self):
-        self._check_common()
-        from solver_plan.hybrid.search import check_global_batch
-        check_global_batch(self.global_batch, "global_batch")
-        _name(self.planner, "planner")
-        _name(self.block_solver, "block_solver")
-        _name(self.runtime, "runtime")
-        _count(self.devices, "devices")
-        if (isinstance(self.compute_scale, bool) or not isinstance(self.compute_scale, (int, float))
-                or not math.isfinite(self.compute_scale) or self.compute_scale <= 0):
-            raise InputError(f"must be positive, got {self.compute_scale}", "compute_scale")
-        object.__setattr__(self, "a2a_overlap", _choice(self.a2a_overlap, A2A_OVERLAPS, "a2a_overlap"))
-        from solver_plan.runtime import resolve_runtime
-        resolve_runtime(self.runtime, "runtime")
-        object.__setattr__(self, "fix", tuple(sorted(_checked_pins(self.model, self.fix).items())))
-
-    @property
-    def is_moe(self) -> bool:
-        """Whether the model is a mixture of experts (planned by the expert-parallel planner)."""
-        from solver_plan.hybrid.moe_model import is_moe_model
-        return isinstance(self.model, str) and is_moe_model(self.model)
-
-    def fix_dict(self) -> dict[str, Any]:
-        """The pinned choices as a {name: value} dict."""
-        return dict(self.fix)
-
-
-def _checked_pins(model: Any, fix: Any) -> dict[str, Any]:
-    """`fix` (text 'tp=8,pp=4', a mapping or pairs) checked against the pins of `model`'s planner
-    (a mixture of experts has its own: ep, etp, capacity); errors name `fix` and the key."""
-    from solver_plan.hybrid.moe_model import is_moe_model
-    if fix is not None and not isinstance(fix, (str, Mapping)):
-        try:
-            fix = dict(fix)
-        except (TypeError, ValueError):
-            raise InputError(f"expected pins such as 'tp=8,pp=4' or a mapping, got {fix!r}", "fix") from None
-    try:
-        if isinstance(model, str) and is_moe_model(model):
-            from solver_plan.hybrid.moe_space import check_fix
-            return check_fix(fix)
-        from solver_plan.hybrid.space import check_fix, parse_fix
-        return parse_fix(fix) if fix is None or isinstance(fix, str) else check_fix(fix)
-    except InputError as exc:  # the checks name the command line's --fix
-        where = exc.where or ""
-        raise InputError(str(exc)[len(f"{where}: "):] if where else str(exc),
-                         "fix" + where.removeprefix("--fix")) from None

@@ -81,5 +81,5 @@ def test_answer_is_typed_per_request_kind():
 @pytest.mark.parametrize("given, taken", [(None, "device"), ("unlimited", None), ("16GB", 16e9), (2e9, 2e9)])
 def test_hybrid_memory_limit_as_the_planners_take_it(given, taken):
     from solver_plan.hybrid.answer import hybrid_memory_limit
-    from solver_plan.requests import HybridRequest
+    from solver_plan.hybrid.request import HybridRequest
     assert hybrid_memory_limit(HybridRequest(memory_limit=given)) == taken

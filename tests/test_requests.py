@@ -17,7 +17,8 @@ from solver_plan import api, requests
 from solver_plan.batch.job import Job
 from solver_plan.cli import build_parser, main, normalise_argv
 from solver_plan.errors import InputError
-from solver_plan.requests import UNLIMITED, HybridRequest, PipelineRequest, PlanRequest
+from solver_plan.hybrid.request import HybridRequest
+from solver_plan.requests import UNLIMITED, PipelineRequest, PlanRequest
 from solver_plan.resources import REPO_ROOT
 
 MLP = "mlp:layers=2,hidden=64,batch=8"

@@ -41,7 +41,8 @@ def job_request(job: Job):
                                job.planner, job.schedule or DEFAULT_SCHEDULE, time_limit=job.time_limit,
                                memory_limit=job.memory_limit, precision=precision,
                                optimizer=job.optimizer or DEFAULT_OPTIMIZER, seed=job.seed, options=job.options)
-    from solver_plan.requests import DEFAULT_RUNTIME, HybridRequest
+    from solver_plan.hybrid.request import HybridRequest
+    from solver_plan.requests import DEFAULT_RUNTIME
     options = dict(job.options)
     batch = options.get("batch")
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:

@@ -32,7 +32,7 @@ REPLICABLE = frozenset({OpType.INPUT, OpType.UNARY, OpType.BINARY, OpType.SOFTMA
                         OpType.LAYERNORM, OpType.BATCHNORM, OpType.POOL2D, OpType.CONCAT, OpType.SPLIT,
                         OpType.RESHAPE, OpType.TRANSPOSE})
 
-from solver_plan.requests import DEFAULT_MAX_CANDIDATES  # noqa: E402 (a request default: requests.py)
+DEFAULT_MAX_CANDIDATES = 24  # configurations per operator (a request default, re-exported by requests.py)
 DEFAULT_MAX_PLACEMENTS = 2
 
 

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Union
 
 from solver_plan.deadline import MIN_LIMIT_S, Deadline, time_budget
 from solver_plan.errors import InputError
-from solver_plan.requests import DEFAULT_HYBRID_PLANNER, UNLIMITED, HybridRequest
+from solver_plan.hybrid.request import HybridRequest
+from solver_plan.requests import DEFAULT_HYBRID_PLANNER, UNLIMITED
 
 if TYPE_CHECKING:
     from solver_plan.hybrid.moe_plan import MoEResult

@@ -82,7 +82,7 @@ def check_model_name(spec: str) -> None:
 def hybrid_request(args):
     """The `HybridRequest` of parsed `hybrid` arguments."""
     from solver_plan import cli_options as o
-    from solver_plan.requests import HybridRequest
+    from solver_plan.hybrid.request import HybridRequest
     return o.build(HybridRequest, args, model=args.model, cluster=args.cluster, global_batch=args.batch,
                    block_solver=args.block_solver, devices=args.devices, time_limit=args.time_limit,
                    memory_limit=args.memory_limit, precision=args.precision, runtime=args.runtime, fix=args.fix,
