@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import importlib.util
 import sys
 from pathlib import Path
 
@@ -27,11 +26,9 @@ PRESET = {"h100": "h100-4x8-ib", "h200": "h200-8x8-ib"}
 
 
 def _kit():
-    spec = importlib.util.spec_from_file_location("measure_device", ROOT / "scripts" / "measure_device.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["measure_device"] = module
-    spec.loader.exec_module(module)
-    return module
+    sys.path.insert(0, str(ROOT / "scripts"))  # the kit beside this script
+    import measure_device
+    return measure_device
 
 
 def main(argv=None) -> int:

@@ -851,6 +851,24 @@ def run(args) -> dict:
     return meta
 
 
+def _write_memory_table(path: Path, rows, terms_of, model_of, time_column: str, how: str) -> None:
+    """A whole decoder's measured memory against the model's terms (model-memory.csv, fsdp-memory.csv):
+    one row per case, `terms_of(case)` the predicted bytes by term, `model_of(case)` its ModelCase."""
+    terms = list(terms_of(rows[0][0])) if rows else []  # the model's term names, from the first case
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["layers", "batch", "seq", "hidden", "ffn", "vocab", time_column, "peak_allocated_bytes",
+                    "peak_reserved_bytes", "allocated_before_bytes", "allocated_at_loss_bytes", "predicted_allocated_bytes",
+                    "allocated_error"] + [f"predicted_{t}_bytes" for t in terms] + ["how"])
+        for case, seconds, peak, reserved, base, at_loss in rows:
+            predicted = terms_of(case)
+            total = sum(predicted.values())
+            mc = model_of(case)
+            w.writerow([mc.layers, mc.batch, mc.seq, mc.hidden, mc.ffn, mc.vocab, f"{seconds * 1e3:.3f}",
+                        int(peak), int(reserved), int(base), int(at_loss), int(round(total)),
+                        f"{total / peak - 1:+.3f}" if peak else ""] + [int(round(predicted[t])) for t in terms] + [how])
+
+
 def write_all(out_dir: Path, out: dict, meta: dict, how: str) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     with open(out_dir / "calibration.csv", "w", newline="") as f:
@@ -894,37 +912,15 @@ def write_all(out_dir: Path, out: dict, meta: dict, how: str) -> None:
         for case, seconds in out["copy"]:
             w.writerow([case.direction, int(case.pinned), case.nbytes, f"{seconds * 1e6:.3f}",
                         f"{case.nbytes / seconds / 1e9:.2f}", how])
-    with open(out_dir / "model-memory.csv", "w", newline="") as f:
-        w = csv.writer(f)
-        terms = list(predicted_model_terms(ModelCase(1, 1, 8, 64, 4, 4, 128, 100)))
-        w.writerow(["layers", "batch", "seq", "hidden", "ffn", "vocab", "forward_backward_ms", "peak_allocated_bytes",
-                    "peak_reserved_bytes", "allocated_before_bytes", "allocated_at_loss_bytes", "predicted_allocated_bytes",
-                    "allocated_error"] + [f"predicted_{t}_bytes" for t in terms] + ["how"])
-        for case, seconds, peak, reserved, base, at_loss in out["model"]:
-            predicted = predicted_model_terms(case)
-            total = sum(predicted.values())
-            w.writerow([case.layers, case.batch, case.seq, case.hidden, case.ffn, case.vocab, f"{seconds * 1e3:.3f}",
-                        int(peak), int(reserved), int(base), int(at_loss), int(round(total)),
-                        f"{total / peak - 1:+.3f}" if peak else ""] + [int(round(predicted[t])) for t in terms]
-                       + [how + "; a whole eager decoder (embedding, Llama-style blocks, RMSNorm, untied output, "
-                                "F.cross_entropy on fp32 logits), bf16 weights, gradients allocated, no optimizer; "
-                                "allocations counted from before the model was built"])
-    with open(out_dir / "fsdp-memory.csv", "w", newline="") as f:
-        w = csv.writer(f)
-        terms = list(predicted_fsdp_terms(FsdpCase(ModelCase(1, 1, 8, 64, 4, 4, 128, 100))))
-        w.writerow(["layers", "batch", "seq", "hidden", "ffn", "vocab", "step_ms", "peak_allocated_bytes",
-                    "peak_reserved_bytes", "allocated_before_bytes", "allocated_at_loss_bytes", "predicted_allocated_bytes",
-                    "allocated_error"] + [f"predicted_{t}_bytes" for t in terms] + ["how"])
-        for case, seconds, peak, reserved, base, at_loss in out["fsdp"]:
-            predicted = predicted_fsdp_terms(case)
-            total = sum(predicted.values())
-            mc = case.model
-            w.writerow([mc.layers, mc.batch, mc.seq, mc.hidden, mc.ffn, mc.vocab, f"{seconds * 1e3:.3f}",
-                        int(peak), int(reserved), int(base), int(at_loss), int(round(total)),
-                        f"{total / peak - 1:+.3f}" if peak else ""] + [int(round(predicted[t])) for t in terms]
-                       + [how + "; FSDP2 fully_shard per block and root on a one-rank NCCL group, fp32 parameters, "
-                                "MixedPrecisionPolicy(bf16, reduce fp32), AdamW(foreach); peak over forward + backward + "
-                                "optimizer step after two steps; allocations counted from before the model was built"])
+    _write_memory_table(out_dir / "model-memory.csv", out["model"], predicted_model_terms, lambda c: c,
+                        "forward_backward_ms", how + "; a whole eager decoder (embedding, Llama-style blocks, RMSNorm, "
+                        "untied output, F.cross_entropy on fp32 logits), bf16 weights, gradients allocated, no "
+                        "optimizer; allocations counted from before the model was built")
+    _write_memory_table(out_dir / "fsdp-memory.csv", out["fsdp"], predicted_fsdp_terms, lambda c: c.model,
+                        "step_ms", how + "; FSDP2 fully_shard per block and root on a one-rank NCCL group, fp32 "
+                        "parameters, MixedPrecisionPolicy(bf16, reduce fp32), AdamW(foreach); peak over forward + "
+                        "backward + optimizer step after two steps; allocations counted from before the model was "
+                        "built")
     with open(out_dir / "grouped-gemm.csv", "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["experts", "tokens_per_expert", "k", "n", "dtype", "grouped_us", "grouped_fraction_of_bf16_peak",

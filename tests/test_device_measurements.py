@@ -2,7 +2,6 @@
 the device tables are read from kernel measurements; these tests check the memory model, which was
 not fitted to them, against the blocks and optimizer state measured in the same call."""
 import csv
-import importlib.util
 import sys
 from pathlib import Path
 
@@ -13,11 +12,9 @@ RUN = ROOT / "data" / "device" / "h100-2026-11-26"
 
 
 def _kit():
-    spec = importlib.util.spec_from_file_location("measure_device", ROOT / "scripts" / "measure_device.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["measure_device"] = module
-    spec.loader.exec_module(module)
-    return module
+    sys.path.insert(0, str(ROOT / "scripts"))  # the kit is a script, not a module of the package
+    import measure_device
+    return measure_device
 
 
 def _rows(name):

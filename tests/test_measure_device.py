@@ -1,7 +1,6 @@
 """The device measurement kit's dry run (scripts/measure_device.py): no GPU, no torch; the plan of
 measurements and every writer run, and the calibration CSV it writes is one `calibrate` reads."""
 import csv
-import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -12,11 +11,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _kit():
-    spec = importlib.util.spec_from_file_location("measure_device", ROOT / "scripts" / "measure_device.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["measure_device"] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+    sys.path.insert(0, str(ROOT / "scripts"))  # the kit is a script, not a module of the package
+    import measure_device
+    return measure_device
 
 
 @pytest.mark.parametrize("quick", [True, False])
