@@ -141,3 +141,14 @@ def test_quiet_progress_prints_nothing():
         progress.report(incumbent=1.0)
         time.sleep(0.05)
     assert stream.getvalue() == ""
+
+
+def test_progress_line_keeps_an_incumbent_of_zero():
+    """A best plan of 0.0 is a plan: the bound shown is never above it (it was read as no plan)."""
+    import io
+
+    from solver_plan.intra import progress
+    reporter = progress.Progress("milp", stream=io.StringIO(), enabled=False)
+    reporter.incumbent, reporter.bound = 0.0, 1e-3
+    line = reporter.line()
+    assert "best plan 0" in line and "bound 0" in line and "bound 1" not in line

@@ -44,7 +44,9 @@ class Progress:
     def line(self) -> str:
         """The progress line: elapsed seconds, best plan's objective and best bound so far."""
         best = "-" if self.incumbent is None else format_seconds(self.incumbent)
-        bound = "-" if self.bound is None else format_seconds(min(self.bound, self.incumbent or self.bound))
+        # the bound never shown above the best plan (an incumbent of 0.0 is one)
+        bound = "-" if self.bound is None else format_seconds(
+            self.bound if self.incumbent is None else min(self.bound, self.incumbent))
         return (f"{self.label}: {time.perf_counter() - self.started:.0f} s elapsed, "
                 f"best plan {best} (objective), bound {bound}")
 
