@@ -54,3 +54,15 @@ def test_predicted_block_memory_sums_the_hybrid_terms():
     mlp_backward = max(2 * (s * b * f + s * b * h + h * f), 2 * 2 * s * b * f)  # hybrid/memory.py mlp_backward_bytes
     expected = 4 * params + acts + max(dq_accumulator, mlp_backward) + 4 * s * b * h + 64 * 1024 ** 2
     assert kit.predicted_block_bytes(case) == pytest.approx(expected)
+
+
+def test_tables_option_measures_only_the_named_tables(tmp_path):
+    kit = _kit()
+    assert kit.main(["--out", str(tmp_path), "--dry-run", "--tables", "fsdp,model"]) == 0
+    meta = json.loads((tmp_path / "meta.json").read_text())
+    plan = kit.plan_cases(False)
+    assert meta["written"] == {k: (len(v) if k in ("fsdp", "model") else 0) for k, v in plan.items()}
+    with open(tmp_path / "fsdp-memory.csv") as f:
+        assert len(list(csv.DictReader(f))) == len(plan["fsdp"])
+    with pytest.raises(SystemExit, match="unknown table"):
+        kit.main(["--out", str(tmp_path), "--dry-run", "--tables", "gemm,colour"])
