@@ -41,6 +41,16 @@ def command_line(text: str) -> list[str]:
     return shlex.split(" ".join(line.rstrip("\\") for line in text.splitlines() if not line.startswith("#")))
 
 
+def plan_of(doc: dict) -> dict:
+    """The plan of a plan file: an expert-parallel result (moe-hybrid) holds it under `plan`."""
+    return doc["plan"] if isinstance(doc.get("plan"), dict) and doc["plan"].get("kind") == "moe-hybrid" else doc
+
+
+def stage_layers(plan: dict) -> int:
+    """Layers over the stages (hybrid stages: num_layers; moe-hybrid stages: layers)."""
+    return sum(s["num_layers"] if "num_layers" in s else s["layers"] for s in plan["stages"])
+
+
 def strongest(plan: dict) -> str:
     modes = [s.get("recompute", plan["parallelism"].get("recompute", "none")) for s in plan["stages"]]
     return max(modes, key=RECOMPUTE_ORDER.index)
@@ -49,11 +59,14 @@ def strongest(plan: dict) -> str:
 # --- workers: run in a child process, print one JSON line -------------------------------------
 def worker_megatron(plan: dict, text: str, tree: str) -> str:
     sys.path.insert(0, tree)
+    plan = plan_of(plan)
     p = plan["parallelism"]
     os.environ.update(WORLD_SIZE=str(plan["devices"]), RANK="0", CUDA_DEVICE_MAX_CONNECTIONS="1")
     import megatron.training.arguments as arguments
+    import torch
     if hasattr(arguments, "get_device_arch_version"):  # core_v0.15+ asks the GPU: answer as an A100 (8)
         arguments.get_device_arch_version = lambda: 8
+    torch.cuda.get_device_capability = lambda device=None: (8, 0)  # --moe-grouped-gemm asks it too
     from megatron.training.arguments import parse_args, validate_args
     sys.argv = ["pretrain_gpt.py"] + command_line(text)
     args = parse_args()
@@ -61,8 +74,19 @@ def worker_megatron(plan: dict, text: str, tree: str) -> str:
     checks = {"tp": (args.tensor_model_parallel_size, p["tp"]), "pp": (args.pipeline_model_parallel_size, p["pp"]),
               "dp": (args.data_parallel_size, p["dp"]), "global batch": (args.global_batch_size, plan["global_batch"]),
               "micro batch": (args.micro_batch_size, p["micro_batch_size"]),
-              "layers": (args.num_layers, sum(s["num_layers"] for s in plan["stages"])),
+              "layers": (args.num_layers, stage_layers(plan)),
               "recompute": (args.recompute_granularity or "none", strongest(plan))}
+    if "ep" in p:  # expert-parallel: the folding and capacity read back, and the core's MoE checks run
+        checks.update({"ep": (args.expert_model_parallel_size, p["ep"]),
+                       "etp": (args.expert_tensor_parallel_size, p["etp"]),
+                       "capacity": (args.moe_expert_capacity_factor, p.get("capacity_factor")),
+                       "experts per ep rank": (args.num_experts % p["ep"], 0)})
+        try:  # main moved it to argument_utils
+            from megatron.training.arguments import core_transformer_config_from_args
+        except ImportError:
+            from megatron.training.argument_utils import core_transformer_config_from_args
+        args.apply_rope_fusion = False  # a fused kernel of Transformer Engine, which a CPU check has not
+        core_transformer_config_from_args(args)  # TransformerConfig.__post_init__: MoE and recompute checks
     layout = getattr(args, "pipeline_model_parallel_layout", None)
     if layout is not None:  # the explicit stage layout, checked as TransformerConfig checks it
         from megatron.core.transformer.pipeline_parallel_layer_layout import PipelineParallelLayerLayout
@@ -234,7 +258,7 @@ def main() -> int:
             continue
         plan = json.loads(path.read_text())
         kind = plan_kind(plan)  # the plan's declared kind (fixtures from before the envelope: read from keys)
-        if kind == "hybrid":
+        if kind in ("hybrid", "moe-hybrid"):
             checks = [("deepspeed", "deepspeed", "", ""), ("torchtitan", "torchtitan", "", "")]
             checks += [("megatron", f"Megatron-LM {name}", tree, pythons.get(name, "")) for name, tree in trees]
             exports = {target: export_plan(plan, target) for target in ("megatron", "deepspeed", "torchtitan")}
