@@ -104,18 +104,17 @@ def run(args) -> int:
     check_output_path(args.out, "--out")
     check_export_arguments(args)  # --export-out checked before any work, like --out
     request = hybrid_request(args)
-    if request.is_moe:  # mixtures of experts: expert-parallel plans (issue 24)
-        if getattr(args, "export", None):
-            raise InputError("exports of expert-parallel plans are not available yet; write the plan with --out "
-                             "(parallelism: dp, tp, cp, pp, ep, etp, edp, capacity)", "--export")
-    else:
+    if not request.is_moe:  # mixtures of experts: expert-parallel plans (issue 24)
         check_model_name(args.model)
     deadline = time_budget(request.time_limit, start=getattr(args, "started", None))
     report = o.check(args, request, answer_hybrid, request, deadline)
     result = report.result
     if request.is_moe:
         from solver_plan.hybrid.moe_cli import print_moe
-        return print_moe(args, report)
+        code = print_moe(args, report)
+        if result.plan is not None and result.status.has_solution:
+            write_export(args, result.to_dict())  # ep, etp, capacity as each runtime takes them (export/)
+        return code
     if args.out:  # before printing: a closed pipe must not lose the plan
         write_text_atomic(args.out, json.dumps(result.to_dict(), indent=2) + "\n")
     print(result.table())
