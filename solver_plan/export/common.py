@@ -5,9 +5,13 @@ writes it: parallelism, global_batch, devices, stages with layer ranges). Expert
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from solver_plan.errors import InputError
 from solver_plan.result import read_kind, read_schema_version
+
+if TYPE_CHECKING:
+    from solver_plan.hybrid.moe_model import MoEModel
 
 WHERE = "plan"
 SCHEMA_VERSION = 1  # of every plan JSON the exporters read (plan.v1, hybrid.v1)
@@ -48,7 +52,7 @@ class ExpertView:
     routing: str
     dropped_fraction: float
     a2a_overlap: str
-    model: object = None
+    model: MoEModel | None = None
     config: dict = field(default_factory=dict)
     unreadable: str | None = None
     notes: tuple[str, ...] = ()  # what every runtime loses of the plan (each exporter lists them)
@@ -155,12 +159,9 @@ def _stage_recompute(stages: list, plan_wide: str) -> tuple[str, ...]:
 
 
 def hybrid_view(d: dict) -> HybridView:
-    """The `HybridView` of a hybrid or expert-parallel (moe-hybrid) plan dict; InputError when it has no
-    solution or lacks a key.
+    """The `HybridView` of a hybrid plan dict; InputError when it has no solution or lacks a key
+    (expert-parallel plans: moe_view.plan_view).
     """
-    if isinstance(d, dict) and "moe-hybrid" in (d.get("kind"), (d.get("plan") or {}).get("kind")):
-        from solver_plan.export.moe_view import moe_view
-        return moe_view(d)
     if d.get("status") not in ("OPTIMAL", "FEASIBLE", "TIME_LIMIT") or "parallelism" not in d:
         raise InputError(f"the plan has no solution to export (status {d.get('status')!r})", WHERE)
     p = d["parallelism"]

@@ -14,7 +14,8 @@ from __future__ import annotations
 import json
 
 from solver_plan.export import deepspeed_moe
-from solver_plan.export.common import block_config_loss, hybrid_view
+from solver_plan.export.common import block_config_loss
+from solver_plan.export.moe_view import plan_view
 
 
 def _batch_keys(v, lost: list[str]) -> dict:
@@ -36,7 +37,7 @@ def export_deepspeed(d: dict) -> str:
     """A hybrid plan dict as a DeepSpeed ds_config JSON (module docstring), with what DeepSpeed cannot express
     listed under `solver_plan`.
     """
-    v = hybrid_view(d)
+    v = plan_view(d)
     lost: list[str] = []
     config: dict = _batch_keys(v, lost)
     config["zero_optimization"] = {"stage": v.zero_stage}

@@ -9,7 +9,8 @@ from __future__ import annotations
 import shlex
 
 from solver_plan.export import megatron_moe
-from solver_plan.export.common import block_config_loss, hybrid_view
+from solver_plan.export.common import block_config_loss
+from solver_plan.export.moe_view import plan_view
 from solver_plan.export.model_shape import model_shape
 
 
@@ -105,7 +106,7 @@ def export_megatron(d: dict) -> str:
     """A hybrid plan dict as Megatron-LM command-line arguments (module docstring), with comment lines saying
     what Megatron cannot express.
     """
-    v = hybrid_view(d)
+    v = plan_view(d)
     lost: list[str] = []
     shape, unreadable = (None, None) if v.experts is not None else model_shape(v.model)
     if v.experts is not None:  # an expert-parallel plan: its model and expert flags (megatron_moe.py)

@@ -12,9 +12,17 @@ from __future__ import annotations
 from dataclasses import replace
 
 from solver_plan.errors import InputError
-from solver_plan.export.common import WHERE, ExpertView, HybridView, check_view, plan_kind
+from solver_plan.export.common import WHERE, ExpertView, HybridView, check_view, hybrid_view, plan_kind
 
 SOLVED = ("OPTIMAL", "FEASIBLE", "TIME_LIMIT")
+
+
+def plan_view(d: dict) -> HybridView:
+    """The view every runtime exporter reads: of an expert-parallel plan (moe-hybrid: the result or
+    its plan) with its `experts`, else of a hybrid plan (common.hybrid_view)."""
+    if isinstance(d, dict) and "moe-hybrid" in (d.get("kind"), (d.get("plan") or {}).get("kind")):
+        return moe_view(d)
+    return hybrid_view(d)
 
 
 def moe_plan_body(d: dict) -> dict:

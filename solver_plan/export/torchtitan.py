@@ -16,7 +16,8 @@ degree and the registered MoE model (torchtitan_moe.py).
 from __future__ import annotations
 
 from solver_plan.export import torchtitan_moe
-from solver_plan.export.common import block_config_loss, hybrid_view
+from solver_plan.export.common import block_config_loss
+from solver_plan.export.moe_view import plan_view
 from solver_plan.export.model_shape import model_shape
 
 SCHEDULES = {"1f1b": "1F1B", "gpipe": "GPipe", "interleaved": "Interleaved1F1B"}
@@ -86,7 +87,7 @@ def export_torchtitan(d: dict) -> str:
     """A hybrid plan dict as torchtitan command-line overrides (module docstring), with comment lines saying
     what torchtitan cannot express.
     """
-    v = hybrid_view(d)
+    v = plan_view(d)
     lost: list[str] = []
     shape, _ = (None, None) if v.experts is not None else model_shape(v.model)
     args = torchtitan_moe.module_and_config(v, lost) if v.experts is not None else _module_and_config(shape, v, lost)

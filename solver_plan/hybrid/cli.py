@@ -96,7 +96,7 @@ def run(args) -> int:
     """
     from solver_plan import cli_options as o
     from solver_plan.deadline import time_budget
-    from solver_plan.errors import InputError, solver_failure_exit
+    from solver_plan.errors import solver_failure_exit
     from solver_plan.files import check_output_path, write_text_atomic
     from solver_plan.hybrid.answer import answer_hybrid
     from solver_plan.export.cli_support import check_export_arguments, write_export
