@@ -14,10 +14,10 @@ between them are laid out (sequence splits, replication) is the per-operator sol
 Times of the chosen configuration:
 - compute: the cost model's roofline time of each operator (`compute_time` with the device's
   efficiency curves; backward = 2 kernels of the forward's size; the attention core as the
-  runtime's kernel runs it, `cost.kernels.attention_kernel_factors`, at the device's measured
-  efficiency for that kernel family, `_fused_attention_s`), plus the memory traffic of the attention
-  scores an unfused runtime adds (`score_traffic_s`), fp8 casts (`fp8_cast_s`) and eager
-  normalisation / rotary passes (`norm_rope_s`), times a calibration factor `compute_scale`;
+  runtime's kernel runs it, `cost.attention`, the definition the per-operator path uses too: a
+  causal fused kernel at the device's measured efficiency for that kernel family, or an unfused one
+  with the scores' HBM passes), fp8 casts (`fp8_cast_s`) and eager normalisation / rotary passes
+  (`norm_rope_s`), times a calibration factor `compute_scale`;
 - communication: the cost model's collectives and redistributions of that configuration (in the
   training precision's bytes: the cost model narrows the graph's fp32 tensors itself), less what
   the runtime hides under the GEMMs (`tp_overlap_exposed_s`).
@@ -115,32 +115,6 @@ def _restrict(problem, graph, tp: int):
         num_devices=problem.num_devices, memory_limit=None, name=problem.name, context=problem.context)
 
 
-def score_traffic_s(cluster: Cluster, graph, op, n: int, element_bytes: float = 2,
-                    runtime=None) -> tuple[float, float]:
-    """(forward, backward) seconds of the attention scores' memory traffic on one of n devices,
-    which the cost model's roofline of a fused Attention operator (inputs and output only) leaves
-    out, as `runtime` (a `RuntimeProfile`; None: the default, megatron-core) runs attention:
-    `cost.kernels.attention_scores`, the one definition the per-operator cost model uses for
-    `scores="materialized"`: nothing for fused attention (FlashAttention, cuDNN fused attention);
-    for unfused attention (Megatron-LM 2021-22: baddbmm, fused softmax, dropout, bmm) the HBM passes
-    of `attention_score_traffic` (with dropout forward 6 e + 1 bytes per score element, backward
-    9 e + 1), at the HBM roofline. These are separate memory-bound kernels, so their time adds to
-    the GEMMs'. None for an Attention the graph already marks materialised (the cost model priced
-    it) or any other operator."""
-    from solver_plan.cost.compute import memory_time
-    from solver_plan.cost.kernels import attention_scores
-    from solver_plan.runtime import resolve_runtime
-
-    if op.op_type != OpType.ATTENTION or op.attrs.get("scores") == "materialized":
-        return 0.0, 0.0
-    kernels = resolve_runtime(runtime).kernels
-    batch, seq = op.outputs[0].shape[0], op.outputs[0].shape[1]
-    keys = graph.tensor(op.inputs[1]).shape[1]
-    elements = op.attr("heads") * seq * keys * batch / n
-    cost = attention_scores(elements, element_bytes, kernels.flash_attention, kernels.attention_dropout)
-    return memory_time(cluster.device, cost.forward_bytes), memory_time(cluster.device, cost.backward_bytes)
-
-
 def fp8_cast_s(cluster: Cluster, graph, op, cfg, cost_model, runtime) -> tuple[float, float]:
     """(forward, backward) seconds of the casts around a Linear's fp8 GEMM (`cost.kernels.fp8_cast_bytes`
     on this device's input and output tiles, memory-bound), when the compute dtype is fp8 and the
@@ -162,43 +136,19 @@ def _compute_s(cluster: Cluster, cost_model, graph, op, cfg, scale: float = 1.0,
     """(forward, backward) compute seconds of `op` under `cfg`, times `scale`: the cost model's
     roofline time (forward kernel + backward of two kernels its size, `CostModel.compute_seconds`,
     the one source of kernel times) split 1 : 2; the attention core as the runtime's kernel runs it
-    (`cost.kernels.attention_kernel_factors`: a causal flash kernel does half the forward work and
-    2.5x that backward), plus the attention scores' forward and backward traffic (`score_traffic_s`)
-    and fp8 casts (`fp8_cast_s`)."""
-    from solver_plan.cost.kernels import attention_kernel_factors
+    (`CostModel.attention_seconds`, i.e. `cost.attention`: a causal fused kernel at the device's
+    measured efficiency, the scores' HBM passes of an unfused one), plus fp8 casts (`fp8_cast_s`).
+    The cost model carries `runtime`'s kernels (`BlockCoster` builds it so)."""
     from solver_plan.runtime import resolve_runtime
 
     runtime = resolve_runtime(runtime)
-    forward_scores, backward_scores = score_traffic_s(cluster, graph, op, cfg.num_devices,
-                                                      cost_model.precision.activations.bytes, runtime)
     forward_casts, backward_casts = fp8_cast_s(cluster, graph, op, cfg, cost_model, runtime)
-    kernels = cost_model.node(graph, op, cfg).compute_s
-    forward_factor, backward_factor = 1.0, 2.0
-    one = kernels / 3.0
-    if op.op_type == OpType.ATTENTION and op.attrs.get("scores") != "materialized":
-        forward_factor, backward_factor = attention_kernel_factors(runtime.kernels.flash_attention,
-                                                                   runtime.kernels.causal_skip)
-        measured = _fused_attention_s(cluster, cost_model, op, cfg, runtime)
-        one = one if measured is None else measured
-    return (scale * (forward_factor * one + forward_scores + forward_casts),
-            scale * (backward_factor * one + backward_scores + backward_casts))
-
-
-def _fused_attention_s(cluster: Cluster, cost_model, op, cfg, runtime) -> float | None:
-    """One dense forward kernel of the attention core's FLOPs at the device's measured efficiency for
-    the runtime's fused kernel family (`cost.compute.attention_time`; None: no figure, or unfused). The
-    kernel runs in the activation dtype: fp8 training keeps attention in 16 bits (Transformer Engine's
-    fp8_dot_product_attention is off by default; torchao converts nn.Linear only)."""
-    from solver_plan.cost.compute import attention_time
-
-    backend = runtime.kernels.attention_backend if runtime.kernels.flash_attention else ""
-    if not backend:
-        return None
-    dtype = cost_model.precision.activations if cost_model.precision.compute.value == "fp8" \
-        else cost_model.precision.compute
-    element = cost_model.precision.activations.bytes
-    hbm = 4.0 * math.prod(op.outputs[0].shape) * element / cfg.num_shards  # q, k, v, output
-    return attention_time(cluster, op.flops / cfg.num_shards, hbm, backend, dtype, query_length=op.outputs[0].shape[1])
+    if op.op_type == OpType.ATTENTION:
+        forward, backward = cost_model.attention_seconds(graph, op, cfg)
+    else:
+        one = cost_model.node(graph, op, cfg).compute_s / 3.0
+        forward, backward = one, 2.0 * one
+    return scale * (forward + forward_casts), scale * (backward + backward_casts)
 
 
 def norm_rope_s(cluster: Cluster, spec: TransformerSpec, b: int, tp: int, runtime,
@@ -274,7 +224,7 @@ class BlockCoster:
         submesh = self.cluster.first_devices(tp)
         from solver_plan.cost.model import CostModel
 
-        cost_model = CostModel(submesh, precision=self.precision)
+        cost_model = CostModel(submesh, precision=self.precision, runtime=self.runtime)
         problem = _restrict(build_config_problem(graph, submesh, cost_model=cost_model), graph, tp)
         left = deadline.remaining()
         # an expired deadline still gets a short solve: the block profile is needed for any plan
