@@ -75,13 +75,15 @@ def _config_text(cfg) -> str:
 WEIGHT_OPS = (OpType.LINEAR, OpType.CONV2D, OpType.EMBEDDING)
 
 
-def _tensor_parallel(op, cfg, graph, tp: int) -> bool:
+def _tensor_parallel(op, cfg, graph, tp: int, column_row: bool = False) -> bool:
     """Whether `cfg` is a tensor-parallel configuration of `op` on the tp-device submesh, as the
     stage's memory terms assume (memory.stage_params: weights / t): it uses all tp devices (a
     configuration on fewer leaves the others idle while the plan counts them, the interop engineer's
     report of q, k, v and attention on 1 of 4 devices), and a weight matrix (linear, grouped
     convolution = experts, embedding table) has its weights split t ways, not replicated. Norm
-    scales may stay replicated (Megatron replicates them; 2h per norm)."""
+    scales may stay replicated (Megatron replicates them; 2h per norm). `column_row`: the runtime
+    splits each weight matrix along one dimension only (`RuntimeProfile.tensor_parallel`: Megatron's
+    column- and row-parallel layers), so a split of both (out=4, in=2) is no configuration it runs."""
     from solver_plan.cost.dims import op_layout
 
     if tp == 1:
@@ -90,20 +92,21 @@ def _tensor_parallel(op, cfg, graph, tp: int) -> bool:
         return False
     if op.op_type not in WEIGHT_OPS or op.params == 0:
         return True
-    return math.prod(cfg.degree(name) for name in op_layout(op, graph).weight_dims) == tp
+    degrees = [cfg.degree(name) for name in op_layout(op, graph).weight_dims]
+    return math.prod(degrees) == tp and not (column_row and sum(1 for d in degrees if d > 1) > 1)
 
 
-def _restrict(problem, graph, tp: int):
+def _restrict(problem, graph, tp: int, column_row: bool = False):
     """The problem restricted to candidates that do not split the sample dimension (dp is outer) and
-    are tensor parallel over the whole submesh (`_tensor_parallel`); an operator with no such
-    candidate keeps the sample-free ones (and all of them if none)."""
+    are tensor parallel over the whole submesh as the runtime runs it (`_tensor_parallel`); an
+    operator with no such candidate keeps the sample-free ones (and all of them if none)."""
     from solver_plan.intra.problem import ConfigProblem
 
     keep = []
     for name, cands in zip(problem.names, problem.candidates):
         op = graph.op(name)
         free = [c for c, cfg in enumerate(cands) if cfg.degree("sample") == 1]
-        idx = [c for c in free if _tensor_parallel(op, cands[c], graph, tp)]
+        idx = [c for c in free if _tensor_parallel(op, cands[c], graph, tp, column_row)]
         keep.append(np.array(idx or free or range(len(cands)), dtype=int))
     return ConfigProblem(
         names=problem.names, candidates=tuple(tuple(c[i] for i in k) for c, k in zip(problem.candidates, keep)),
@@ -225,7 +228,8 @@ class BlockCoster:
         from solver_plan.cost.model import CostModel
 
         cost_model = CostModel(submesh, precision=self.precision, runtime=self.runtime)
-        problem = _restrict(build_config_problem(graph, submesh, cost_model=cost_model), graph, tp)
+        problem = _restrict(build_config_problem(graph, submesh, cost_model=cost_model), graph, tp,
+                            self.runtime.tensor_parallel == "column-row")
         left = deadline.remaining()
         # an expired deadline still gets a short solve: the block profile is needed for any plan
         result = solve(problem, self.planner, deadline if left is None or left >= BLOCK_SOLVE_FLOOR_S
@@ -266,9 +270,10 @@ class BlockCoster:
             if group[v] == "block":
                 comm += seconds
         shared_s, shared_forward_s = _shared_input_savings(graph, problem, result.assignment, cost_model, scope)
-        total["block"] -= shared_s
-        forward["block"] -= shared_forward_s
-        comm -= shared_s
+        scattered_s = _reduce_scatter_savings(graph, problem, result.assignment, submesh, cost_model, scope)
+        total["block"] -= shared_s + scattered_s
+        forward["block"] -= shared_forward_s + scattered_s
+        comm -= shared_s + scattered_s
         eager_forward, eager_backward = norm_rope_s(submesh, self.spec, b, tp, self.runtime,
                                                     cost_model.precision.activations.bytes)
         total["block"] += self.compute_scale * (eager_forward + eager_backward)
@@ -285,6 +290,55 @@ class BlockCoster:
         return BlockProfile(tp, b, total["block"], forward["block"], attention_forward, total["embed"], total["head"],
                             comm, result.status, max(0.0, min(1.0, ratio)), selective, tuple(configs["block"]),
                             tuple(configs["embed"]), tuple(configs["head"]))
+
+
+def _reduce_scatter_savings(graph, problem, assignment, cluster: Cluster, cost_model, scope: str) -> float:
+    """Forward seconds the cost model counts more than the runtime pays where an operator's partial
+    sums (a split reduction dimension: Megatron's row-parallel linear) feed a consumer that keeps
+    only its 1/k share of them on the same k devices (a sequence-split residual or norm). The cost
+    model all-reduces the partial output at the operator (`CostModel` forward collective) and the
+    consumer's slice is free; the runtime reduce-scatters instead (Korthikanti et al. 2022, section
+    4.2.2: with sequence parallelism the g operator is a reduce-scatter; DTensor's Partial -> Shard),
+    so all-reduce - reduce-scatter of the output is taken back, once per operator. The backward's
+    all-gather stays on the edge, as the cost model prices it."""
+    from solver_plan.cost.collectives import collective_time
+    from solver_plan.cost.dims import op_layout
+    from solver_plan.cost.tiles import box_volume, tile_boxes
+
+    saved = 0.0
+    done: set[int] = set()
+    consumers: dict[int, list[int]] = {}
+    for u, v in problem.edges:
+        consumers.setdefault(u, []).append(v)
+    for u, targets in consumers.items():
+        name = problem.names[u]
+        if not name.startswith(scope):
+            continue
+        op = graph.op(name)
+        cfg = problem.candidates[u][assignment[u]]
+        layout = op_layout(op, graph)
+        group = math.prod(cfg.degree(layout.names[i]) for i in layout.reduction_dims)
+        if group <= 1 or len(cfg.devices) != group or not op.outputs:
+            continue
+        tensor = op.outputs[0]
+        for v in targets:
+            consumer = graph.op(problem.names[v])
+            if tensor.name not in consumer.inputs or u in done:
+                continue
+            cfg_v = problem.candidates[v][assignment[v]]
+            if set(cfg_v.devices) != set(cfg.devices):
+                continue
+            layout_v = op_layout(consumer, graph)
+            axes = layout_v.input_axes[consumer.inputs.index(tensor.name)]
+            share = float(box_volume(tile_boxes(cfg_v, layout_v.names, axes, tensor.shape)).max())
+            if share * group != math.prod(tensor.shape):  # the consumer keeps 1/k of the sums on each device
+                continue
+            nbytes = math.prod(tensor.shape) * cost_model.element_bytes(tensor.dtype_bytes)
+            per_node = min(group, cluster.devices_per_node)
+            saved += max(0.0, collective_time(cluster, "all_reduce", nbytes, group, per_node)
+                         - collective_time(cluster, "reduce_scatter", nbytes, group, per_node))
+            done.add(u)
+    return saved
 
 
 def _shared_input_savings(graph, problem, assignment, cost_model, scope: str) -> tuple[float, float]:
