@@ -53,6 +53,10 @@ def test_expert_parallel_job_records_a_moe_hybrid_result(tmp_path, capsys):
     from solver_plan.export import export_plan
     assert "--expert-model-parallel-size 4" in export_plan(result, "megatron")
     capsys.readouterr()
+    jsonschema = pytest.importorskip("jsonschema")
+    for document, name in ((record, "batch-record"), (result, "moe-hybrid")):
+        schema = json.loads((REPO_ROOT / "docs" / "schemas" / f"{name}.v1.schema.json").read_text())
+        jsonschema.validate(document, schema, cls=jsonschema.Draft202012Validator)
 
 
 def test_same_answer_as_the_hybrid_command(tmp_path, capsys):
