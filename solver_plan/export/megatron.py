@@ -167,6 +167,7 @@ def export_megatron(d: dict) -> str:
     if any(name == "--expert-tensor-parallel-size" for name, _ in flags):
         header.append("# needs Megatron-LM core_r0.10 or newer (--expert-tensor-parallel-size)")
     if v.experts is not None:
+        header.append("# needs a Megatron-LM newer than core_r0.9 (its MoE flags; checked with core_v0.15.3 and main)")
         header.append(megatron_moe.routing_line(v))
     if any(name == "--pipeline-model-parallel-layout" for name, _ in flags):
         header.append("# needs Megatron-LM core_v0.13 or newer (--pipeline-model-parallel-layout: the planned stages)")
