@@ -58,6 +58,7 @@ class Context:
     runtime: object
     routing_load: object
     a2a_overlap: str = "none"
+    activation_dtype: str = "bf16"  # what runs outside fp8: attention core, router, output head
     cache: dict = field(default_factory=dict, compare=False, hash=False, repr=False)  # layer costs by key
 
 
@@ -71,6 +72,7 @@ class LayerCost:
     working_bytes: float  # while its backward recomputes
     alltoall_s: float = 0.0  # exposed, included in forward/backward
     buffer_bytes: float = 0.0  # all-to-all dispatch and combine buffers (MoE layers)
+    terms: tuple[tuple[str, float], ...] = ()  # (name, forward + backward + recompute seconds): the breakdown
 
 
 @dataclass(frozen=True)
@@ -143,12 +145,13 @@ class MoEPlan:
                 "stages": [s.to_dict() for s in self.stages]}
 
 
-def _gemm_s(ctx: Context, rows: float, k: int, n: int, tp_split: int) -> float:
-    """Forward seconds of x[rows, k] W[k, n] with W split tp_split ways."""
+def _gemm_s(ctx: Context, rows: float, k: int, n: int, tp_split: int, dtype: str | None = None) -> float:
+    """Forward seconds of x[rows, k] W[k, n] with W split tp_split ways, in `dtype` (default: the
+    compute dtype)."""
     e = ctx.state.activations
     flops = 2.0 * rows * k * n / tp_split
     moved = e * (rows * k + k * n / tp_split + rows * n / tp_split)
-    return compute_time(ctx.cluster, flops, moved, dtype=ctx.dtype)
+    return compute_time(ctx.cluster, flops, moved, dtype=dtype or ctx.dtype)
 
 
 def _fp8_casts_s(ctx: Context, inputs: float, outputs: float) -> tuple[float, float]:
@@ -166,15 +169,19 @@ def _fp8_casts_s(ctx: Context, inputs: float, outputs: float) -> tuple[float, fl
 
 def _core_s(ctx: Context, b: int, tp: int) -> float:
     """Forward seconds of the attention core of b sequences on tp shards (fused kernel where the
-    device has its efficiency, the roofline otherwise)."""
+    device has its efficiency, the roofline otherwise), in the activation dtype: fp8 training keeps
+    the attention core in 16 bits (Transformer Engine's fp8_dot_product_attention, Megatron-core's
+    --fp8-dot-product-attention, is off by default and in none of the published recipes), as
+    hybrid/stage_cost.py prices the dense models' attention."""
     model, kernels = ctx.model, ctx.runtime.kernels
     flops = b * model.seq * model.attention_core_flops_per_token() / tp
     if kernels.causal_skip:
         flops /= 2.0
     moved = ctx.state.activations * b * model.seq * (2 * model.scores_width + 2 * model.values_width) / tp
-    fused = attention_time(ctx.cluster, flops, moved, kernels.attention_backend or "flash2", ctx.dtype) \
+    dtype = ctx.activation_dtype
+    fused = attention_time(ctx.cluster, flops, moved, kernels.attention_backend or "flash2", dtype) \
         if kernels.flash_attention else None
-    return fused if fused is not None else compute_time(ctx.cluster, flops, moved, dtype=ctx.dtype)
+    return fused if fused is not None else compute_time(ctx.cluster, flops, moved, dtype=dtype)
 
 
 def _tp_comm_s(ctx: Context, tokens: float, tp: int) -> float:
@@ -233,8 +240,8 @@ def _price_layer(ctx: Context, is_moe: bool, tp: int, b: int, ep: int, etp: int,
     stored = e * tokens * (2 * model.hidden + model.attention_stored) / tp + 4.0 * model.heads * tokens / tp
     expert_fwd = a2a = 0.0
     if is_moe:
-        router = compute_time(ctx.cluster, 2.0 * tokens / tp * model.hidden * model.experts,
-                              e * tokens / tp * (model.hidden + model.experts), dtype=ctx.dtype)
+        router = compute_time(ctx.cluster, 2.0 * tokens / tp * model.hidden * model.experts,  # never fp8: a torch
+                              e * tokens / tp * (model.hidden + model.experts), dtype=ctx.activation_dtype)  # linear
         expert_fwd = (moe.grouped_gemm_s(ctx.cluster, model, b, shards, ep, etp, routing, ctx.dtype, e) + router
                       + moe.permute_s(ctx.cluster, model, b, shards, ep, etp, routing, e))
         etp_s = moe.etp_comm_s(ctx.cluster, model, b, shards, ep, etp, routing, e)
@@ -258,7 +265,16 @@ def _price_layer(ctx: Context, is_moe: bool, tp: int, b: int, ep: int, etp: int,
     else:
         kept, working, extra = stored + mlp_none, 0.0, 0.0
     buffers = moe.a2a_buffer_bytes(model, b, shards, ep, etp, routing, e) if is_moe else 0.0
-    return LayerCost(forward, backward, extra, kept, working, a2a, buffers)
+    attention_fwd = sum(_gemm_s(ctx, tokens, k, n, tp) for k, n in model.attention_gemms)
+    terms = {"attention GEMMs": 3.0 * attention_fwd, "dense/shared GEMMs": 3.0 * (gemm_fwd - attention_fwd),
+             "attention core": 3.0 * core_fwd, "tp/cp comm": comm, "fp8 casts": cast_fwd + cast_bwd,
+             "recompute": extra}
+    if is_moe:
+        grouped = moe.grouped_gemm_s(ctx.cluster, model, b, shards, ep, etp, routing, ctx.dtype, e)
+        terms.update({"router": 3.0 * router, "grouped GEMMs": 3.0 * grouped,
+                      "permute/unpermute": 3.0 * (expert_fwd - grouped - router), "all-to-all": a2a, "etp comm": etp_s,
+                      "fp8 casts": terms["fp8 casts"] + expert_cast_fwd + expert_cast_bwd})
+    return LayerCost(forward, backward, extra, kept, working, a2a, buffers, tuple(terms.items()))
 
 
 def _costs(ctx: Context, p: MoEPoint) -> tuple[LayerCost, LayerCost]:
@@ -269,9 +285,11 @@ def _costs(ctx: Context, p: MoEPoint) -> tuple[LayerCost, LayerCost]:
 
 def _ends_s(ctx: Context, p: MoEPoint) -> tuple[float, float]:
     """(first-stage extra, last-stage extra) per micro-batch: the embedding lookup is free; the last
-    stage runs the final projection (h x V / tp) forward and backward and its fp32 loss."""
+    stage runs the final projection (h x V / tp) forward and backward and its fp32 loss, in the
+    activation dtype (Megatron-core's output_layer is its own ColumnParallelLinear, not a Transformer
+    Engine module, so fp8_autocast leaves it in 16 bits)."""
     tokens = p.micro_batch_size * ctx.model.seq / p.cp
-    head = 3.0 * _gemm_s(ctx, tokens, ctx.model.hidden, ctx.model.vocab, p.tp)
+    head = 3.0 * _gemm_s(ctx, tokens, ctx.model.hidden, ctx.model.vocab, p.tp, ctx.activation_dtype)
     return 0.0, head
 
 
@@ -460,4 +478,26 @@ def make_context(model, cluster: Cluster, global_batch: int, memory_limit, routi
         raise InputError(f"expects one of {', '.join(moe.A2A_OVERLAPS)}, got {a2a_overlap!r}", "a2a_overlap")
     return Context(model, cluster, global_batch, _memory_limit(memory_limit, cluster), mem.precision_state(prec),
                    prec.compute.value, prec.name, resolve_runtime(runtime), parse_load(routing, model.experts),
-                   a2a_overlap)
+                   a2a_overlap, prec.activations.value)
+
+
+def step_breakdown(ctx: Context, plan: MoEPlan) -> dict[str, float]:
+    """Seconds of a priced plan's step by term, at its slowest stage: each layer term (`LayerCost.terms`)
+    x that stage's layers x the micro-batches, its output head and p2p, the pipeline bubble
+    (pipeline_s - m x the slowest stage's time), the exposed gradient sync and the optimizer step;
+    the values sum to `plan.step_time_s`."""
+    p = plan.point
+    dense_cost, moe_cost = _costs(ctx, p)
+    slowest = max(plan.stages, key=lambda s: s.time_per_microbatch_s)
+    out: dict[str, float] = {}
+    for cost, count in ((dense_cost, slowest.layers - slowest.moe_layers), (moe_cost, slowest.moe_layers)):
+        for name, seconds in cost.terms:
+            out[name] = out.get(name, 0.0) + count * seconds * p.micro_batches
+    first, last = _ends_s(ctx, p)
+    ends = (first if slowest.index == 0 else 0.0) + (last if slowest.index == p.pp - 1 else 0.0)
+    out["output head"] = ends * p.micro_batches
+    out["p2p"] = _p2p_s(ctx, p) * p.micro_batches
+    out["bubble"] = plan.pipeline_s - slowest.time_per_microbatch_s * p.micro_batches
+    out["gradient sync"] = plan.dp_sync_s
+    out["optimizer"] = plan.optimizer_s
+    return out
