@@ -272,3 +272,52 @@ def test_capacity_costs_at_least_dropless_balanced_and_reports_drops():
     assert skewed.step_time_s == pytest.approx(padded.step_time_s)
     assert skewed.dropped_fraction == pytest.approx(12 / 25 - 1.25 / 4)
     assert skewed.to_dict()["parallelism"]["capacity"] == 1.25
+
+
+def test_expert_gemms_are_never_issued_faster_than_the_host_launches_them():
+    """64 experts on ep 2: 32 local experts x 2 forward GEMMs x 13.528 us (the measured eager launch
+    rate) = 865.8 us, far above the GPU time of 16 tokens' GEMMs, so the floor is the price; with many
+    tokens per expert the GPU time is above it and the floor does not bind."""
+    model, cluster = tiny(experts=64), resolve_cluster("h100-4x8-ib", 2)
+    balanced = moe.Routing(uniform(64))
+    floor = 2 * 32 * 13.528e-6
+    assert moe.expert_launch_floor_s(model, 2) == pytest.approx(floor)
+    assert moe.grouped_gemm_s(cluster, model, 1, 1, 2, 1, balanced, "bf16", 2.0) == pytest.approx(floor)
+    wide = tiny(experts=64, hidden=4096, expert_ffn=2048, seq=4096)
+    assert moe.grouped_gemm_s(cluster, wide, 4, 1, 2, 1, balanced, "bf16", 2.0) > 2 * moe.expert_launch_floor_s(wide, 2)
+    # the floor counts every local expert, whatever the load: a skewed rank is never priced below it
+    skewed = moe.Routing(zipf(64, 2.0))
+    assert moe.grouped_gemm_s(cluster, model, 1, 1, 2, 1, skewed, "bf16", 2.0) >= floor
+
+
+def test_fp8_keeps_attention_core_router_and_head_in_16_bits():
+    """Under fp8 only the Transformer Engine linears run in fp8: the attention core (TE's fp8
+    dot-product attention is off by default), the router and Megatron-core's output layer cost what
+    they cost in bf16."""
+    from solver_plan.hybrid import moe_price
+
+    cluster = resolve_cluster("h100-4x8-ib", 8)
+    model = moe_model(str(CONFIGS / "qwen3-30b-a3b.json"))
+    fp8 = make_context(model, cluster, 64, None, precision="fp8")
+    bf16 = make_context(model, cluster, 64, None, precision="bf16")
+    assert fp8.dtype == "fp8" and fp8.activation_dtype == "bf16"
+    assert moe_price._core_s(fp8, 1, 1) == moe_price._core_s(bf16, 1, 1)
+    p = MoEPoint(dp=8, tp=1, pp=1, ep=8, etp=1, micro_batch_size=1, micro_batches=8)
+    assert moe_price._ends_s(fp8, p) == moe_price._ends_s(bf16, p)
+    # the GEMMs themselves do run faster in fp8
+    assert moe_price._gemm_s(fp8, 4096, 2048, 4096, 1) < moe_price._gemm_s(bf16, 4096, 2048, 4096, 1)
+
+
+@pytest.mark.parametrize("point", [
+    {"dp": 4, "tp": 2, "pp": 1, "ep": 4, "micro_batch_size": 2},
+    {"dp": 2, "tp": 1, "pp": 4, "ep": 2, "micro_batch_size": 1, "virtual_stages": 1, "recompute": "selective"},
+])
+def test_step_breakdown_sums_to_the_step(point):
+    from solver_plan.hybrid.moe_price import step_breakdown
+
+    cluster = resolve_cluster("h100-4x8-ib", 8)
+    model = tiny(shared_ffn=64, moe_layers=(False,) + (True,) * 7)
+    plan = evaluate_moe(model, cluster, 16, point, memory_limit=None)
+    parts = step_breakdown(make_context(model, cluster, 16, None), plan)
+    assert sum(parts.values()) == pytest.approx(plan.step_time_s, rel=1e-9)
+    assert parts["grouped GEMMs"] > 0 and parts["all-to-all"] > 0 and all(v >= -1e-15 for v in parts.values())
