@@ -321,3 +321,25 @@ def test_step_breakdown_sums_to_the_step(point):
     parts = step_breakdown(make_context(model, cluster, 16, None), plan)
     assert sum(parts.values()) == pytest.approx(plan.step_time_s, rel=1e-9)
     assert parts["grouped GEMMs"] > 0 and parts["all-to-all"] > 0 and all(v >= -1e-15 for v in parts.values())
+
+
+def test_fp8_saves_gemm_inputs_in_one_byte_by_hand():
+    """tiny (h 64, f_e 128, top-2 of 4, seq 16), ep 2, b 1: 16 tokens, n = 32 routed copies at the
+    busiest rank. bf16: 16 x (2 x 64 router input + combine 2 x 2 x 64) + 4 x 16 x 4 probabilities +
+    32 x 2 x (64 + 3 x 128); fp8 (g = 1): the routed copies keep 1 x 64 + (2 x 2 + 1) x 128 each."""
+    model = tiny()
+    balanced = moe.Routing(uniform(4))
+    common = 16 * (2 * 64 + 2 * 2 * 64) + 4 * 16 * 4
+    assert moe.moe_activation_bytes(model, 1, 1, 2, 1, balanced, "none", 2.0) == common + 32 * 2 * (64 + 3 * 128)
+    assert moe.moe_activation_bytes(model, 1, 1, 2, 1, balanced, "none", 2.0, 1.0) == common + 32 * (64 + 5 * 128)
+    assert moe.moe_activation_bytes(model, 1, 1, 2, 1, balanced, "selective", 2.0, 1.0) == common + 32 * 64
+    # a shared expert (f_s 64) under fp8: SwiGLU input 2 x 2 x 64, down input 1 x 64, its own fp8 input copy 64
+    shared = tiny(shared_ffn=64)
+    assert (moe.moe_activation_bytes(shared, 1, 1, 2, 1, balanced, "none", 2.0, 1.0)
+            - moe.moe_activation_bytes(model, 1, 1, 2, 1, balanced, "none", 2.0, 1.0)) == 16 * (5 * 64 + 64)
+    # whole plans: fp8 keeps less than bf16, the same step structure
+    cluster = resolve_cluster("h100-4x8-ib", 8)
+    point = {"dp": 4, "tp": 2, "pp": 1, "ep": 4, "micro_batch_size": 2}
+    fp8 = evaluate_moe(shared, cluster, 16, point, precision="fp8", memory_limit=None)
+    bf16 = evaluate_moe(shared, cluster, 16, point, precision="bf16", memory_limit=None)
+    assert fp8.stages[0].memory.activations < bf16.stages[0].memory.activations

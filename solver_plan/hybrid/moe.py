@@ -16,7 +16,8 @@ balanced), n = r x k x ep x etp x T/shards token copies, split over its E/ep exp
 - expert weights per device: (moe layers) x E/ep x 3 h f_e / etp; ZeRO over edp (`expert_state`);
 - grouped GEMM (`grouped_gemm_s`): per local expert its GEMMs of n_j tokens at the efficiency of
   their own size (the cost core's roofline: small n_j are weight-read bound, Tutel / MegaBlocks'
-  observation), one launch each; permutation, SwiGLU and router kernels memory-bound
+  observation; within 0.39-1.17x of data/device/h100-2026-11-26/grouped-gemm.csv's torch._grouped_mm
+  and 0.88-1.17x of its per-expert loop), one launch each, never faster than the host issues them; permutation, SwiGLU and router kernels memory-bound
   (`permute_s`); backward 2 x forward;
 - all-to-all (`alltoall_s`): dispatch and combine, forward and backward (4 per layer), each
   sending T/shards x k x h x e bytes per device, the busiest rank receiving ep x r times that; priced
@@ -31,7 +32,10 @@ balanced), n = r x k x ep x etp x T/shards token copies, split over its E/ep exp
 - activations (`moe_activation_bytes`): the router input and fp32 probabilities, the shared
   expert, the combine output, and per routed copy its expert input and the 3 f_e/etp wide
   SwiGLU tensors (fused: 2 f_e input + f_e down input); with recomputation "selective" (the expert
-  MLPs recomputed: Megatron's --recompute-modules moe) only the expert inputs stay.
+  MLPs recomputed: Megatron's --recompute-modules moe) only the expert inputs stay. Under fp8 the
+  GEMMs' saved inputs (expert input, down-projection input) take 1 byte per element;
+- host launches (`expert_launch_floor_s`): the expert GEMMs never run faster than the host issues
+  them, one per local expert (measured eager launch rate).
 """
 from __future__ import annotations
 
@@ -226,19 +230,28 @@ def exposed_alltoall_s(alltoall_total_s: float, overlap: str, shared_expert_s: f
 
 
 def moe_activation_bytes(model: MoEModel, b: int, shards: int, ep: int, etp: int, routing: Routing, recompute: str,
-                         element_bytes: float) -> float:
+                         element_bytes: float, gemm_input_bytes: float | None = None) -> float:
     """Bytes one MoE layer's MLP part keeps for backward per micro-batch on the busiest rank
-    (module docstring): e T (h + s_w) / shards for the router input and shared expert (s_w = 3 f_s),
-    4 T E / shards fp32 probabilities, e T k h / shards combine output, and e n (h + 3 f_e / etp) for the n
-    routed copies (e n h with selective recomputation of the experts); full recomputation: none
-    (the layer input is counted with the layer)."""
+    (module docstring), with e bytes per activation and g per saved GEMM input (g = e, or 1 under
+    fp8: Transformer Engine's linears save their fp8-cast input for the backward's fp8 GEMMs, the
+    "50% activation reduction: stores linear layer inputs in FP8" of Megatron-core's MoE README;
+    MXFP8's 1/32 byte of scales not counted): T / shards x (e h router input, e k h combine output,
+    and for a shared expert of width f_s its SwiGLU input e 2 f_s, its down-projection input g f_s and,
+    when g < e, its own g h copy of the input), 4 T E / shards fp32 probabilities, and per routed copy
+    g h expert input + e 2 f_e / etp SwiGLU input + g f_e / etp down-projection input (g h alone with
+    selective recomputation of the experts); full recomputation: none (the layer input is counted
+    with the layer)."""
     if recompute == "full":
         return 0.0
+    e = element_bytes
+    g = e if gemm_input_bytes is None else gemm_input_bytes
     tokens = b * model.seq / shards
     n = routed_copies(model, b, shards, ep, etp, routing)
-    routed = n * (model.hidden + (0.0 if recompute == "selective" else 3.0 * model.expert_ffn / etp))
-    return (element_bytes * tokens * (model.hidden + 3.0 * model.shared_ffn + model.top_k * model.hidden)
-            + 4.0 * tokens * model.experts + element_bytes * routed)
+    f = model.expert_ffn / etp
+    routed = n * g * model.hidden + (0.0 if recompute == "selective" else n * f * (2.0 * e + g))
+    shared = model.shared_ffn * (2.0 * e + g) + (g * model.hidden if model.shared_ffn and g < e else 0.0)
+    return (tokens * (e * model.hidden + shared + e * model.top_k * model.hidden)
+            + 4.0 * tokens * model.experts + routed)
 
 
 def a2a_buffer_bytes(model: MoEModel, b: int, shards: int, ep: int, etp: int, routing: Routing,

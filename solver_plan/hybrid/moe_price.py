@@ -4,7 +4,9 @@ on thousands of GPUs are searched by moe_plan.py):
   (roofline with the device's efficiency curves, in the precision's compute dtype; in fp8 with the
   casts of `cost.kernels.fp8_cast_bytes` around every dense and expert GEMM); attention core
   2 s (scores + values width) FLOPs per token, halved where the runtime's kernel skips the causal
-  half; backward = 2 x forward; router GEMM on each device's T/tp tokens;
+  half; backward = 2 x forward; router GEMM on each device's T/tp tokens. Under fp8 only the
+  Transformer Engine linears run in fp8: the attention core, the router and the output head stay in
+  the activation dtype (`Context.activation_dtype`), and the GEMMs' saved inputs take 1 byte;
 - tensor parallelism with sequence parallelism: all-gather + reduce-scatter of T h e bytes around the
   attention and around the dense MLP / shared expert, forward and backward, exposed as the runtime
   overlaps them (stage_cost.tp_overlap_exposed_s);
@@ -21,6 +23,7 @@ on thousands of GPUs are searched by moe_plan.py):
 - step = schedule.pipeline_s (1F1B: sum + (m - 1) max; interleaved v: (m + (p - 1)/v) max on the
   same cut) + exposed gradient sync of the dense parameters over dp and of the experts over edp
   (schedule.sync_parts / exposed_sync_s, each with its group's stride) + Adam steps;
+- `step_breakdown`: the step's seconds by term at the slowest stage (scripts/bench_moe.py prints it);
 - memory per device of each stage: weights, gradients, optimizer (ZeRO-1 = Megatron's distributed
   optimizer: dense over dp, experts over edp), activations x in-flight micro-batches
   (memory.in_flight_microbatches), recomputation working set, p2p and all-to-all buffers, the
@@ -184,6 +187,13 @@ def _core_s(ctx: Context, b: int, tp: int) -> float:
     return fused if fused is not None else compute_time(ctx.cluster, flops, moved, dtype=dtype)
 
 
+def _saved_gemm_input_bytes(ctx: Context) -> float:
+    """Bytes per element of what the GEMMs save for backward: 1 when they run in fp8 (Transformer
+    Engine keeps the fp8-cast input for the backward's fp8 dgrad / wgrad GEMMs), the activation's
+    bytes otherwise."""
+    return 1.0 if ctx.dtype == "fp8" and ctx.runtime.kernels.fp8_gemms else ctx.state.activations
+
+
 def _tp_comm_s(ctx: Context, tokens: float, tp: int) -> float:
     """All-gather + reduce-scatter of the rank's tokens x h x e bytes over tp (one sequence-parallel
     region), forward + backward."""
@@ -237,7 +247,9 @@ def _price_layer(ctx: Context, is_moe: bool, tp: int, b: int, ep: int, etp: int,
                                       tokens / tp * sum(n for _, n in gemms))
     forward = gemm_fwd + core_fwd + comm / 2.0 + cast_fwd
     backward = 2.0 * (gemm_fwd + core_fwd) + comm / 2.0 + cast_bwd
-    stored = e * tokens * (2 * model.hidden + model.attention_stored) / tp + 4.0 * model.heads * tokens / tp
+    g = _saved_gemm_input_bytes(ctx)
+    stored = (e * tokens * (2 * model.hidden + model.attention_stored) / tp + 4.0 * model.heads * tokens / tp
+              - (e - g) * tokens * (model.hidden + model.attention_saved_gemm_inputs) / tp)
     expert_fwd = a2a = 0.0
     if is_moe:
         router = compute_time(ctx.cluster, 2.0 * tokens / tp * model.hidden * model.experts,  # never fp8: a torch
@@ -251,10 +263,10 @@ def _price_layer(ctx: Context, is_moe: bool, tp: int, b: int, ep: int, etp: int,
                                                                                        routing))
         forward += expert_fwd + (a2a + etp_s) / 2.0 + expert_cast_fwd
         backward += 2.0 * expert_fwd + (a2a + etp_s) / 2.0 + expert_cast_bwd
-        mlp_none = moe.moe_activation_bytes(model, b, shards, ep, etp, routing, "none", e)
-        mlp_selective = moe.moe_activation_bytes(model, b, shards, ep, etp, routing, "selective", e)
+        mlp_none = moe.moe_activation_bytes(model, b, shards, ep, etp, routing, "none", e, g)
+        mlp_selective = moe.moe_activation_bytes(model, b, shards, ep, etp, routing, "selective", e, g)
     else:
-        mlp_none = mlp_selective = e * tokens * 3.0 * model.dense_ffn / tp
+        mlp_none = mlp_selective = (2.0 * e + g) * tokens * model.dense_ffn / tp
     if recompute == "full":  # the layer input kept; one layer's activations while it recomputes
         kept, working, extra = e * tokens * model.hidden / tp, stored + mlp_none, forward
     elif recompute == "selective":  # per-head q, k, v from their GEMMs, and the experts' MLPs
