@@ -343,3 +343,19 @@ def test_fp8_saves_gemm_inputs_in_one_byte_by_hand():
     fp8 = evaluate_moe(shared, cluster, 16, point, precision="fp8", memory_limit=None)
     bf16 = evaluate_moe(shared, cluster, 16, point, precision="bf16", memory_limit=None)
     assert fp8.stages[0].memory.activations < bf16.stages[0].memory.activations
+
+
+def test_fp8_casts_write_both_copies_by_hand():
+    """Transformer Engine's casts read e = 2 bytes and write the GEMM's and the weight gradient's
+    fp8 copies: 4 bytes per element of the input forward and of the output gradient backward
+    (per-tensor torchao-style casts, the default: 3)."""
+    from solver_plan.cost.compute import memory_time
+    from solver_plan.cost.kernels import fp8_cast_bytes
+    from solver_plan.hybrid import moe_price
+
+    assert fp8_cast_bytes(10.0, 20.0) == (30.0, 60.0)
+    assert fp8_cast_bytes(10.0, 20.0, 2.0, fp8_copies=2) == (40.0, 80.0)
+    cluster = resolve_cluster("h100-4x8-ib", 8)
+    ctx = make_context(tiny(), cluster, 16, None, precision="fp8")
+    assert moe_price._fp8_casts_s(ctx, 1e6, 3e6) == (memory_time(cluster.device, 4e6), memory_time(cluster.device, 12e6))
+    assert moe_price._fp8_casts_s(make_context(tiny(), cluster, 16, None, precision="bf16"), 1e6, 3e6) == (0.0, 0.0)

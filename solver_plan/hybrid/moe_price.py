@@ -160,13 +160,14 @@ def _gemm_s(ctx: Context, rows: float, k: int, n: int, tp_split: int, dtype: str
 def _fp8_casts_s(ctx: Context, inputs: float, outputs: float) -> tuple[float, float]:
     """(forward, backward) seconds of the casts around fp8 GEMMs with `inputs` input and `outputs`
     output elements per device (`cost.kernels.fp8_cast_bytes`, memory-bound, as hybrid/stage_cost.py
-    prices them), when the GEMMs run in fp8; nothing otherwise."""
+    prices them), when the GEMMs run in fp8; nothing otherwise. Each pass writes two fp8 copies
+    (Megatron-core runs Transformer Engine: the GEMM's and the weight gradient's)."""
     from solver_plan.cost.compute import memory_time
     from solver_plan.cost.kernels import fp8_cast_bytes
 
     if ctx.dtype != "fp8" or not ctx.runtime.kernels.fp8_gemms:
         return 0.0, 0.0
-    forward, backward = fp8_cast_bytes(inputs, outputs, ctx.state.activations)
+    forward, backward = fp8_cast_bytes(inputs, outputs, ctx.state.activations, fp8_copies=2)
     return memory_time(ctx.cluster.device, forward), memory_time(ctx.cluster.device, backward)
 
 
