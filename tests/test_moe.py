@@ -301,7 +301,7 @@ def test_fp8_keeps_attention_core_router_and_head_in_16_bits():
     fp8 = make_context(model, cluster, 64, None, precision="fp8")
     bf16 = make_context(model, cluster, 64, None, precision="bf16")
     assert fp8.dtype == "fp8" and fp8.activation_dtype == "bf16"
-    assert moe_price._core_s(fp8, 1, 1) == moe_price._core_s(bf16, 1, 1)
+    assert moe_price._core_s(fp8, 1, 1, 1) == moe_price._core_s(bf16, 1, 1, 1)
     p = MoEPoint(dp=8, tp=1, pp=1, ep=8, etp=1, micro_batch_size=1, micro_batches=8)
     assert moe_price._ends_s(fp8, p) == moe_price._ends_s(bf16, p)
     # the GEMMs themselves do run faster in fp8
@@ -359,3 +359,27 @@ def test_fp8_casts_write_both_copies_by_hand():
     ctx = make_context(tiny(), cluster, 16, None, precision="fp8")
     assert moe_price._fp8_casts_s(ctx, 1e6, 3e6) == (memory_time(cluster.device, 4e6), memory_time(cluster.device, 12e6))
     assert moe_price._fp8_casts_s(make_context(tiny(), cluster, 16, None, precision="bf16"), 1e6, 3e6) == (0.0, 0.0)
+
+
+def test_moe_attention_core_is_the_dense_definition():
+    """The expert-parallel pricer's attention core is `cost.attention`'s, as the dense and per-operator
+    paths price it: a causal cuDNN kernel at the H100's measured efficiency for the rank's query
+    length (s / cp), backward 2.5x the forward; without fused attention, the scores' passes."""
+    from solver_plan.cost.attention import attention_core_seconds
+    from solver_plan.cost.compute import compute_time
+    from solver_plan.hybrid import moe_price
+
+    cluster = resolve_cluster("h100-4x8-ib", 8)
+    model = moe_model(str(CONFIGS / "qwen3-30b-a3b.json"))
+    ctx = make_context(model, cluster, 64, None, precision="bf16")
+    b, tp, cp = 2, 2, 2
+    flops = b * model.seq * model.attention_core_flops_per_token() / (tp * cp)
+    moved = 2.0 * b * model.seq * (2 * model.scores_width + 2 * model.values_width) / (tp * cp)
+    expected = attention_core_seconds(
+        cluster, flops=flops, hbm_bytes=moved, dense_forward_s=compute_time(cluster, flops, moved, dtype="bf16"),
+        fused=True, causal_skip=True, backend="cudnn", dtype="bf16", query_length=model.seq / cp)
+    forward, backward = moe_price._core_s(ctx, b, tp * cp, cp)
+    assert (forward, backward) == pytest.approx(expected)
+    assert backward == pytest.approx(2.5 * forward)
+    unfused = make_context(model, cluster, 64, None, precision="bf16", runtime="megatron-2021")
+    assert sum(moe_price._core_s(unfused, b, tp * cp, cp)) > sum(expected)

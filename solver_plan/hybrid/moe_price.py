@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 
 from solver_plan.cluster import Cluster
 from solver_plan.cost.collectives import collective_time
-from solver_plan.cost.compute import attention_time, compute_time
+from solver_plan.cost.compute import compute_time
 from solver_plan.cost.routing import parse_load
 from solver_plan.errors import InputError
 from solver_plan.hybrid import memory as mem
@@ -171,21 +171,25 @@ def _fp8_casts_s(ctx: Context, inputs: float, outputs: float) -> tuple[float, fl
     return memory_time(ctx.cluster.device, forward), memory_time(ctx.cluster.device, backward)
 
 
-def _core_s(ctx: Context, b: int, tp: int) -> float:
-    """Forward seconds of the attention core of b sequences on tp shards (fused kernel where the
-    device has its efficiency, the roofline otherwise), in the activation dtype: fp8 training keeps
-    the attention core in 16 bits (Transformer Engine's fp8_dot_product_attention, Megatron-core's
-    --fp8-dot-product-attention, is off by default and in none of the published recipes), as
-    hybrid/stage_cost.py prices the dense models' attention."""
+def _core_s(ctx: Context, b: int, shards: int, cp: int) -> tuple[float, float]:
+    """(forward, backward) seconds of the attention core of b sequences on `shards` (tp x cp) ranks,
+    as the runtime's kernel runs it: `cost.attention.attention_core_seconds`, the definition the
+    dense and per-operator paths use (a causal fused kernel at the device's measured efficiency for
+    the kernel family and the rank's query length s / cp, backward 2.5x the forward; unfused, the
+    scores' HBM passes). In the activation dtype: fp8 training keeps the attention core in 16 bits
+    (Transformer Engine's fp8_dot_product_attention, Megatron-core's --fp8-dot-product-attention, is
+    off by default and in none of the published recipes)."""
+    from solver_plan.cost.attention import attention_core_seconds
+
     model, kernels = ctx.model, ctx.runtime.kernels
-    flops = b * model.seq * model.attention_core_flops_per_token() / tp
-    if kernels.causal_skip:
-        flops /= 2.0
-    moved = ctx.state.activations * b * model.seq * (2 * model.scores_width + 2 * model.values_width) / tp
+    flops = b * model.seq * model.attention_core_flops_per_token() / shards  # every score: the dense count
+    moved = ctx.state.activations * b * model.seq * (2 * model.scores_width + 2 * model.values_width) / shards
     dtype = ctx.activation_dtype
-    fused = attention_time(ctx.cluster, flops, moved, kernels.attention_backend or "flash2", dtype) \
-        if kernels.flash_attention else None
-    return fused if fused is not None else compute_time(ctx.cluster, flops, moved, dtype=dtype)
+    return attention_core_seconds(
+        ctx.cluster, flops=flops, hbm_bytes=moved, dense_forward_s=compute_time(ctx.cluster, flops, moved, dtype=dtype),
+        fused=kernels.flash_attention, causal_skip=kernels.causal_skip, backend=kernels.attention_backend, dtype=dtype,
+        query_length=model.seq / cp, score_elements=b * model.heads * model.seq * model.seq / shards,
+        element_bytes=ctx.state.activations, dropout=kernels.attention_dropout)
 
 
 def _saved_gemm_input_bytes(ctx: Context) -> float:
@@ -240,14 +244,14 @@ def _price_layer(ctx: Context, is_moe: bool, tp: int, b: int, ep: int, etp: int,
     shared = model.shared_ffn if is_moe else 0
     gemm_fwd = sum(_gemm_s(ctx, tokens, k, n, tp) for k, n in gemms)
     shared_fwd = sum(_gemm_s(ctx, tokens, k, n, tp) for k, n in gemms[len(model.attention_gemms):]) if shared else 0.0
-    core_fwd = _core_s(ctx, b, shards)
+    core_fwd, core_bwd = _core_s(ctx, b, shards, cp)
     regions = 1 + (1 if (not is_moe or shared) else 0)  # attention, and the dense MLP / shared expert
     comm = tp_overlap_exposed_s(regions * _tp_comm_s(ctx, tokens, tp), 3.0 * gemm_fwd, tp, ctx.runtime)
     comm += _cp_comm_s(ctx, tokens, tp, cp, core_fwd)
     cast_fwd, cast_bwd = _fp8_casts_s(ctx, tokens / tp * sum(k for k, _ in gemms),
                                       tokens / tp * sum(n for _, n in gemms))
     forward = gemm_fwd + core_fwd + comm / 2.0 + cast_fwd
-    backward = 2.0 * (gemm_fwd + core_fwd) + comm / 2.0 + cast_bwd
+    backward = 2.0 * gemm_fwd + core_bwd + comm / 2.0 + cast_bwd
     g = _saved_gemm_input_bytes(ctx)
     stored = (e * tokens * (2 * model.hidden + model.attention_stored) / tp + 4.0 * model.heads * tokens / tp
               - (e - g) * tokens * (model.hidden + model.attention_saved_gemm_inputs) / tp)
@@ -259,7 +263,7 @@ def _price_layer(ctx: Context, is_moe: bool, tp: int, b: int, ep: int, etp: int,
                       + moe.permute_s(ctx.cluster, model, b, shards, ep, etp, routing, e))
         etp_s = moe.etp_comm_s(ctx.cluster, model, b, shards, ep, etp, routing, e)
         raw = moe.ALLTOALLS_PER_LAYER * moe.alltoall_s(ctx.cluster, model, b, shards, ep, etp, routing, e)
-        a2a = moe.exposed_alltoall_s(raw, ctx.a2a_overlap, 3.0 * shared_fwd, 3.0 * (gemm_fwd + core_fwd + expert_fwd))
+        a2a = moe.exposed_alltoall_s(raw, ctx.a2a_overlap, 3.0 * shared_fwd, 3.0 * (gemm_fwd + expert_fwd) + core_fwd + core_bwd)
         expert_cast_fwd, expert_cast_bwd = _fp8_casts_s(ctx, *moe.expert_gemm_elements(model, b, shards, ep, etp,
                                                                                        routing))
         forward += expert_fwd + (a2a + etp_s) / 2.0 + expert_cast_fwd
@@ -280,7 +284,7 @@ def _price_layer(ctx: Context, is_moe: bool, tp: int, b: int, ep: int, etp: int,
     buffers = moe.a2a_buffer_bytes(model, b, shards, ep, etp, routing, e) if is_moe else 0.0
     attention_fwd = sum(_gemm_s(ctx, tokens, k, n, tp) for k, n in model.attention_gemms)
     terms = {"attention GEMMs": 3.0 * attention_fwd, "dense/shared GEMMs": 3.0 * (gemm_fwd - attention_fwd),
-             "attention core": 3.0 * core_fwd, "tp/cp comm": comm, "fp8 casts": cast_fwd + cast_bwd,
+             "attention core": core_fwd + core_bwd, "tp/cp comm": comm, "fp8 casts": cast_fwd + cast_bwd,
              "recompute": extra}
     if is_moe:
         grouped = moe.grouped_gemm_s(ctx.cluster, model, b, shards, ep, etp, routing, ctx.dtype, e)
