@@ -19,7 +19,8 @@ from solver_plan.hybrid.space import Parallelism
 from solver_plan.hybrid.stage_cost import BlockProfile
 from solver_plan.hybrid.context_parallel import local_spec, scaled_profile
 from solver_plan.hybrid.stages import chunk_layers, least_layers
-from solver_plan.hybrid.zero_bubble import ZERO_BUBBLE, pipeline_s as zero_bubble_pipeline_s, weight_grad_s
+from solver_plan.hybrid.zero_bubble import (ZERO_BUBBLE, head_stage, pipeline_s as zero_bubble_pipeline_s,
+                                            weight_grad_s)
 from solver_plan.runtime import DEFAULT_RUNTIME, RuntimeProfile
 
 
@@ -99,7 +100,8 @@ def memory_of(ctx: Context, par: Parallelism, stage: int, layers: int, mode: str
 
 
 def _extras(par: Parallelism, profile: BlockProfile) -> list[float]:
-    return [(profile.embed_s if i == 0 else 0.0) + (profile.head_s if i == par.pp - 1 else 0.0) for i in range(par.pp)]
+    head = head_stage(par.pp, par.schedule)
+    return [(profile.embed_s if i == 0 else 0.0) + (profile.head_s if i == head else 0.0) for i in range(par.pp)]
 
 
 def stage_modes(ctx: Context, par: Parallelism, layers: tuple[int, ...], memory_limit: float | None,
@@ -269,20 +271,22 @@ def price(ctx: Context, par: Parallelism, profile: BlockProfile, memory_limit: f
         modes, recompute_blocks = stage_choices(ctx, par, layers, memory_limit, profile)
     recompute_blocks = recompute_blocks or (None,) * len(layers)
     spec, cluster, pp = ctx.spec, ctx.cluster, par.pp
+    head, extras = head_stage(pp, par.schedule), _extras(par, profile)
+    chunked = par.schedule == "interleaved" or par.schedule == "zb-v"
     stages, first = [], 0
     for i, k in enumerate(layers):
         block, recompute = layer_s(par, profile, modes[i])
         partial = recompute_blocks[i] is not None and recompute_blocks[i] < k
         recomputed = recompute_blocks[i] if partial else k
-        extra = (profile.embed_s if i == 0 else 0.0) + (profile.head_s if i == pp - 1 else 0.0)
+        extra = extras[i]
         configs = (tuple(("embedding", op, c) for op, c in profile.embed_configs) if i == 0 else ()) + \
             tuple(("block", op, c) for op, c in profile.configs) + \
-            (tuple(("head", op, c) for op, c in profile.head_configs) if i == pp - 1 else ())
-        stages.append(StagePlan(i, first, k, i == 0, i == pp - 1, i * par.tp * par.replicas, par.tp, par.replicas,
+            (tuple(("head", op, c) for op, c in profile.head_configs) if i == head else ())
+        stages.append(StagePlan(i, first, k, i == 0, i == head, i * par.tp * par.replicas, par.tp, par.replicas,
                                 k * block, recomputed * recompute, extra, stage_p2p_s(ctx, par, i),
                                 memory_of(ctx, par, i, k, modes[i], recompute_blocks[i] if partial else None),
                                 configs, modes[i], k * profile.block_forward_s + extra / 3.0,
-                                chunk_layers(k, par.virtual_stages) if par.schedule == "interleaved" else (),
+                                chunk_layers(k, par.virtual_stages) if chunked else (),
                                 k * weight_grad_s(profile) + extra / 3.0,
                                 recompute_blocks[i] if partial else None))
         first += k
@@ -292,7 +296,7 @@ def price(ctx: Context, par: Parallelism, profile: BlockProfile, memory_limit: f
     terms = schedule.StepTerms(
         schedule.pipeline_s(times, par.micro_batches, par.schedule, par.virtual_stages,
                             [s.weight_grad_s for s in stages]), exposed,
-        schedule.embedding_sync_s(cluster, spec, par.tp, pp, ctx.state),
+        schedule.embedding_sync_s(cluster, spec, par.tp, pp, ctx.state, par.schedule),
         max(schedule.optimizer_s(cluster, p, par.shard, par.state_zero, ctx.state) for p in params), raw - exposed)
     return HybridPlan(spec.name, cluster.name, cluster.num_devices, ctx.global_batch, par, tuple(stages), terms,
                       profile.configs, spec.model_flops_per_step(ctx.global_batch), memory_limit, ctx.precision,
@@ -327,7 +331,7 @@ def time_bound(ctx: Context, par: Parallelism, profile: BlockProfile) -> float:
     block, recompute = layer_s(par, profile)
     c = block + recompute
     p2p = [stage_p2p_s(ctx, par, i) for i in range(pp)] if pp > 1 else [0.0]
-    extras = [(profile.embed_s if i == 0 else 0.0) + (profile.head_s if i == pp - 1 else 0.0) for i in range(pp)]
+    extras = _extras(par, profile)
     total = spec.layers * c + sum(extras) + sum(p2p)
     slowest = max(total / pp, c + max(e + q for e, q in zip(extras, p2p)))
     if par.schedule == "interleaved":  # m max T + (sum T - max T) / v, increasing in max T
@@ -335,12 +339,13 @@ def time_bound(ctx: Context, par: Parallelism, profile: BlockProfile) -> float:
     elif par.schedule in ZERO_BUBBLE:  # m max T + max(0, sum T - max T - c (p - 1)/p sum W), non-decreasing in max T
         weights = spec.layers * weight_grad_s(profile) + sum(extras) / 3.0
         pipe = zero_bubble_pipeline_s([slowest] + [(total - slowest) / max(1, pp - 1)] * (pp - 1),
-                                      [weights / pp] * pp, m, par.schedule)
+                                      [0.0] + [weights / (pp - 1)] * (pp - 1), m, par.schedule)  # W_0 = 0: the
+        # least critical path (its other terms take only the sum of W, the same for every cut)
     else:
         pipe = total + (m - 1) * slowest
     params = stage_params(spec, spec.layers // pp, False, False, par.tp, pp)
     return (pipe + sync_bound(ctx, par, params)
-            + schedule.embedding_sync_s(ctx.cluster, spec, par.tp, pp, ctx.state)
+            + schedule.embedding_sync_s(ctx.cluster, spec, par.tp, pp, ctx.state, par.schedule)
             + schedule.optimizer_s(ctx.cluster, params, par.shard, par.state_zero, ctx.state))
 
 

@@ -16,12 +16,12 @@ from solver_plan.errors import InputError
 from solver_plan.hybrid.context_parallel import kv_buffer_bytes
 from solver_plan.hybrid.model import TransformerSpec
 from solver_plan.hybrid.stages import held_layers
-from solver_plan.hybrid.zero_bubble import ZERO_BUBBLE, in_flight as zero_bubble_in_flight
+from solver_plan.hybrid.zero_bubble import ZERO_BUBBLE, head_stage, in_flight as zero_bubble_in_flight
 
 UNIFORM_RECOMPUTE = ("none", "selective", "full")  # least to most recomputation (and time)
 # "per-stage": each stage uses the least recomputation that fits its own memory (evaluate.py)
 RECOMPUTE_MODES = UNIFORM_RECOMPUTE + ("per-stage",)
-SCHEDULES = ("1f1b", "interleaved", "gpipe", "zb-h1", "zb-h2")  # zero-bubble: hybrid/zero_bubble.py
+SCHEDULES = ("1f1b", "interleaved", "gpipe", "zb-h1", "zb-h2", "zb-v")  # zero-bubble: hybrid/zero_bubble.py
 
 
 def _kernels(runtime):
@@ -283,7 +283,7 @@ def in_flight_microbatches(stage: int, pp: int, m: int, schedule: str, v: int = 
     - interleaved with v chunks: Megatron's warm-up of 2 (p - i - 1) + (v - 1) p chunk passes plus
       one, each 1/v of the stage: ((v - 1) p + 2 (p - i - 1) + 1) / v, at most m; for stage 0 this is
       p (1 + (p - 1)/(p v)), the figure of Korthikanti et al. 2022 section 4.2.3;
-    - zero-bubble: p (ZB-H1) or 2p - 1 (ZB-H2) on every stage, at most m (zero_bubble.in_flight)."""
+    - zero-bubble: p (ZB-H1, ZB-V) or 2p - 1 (ZB-H2) on every stage, at most m (zero_bubble.in_flight)."""
     if schedule == "gpipe":
         return float(m)
     if schedule in ZERO_BUBBLE:
@@ -378,14 +378,15 @@ class StageMemory:
 def stage_params(spec: TransformerSpec, layers: int, first: bool, last: bool, t: int, pp: int) -> float:
     """Parameters on one device of a stage: its blocks / t, the embeddings / t on the first stage, the
     final norm and the output projection on the last: an untied one / t (vocabulary-parallel), or,
-    tied and p > 1, a copy of the word embedding / t (Megatron keeps one there for the output
-    projection and all-reduces its gradient with the first stage's)."""
+    tied and on another stage than the embedding (p > 1, not ZB-V's first stage that holds both), a
+    copy of the word embedding / t (Megatron keeps one there for the output projection and
+    all-reduces its gradient with the first stage's)."""
     params = layers * spec.block_params / t
     if first:
         params += spec.embedding_params / t
     if last:
         params += spec.norm_params + spec.vocab * spec.hidden / t * (
-            (1.0 if pp > 1 else 0.0) if spec.tied_embeddings else 1.0)
+            (0.0 if first else 1.0) if spec.tied_embeddings else 1.0)
     return params
 
 
@@ -425,7 +426,7 @@ def stage_memory(spec: TransformerSpec, *, layers: int, stage: int, pp: int, tp:
     their activations, and the backward working set is full recomputation's (one rematerialised
     block); 1F1B and GPipe only (every block holds the same micro-batches)."""
 
-    first, last = stage == 0, stage == pp - 1
+    first, last = stage == 0, stage == head_stage(pp, schedule)
     params = stage_params(spec, layers, first, last, tp, pp)
     b, t, sp = micro_batch, tp, sequence_parallel
     flight = in_flight_microbatches(stage, pp, micro_batches, schedule, virtual_stages)
@@ -449,7 +450,8 @@ def stage_memory(spec: TransformerSpec, *, layers: int, stage: int, pp: int, tp:
         from dataclasses import replace
         buffers += kv_buffer_bytes(replace(spec, seq=spec.seq * cp), b, t, cp, state.activations, runtime)
     reserve = runtime_reserve(runtime, acts + working + buffers,
-                              communicators(tp, dp, pp, spec.tied_embeddings, cp, replicate))
+                              communicators(tp, dp, pp, spec.tied_embeddings and head_stage(pp, schedule) > 0,
+                                            cp, replicate))
     gradients = gradients_at_peak(gradients_bytes(params, dp, zero_stage, state), acts + working, micro_batches, runtime)
     return StageMemory(weights_bytes(params, dp, zero_stage, state), gradients,
                        optimizer_bytes(params, dp, zero_stage, state), acts, working, buffers, **reserve)

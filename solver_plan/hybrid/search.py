@@ -138,6 +138,8 @@ def plan_hybrid(model, cluster, global_batch: int, *, devices: int | None = None
     prec = resolve_hybrid_precision(precision, cluster)
     ctx = _context(spec, cluster, global_batch, limit, prec, runtime)
     pins = _cp_pins(spec, ctx.runtime, pins)
+    from solver_plan.hybrid.zero_bubble import check_runtime
+    check_runtime(ctx.runtime, pins.get("schedule", "1f1b"))  # zb-v: only where the runtime runs it
     points = _points(spec, cluster, global_batch, pins, deadline)
     if points is None:  # the compute bound holds for every plan
         return HybridResult(Status.TIME_LIMIT, None, compute_bound(ctx, compute_scale), time.perf_counter() - start,
@@ -367,7 +369,7 @@ def evaluate(model, cluster, global_batch: int, parallelism, *, memory_limit="de
         if global_batch % (values["dp"] * values["micro_batch_size"]):
             raise InputError(f"dp x micro_batch_size = {values['dp'] * values['micro_batch_size']} does not "
                              f"divide the global batch {global_batch}", "parallelism")
-        v = values.get("virtual_stages", 1)
+        v = values.get("virtual_stages", 2 if values.get("schedule") == "zb-v" else 1)
         parallelism = Parallelism(values["dp"], values["tp"], values["pp"], values["micro_batch_size"],
                                   global_batch // (values["dp"] * values["micro_batch_size"]), v,
                                   values.get("recompute", "none"), values.get("zero_stage", 0),
@@ -379,6 +381,8 @@ def evaluate(model, cluster, global_batch: int, parallelism, *, memory_limit="de
     prec = resolve_hybrid_precision(precision, cluster)
     ctx = _context(spec, cluster, global_batch, limit, prec, runtime)
     _cp_pins(spec, ctx.runtime, {"cp": parallelism.cp})
+    from solver_plan.hybrid.zero_bubble import check_runtime
+    check_runtime(ctx.runtime, parallelism.schedule)
     from solver_plan.hybrid.fsdp import allowed
     if not allowed(ctx.runtime, parallelism.zero_stage, parallelism.pp):
         raise InputError(f"ZeRO-{parallelism.zero_stage} with pp > 1: runtime {ctx.runtime.name} pipelines only "

@@ -18,6 +18,7 @@ from solver_plan.keyvalues import parse_key_values
 from solver_plan.hybrid.fsdp import state_zero
 from solver_plan.hybrid.memory import RECOMPUTE_MODES, SCHEDULES
 from solver_plan.hybrid.model import TransformerSpec
+from solver_plan.hybrid.zero_bubble import V_CHUNKS
 
 FIX_KEYS = ("dp", "tp", "pp", "micro_batch_size", "virtual_stages", "recompute", "zero_stage",
             "sequence_parallel", "schedule", "cp", "dp_shard")
@@ -54,8 +55,13 @@ class Parallelism:
             raise InputError(f"must be 0, 1, 2 or 3, got {self.zero_stage!r}", "zero_stage")
         if self.schedule not in SCHEDULES:
             raise InputError(f"must be one of {', '.join(SCHEDULES)}, got {self.schedule!r}", "schedule")
-        if (self.schedule == "interleaved") != (self.virtual_stages > 1):
-            raise InputError("virtual_stages > 1 goes with schedule interleaved (and only with it)", "virtual_stages")
+        if self.schedule == "zb-v":
+            if self.virtual_stages != V_CHUNKS or self.pp == 1:
+                raise InputError(f"schedule zb-v runs {V_CHUNKS} chunks per rank (virtual_stages {V_CHUNKS}) on pp > 1",
+                                 "virtual_stages")
+        elif (self.schedule == "interleaved") != (self.virtual_stages > 1):
+            raise InputError("virtual_stages > 1 goes with schedule interleaved or zb-v (and only with them)",
+                             "virtual_stages")
         if self.sequence_parallel and self.tp == 1:
             raise InputError("sequence parallelism needs tp > 1", "sequence_parallel")
         if self.schedule.startswith("zb-") and self.recompute == "per-stage":
@@ -192,11 +198,14 @@ def _inner(spec, pins, dp, tp, pp, b, m, cp=1, devices_per_node=1) -> Iterator[P
     from solver_plan.hybrid.fsdp import searched_shards
 
     schedules = []
-    for schedule in ("1f1b", "interleaved", "gpipe", "zb-h1", "zb-h2"):
+    for schedule in SCHEDULES:
         if "schedule" in pins and pins["schedule"] != schedule:
             continue
         if schedule == "1f1b" or (schedule in ("gpipe", "zb-h1", "zb-h2") and pp > 1):
             schedules += [(schedule, 1)] if pins.get("virtual_stages", 1) == 1 else []
+        elif schedule == "zb-v" and 1 < pp <= m and V_CHUNKS * pp <= spec.layers:  # two chunks a rank, a block
+            # each; m >= p micro-batches fill the V's warm-up (zero_bubble.py; pins may go lower)
+            schedules += [(schedule, V_CHUNKS)] if pins.get("virtual_stages", V_CHUNKS) == V_CHUNKS else []
         elif schedule == "interleaved" and pp > 1 and m % pp == 0:
             for v in range(2, spec.layers // pp + 1):  # any layer count: one block a chunk at least (stages.py)
                 if pins.get("virtual_stages", v) == v:

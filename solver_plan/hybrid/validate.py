@@ -33,10 +33,11 @@ def _params(spec, stage, tp, pp) -> float:
     if stage.index == 0:
         n += (spec.vocab + (spec.positions if spec.learned_positions else 0)) * spec.hidden
     out = n / tp
-    if stage.index == pp - 1:
+    if stage.head:  # placement checked against the schedule in validate_plan
         norm = spec.hidden * (1 if spec.rms_norm else 2)
-        # untied: the output projection lives here; tied: a copy of the word embedding when p > 1
-        out += norm + (spec.vocab * spec.hidden / tp if (pp > 1 or not spec.tied_embeddings) else 0)
+        # untied: the output projection lives here; tied: a copy of the word embedding unless this
+        # stage holds the embedding itself (one stage, or ZB-V's V returning to the first rank)
+        out += norm + (spec.vocab * spec.hidden / tp if (stage.index > 0 or not spec.tied_embeddings) else 0)
     return out
 
 
@@ -96,10 +97,11 @@ def validate_plan(plan: HybridPlan, cluster: Cluster, enforce_memory: bool = Tru
         problems.append(f"tp {q.tp} spans nodes")
     # stages: contiguous, every block once, ends hold embedding and head, devices disjoint
     expected_first, device = 0, 0
+    head_index = 0 if q.schedule == "zb-v" else q.pp - 1  # ZB-V: the V ends on the first rank, with the loss
     for i, s in enumerate(plan.stages):
         if s.index != i or s.first_layer != expected_first or s.layers < 1:
             problems.append(f"stage {i}: layers [{s.first_layer}, +{s.layers}) not contiguous from {expected_first}")
-        if s.embedding != (i == 0) or s.head != (i == q.pp - 1):
+        if s.embedding != (i == 0) or s.head != (i == head_index):
             problems.append(f"stage {i}: embedding/head placement wrong")
         if s.first_device != device or s.tp != q.tp or s.replicas != rep:
             problems.append(f"stage {i}: devices do not follow the tp, dp, pp order")
@@ -108,7 +110,9 @@ def validate_plan(plan: HybridPlan, cluster: Cluster, enforce_memory: bool = Tru
     if expected_first != spec.layers:
         problems.append(f"stages hold {expected_first} blocks, the model has {spec.layers}")
     for s in plan.stages:  # interleaved: v chunks of floor or ceil(k / v) >= 1 blocks, the larger ones last
-        v = q.virtual_stages if q.schedule == "interleaved" else 1
+        v = q.virtual_stages if q.schedule in ("interleaved", "zb-v") else 1
+        if q.schedule == "zb-v" and v != 2:
+            problems.append(f"zb-v with {v} chunks per rank (a V has 2)")
         chunks = list(s.chunks) if s.chunks else [s.layers]
         if (len(chunks) != v or sum(chunks) != s.layers or min(chunks) < 1 or max(chunks) - min(chunks) > 1
                 or chunks != sorted(chunks)):
@@ -130,7 +134,7 @@ def validate_plan(plan: HybridPlan, cluster: Cluster, enforce_memory: bool = Tru
 
         # communicators the device joins: dp, tp, both pipeline neighbours, the tied-embedding pair
         groups = (int(shard > 1) + int(replicate > 1) + int(q.tp > 1) + (2 if q.pp > 1 else 0)
-                  + int(q.pp > 1 and spec.tied_embeddings) + int(q.cp > 1))
+                  + int(q.pp > 1 and spec.tied_embeddings and head_index > 0) + int(q.cp > 1))
         # with cp a rank keeps s / cp tokens of every activation, and the exchange's K and V pieces,
         # 2 e (s / cp) b (kv d) / t each: 4 for the ring (in use and arriving, and their gradients),
         # 2 cp for the all-gather (whole K, V and their gradients)
@@ -195,9 +199,14 @@ def validate_plan(plan: HybridPlan, cluster: Cluster, enforce_memory: bool = Tru
     times = [s.block_s + s.recompute_s + s.extra_s + s.p2p_s for s in plan.stages]
     if q.schedule == "interleaved":  # the slowest stage m times, the fill and drain through the others in chunks
         pipeline = max(times) * q.micro_batches + (sum(times) - max(times)) / q.virtual_stages
-    elif q.schedule in ("zb-h1", "zb-h2"):  # the fill and drain less the W work moved into them (2 W or 3 W a stage)
+    elif q.schedule in ("zb-h1", "zb-h2", "zb-v"):  # the fill and drain less the W work moved into them (2 W or 3 W
+        # a stage); ZB-V's fill and drain pass half-stage chunks, so half of that
         moved = (2.0 if q.schedule == "zb-h1" else 3.0) * (q.pp - 1) / q.pp * sum(s.weight_grad_s for s in plan.stages)
-        pipeline = max(times) * q.micro_batches + max(0.0, sum(times) - max(times) - moved)
+        half = 0.5 if q.schedule == "zb-v" else 1.0
+        pipeline = max(times) * q.micro_batches + max(0.0, sum(times) - max(times) - moved) * half
+        # one micro-batch alone: F and B through every stage, then stage 0's (chunk's) W
+        alone = sum(t - s.weight_grad_s for t, s in zip(times, plan.stages)) + half * plan.stages[0].weight_grad_s
+        pipeline = max(pipeline, alone)
         for s in plan.stages:
             if not -RTOL <= s.weight_grad_s <= (s.block_s + s.extra_s - s.forward_s) * (1 + RTOL):
                 problems.append(f"stage {s.index}: W {s.weight_grad_s:.6g} s outside [0, its backward]")
@@ -234,7 +243,7 @@ def validate_plan(plan: HybridPlan, cluster: Cluster, enforce_memory: bool = Tru
             problems.append(f"stage {s.index}: p2p {s.p2p_s:.6g} s, re-derived {p2p * q.virtual_stages:.6g} s")
     # tied word embedding: first and last stage all-reduce its gradient shard
     embedding = 0.0
-    if q.pp > 1 and spec.tied_embeddings:
+    if q.pp > 1 and spec.tied_embeddings and head_index > 0:
         inter = cluster.node_of(0) != cluster.node_of((q.pp - 1) * q.tp * rep)
         embedding = collective(cluster, "all_reduce", spec.vocab * spec.hidden / q.tp * st.gradients, 2,
                                1 if inter else 2)
