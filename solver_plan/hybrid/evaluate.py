@@ -5,7 +5,7 @@ share; the validator re-derives its numbers independently (validate.py).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -85,9 +85,10 @@ def stage_p2p_s(ctx: Context, par: Parallelism, stage: int) -> float:
 
 
 def memory_of(ctx: Context, par: Parallelism, stage: int, layers: int, mode: str | None = None,
-              recompute_layers: int | None = None):
+              recompute_layers: int | None = None, in_flight: float | None = None):
     """Stage memory in recomputation `mode` (default the point's; "per-stage" without a mode: full,
-    the least memory any stage can get down to, for floors and the least-memory search)."""
+    the least memory any stage can get down to, for floors and the least-memory search), holding
+    `in_flight` micro-batches when given (zb-exact's pattern; memory.stage_memory)."""
     mode = mode or par.recompute
     if mode == "per-stage":
         mode = "full"
@@ -96,7 +97,7 @@ def memory_of(ctx: Context, par: Parallelism, stage: int, layers: int, mode: str
                         micro_batch=par.micro_batch_size, micro_batches=par.micro_batches, recompute=mode,
                         sequence_parallel=par.sequence_parallel, zero_stage=par.state_zero, schedule=par.schedule,
                         virtual_stages=par.virtual_stages, state=ctx.state, runtime=ctx.runtime,
-                        recompute_layers=recompute_layers)
+                        recompute_layers=recompute_layers, in_flight=in_flight)
 
 
 def _extras(par: Parallelism, profile: BlockProfile) -> list[float]:
@@ -291,16 +292,40 @@ def price(ctx: Context, par: Parallelism, profile: BlockProfile, memory_limit: f
                                 recompute_blocks[i] if partial else None))
         first += k
     times = [s.time_per_microbatch_s for s in stages]
+    exact = None
+    if par.schedule == "zb-exact":
+        exact = exact_schedule(ctx, par, stages, memory_limit)
+        if exact is None:
+            return None
+        stages = [replace(s, memory=memory_of(ctx, par, s.index, s.layers, s.recompute,
+                                              in_flight=min(g, par.micro_batches)))
+                  for s, g in zip(stages, exact.in_flight)]
+        pipeline = exact.pipeline_s(par.micro_batches)
+    else:
+        pipeline = schedule.pipeline_s(times, par.micro_batches, par.schedule, par.virtual_stages,
+                                       [s.weight_grad_s for s in stages])
     params = [stage_params(spec, s.layers, s.embedding, s.head, par.tp, pp) for s in stages]
     exposed, raw = dp_sync_terms(ctx, par, stages, params)
     terms = schedule.StepTerms(
-        schedule.pipeline_s(times, par.micro_batches, par.schedule, par.virtual_stages,
-                            [s.weight_grad_s for s in stages]), exposed,
+        pipeline, exposed,
         schedule.embedding_sync_s(cluster, spec, par.tp, pp, ctx.state, par.schedule),
         max(schedule.optimizer_s(cluster, p, par.shard, par.state_zero, ctx.state) for p in params), raw - exposed)
     return HybridPlan(spec.name, cluster.name, cluster.num_devices, ctx.global_batch, par, tuple(stages), terms,
                       profile.configs, spec.model_flops_per_step(ctx.global_batch), memory_limit, ctx.precision,
-                      ctx.runtime.name)
+                      ctx.runtime.name, exact)
+
+
+def exact_schedule(ctx: Context, par: Parallelism, stages, memory_limit: float | None):
+    """The exact periodic zero-bubble schedule of the stages (hybrid/exact_zb.py): their F, B, W and,
+    per stage, the bytes with one micro-batch in flight less what one micro-batch adds (the static
+    part) and that per-micro-batch amount, under `memory_limit`; None when none fits."""
+    from solver_plan.hybrid.exact_zb import schedule as exact, stage_passes
+
+    one = [memory_of(ctx, par, s.index, s.layers, s.recompute, in_flight=1).total for s in stages]
+    two = [memory_of(ctx, par, s.index, s.layers, s.recompute, in_flight=2).total for s in stages]
+    per_batch = tuple(b - a for a, b in zip(one, two))
+    return exact(tuple(stage_passes(s) for s in stages), tuple(a - d for a, d in zip(one, per_batch)), per_batch,
+                 memory_limit)
 
 
 def dp_sync_terms(ctx: Context, par: Parallelism, stages, params) -> tuple[float, float]:
@@ -341,6 +366,9 @@ def time_bound(ctx: Context, par: Parallelism, profile: BlockProfile) -> float:
         pipe = zero_bubble_pipeline_s([slowest] + [(total - slowest) / max(1, pp - 1)] * (pp - 1),
                                       [0.0] + [weights / (pp - 1)] * (pp - 1), m, par.schedule)  # W_0 = 0: the
         # least critical path (its other terms take only the sum of W, the same for every cut)
+    elif par.schedule == "zb-exact":  # every stage runs all its work once a period: T >= max T_i; and one
+        # micro-batch's F and B pass every stage in turn (the sum of W is the same for every cut)
+        pipe = max(m * slowest, total - spec.layers * weight_grad_s(profile) - sum(extras) / 3.0)
     else:
         pipe = total + (m - 1) * slowest
     params = stage_params(spec, spec.layers // pp, False, False, par.tp, pp)

@@ -21,7 +21,8 @@ from solver_plan.hybrid.zero_bubble import ZERO_BUBBLE, head_stage, in_flight as
 UNIFORM_RECOMPUTE = ("none", "selective", "full")  # least to most recomputation (and time)
 # "per-stage": each stage uses the least recomputation that fits its own memory (evaluate.py)
 RECOMPUTE_MODES = UNIFORM_RECOMPUTE + ("per-stage",)
-SCHEDULES = ("1f1b", "interleaved", "gpipe", "zb-h1", "zb-h2", "zb-v")  # zero-bubble: hybrid/zero_bubble.py
+# zero-bubble: hybrid/zero_bubble.py; zb-exact: the exact periodic schedule (hybrid/exact_zb.py)
+SCHEDULES = ("1f1b", "interleaved", "gpipe", "zb-h1", "zb-h2", "zb-v", "zb-exact")
 
 
 def _kernels(runtime):
@@ -283,9 +284,12 @@ def in_flight_microbatches(stage: int, pp: int, m: int, schedule: str, v: int = 
     - interleaved with v chunks: Megatron's warm-up of 2 (p - i - 1) + (v - 1) p chunk passes plus
       one, each 1/v of the stage: ((v - 1) p + 2 (p - i - 1) + 1) / v, at most m; for stage 0 this is
       p (1 + (p - 1)/(p v)), the figure of Korthikanti et al. 2022 section 4.2.3;
-    - zero-bubble: p (ZB-H1, ZB-V) or 2p - 1 (ZB-H2) on every stage, at most m (zero_bubble.in_flight)."""
+    - zero-bubble: p (ZB-H1, ZB-V) or 2p - 1 (ZB-H2) on every stage, at most m (zero_bubble.in_flight);
+    - zb-exact: 1, the least of any schedule (the exact pattern's counts are passed to stage_memory)."""
     if schedule == "gpipe":
         return float(m)
+    if schedule == "zb-exact":  # the pattern's own counts are given to stage_memory (`in_flight`); alone, the
+        return 1.0  # least any schedule holds (floors and cuts)
     if schedule in ZERO_BUBBLE:
         return zero_bubble_in_flight(pp, m, schedule)
     if schedule == "interleaved" and v > 1:
@@ -414,7 +418,8 @@ def runtime_reserve(runtime, dynamic_bytes: float, communicator_count: int) -> d
 def stage_memory(spec: TransformerSpec, *, layers: int, stage: int, pp: int, tp: int, dp: int, micro_batch: int,
                  micro_batches: int, recompute: str, sequence_parallel: bool, zero_stage: int, schedule: str,
                  virtual_stages: int = 1, state: StateBytes = MIXED_PRECISION, runtime=None,
-                 cp: int = 1, replicate: int = 1, recompute_layers: int | None = None) -> StageMemory:
+                 cp: int = 1, replicate: int = 1, recompute_layers: int | None = None,
+                 in_flight: float | None = None) -> StageMemory:
     """Sum of the terms above for stage `stage` holding `layers` blocks, as `runtime` (None:
     megatron-core) runs them, with its reserve (`runtime_reserve`). With context parallelism `spec`
     is one rank's (s / cp tokens, context_parallel.local_spec) and `dp` the dp x cp ranks sharing
@@ -424,17 +429,21 @@ def stage_memory(spec: TransformerSpec, *, layers: int, stage: int, pp: int, tp:
     "full" with `recompute_layers` r < `layers`, Megatron's --recompute-method block
     --recompute-num-layers r): r blocks keep full recomputation's input only, the other k - r all
     their activations, and the backward working set is full recomputation's (one rematerialised
-    block); 1F1B and GPipe only (every block holds the same micro-batches)."""
+    block); 1F1B and GPipe only (every block holds the same micro-batches). `in_flight`: the
+    micro-batches the stage holds at its peak when the schedule's pattern gives them (zb-exact:
+    hybrid/exact_zb.py), instead of `in_flight_microbatches`."""
 
     first, last = stage == 0, stage == head_stage(pp, schedule)
     params = stage_params(spec, layers, first, last, tp, pp)
     b, t, sp = micro_batch, tp, sequence_parallel
-    flight = in_flight_microbatches(stage, pp, micro_batches, schedule, virtual_stages)
+    flight = in_flight_microbatches(stage, pp, micro_batches, schedule, virtual_stages) if in_flight is None \
+        else float(in_flight)
     per_block = layer_activation_bytes(spec, b, t, recompute, sp, state, runtime)
     if recompute == "full" and recompute_layers is not None and recompute_layers < layers:
         kept = layer_activation_bytes(spec, b, t, "none", sp, state, runtime)
         per_block = (recompute_layers * per_block + (layers - recompute_layers) * kept) / layers
-    acts = held_blocks(layers, stage, pp, micro_batches, schedule, virtual_stages) * per_block
+    acts = (held_blocks(layers, stage, pp, micro_batches, schedule, virtual_stages) if in_flight is None
+            else layers * flight) * per_block
     if first:
         acts += embedding_activation_bytes(spec, b, t, sp, state) * flight
     loss = logits_activation_bytes(spec, b, t, sp, state, runtime) if last else 0.0

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from solver_plan.hybrid.exact_zb import ExactSchedule
 from solver_plan.hybrid.memory import StageMemory
 from solver_plan.hybrid.schedule import StepTerms
 from solver_plan.hybrid.space import Parallelism
@@ -98,6 +99,8 @@ class HybridPlan:
     # training precision priced (`TrainingPrecision.name`: mixed-bf16, mixed-fp16, mixed-fp8, fp32, tf32)
     precision: str | None = None
     runtime: str | None = None  # the runtime profile priced (`solver_plan.runtime`: megatron-core, ...)
+    # schedule zb-exact: the exact periodic pattern the pipeline term and the stages' in-flight memory follow
+    exact_schedule: ExactSchedule | None = None
 
     def __post_init__(self):
         p = self.parallelism
@@ -144,6 +147,7 @@ class HybridPlan:
                 "parallelism": self.parallelism.to_dict(),
                 "context_parallel": self.context_parallel(),
                 "schedule_runtimes": schedule_runtimes(self.parallelism.schedule),
+                "exact_schedule": None if self.exact_schedule is None else self.exact_schedule.to_dict(),
                 "step_time_s": self.step_time_s,
                 "step_terms_s": {"pipeline": self.terms.pipeline_s, "dp_sync": self.terms.dp_sync_s,
                                  "embedding_sync": self.terms.embedding_sync_s, "optimizer": self.terms.optimizer_s,

@@ -18,6 +18,7 @@ from solver_plan.keyvalues import parse_key_values
 from solver_plan.hybrid.fsdp import state_zero
 from solver_plan.hybrid.memory import RECOMPUTE_MODES, SCHEDULES
 from solver_plan.hybrid.model import TransformerSpec
+from solver_plan.hybrid.exact_zb import MAX_STAGES as EXACT_MAX_STAGES
 from solver_plan.hybrid.zero_bubble import V_CHUNKS
 
 FIX_KEYS = ("dp", "tp", "pp", "micro_batch_size", "virtual_stages", "recompute", "zero_stage",
@@ -64,6 +65,9 @@ class Parallelism:
                              "virtual_stages")
         if self.sequence_parallel and self.tp == 1:
             raise InputError("sequence parallelism needs tp > 1", "sequence_parallel")
+        if self.schedule == "zb-exact" and not 1 < self.pp <= EXACT_MAX_STAGES:
+            raise InputError(f"schedule zb-exact (the exact periodic scheduler) takes 2 to {EXACT_MAX_STAGES} "
+                             f"pipeline stages, got pp {self.pp}", "schedule")
         if self.schedule.startswith("zb-") and self.recompute == "per-stage":
             raise InputError("zero-bubble schedules take one recomputation mode for all stages (none, selective "
                              "or full)", "recompute")
@@ -201,7 +205,8 @@ def _inner(spec, pins, dp, tp, pp, b, m, cp=1, devices_per_node=1) -> Iterator[P
     for schedule in SCHEDULES:
         if "schedule" in pins and pins["schedule"] != schedule:
             continue
-        if schedule == "1f1b" or (schedule in ("gpipe", "zb-h1", "zb-h2") and pp > 1):
+        if schedule == "1f1b" or (schedule in ("gpipe", "zb-h1", "zb-h2") and pp > 1) or (
+                schedule == "zb-exact" and 1 < pp <= EXACT_MAX_STAGES):
             schedules += [(schedule, 1)] if pins.get("virtual_stages", 1) == 1 else []
         elif schedule == "zb-v" and 1 < pp <= m and V_CHUNKS * pp <= spec.layers:  # two chunks a rank, a block
             # each; m >= p micro-batches fill the V's warm-up (zero_bubble.py; pins may go lower)

@@ -126,10 +126,15 @@ def validate_plan(plan: HybridPlan, cluster: Cluster, enforce_memory: bool = Tru
             problems.append(f"stage {s.index}: recompute {s.recompute!r}, the plan's is {q.recompute!r}")
         if q.recompute == "per-stage" and s.recompute not in order:
             problems.append(f"stage {s.index}: recompute {s.recompute!r} is not a stage mode")
+    # the exact zero-bubble pattern (zb-exact): operations, their order and the micro-batches each stage holds
+    exact_flight: dict[int, int] = {}
+    exact_pipeline = _exact_pattern(plan, problems, exact_flight) if q.schedule == "zb-exact" else None
     # memory, term by term
     for s in plan.stages:
         params = _params(spec, s, q.tp, q.pp)
         flight = mem.in_flight_microbatches(s.index, q.pp, q.micro_batches, q.schedule, q.virtual_stages)
+        if q.schedule == "zb-exact":  # the pattern's own count, re-derived from its F and W times
+            flight = float(min(exact_flight.get(s.index, 1), q.micro_batches))
         b, t, sp = q.micro_batch_size, q.tp, q.sequence_parallel
 
         # communicators the device joins: dp, tp, both pipeline neighbours, the tied-embedding pair
@@ -212,6 +217,8 @@ def validate_plan(plan: HybridPlan, cluster: Cluster, enforce_memory: bool = Tru
                 problems.append(f"stage {s.index}: W {s.weight_grad_s:.6g} s outside [0, its backward]")
         if q.recompute == "per-stage":
             problems.append("zero-bubble schedule with per-stage recomputation")
+    elif q.schedule == "zb-exact":
+        pipeline = exact_pipeline if exact_pipeline is not None else math.nan
     else:  # fill + drain pass every stage once, the steady state repeats the slowest m - 1 times
         pipeline = sum(times) + max(times) * (q.micro_batches - 1)
     if not _close(pipeline, plan.terms.pipeline_s):
@@ -332,3 +339,63 @@ def _dp_sync(plan: HybridPlan, cluster: Cluster, spec, st, runtime) -> tuple[flo
         before_forward += forward
         before_backward += backward
     return exposed, raw - exposed
+
+
+def _exact_pattern(plan: HybridPlan, problems: list[str], flight: dict[int, int]) -> float | None:
+    """Check a zb-exact plan's periodic pattern from its definitions and return its pipeline term for m
+    micro-batches (None when it cannot be checked): each stage runs F (its forward and half its
+    transfers), B and W (the rest of its time per micro-batch, W at most its weight-gradient part, in
+    the pattern's weight share) once a period T, without two of them overlapping (modulo T); on
+    micro-batch j an operation with start t and shift h starts at (j + h) T + t, after its
+    predecessors (F down the stages, B back up, W after B); a stage holds a micro-batch from its F's
+    start to its W's end, so ceil(lifetime / T) of them at its peak (into `flight`). The step runs m
+    micro-batches in each stage's periodic order, every operation as early as it can start: the
+    longest path through those orders and the dependencies, relaxed until it no longer changes."""
+    x, q = plan.exact_schedule, plan.parallelism
+    if x is None:
+        problems.append("schedule zb-exact without its pattern")
+        return None
+    T, pp, eps = x.period_s, q.pp, RTOL * max(x.period_s, 1e-12)
+    ops = {(kind, stage): (t, d, h) for _, kind, stage, t, d, h in x.operations}
+    if len(ops) != 3 * pp or len(x.operations) != 3 * pp or any((k, i) not in ops for k in "FBW" for i in range(pp)):
+        problems.append(f"zb-exact pattern: {len(x.operations)} operations, not F, B and W of each of {pp} stages")
+        return None
+    for s in plan.stages:
+        (tf, f, hf), (tb, b, hb), (tw, w, hw) = (ops[k, s.index] for k in "FBW")
+        if not (_close(f, s.forward_s + s.p2p_s / 2) and _close(f + b + w, s.time_per_microbatch_s)):
+            problems.append(f"stage {s.index}: zb-exact F {f:.6g} s, B + W {b + w:.6g} s differ from its times")
+        if w > s.weight_grad_s * (1 + RTOL) + 1e-15 or not _close(w, x.weight_share * (b + w)):
+            problems.append(f"stage {s.index}: zb-exact W {w:.6g} s is not the weight share of its backward")
+        spans = sorted((t % T, t % T + d) for t, d in ((tf, f), (tb, b), (tw, w)))
+        if any(t < -eps or t > T + eps for t in (tf, tb, tw)) or min(hf, hb, hw) < 0 or any(
+                a[1] > z[0] + eps for a, z in zip(spans, spans[1:])) or spans[-1][1] > spans[0][0] + T + eps:
+            problems.append(f"stage {s.index}: zb-exact operations overlap or leave [0, T)")
+        lifetime = (hw * T + tw + w) - (hf * T + tf)
+        flight[s.index] = max(1, math.ceil(lifetime / T - 1e-9))
+        if flight[s.index] != x.in_flight[s.index]:
+            problems.append(f"stage {s.index}: zb-exact holds {flight[s.index]} micro-batches, the plan says "
+                            f"{x.in_flight[s.index]}")
+    after = [(("F", i), ("F", i + 1)) for i in range(pp - 1)] + [(("F", pp - 1), ("B", pp - 1))]
+    after += [(("B", i + 1), ("B", i)) for i in range(pp - 1)] + [(("B", i), ("W", i)) for i in range(pp)]
+    at = {key: ops[key][2] * T + ops[key][0] for key in ops}  # micro-batch 0's periodic start
+    for a, z in after:
+        if at[z] < at[a] + ops[a][1] - eps:
+            problems.append(f"zb-exact: {z[0]}{z[1]} starts before {a[0]}{a[1]} ends")
+    m = q.micro_batches
+    order = {i: sorted(((j * T + at[k, i], k, j) for k in "FBW" for j in range(m))) for i in range(pp)}
+    start = {(k, i, j): 0.0 for i in range(pp) for k in "FBW" for j in range(m)}
+    for _ in range(3 * pp * m + 1):  # longest path by relaxation: at most one pass per operation
+        changed = False
+        for i, seq in order.items():
+            for (_, k, j), (_, k2, j2) in zip(seq, seq[1:]):
+                ready = start[k, i, j] + ops[k, i][1]
+                if start[k2, i, j2] < ready - eps:
+                    start[k2, i, j2], changed = ready, True
+        for (ka, ia), (kz, iz) in after:
+            for j in range(m):
+                ready = start[ka, ia, j] + ops[ka, ia][1]
+                if start[kz, iz, j] < ready - eps:
+                    start[kz, iz, j], changed = ready, True
+        if not changed:
+            break
+    return max(start[k, i, j] + ops[k, i][1] for (k, i, j) in start)

@@ -58,7 +58,10 @@ from solver_plan.errors import InputError
 
 ZERO_BUBBLE = ("zb-h1", "zb-h2", "zb-v")
 V_CHUNKS = 2  # ZB-V: chunks per rank
-REFUSED_ELSEWHERE = ("zb-v",)  # pins refused under a runtime that cannot run them (`check_runtime`)
+EXACT = "zb-exact"  # the exact periodic schedule of hybrid/exact_zb.py
+REFUSED_ELSEWHERE = ("zb-v", EXACT)  # pins refused under a runtime that cannot run them (`check_runtime`)
+TORCH_CSV = ("parallelism.pipeline_parallel_schedule_csv (torch _PipelineScheduleRuntime: the plan's "
+             "exact_schedule unrolled for m micro-batches as F / I / W actions per rank)")
 TORCH_ZB1P = "pipeline_parallel_schedule InterleavedZeroBubble (torch ScheduleInterleavedZeroBubble)"
 TORCH_ZBV = ("pipeline_parallel_schedule ZBVZeroBubble (torch ScheduleZBVZeroBubble; two stages per rank, "
              "V-style placement)")
@@ -69,6 +72,7 @@ RUNNERS = {
                                       "--zero-bubble-max-pending-backward 2p"},
     "zb-v": {"torchtitan": TORCH_ZBV, "torchtitan-compile": TORCH_ZBV,
              "zero-bubble-megatron": "sail-sg/zero-bubble-pipeline-parallelism --zero-bubble-v-schedule"},
+    EXACT: {"torchtitan": TORCH_CSV, "torchtitan-compile": TORCH_CSV},
 }
 W_SHARE = {"zb-h1": 2.0, "zb-h2": 3.0, "zb-v": 3.0}
 FILL_SHARE = {"zb-h1": 1.0, "zb-h2": 1.0, "zb-v": 1.0 / V_CHUNKS}  # the fill and drain runs through chunks of 1/v
@@ -81,8 +85,10 @@ def check_runtime(runtime, schedule: str) -> None:
 
     if schedule in REFUSED_ELSEWHERE and not runs(runtime, schedule):
         name = resolve_runtime(runtime).name
-        raise InputError(f"runtime {name} cannot run {schedule} (two chunks per rank in a V, the loss on the "
-                         f"first rank); it runs in: {'; '.join(f'{k} ({v})' for k, v in RUNNERS[schedule].items())}. "
+        why = ("two chunks per rank in a V, the loss on the first rank" if schedule == "zb-v"
+               else "an arbitrary periodic pattern, given action by action")
+        raise InputError(f"runtime {name} cannot run {schedule} ({why}); it runs in: "
+                         f"{'; '.join(f'{k} ({v})' for k, v in RUNNERS[schedule].items())}. "
                          "Choose --runtime torchtitan or another schedule", "--fix schedule")
 
 
@@ -96,12 +102,12 @@ def runs(runtime, schedule: str) -> bool:
     """Whether a runtime profile runs `schedule` (every profile runs the others it is priced with)."""
     from solver_plan.runtime import resolve_runtime
 
-    return schedule not in ZERO_BUBBLE or resolve_runtime(runtime).name in RUNNERS[schedule]
+    return schedule not in RUNNERS or resolve_runtime(runtime).name in RUNNERS[schedule]
 
 
 def schedule_runtimes(schedule: str) -> dict[str, str] | None:
     """For a zero-bubble schedule, the runtimes that run it and how; None for the others."""
-    return dict(RUNNERS[schedule]) if schedule in ZERO_BUBBLE else None
+    return dict(RUNNERS[schedule]) if schedule in RUNNERS else None
 
 
 def in_flight(pp: int, m: int, schedule: str) -> float:
