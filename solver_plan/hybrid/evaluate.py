@@ -260,6 +260,8 @@ def price(ctx: Context, par: Parallelism, profile: BlockProfile, memory_limit: f
     beside the pipeline's: 0.08% on the 5-block case of tests/test_hybrid_stages.py)."""
     if layers is None and par.recompute != "per-stage" and par.pp > 1:
         few = _few_cuts(ctx.spec.layers, par.pp, least_layers(par.schedule, par.virtual_stages))
+        if few is not None and par.schedule == "zb-exact":
+            return _fastest_exact_cut(ctx, par, profile, memory_limit, few)
         if few is not None:
             plans = [price(ctx, par, profile, memory_limit, layers=c) for c in few
                      if _fits(ctx, par, c, memory_limit)]
@@ -326,6 +328,34 @@ def exact_schedule(ctx: Context, par: Parallelism, stages, memory_limit: float |
     per_batch = tuple(b - a for a, b in zip(one, two))
     return exact(tuple(stage_passes(s) for s in stages), tuple(a - d for a, d in zip(one, per_batch)), per_batch,
                  memory_limit)
+
+
+def _fastest_exact_cut(ctx: Context, par: Parallelism, profile: BlockProfile, memory_limit: float | None,
+                       cuts) -> HybridPlan | None:
+    """`price`'s every-cut search for zb-exact, each cut's exact schedule solved only while a lower
+    bound on its pipeline is below the best step found, the cuts in order of that bound: stage i
+    starts after the forwards of the stages before it and then runs all its work m times,
+    max_i (sum_{j<i} F_j + m T_i)."""
+    local = rank_profile(ctx, par, profile)
+    block, recompute = layer_s(par, local)
+    extras = _extras(par, local)
+    p2p = [stage_p2p_s(ctx, par, i) for i in range(par.pp)]
+
+    def bound(c) -> float:
+        times = [k * (block + recompute) + e + q for k, e, q in zip(c, extras, p2p)]
+        forwards = [k * local.block_forward_s + e / 3.0 + q / 2.0 for k, e, q in zip(c, extras, p2p)]
+        return max(sum(forwards[:i]) + par.micro_batches * t for i, t in enumerate(times))
+
+    bounds = sorted((bound(c), c) for c in cuts)
+    best = None
+    for bound, c in bounds:
+        if best is not None and bound >= best.step_time_s:
+            break
+        if _fits(ctx, par, c, memory_limit):
+            plan = price(ctx, par, profile, memory_limit, layers=c)
+            if plan is not None and (best is None or plan.step_time_s < best.step_time_s):
+                best = plan
+    return best
 
 
 def dp_sync_terms(ctx: Context, par: Parallelism, stages, params) -> tuple[float, float]:
