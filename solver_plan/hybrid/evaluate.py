@@ -97,7 +97,7 @@ def memory_of(ctx: Context, par: Parallelism, stage: int, layers: int, mode: str
                         micro_batch=par.micro_batch_size, micro_batches=par.micro_batches, recompute=mode,
                         sequence_parallel=par.sequence_parallel, zero_stage=par.state_zero, schedule=par.schedule,
                         virtual_stages=par.virtual_stages, state=ctx.state, runtime=ctx.runtime,
-                        recompute_layers=recompute_layers, in_flight=in_flight)
+                        recompute_layers=recompute_layers, in_flight=in_flight, offload=par.offload)
 
 
 def _extras(par: Parallelism, profile: BlockProfile) -> list[float]:
@@ -264,8 +264,8 @@ def price(ctx: Context, par: Parallelism, profile: BlockProfile, memory_limit: f
             return _fastest_exact_cut(ctx, par, profile, memory_limit, few)
         if few is not None:
             plans = [price(ctx, par, profile, memory_limit, layers=c) for c in few
-                     if _fits(ctx, par, c, memory_limit)]
-            return min(plans, key=lambda plan: plan.step_time_s, default=None)
+                     if _fits(ctx, par, c, memory_limit)]  # None: the node's host memory is short
+            return min((p for p in plans if p is not None), key=lambda plan: plan.step_time_s, default=None)
     profile = rank_profile(ctx, par, profile)
     layers = layers or cut(ctx, par, profile, memory_limit)
     if layers is None:
@@ -311,7 +311,9 @@ def price(ctx: Context, par: Parallelism, profile: BlockProfile, memory_limit: f
     terms = schedule.StepTerms(
         pipeline, exposed,
         schedule.embedding_sync_s(cluster, spec, par.tp, pp, ctx.state, par.schedule),
-        max(schedule.optimizer_s(cluster, p, par.shard, par.state_zero, ctx.state) for p in params), raw - exposed)
+        max(stage_optimizer_s(ctx, par, p, s.layers) for p, s in zip(params, stages)), raw - exposed)
+    if par.offload != "none" and not _host_fits(ctx, max(s.memory.host for s in stages)):
+        return None
     return HybridPlan(spec.name, cluster.name, cluster.num_devices, ctx.global_batch, par, tuple(stages), terms,
                       profile.configs, spec.model_flops_per_step(ctx.global_batch), memory_limit, ctx.precision,
                       ctx.runtime.name, exact)
@@ -328,6 +330,35 @@ def exact_schedule(ctx: Context, par: Parallelism, stages, memory_limit: float |
     per_batch = tuple(b - a for a, b in zip(one, two))
     return exact(tuple(stage_passes(s) for s in stages), tuple(a - d for a, d in zip(one, per_batch)), per_batch,
                  memory_limit)
+
+
+def stage_optimizer_s(ctx: Context, par: Parallelism, params: float, layers: int) -> float:
+    """The optimizer step of a stage of `params` parameters per device: Adam on the device
+    (schedule.optimizer_s), or with optimizer offload the host's step with its copies down and up,
+    pipelined over the gradient buckets (offload.step_s)."""
+    if par.offload == "none":
+        return schedule.optimizer_s(ctx.cluster, params, par.shard, par.state_zero, ctx.state)
+    from solver_plan.hybrid.offload import step_s
+
+    pieces = schedule.buckets(params, par.shard, ctx.state, ctx.runtime, layers)
+    return step_s(ctx.cluster.host, params / par.shard, ctx.state, pieces)
+
+
+def _host_fits(ctx: Context, host_bytes: float) -> bool:
+    """Whether each node's host memory holds its devices' offloaded state, `host_bytes` a device at
+    most (offload.fits_host)."""
+    from solver_plan.hybrid.offload import fits_host
+
+    return fits_host(ctx.cluster.host, host_bytes, ctx.cluster.devices_per_node)
+
+
+def host_floor_fits(ctx: Context, par: Parallelism) -> bool:
+    """Whether the nodes' host memory can hold what a point offloads for some cut: the stage with the
+    most blocks holds at least ceil(L / p) of them (a necessary condition; `price` checks the cut)."""
+    if par.offload == "none":
+        return True
+    k = -(-ctx.spec.layers // par.pp)
+    return _host_fits(ctx, memory_of(ctx, par, 1 if par.pp > 1 else 0, k).host)
 
 
 def _fastest_exact_cut(ctx: Context, par: Parallelism, profile: BlockProfile, memory_limit: float | None,
@@ -404,7 +435,18 @@ def time_bound(ctx: Context, par: Parallelism, profile: BlockProfile) -> float:
     params = stage_params(spec, spec.layers // pp, False, False, par.tp, pp)
     return (pipe + sync_bound(ctx, par, params)
             + schedule.embedding_sync_s(ctx.cluster, spec, par.tp, pp, ctx.state, par.schedule)
-            + schedule.optimizer_s(ctx.cluster, params, par.shard, par.state_zero, ctx.state))
+            + optimizer_floor(ctx, par, params))
+
+
+def optimizer_floor(ctx: Context, par: Parallelism, params: float) -> float:
+    """A lower bound on the optimizer term for a stage of at least `params` parameters per device:
+    the device's Adam, or offloaded, the longest of its copy down, host step and copy up
+    (offload.step_s is at least that, and each grows with the parameters)."""
+    if par.offload == "none":
+        return schedule.optimizer_s(ctx.cluster, params, par.shard, par.state_zero, ctx.state)
+    from solver_plan.hybrid.offload import parts_s
+
+    return max(parts_s(ctx.cluster.host, params / par.shard, ctx.state))
 
 
 def sync_bound(ctx: Context, par: Parallelism, params: float) -> float:

@@ -356,6 +356,7 @@ class StageMemory:
     fragmentation: float = 0.0  # the caching allocator's reserved-but-unallocated memory
     cuda_context: float = 0.0  # outside the allocator
     nccl: float = 0.0  # outside the allocator
+    host: float = 0.0  # in host memory, not on the device (optimizer offload: hybrid/offload.py)
 
     @property
     def allocated(self) -> float:
@@ -419,7 +420,7 @@ def stage_memory(spec: TransformerSpec, *, layers: int, stage: int, pp: int, tp:
                  micro_batches: int, recompute: str, sequence_parallel: bool, zero_stage: int, schedule: str,
                  virtual_stages: int = 1, state: StateBytes = MIXED_PRECISION, runtime=None,
                  cp: int = 1, replicate: int = 1, recompute_layers: int | None = None,
-                 in_flight: float | None = None) -> StageMemory:
+                 in_flight: float | None = None, offload: str = "none") -> StageMemory:
     """Sum of the terms above for stage `stage` holding `layers` blocks, as `runtime` (None:
     megatron-core) runs them, with its reserve (`runtime_reserve`). With context parallelism `spec`
     is one rank's (s / cp tokens, context_parallel.local_spec) and `dp` the dp x cp ranks sharing
@@ -431,7 +432,8 @@ def stage_memory(spec: TransformerSpec, *, layers: int, stage: int, pp: int, tp:
     their activations, and the backward working set is full recomputation's (one rematerialised
     block); 1F1B and GPipe only (every block holds the same micro-batches). `in_flight`: the
     micro-batches the stage holds at its peak when the schedule's pattern gives them (zb-exact:
-    hybrid/exact_zb.py), instead of `in_flight_microbatches`."""
+    hybrid/exact_zb.py), instead of `in_flight_microbatches`. `offload` "optimizer": the optimizer
+    state in host memory (`StageMemory.host`, offload.host_bytes), none of it on the device."""
 
     first, last = stage == 0, stage == head_stage(pp, schedule)
     params = stage_params(spec, layers, first, last, tp, pp)
@@ -462,8 +464,13 @@ def stage_memory(spec: TransformerSpec, *, layers: int, stage: int, pp: int, tp:
                               communicators(tp, dp, pp, spec.tied_embeddings and head_stage(pp, schedule) > 0,
                                             cp, replicate))
     gradients = gradients_at_peak(gradients_bytes(params, dp, zero_stage, state), acts + working, micro_batches, runtime)
-    return StageMemory(weights_bytes(params, dp, zero_stage, state), gradients,
-                       optimizer_bytes(params, dp, zero_stage, state), acts, working, buffers, **reserve)
+    optimizer, host = optimizer_bytes(params, dp, zero_stage, state), 0.0
+    if offload == "optimizer":
+        from solver_plan.hybrid.offload import host_bytes
+
+        optimizer, host = 0.0, host_bytes(params / (dp if zero_stage >= 1 else 1), state)
+    return StageMemory(weights_bytes(params, dp, zero_stage, state), gradients, optimizer, acts, working, buffers,
+                       **reserve, host=host)
 
 
 def gradients_at_peak(gradients: float, activations: float, micro_batches: int, runtime=None) -> float:

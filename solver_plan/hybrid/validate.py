@@ -174,8 +174,10 @@ def validate_plan(plan: HybridPlan, cluster: Cluster, enforce_memory: bool = Tru
             reserve = runtime.memory
             gradients = mem.gradients_at_peak(mem.gradients_bytes(params, shard, zero, st), acts + working,
                                               q.micro_batches, runtime)
+            # optimizer offload: the optimizer state lives in host memory (checked below), not here
+            device_optimizer = 0.0 if q.offload == "optimizer" else mem.optimizer_bytes(params, shard, zero, st)
             return (mem.weights_bytes(params, shard, zero, st) + gradients
-                    + mem.optimizer_bytes(params, shard, zero, st) + dynamic * (1 + reserve.fragmentation)
+                    + device_optimizer + dynamic * (1 + reserve.fragmentation)
                     + reserve.workspace + reserve.cuda_context + groups * reserve.nccl_per_communicator)
 
         mode = s.recompute if s.recompute in order else q.recompute
@@ -200,6 +202,20 @@ def validate_plan(plan: HybridPlan, cluster: Cluster, enforce_memory: bool = Tru
             problems.append(f"stage {s.index}: memory {s.memory.total:.6g} B, re-derived {total:.6g} B")
         if enforce_memory and plan.memory_limit is not None and total > plan.memory_limit * (1 + RTOL):
             problems.append(f"stage {s.index}: {total:.6g} B over the limit {plan.memory_limit:.6g} B")
+    # optimizer offload: each device's shard of optimizer state and of its gradients in host memory,
+    # (m + 2 o + g) P / shard bytes, all the devices of a node together within its host memory
+    if q.offload == "optimizer":
+        if cluster.host is None or q.zero_stage == 0 or runtime.name not in ("megatron-core", "nemo", "deepspeed"):
+            problems.append(f"optimizer offload without a host section, ZeRO or a runtime that runs it ({runtime.name})")
+        for s in plan.stages:
+            host = _params(spec, s, q.tp, q.pp) / shard * (st.optimizer + st.gradients)
+            if not _close(host, s.memory.host):
+                problems.append(f"stage {s.index}: host memory {s.memory.host:.6g} B, re-derived {host:.6g} B")
+            if cluster.host is not None and host * cluster.devices_per_node > cluster.host.memory_per_node * (1 + RTOL):
+                problems.append(f"stage {s.index}: {cluster.devices_per_node} devices' offloaded state "
+                                f"{host * cluster.devices_per_node:.6g} B exceeds the node's host memory")
+    elif any(s.memory.host for s in plan.stages):
+        problems.append("host memory without offload")
     # step time
     times = [s.block_s + s.recompute_s + s.extra_s + s.p2p_s for s in plan.stages]
     if q.schedule == "interleaved":  # the slowest stage m times, the fill and drain through the others in chunks
@@ -262,7 +278,17 @@ def validate_plan(plan: HybridPlan, cluster: Cluster, enforce_memory: bool = Tru
     for s in plan.stages:
         local = _params(spec, s, q.tp, q.pp) / (shard if zero >= 1 else 1)
         hbm = local * st.model.optimizer_step_bytes
-        optimizer = max(optimizer, compute_time(cluster, ADAM_FLOPS_PER_PARAM * local, hbm, unit="vector"))
+        step = compute_time(cluster, ADAM_FLOPS_PER_PARAM * local, hbm, unit="vector")
+        if q.offload == "optimizer" and cluster.host is not None:
+            # offloaded: gradients down, the host's Adam, weights up, one bucket after another in a
+            # three-stage pipeline: the first bucket passes all three, each further one the slowest
+            link, pieces = cluster.host.device_bandwidth, 1
+            grads = _params(spec, s, q.tp, q.pp) * st.gradients
+            pieces = max(1, s.layers) if runtime.overlap.bucket_per_layer else max(
+                1, math.ceil(grads / runtime.overlap.bucket_size_bytes(shard, st.gradients)))
+            legs = (local * st.gradients / link, local * cluster.host.optimizer_s_per_param, local * st.weights / link)
+            step = sum(legs) / pieces + (pieces - 1) * max(legs) / pieces
+        optimizer = max(optimizer, step)
     if not _close(optimizer, plan.terms.optimizer_s):
         problems.append(f"optimizer {plan.terms.optimizer_s:.6g} s, re-derived {optimizer:.6g} s")
     total = pipeline + sync + embedding + optimizer

@@ -1,0 +1,87 @@
+"""Optimizer-state offloading to host memory (`offload` "optimizer"; ZeRO-Offload, Ren et al. 2021,
+"ZeRO-Offload: Democratizing Billion-Scale Model Training"; Megatron-core's --optimizer-cpu-offload).
+
+With offloading a device keeps its working weights and gradients; its shard of the optimizer state
+(the fp32 master weights and Adam's moments: (m + 2 o) P_l bytes, P_l = the stage's parameters
+/ t / the ZeRO shard group) lives in host memory with a host copy of the gradient shard (g P_l)
+(`host_bytes`), and the optimizer step runs on the host's CPUs. Per step, for each stage:
+- down: the gradient shard, g P_l bytes over the device's host link (PCIe, the cluster file's
+  `host.device_bandwidth` per direction);
+- the CPU step: P_l x `host.optimizer_s_per_param` (measured: torch AdamW foreach on 16 cores,
+  0.92 ns per parameter, cluster/model.py);
+- up: the updated working weights, w P_l bytes;
+as the runtimes run them, the three pipelined over the gradient buckets (Megatron-core
+--overlap-cpu-optimizer-d2h-h2d: each parameter group's copy down, step and copy up overlap the
+other groups'; DeepSpeed copies each reduced bucket down during the backward and steps after): with
+n equal pieces, (down + cpu + up) / n + (n - 1)/n max(down, cpu, up) (`step_s`), which replaces the
+device's Adam kernel in the step (the `optimizer` term). The device saves its optimizer state; the
+node's host memory must hold its devices' shards: devices per node x the largest stage's
+`host_bytes` <= `host.memory_per_node` (every device of a node counted at the largest stage, an
+upper bound).
+
+Runtimes (`RUNNERS`): Megatron-core and NeMo (--optimizer-cpu-offload with the distributed optimizer,
+so ZeRO >= 1), DeepSpeed (zero_optimization.offload_optimizer {device: cpu}, stages 1-3). Torchtitan's
+FSDP2 CPUOffloadPolicy moves parameters and gradients too (another scheme, not priced here), and
+Megatron-LM 2021 has none. The search offers offloading where the cluster file has a `host` section
+and the runtime runs it; a pin elsewhere is refused (InputError naming --fix offload).
+"""
+from __future__ import annotations
+
+from solver_plan.errors import InputError
+
+MODES = ("none", "optimizer")
+MEGATRON = "--optimizer-cpu-offload --optimizer-offload-fraction 1.0 --overlap-cpu-optimizer-d2h-h2d " \
+           "(--use-distributed-optimizer)"
+RUNNERS = {"megatron-core": MEGATRON, "nemo": MEGATRON,
+           "deepspeed": "zero_optimization.offload_optimizer: {device: cpu, pin_memory: true} (ZeRO-Offload)"}
+
+
+def runs(runtime) -> bool:
+    """Whether the runtime profile offloads the optimizer state as priced here (module text)."""
+    from solver_plan.runtime import resolve_runtime
+
+    return resolve_runtime(runtime).name in RUNNERS
+
+
+def offered(cluster, runtime, pins) -> tuple[str, ...]:
+    """The offload modes the space holds: the pin; else "optimizer" too where the cluster has a host
+    section and the runtime runs it. InputError naming --fix offload for a pin that cannot run."""
+    from solver_plan.runtime import resolve_runtime
+
+    pinned = pins.get("offload")
+    if pinned == "optimizer":
+        if cluster.host is None:
+            raise InputError("the cluster file has no host section (host memory per node, PCIe bandwidth per "
+                             "device): nothing to offload to", "--fix offload")
+        if not runs(runtime):
+            raise InputError(f"runtime {resolve_runtime(runtime).name} does not offload the optimizer state as "
+                             f"priced; it runs in: {'; '.join(f'{k} ({v})' for k, v in RUNNERS.items())}",
+                             "--fix offload")
+    if pinned is not None:
+        return (pinned,)
+    return MODES if cluster.host is not None and runs(runtime) else ("none",)
+
+
+def host_bytes(local_params: float, state) -> float:
+    """Host bytes of one device: its optimizer shard and a copy of its gradient shard,
+    (m + 2 o + g) P_l (module text)."""
+    return local_params * (state.optimizer + state.gradients)
+
+
+def parts_s(host, local_params: float, state) -> tuple[float, float, float]:
+    """(down, cpu, up) seconds of one device per step (module text)."""
+    return (local_params * state.gradients / host.device_bandwidth, local_params * host.optimizer_s_per_param,
+            local_params * state.weights / host.device_bandwidth)
+
+
+def step_s(host, local_params: float, state, pieces: int) -> float:
+    """The offloaded optimizer step of one device: down, CPU step and up pipelined over `pieces`
+    buckets, (down + cpu + up) / n + (n - 1)/n max(down, cpu, up) (module text)."""
+    parts = parts_s(host, local_params, state)
+    n = max(1, pieces)
+    return sum(parts) / n + (n - 1) / n * max(parts)
+
+
+def fits_host(host, per_device_bytes: float, devices_per_node: int) -> bool:
+    """Whether a node's host memory holds `devices_per_node` devices' `per_device_bytes`."""
+    return devices_per_node * per_device_bytes <= host.memory_per_node

@@ -1,0 +1,140 @@
+"""Optimizer-state offloading in hybrid plans (hybrid/offload.py, issue 23): memory and time by hand on
+a tiny case, the node's host memory, pins and refusals, and a brute force over a tiny space with the
+offload choice equal to the search."""
+import itertools
+from dataclasses import replace
+
+import pytest
+
+from solver_plan.cluster import resolve_cluster
+from solver_plan.cluster.model import Host
+from solver_plan.errors import InputError
+from solver_plan.hybrid import evaluate, plan_hybrid
+from solver_plan.hybrid.evaluate import Context, price
+from solver_plan.hybrid.memory import precision_state, runtime_state, stage_params
+from solver_plan.hybrid.model import transformer_spec
+from solver_plan.hybrid.space import Parallelism, parse_fix
+from solver_plan.hybrid.stage_cost import BlockCoster
+from solver_plan.hybrid.validate import plan_precision
+from solver_plan.result import Status
+from solver_plan.runtime import RUNTIMES
+
+CLUSTER = resolve_cluster("h100-80gb-superpod", 16)  # 2 DGX nodes: host 2 TB, 64 GB/s per device
+SMALL = "gpt2:layers=4,hidden=512,heads=8,head_dim=64,ffn=2048,seq=512,positions=512,vocab=32000"
+
+
+def _plan(offload, runtime="megatron-core", cluster=CLUSTER, **extra):
+    fix = {"dp": 2, "tp": 2, "pp": 4, "micro_batch_size": 1, "zero_stage": 1, "offload": offload, **extra}
+    return evaluate(SMALL, cluster, 16, fix, memory_limit="none", runtime=runtime)
+
+
+def test_memory_and_time_by_hand():
+    off, on = _plan("none"), _plan("optimizer")
+    assert on.status == Status.FEASIBLE and "agree" in on.notes[-1]  # the validator re-derived it
+    spec = transformer_spec(SMALL)
+    # megatron-core in bf16: fp32 main gradients (4 B) and optimizer state (12 B) per parameter
+    state = runtime_state(precision_state(plan_precision(on.plan, CLUSTER)), RUNTIMES["megatron-core"])
+    assert (state.gradients, state.optimizer, state.weights) == (4.0, 12.0, 2.0)
+    stage = on.plan.stages[1]  # one block, tp 2, ZeRO-1 over dp 2
+    local = stage_params(spec, 1, False, False, 2, 4) / 2
+    assert local == pytest.approx(spec.block_params / 4)
+    assert stage.memory.optimizer == 0.0 and stage.memory.host == pytest.approx(local * (12 + 4))
+    # the device saves exactly its optimizer shard
+    assert off.plan.stages[1].memory.total - stage.memory.total == pytest.approx(off.plan.stages[1].memory.optimizer)
+    # the step: gradients down (4 B), host Adam (0.92 ns), weights up (2 B); the largest stage holds the
+    # embedding or the output layer, each stage's gradients are one bucket (< 40M parameters), so
+    # down + cpu + up for its parameters
+    largest = max(stage_params(spec, s.layers, s.embedding, s.head, 2, 4) for s in on.plan.stages) / 2
+    expected = largest * (4 / 64e9 + 0.92e-9 + 2 / 64e9)
+    assert on.plan.terms.optimizer_s == pytest.approx(expected)
+    d = on.to_dict()
+    assert d["parallelism"]["offload"] == "optimizer" and d["stages"][1]["memory_bytes"]["host"] > 0
+
+
+def test_host_memory_per_node_limits_it():
+    small_host = replace(CLUSTER, host=replace(CLUSTER.host, memory_per_node=1e6))  # 1 MB a node
+    result = _plan("optimizer", cluster=small_host)
+    assert result.status == Status.INFEASIBLE and result.plan is None
+
+
+def test_pins_and_refusals():
+    assert parse_fix("offload=optimizer") == {"offload": "optimizer"}
+    with pytest.raises(InputError, match="offload"):
+        parse_fix("offload=activations")
+    with pytest.raises(InputError, match="zero_stage"):
+        Parallelism(2, 2, 4, 1, 8, offload="optimizer")  # ZeRO-0: no optimizer shard to offload
+    with pytest.raises(InputError, match="--fix offload"):
+        _plan("optimizer", runtime="torchtitan")
+    with pytest.raises(InputError, match="host section"):
+        _plan("optimizer", cluster=replace(CLUSTER, host=None))
+
+
+def test_host_optimizer_rate_from_the_cluster_file():
+    from solver_plan.cluster.loader import cluster_from_dict
+    import yaml
+
+    data = yaml.safe_load(open("configs/clusters/h100-80gb-superpod.yaml"))
+    data["host"]["optimizer_ns_per_param"] = 2.0
+    cluster = cluster_from_dict(data, "c.yaml")
+    assert cluster.host.optimizer_s_per_param == pytest.approx(2e-9)
+    assert Host(1e12, 5e10).optimizer_s_per_param == pytest.approx(0.92e-9)  # measured default
+    data["host"]["optimizer_ns_per_param"] = "fast"
+    with pytest.raises(InputError, match="optimizer_ns_per_param"):
+        cluster_from_dict(data, "c.yaml")
+
+
+# DeepSpeed's kernels with nothing overlapped (its ZeRO-1/2 overlap nothing already; no ZeRO-3 prefetch),
+# so each stage's time is its own and a brute force over every cut is exact
+SPEED = RUNTIMES["deepspeed"]
+NO_OVERLAP = replace(SPEED, overlap=replace(SPEED.overlap, grad_reduce=False, param_gather=False,
+                                            sharded_prefetch=False, pp_p2p=False))
+
+
+def _brute(cluster, batch):
+    from solver_plan.hybrid.memory import state_bytes
+
+    spec = transformer_spec(SMALL)
+    ctx = Context(spec, cluster, batch, None, runtime_state(state_bytes(cluster.device), NO_OVERLAP),
+                  precision="mixed-bf16", runtime=NO_OVERLAP)
+    coster = BlockCoster(spec, cluster, runtime=NO_OVERLAP)
+    n, L, per_node = cluster.num_devices, spec.layers, cluster.devices_per_node
+    plans = []
+    for tp, pp in itertools.product((1, 2, 4, 8), range(1, L + 1)):
+        if n % (tp * pp):
+            continue
+        dp = n // (tp * pp)
+        for b in (d for d in range(1, batch // dp + 1) if batch % (dp * d) == 0):
+            m = batch // (dp * b)
+            schedules = [("1f1b", 1)] + ([("gpipe", 1)] + [("interleaved", v) for v in range(2, L // pp + 1)
+                                                           if m % pp == 0] if pp > 1 else [])
+            for (schedule, v), zero, offload in itertools.product(schedules, range(4), ("none", "optimizer")):
+                if (pp > 1 and zero >= 2) or (offload == "optimizer" and zero == 0):
+                    continue
+                node = per_node // tp
+                for shard in [0] + ([node] if zero >= 1 and 1 < node < dp and dp % node == 0 else []):
+                    par = Parallelism(dp, tp, pp, b, m, v, "none", zero, False, schedule, 1, shard, offload)
+                    profile = coster.profile(tp, b)
+                    cuts = (c for c in itertools.product(range(v, L + 1), repeat=pp) if sum(c) == L)
+                    for cut in cuts:
+                        plan = price(ctx, par, profile, None, layers=cut)
+                        if plan is not None:  # None: the node's host memory cannot hold the offloaded state
+                            plans.append((plan.step_time_s, plan.memory_per_device_bytes, par))
+    return plans
+
+
+@pytest.mark.parametrize("host_memory", [2e12, 0.6e9])  # a DGX's 2 TB; a host that holds only small shards
+def test_planner_equals_brute_force_with_offload(host_memory):
+    cluster = replace(CLUSTER, host=replace(CLUSTER.host, memory_per_node=host_memory))
+    plans = _brute(cluster, 16)
+    assert any(p.offload == "optimizer" for _, _, p in plans) and any(p.offload == "none" for _, _, p in plans)
+    options = {"time_limit": None, "runtime": NO_OVERLAP, "validate": False,
+               "fix": {"recompute": "none", "sequence_parallel": False}}
+    least = min(m for _, m, _ in plans)
+    for limit in (None, least * 1.02):
+        result = plan_hybrid(SMALL, cluster, 16, memory_limit=limit or "none", **options)
+        fitting = [t for t, m, _ in plans if limit is None or m <= limit]
+        assert result.status == Status.OPTIMAL
+        assert result.step_time_s == pytest.approx(min(fitting), rel=1e-9)
+    # where offloading is what fits: the least memory any plan needs is an offloaded one's
+    if host_memory > 1e12:
+        assert min(plans, key=lambda p: p[1])[2].offload == "optimizer"
