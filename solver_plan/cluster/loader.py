@@ -220,7 +220,7 @@ def _host(section: Section | None) -> Host | None:
         raise ClusterError(f"{section.path('optimizer_ns_per_param')}: expected nanoseconds per parameter, got {ns!r}")
     section.close()
     try:
-        return Host(memory, bandwidth, *(() if ns is None else (ns * 1e-9,)))
+        return Host(memory, bandwidth, *(() if ns is None else (ns / 1e9,)))
     except ClusterError as exc:
         raise ClusterError(str(exc), section.where) from None
 
