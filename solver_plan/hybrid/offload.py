@@ -43,6 +43,12 @@ def runs(runtime) -> bool:
     return resolve_runtime(runtime).name in RUNNERS
 
 
+def runtimes(mode: str) -> dict[str, str] | None:
+    """For an offload mode other than none, the runtimes that run it and how (plan JSON
+    `offload_runtimes`); None for none."""
+    return dict(RUNNERS) if mode != "none" else None
+
+
 def offered(cluster, runtime, pins) -> tuple[str, ...]:
     """The offload modes the space holds: the pin; else "optimizer" too where the cluster has a host
     section and the runtime runs it. InputError naming --fix offload for a pin that cannot run."""

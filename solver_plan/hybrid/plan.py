@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from solver_plan.hybrid.exact_zb import ExactSchedule
 from solver_plan.hybrid.memory import StageMemory
+from solver_plan.hybrid.offload import runtimes as offload_runtimes
 from solver_plan.hybrid.schedule import StepTerms
 from solver_plan.hybrid.space import Parallelism
 from solver_plan.hybrid.zero_bubble import schedule_runtimes
@@ -148,6 +149,7 @@ class HybridPlan:
                 "context_parallel": self.context_parallel(),
                 "schedule_runtimes": schedule_runtimes(self.parallelism.schedule),
                 "exact_schedule": None if self.exact_schedule is None else self.exact_schedule.to_dict(),
+                "offload_runtimes": offload_runtimes(self.parallelism.offload),
                 "step_time_s": self.step_time_s,
                 "step_terms_s": {"pipeline": self.terms.pipeline_s, "dp_sync": self.terms.dp_sync_s,
                                  "embedding_sync": self.terms.embedding_sync_s, "optimizer": self.terms.optimizer_s,
@@ -233,7 +235,8 @@ class HybridResult:
                       f"{p.tflops_per_device:.1f} TFLOP/s per device   model FLOPs/step {p.model_flops_per_step:.3e}",
                       f"parallelism: dp={q.dp} cp={q.cp} tp={q.tp} pp={q.pp} micro_batch_size={q.micro_batch_size} "
                       f"micro_batches={q.micro_batches} schedule={q.schedule} virtual_stages={q.virtual_stages} "
-                      f"recompute={q.recompute} zero_stage={q.zero_stage} sequence_parallel={q.sequence_parallel}",
+                      f"recompute={q.recompute} zero_stage={q.zero_stage} sequence_parallel={q.sequence_parallel}"
+                      + (f" offload={q.offload}" if q.offload != "none" else ""),
                       f"step terms: pipeline {p.terms.pipeline_s:.3f} s, dp sync {p.terms.dp_sync_s:.3f} s "
                       f"({p.terms.dp_sync_hidden_s:.3f} s more hidden under compute), "
                       f"embedding sync {p.terms.embedding_sync_s:.4f} s, optimizer {p.terms.optimizer_s:.4f} s",
