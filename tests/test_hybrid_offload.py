@@ -59,8 +59,13 @@ def test_host_memory_per_node_limits_it():
 
 def test_pins_and_refusals():
     assert parse_fix("offload=optimizer") == {"offload": "optimizer"}
+    assert parse_fix("offload=activations") == {"offload": "activations"}
     with pytest.raises(InputError, match="offload"):
-        parse_fix("offload=activations")
+        parse_fix("offload=disk")
+    with pytest.raises(InputError, match="pp 1"):
+        Parallelism(2, 2, 4, 1, 8, zero_stage=1, offload="activations")  # Megatron-core: no pipelining
+    with pytest.raises(InputError, match="recompute"):
+        Parallelism(16, 1, 1, 1, 1, recompute="selective", offload="activations")
     with pytest.raises(InputError, match="zero_stage"):
         Parallelism(2, 2, 4, 1, 8, offload="optimizer")  # ZeRO-0: no optimizer shard to offload
     with pytest.raises(InputError, match="--fix offload"):
@@ -141,3 +146,97 @@ def test_planner_equals_brute_force_with_offload(host_memory):
     # where offloading is what fits: the least memory any plan needs is an offloaded one's
     if host_memory > 1e12:
         assert min(plans, key=lambda p: p[1])[2].offload == "optimizer"
+
+
+def test_activation_offload_by_hand():
+    # pp 1, no recomputation (Megatron-core's CPU offloading): the fewest blocks whose activations go to
+    # the host for the device to fit, the device keeping the others and one in transit
+    model = "gpt2:layers=8,hidden=1024,heads=16,head_dim=64,ffn=4096,seq=4096,positions=4096,vocab=32000"
+    cluster = resolve_cluster("h100-80gb-superpod", 8)
+    fix = {"dp": 8, "tp": 1, "pp": 1, "micro_batch_size": 2, "zero_stage": 1}
+    base = evaluate(model, cluster, 16, fix, memory_limit="none").plan
+    limit = base.memory_per_device_bytes * 0.8
+    plan = evaluate(model, cluster, 16, {**fix, "offload": "activations"}, memory_limit=limit)
+    assert plan.status == Status.FEASIBLE and "agree" in plan.notes[-1]  # the validator re-derived it
+    stage, before = plan.plan.stages[0], base.stages[0]
+    spec = transformer_spec(model)
+    from solver_plan.hybrid.memory import layer_activation_bytes
+    state = runtime_state(precision_state(plan_precision(plan.plan, cluster)), RUNTIMES["megatron-core"])
+    a = layer_activation_bytes(spec, 2, 1, "none", False, state, RUNTIMES["megatron-core"])  # one block, b 2
+    r = stage.offload_layers
+    assert 1 <= r < 8 and stage.memory.host == pytest.approx(r * a)
+    # device: r - 1 blocks fewer (one in transit), the reserve's fragmentation share of them too
+    saved = (r - 1) * a * (1 + RUNTIMES["megatron-core"].memory.fragmentation)
+    assert before.memory.total - stage.memory.total == pytest.approx(saved)
+    assert stage.memory.total <= limit < before.memory.total - (r - 2) * a  # r - 1 blocks would not fit
+    # time: r a down under the forward and up under the backward, the rest exposed
+    copy = r * a / 64e9
+    backward = stage.block_s + stage.extra_s - stage.forward_s
+    assert stage.offload_s == pytest.approx(max(0, copy - stage.forward_s) + max(0, copy - backward))
+    assert plan.plan.step_time_s == pytest.approx(base.step_time_s + stage.offload_s * 1)  # m = 1
+    assert plan.to_dict()["stages"][0]["offload_layers"] == r
+    # with room to spare nothing is offloaded: the activation mode is the plain point, not priced
+    assert evaluate(model, cluster, 16, {**fix, "offload": "activations"}, memory_limit="none").plan is None
+
+
+# Megatron-core (runs both offloads) with nothing overlapped: stage times are their own
+CORE = RUNTIMES["megatron-core"]
+CORE_NO_OVERLAP = replace(CORE, overlap=replace(CORE.overlap, grad_reduce=False, param_gather=False,
+                                                sharded_prefetch=False, pp_p2p=False))
+WIDE = "gpt2:layers=4,hidden=1024,heads=16,head_dim=64,ffn=4096,seq=2048,positions=2048,vocab=32000"
+
+
+def _brute_activations(cluster, batch, limit):
+    """Every point of the pinned space (tp 1, no recomputation, no sequence parallelism) with every
+    offload mode, every cut and, offloading activations, every count of offloaded blocks 1 <= r < k:
+    (step, memory) of those within `limit` and the nodes' host memory."""
+    from solver_plan.hybrid.memory import state_bytes
+
+    spec = transformer_spec(WIDE)
+    ctx = Context(spec, cluster, batch, None, runtime_state(state_bytes(cluster.device), CORE_NO_OVERLAP),
+                  precision="mixed-bf16", runtime=CORE_NO_OVERLAP)
+    profile = BlockCoster(spec, cluster, runtime=CORE_NO_OVERLAP).profile(1, 1)
+    n, L = cluster.num_devices, spec.layers
+    fits = []
+    for pp in (p for p in range(1, L + 1) if n % p == 0):
+        dp = n // pp
+        for b in (d for d in range(1, batch // dp + 1) if batch % (dp * d) == 0):
+            if b != 1:
+                continue  # pinned micro-batch size 1
+            m = batch // (dp * b)
+            schedules = [("1f1b", 1)] + ([("gpipe", 1)] + [("interleaved", v) for v in range(2, L // pp + 1)
+                                                           if m % pp == 0] if pp > 1 else [])
+            for (schedule, v), zero, offload in itertools.product(schedules, range(4), ("none", "optimizer",
+                                                                                      "activations", "both")):
+                if (pp > 1 and zero >= 2) or (offload in ("optimizer", "both") and zero == 0):
+                    continue
+                if offload in ("activations", "both") and pp > 1:
+                    continue
+                par = Parallelism(dp, 1, pp, b, m, v, "none", zero, False, schedule, 1, 0, offload)
+                for cut in (c for c in itertools.product(range(v, L + 1), repeat=pp) if sum(c) == L):
+                    counts = [None] if offload in ("none", "optimizer") else [(r,) for r in range(1, L)]
+                    for r in counts:
+                        plan = price(ctx, par, profile, None, layers=cut, offloaded=r)
+                        if plan is not None and plan.memory_per_device_bytes <= limit:
+                            fits.append((plan.step_time_s, plan.memory_per_device_bytes, par, r))
+    return fits
+
+
+def test_planner_equals_brute_force_with_activation_offload():
+    cluster = resolve_cluster("h100-80gb-superpod", 8)
+    options = {"time_limit": None, "runtime": CORE_NO_OVERLAP, "validate": False,
+               "fix": {"recompute": "none", "sequence_parallel": False, "tp": 1, "micro_batch_size": 1}}
+    free = plan_hybrid(WIDE, cluster, 16, memory_limit="none", **options)
+    everything = _brute_activations(cluster, 16, float("inf"))
+    least = min(m for _, m, _, _ in everything)
+    assert free.step_time_s == pytest.approx(min(t for t, _, _, _ in everything), rel=1e-9)
+    # limits between the least memory and the free plan's: activation offload competes with pipelining
+    winners = []
+    for share in (0.05, 0.3, 0.7):
+        limit = least + share * (free.plan.memory_per_device_bytes - least)
+        fitting = [f for f in everything if f[1] <= limit]
+        result = plan_hybrid(WIDE, cluster, 16, memory_limit=limit, **options)
+        assert result.status == Status.OPTIMAL
+        assert result.step_time_s == pytest.approx(min(t for t, _, _, _ in fitting), rel=1e-9)
+        winners.append(result.plan.parallelism.offload)
+    assert winners[0] == "both" and winners[1] == "activations" and winners[2] == "none"

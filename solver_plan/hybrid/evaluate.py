@@ -85,10 +85,12 @@ def stage_p2p_s(ctx: Context, par: Parallelism, stage: int) -> float:
 
 
 def memory_of(ctx: Context, par: Parallelism, stage: int, layers: int, mode: str | None = None,
-              recompute_layers: int | None = None, in_flight: float | None = None):
+              recompute_layers: int | None = None, in_flight: float | None = None,
+              offload_layers: int | None = None):
     """Stage memory in recomputation `mode` (default the point's; "per-stage" without a mode: full,
     the least memory any stage can get down to, for floors and the least-memory search), holding
-    `in_flight` micro-batches when given (zb-exact's pattern; memory.stage_memory)."""
+    `in_flight` micro-batches when given (zb-exact's pattern; memory.stage_memory), and with
+    activation offload `offload_layers` of its blocks' activations on the host (default: the most)."""
     mode = mode or par.recompute
     if mode == "per-stage":
         mode = "full"
@@ -97,7 +99,8 @@ def memory_of(ctx: Context, par: Parallelism, stage: int, layers: int, mode: str
                         micro_batch=par.micro_batch_size, micro_batches=par.micro_batches, recompute=mode,
                         sequence_parallel=par.sequence_parallel, zero_stage=par.state_zero, schedule=par.schedule,
                         virtual_stages=par.virtual_stages, state=ctx.state, runtime=ctx.runtime,
-                        recompute_layers=recompute_layers, in_flight=in_flight, offload=par.offload)
+                        recompute_layers=recompute_layers, in_flight=in_flight, offload=par.offload,
+                        offload_layers=offload_layers)
 
 
 def _extras(par: Parallelism, profile: BlockProfile) -> list[float]:
@@ -246,11 +249,13 @@ def _few_cuts(layers: int, pp: int, least: int) -> list[tuple[int, ...]] | None:
 
 def price(ctx: Context, par: Parallelism, profile: BlockProfile, memory_limit: float | None = None,
           layers: tuple[int, ...] | None = None, modes: tuple[str, ...] | None = None,
-          recompute_blocks: tuple[int | None, ...] | None = None) -> HybridPlan | None:
+          recompute_blocks: tuple[int | None, ...] | None = None,
+          offloaded: tuple[int, ...] | None = None) -> HybridPlan | None:
     """The plan of `par` (with the given cut, or the best cut that fits `memory_limit`); None when no
     cut fits. With recompute "per-stage", `modes` (and for partial recomputation `recompute_blocks`,
     None for all of a stage's blocks) gives each stage's choice (brute force), by default the
-    fastest that fits `memory_limit` (`stage_choices`).
+    fastest that fits `memory_limit` (`stage_choices`). With activation offload, `offloaded` gives
+    each stage's offloaded blocks (brute force), by default the fewest that fit (`offload_layers`).
 
     `cut` minimises the pipeline term; the step's other terms (data-parallel synchronisation, the
     optimizer step of the stage with the most parameters) also depend on the cut, and decide alone
@@ -273,6 +278,12 @@ def price(ctx: Context, par: Parallelism, profile: BlockProfile, memory_limit: f
     if modes is None:
         modes, recompute_blocks = stage_choices(ctx, par, layers, memory_limit, profile)
     recompute_blocks = recompute_blocks or (None,) * len(layers)
+    if offloaded is None and par.offload in ("activations", "both"):
+        found = [offload_layers(ctx, par, i, k, memory_limit) for i, k in enumerate(layers)]
+        if any(r is None for r in found):
+            return None  # nothing to offload (the plain point is this plan), or nothing fits
+        offloaded = tuple(r for r in found if r is not None)
+    offloaded = offloaded or (0,) * len(layers)
     spec, cluster, pp = ctx.spec, ctx.cluster, par.pp
     head, extras = head_stage(pp, par.schedule), _extras(par, profile)
     chunked = par.schedule == "interleaved" or par.schedule == "zb-v"
@@ -287,11 +298,20 @@ def price(ctx: Context, par: Parallelism, profile: BlockProfile, memory_limit: f
             (tuple(("head", op, c) for op, c in profile.head_configs) if i == head else ())
         stages.append(StagePlan(i, first, k, i == 0, i == head, i * par.tp * par.replicas, par.tp, par.replicas,
                                 k * block, recomputed * recompute, extra, stage_p2p_s(ctx, par, i),
-                                memory_of(ctx, par, i, k, modes[i], recompute_blocks[i] if partial else None),
+                                memory_of(ctx, par, i, k, modes[i], recompute_blocks[i] if partial else None,
+                                          offload_layers=offloaded[i]),
                                 configs, modes[i], k * profile.block_forward_s + extra / 3.0,
                                 chunk_layers(k, par.virtual_stages) if chunked else (),
                                 k * weight_grad_s(profile) + extra / 3.0,
-                                recompute_blocks[i] if partial else None))
+                                recompute_blocks[i] if partial else None, offloaded[i]))
+        if offloaded[i]:  # the activations' copies down and up, beyond what the passes hide
+            from solver_plan.hybrid.offload import activation_copy_s
+
+            st = stages[-1]
+            copied = st.memory.host - memory_of(ctx, par, i, k, modes[i], offload_layers=0).host  # r blocks'
+            stages[-1] = replace(st, offload_s=activation_copy_s(ctx.cluster.host, copied, st.forward_s,
+                                                                 st.block_s + st.recompute_s + st.extra_s
+                                                                 - st.forward_s))
         first += k
     times = [s.time_per_microbatch_s for s in stages]
     exact = None
@@ -332,11 +352,23 @@ def exact_schedule(ctx: Context, par: Parallelism, stages, memory_limit: float |
                  memory_limit)
 
 
+def offload_layers(ctx: Context, par: Parallelism, stage: int, k: int, memory_limit: float | None) -> int | None:
+    """The fewest of a stage's k blocks whose activations go to the host for it to fit `memory_limit`
+    (time grows with them, memory falls: offload.py), 1 <= r < k; None when it fits with none (the
+    plain point) or fits with none of them."""
+    if memory_limit is None or memory_of(ctx, par, stage, k, offload_layers=0).total <= memory_limit:
+        return None
+    for r in range(1, k):
+        if memory_of(ctx, par, stage, k, offload_layers=r).total <= memory_limit:
+            return r
+    return None
+
+
 def stage_optimizer_s(ctx: Context, par: Parallelism, params: float, layers: int) -> float:
     """The optimizer step of a stage of `params` parameters per device: Adam on the device
     (schedule.optimizer_s), or with optimizer offload the host's step with its copies down and up,
     pipelined over the gradient buckets (offload.step_s)."""
-    if par.offload == "none":
+    if par.offload in ("none", "activations"):
         return schedule.optimizer_s(ctx.cluster, params, par.shard, par.state_zero, ctx.state)
     from solver_plan.hybrid.offload import step_s
 
@@ -358,7 +390,7 @@ def host_floor_fits(ctx: Context, par: Parallelism) -> bool:
     if par.offload == "none":
         return True
     k = -(-ctx.spec.layers // par.pp)
-    return _host_fits(ctx, memory_of(ctx, par, 1 if par.pp > 1 else 0, k).host)
+    return _host_fits(ctx, memory_of(ctx, par, 1 if par.pp > 1 else 0, k, offload_layers=0).host)
 
 
 def _fastest_exact_cut(ctx: Context, par: Parallelism, profile: BlockProfile, memory_limit: float | None,
@@ -442,7 +474,7 @@ def optimizer_floor(ctx: Context, par: Parallelism, params: float) -> float:
     """A lower bound on the optimizer term for a stage of at least `params` parameters per device:
     the device's Adam, or offloaded, the longest of its copy down, host step and copy up
     (offload.step_s is at least that, and each grows with the parameters)."""
-    if par.offload == "none":
+    if par.offload in ("none", "activations"):
         return schedule.optimizer_s(ctx.cluster, params, par.shard, par.state_zero, ctx.state)
     from solver_plan.hybrid.offload import parts_s
 

@@ -420,7 +420,8 @@ def stage_memory(spec: TransformerSpec, *, layers: int, stage: int, pp: int, tp:
                  micro_batches: int, recompute: str, sequence_parallel: bool, zero_stage: int, schedule: str,
                  virtual_stages: int = 1, state: StateBytes = MIXED_PRECISION, runtime=None,
                  cp: int = 1, replicate: int = 1, recompute_layers: int | None = None,
-                 in_flight: float | None = None, offload: str = "none") -> StageMemory:
+                 in_flight: float | None = None, offload: str = "none",
+                 offload_layers: int | None = None) -> StageMemory:
     """Sum of the terms above for stage `stage` holding `layers` blocks, as `runtime` (None:
     megatron-core) runs them, with its reserve (`runtime_reserve`). With context parallelism `spec`
     is one rank's (s / cp tokens, context_parallel.local_spec) and `dp` the dp x cp ranks sharing
@@ -432,8 +433,11 @@ def stage_memory(spec: TransformerSpec, *, layers: int, stage: int, pp: int, tp:
     their activations, and the backward working set is full recomputation's (one rematerialised
     block); 1F1B and GPipe only (every block holds the same micro-batches). `in_flight`: the
     micro-batches the stage holds at its peak when the schedule's pattern gives them (zb-exact:
-    hybrid/exact_zb.py), instead of `in_flight_microbatches`. `offload` "optimizer": the optimizer
-    state in host memory (`StageMemory.host`, offload.host_bytes), none of it on the device."""
+    hybrid/exact_zb.py), instead of `in_flight_microbatches`. `offload` "optimizer" (or "both"): the
+    optimizer state in host memory (`StageMemory.host`, offload.host_bytes), none of it on the device;
+    "activations" (or "both", pp 1): the kept activations of `offload_layers` r of the blocks on the
+    host (default: all but one, the least device memory), the device keeping the others and one in
+    transit (offload.device_blocks)."""
 
     first, last = stage == 0, stage == head_stage(pp, schedule)
     params = stage_params(spec, layers, first, last, tp, pp)
@@ -446,6 +450,12 @@ def stage_memory(spec: TransformerSpec, *, layers: int, stage: int, pp: int, tp:
         per_block = (recompute_layers * per_block + (layers - recompute_layers) * kept) / layers
     acts = (held_blocks(layers, stage, pp, micro_batches, schedule, virtual_stages) if in_flight is None
             else layers * flight) * per_block
+    host = 0.0
+    if offload in ("activations", "both") and layers:
+        from solver_plan.hybrid.offload import device_blocks
+
+        r = max(0, layers - 1) if offload_layers is None else offload_layers
+        acts, host = flight * device_blocks(layers, r) * per_block, flight * r * per_block
     if first:
         acts += embedding_activation_bytes(spec, b, t, sp, state) * flight
     loss = logits_activation_bytes(spec, b, t, sp, state, runtime) if last else 0.0
@@ -464,11 +474,11 @@ def stage_memory(spec: TransformerSpec, *, layers: int, stage: int, pp: int, tp:
                               communicators(tp, dp, pp, spec.tied_embeddings and head_stage(pp, schedule) > 0,
                                             cp, replicate))
     gradients = gradients_at_peak(gradients_bytes(params, dp, zero_stage, state), acts + working, micro_batches, runtime)
-    optimizer, host = optimizer_bytes(params, dp, zero_stage, state), 0.0
-    if offload == "optimizer":
+    optimizer = optimizer_bytes(params, dp, zero_stage, state)
+    if offload in ("optimizer", "both"):
         from solver_plan.hybrid.offload import host_bytes
 
-        optimizer, host = 0.0, host_bytes(params / (dp if zero_stage >= 1 else 1), state)
+        optimizer, host = 0.0, host + host_bytes(params / (dp if zero_stage >= 1 else 1), state)
     return StageMemory(weights_bytes(params, dp, zero_stage, state), gradients, optimizer, acts, working, buffers,
                        **reserve, host=host)
 

@@ -47,6 +47,10 @@ class StagePlan:
     # partial recomputation: the first `recompute_blocks` of its blocks under full recomputation, the
     # rest under none (recompute "full"; Megatron's --recompute-method block --recompute-num-layers); None: all
     recompute_blocks: int | None = None
+    # activation offload (hybrid/offload.py): blocks whose activations go to the host, and the exposed
+    # seconds of their copies per micro-batch (in time_per_microbatch_s)
+    offload_layers: int = 0
+    offload_s: float = 0.0
 
     def __post_init__(self):
         if self.layers < 0 or self.tp < 1 or self.replicas < 1:
@@ -54,9 +58,9 @@ class StagePlan:
 
     @property
     def time_per_microbatch_s(self) -> float:
-        """Seconds of the stage per micro-batch: blocks + recomputation + embedding/head + pipeline transfers.
-        """
-        return self.block_s + self.recompute_s + self.extra_s + self.p2p_s
+        """Seconds of the stage per micro-batch: blocks + recomputation + embedding/head + pipeline transfers
+        + exposed activation-offload copies."""
+        return self.block_s + self.recompute_s + self.extra_s + self.p2p_s + self.offload_s
 
     @property
     def devices(self) -> tuple[int, int]:
@@ -77,7 +81,8 @@ class StagePlan:
                 "time_per_microbatch_s": self.time_per_microbatch_s,
                 "time_terms_s": {"blocks": self.block_s, "recompute": self.recompute_s,
                                  "embedding_and_head": self.extra_s, "p2p": self.p2p_s, "forward": self.forward_s,
-                                 "weight_grad": self.weight_grad_s},
+                                 "weight_grad": self.weight_grad_s, "offload": self.offload_s},
+                "offload_layers": self.offload_layers,
                 "memory_bytes": self.memory.to_dict(),
                 "operator_configs": [{"group": g, "operator": op, "config": cfg} for g, op, cfg in self.configs]}
 

@@ -409,8 +409,11 @@ def evaluate(model, cluster, global_batch: int, parallelism, *, memory_limit="de
         if plan is None:
             from solver_plan.hybrid.stages import layer_count_problem
             why = layer_count_problem(spec.layers, {"pp": parallelism.pp, "virtual_stages": parallelism.virtual_stages})
-            host = (" or the nodes' host memory cannot hold the offloaded optimizer state"
-                    if parallelism.offload != "none" else "")
+            host = (" or the nodes' host memory cannot hold the offloaded state" if parallelism.offload != "none"
+                    else "")
+            if parallelism.offload in ("activations", "both"):
+                host += (" (activation offload is priced only where the stage does not fit without it: "
+                         "under this memory limit it needs none, or even all but one block offloaded do not fit)")
             return HybridResult(Status.INFEASIBLE, None, None, time.perf_counter() - start,
                                 notes=(why or f"no cut of the layers into these stages exists{host}",))
         status = Status.INFEASIBLE

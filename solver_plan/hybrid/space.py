@@ -75,9 +75,12 @@ class Parallelism:
                              "or full)", "recompute")
         if self.offload not in OFFLOAD_MODES:
             raise InputError(f"must be one of {', '.join(OFFLOAD_MODES)}, got {self.offload!r}", "offload")
-        if self.offload == "optimizer" and self.zero_stage == 0:
+        if self.offload in ("optimizer", "both") and self.zero_stage == 0:
             raise InputError("offloading the optimizer state offloads the distributed optimizer's shard: needs "
                              "zero_stage >= 1", "offload")
+        if self.offload in ("activations", "both") and (self.pp > 1 or self.recompute != "none"):
+            raise InputError("activation offload runs without pipelining and without recomputation (pp 1, "
+                             "recompute none; Megatron-core's CPU offloading)", "offload")
         if not isinstance(self.dp_shard, int) or isinstance(self.dp_shard, bool) or self.dp_shard < 0:
             raise InputError(f"must be a non-negative integer, got {self.dp_shard!r}", "dp_shard")
         if self.dp_shard and (self.replicas % self.dp_shard or self.zero_stage == 0):
@@ -240,6 +243,8 @@ def _inner(spec, pins, dp, tp, pp, b, m, cp=1, devices_per_node=1, offloads=("no
             # drops it for runtimes without FSDP2, fsdp.allowed)
         shards = [pins["dp_shard"]] if "dp_shard" in pins else searched_shards(dp * cp, tp, devices_per_node, zero)
         for shard, offload in itertools.product(shards, offloads):
-            if (shard and ((dp * cp) % shard or zero == 0)) or (offload != "none" and zero == 0):
+            if (shard and ((dp * cp) % shard or zero == 0)) or (offload in ("optimizer", "both") and zero == 0):
                 continue
+            if offload in ("activations", "both") and (pp > 1 or recompute != "none"):
+                continue  # offload.py: Megatron-core's CPU offloading
             yield Parallelism(dp, tp, pp, b, m, v, recompute, zero, sp, schedule, cp, shard, offload)

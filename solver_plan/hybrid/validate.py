@@ -126,6 +126,7 @@ def validate_plan(plan: HybridPlan, cluster: Cluster, enforce_memory: bool = Tru
             problems.append(f"stage {s.index}: recompute {s.recompute!r}, the plan's is {q.recompute!r}")
         if q.recompute == "per-stage" and s.recompute not in order:
             problems.append(f"stage {s.index}: recompute {s.recompute!r} is not a stage mode")
+    host_activations: dict[int, float] = {}  # activation offload: bytes each stage keeps on the host
     # the exact zero-bubble pattern (zb-exact): operations, their order and the micro-batches each stage holds
     exact_flight: dict[int, int] = {}
     exact_pipeline = _exact_pattern(plan, problems, exact_flight) if q.schedule == "zb-exact" else None
@@ -153,13 +154,17 @@ def validate_plan(plan: HybridPlan, cluster: Cluster, enforce_memory: bool = Tru
             held = sum(s.chunks[(j // q.pp) % q.virtual_stages]
                        for j in range(min(warmup, q.micro_batches * q.virtual_stages)))
 
-        def stage_total(mode: str, recomputed: int | None = None) -> float:
+        def stage_total(mode: str, recomputed: int | None = None, offloaded: int = s.offload_layers) -> float:
             # partial recomputation: `recomputed` blocks keep full's input only, the others everything
             per_block = mem.layer_activation_bytes(tokens, b, t, mode, sp, st, runtime)
             if recomputed is not None:
                 per_block = (recomputed * per_block + (s.layers - recomputed)
                              * mem.layer_activation_bytes(tokens, b, t, "none", sp, st, runtime)) / s.layers
             acts = held * per_block
+            if offloaded:  # activation offload: the others' and one block in transit stay, r blocks' go to the host
+                acts = flight * (s.layers - offloaded + 1) * per_block
+                if offloaded == s.offload_layers:
+                    host_activations[s.index] = flight * offloaded * per_block
             if s.embedding:
                 acts += mem.embedding_activation_bytes(tokens, b, t, sp, st) * flight
             loss = mem.logits_activation_bytes(tokens, b, t, sp, st, runtime) if s.head else 0.0
@@ -175,7 +180,8 @@ def validate_plan(plan: HybridPlan, cluster: Cluster, enforce_memory: bool = Tru
             gradients = mem.gradients_at_peak(mem.gradients_bytes(params, shard, zero, st), acts + working,
                                               q.micro_batches, runtime)
             # optimizer offload: the optimizer state lives in host memory (checked below), not here
-            device_optimizer = 0.0 if q.offload == "optimizer" else mem.optimizer_bytes(params, shard, zero, st)
+            device_optimizer = (0.0 if q.offload in ("optimizer", "both")
+                                else mem.optimizer_bytes(params, shard, zero, st))
             return (mem.weights_bytes(params, shard, zero, st) + gradients
                     + device_optimizer + dynamic * (1 + reserve.fragmentation)
                     + reserve.workspace + reserve.cuda_context + groups * reserve.nccl_per_communicator)
@@ -187,6 +193,17 @@ def validate_plan(plan: HybridPlan, cluster: Cluster, enforce_memory: bool = Tru
             problems.append(f"stage {s.index}: {s.recompute_blocks} of {s.layers} blocks recomputed in {mode!r}")
             partial = False
         total = stage_total(mode, s.recompute_blocks if partial else None)
+        if s.offload_layers:  # activation offload: pp 1, no recomputation, 1 <= r < k, the fewest r that fits
+            if (q.offload not in ("activations", "both") or q.pp > 1 or mode != "none"
+                    or not 1 <= s.offload_layers < s.layers):
+                problems.append(f"stage {s.index}: {s.offload_layers} blocks' activations offloaded under "
+                                f"offload {q.offload!r}, pp {q.pp}, recompute {mode!r}")
+            elif (enforce_memory and plan.memory_limit is not None
+                  and stage_total(mode, None, s.offload_layers - 1) <= plan.memory_limit * (1 + RTOL)):
+                problems.append(f"stage {s.index}: {s.offload_layers} blocks' activations offloaded where "
+                                f"{s.offload_layers - 1} fit")
+        elif q.offload in ("activations", "both"):
+            problems.append(f"stage {s.index}: offload {q.offload!r} with no activations offloaded")
         if q.recompute == "per-stage" and enforce_memory and plan.memory_limit is not None and mode in order:
             fits = plan.memory_limit * (1 + RTOL)
             # the fastest fitting option: nothing lighter (none < selective < full) fits, a partial stage
@@ -204,20 +221,32 @@ def validate_plan(plan: HybridPlan, cluster: Cluster, enforce_memory: bool = Tru
             problems.append(f"stage {s.index}: {total:.6g} B over the limit {plan.memory_limit:.6g} B")
     # optimizer offload: each device's shard of optimizer state and of its gradients in host memory,
     # (m + 2 o + g) P / shard bytes, all the devices of a node together within its host memory
-    if q.offload == "optimizer":
-        if cluster.host is None or q.zero_stage == 0 or runtime.name not in ("megatron-core", "nemo", "deepspeed"):
-            problems.append(f"optimizer offload without a host section, ZeRO or a runtime that runs it ({runtime.name})")
+    if q.offload != "none":
+        optimizer_too = q.offload in ("optimizer", "both")
+        runners = ("megatron-core", "nemo") + (("deepspeed",) if q.offload == "optimizer" else ())
+        if cluster.host is None or (optimizer_too and q.zero_stage == 0) or runtime.name not in runners:
+            problems.append(f"offload {q.offload} without a host section, ZeRO or a runtime that runs it "
+                            f"({runtime.name})")
         for s in plan.stages:
-            host = _params(spec, s, q.tp, q.pp) / shard * (st.optimizer + st.gradients)
+            host = (_params(spec, s, q.tp, q.pp) / shard * (st.optimizer + st.gradients) if optimizer_too else 0.0)
+            host += host_activations.get(s.index, 0.0)
+            if cluster.host is not None and s.offload_layers:  # copies down in forward, up in backward
+                copy = host_activations.get(s.index, 0.0) / cluster.host.device_bandwidth
+                compute = s.block_s + s.recompute_s + s.extra_s
+                exposed = max(0.0, copy - s.forward_s) + max(0.0, copy - (compute - s.forward_s))
+                if not _close(exposed, s.offload_s):
+                    problems.append(f"stage {s.index}: offload copies {s.offload_s:.6g} s, re-derived {exposed:.6g} s")
+            elif s.offload_s:
+                problems.append(f"stage {s.index}: offload copies without offloaded activations")
             if not _close(host, s.memory.host):
                 problems.append(f"stage {s.index}: host memory {s.memory.host:.6g} B, re-derived {host:.6g} B")
             if cluster.host is not None and host * cluster.devices_per_node > cluster.host.memory_per_node * (1 + RTOL):
                 problems.append(f"stage {s.index}: {cluster.devices_per_node} devices' offloaded state "
                                 f"{host * cluster.devices_per_node:.6g} B exceeds the node's host memory")
-    elif any(s.memory.host for s in plan.stages):
+    elif any(s.memory.host or s.offload_layers or s.offload_s for s in plan.stages):
         problems.append("host memory without offload")
     # step time
-    times = [s.block_s + s.recompute_s + s.extra_s + s.p2p_s for s in plan.stages]
+    times = [s.block_s + s.recompute_s + s.extra_s + s.p2p_s + s.offload_s for s in plan.stages]
     if q.schedule == "interleaved":  # the slowest stage m times, the fill and drain through the others in chunks
         pipeline = max(times) * q.micro_batches + (sum(times) - max(times)) / q.virtual_stages
     elif q.schedule in ("zb-h1", "zb-h2", "zb-v"):  # the fill and drain less the W work moved into them (2 W or 3 W
@@ -279,7 +308,7 @@ def validate_plan(plan: HybridPlan, cluster: Cluster, enforce_memory: bool = Tru
         local = _params(spec, s, q.tp, q.pp) / (shard if zero >= 1 else 1)
         hbm = local * st.model.optimizer_step_bytes
         step = compute_time(cluster, ADAM_FLOPS_PER_PARAM * local, hbm, unit="vector")
-        if q.offload == "optimizer" and cluster.host is not None:
+        if q.offload in ("optimizer", "both") and cluster.host is not None:
             # offloaded: gradients down, the host's Adam, weights up, one bucket after another in a
             # three-stage pipeline: the first bucket passes all three, each further one the slowest
             link, pieces = cluster.host.device_bandwidth, 1
