@@ -27,8 +27,9 @@ def register_command(subparsers) -> None:
     o.add_memory_limit(parser)
     o.add(parser, "--fix", help="pin choices: KEY=VALUE,... with keys dp, tp, pp, micro_batch_size, "
                                 "virtual_stages, recompute (none|selective|full|per-stage), zero_stage (0-3), "
-                                "sequence_parallel (true|false), schedule (1f1b|interleaved|gpipe|zb-h1|zb-h2), "
-                                "cp (context parallel), dp_shard (ZeRO shard group, hybrid sharding); for a "
+                                "sequence_parallel (true|false), schedule (1f1b|interleaved|gpipe|zb-h1|zb-h2|zb-v|zb-exact), "
+                                "cp (context parallel), dp_shard (ZeRO shard group, hybrid sharding), offload "
+                                "(none|optimizer|activations|both: state or activations on the host); for a "
                                 "mixture of experts dp, tp, pp, ep, etp, micro_batch_size, virtual_stages, "
                                 "recompute, zero_stage (0|1), capacity (dropless|factor)")
     o.add(parser, "--routing", default=None,  # issue 24: hybrid/moe_cli.py
