@@ -92,12 +92,23 @@ class HybridView:
     chunk_layers: tuple[tuple[int, ...], ...] = ()
     # expert-parallel plans (moe-hybrid): the expert folding, routing and model; None for hybrid plans
     experts: ExpertView | None = None
+    # host offload (parallelism.offload: none / optimizer / activations / both) and each stage's
+    # blocks whose activations go to the host (stages[].offload_layers; 0 without activation offload)
+    offload: str = "none"
+    offload_layers: tuple[int, ...] = ()
+    # the runtimes the plan says run its schedule and its offload (schedule_runtimes, offload_runtimes)
+    schedule_runtimes: tuple[str, ...] = ()
+    offload_runtimes: tuple[str, ...] = ()
 
     def virtual_stage_layers(self) -> tuple[list[int], bool]:
         """Layers of the pp x virtual parts in model order (part k: virtual stage k // pp of stage
-        k mod pp), and whether the plan said so (else: as even as the layers allow)."""
+        k mod pp; ZB-V: part k < pp the first chunk of stage k, part k >= pp the second chunk of stage
+        2 pp - 1 - k), and whether the plan said so (else: as even as the layers allow)."""
         parts = self.pp * self.virtual_stages
         if len(self.chunk_layers) == self.pp and all(len(c) == self.virtual_stages for c in self.chunk_layers):
+            if self.schedule == "zb-v":  # the V: rank i holds part i (its first chunk) and part 2p - 1 - i
+                return [self.chunk_layers[k][0] if k < self.pp else self.chunk_layers[parts - 1 - k][1]
+                        for k in range(parts)], True
             return [self.chunk_layers[k % self.pp][k // self.pp] for k in range(parts)], True
         return [self.layers // parts + (1 if i < self.layers % parts else 0) for i in range(parts)], False
 
@@ -133,7 +144,10 @@ class HybridView:
 
 PRECISIONS = ("mixed-bf16", "mixed-fp16", "mixed-fp8", "fp32", "tf32")
 RECOMPUTE_ORDER = ("none", "selective", "full")  # least to most recomputation (and least memory)
-SCHEDULES = ("1f1b", "interleaved", "gpipe", "zb-h1", "zb-h2")  # zb: zero-bubble (Qi et al. 2023)
+# zb: zero-bubble (Qi et al. 2023); zb-v two chunks per rank in a V; zb-exact the project's exact
+# periodic pattern (hybrid/exact_zb.py)
+SCHEDULES = ("1f1b", "interleaved", "gpipe", "zb-h1", "zb-h2", "zb-v", "zb-exact")
+OFFLOADS = ("none", "optimizer", "activations", "both")  # parallelism.offload (hybrid/offload.py)
 EXPERT_KEYS = ("ep", "etp", "edp", "capacity")  # expert folding of hybrid/moe_cli.py plans
 
 
@@ -179,7 +193,11 @@ def hybrid_view(d: dict) -> HybridView:
             _stage_recompute(d["stages"], str(p.get("recompute", "none"))), int(p.get("cp", 1)),
             int(p.get("dp_shard", 0) or 0),
             tuple(int(s.get("recompute_blocks", s["num_layers"])) for s in d["stages"]),
-            tuple(tuple(int(x) for x in s.get("chunk_layers") or ()) for s in d["stages"]))
+            tuple(tuple(int(x) for x in s.get("chunk_layers") or ()) for s in d["stages"]),
+            offload=str(p.get("offload", "none")),
+            offload_layers=tuple(int(s.get("offload_layers", 0) or 0) for s in d["stages"]),
+            schedule_runtimes=tuple(d.get("schedule_runtimes") or ()),
+            offload_runtimes=tuple(d.get("offload_runtimes") or ()))
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise InputError(f"malformed hybrid plan ({type(exc).__name__}: {exc})", WHERE) from None
     return check_view(view)
@@ -192,6 +210,8 @@ def check_view(view: HybridView) -> HybridView:
                          WHERE)
     if view.schedule not in SCHEDULES:
         raise InputError(f"unknown schedule {view.schedule!r} (expected one of {', '.join(SCHEDULES)})", WHERE)
+    if view.offload not in OFFLOADS:
+        raise InputError(f"unknown offload {view.offload!r} (expected one of {', '.join(OFFLOADS)})", WHERE)
     if view.dp * view.micro_batch_size * view.micro_batches != view.global_batch:
         raise InputError("dp x micro_batch_size x micro_batches != global_batch", WHERE)
     if len(view.stage_layers) != view.pp:
@@ -244,3 +264,28 @@ def block_config_loss(view: HybridView, runtime: str) -> list[str]:
     shown = "; ".join(differing[:6]) + (f"; and {len(differing) - 6} more" if len(differing) > 6 else "")
     return [f"the planned per-operator split inside each block ({shown}): {runtime} applies its fixed "
             f"column/row tensor-parallel layout (the plan's step time assumed the planned split)"]
+
+
+def refuse_schedule(view: HybridView, runtime: str, why: str) -> None:
+    """InputError (one line, exit 2) for a schedule `runtime` cannot run, naming the runtimes the plan
+    says run it (`schedule_runtimes`)."""
+    runs = ", ".join(view.schedule_runtimes) or "none named in the plan"
+    raise InputError(f"schedule {view.schedule}: {runtime} cannot run it ({why}); runtimes that run it: {runs}", WHERE)
+
+
+def refuse_offload(view: HybridView, runtime: str, why: str) -> None:
+    """InputError (one line, exit 2) for an offload `runtime` cannot express, naming the runtimes the
+    plan says run it (`offload_runtimes`): exported without it the plan would not fit its memory."""
+    runs = ", ".join(view.offload_runtimes) or "none named in the plan"
+    raise InputError(f"offload {view.offload}: {runtime} cannot express it ({why}); runtimes that run it: {runs}",
+                     WHERE)
+
+
+def offloads_optimizer(view: HybridView) -> bool:
+    """The plan keeps the optimizer shard (and a gradient copy) in host memory."""
+    return view.offload in ("optimizer", "both")
+
+
+def offloads_activations(view: HybridView) -> bool:
+    """The plan keeps some blocks' activations in host memory (`offload_layers` per stage)."""
+    return view.offload in ("activations", "both")

@@ -14,7 +14,8 @@ from __future__ import annotations
 import json
 
 from solver_plan.export import deepspeed_moe
-from solver_plan.export.common import block_config_loss
+from solver_plan.export.common import (block_config_loss, offloads_activations, offloads_optimizer, refuse_offload,
+                                       refuse_schedule)
 from solver_plan.export.moe_view import plan_view
 
 
@@ -38,9 +39,21 @@ def export_deepspeed(d: dict) -> str:
     listed under `solver_plan`.
     """
     v = plan_view(d)
+    if v.schedule in ("zb-v", "zb-exact"):
+        refuse_schedule(v, "DeepSpeed", "its pipeline engine runs 1F1B only")
+    if offloads_activations(v):
+        # activation_checkpointing.cpu_checkpointing moves the checkpoints of recomputed layers to the
+        # host; the plan keeps r blocks' activations there without recomputing them
+        refuse_offload(v, "DeepSpeed", "its cpu_checkpointing offloads the inputs of recomputed layers, not the kept "
+                       "activations of blocks that are not recomputed")
     lost: list[str] = []
     config: dict = _batch_keys(v, lost)
     config["zero_optimization"] = {"stage": v.zero_stage}
+    if offloads_optimizer(v):
+        if v.zero_stage < 1:
+            refuse_offload(v, "DeepSpeed", "zero_optimization.offload_optimizer needs ZeRO stage >= 1; the plan has 0")
+        # ZeRO-Offload: the optimizer state on the host, DeepSpeedCPUAdam stepping it (stages 1-3)
+        config["zero_optimization"]["offload_optimizer"] = {"device": "cpu", "pin_memory": True}
     # mixed precision: DeepSpeed's bf16 / fp16 sections (16-bit weights, fp32 master and Adam
     # state); fp32 and tf32: neither (DeepSpeed trains in fp32 by default). Plans without a
     # precision were priced in mixed bf16 on the A100/H100 presets.
@@ -91,7 +104,7 @@ def export_deepspeed(d: dict) -> str:
     if v.partial_recompute:
         lost.append(f"partial recomputation ({list(v.recompute_blocks)} blocks per stage): DeepSpeed checkpoints every "
                     "layer (memory within the plan, slower than planned)")
-    if v.schedule.startswith("zb-"):
+    if v.schedule in ("zb-h1", "zb-h2"):
         lost.append(f"schedule {v.schedule} (zero bubble): DeepSpeed pipelines run 1F1B")
     if v.virtual_stages > 1:
         lost.append(f"interleaved schedule with {v.virtual_stages} virtual stages: DeepSpeed pipelines run 1F1B")

@@ -9,7 +9,8 @@ from __future__ import annotations
 import shlex
 
 from solver_plan.export import megatron_moe
-from solver_plan.export.common import block_config_loss
+from solver_plan.export.common import (block_config_loss, offloads_activations, offloads_optimizer, refuse_offload,
+                                       refuse_schedule)
 from solver_plan.export.moe_view import plan_view
 from solver_plan.export.model_shape import model_shape
 
@@ -97,6 +98,33 @@ def _recompute_flags(v, lost: list[str]) -> list[tuple[str, object]]:
     return []
 
 
+def _offload_flags(v) -> list[tuple[str, object]]:
+    """Host offload as Megatron-core runs it (the plan's `offload_runtimes`): the optimizer shard on the
+    host with its CPU Adam step overlapped with the copies (`--optimizer-cpu-offload`, core_v0.12+,
+    which validate_args allows only with `--use-precision-aware-optimizer`, itself only with the
+    distributed optimizer: default fp32 dtypes, the same numerics); r blocks' activations on the host
+    (`--cpu-offloading-num-layers r`, core_v0.16+, which turns on TransformerConfig.cpu_offloading;
+    TransformerConfig refuses it with pipelining or recomputation, and r must be below the layers).
+    InputError for an offload these flags cannot say."""
+    flags: list[tuple[str, object]] = []
+    if offloads_optimizer(v):
+        if v.zero_stage < 1:
+            refuse_offload(v, "Megatron-LM", "--optimizer-cpu-offload needs the distributed optimizer, ZeRO >= 1; "
+                           f"the plan has zero_stage {v.zero_stage}")
+        flags += [("--optimizer-cpu-offload", None), ("--overlap-cpu-optimizer-d2h-h2d", None),
+                  ("--use-precision-aware-optimizer", None)]
+    if offloads_activations(v):
+        if v.pp > 1 or v.strongest_recompute != "none":
+            refuse_offload(v, "Megatron-LM", f"--cpu-offloading-num-layers refuses pipelining and recomputation; the "
+                           f"plan has pp {v.pp}, recompute {v.strongest_recompute}")
+        blocks = max(v.offload_layers, default=0)
+        if not 1 <= blocks < v.layers:
+            refuse_offload(v, "Megatron-LM", f"--cpu-offloading-num-layers takes 1 to {v.layers - 1} blocks; the plan's "
+                           f"stages[].offload_layers are {list(v.offload_layers)}")
+        flags.append(("--cpu-offloading-num-layers", blocks))
+    return flags
+
+
 def _quoted(value) -> str:
     """A flag's value for the shell; a tuple is a flag's several values (nargs)."""
     return " ".join(shlex.quote(str(x)) for x in value) if isinstance(value, tuple) else shlex.quote(str(value))
@@ -107,6 +135,9 @@ def export_megatron(d: dict) -> str:
     what Megatron cannot express.
     """
     v = plan_view(d)
+    if v.schedule in ("zb-v", "zb-exact"):
+        refuse_schedule(v, "Megatron-LM", "Megatron-core runs 1F1B and interleaved 1F1B: no V placement, no schedule "
+                        "given action by action")
     lost: list[str] = []
     shape, unreadable = (None, None) if v.experts is not None else model_shape(v.model)
     if v.experts is not None:  # an expert-parallel plan: its model and expert flags (megatron_moe.py)
@@ -137,6 +168,7 @@ def export_megatron(d: dict) -> str:
         lost += v.experts.notes
     if v.zero_stage >= 1:
         flags.append(("--use-distributed-optimizer", None))  # optimizer state sharded over dp (ZeRO-1)
+    flags += _offload_flags(v)
     if v.zero_stage >= 2:
         lost.append(f"zero_stage {v.zero_stage}: Megatron-LM's distributed optimizer shards optimizer states only "
                     "(ZeRO-1); gradient/parameter sharding is not exported")
@@ -169,6 +201,10 @@ def export_megatron(d: dict) -> str:
     if v.experts is not None:
         header.append("# needs a Megatron-LM newer than core_r0.9 (its MoE flags; checked with core_v0.15.3 and main)")
         header.append(megatron_moe.routing_line(v))
+    if any(name == "--cpu-offloading-num-layers" for name, _ in flags):
+        header.append("# needs Megatron-LM core_v0.16 or newer (--cpu-offloading-num-layers: activation offload)")
+    elif any(name == "--optimizer-cpu-offload" for name, _ in flags):
+        header.append("# needs Megatron-LM core_v0.12 or newer (--optimizer-cpu-offload)")
     if any(name == "--pipeline-model-parallel-layout" for name, _ in flags):
         header.append("# needs Megatron-LM core_v0.13 or newer (--pipeline-model-parallel-layout: the planned stages)")
     header += [f"# not expressible: {item}" for item in lost]

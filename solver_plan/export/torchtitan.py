@@ -16,11 +16,14 @@ degree and the registered MoE model (torchtitan_moe.py).
 from __future__ import annotations
 
 from solver_plan.export import torchtitan_moe
-from solver_plan.export.common import block_config_loss
+from solver_plan.errors import InputError
+from solver_plan.export.common import WHERE, block_config_loss, refuse_offload
 from solver_plan.export.moe_view import plan_view
 from solver_plan.export.model_shape import model_shape
 
-SCHEDULES = {"1f1b": "1F1B", "gpipe": "GPipe", "interleaved": "Interleaved1F1B"}
+# torch.distributed.pipelining's get_schedule_class names; ZBVZeroBubble places part i and part
+# 2 pp - 1 - i on rank i (torchtitan's _get_pp_rank_to_stage_indices_mapping, "v" style)
+SCHEDULES = {"1f1b": "1F1B", "gpipe": "GPipe", "interleaved": "Interleaved1F1B", "zb-v": "ZBVZeroBubble"}
 # torchtitan's llama3 config_registry functions and the model each trains (dim, layers, heads,
 # kv heads, ffn, vocab): a plan for one of these shapes names it
 LLAMA3_CONFIGS = {"llama3_8b": (4096, 32, 32, 8, 14336, 128256), "llama3_70b": (8192, 80, 64, 8, 28672, 128256),
@@ -55,7 +58,8 @@ def _module_and_config(shape, v, lost: list[str]) -> list[str]:
 
 def _stage_parts(v, lost: list[str]) -> list[list[str]] | None:
     """Module names per model part: pp parts (one per rank) or pp x virtual parts (looped schedules,
-    torchtitan assigns part i to rank i mod pp) with the planned layer counts."""
+    torchtitan assigns part i to rank i mod pp; ZBVZeroBubble parts i and 2 pp - 1 - i to rank i) with
+    the planned layer counts."""
     if v.pp == 1:
         return None
     if v.virtual_stages > 1:
@@ -88,6 +92,7 @@ def export_torchtitan(d: dict) -> str:
     what torchtitan cannot express.
     """
     v = plan_view(d)
+    _refusals(v)
     lost: list[str] = []
     shape, _ = (None, None) if v.experts is not None else model_shape(v.model)
     args = torchtitan_moe.module_and_config(v, lost) if v.experts is not None else _module_and_config(shape, v, lost)
@@ -121,7 +126,7 @@ def export_torchtitan(d: dict) -> str:
     overrides += experts
     parts = _stage_parts(v, lost)
     if parts is not None:
-        if v.schedule.startswith("zb-"):
+        if v.schedule in ("zb-h1", "zb-h2"):
             lost.append(f"schedule {v.schedule} (zero bubble, one stage per rank): torchtitan's zero-bubble schedules "
                         "are looped or V-shaped (InterleavedZeroBubble, ZBVZeroBubble); exported as 1F1B, whose "
                         "bubble the plan's step time did not count")
@@ -176,6 +181,22 @@ def export_torchtitan(d: dict) -> str:
     args += [_flag(key, value) for key, value in overrides]
     args.append(f"activation_checkpoint:{AC_SUBCOMMANDS[mode]}")  # a tyro subcommand: last
     return "\n".join(header) + "\n" + " \\\n".join(args) + "\n"
+
+
+def _refusals(v) -> None:
+    """InputError for what torchtitan 0.3 cannot run as planned: the exact zero-bubble pattern (only
+    through a schedule CSV, which this exporter does not write) and any host offload (its only
+    offload, training.enable_cpu_offload, is FSDP2's CPUOffloadPolicy: parameters, gradients and
+    optimizer state all on the host, the optimizer stepping there; it has no activation offload)."""
+    if v.schedule == "zb-exact":
+        raise InputError("schedule zb-exact: torchtitan runs the exact pattern only from a schedule CSV "
+                         "(parallelism.pipeline_parallel_schedule_csv), which this exporter does not write yet; pin "
+                         "schedule=zb-v or zb-h1 to export to torchtitan", WHERE)
+    if v.offload in ("optimizer", "both"):
+        refuse_offload(v, "torchtitan 0.3", "its training.enable_cpu_offload is FSDP2's full CPU offload, the "
+                       "parameters on the host too, not the planned optimizer shard alone")
+    if v.offload == "activations":
+        refuse_offload(v, "torchtitan 0.3", "it has no activation offload")
 
 
 def _flag(key: str, value) -> str:
