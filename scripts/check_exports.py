@@ -94,6 +94,18 @@ def worker_megatron(plan: dict, text: str, tree: str) -> str:
             from megatron.training.argument_utils import core_transformer_config_from_args
         args.apply_rope_fusion = False  # a fused kernel of Transformer Engine, which a CPU check has not
         core_transformer_config_from_args(args)  # TransformerConfig.__post_init__: MoE and recompute checks
+    offload = p.get("offload", "none")
+    if offload in ("optimizer", "both"):
+        checks["optimizer offload"] = (args.optimizer_cpu_offload, True)
+    if offload in ("activations", "both"):  # validate_args turns cpu_offloading on; TransformerConfig checks it
+        checks["activation offload"] = ((args.cpu_offloading, args.cpu_offloading_num_layers),
+                                        (True, max(s.get("offload_layers", 0) for s in plan["stages"])))
+        try:
+            from megatron.training.arguments import core_transformer_config_from_args
+        except ImportError:
+            from megatron.training.argument_utils import core_transformer_config_from_args
+        args.apply_rope_fusion = False
+        core_transformer_config_from_args(args)  # cpu offloading: no pipelining, no recomputation, r < layers
     layout = getattr(args, "pipeline_model_parallel_layout", None)
     if layout is not None:  # the explicit stage layout, checked as TransformerConfig checks it
         from megatron.core.transformer.pipeline_parallel_layer_layout import PipelineParallelLayerLayout
@@ -103,7 +115,8 @@ def worker_megatron(plan: dict, text: str, tree: str) -> str:
     assert not wrong, "; ".join(wrong)
     return f"hidden {args.hidden_size}, seq {args.seq_length}, dp {args.data_parallel_size}, " \
            f"recompute {args.recompute_granularity}" + (f", experts {args.num_experts}" if args.num_experts else "") \
-        + (f", layout of {len(layout.split('|'))} stages" if layout else "")
+        + (f", layout of {len(layout.split('|'))} stages" if layout else "") \
+        + (f", offload {offload}" if offload != "none" else "")
 
 
 def check_deepspeed_moe(plan: dict, layer_args: dict) -> str:
@@ -156,6 +169,8 @@ def worker_deepspeed(plan: dict, text: str, _tree: str) -> str:
         checks["train batch"] = (parsed.train_batch_size, plan["global_batch"])
         checks["checkpoint interval"] = (parsed.pipeline["activation_checkpoint_interval"],
                                          0 if strongest(plan) == "none" else 1)
+    if p.get("offload", "none") in ("optimizer", "both"):
+        checks["optimizer offload"] = (str(getattr(parsed.zero_config.offload_optimizer, "device", None)), "cpu")
     if ours["tp"] > 1 and ours["pp"] == 1:
         checks["autotp"] = (parsed.tensor_parallel_config.autotp_size, p["tp"])
     wrong = [f"{k} {got} != {want}" for k, (got, want) in checks.items() if got != want]
@@ -194,6 +209,13 @@ def worker_torchtitan(plan: dict, text: str, _tree: str) -> str:
                                   + ["norm", "lm_head"])
         checks["microbatches"] = (config.training.local_batch_size // par.pipeline_parallel_microbatch_size,
                                   p["micro_batches"])
+        if p.get("schedule") == "zb-v":  # torchtitan's V placement: rank i runs parts i and 2 pp - 1 - i
+            from torch.distributed.pipelining.schedules import ScheduleZBVZeroBubble, get_schedule_class
+            from torchtitan.distributed.pipeline_parallel import _get_pp_rank_to_stage_indices_mapping
+            checks["schedule"] = (get_schedule_class(par.pipeline_parallel_schedule), ScheduleZBVZeroBubble)
+            checks["V placement"] = ([_get_pp_rank_to_stage_indices_mapping(r, p["pp"], par.pipeline_parallel_schedule,
+                                                                          len(parts)) for r in range(p["pp"])],
+                                     [(r, 2 * p["pp"] - 1 - r) for r in range(p["pp"])])
     experts = ""
     if "ep" in p:  # expert-parallel: the degree, its mesh constraint (configs.py: efsdp = dp_shard cp tp / ep)
         checks["ep"] = (dims.ep, p["ep"])
@@ -210,6 +232,7 @@ def worker_torchtitan(plan: dict, text: str, _tree: str) -> str:
     assert not wrong, "; ".join(wrong)
     return f"torchtitan {version('torchtitan')}: dp {dp} x tp {dims.tp} x pp {dims.pp}, local batch " \
            f"{config.training.local_batch_size}, seq {config.training.seq_len}, AC {mode}" + experts + \
+           (f", schedule {par.pipeline_parallel_schedule}" if p["pp"] > 1 else "") + \
            ("" if named else f" (model: {stand_in[1]} stand-in)")
 
 

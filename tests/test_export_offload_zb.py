@@ -1,0 +1,147 @@
+"""Exports of zero-bubble (zb-v, zb-exact) and host-offload plans (issue 23): the runtime's flags where
+it has them, a one-line refusal (exit 2) naming the schedule or the offload where it has not. The
+fixture plans were written by `solver-plan hybrid --fix ...` (tests/fixtures/plans/hybrid-gpt2-zbv.json,
+-zbexact, -offload-optimizer, -offload-activations, -offload-both)."""
+from __future__ import annotations
+
+import copy
+import importlib.util
+import json
+import os
+import sys
+
+import pytest
+
+from solver_plan.errors import InputError
+from solver_plan.export import export_plan
+from solver_plan.resources import REPO_ROOT
+from test_export import command_args, megatron_args
+
+PLANS = REPO_ROOT / "tests" / "fixtures" / "plans"
+FIXTURES = ("hybrid-gpt2-zbv.json", "hybrid-gpt2-zbexact.json", "hybrid-gpt2-offload-optimizer.json",
+            "hybrid-gpt2-offload-activations.json", "hybrid-gpt2-offload-both.json")
+
+
+def load(name: str) -> dict:
+    return json.loads((PLANS / name).read_text())
+
+
+def test_megatron_offload_flags():
+    optimizer = megatron_args(export_plan(load("hybrid-gpt2-offload-optimizer.json"), "megatron"))
+    # the CPU optimizer needs the precision-aware optimizer, which needs the distributed optimizer
+    for flag in ("--optimizer-cpu-offload", "--overlap-cpu-optimizer-d2h-h2d", "--use-precision-aware-optimizer",
+                 "--use-distributed-optimizer"):
+        assert optimizer[flag] is True
+    assert "--cpu-offloading-num-layers" not in optimizer
+    plan = load("hybrid-gpt2-offload-activations.json")
+    text = export_plan(plan, "megatron")
+    activations = megatron_args(text)
+    assert activations["--cpu-offloading-num-layers"] == str(plan["stages"][0]["offload_layers"])
+    assert "--optimizer-cpu-offload" not in activations and "core_v0.16" in text
+    both_plan = load("hybrid-gpt2-offload-both.json")
+    both = megatron_args(export_plan(both_plan, "megatron"))
+    assert both["--optimizer-cpu-offload"] is True
+    assert both["--cpu-offloading-num-layers"] == str(both_plan["stages"][0]["offload_layers"])
+
+
+def test_megatron_refuses_what_its_offload_cannot_run():
+    # Megatron-core's CPU offloading refuses pipelining; the optimizer's needs ZeRO >= 1
+    piped = load("hybrid-gpt2-offload-activations.json")
+    piped["parallelism"]["recompute"] = "full"
+    piped["stages"][0]["recompute"] = "full"
+    with pytest.raises(InputError, match="offload activations: Megatron-LM .*recompute full"):
+        export_plan(piped, "megatron")
+    unsharded = load("hybrid-gpt2-offload-optimizer.json")
+    unsharded["parallelism"]["zero_stage"] = 0
+    for target in ("megatron", "deepspeed"):
+        with pytest.raises(InputError, match="offload optimizer: .*ZeRO"):
+            export_plan(unsharded, target)
+
+
+def test_deepspeed_offloads_the_optimizer_and_refuses_activations():
+    config = json.loads(export_plan(load("hybrid-gpt2-offload-optimizer.json"), "deepspeed"))
+    assert config["zero_optimization"] == {"stage": 1, "offload_optimizer": {"device": "cpu", "pin_memory": True}}
+    for name in ("hybrid-gpt2-offload-activations.json", "hybrid-gpt2-offload-both.json"):
+        with pytest.raises(InputError, match="offload (activations|both): DeepSpeed.*megatron-core"):
+            export_plan(load(name), "deepspeed")
+
+
+def test_torchtitan_refuses_offload():
+    for name, value in (("hybrid-gpt2-offload-optimizer.json", "optimizer"),
+                        ("hybrid-gpt2-offload-activations.json", "activations"),
+                        ("hybrid-gpt2-offload-both.json", "both")):
+        with pytest.raises(InputError, match=f"offload {value}: torchtitan 0.3"):
+            export_plan(load(name), "torchtitan")
+
+
+def test_torchtitan_zbv_names_the_schedule_in_its_v():
+    plan = load("hybrid-gpt2-zbv.json")
+    a = command_args(export_plan(plan, "torchtitan"))
+    assert a["--parallelism.pipeline_parallel_schedule"] == "ZBVZeroBubble"
+    parts = a["--parallelism.module_fqns_per_model_part"]
+    assert len(parts) == 2 * plan["parallelism"]["pp"]  # two chunks a rank
+    # unequal chunks: rank i's first chunk is part i, its second part 2p - 1 - i (torchtitan's "v" style)
+    uneven = copy.deepcopy(plan)
+    uneven["stages"][0]["chunk_layers"] = [2, 1]  # 9 blocks: rank 0 holds blocks 0-1 and the last block 8
+    uneven["stages"][0]["num_layers"] = 3
+    parts = command_args(export_plan(uneven, "torchtitan"))["--parallelism.module_fqns_per_model_part"]
+    assert parts[0] == "tok_embeddings,layers.0,layers.1" and parts[-1] == "layers.8,norm,lm_head"
+    assert [len(p.split(",")) for p in parts[1:-1]] == [1] * 6
+
+
+@pytest.mark.parametrize("target", ["megatron", "deepspeed"])
+@pytest.mark.parametrize("name", ["hybrid-gpt2-zbv.json", "hybrid-gpt2-zbexact.json"])
+def test_v_and_exact_schedules_are_refused_naming_who_runs_them(name, target):
+    plan = load(name)
+    with pytest.raises(InputError) as info:
+        export_plan(plan, target)
+    message = str(info.value)
+    assert f"schedule {plan['parallelism']['schedule']}" in message and "torchtitan" in message
+    assert "\n" not in message
+
+
+def test_refusals_are_one_line_exit_2(capsys):
+    from solver_plan.cli import main
+    for name, target, said in (("hybrid-gpt2-zbexact.json", "torchtitan", "schedule zb-exact"),
+                               ("hybrid-gpt2-zbv.json", "megatron", "schedule zb-v"),
+                               ("hybrid-gpt2-offload-optimizer.json", "torchtitan", "offload optimizer"),
+                               ("hybrid-gpt2-offload-activations.json", "deepspeed", "offload activations")):
+        assert main(["export", str(PLANS / name), "--target", target]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and said in err and name in err
+
+
+def test_unknown_offload_is_an_input_error():
+    plan = load("hybrid-gpt2-offload-optimizer.json")
+    plan["parallelism"]["offload"] = "disk"
+    with pytest.raises(InputError, match="unknown offload 'disk'"):
+        export_plan(plan, "megatron")
+
+
+# --- the runtimes' own code (scripts/check_exports.py's workers), where installed -------------------
+def _check_exports():
+    sys.path.insert(0, str(REPO_ROOT / "scripts"))
+    try:
+        import check_exports
+    finally:
+        sys.path.remove(str(REPO_ROOT / "scripts"))
+    return check_exports
+
+
+@pytest.mark.parametrize("target", ["deepspeed", "torchtitan", "megatron"])
+@pytest.mark.parametrize("name", FIXTURES)
+def test_runtime_parses_the_export(name, target):
+    """Each export written is accepted by the runtime's own code and read back as the plan, its offload
+    and (torchtitan) its V placement. Megatron-LM: a source tree named by MEGATRON_LM (core_v0.16+ for
+    activation offload, core_v0.12+ for the optimizer's)."""
+    tree = os.environ.get("MEGATRON_LM", "")
+    if target == "megatron" and not tree:
+        pytest.skip("MEGATRON_LM (a Megatron-LM source tree) not set")
+    if target != "megatron" and importlib.util.find_spec(target) is None:
+        pytest.skip(f"{target} not installed")
+    try:
+        text = export_plan(load(name), target)
+    except InputError:
+        pytest.skip(f"the {target} exporter refuses {name} (tested above)")
+    status, detail = _check_exports().run_worker(target, PLANS / name, text, tree)
+    assert status == "pass", detail
