@@ -69,6 +69,9 @@ def worker_megatron(plan: dict, text: str, tree: str) -> str:
     plan = plan_of(plan)
     p = plan["parallelism"]
     os.environ.update(WORLD_SIZE=str(plan["devices"]), RANK="0", CUDA_DEVICE_MAX_CONNECTIONS="1")
+    # core_v0.15's inference/unified_memory.py builds a CUDA extension on import and catches only
+    # RuntimeError; without a GPU torch's arch list is empty (IndexError): name the A100 it is told of
+    os.environ.setdefault("TORCH_CUDA_ARCH_LIST", "8.0")
     import megatron.training.arguments as arguments
     import torch
     if hasattr(arguments, "get_device_arch_version"):  # core_v0.15+ asks the GPU: answer as an A100 (8)
