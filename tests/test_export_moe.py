@@ -235,18 +235,25 @@ def _runtime_cases():
     return cases
 
 
-@pytest.mark.parametrize("name,target", _runtime_cases())
-def test_runtime_parses_the_export(name, target):
-    """Each export the exporter writes is accepted by the runtime's own code and read back as the
-    plan (scripts/check_exports.py). Megatron-LM: a source tree named by MEGATRON_LM."""
+def runtime_check(path, target: str) -> None:
+    """The export of the plan at `path` through the runtime's own code (scripts/check_exports.py's
+    worker), which must pass; skipped where the runtime is absent (Megatron-LM: a source tree named
+    by MEGATRON_LM) or the exporter refuses the plan (tested by the refusal tests)."""
     tree = os.environ.get("MEGATRON_LM", "")
     if target == "megatron" and not tree:
         pytest.skip("MEGATRON_LM (a Megatron-LM source tree) not set")
     if target != "megatron" and importlib.util.find_spec(target) is None:
         pytest.skip(f"{target} not installed")
     try:
-        text = export_plan(load(name), target)
+        text = export_plan(json.loads(path.read_text()), target)
     except InputError:
-        pytest.skip(f"the {target} exporter refuses {name} (test_refusals_name_the_setting)")
-    status, detail = _check_exports().run_worker(target, PLANS / name, text, tree)
+        pytest.skip(f"the {target} exporter refuses {path.name} (the refusal tests)")
+    status, detail = _check_exports().run_worker(target, path, text, tree)
     assert status == "pass", detail
+
+
+@pytest.mark.parametrize("name,target", _runtime_cases())
+def test_runtime_parses_the_export(name, target):
+    """Each export the exporter writes is accepted by the runtime's own code and read back as the
+    plan (scripts/check_exports.py). Megatron-LM: a source tree named by MEGATRON_LM."""
+    runtime_check(PLANS / name, target)

@@ -5,10 +5,7 @@ fixture plans were written by `solver-plan hybrid --fix ...` (tests/fixtures/pla
 from __future__ import annotations
 
 import copy
-import importlib.util
 import json
-import os
-import sys
 
 import pytest
 
@@ -16,6 +13,7 @@ from solver_plan.errors import InputError
 from solver_plan.export import export_plan
 from solver_plan.resources import REPO_ROOT
 from test_export import command_args, megatron_args
+from test_export_moe import runtime_check
 
 PLANS = REPO_ROOT / "tests" / "fixtures" / "plans"
 FIXTURES = ("hybrid-gpt2-zbv.json", "hybrid-gpt2-zbexact.json", "hybrid-gpt2-offload-optimizer.json",
@@ -119,29 +117,10 @@ def test_unknown_offload_is_an_input_error():
 
 
 # --- the runtimes' own code (scripts/check_exports.py's workers), where installed -------------------
-def _check_exports():
-    sys.path.insert(0, str(REPO_ROOT / "scripts"))
-    try:
-        import check_exports
-    finally:
-        sys.path.remove(str(REPO_ROOT / "scripts"))
-    return check_exports
-
-
 @pytest.mark.parametrize("target", ["deepspeed", "torchtitan", "megatron"])
 @pytest.mark.parametrize("name", FIXTURES)
 def test_runtime_parses_the_export(name, target):
     """Each export written is accepted by the runtime's own code and read back as the plan, its offload
     and (torchtitan) its V placement. Megatron-LM: a source tree named by MEGATRON_LM (core_v0.16+ for
     activation offload, core_v0.12+ for the optimizer's)."""
-    tree = os.environ.get("MEGATRON_LM", "")
-    if target == "megatron" and not tree:
-        pytest.skip("MEGATRON_LM (a Megatron-LM source tree) not set")
-    if target != "megatron" and importlib.util.find_spec(target) is None:
-        pytest.skip(f"{target} not installed")
-    try:
-        text = export_plan(load(name), target)
-    except InputError:
-        pytest.skip(f"the {target} exporter refuses {name} (tested above)")
-    status, detail = _check_exports().run_worker(target, PLANS / name, text, tree)
-    assert status == "pass", detail
+    runtime_check(PLANS / name, target)
