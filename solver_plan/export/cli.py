@@ -31,7 +31,7 @@ def run(args) -> int:
     write the export to --out or standard output; returns the exit code.
     """
     from solver_plan.errors import InputError
-    from solver_plan.export import export_plan
+    from solver_plan.export import export_files
     from solver_plan.files import check_output_path, read_json, write_text_atomic
     check_output_path(args.out, "--out")
     plan = read_json(args.plan, "plan JSON")
@@ -55,12 +55,13 @@ def run(args) -> int:
     elif args.model:
         raise InputError(f"only the dtensor export reads a model, not {args.target}", "--model")
     try:
-        text = export_plan(plan, args.target, graph=graph)
+        files = export_files(plan, args.target, args.out, graph=graph)
     except InputError as exc:
         raise InputError(str(exc), args.plan) from None
-    if args.out:
-        write_text_atomic(args.out, text)
-        print(f"{args.target} export written to {args.out}")
-    else:
-        sys.stdout.write(text)
+    for path, text in files:
+        if path:
+            write_text_atomic(path, text)
+            print(f"{args.target} export written to {path}")
+        else:
+            sys.stdout.write(text)
     return 0

@@ -27,11 +27,11 @@ def write_export(args, plan_dict: dict, graph=None) -> None:
     """
     if not getattr(args, "export", None):
         return
-    from solver_plan.export import export_plan
-    text = export_plan(plan_dict, args.export, graph=graph)
-    if args.export_out:
-        from solver_plan.files import write_text_atomic
-        write_text_atomic(args.export_out, text)
-        print(f"{args.export} export written to {args.export_out}")
-    else:
-        sys.stdout.write(text)
+    from solver_plan.export import export_files
+    from solver_plan.files import write_text_atomic
+    for path, text in export_files(plan_dict, args.export, args.export_out, graph=graph):
+        if path:
+            write_text_atomic(path, text)
+            print(f"{args.export} export written to {path}")
+        else:
+            sys.stdout.write(text)

@@ -6,9 +6,11 @@ the model's loss and gradients.
 model with the plan's layer count (token embedding, `layers` residual MLP blocks, final norm and
 output: what Megatron-LM, DeepSpeed and torchtitan put in pipeline stages), cuts it as the plan's
 stages say (the embedding with the first stage, the output with the last; with virtual stages the
-plan's blocks per virtual stage, `chunk_layers`, part i on rank i mod pp), and runs one training step
-of the plan's global batch with the plan's schedule (1F1B, GPipe, Interleaved1F1B) and
-micro-batch count on pp gloo processes. Only the pipeline dimension runs (data and tensor
+plan's blocks per virtual stage, `chunk_layers`, part i on rank i mod pp; ZB-V's parts i and
+2 pp - 1 - i on rank i), and runs one training step of the plan's global batch with the plan's
+schedule (1F1B, GPipe, Interleaved1F1B, ZBVZeroBubble, and zb-exact's schedule CSV loaded into
+_PipelineScheduleRuntime as torchtitan loads it: export/schedule_csv.py) and micro-batch count on pp
+gloo processes. Only the pipeline dimension runs (data and tensor
 parallelism are the other exports' business); float64 throughout. Returns the largest absolute
 differences of the loss and of any parameter's gradient from one process running the whole
 batch. Needs torch.
@@ -80,10 +82,35 @@ def _loss(logits, targets):
     return F.cross_entropy(logits.flatten(0, 1), targets.flatten())
 
 
-def _worker(rank: int, view, width: int, vocab: int, seq: int, seed: int, init_file: str, result_path: str):
+def _rank_parts(view, rank: int, parts: int) -> list[int]:
+    """The model parts rank `rank` runs: i mod pp (looped), or i and 2 pp - 1 - i (ZB-V's V)."""
+    if view.schedule == "zb-v":
+        return [rank, parts - 1 - rank]
+    return [i for i in range(parts) if i % view.pp == rank]
+
+
+def _schedule(view, stages, csv_path: str | None):
+    """The plan's schedule over this rank's stages (a zb-exact plan: its CSV in _PipelineScheduleRuntime)."""
+    from torch.distributed.pipelining import (Schedule1F1B, ScheduleGPipe, ScheduleInterleaved1F1B,
+                                              ScheduleZBVZeroBubble)
+    from torch.distributed.pipelining.schedules import _PipelineScheduleRuntime
+    if csv_path is not None:
+        schedule = _PipelineScheduleRuntime(stages, view.micro_batches, loss_fn=_loss)
+        schedule._load_csv(csv_path)
+        return schedule
+    if view.schedule == "zb-v":
+        return ScheduleZBVZeroBubble(stages, view.micro_batches, loss_fn=_loss)
+    if view.virtual_stages > 1:
+        return ScheduleInterleaved1F1B(stages, view.micro_batches, loss_fn=_loss)
+    kind = ScheduleGPipe if view.schedule == "gpipe" else Schedule1F1B
+    return kind(stages[0], view.micro_batches, loss_fn=_loss)
+
+
+def _worker(rank: int, view, width: int, vocab: int, seq: int, seed: int, init_file: str, result_path: str,
+            csv_path: str | None = None):
     import torch
     import torch.distributed as dist
-    from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe, ScheduleInterleaved1F1B
+    from torch.distributed.pipelining import PipelineStage
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=view.pp)
     try:
@@ -93,14 +120,10 @@ def _worker(rank: int, view, width: int, vocab: int, seq: int, seed: int, init_f
         tokens = torch.randint(0, vocab, (batch, seq), generator=g)
         targets = torch.randint(0, vocab, (batch, seq), generator=g)
         bounds = _part_layers(view)
-        mine = [i for i in range(len(bounds)) if i % view.pp == rank]
+        mine = _rank_parts(view, rank, len(bounds))
         stages = [PipelineStage(_Part(model, *bounds[i], i == 0, i == len(bounds) - 1), i, len(bounds),
                                 torch.device("cpu")) for i in mine]
-        if view.virtual_stages > 1:
-            schedule = ScheduleInterleaved1F1B(stages, view.micro_batches, loss_fn=_loss)
-        else:
-            kind = ScheduleGPipe if view.schedule == "gpipe" else Schedule1F1B
-            schedule = kind(stages[0], view.micro_batches, loss_fn=_loss)
+        schedule = _schedule(view, stages, csv_path)
         losses = []
         if 0 in mine and len(bounds) - 1 in mine:
             schedule.step(tokens, target=targets, losses=losses)
@@ -142,11 +165,19 @@ def run_pipeline_plan(plan_dict: dict, width: int = 16, vocab: int = 32, seq: in
     processes and one process; `parameters_with_gradients` counts every parameter once."""
     import torch.multiprocessing as mp
     view = hybrid_view(plan_dict)
-    if view.schedule.startswith("zb-"):
-        raise InputError(f"schedule {view.schedule}: the pipeline runner runs 1f1b, gpipe and interleaved", "plan")
+    if view.schedule in ("zb-h1", "zb-h2"):
+        raise InputError(f"schedule {view.schedule}: the pipeline runner runs 1f1b, gpipe, interleaved, zb-v and "
+                         "zb-exact", "plan")
     with tempfile.TemporaryDirectory() as folder:
         init_file, result_path = os.path.join(folder, "init"), os.path.join(folder, "result.json")
-        mp.spawn(_worker, args=(view, width, vocab, seq, seed, init_file, result_path), nprocs=view.pp, join=True)
+        csv_path = None
+        if view.schedule == "zb-exact":
+            from solver_plan.export.schedule_csv import csv_text, exact_schedule_rows
+            csv_path = os.path.join(folder, "schedule.csv")
+            with open(csv_path, "w") as handle:
+                handle.write(csv_text(exact_schedule_rows(plan_dict, view.pp, view.micro_batches)))
+        mp.spawn(_worker, args=(view, width, vocab, seq, seed, init_file, result_path, csv_path), nprocs=view.pp,
+                 join=True)
         with open(result_path) as handle:
             per_rank = json.load(handle)
     return {"loss_error": max(r.get("loss_error", 0.0) for r in per_rank),

@@ -87,12 +87,16 @@ def _parts(parts: list[list[str]]) -> str:
     return " ".join(",".join(part) for part in parts)
 
 
-def export_torchtitan(d: dict) -> str:
+def export_torchtitan(d: dict, schedule_csv: str | None = None) -> str:
     """A hybrid plan dict as torchtitan command-line overrides (module docstring), with comment lines saying
-    what torchtitan cannot express.
+    what torchtitan cannot express. A zb-exact plan runs from its schedule CSV (schedule_csv.py), which
+    the caller writes at `schedule_csv` (InputError without it).
     """
     v = plan_view(d)
     _refusals(v)
+    if v.schedule == "zb-exact" and v.pp > 1 and not schedule_csv:
+        raise InputError("schedule zb-exact: torchtitan runs it from a schedule CSV written beside the export; "
+                         "give the export a file (--out / --export-out)", WHERE)
     lost: list[str] = []
     shape, _ = (None, None) if v.experts is not None else model_shape(v.model)
     args = torchtitan_moe.module_and_config(v, lost) if v.experts is not None else _module_and_config(shape, v, lost)
@@ -130,8 +134,12 @@ def export_torchtitan(d: dict) -> str:
             lost.append(f"schedule {v.schedule} (zero bubble, one stage per rank): torchtitan's zero-bubble schedules "
                         "are looped or V-shaped (InterleavedZeroBubble, ZBVZeroBubble); exported as 1F1B, whose "
                         "bubble the plan's step time did not count")
-        overrides += [("parallelism.pipeline_parallel_schedule", SCHEDULES.get(v.schedule, "1F1B")),
-                      ("parallelism.pipeline_parallel_microbatch_size", v.micro_batch_size),
+        if v.schedule == "zb-exact":  # _PipelineScheduleRuntime runs the CSV; its stages one a rank, in order
+            overrides += [("parallelism.pipeline_parallel_schedule", "PipelineScheduleMulti"),
+                          ("parallelism.pipeline_parallel_schedule_csv", schedule_csv)]
+        else:
+            overrides.append(("parallelism.pipeline_parallel_schedule", SCHEDULES.get(v.schedule, "1F1B")))
+        overrides += [("parallelism.pipeline_parallel_microbatch_size", v.micro_batch_size),
                       ("parallelism.module_fqns_per_model_part", _parts(parts))]
         local = v.micro_batch_size * v.micro_batches
         overrides.append(("training.disable_cuda_graphs", True))  # torchtitan 0.3 refuses them with pipelines
@@ -177,6 +185,9 @@ def export_torchtitan(d: dict) -> str:
     header = [f"# torchtitan 0.3 command line for {v.model}: {v.devices} devices = dp {v.dp} x "
               + (f"cp {v.cp} x " if v.cp > 1 else "") + f"tp {v.tp} x pp {v.pp}"
               + (f"; planned in {v.precision}" if v.precision else "")]
+    if v.schedule == "zb-exact" and parts is not None:
+        header.append(f"# schedule zb-exact: the plan's periodic pattern unrolled for {v.micro_batches} micro-batches "
+                      f"in {schedule_csv} (give its path as seen from where torchtitan runs)")
     header += [f"# not expressible: {item}" for item in lost]
     args += [_flag(key, value) for key, value in overrides]
     args.append(f"activation_checkpoint:{AC_SUBCOMMANDS[mode]}")  # a tyro subcommand: last
@@ -184,14 +195,9 @@ def export_torchtitan(d: dict) -> str:
 
 
 def _refusals(v) -> None:
-    """InputError for what torchtitan 0.3 cannot run as planned: the exact zero-bubble pattern (only
-    through a schedule CSV, which this exporter does not write) and any host offload (its only
+    """InputError for what torchtitan 0.3 cannot run as planned: any host offload (its only
     offload, training.enable_cpu_offload, is FSDP2's CPUOffloadPolicy: parameters, gradients and
     optimizer state all on the host, the optimizer stepping there; it has no activation offload)."""
-    if v.schedule == "zb-exact":
-        raise InputError("schedule zb-exact: torchtitan runs the exact pattern only from a schedule CSV "
-                         "(parallelism.pipeline_parallel_schedule_csv), which this exporter does not write yet; pin "
-                         "schedule=zb-v or zb-h1 to export to torchtitan", WHERE)
     if v.offload in ("optimizer", "both"):
         refuse_offload(v, "torchtitan 0.3", "its training.enable_cpu_offload is FSDP2's full CPU offload, the "
                        "parameters on the host too, not the planned optimizer shard alone")
