@@ -212,6 +212,21 @@ def worker_torchtitan(plan: dict, text: str, _tree: str) -> str:
                                   + ["norm", "lm_head"])
         checks["microbatches"] = (config.training.local_batch_size // par.pipeline_parallel_microbatch_size,
                                   p["micro_batches"])
+        csv_file = par.pipeline_parallel_schedule_csv
+        if p.get("schedule") == "zb-exact":  # torchtitan's _PipelineScheduleRuntime loads the CSV: torch's checks
+            from torch.distributed.pipelining import schedules
+            from torchtitan.distributed.pipeline_parallel import _get_pp_rank_to_stage_indices_mapping
+            with open(csv_file, newline="") as handle:  # as _load_csv reads it
+                import csv
+                actions = {r: [schedules._Action.from_str(x) for x in row] for r, row in enumerate(csv.reader(handle))}
+            m = p["micro_batches"]
+            checks["CSV stages on ranks"] = (schedules._validate_schedule(actions, p["pp"], p["pp"], m),
+                                             {r: r for r in range(p["pp"])})
+            schedules._simulate_comms_compute(schedules._add_send_recv(actions, lambda s: s, p["pp"]),
+                                              lambda s: s, p["pp"])  # raises on a deadlock
+            checks["placement"] = ([_get_pp_rank_to_stage_indices_mapping(r, p["pp"], par.pipeline_parallel_schedule,
+                                                                          len(parts)) for r in range(p["pp"])],
+                                   [(r,) for r in range(p["pp"])])
         if p.get("schedule") == "zb-v":  # torchtitan's V placement: rank i runs parts i and 2 pp - 1 - i
             from torch.distributed.pipelining.schedules import ScheduleZBVZeroBubble, get_schedule_class
             from torchtitan.distributed.pipeline_parallel import _get_pp_rank_to_stage_indices_mapping
@@ -236,6 +251,8 @@ def worker_torchtitan(plan: dict, text: str, _tree: str) -> str:
     return f"torchtitan {version('torchtitan')}: dp {dp} x tp {dims.tp} x pp {dims.pp}, local batch " \
            f"{config.training.local_batch_size}, seq {config.training.seq_len}, AC {mode}" + experts + \
            (f", schedule {par.pipeline_parallel_schedule}" if p["pp"] > 1 else "") + \
+           (" from its CSV (torch's _validate_schedule and send/recv simulation)" if p.get("schedule") == "zb-exact"
+            else "") + \
            ("" if named else f" (model: {stand_in[1]} stand-in)")
 
 
@@ -303,15 +320,18 @@ def worker_main() -> int:
     return 0
 
 
-def exports_or_refusals(plan: dict, checks: list, name: str, rows: list) -> tuple[dict, list]:
-    """Each runtime's export of a hybrid plan; a runtime the exporter refuses (one line naming the
-    setting it cannot express) gets a `refused` row instead of a check."""
+def exports_or_refusals(plan: dict, checks: list, name: str, rows: list, folder: str) -> tuple[dict, list]:
+    """Each runtime's export of a hybrid plan (files beside it, a zb-exact plan's schedule CSV, written
+    in `folder`); a runtime the exporter refuses (one line naming the setting it cannot express) gets a
+    `refused` row instead of a check."""
     from solver_plan.errors import InputError
-    from solver_plan.export import export_plan
+    from solver_plan.export import export_files
     exports = {}
     for target in ("megatron", "deepspeed", "torchtitan"):
         try:
-            exports[target] = export_plan(plan, target)
+            *companions, (_, exports[target]) = export_files(plan, target, os.path.join(folder, f"{name}.{target}"))
+            for path, text in companions:
+                Path(path).write_text(text)
         except InputError as exc:
             rows.append((name, target, "refused", str(exc)))
             print(f"{name:28s} {target:22s} refused {str(exc)[:140]}", file=sys.stderr)
@@ -339,6 +359,8 @@ def main() -> int:
     trees = [entry.split("=", 1) for entry in args.megatron]
     pythons = dict(entry.split("=", 1) for entry in args.megatron_python)
     rows, failed = [], 0
+    import tempfile
+    folder = tempfile.mkdtemp(prefix="check-exports-")  # the exports' companion files (schedule CSVs)
     for path in sorted(plans.glob("*.json")):
         if path.name == "models.json":
             continue
@@ -347,7 +369,7 @@ def main() -> int:
         if kind in ("hybrid", "moe-hybrid"):
             checks = [("deepspeed", "deepspeed", "", ""), ("torchtitan", "torchtitan", "", "")]
             checks += [("megatron", f"Megatron-LM {name}", tree, pythons.get(name, "")) for name, tree in trees]
-            exports, checks = exports_or_refusals(plan, checks, path.name, rows)
+            exports, checks = exports_or_refusals(plan, checks, path.name, rows, folder)
         elif kind == "config" and path.name in models:
             checks = [("dtensor", "DTensor", "", "")]
             exports = {"dtensor": export_plan(plan, "dtensor", graph=resolve_model(models[path.name]))}

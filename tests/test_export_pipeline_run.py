@@ -1,5 +1,5 @@
 """A hybrid plan's pipeline executed: its stage allocation and schedule run with
-torch.distributed.pipelining on 2 gloo CPU processes give one process's loss and gradients
+torch.distributed.pipelining on pp gloo CPU processes give one process's loss and gradients
 (solver_plan/export/pipeline_run.py)."""
 from __future__ import annotations
 
@@ -13,14 +13,19 @@ from solver_plan.resources import REPO_ROOT
 # the hybrid planner's own plan: GPT-2 (8 layers) on 8 devices, pp 2 with 4 virtual stages each,
 # 2 micro-batches of 16, full recomputation (tests/fixtures/plans)
 PLANNED = json.loads((REPO_ROOT / "tests" / "fixtures" / "plans" / "hybrid-gpt2-full.json").read_text())
+# the hybrid planner's zero-bubble plans (8 layers, pp 4, 32 micro-batches): ZB-V (torch's
+# ScheduleZBVZeroBubble, two chunks a rank in a V) and zb-exact (its periodic pattern unrolled into the
+# schedule CSV the torchtitan export writes, run by torch's _PipelineScheduleRuntime)
+ZBV = json.loads((REPO_ROOT / "tests" / "fixtures" / "plans" / "hybrid-gpt2-zbv.json").read_text())
+ZB_EXACT = json.loads((REPO_ROOT / "tests" / "fixtures" / "plans" / "hybrid-gpt2-zbexact.json").read_text())
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("plan", [
     hybrid_plan(dp=1, tp=1, pp=2, micro=2, micro_batches=4, layers=(3, 5)),  # uneven 1F1B
     hybrid_plan(dp=1, tp=1, pp=2, micro=1, micro_batches=4, layers=(4, 4), v=2, schedule="interleaved"),
-    PLANNED,
-], ids=["1f1b-uneven", "interleaved", "planned-interleaved"])
+    PLANNED, ZBV, ZB_EXACT,
+], ids=["1f1b-uneven", "interleaved", "planned-interleaved", "planned-zb-v", "planned-zb-exact-csv"])
 def test_pipeline_plan_runs_on_gloo_processes(plan):
     pytest.importorskip("torch")
     from solver_plan.export.pipeline_run import run_pipeline_plan
