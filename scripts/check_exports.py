@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -282,8 +283,32 @@ WORKERS = {"megatron": worker_megatron, "deepspeed": worker_deepspeed, "torchtit
 REQUIRES = {"deepspeed": "deepspeed", "torchtitan": "torchtitan", "dtensor": "torch"}
 
 
+def tree_version(tree: str) -> tuple[int, int] | None:
+    """A Megatron-LM tree's megatron-core version (megatron/core/package_info.py MAJOR, MINOR)."""
+    try:
+        text = (Path(tree) / "megatron" / "core" / "package_info.py").read_text()
+        found = dict(re.findall(r"^(MAJOR|MINOR) = (\d+)", text, re.M))
+        return int(found["MAJOR"]), int(found["MINOR"])
+    except (OSError, KeyError):
+        return None
+
+
+def needed_version(export_text: str) -> tuple[int, int] | None:
+    """The newest Megatron-LM release the export says it needs (its `# needs Megatron-LM core_vX.Y or
+    newer` header lines), or None."""
+    found = [(int(a), int(b)) for a, b in re.findall(r"^# needs Megatron-LM core_[rv](\d+)\.(\d+) or newer",
+                                                     export_text, re.M)]
+    return max(found) if found else None
+
+
 def run_worker(kind: str, plan_path: Path, export_text: str, tree: str = "", python: str = "") -> tuple[str, str]:
-    """(status, detail): status "pass", "FAIL" or "skipped"."""
+    """(status, detail): status "pass", "FAIL" or "skipped" (also: a Megatron-LM tree older than the
+    release the export says it needs, which is not a finding about the export)."""
+    if kind == "megatron":
+        need, have = needed_version(export_text), tree_version(tree)
+        if need and have and have < need:
+            return "skipped", f"the export needs core {need[0]}.{need[1]} or newer (it says so); this tree is " \
+                              f"{have[0]}.{have[1]}"
     payload = json.dumps({"plan": json.loads(plan_path.read_text()), "text": export_text, "tree": tree})
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     proc = subprocess.run([python or sys.executable, __file__, "--worker", kind], input=payload,
