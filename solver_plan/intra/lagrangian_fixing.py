@@ -15,12 +15,16 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from solver_plan.intra.answer import Answer
 from solver_plan.intra.forest_search import improve_by_forests
 from solver_plan.intra.lagrangian import ROUNDING_SLACK, LagrangianBound, lagrangian_dual, restricted
+
+if TYPE_CHECKING:
+    from solver_plan.intra.lp_fixing import LpRelaxation
 from solver_plan.intra.local_search import improve
 from solver_plan.intra.memory_repair import repair_memory
 from solver_plan.intra.problem import ConfigProblem
@@ -43,15 +47,20 @@ class Restriction:
     problem: ConfigProblem  # the problem on the open candidates
     choices: tuple[np.ndarray, ...]  # per node, the original index of each open candidate
     incumbent: tuple[int, ...] | None  # best plan known (original indices), fits memory
-    source: str  # what found it: "Lagrangian", "given" (the plan passed in) or "first MILP stage"
-    relaxation: LagrangianBound
-    outside_bound: float  # no plan using a removed candidate costs less
-    base_note: str  # what the Lagrangian did (the note adds how many candidates are left open)
+    source: str  # what found it: "Lagrangian", "LP support", "given" (the plan passed in) or "first MILP stage"
+    relaxation: "LagrangianBound | LpRelaxation"
+    outside_bound: float  # no plan using a removed candidate (or closed pair) costs less
+    base_note: str  # what the relaxation did (the note adds how many candidates are left open)
+    closed_pairs: tuple | None = None  # per edge of `problem`: bool matrix of pairs no better plan uses
 
     @property
     def note(self) -> str:
-        """What the Lagrangian did and how many candidates it left open."""
-        return f"{self.base_note}, {self.open_count()} of {self.relaxation.num_candidates} candidates left open"
+        """What the relaxation did and how many candidates (and edge pairs) it left open."""
+        text = f"{self.base_note}, {self.open_count()} of {self.relaxation.num_candidates} candidates left open"
+        if self.closed_pairs is not None:
+            closed = sum(int(c.sum()) for c in self.closed_pairs if c is not None)
+            text += f", {closed} of {sum(m.size for m in self.problem.edge_costs)} edge pairs closed"
+        return text
 
     @property
     def bound(self) -> float:
@@ -93,21 +102,47 @@ class Restriction:
 
     def tightened(self, original: ConfigProblem, plan, source: str) -> "Restriction":
         """The restriction a cheaper plan (original indices) leaves: fewer candidates open."""
-        return _restriction(original, self.relaxation, tuple(plan), source, self.base_note)
+        return restrict_by(original, self.relaxation, tuple(plan), source, self.base_note)
 
 
-def _restriction(problem: ConfigProblem, relaxation: LagrangianBound, plan, source: str, note: str) -> Restriction:
+def restrict_by(problem: ConfigProblem, relaxation, plan, source: str, note: str) -> Restriction:
+    """`problem` restricted to what `relaxation` leaves open given the plan `plan` (None: nothing
+    removed): candidates, and pairs of candidates when the relaxation bounds them."""
     if plan is None:
         choices = tuple(np.arange(len(c)) for c in problem.node_costs)
-        outside = np.inf
-    else:
-        choices = relaxation.open_candidates(problem.objective(plan), keep=plan)
-        outside = problem.objective(plan)
-        outside -= ROUNDING_SLACK * (1.0 + abs(outside))
-    return Restriction(restricted(problem, choices), choices, plan, source, relaxation, outside, note)
+        return Restriction(problem, choices, plan, source, relaxation, np.inf, note)
+    cost = problem.objective(plan)
+    choices = relaxation.open_candidates(cost, keep=plan)
+    closed = relaxation.closed_pairs(problem, cost, keep=plan)
+    if closed is not None:
+        choices = _without_closed_rows(problem, choices, closed)
+        closed = tuple(None if c is None else c[np.ix_(choices[u], choices[v])]
+                       for (u, v), c in zip(problem.edges, closed))
+    outside = cost - ROUNDING_SLACK * (1.0 + abs(cost))
+    return Restriction(restricted(problem, choices), choices, plan, source, relaxation, outside, note, closed)
 
 
-def _best_plan(problem: ConfigProblem, minimisers, incumbent, deadline, seed: int):
+def _without_closed_rows(problem: ConfigProblem, choices, closed) -> tuple[np.ndarray, ...]:
+    """`choices` less every candidate all of whose pairs on some edge (with the other end's open
+    candidates) are closed: it is in no better plan either. Repeated until nothing changes."""
+    choices = [np.asarray(c) for c in choices]
+    changed = True
+    while changed:
+        changed = False
+        for (u, v), matrix in zip(problem.edges, closed):
+            if matrix is None:
+                continue
+            block = matrix[np.ix_(choices[u], choices[v])]
+            rows, columns = ~block.all(axis=1), ~block.all(axis=0)
+            if not rows.all() or not columns.all():
+                choices[u], choices[v] = choices[u][rows], choices[v][columns]
+                changed = True
+    return tuple(choices)
+
+
+def best_plan(problem: ConfigProblem, minimisers, incumbent, deadline, seed: int):
+    """The best of: the first of `minimisers` repaired to fit memory, the fitting minimisers, each
+    improved by local search (the best then by forest search), and `incumbent`."""
     options = []
     if minimisers and not problem.memory_ok(minimisers[0]) and not deadline.expired():
         # the best bound's minimiser breaks the limit by a few percent (at 10,000 operators no
@@ -137,9 +172,9 @@ def lagrangian_restriction(problem: ConfigProblem, deadline, incumbent=None, see
     relaxation = lagrangian_dual(problem, clock, upper)
     if relaxation is None:
         return None
-    plan = _best_plan(problem, relaxation.plans, incumbent, clock, seed)
+    plan = best_plan(problem, relaxation.plans, incumbent, clock, seed)
     source = "given" if incumbent is not None and plan == tuple(incumbent) else "Lagrangian"
     note = (f"lagrangian: bound {relaxation.bound:.10g} after {relaxation.steps} multiplier steps "
             f"({'exact' if relaxation.exact_inner else 'spanning-forest'} inner minimum) in "
             f"{format_seconds(time.perf_counter() - started)}")
-    return _restriction(problem, relaxation, plan, source, note)
+    return restrict_by(problem, relaxation, plan, source, note)

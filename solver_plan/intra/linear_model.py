@@ -304,6 +304,16 @@ class SolveOutcome:
                         self.bound, None, self.notes)
 
 
+@dataclass(frozen=True, eq=False)
+class LpSolution:
+    """A backend's LP relaxation of a model: every column's value and every row's dual (None unless
+    `status` is OPTIMAL), in the model's rows as built (reduced costs are cost - A^T row_duals)."""
+    status: Status
+    column_values: np.ndarray | None = None
+    row_duals: np.ndarray | None = None
+    objective: float | None = None
+
+
 def outcome_answer(model: LinearModel, outcome: SolveOutcome):
     """Translate a backend outcome into the harness' Answer (decoding x to a plan)."""
     assignment = decode(model, outcome.x_values) if outcome.x_values is not None else None
