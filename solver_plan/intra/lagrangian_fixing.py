@@ -15,16 +15,13 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 
 from solver_plan.intra.answer import Answer
 from solver_plan.intra.forest_search import improve_by_forests
-from solver_plan.intra.lagrangian import ROUNDING_SLACK, LagrangianBound, lagrangian_dual, restricted
-
-if TYPE_CHECKING:
-    from solver_plan.intra.lp_fixing import LpRelaxation
+from solver_plan.intra.lagrangian import ROUNDING_SLACK, lagrangian_dual, restricted
 from solver_plan.intra.local_search import improve
 from solver_plan.intra.memory_repair import repair_memory
 from solver_plan.intra.problem import ConfigProblem
@@ -38,6 +35,27 @@ REPAIR_SHARE = 0.6  # of the Lagrangian's remaining time, for repairing its best
 LARGE_MODEL_ENTRIES = 2_000_000
 LARGE_MODEL_SHARE = 0.8
 IMPROVED_PLANS = 4  # fitting minimisers improved by local search (each a pass over the nodes)
+# The Lagrangian's least run (its memory entries, the spanning forest and the forest's arrays, a few
+# multiplier steps and the pass with min-marginals) takes about this many seconds per edge entry and
+# candidate: measured 0.6 s of set-up and 0.1 s per step at 5.5 M entries (random-dag:nodes=10000,
+# candidates=10-30, 16 devices; 1.2 s with 5 steps, CPU). Where it does not
+# fit the share of the nominal budget it would get, it does not start (at 1 s it had ended at 1.67 s).
+LAGRANGIAN_S_PER_ENTRY = 2.5e-7
+
+
+class FixingBounds(Protocol):
+    """What a restriction needs of a relaxation (LagrangianBound here, LpRelaxation in lp_fixing)."""
+    bound: float
+
+    @property
+    def num_candidates(self) -> int:
+        """Candidates of the problem."""
+
+    def open_candidates(self, upper_bound: float, keep=None) -> tuple[np.ndarray, ...]:
+        """Per node, the candidates that may be in a plan cheaper than `upper_bound`."""
+
+    def closed_pairs(self, problem: ConfigProblem, upper_bound: float, keep=None):
+        """Per edge, the pairs in no plan cheaper than `upper_bound` (None: no pair bounds)."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -48,7 +66,7 @@ class Restriction:
     choices: tuple[np.ndarray, ...]  # per node, the original index of each open candidate
     incumbent: tuple[int, ...] | None  # best plan known (original indices), fits memory
     source: str  # what found it: "Lagrangian", "LP support", "given" (the plan passed in) or "first MILP stage"
-    relaxation: "LagrangianBound | LpRelaxation"
+    relaxation: FixingBounds
     outside_bound: float  # no plan using a removed candidate (or closed pair) costs less
     base_note: str  # what the relaxation did (the note adds how many candidates are left open)
     closed_pairs: tuple | None = None  # per edge of `problem`: bool matrix of pairs no better plan uses
@@ -163,8 +181,19 @@ def best_plan(problem: ConfigProblem, minimisers, incumbent, deadline, seed: int
     return best
 
 
+def lagrangian_fits(problem: ConfigProblem, nominal_s: float | None) -> bool:
+    """Whether the Lagrangian's least run (LAGRANGIAN_S_PER_ENTRY, from the sizes) fits the share of
+    `nominal_s` it would get."""
+    entries = sum(m.size for m in problem.edge_costs)
+    share = LARGE_MODEL_SHARE if entries > LARGE_MODEL_ENTRIES else LAGRANGIAN_SHARE
+    return nominal_s is None or LAGRANGIAN_S_PER_ENTRY * (entries + problem.num_candidates) <= share * nominal_s
+
+
 def lagrangian_restriction(problem: ConfigProblem, deadline, incumbent=None, seed: int = 0) -> Restriction | None:
-    """None when the memory limit cannot bind (nothing to relax)."""
+    """None when the memory limit cannot bind (nothing to relax) or the Lagrangian does not fit the
+    nominal budget (`lagrangian_fits`)."""
+    if not lagrangian_fits(problem, deadline.nominal_left()):
+        return None
     started = time.perf_counter()
     entries = sum(m.size for m in problem.edge_costs)
     clock = deadline.share(LARGE_MODEL_SHARE if entries > LARGE_MODEL_ENTRIES else LAGRANGIAN_SHARE)

@@ -76,7 +76,7 @@ class LpRelaxation:
     def closed_pairs(self, problem: ConfigProblem, upper_bound: float, keep=None) -> tuple[np.ndarray | None, ...]:
         """Per edge, the pairs of candidates in no plan cheaper than `upper_bound` (never `keep`'s)."""
         threshold = fixing_threshold(upper_bound)
-        closed = []
+        closed: list[np.ndarray | None] = []
         for (u, v), bounds in zip(problem.edges, self.pair_bounds):
             if bounds is None:
                 closed.append(None)
@@ -103,6 +103,7 @@ def safe_bound(model: LinearModel, row_duals: np.ndarray) -> tuple[float, np.nda
 def lp_relaxation(problem: ConfigProblem, model: LinearModel, solution: LpSolution) -> LpRelaxation:
     """Bounds from an optimal LP `solution` of `model` (= config_model(problem), no closed pairs).
     Columns are 0 <= z <= 1, so fixing z_j = 1 adds max(0, r_j) and z_j = 0 adds max(0, -r_j)."""
+    assert solution.row_duals is not None and solution.column_values is not None and solution.objective is not None
     bound, reduced = safe_bound(model, solution.row_duals)
     rounding = ROUNDING_SLACK * (1.0 + abs(bound)) + 1e-12 * float(np.abs(reduced).sum())
     bound -= rounding
