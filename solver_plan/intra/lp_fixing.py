@@ -43,7 +43,8 @@ from solver_plan.units import format_seconds
 # the shared 2-core machine; taken 1.5x for the load and the superlinear growth of simplex.
 S_PER_LP_ELEMENT = 1.2e-5
 LP_SHARE = 0.5  # of the nominal time: the LP (and the plan from its support) must fit in it
-SUPPORT_SHARE = 0.3  # of the LP route's time left after the LP, for the MILP on the LP's support
+SUPPORT_SHARE = 0.25  # of the time left after the LP, for the MILP on the LP's support
+IMPROVE_SHARE = 0.15  # of the time left then, for repair, local and forest search of its plan
 SUPPORT_VALUE = 1e-6  # an LP value above this puts the candidate in the support
 
 SolveModel = Callable[[ConfigProblem, "tuple[int, ...] | None", object], Answer]
@@ -57,7 +58,6 @@ class LpRelaxation:
     candidate_bounds: tuple[np.ndarray, ...]  # per node and candidate: no plan using it costs less
     pair_bounds: tuple[np.ndarray | None, ...]  # per edge (None: no edge variables): per pair likewise
     values: tuple[np.ndarray, ...]  # per node, the LP value of each candidate
-    lp_objective: float  # the solver's own optimum (the bound is recomputed from its duals)
 
     @property
     def num_candidates(self) -> int:
@@ -103,7 +103,7 @@ def safe_bound(model: LinearModel, row_duals: np.ndarray) -> tuple[float, np.nda
 def lp_relaxation(problem: ConfigProblem, model: LinearModel, solution: LpSolution) -> LpRelaxation:
     """Bounds from an optimal LP `solution` of `model` (= config_model(problem), no closed pairs).
     Columns are 0 <= z <= 1, so fixing z_j = 1 adds max(0, r_j) and z_j = 0 adds max(0, -r_j)."""
-    assert solution.row_duals is not None and solution.column_values is not None and solution.objective is not None
+    assert solution.row_duals is not None and solution.column_values is not None
     bound, reduced = safe_bound(model, solution.row_duals)
     rounding = ROUNDING_SLACK * (1.0 + abs(bound)) + 1e-12 * float(np.abs(reduced).sum())
     bound -= rounding
@@ -121,8 +121,7 @@ def lp_relaxation(problem: ConfigProblem, model: LinearModel, solution: LpSoluti
         column += residual.size
     x = solution.column_values
     values = tuple(x[start:stop] for start, stop in zip(offsets[:-1], offsets[1:]))
-    return LpRelaxation(bound, tuple(bound + extra for extra in candidate_extra), tuple(pair_bounds), values,
-                        float(solution.objective))
+    return LpRelaxation(bound, tuple(bound + extra for extra in candidate_extra), tuple(pair_bounds), values)
 
 
 def lp_fits(problem: ConfigProblem, nominal_s: float | None) -> bool:
@@ -169,16 +168,17 @@ def lp_restriction(problem: ConfigProblem, deadline, incumbent, seed: int, solve
     except TimeoutError:  # the wall clock (a loaded machine): the Lagrangian route with what is left
         clock.mark_cut_short()
         return None
-    if solution.status is not Status.OPTIMAL:
+    if solution.status is not Status.OPTIMAL:  # infeasible, or stopped by the wall clock (safety net)
         if solution.status is Status.TIME_LIMIT:
             clock.mark_cut_short()
         return None
     relaxation = lp_relaxation(problem, model, solution)
     lp_seconds = time.perf_counter() - started
-    found = _support_plan(problem, relaxation, incumbent, clock.share(SUPPORT_SHARE), solve)
+    # the plan's own shares of what the LP left: a slow LP (a loaded machine) must not starve them
+    found = _support_plan(problem, relaxation, incumbent, deadline.share(SUPPORT_SHARE), solve)
     if found is None:  # no plan fits on the support: the LP's largest values, repaired to fit
         found = tuple(int(np.argmax(relaxation.values[node])) for node in range(problem.num_nodes))
-    plan = best_plan(problem, [found], incumbent, clock, seed)
+    plan = best_plan(problem, [found], incumbent, deadline.share(IMPROVE_SHARE), seed)
     source = "given" if incumbent is not None and plan is not None and plan == tuple(incumbent) else "LP support"
     note = (f"root LP: bound {relaxation.bound:.10g} in {format_seconds(lp_seconds)}, plan from its support "
             f"in {format_seconds(time.perf_counter() - started - lp_seconds)}")
