@@ -10,6 +10,8 @@ the model restricted to the candidates the multipliers leave open.
    the exact model is built on the others only (Lagrangian reduced-cost fixing). Its optimum is the
    problem's optimum, and min(its proven bound, the incumbent's cost) is a proven bound for the
    problem: a plan outside the restriction costs at least the incumbent.
+`Restriction` and `restrict_by` serve any relaxation with per-candidate bounds (`FixingBounds`): the
+root LP's (lp_fixing) also closes pairs of candidates on an edge.
 """
 from __future__ import annotations
 
