@@ -106,7 +106,8 @@ def test_the_plan_command_says_what_its_objective_is(capsys):
 
 @pytest.mark.parametrize("name", ["operators-mlp.json", "operators-gpt2.json", "operators-gpt2-alldevices.json"])
 def test_committed_plans_are_unchanged_but_for_the_envelope(name):
-    """The committed per-operator plans (tests/fixtures/plans, written before the envelope) come out
+    """The committed per-operator plans (tests/fixtures/plans, written before the envelope; regenerated
+    once when attention became the runtime's fused kernel, cost/attention.py, and the plan named its runtime) come out
     of today's planner key for key; only the envelope's keys are new (runtime_s is a timing)."""
     from solver_plan.api import load_cluster, plan
     old = json.loads((FIXTURES / name).read_text())
@@ -143,7 +144,7 @@ def test_exports_read_kind_not_keys(tmp_path, capsys):
     assert plan_kind(hybrid) == "hybrid"
     with pytest.raises(InputError, match="got a config plan"):  # declared kind, whatever else it holds
         export_plan({**hybrid, "kind": "config"}, "deepspeed")
-    with pytest.raises(InputError, match="got a moe-hybrid plan"):
+    with pytest.raises(InputError, match=r"malformed expert-parallel plan \(KeyError: 'ep'\)"):  # read as one
         export_plan({**hybrid, "kind": "moe-hybrid"}, "megatron")
     with pytest.raises(InputError, match="batch record"):
         plan_kind({"kind": "batch-record"})

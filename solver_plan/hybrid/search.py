@@ -138,14 +138,19 @@ def plan_hybrid(model, cluster, global_batch: int, *, devices: int | None = None
     prec = resolve_hybrid_precision(precision, cluster)
     ctx = _context(spec, cluster, global_batch, limit, prec, runtime)
     pins = _cp_pins(spec, ctx.runtime, pins)
-    points = _points(spec, cluster, global_batch, pins, deadline)
+    from solver_plan.hybrid.zero_bubble import check_runtime
+    check_runtime(ctx.runtime, pins.get("schedule", "1f1b"))  # zb-v: only where the runtime runs it
+    from solver_plan.hybrid.offload import offered
+    points = _points(spec, cluster, global_batch, pins, deadline, offered(cluster, ctx.runtime, pins))
     if points is None:  # the compute bound holds for every plan
         return HybridResult(Status.TIME_LIMIT, None, compute_bound(ctx, compute_scale), time.perf_counter() - start,
                             notes=("time limit reached while enumerating the configurations",))
     from solver_plan.hybrid.fsdp import allowed
     from solver_plan.hybrid.zero_bubble import runs
+    from solver_plan.hybrid.evaluate import host_floor_fits
     points = [p for p in points if allowed(ctx.runtime, p.zero_stage, p.pp)  # ZeRO-3 with pp: FSDP2 runtimes only
-              and (runs(ctx.runtime, p.schedule) or "schedule" in pins)]  # zero-bubble: where the runtime runs it
+              and (runs(ctx.runtime, p.schedule) or "schedule" in pins)  # zero-bubble: where the runtime runs it
+              and host_floor_fits(ctx, p)]  # offload: some stage's state fits the nodes' host memory
     if not points:
         from solver_plan.hybrid.stages import layer_count_problem
         layer_note = layer_count_problem(spec.layers, pins)  # the likeliest reason first, naming the count
@@ -250,11 +255,14 @@ def _checked(result: HybridResult, ctx: Context, validate: bool) -> HybridResult
 CHECK_EVERY = 256  # points enumerated between two looks at the clock
 
 
-def _points(spec, cluster: Cluster, global_batch: int, pins: dict, deadline: Deadline) -> list[Parallelism] | None:
-    """The space's points (micro-batches above MAX_MICRO_BATCH only when pinned); None when the
-    deadline passes first (a batch with many divisors on many devices has 10^5 points and more)."""
+def _points(spec, cluster: Cluster, global_batch: int, pins: dict, deadline: Deadline,
+            offloads: tuple[str, ...] = ("none",)) -> list[Parallelism] | None:
+    """The space's points (micro-batches above MAX_MICRO_BATCH only when pinned; the offload modes
+    `offloads`); None when the deadline passes first (a batch with many divisors on many devices
+    has 10^5 points and more)."""
     points = []
-    for index, p in enumerate(enumerate_space(spec, cluster.num_devices, cluster.devices_per_node, global_batch, pins)):
+    for index, p in enumerate(enumerate_space(spec, cluster.num_devices, cluster.devices_per_node, global_batch, pins,
+                                              offloads)):
         if index % CHECK_EVERY == 0 and deadline.expired():
             return None
         if p.micro_batch_size <= MAX_MICRO_BATCH or "micro_batch_size" in pins:
@@ -339,6 +347,10 @@ def _infeasible(ctx: Context, points, floors: list[float] | None, coster: BlockC
     profile = coster.profile(best_par.tp, best_par.micro_batch_size, deadline=deadline)
     plan = price(ctx, best_par, profile, best_need * (1 + 1e-9)) or price(ctx, best_par, profile, None)
     limit = ctx.memory_limit
+    if plan is None:  # offloaded: the nodes' host memory holds no cut's state (evaluate._host_fits)
+        return HybridResult(Status.INFEASIBLE, None, None, time.perf_counter() - start, evaluated, pruned,
+                            (f"no configuration fits {limit / 1e9:.2f} GB per device; the one needing the least "
+                             "device memory offloads more optimizer state than the nodes' host memory holds",))
     note = (f"no configuration fits {limit / 1e9:.2f} GB per device; the least any needs is "
             f"{plan.memory_per_device_bytes / 1e9:.2f} GB (this plan)")
     if cut_short:
@@ -367,18 +379,22 @@ def evaluate(model, cluster, global_batch: int, parallelism, *, memory_limit="de
         if global_batch % (values["dp"] * values["micro_batch_size"]):
             raise InputError(f"dp x micro_batch_size = {values['dp'] * values['micro_batch_size']} does not "
                              f"divide the global batch {global_batch}", "parallelism")
-        v = values.get("virtual_stages", 1)
+        v = values.get("virtual_stages", 2 if values.get("schedule") == "zb-v" else 1)
         parallelism = Parallelism(values["dp"], values["tp"], values["pp"], values["micro_batch_size"],
                                   global_batch // (values["dp"] * values["micro_batch_size"]), v,
                                   values.get("recompute", "none"), values.get("zero_stage", 0),
                                   values.get("sequence_parallel", False),
                                   values.get("schedule", "interleaved" if v > 1 else "1f1b"), values.get("cp", 1),
-                                  values.get("dp_shard", 0))
+                                  values.get("dp_shard", 0), values.get("offload", "none"))
     cluster = _cluster(cluster, parallelism.devices)
     limit = _memory_limit(memory_limit, cluster)
     prec = resolve_hybrid_precision(precision, cluster)
     ctx = _context(spec, cluster, global_batch, limit, prec, runtime)
     _cp_pins(spec, ctx.runtime, {"cp": parallelism.cp})
+    from solver_plan.hybrid.zero_bubble import check_runtime
+    check_runtime(ctx.runtime, parallelism.schedule)
+    from solver_plan.hybrid.offload import offered
+    offered(cluster, ctx.runtime, {"offload": parallelism.offload})  # InputError where it cannot run
     from solver_plan.hybrid.fsdp import allowed
     if not allowed(ctx.runtime, parallelism.zero_stage, parallelism.pp):
         raise InputError(f"ZeRO-{parallelism.zero_stage} with pp > 1: runtime {ctx.runtime.name} pipelines only "
@@ -393,8 +409,13 @@ def evaluate(model, cluster, global_batch: int, parallelism, *, memory_limit="de
         if plan is None:
             from solver_plan.hybrid.stages import layer_count_problem
             why = layer_count_problem(spec.layers, {"pp": parallelism.pp, "virtual_stages": parallelism.virtual_stages})
+            host = (" or the nodes' host memory cannot hold the offloaded state" if parallelism.offload != "none"
+                    else "")
+            if parallelism.offload in ("activations", "both"):
+                host += (" (activation offload is priced only where the stage does not fit without it: "
+                         "under this memory limit it needs none, or even all but one block offloaded do not fit)")
             return HybridResult(Status.INFEASIBLE, None, None, time.perf_counter() - start,
-                                notes=(why or "no cut of the layers into these stages exists",))
+                                notes=(why or f"no cut of the layers into these stages exists{host}",))
         status = Status.INFEASIBLE
         notes.append(f"needs {plan.memory_per_device_bytes / 1e9:.2f} GB per device, over the limit")
     result = HybridResult(status, plan, None, time.perf_counter() - start, 1, 0, tuple(notes),
