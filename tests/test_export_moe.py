@@ -256,6 +256,8 @@ def runtime_check(path, target: str) -> None:
             with open(companion, "w") as handle:
                 handle.write(content)
         status, detail = _check_exports().run_worker(target, path, text, tree)
+    if status == "skipped":  # the runtime not importable there, or a tree older than the export says it needs
+        pytest.skip(detail)
     assert status == "pass", detail
 
 
