@@ -30,7 +30,7 @@ ends no later than the periodic times, (m - 1) T + the pattern's span. The plan 
 Runtimes: torch.distributed.pipelining's _PipelineScheduleRuntime runs a schedule given action by
 action (torchtitan `parallelism.pipeline_parallel_schedule_csv`: F, I (input gradient) and W actions
 per rank), the only runtime here that runs an arbitrary pattern; the pattern unrolled for m
-micro-batches is that table (no exporter writes it yet). Other runtimes cannot run it: a pin is
+micro-batches is that table (the torchtitan export writes it, `export/schedule_csv.py`). Other runtimes cannot run it: a pin is
 refused there (zero_bubble.check_runtime).
 """
 from __future__ import annotations

@@ -20,7 +20,7 @@ node's host memory must hold its devices' shards: devices per node x the largest
 upper bound).
 
 Activation offload (`offload` "activations", or "both" with the optimizer's; Megatron-core's
---cpu-offloading --cpu-offloading-num-layers r, Transformer Engine's CPU offload context; Mist,
+--cpu-offloading-num-layers r (0.16+), Transformer Engine's CPU offload context; Mist,
 Zhu et al. 2025, searches the same kind of choice): the kept activations of r of the stage's k blocks
 go to host memory as the forward moves on and come back for the backward. Megatron-core runs it only
 without pipelining and without recomputation (TransformerConfig: "no support for Pipeline
@@ -46,10 +46,11 @@ from solver_plan.errors import InputError
 
 MODES = ("none", "optimizer", "activations", "both")  # both: optimizer state and activations
 MEGATRON = "--optimizer-cpu-offload --optimizer-offload-fraction 1.0 --overlap-cpu-optimizer-d2h-h2d " \
-           "(--use-distributed-optimizer)"
+           "--use-precision-aware-optimizer (--use-distributed-optimizer; Megatron-core 0.12+)"
 RUNNERS = {"megatron-core": MEGATRON, "nemo": MEGATRON,
            "deepspeed": "zero_optimization.offload_optimizer: {device: cpu, pin_memory: true} (ZeRO-Offload)"}
-ACTIVATIONS = "--cpu-offloading --cpu-offloading-num-layers r (TransformerConfig cpu_offloading_activations; pp 1)"
+ACTIVATIONS = ("--cpu-offloading-num-layers r (Megatron-core 0.16+, which turns cpu_offloading on; "
+               "TransformerConfig cpu_offloading_activations; pp 1, no recomputation)")
 ACTIVATION_RUNNERS = {"megatron-core": ACTIVATIONS, "nemo": ACTIVATIONS}
 
 
