@@ -95,7 +95,7 @@ def run(args) -> int:
     the table or JSON, write --out and exports; returns the exit code.
     """
     from solver_plan import cli_options as o
-    from solver_plan.deadline import time_budget
+    from solver_plan.deadline import command_budget
     from solver_plan.errors import InputError, solver_failure_exit
     from solver_plan.files import check_output_path, write_text_atomic
     from solver_plan.hybrid.answer import answer_hybrid
@@ -110,7 +110,7 @@ def run(args) -> int:
                              "(parallelism: dp, tp, cp, pp, ep, etp, edp, capacity)", "--export")
     else:
         check_model_name(args.model)
-    deadline = time_budget(request.time_limit, start=getattr(args, "started", None))
+    deadline = command_budget(request.time_limit, getattr(args, "started", None))
     report = o.check(args, request, answer_hybrid, request, deadline)
     result = report.result
     if request.is_moe:

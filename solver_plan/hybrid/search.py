@@ -139,6 +139,9 @@ def plan_hybrid(model, cluster, global_batch: int, *, devices: int | None = None
     ctx = _context(spec, cluster, global_batch, limit, prec, runtime)
     pins = _cp_pins(spec, ctx.runtime, pins)
     points = _points(spec, cluster, global_batch, pins, deadline)
+    least = None if limit is None else state_floor(ctx)
+    if points is None and least is not None and least > limit:  # proven all the same
+        return _infeasible_by_state(ctx, None, least, start)
     if points is None:  # the compute bound holds for every plan
         return HybridResult(Status.TIME_LIMIT, None, compute_bound(ctx, compute_scale), time.perf_counter() - start,
                             notes=("time limit reached while enumerating the configurations",))
@@ -156,14 +159,18 @@ def plan_hybrid(model, cluster, global_batch: int, *, devices: int | None = None
                                    "device, dp x micro-batch must divide the batch, tp must divide the heads and "
                                    "fit a node, 2 cp the sequence, ZeRO-2 only without pipelining, ZeRO-3 with it "
                                    "only for FSDP2 runtimes)",))
+    if least is not None and least > limit and not _diagnosis_affordable(len(points), deadline):
+        return _infeasible_by_state(ctx, len(points), least, start)
     floors = None if limit is None else _floors(ctx, points, deadline)
+    if floors is not None:  # by its estimate: what follows plans with the rest, whatever the clock did
+        deadline.spend(len(points) * FLOOR_S_PER_POINT)
     if limit is not None and floors is None:
         return HybridResult(Status.TIME_LIMIT, None, compute_bound(ctx, compute_scale), time.perf_counter() - start,
                             notes=(f"time limit reached while bounding the memory of {len(points)} configurations",))
     fits = points if floors is None else [p for p, floor in zip(points, floors) if floor <= limit]
     coster = BlockCoster(spec, cluster, planner, compute_scale, prec, ctx.runtime)
     if not fits:
-        return _infeasible(ctx, points, floors, coster, start, validate, deadline=deadline)
+        return _infeasible(ctx, points, floors, coster, start, validate, deadline=deadline, least=least)
     groups: dict[tuple[int, int], list[Parallelism]] = defaultdict(list)
     for p in fits:
         groups[(p.tp, p.micro_batch_size)].append(p)
@@ -203,7 +210,8 @@ def plan_hybrid(model, cluster, global_batch: int, *, devices: int | None = None
         if timed_out:
             return HybridResult(Status.TIME_LIMIT, None, min(open_bounds, default=floor), runtime, evaluated, pruned,
                                 notes=("time limit reached before any configuration fitted",))
-        return _infeasible(ctx, points, floors, coster, start, validate, evaluated, pruned, deadline=deadline)
+        return _infeasible(ctx, points, floors, coster, start, validate, evaluated, pruned, deadline=deadline,
+                           least=least)
     proven = all(r >= 1.0 for r in ratios)
     if timed_out:
         status, bound = Status.TIME_LIMIT, min([best.step_time_s] + open_bounds)
@@ -273,6 +281,59 @@ def _floors(ctx: Context, points: list[Parallelism], deadline: Deadline) -> list
     return floors
 
 
+def state_floor(ctx: Context) -> float:
+    """A lower bound on the busiest device's memory under every configuration (pigeonhole): every
+    parameter's working weights and optimizer state (master copy and moments), and its gradients
+    unless the runtime frees them between steps (`gradients_freed`: at one micro-batch a stage's
+    peak may come before they exist, `memory.gradients_at_peak`), are held by at least one device
+    (ZeRO and tensor, pipeline and context parallelism divide them, never drop them), so some
+    device of the N holds at least P x (w + o [+ g]) / N bytes, P = the model's parameters
+    (ParameterState bytes, cost/model_state.py). Costs nothing, so a limit below it is refused
+    before any configuration is enumerated or bounded."""
+    state = ctx.state.model
+    per_parameter = state.weights + state.optimizer + (0.0 if ctx.runtime.gradients_freed else state.gradients)
+    return ctx.spec.total_params * per_parameter / ctx.cluster.num_devices
+
+
+def _state_reason(ctx: Context, least: float) -> str:
+    """Why no configuration fits, by `state_floor`."""
+    grads = "" if ctx.runtime.gradients_freed else ", gradients"
+    return (f"no configuration fits {(ctx.memory_limit or 0.0) / 1e9:.2f} GB per device: the weights{grads} and optimizer "
+            f"state of {ctx.spec.total_params / 1e9:,.1f} B parameters spread over all {ctx.cluster.num_devices} "
+            f"devices already take {least / 1e9:.2f} GB on some device")
+
+
+# Work estimates of the INFEASIBLE diagnosis (shared 2-core machine, megatron-1T:seq=1 on 64 A100s):
+# a point's memory floor (3 stage memories) ~50 us, its least memory (bisection on the limit) ~10 ms.
+FLOOR_S_PER_POINT = 5e-5
+LEAST_MEMORY_S_PER_POINT = 1e-2
+DIAGNOSIS_SHARE = 0.5  # of the nominal budget left, for bounding every point's memory before the diagnosis
+
+
+def _diagnosis_affordable(points: int, deadline: Deadline) -> bool:
+    """Whether bounding every point's memory (the diagnosis's ranking) fits DIAGNOSIS_SHARE of the
+    nominal budget left: decided by the space's size and the budget, not the clock."""
+    budget = deadline.nominal_left()
+    return budget is None or points * FLOOR_S_PER_POINT <= DIAGNOSIS_SHARE * budget
+
+
+def _diagnosis_points(deadline: Deadline | None) -> int | None:
+    """How many points the diagnosis may search for their least memory within the nominal budget
+    left (at least one; None: unlimited)."""
+    budget = None if deadline is None else deadline.nominal_left()
+    return None if budget is None else max(1, int(budget / LEAST_MEMORY_S_PER_POINT))
+
+
+def _infeasible_by_state(ctx: Context, points: int | None, least: float, start: float) -> HybridResult:
+    """INFEASIBLE proven by `state_floor` alone, when ranking the `points` by memory would not fit
+    the budget (None: the clock stopped their enumeration)."""
+    why = ("the time limit was reached while enumerating the configurations" if points is None else
+           f"bounding the memory of {points} configurations takes about {points * FLOOR_S_PER_POINT:.1f} s, "
+           f"over {DIAGNOSIS_SHARE:.0%} of the time budget left")
+    return HybridResult(Status.INFEASIBLE, None, None, time.perf_counter() - start,
+                        notes=(_state_reason(ctx, least), f"the least memory a configuration needs was not searched: {why}"))
+
+
 MAX_DOUBLINGS = 64  # 2**64 x the floor: a point that fits in no memory at all needs infinitely much
 
 
@@ -314,39 +375,46 @@ def _least_memory(ctx: Context, par: Parallelism, floor: float, deadline: Deadli
 
 def _infeasible(ctx: Context, points, floors: list[float] | None, coster: BlockCoster, start: float,
                 validate: bool, evaluated: int = 0, pruned: int = 0, *,
-                deadline: Deadline | None = None) -> HybridResult:
+                deadline: Deadline | None = None, least: float | None = None) -> HybridResult:
     """No point fits: the point needing the least memory per device (exactly: points are visited in
     order of their memory floor until the floor exceeds the least need found), priced at that memory.
-    When `deadline` passes first, the least need among the points visited (said in a note)."""
+    At most `_diagnosis_points(deadline)` points are visited (the nominal budget decides); when
+    that work limit or the wall clock (the safety net) stops it first, the least need among the
+    points visited (said in a note, with `least`, the `state_floor` every point needs, when it
+    proves infeasibility on its own)."""
     best_par, best_need = None, math.inf
     floors = floors if floors is not None else [memory_floor(ctx, p) for p in points]
     ranked = sorted((floor, i, p) for i, (floor, p) in enumerate(zip(floors, points)))
-    visited = 0
+    visited, most = 0, _diagnosis_points(deadline)
     for floor, _, par in ranked:
-        if floor >= best_need or (deadline is not None and deadline.expired()):
+        if floor >= best_need or (most is not None and visited >= most) or (
+                deadline is not None and deadline.expired()):
             break
         need = _least_memory(ctx, par, floor, deadline)
         visited += 1
         if need < best_need:
             best_par, best_need = par, need
     cut_short = visited < len(ranked) and ranked[visited][0] < best_need
+    proven = least is not None and ctx.memory_limit is not None and least > ctx.memory_limit
+    reason = (_state_reason(ctx, least),) if proven and least is not None else ()
     if best_par is None:
         why = "time limit reached before" if cut_short else "no cut of the layers fits any memory in"
-        return HybridResult(Status.TIME_LIMIT if cut_short else Status.INFEASIBLE, None, None,
+        return HybridResult(Status.TIME_LIMIT if cut_short and not proven else Status.INFEASIBLE, None, None,
                             time.perf_counter() - start, evaluated, pruned,
                             (f"no configuration fits {ctx.memory_limit / 1e9:.2f} GB per device; {why} "
-                             "the least memory any needs was found",))
+                             "the least memory any needs was found",) + reason)
     profile = coster.profile(best_par.tp, best_par.micro_batch_size, deadline=deadline)
     plan = price(ctx, best_par, profile, best_need * (1 + 1e-9)) or price(ctx, best_par, profile, None)
     limit = ctx.memory_limit
     note = (f"no configuration fits {limit / 1e9:.2f} GB per device; the least any needs is "
             f"{plan.memory_per_device_bytes / 1e9:.2f} GB (this plan)")
     if cut_short:
-        note = (f"no configuration fits {limit / 1e9:.2f} GB per device; the least need found before the time "
-                f"limit ({visited} of {len(ranked)} configurations examined) is "
+        note = (f"no configuration fits {limit / 1e9:.2f} GB per device; the least need found within the time "
+                f"limit ({visited} of {len(ranked)} configurations examined, in order of their memory floor) is "
                 f"{plan.memory_per_device_bytes / 1e9:.2f} GB (this plan)")
-    result = HybridResult(Status.INFEASIBLE, plan, None, time.perf_counter() - start, evaluated, pruned, (note,),
-                          needed_memory_bytes=plan.memory_per_device_bytes)
+    result = HybridResult(Status.INFEASIBLE, plan, None, time.perf_counter() - start, evaluated, pruned,
+                          (note,) + reason,
+                          needed_memory_bytes=None if cut_short else plan.memory_per_device_bytes)
     return _checked(result, ctx, validate)
 
 
