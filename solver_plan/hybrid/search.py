@@ -161,6 +161,11 @@ def plan_hybrid(model, cluster, global_batch: int, *, devices: int | None = None
                                    "only for FSDP2 runtimes)",))
     if least is not None and least > limit and not _diagnosis_affordable(len(points), deadline):
         return _infeasible_by_state(ctx, len(points), least, start)
+    if limit is not None and not _affords(deadline, len(points) * FLOOR_S_PER_POINT):  # decided by size and budget
+        return HybridResult(Status.TIME_LIMIT, None, compute_bound(ctx, compute_scale), time.perf_counter() - start,
+                            notes=(f"bounding the memory of {len(points)} configurations takes about "
+                                   f"{len(points) * FLOOR_S_PER_POINT:.1f} s, more than the time budget left: "
+                                   "no configuration searched (a longer --time-limit searches them)",))
     floors = None if limit is None else _floors(ctx, points, deadline)
     if floors is not None:  # by its estimate: what follows plans with the rest, whatever the clock did
         deadline.spend(len(points) * FLOOR_S_PER_POINT)
@@ -183,7 +188,10 @@ def plan_hybrid(model, cluster, global_batch: int, *, devices: int | None = None
     order = sorted(groups, key=lambda key: (-key[0], key[1]))
     timed_out = False
     for gi, key in enumerate(order):
-        if deadline.expired():
+        # the nominal budget decides how far the search goes (the same answer on a loaded machine);
+        # the wall clock only stops it when the machine is slower than the estimates
+        solved = key in coster.cached()
+        if deadline.expired() or (gi and not solved and not _affords(deadline, BLOCK_SOLVE_S)):
             timed_out = True
             open_bounds += [floor] * sum(len(groups[k]) > 0 for k in order[gi:])
             break
@@ -191,17 +199,20 @@ def plan_hybrid(model, cluster, global_batch: int, *, devices: int | None = None
             pruned += len(groups[key])
             continue
         profile = coster.profile(*key, deadline=deadline)
+        if not solved:
+            deadline.spend(BLOCK_SOLVE_S)
         ratios.append(profile.bound_ratio)
         ranked = sorted(((time_bound(ctx, p, profile), i, p) for i, p in enumerate(groups[key])))
         for position, (bound, _, par) in enumerate(ranked):
             if best is not None and bound >= best.step_time_s:
                 pruned += len(ranked) - position
                 break
-            if deadline.expired():
+            if deadline.expired() or (best is not None and not _affords(deadline, PRICE_S)):
                 timed_out = True
                 open_bounds.append(bound)
                 break
             plan = price(ctx, par, profile, limit)
+            deadline.spend(PRICE_S)
             evaluated += 1
             if plan is not None and (best is None or plan.step_time_s < best.step_time_s):
                 best = plan
@@ -224,6 +235,19 @@ def plan_hybrid(model, cluster, global_batch: int, *, devices: int | None = None
     failure = "; ".join(dict.fromkeys(coster.solver_failures)) or None
     result = HybridResult(status, best, bound, runtime, evaluated, pruned, notes, solver_failure=failure)
     return _checked(result, ctx, validate)
+
+
+# Nominal seconds the search loop is charged (shared 2-core machine, gpt3-175B on 64 A100s, idle-ish):
+# a block's per-operator solve (build and solve, 0.02-0.2 s by tp and planner; the first one, with
+# the solver's imports, is always run) and a point's pricing (cut, stage choices, schedule: ~10 ms).
+BLOCK_SOLVE_S = 0.15
+PRICE_S = 0.01
+
+
+def _affords(deadline: Deadline, seconds: float) -> bool:
+    """Whether the nominal budget left covers `seconds` more work (always, without a limit)."""
+    left = deadline.nominal_left()
+    return left is None or left >= seconds
 
 
 def _cp_pins(spec: TransformerSpec, runtime, pins: dict) -> dict:
@@ -304,8 +328,8 @@ def _state_reason(ctx: Context, least: float) -> str:
 
 
 # Work estimates of the INFEASIBLE diagnosis (shared 2-core machine, megatron-1T:seq=1 on 64 A100s):
-# a point's memory floor (3 stage memories) ~50 us, its least memory (bisection on the limit) ~10 ms.
-FLOOR_S_PER_POINT = 5e-5
+# a point's memory floor (3 stage memories) 30-70 us, its least memory (bisection on the limit) ~10 ms.
+FLOOR_S_PER_POINT = 4e-5
 LEAST_MEMORY_S_PER_POINT = 1e-2
 DIAGNOSIS_SHARE = 0.5  # of the nominal budget left, for bounding every point's memory before the diagnosis
 
