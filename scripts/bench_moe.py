@@ -27,6 +27,7 @@ sys.path.insert(0, str(ROOT))
 
 from solver_plan.cluster import resolve_cluster  # noqa: E402
 from solver_plan.hybrid.moe_plan import evaluate_moe, plan_moe, skew_robustness  # noqa: E402
+from solver_plan.hybrid.moe_price import make_context, step_breakdown  # noqa: E402
 from solver_plan.yamlio import load_yaml  # noqa: E402
 
 RUNS = ROOT / "data" / "published" / "moe-runs.yaml"
@@ -55,11 +56,11 @@ def deepseek_2048(time_limit: float) -> None:
               f"{result.plan.tflops_per_device:.0f} model TFLOP/s per GPU")
 
 
-def published(quick: bool, time_limit: float) -> None:
+def published(quick: bool, time_limit: float, breakdown: bool = True) -> None:
     rows = load_yaml(RUNS)["runs"]
     print(f"\n== published MoE runs ({RUNS.relative_to(ROOT)}) ==")
     print(f"{'run':34} {'published':>9} {'pinned':>8} {'error':>7} {'memory/device':>15} {'unpinned':>9}  plan")
-    errors, slower = [], 0
+    errors, slower, vacuous = [], 0, 0
     for row in rows:
         seq, devices, batch = row["seq"], row["devices"], row["global_batch"]
         published_s = row.get("step_time_s") or batch * seq / (row["tokens_per_s_per_gpu"] * devices)
@@ -83,14 +84,25 @@ def published(quick: bool, time_limit: float) -> None:
                 p = found.plan.point
                 text = (f"tp {p.tp} cp {p.cp} pp {p.pp} v {p.virtual_stages} ep {p.ep} etp {p.etp} "
                         f"b {p.micro_batch_size} {p.recompute}")
-                slower += found.step_time_s > plan.step_time_s * (1 + 1e-9) and \
-                    plan.memory_per_device_bytes <= cluster.device.memory
+                fits = plan.memory_per_device_bytes <= cluster.device.memory
+                slower += found.step_time_s > plan.step_time_s * (1 + 1e-9) and fits
+                vacuous += not fits
             else:
                 unpinned = found.status.value
         print(f"{row['name']:34} {published_s:8.2f}s {plan.step_time_s:7.2f}s {100 * error:+6.1f}% {memory:>15} "
               f"{unpinned:>9}  {text}")
+        if breakdown:
+            ctx = make_context(model, cluster, batch, None, precision=row["precision"], a2a_overlap=overlap)
+            terms = sorted(step_breakdown(ctx, plan).items(), key=lambda kv: -kv[1])
+            print("    " + ", ".join(f"{name} {seconds:.2f}" for name, seconds in terms if seconds >= 0.005))
+            p = plan.point
+            per = p.micro_batches * ctx.model.layers / p.pp / 1e3  # layer-micro-batches per device, in ms
+            print(f"    {ctx.model.experts // p.ep} local experts, {p.micro_batch_size * ctx.model.seq} tokens per "
+                  f"micro-batch: {published_s / per:.1f} ms published, {plan.step_time_s / per:.1f} ms priced "
+                  f"per layer and micro-batch")
     print(f"median |error| {100 * statistics.median(errors):.1f}% (target 20%), worst {100 * max(errors):.1f}%; "
-          + ("" if quick else f"unpinned slower than a pinned configuration that fits: {slower} of {len(rows)}"))
+          + ("" if quick else f"unpinned slower than a pinned configuration that fits: {slower} of {len(rows)} "
+             f"({vacuous} pinned configurations over the device's memory in this model: vacuous there)"))
 
 
 def robustness(time_limit: float) -> None:

@@ -16,7 +16,7 @@ import time
 
 from solver_plan.deadline import process_started
 from solver_plan.errors import InputError, solver_failure_exit
-from solver_plan.requests import DEFAULT_CLUSTER, DEFAULT_MAX_CANDIDATES, DEFAULT_MODEL, DEFAULT_PLANNER
+from solver_plan.requests import DEFAULT_CLUSTER, DEFAULT_MAX_CANDIDATES, DEFAULT_MODEL, DEFAULT_PLANNER, DEFAULT_RUNTIME
 from solver_plan.units import format_seconds
 
 # command -> the package module that registers it; only the command asked for is imported (each
@@ -74,7 +74,7 @@ def _cmd_plan(args) -> int:
     request = cli_options.build(
         PlanRequest, args, model=args.model, cluster=args.cluster, planner=args.planner, devices=args.devices,
         time_limit=args.time_limit, memory_limit=args.memory_limit, precision=args.precision,
-        max_candidates=args.max_candidates, all_devices=args.all_devices, seed=args.seed,
+        runtime=args.runtime, max_candidates=args.max_candidates, all_devices=args.all_devices, seed=args.seed,
         options=cli_options.parse_options(args), baselines=True, simulate=args.simulate)
     cli_options.check(args, request, request_planner, request)  # an unknown name or option fails before any work
     check_output_path(args.out, "--out")
@@ -155,6 +155,9 @@ def _add_plan_parser(subparsers) -> None:
     o.add_devices(p, help="plan on the first N devices only (default: all of the cluster)")
     o.add_precision(p, help="training precision: auto (mixed bf16 on A100/H100, mixed fp16 on V100, fp32 on "
                             "K80/P100), fp32/tf32, or mixed bf16/fp16/fp8 (default auto)")
+    o.add(p, "--runtime", default=DEFAULT_RUNTIME,
+          help="software stack whose attention kernels are priced (fused or not, kernel family, causal skipping; "
+               "solver_plan/runtime/profiles.py); default megatron-core")
     o.add(p, "--all-devices", action="store_true",
           help="every operator split or replicated over all devices (Alpa's setting)")
     o.add(p, "--planner", default=DEFAULT_PLANNER,

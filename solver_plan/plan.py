@@ -79,6 +79,9 @@ class Plan:
     solver_failure: str | None = None
     # What objective_s measures (result.OBJECTIVE_KINDS: "sum" of operator costs, or "load")
     objective_kind: str = "sum"
+    # The runtime whose kernels priced the plan (`RuntimeProfile.name`: attention fused or not, its
+    # kernel family); `simulate --plan` re-prices with it. None: unknown (plans from before the field).
+    runtime: str | None = None
 
     @property
     def objective(self) -> Objective:
@@ -97,7 +100,8 @@ class Plan:
             "schema_version": SCHEMA_VERSION, "model": self.model, "cluster": self.cluster,
             "planner": self.planner, "status": self.status.value, "objective_s": self.objective_s,
             "lower_bound_s": self.lower_bound_s, "gap": self.gap, "runtime_s": self.runtime_s,
-            "memory_limit_bytes": self.memory_limit_bytes, "precision": self.precision, "notes": list(self.notes),
+            "memory_limit_bytes": self.memory_limit_bytes, "precision": self.precision, "runtime": self.runtime,
+            "notes": list(self.notes),
             "solver_failure": self.solver_failure,
             "device_memory_bytes": list(self.device_memory_bytes),
             "operators": [{
@@ -142,7 +146,7 @@ def decode_plan(graph: Graph, cluster: Cluster, problem: ConfigProblem, result: 
     return Plan(graph.name, cluster.name, result.planner, result.status, result.objective, result.lower_bound,
                 result.gap, result.runtime_s, problem.memory_limit, result.notes, device_memory,
                 tuple(operators), tuple(edges), max((len(c) for c in problem.candidates), default=None),
-                cost_model.precision.name, result.solver_failure, result.objective_kind)
+                cost_model.precision.name, result.solver_failure, result.objective_kind, cost_model.runtime.name)
 
 
 def _fmt_optional_seconds(value: float | None) -> str:

@@ -63,7 +63,8 @@ def answer_plan(request: PlanRequest, deadline: Deadline | None = None, *, progr
     graph, cluster = resolve_inputs(request)
     memory_limit = {None: DEVICE_MEMORY, UNLIMITED: None}.get(request.memory_limit, request.memory_limit)
     problem, cost_model = prepare_problem(graph, cluster, memory_limit, request.max_candidates, deadline,
-                                          precision=request.precision, all_devices=request.all_devices)
+                                          precision=request.precision, all_devices=request.all_devices,
+                                          runtime=request.runtime)
     if on_problem is not None:
         on_problem(graph, cluster, problem, cost_model, time.perf_counter() - started)
     with Progress(request.planner, enabled=progress):
@@ -153,10 +154,12 @@ def solve_deadline(deadline: Deadline | None, problem: ConfigProblem) -> Deadlin
 def prepare_problem(graph: Graph, cluster: Cluster, memory_limit: float | str | None = DEVICE_MEMORY,
                     max_candidates: int = DEFAULT_MAX_CANDIDATES,
                     deadline: Deadline | None = None, *, precision: str | None = None,
-                    all_devices: bool = False, memory_format: str = "nhwc") -> tuple[ConfigProblem, CostModel]:
+                    all_devices: bool = False, memory_format: str = "nhwc",
+                    runtime: str | None = None) -> tuple[ConfigProblem, CostModel]:
     """`precision`: fp32, tf32, bf16, fp16, fp8 or auto/None (the device's default, `default_for`;
     fp32 for profiles with measured times: `resolve_precision`); `memory_format`: nhwc (channels
-    last, default) or nchw (`CostModel`);
+    last, default) or nchw (`CostModel`); `runtime`: whose kernels price attention (None: the
+    default, megatron-core);
     `all_devices`: every operator on all devices (Alpa's setting)."""
     if memory_limit == DEVICE_MEMORY:
         memory_limit = cluster.device.memory
@@ -164,7 +167,7 @@ def prepare_problem(graph: Graph, cluster: Cluster, memory_limit: float | str | 
     if isinstance(max_candidates, bool) or not isinstance(max_candidates, int) or max_candidates < 2:
         raise InputError(f"must be an integer of at least 2, got {max_candidates}", "--max-candidates")
     cost_model = CostModel(cluster, precision=resolve_precision(precision, cluster.device, graph),
-                           memory_format=memory_format)
+                           memory_format=memory_format, runtime=runtime)
     return build_config_problem(graph, cluster, memory_limit, max_candidates, cost_model, deadline,
                                 all_devices=all_devices), cost_model
 

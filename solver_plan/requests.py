@@ -148,6 +148,7 @@ class PlanRequest(RequestFields):
     time_limit: float | None = DEFAULT_TIME_LIMIT_S  # seconds for the whole answer, building included
     memory_limit: float | str | None = None  # bytes per device or "16GB"; None: the device's memory; UNLIMITED: none
     precision: str = DEFAULT_PRECISION
+    runtime: str = DEFAULT_RUNTIME  # whose kernels price attention (fused or not, kernel family, causal skip)
     max_candidates: int = DEFAULT_MAX_CANDIDATES
     all_devices: bool = False  # every operator on all devices (Alpa's setting)
     seed: int = 0
@@ -158,6 +159,9 @@ class PlanRequest(RequestFields):
     def __post_init__(self):
         self._check_common()
         _name(self.planner, "planner")
+        _name(self.runtime, "runtime")
+        from solver_plan.runtime import resolve_runtime
+        resolve_runtime(self.runtime, "runtime")
         _count(self.devices, "devices")
         _count(self.max_candidates, "max_candidates", optional=False, least=2)
         for key in ("all_devices", "baselines", "simulate"):

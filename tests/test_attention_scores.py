@@ -37,8 +37,15 @@ def test_materialised_scores_add_their_memory_bound_kernels():
     elements = 4 * 4 * 128 * 128
     extra = sum(compute_time(cluster, 0.0, nbytes, unit="vector", dtype=model.precision.compute)
                 for nbytes in attention_score_traffic(elements, 2, dropout=True))
-    assert unfused.compute_s == pytest.approx(fused.compute_s + extra)
+    # an unfused kernel: the dense forward (q, k, v and the output in 16 bits) and a backward of two
+    # kernels its size, plus the score passes
+    dense = compute_time(cluster, fused_op.flops, 4 * 128 * 256 * 2 * 4, unit="matrix", dtype="fp16")
+    assert unfused.compute_s == pytest.approx(3.0 * dense + extra)
     assert unfused.memory_bytes == pytest.approx(fused.memory_bytes + attention_score_memory(elements, 2, True))
+    # a runtime without fused attention (Megatron-LM 2021: dropout on) prices the fused-marked graph alike
+    unfused_runtime = CostModel(cluster, precision="fp16", runtime="megatron-2021")
+    assert unfused_runtime.node(fused_graph, fused_op, cfg).compute_s == pytest.approx(unfused.compute_s)
+    assert unfused_runtime.node(fused_graph, fused_op, cfg).memory_bytes == pytest.approx(unfused.memory_bytes)
 
 
 def test_defaults_keep_graphs_unchanged():

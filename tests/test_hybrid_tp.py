@@ -2,6 +2,8 @@
 (the memory terms divide the block's parameters by t), whatever the per-operator solver prefers."""
 import math
 
+import pytest
+
 from solver_plan.cluster import resolve_cluster
 from solver_plan.cost.dims import op_layout
 from solver_plan.deadline import time_budget
@@ -66,3 +68,66 @@ def test_siblings_reading_one_tensor_share_one_input_gradient_all_reduce():
             assert saved[tp] >= 2 * (one - cost_model._node(graph, k, configs[k.name], (False,)).comm_s) > 0
         assert 0 <= forward <= saved[tp]
     assert saved[1] == 0.0 and saved[4] > 0.0
+
+
+def test_runtimes_split_each_weight_along_one_dimension():
+    """Megatron's column- and row-parallel layers (and torch's Colwise / Rowwise plans) split a weight
+    along one dimension: a 2-D split (out=2, in=2) is no configuration these runtimes run, so the
+    block solve never picks one; a runtime declared `tensor_parallel="any"` may."""
+    from dataclasses import replace
+
+    from solver_plan.errors import InputError
+    from solver_plan.runtime.profiles import MEGATRON_CORE
+
+    spec = transformer_spec(MODEL)
+    graph = build_model(spec.block_spec(2))
+    problem = build_config_problem(graph, resolve_cluster("h100-4x8-ib", 16).first_devices(4))
+    q = problem.names.index(f"{spec.block_scope}self_attn/q")
+    op = graph.op(problem.names[q])
+    two_d = [c for c in problem.candidates[q] if len(c.devices) == 4
+             and sum(1 for d in op_layout(op, graph).weight_dims if c.degree(d) > 1) == 2]
+    assert two_d, "the enumeration offers 2-D splits of q on 4 devices"
+    assert all(_tensor_parallel(op, c, graph, 4) and not _tensor_parallel(op, c, graph, 4, column_row=True)
+               for c in two_d)
+    profile = BlockCoster(spec, resolve_cluster("h100-4x8-ib", 16)).profile(4, 2)
+    for name, text in profile.configs:
+        block_op = graph.op(spec.block_scope + name)
+        if block_op.op_type == OpType.LINEAR:
+            degrees = dict(part.split("=") for part in text.split("@")[0].split(","))
+            assert sum(1 for d in op_layout(block_op, graph).weight_dims if int(degrees.get(d, 1)) > 1) == 1, text
+    assert replace(MEGATRON_CORE, tensor_parallel="any").tensor_parallel == "any"
+    with pytest.raises(InputError, match="tensor_parallel"):
+        replace(MEGATRON_CORE, tensor_parallel="2d")
+
+
+def test_partial_sums_kept_split_by_sequence_are_reduce_scattered():
+    """A row-parallel linear's partial sums feeding a residual split by sequence over the same two
+    devices: the runtime reduce-scatters them (sequence parallelism) where the cost model all-reduces
+    and slices, so all-reduce - reduce-scatter of the output is taken back, once; nothing when the
+    consumer keeps the whole tensor."""
+    from types import SimpleNamespace
+
+    from solver_plan.cost.collectives import collective_time
+    from solver_plan.cost.config import ParallelConfig
+    from solver_plan.cost.model import CostModel
+    from solver_plan.graph import GraphBuilder
+    from solver_plan.hybrid.stage_cost import _reduce_scatter_savings
+
+    b = GraphBuilder("rs")
+    x = b.input((1, 16, 32), name="x")
+    with b.scope("block0"):
+        b.add_(x, b.linear(x, 32, False, name="fc"), name="residual")
+    graph = b.build()
+    cluster = resolve_cluster("h100-4x8-ib", 2)
+    cost_model = CostModel(cluster, precision="bf16")
+    row = ParallelConfig((("sample", 1), ("sequence", 1), ("out", 1), ("in", 2)), (0, 1))
+    by_sequence = ParallelConfig((("sample", 1), ("sequence", 2), ("feature", 1)), (0, 1))
+    replicated = ParallelConfig((("sample", 1), ("sequence", 1), ("feature", 1), ("replica", 2)), (0, 1))
+    expected = (collective_time(cluster, "all_reduce", 16 * 32 * 2, 2, 2)
+                - collective_time(cluster, "reduce_scatter", 16 * 32 * 2, 2, 2))
+    assert expected > 0
+    for consumer, saved in ((by_sequence, expected), (replicated, 0.0)):
+        problem = SimpleNamespace(names=("block0/fc", "block0/residual"), edges=((0, 1),),
+                                  candidates=((row,), (consumer,)))
+        assert _reduce_scatter_savings(graph, problem, (0, 0), cluster, cost_model, "block0/") == \
+            pytest.approx(saved)

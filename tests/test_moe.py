@@ -272,3 +272,114 @@ def test_capacity_costs_at_least_dropless_balanced_and_reports_drops():
     assert skewed.step_time_s == pytest.approx(padded.step_time_s)
     assert skewed.dropped_fraction == pytest.approx(12 / 25 - 1.25 / 4)
     assert skewed.to_dict()["parallelism"]["capacity"] == 1.25
+
+
+def test_expert_gemms_are_never_issued_faster_than_the_host_launches_them():
+    """64 experts on ep 2: 32 local experts x 2 forward GEMMs x 13.528 us (the measured eager launch
+    rate) = 865.8 us, far above the GPU time of 16 tokens' GEMMs, so the floor is the price; with many
+    tokens per expert the GPU time is above it and the floor does not bind."""
+    model, cluster = tiny(experts=64), resolve_cluster("h100-4x8-ib", 2)
+    balanced = moe.Routing(uniform(64))
+    floor = 2 * 32 * 13.528e-6
+    assert moe.expert_launch_floor_s(model, 2) == pytest.approx(floor)
+    assert moe.grouped_gemm_s(cluster, model, 1, 1, 2, 1, balanced, "bf16", 2.0) == pytest.approx(floor)
+    wide = tiny(experts=64, hidden=4096, expert_ffn=2048, seq=4096)
+    assert moe.grouped_gemm_s(cluster, wide, 4, 1, 2, 1, balanced, "bf16", 2.0) > 2 * moe.expert_launch_floor_s(wide, 2)
+    # the floor counts every local expert, whatever the load: a skewed rank is never priced below it
+    skewed = moe.Routing(zipf(64, 2.0))
+    assert moe.grouped_gemm_s(cluster, model, 1, 1, 2, 1, skewed, "bf16", 2.0) >= floor
+
+
+def test_fp8_keeps_attention_core_router_and_head_in_16_bits():
+    """Under fp8 only the Transformer Engine linears run in fp8: the attention core (TE's fp8
+    dot-product attention is off by default), the router and Megatron-core's output layer cost what
+    they cost in bf16."""
+    from solver_plan.hybrid import moe_price
+
+    cluster = resolve_cluster("h100-4x8-ib", 8)
+    model = moe_model(str(CONFIGS / "qwen3-30b-a3b.json"))
+    fp8 = make_context(model, cluster, 64, None, precision="fp8")
+    bf16 = make_context(model, cluster, 64, None, precision="bf16")
+    assert fp8.dtype == "fp8" and fp8.activation_dtype == "bf16"
+    assert moe_price._core_s(fp8, 1, 1, 1) == moe_price._core_s(bf16, 1, 1, 1)
+    p = MoEPoint(dp=8, tp=1, pp=1, ep=8, etp=1, micro_batch_size=1, micro_batches=8)
+    assert moe_price._ends_s(fp8, p) == moe_price._ends_s(bf16, p)
+    # the GEMMs themselves do run faster in fp8
+    assert moe_price._gemm_s(fp8, 4096, 2048, 4096, 1) < moe_price._gemm_s(bf16, 4096, 2048, 4096, 1)
+
+
+@pytest.mark.parametrize("point", [
+    {"dp": 4, "tp": 2, "pp": 1, "ep": 4, "micro_batch_size": 2},
+    {"dp": 2, "tp": 1, "pp": 4, "ep": 2, "micro_batch_size": 1, "virtual_stages": 1, "recompute": "selective"},
+])
+def test_step_breakdown_sums_to_the_step(point):
+    from solver_plan.hybrid.moe_price import step_breakdown
+
+    cluster = resolve_cluster("h100-4x8-ib", 8)
+    model = tiny(shared_ffn=64, moe_layers=(False,) + (True,) * 7)
+    plan = evaluate_moe(model, cluster, 16, point, memory_limit=None)
+    parts = step_breakdown(make_context(model, cluster, 16, None), plan)
+    assert sum(parts.values()) == pytest.approx(plan.step_time_s, rel=1e-9)
+    assert parts["grouped GEMMs"] > 0 and parts["all-to-all"] > 0 and all(v >= -1e-15 for v in parts.values())
+
+
+def test_fp8_saves_gemm_inputs_in_one_byte_by_hand():
+    """tiny (h 64, f_e 128, top-2 of 4, seq 16), ep 2, b 1: 16 tokens, n = 32 routed copies at the
+    busiest rank. bf16: 16 x (2 x 64 router input + combine 2 x 2 x 64) + 4 x 16 x 4 probabilities +
+    32 x 2 x (64 + 3 x 128); fp8 (g = 1): the routed copies keep 1 x 64 + (2 x 2 + 1) x 128 each."""
+    model = tiny()
+    balanced = moe.Routing(uniform(4))
+    common = 16 * (2 * 64 + 2 * 2 * 64) + 4 * 16 * 4
+    assert moe.moe_activation_bytes(model, 1, 1, 2, 1, balanced, "none", 2.0) == common + 32 * 2 * (64 + 3 * 128)
+    assert moe.moe_activation_bytes(model, 1, 1, 2, 1, balanced, "none", 2.0, 1.0) == common + 32 * (64 + 5 * 128)
+    assert moe.moe_activation_bytes(model, 1, 1, 2, 1, balanced, "selective", 2.0, 1.0) == common + 32 * 64
+    # a shared expert (f_s 64) under fp8: SwiGLU input 2 x 2 x 64, down input 1 x 64, its own fp8 input copy 64
+    shared = tiny(shared_ffn=64)
+    assert (moe.moe_activation_bytes(shared, 1, 1, 2, 1, balanced, "none", 2.0, 1.0)
+            - moe.moe_activation_bytes(model, 1, 1, 2, 1, balanced, "none", 2.0, 1.0)) == 16 * (5 * 64 + 64)
+    # whole plans: fp8 keeps less than bf16, the same step structure
+    cluster = resolve_cluster("h100-4x8-ib", 8)
+    point = {"dp": 4, "tp": 2, "pp": 1, "ep": 4, "micro_batch_size": 2}
+    fp8 = evaluate_moe(shared, cluster, 16, point, precision="fp8", memory_limit=None)
+    bf16 = evaluate_moe(shared, cluster, 16, point, precision="bf16", memory_limit=None)
+    assert fp8.stages[0].memory.activations < bf16.stages[0].memory.activations
+
+
+def test_fp8_casts_write_both_copies_by_hand():
+    """Transformer Engine's casts read e = 2 bytes and write the GEMM's and the weight gradient's
+    fp8 copies: 4 bytes per element of the input forward and of the output gradient backward
+    (per-tensor torchao-style casts, the default: 3)."""
+    from solver_plan.cost.compute import memory_time
+    from solver_plan.cost.kernels import fp8_cast_bytes
+    from solver_plan.hybrid import moe_price
+
+    assert fp8_cast_bytes(10.0, 20.0) == (30.0, 60.0)
+    assert fp8_cast_bytes(10.0, 20.0, 2.0, fp8_copies=2) == (40.0, 80.0)
+    cluster = resolve_cluster("h100-4x8-ib", 8)
+    ctx = make_context(tiny(), cluster, 16, None, precision="fp8")
+    assert moe_price._fp8_casts_s(ctx, 1e6, 3e6) == (memory_time(cluster.device, 4e6), memory_time(cluster.device, 12e6))
+    assert moe_price._fp8_casts_s(make_context(tiny(), cluster, 16, None, precision="bf16"), 1e6, 3e6) == (0.0, 0.0)
+
+
+def test_moe_attention_core_is_the_dense_definition():
+    """The expert-parallel pricer's attention core is `cost.attention`'s, as the dense and per-operator
+    paths price it: a causal cuDNN kernel at the H100's measured efficiency for the rank's query
+    length (s / cp), backward 2.5x the forward; without fused attention, the scores' passes."""
+    from solver_plan.cost.attention import attention_core_seconds
+    from solver_plan.cost.compute import compute_time
+    from solver_plan.hybrid import moe_price
+
+    cluster = resolve_cluster("h100-4x8-ib", 8)
+    model = moe_model(str(CONFIGS / "qwen3-30b-a3b.json"))
+    ctx = make_context(model, cluster, 64, None, precision="bf16")
+    b, tp, cp = 2, 2, 2
+    flops = b * model.seq * model.attention_core_flops_per_token() / (tp * cp)
+    moved = 2.0 * b * model.seq * (2 * model.scores_width + 2 * model.values_width) / (tp * cp)
+    expected = attention_core_seconds(
+        cluster, flops=flops, hbm_bytes=moved, dense_forward_s=compute_time(cluster, flops, moved, dtype="bf16"),
+        fused=True, causal_skip=True, backend="cudnn", dtype="bf16", query_length=model.seq / cp)
+    forward, backward = moe_price._core_s(ctx, b, tp * cp, cp)
+    assert (forward, backward) == pytest.approx(expected)
+    assert backward == pytest.approx(2.5 * forward)
+    unfused = make_context(model, cluster, 64, None, precision="bf16", runtime="megatron-2021")
+    assert sum(moe_price._core_s(unfused, b, tp * cp, cp)) > sum(expected)

@@ -186,13 +186,16 @@ def attention_scores(score_elements: float, element_bytes: float, fused: bool, d
     return ScoreCost(forward, backward, attention_score_memory(score_elements, element_bytes, dropout))
 
 
-def fp8_cast_bytes(input_elements: float, output_elements: float, element_bytes: float = 2.0) -> tuple[float, float]:
+def fp8_cast_bytes(input_elements: float, output_elements: float, element_bytes: float = 2.0,
+                   fp8_copies: int = 1) -> tuple[float, float]:
     """(forward, backward) HBM bytes of the casts around one fp8 GEMM (Transformer Engine, torchao
     float8 with per-tensor scaling): forward casts the input activation (read e bytes, write 1 per
-    element; the amax comes out of the same pass), backward casts the output gradient likewise;
-    weights are cast once per optimizer step and cached across micro-batches (TE's
-    is_first_microbatch), so not counted per micro-batch."""
-    per_element = element_bytes + 1.0
+    element and fp8 copy; the amax comes out of the same pass), backward casts the output gradient
+    likewise; weights are cast once per optimizer step and cached across micro-batches (TE's
+    is_first_microbatch), so not counted per micro-batch. `fp8_copies` = 2 where the pass also writes
+    the copy the weight-gradient GEMM reads (Transformer Engine's quantizers with rowwise and
+    columnwise usage: Hopper's cast-transpose, MXFP8's column-scaled copy on Blackwell)."""
+    per_element = element_bytes + float(fp8_copies)
     return input_elements * per_element, output_elements * per_element
 
 

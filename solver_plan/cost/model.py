@@ -51,7 +51,8 @@ from solver_plan.cost.collectives import (DDP_BUCKET_BYTES, collective_time, gra
                                           ring_allreduce_bytes)
 from solver_plan.cost.compute import compute_time
 from solver_plan.cost.config import ParallelConfig
-from solver_plan.cost.kernels import (MEMORY_FORMATS, WINDOWED, attention_score_memory, attention_score_traffic,
+from solver_plan.cost.attention import attention_core_seconds
+from solver_plan.cost.kernels import (MEMORY_FORMATS, WINDOWED, attention_score_memory,
                                      channels_narrow, conv_kernel, elementwise_kernels)
 from solver_plan.cost.dims import OpLayout, op_layout, op_signature
 from solver_plan.cost.precision import Precision, TrainingPrecision
@@ -60,6 +61,7 @@ from solver_plan.cost.tiles import box_volume, tile_boxes
 from solver_plan.errors import InputError
 from solver_plan.graph.ir import Edge, Graph, Operator
 from solver_plan.graph.ops import OpType
+from solver_plan.runtime import RuntimeProfile, resolve_runtime
 
 BACKWARD_FACTOR = 2.0  # backward FLOPs per forward FLOP
 MATRIX_OPS = frozenset({OpType.LINEAR, OpType.MATMUL, OpType.CONV2D, OpType.ATTENTION, OpType.LSTM,
@@ -134,12 +136,15 @@ class CostModel:
 
     def __init__(self, cluster: Cluster, optimizer_factor: float | None = None,
                  precision: "TrainingPrecision | str | None" = None, bucket_bytes: float = DDP_BUCKET_BYTES,
-                 memory_format: str = "nhwc"):
+                 memory_format: str = "nhwc", runtime: "RuntimeProfile | str | None" = None):
         """`precision`: a `TrainingPrecision`, a name (fp32, tf32, bf16, fp16, fp8, auto) or None
         (auto: `default_for(cluster.device)`). `memory_format`: nhwc (channels last, default) or
         nchw, the layout of 4-d activations (NCHW convolutions on tensor cores pay layout
         transposes: `kernels.conv_kernel`). `optimizer_factor`, if given, replaces the
-        precision's bytes per parameter by factor x weight bytes (the first model's knob)."""
+        precision's bytes per parameter by factor x weight bytes (the first model's knob).
+        `runtime`: the training runtime whose kernels price attention (`RuntimeProfile` or its name;
+        None: the default, megatron-core): fused or not, the kernel family, causal skipping
+        (`attention_seconds`); nothing else here depends on it."""
         if optimizer_factor is not None and not (
                 isinstance(optimizer_factor, (int, float)) and math.isfinite(optimizer_factor)
                 and optimizer_factor >= 0):
@@ -158,6 +163,8 @@ class CostModel:
             raise InputError(f"memory format must be one of {', '.join(MEMORY_FORMATS)}, got {memory_format!r}",
                              "--memory-format")
         self.memory_format = memory_format
+        self.runtime = resolve_runtime(runtime)
+        self.kernels = self.runtime.kernels
         inter = cluster.nodes > 1
         # point-to-point alpha-beta by link level, for vectorised redistribution (collectives.p2p_time):
         # a copy between two devices runs at the link's p2p rate (Cluster.g_p2p), not NCCL's bus rate
@@ -172,7 +179,8 @@ class CostModel:
     def fresh(self) -> "CostModel":
         """The same model (cluster, precision, optimizer factor, buckets, memory format) with nothing
         memoised: what the plan validator re-prices with (`plan_price.py`)."""
-        return CostModel(self.cluster, self.optimizer_factor, self.precision, self.bucket_bytes, self.memory_format)
+        return CostModel(self.cluster, self.optimizer_factor, self.precision, self.bucket_bytes, self.memory_format,
+                         self.runtime)
 
     def _kept_outputs(self, graph: Graph) -> frozenset[str]:
         entry = self._kept.get(id(graph))
@@ -228,9 +236,9 @@ class CostModel:
         kept_share = sum(out_tiles) / sum(math.prod(s) for s in out_shapes) if kept else 0.0
         memory = (shard_params * self.parameter_bytes()
                   + op.activation_bytes * self.activation_scale(op) * kept_share)
-        if op.op_type == OpType.ATTENTION and op.attrs.get("scores") == "materialized":
+        if op.op_type == OpType.ATTENTION and not self.fused_attention(op):
             memory += attention_score_memory(self._score_elements(graph, op, cfg), self.element_bytes(op.dtype_bytes),
-                                             bool(op.attrs.get("dropout")))
+                                             self._attention_dropout(op))
         return NodeCost(q_x, q_c, q_p, compute_s, comm_s, sync_s, compute_s + comm_s + sync_s, memory)
 
     def compute_seconds(self, graph: Graph, op: Operator, cfg: ParallelConfig, layout: OpLayout,
@@ -258,12 +266,55 @@ class CostModel:
         hbm = (sum(in_tiles) + sum(out_tiles)) * element + weight_bytes
         forward = compute_time(self.cluster, op.flops / cfg.num_shards, hbm, unit=unit_of(op.op_type),
                                dtype=self.precision.compute)
-        seconds = (1.0 + BACKWARD_FACTOR) * forward
-        if op.op_type == OpType.ATTENTION and op.attrs.get("scores") == "materialized":
-            # the score matrix's own memory-bound kernels (softmax, dropout and their gradients)
-            for nbytes in attention_score_traffic(self._score_elements(graph, op, cfg), element, bool(op.attrs.get("dropout"))):
-                seconds += compute_time(self.cluster, 0.0, nbytes, unit="vector", dtype=self.precision.compute)
-        return seconds
+        if op.op_type == OpType.ATTENTION:
+            return sum(self._attention_core(graph, op, cfg, forward, hbm, element))
+        return (1.0 + BACKWARD_FACTOR) * forward
+
+    # --- attention -------------------------------------------------------------------------
+    def fused_attention(self, op: Operator) -> bool:
+        """Whether attention `op` runs as a fused kernel: the graph does not mark its scores
+        materialized and the runtime has a fused kernel (`Kernels.flash_attention`)."""
+        return op.attrs.get("scores") != "materialized" and self.kernels.flash_attention
+
+    def _attention_dropout(self, op: Operator) -> bool:
+        """Dropout on the probabilities of an unfused attention: the graph's, or the runtime's when
+        the graph leaves the kernel to it."""
+        return bool(op.attrs.get("dropout")) or (op.attrs.get("scores") != "materialized"
+                                                 and self.kernels.attention_dropout)
+
+    def attention_seconds(self, graph: Graph, op: Operator, cfg: ParallelConfig) -> tuple[float, float]:
+        """(forward, backward) seconds of attention `op` under `cfg` on the busiest device, as this
+        model's runtime kernels run it (`cost.attention`, the one definition); measured operators
+        split their measured times. `compute_seconds` is their sum."""
+        if op.measured is not None:
+            shards = cfg.num_shards
+            return op.measured.forward_s / shards, op.measured.backward_s / shards
+        if self.cluster.w_override is not None:
+            q_x = (1.0 + BACKWARD_FACTOR) * op.flops / cfg.num_shards
+            return self.cluster.w * q_x / 3.0, 2.0 * self.cluster.w * q_x / 3.0
+        layout = op_layout(op, graph)
+        element = self.element_bytes(op.dtype_bytes)
+        in_tiles = [_busiest_volume(tile_boxes(cfg, layout.names, axes, graph.tensor(t).shape))
+                    for axes, t in zip(layout.input_axes, op.inputs)]
+        out_tiles = [_busiest_volume(tile_boxes(cfg, layout.names, axes, t.shape))
+                     for axes, t in zip(layout.output_axes, op.outputs)]
+        hbm = (sum(in_tiles) + sum(out_tiles)) * element
+        forward = compute_time(self.cluster, op.flops / cfg.num_shards, hbm, unit=unit_of(op.op_type),
+                               dtype=self.precision.compute)
+        return self._attention_core(graph, op, cfg, forward, hbm, element)
+
+    def _attention_core(self, graph: Graph, op: Operator, cfg: ParallelConfig, dense_forward_s: float,
+                        hbm: float, element: int) -> tuple[float, float]:
+        """`cost.attention.attention_core_seconds` for `op`: fp8 training keeps attention in the
+        activation dtype (Transformer Engine's fp8 attention is off by default; torchao converts
+        nn.Linear only)."""
+        dtype = self.precision.activations if self.precision.compute == Precision.FP8 else self.precision.compute
+        return attention_core_seconds(
+            self.cluster, flops=op.flops / cfg.num_shards, hbm_bytes=hbm, dense_forward_s=dense_forward_s,
+            fused=self.fused_attention(op), causal_skip=bool(op.attrs.get("causal")) and self.kernels.causal_skip,
+            backend=self.kernels.attention_backend, dtype=dtype, query_length=op.outputs[0].shape[1],
+            score_elements=self._score_elements(graph, op, cfg), element_bytes=element,
+            dropout=self._attention_dropout(op))
 
     @staticmethod
     def _score_elements(graph: Graph, op: Operator, cfg: ParallelConfig) -> float:

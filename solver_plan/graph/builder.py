@@ -175,10 +175,12 @@ class GraphBuilder:
         return self._one(OpType.LSTM, (x,), {"input_size": x.shape[-1], "hidden_size": hidden_size}, name)
 
     def attention(self, q: Tensor, k: Tensor, v: Tensor, heads: int, name: str | None = None, *,
-                  scores: str = "fused", dropout: bool = False) -> Tensor:
+                  scores: str = "fused", dropout: bool = False, causal: bool = False) -> Tensor:
         """Scaled dot-product attention. `scores="materialized"`: an implementation without a fused
         kernel writes the heads x Sq x Sk scores and probabilities to memory (priced by
-        `cost.kernels.attention_score_traffic`); `dropout`: dropout on the probabilities."""
+        `cost.kernels.attention_score_traffic`); `dropout`: dropout on the probabilities; `causal`:
+        each query attends to the keys before it only (a decoder's self-attention), which a fused
+        kernel exploits by skipping the masked tiles (`cost.attention`)."""
         if scores not in ("fused", "materialized"):
             raise GraphError(f"attention scores must be 'fused' or 'materialized', got {scores!r}")
         attrs = {"heads": heads}
@@ -186,6 +188,8 @@ class GraphBuilder:
             attrs["scores"] = scores
         if dropout:
             attrs["dropout"] = True
+        if causal:
+            attrs["causal"] = True
         return self._one(OpType.ATTENTION, (q, k, v), attrs, name)
 
     def concat(self, xs: Sequence[Tensor], axis: int, name: str | None = None) -> Tensor:

@@ -16,7 +16,8 @@ balanced), n = r x k x ep x etp x T/shards token copies, split over its E/ep exp
 - expert weights per device: (moe layers) x E/ep x 3 h f_e / etp; ZeRO over edp (`expert_state`);
 - grouped GEMM (`grouped_gemm_s`): per local expert its GEMMs of n_j tokens at the efficiency of
   their own size (the cost core's roofline: small n_j are weight-read bound, Tutel / MegaBlocks'
-  observation), one launch each; permutation, SwiGLU and router kernels memory-bound
+  observation; within 0.39-1.17x of data/device/h100-2026-11-26/grouped-gemm.csv's torch._grouped_mm
+  and 0.88-1.17x of its per-expert loop), one launch each, never faster than the host issues them; permutation, SwiGLU and router kernels memory-bound
   (`permute_s`); backward 2 x forward;
 - all-to-all (`alltoall_s`): dispatch and combine, forward and backward (4 per layer), each
   sending T/shards x k x h x e bytes per device, the busiest rank receiving ep x r times that; priced
@@ -31,7 +32,10 @@ balanced), n = r x k x ep x etp x T/shards token copies, split over its E/ep exp
 - activations (`moe_activation_bytes`): the router input and fp32 probabilities, the shared
   expert, the combine output, and per routed copy its expert input and the 3 f_e/etp wide
   SwiGLU tensors (fused: 2 f_e input + f_e down input); with recomputation "selective" (the expert
-  MLPs recomputed: Megatron's --recompute-modules moe) only the expert inputs stay.
+  MLPs recomputed: Megatron's --recompute-modules moe) only the expert inputs stay. Under fp8 the
+  GEMMs' saved inputs (expert input, down-projection input) take 1 byte per element;
+- host launches (`expert_launch_floor_s`): the expert GEMMs never run faster than the host issues
+  them, one per local expert (measured eager launch rate).
 """
 from __future__ import annotations
 
@@ -48,6 +52,12 @@ from solver_plan.hybrid.moe_model import MoEModel
 
 A2A_OVERLAPS = ("none", "shared-expert", "full")
 ALLTOALLS_PER_LAYER = 4  # dispatch and combine, forward and backward
+# Host seconds to issue one eager GEMM: torch.matmul of 1024^3 bf16 launched back to back took 13.528 us
+# each on an H100 whose GPU runs it in 5.806 us (graph-timed), so the host's launch rate set the pace
+# (data/device/h100-2026-11-26/earlier-calls/3-launched-back-to-back/calibration.csv against the folder's
+# calibration.csv; PyTorch 2.11, CUDA 13.0).
+HOST_GEMM_LAUNCH_S = 13.528e-6
+EXPERT_GEMMS_FORWARD = 2  # per local expert: gate/up and down (backward: their dgrad and wgrad, 2 x as many)
 
 
 @dataclass(frozen=True)
@@ -123,7 +133,8 @@ def grouped_gemm_s(cluster: Cluster, model: MoEModel, b: int, shards: int, ep: i
     given more than the balanced n = k ep etp T / (shards E) copies runs them at the balanced GEMM's
     seconds per copy: a GEMM's seconds per row never grow with its rows (roofline), so with this
     rule the busiest rank of a skewed load is never priced below the balanced rank (its copies are
-    at least the balanced rank's; no credit for the larger GEMMs' efficiency)."""
+    at least the balanced rank's; no credit for the larger GEMMs' efficiency). Never below
+    `expert_launch_floor_s`: the host issues those GEMMs one by one."""
     device = cluster.device
     group = model.top_k * ep * etp * b * model.seq / shards  # copies routed in the group; n_j = share_j x group
     balanced = group / model.experts
@@ -140,7 +151,20 @@ def grouped_gemm_s(cluster: Cluster, model: MoEModel, b: int, shards: int, ep: i
             seconds += count * gemms_s(balanced) * n / balanced
         elif n > 0:
             seconds += count * gemms_s(n)
-    return seconds
+    return max(seconds, expert_launch_floor_s(model, ep))
+
+
+def expert_launch_floor_s(model: MoEModel, ep: int) -> float:
+    """Forward seconds the host needs to issue the busiest rank's expert GEMMs: E/ep local experts x 2
+    GEMMs x HOST_GEMM_LAUNCH_S (backward 2 x: dgrad and wgrad of each). Transformer Engine's
+    GroupedLinear (Megatron-core --moe-grouped-gemm) issues one cuBLAS GEMM per local expert
+    (`grouped_gemm_s`), so when the GPU runs an expert's GEMM faster than the host issues it (fine-
+    grained experts: few tokens each, fp8 on Blackwell) the host sets the pace; under dropless routing
+    the dispatcher's device-to-host synchronisation before the all-to-all (Megatron-core
+    MoEAlltoAllTokenDispatcher, cuda_sync_point "before_ep_alltoall") empties the GPU's queue in every
+    MoE layer, so the host cannot have issued them ahead. Independent of the routing (every local
+    expert is launched), so a skewed load is never priced below a balanced one."""
+    return EXPERT_GEMMS_FORWARD * (model.experts // ep) * HOST_GEMM_LAUNCH_S
 
 
 def permute_s(cluster: Cluster, model: MoEModel, b: int, shards: int, ep: int, etp: int, routing: Routing,
@@ -206,19 +230,28 @@ def exposed_alltoall_s(alltoall_total_s: float, overlap: str, shared_expert_s: f
 
 
 def moe_activation_bytes(model: MoEModel, b: int, shards: int, ep: int, etp: int, routing: Routing, recompute: str,
-                         element_bytes: float) -> float:
+                         element_bytes: float, gemm_input_bytes: float | None = None) -> float:
     """Bytes one MoE layer's MLP part keeps for backward per micro-batch on the busiest rank
-    (module docstring): e T (h + s_w) / shards for the router input and shared expert (s_w = 3 f_s),
-    4 T E / shards fp32 probabilities, e T k h / shards combine output, and e n (h + 3 f_e / etp) for the n
-    routed copies (e n h with selective recomputation of the experts); full recomputation: none
-    (the layer input is counted with the layer)."""
+    (module docstring), with e bytes per activation and g per saved GEMM input (g = e, or 1 under
+    fp8: Transformer Engine's linears save their fp8-cast input for the backward's fp8 GEMMs, the
+    "50% activation reduction: stores linear layer inputs in FP8" of Megatron-core's MoE README;
+    MXFP8's 1/32 byte of scales not counted): T / shards x (e h router input, e k h combine output,
+    and for a shared expert of width f_s its SwiGLU input e 2 f_s, its down-projection input g f_s and,
+    when g < e, its own g h copy of the input), 4 T E / shards fp32 probabilities, and per routed copy
+    g h expert input + e 2 f_e / etp SwiGLU input + g f_e / etp down-projection input (g h alone with
+    selective recomputation of the experts); full recomputation: none (the layer input is counted
+    with the layer)."""
     if recompute == "full":
         return 0.0
+    e = element_bytes
+    g = e if gemm_input_bytes is None else gemm_input_bytes
     tokens = b * model.seq / shards
     n = routed_copies(model, b, shards, ep, etp, routing)
-    routed = n * (model.hidden + (0.0 if recompute == "selective" else 3.0 * model.expert_ffn / etp))
-    return (element_bytes * tokens * (model.hidden + 3.0 * model.shared_ffn + model.top_k * model.hidden)
-            + 4.0 * tokens * model.experts + element_bytes * routed)
+    f = model.expert_ffn / etp
+    routed = n * g * model.hidden + (0.0 if recompute == "selective" else n * f * (2.0 * e + g))
+    shared = model.shared_ffn * (2.0 * e + g) + (g * model.hidden if model.shared_ffn and g < e else 0.0)
+    return (tokens * (e * model.hidden + shared + e * model.top_k * model.hidden)
+            + 4.0 * tokens * model.experts + routed)
 
 
 def a2a_buffer_bytes(model: MoEModel, b: int, shards: int, ep: int, etp: int, routing: Routing,

@@ -80,6 +80,16 @@ class MoEModel:
         mla = len(self.attention_gemms) == 5
         return (self.attention_gemms[1], self.attention_gemms[3]) if mla else self.attention_gemms[:3]
 
+    @property
+    def attention_saved_gemm_inputs(self) -> int:
+        """Elements per token of `attention_stored` that are inputs of the attention's GEMMs (what
+        Transformer Engine saves in fp8 under fp8 training): the output projection's input (the
+        context, heads x v head dim) and, with MLA, the q_b and kv_b inputs (the q and kv latents).
+        The norm output that feeds the first projections is counted apart (one of the 2 h)."""
+        if len(self.attention_gemms) == 5:
+            return self.attention_gemms[1][0] + self.attention_gemms[3][0] + self.attention_gemms[4][0]
+        return self.attention_gemms[-1][0]
+
     @cached_property
     def attention_params(self) -> int:
         """Parameters of one layer's attention: its projections (sum of in x out) plus extras (biases, MLA's

@@ -4,7 +4,9 @@ on thousands of GPUs are searched by moe_plan.py):
   (roofline with the device's efficiency curves, in the precision's compute dtype; in fp8 with the
   casts of `cost.kernels.fp8_cast_bytes` around every dense and expert GEMM); attention core
   2 s (scores + values width) FLOPs per token, halved where the runtime's kernel skips the causal
-  half; backward = 2 x forward; router GEMM on each device's T/tp tokens;
+  half; backward = 2 x forward; router GEMM on each device's T/tp tokens. Under fp8 only the
+  Transformer Engine linears run in fp8: the attention core, the router and the output head stay in
+  the activation dtype (`Context.activation_dtype`), and the GEMMs' saved inputs take 1 byte;
 - tensor parallelism with sequence parallelism: all-gather + reduce-scatter of T h e bytes around the
   attention and around the dense MLP / shared expert, forward and backward, exposed as the runtime
   overlaps them (stage_cost.tp_overlap_exposed_s);
@@ -21,6 +23,7 @@ on thousands of GPUs are searched by moe_plan.py):
 - step = schedule.pipeline_s (1F1B: sum + (m - 1) max; interleaved v: (m + (p - 1)/v) max on the
   same cut) + exposed gradient sync of the dense parameters over dp and of the experts over edp
   (schedule.sync_parts / exposed_sync_s, each with its group's stride) + Adam steps;
+- `step_breakdown`: the step's seconds by term at the slowest stage (scripts/bench_moe.py prints it);
 - memory per device of each stage: weights, gradients, optimizer (ZeRO-1 = Megatron's distributed
   optimizer: dense over dp, experts over edp), activations x in-flight micro-batches
   (memory.in_flight_microbatches), recomputation working set, p2p and all-to-all buffers, the
@@ -33,7 +36,7 @@ from dataclasses import dataclass, field
 
 from solver_plan.cluster import Cluster
 from solver_plan.cost.collectives import collective_time
-from solver_plan.cost.compute import attention_time, compute_time
+from solver_plan.cost.compute import compute_time
 from solver_plan.cost.routing import parse_load
 from solver_plan.errors import InputError
 from solver_plan.hybrid import memory as mem
@@ -58,6 +61,7 @@ class Context:
     runtime: object
     routing_load: object
     a2a_overlap: str = "none"
+    activation_dtype: str = "bf16"  # what runs outside fp8: attention core, router, output head
     cache: dict = field(default_factory=dict, compare=False, hash=False, repr=False)  # layer costs by key
 
 
@@ -71,6 +75,7 @@ class LayerCost:
     working_bytes: float  # while its backward recomputes
     alltoall_s: float = 0.0  # exposed, included in forward/backward
     buffer_bytes: float = 0.0  # all-to-all dispatch and combine buffers (MoE layers)
+    terms: tuple[tuple[str, float], ...] = ()  # (name, forward + backward + recompute seconds): the breakdown
 
 
 @dataclass(frozen=True)
@@ -143,38 +148,55 @@ class MoEPlan:
                 "stages": [s.to_dict() for s in self.stages]}
 
 
-def _gemm_s(ctx: Context, rows: float, k: int, n: int, tp_split: int) -> float:
-    """Forward seconds of x[rows, k] W[k, n] with W split tp_split ways."""
+def _gemm_s(ctx: Context, rows: float, k: int, n: int, tp_split: int, dtype: str | None = None) -> float:
+    """Forward seconds of x[rows, k] W[k, n] with W split tp_split ways, in `dtype` (default: the
+    compute dtype)."""
     e = ctx.state.activations
     flops = 2.0 * rows * k * n / tp_split
     moved = e * (rows * k + k * n / tp_split + rows * n / tp_split)
-    return compute_time(ctx.cluster, flops, moved, dtype=ctx.dtype)
+    return compute_time(ctx.cluster, flops, moved, dtype=dtype or ctx.dtype)
 
 
 def _fp8_casts_s(ctx: Context, inputs: float, outputs: float) -> tuple[float, float]:
     """(forward, backward) seconds of the casts around fp8 GEMMs with `inputs` input and `outputs`
     output elements per device (`cost.kernels.fp8_cast_bytes`, memory-bound, as hybrid/stage_cost.py
-    prices them), when the GEMMs run in fp8; nothing otherwise."""
+    prices them), when the GEMMs run in fp8; nothing otherwise. Each pass writes two fp8 copies
+    (Megatron-core runs Transformer Engine: the GEMM's and the weight gradient's)."""
     from solver_plan.cost.compute import memory_time
     from solver_plan.cost.kernels import fp8_cast_bytes
 
     if ctx.dtype != "fp8" or not ctx.runtime.kernels.fp8_gemms:
         return 0.0, 0.0
-    forward, backward = fp8_cast_bytes(inputs, outputs, ctx.state.activations)
+    forward, backward = fp8_cast_bytes(inputs, outputs, ctx.state.activations, fp8_copies=2)
     return memory_time(ctx.cluster.device, forward), memory_time(ctx.cluster.device, backward)
 
 
-def _core_s(ctx: Context, b: int, tp: int) -> float:
-    """Forward seconds of the attention core of b sequences on tp shards (fused kernel where the
-    device has its efficiency, the roofline otherwise)."""
+def _core_s(ctx: Context, b: int, shards: int, cp: int) -> tuple[float, float]:
+    """(forward, backward) seconds of the attention core of b sequences on `shards` (tp x cp) ranks,
+    as the runtime's kernel runs it: `cost.attention.attention_core_seconds`, the definition the
+    dense and per-operator paths use (a causal fused kernel at the device's measured efficiency for
+    the kernel family and the rank's query length s / cp, backward 2.5x the forward; unfused, the
+    scores' HBM passes). In the activation dtype: fp8 training keeps the attention core in 16 bits
+    (Transformer Engine's fp8_dot_product_attention, Megatron-core's --fp8-dot-product-attention, is
+    off by default and in none of the published recipes)."""
+    from solver_plan.cost.attention import attention_core_seconds
+
     model, kernels = ctx.model, ctx.runtime.kernels
-    flops = b * model.seq * model.attention_core_flops_per_token() / tp
-    if kernels.causal_skip:
-        flops /= 2.0
-    moved = ctx.state.activations * b * model.seq * (2 * model.scores_width + 2 * model.values_width) / tp
-    fused = attention_time(ctx.cluster, flops, moved, kernels.attention_backend or "flash2", ctx.dtype) \
-        if kernels.flash_attention else None
-    return fused if fused is not None else compute_time(ctx.cluster, flops, moved, dtype=ctx.dtype)
+    flops = b * model.seq * model.attention_core_flops_per_token() / shards  # every score: the dense count
+    moved = ctx.state.activations * b * model.seq * (2 * model.scores_width + 2 * model.values_width) / shards
+    dtype = ctx.activation_dtype
+    return attention_core_seconds(
+        ctx.cluster, flops=flops, hbm_bytes=moved, dense_forward_s=compute_time(ctx.cluster, flops, moved, dtype=dtype),
+        fused=kernels.flash_attention, causal_skip=kernels.causal_skip, backend=kernels.attention_backend, dtype=dtype,
+        query_length=model.seq / cp, score_elements=b * model.heads * model.seq * model.seq / shards,
+        element_bytes=ctx.state.activations, dropout=kernels.attention_dropout)
+
+
+def _saved_gemm_input_bytes(ctx: Context) -> float:
+    """Bytes per element of what the GEMMs save for backward: 1 when they run in fp8 (Transformer
+    Engine keeps the fp8-cast input for the backward's fp8 dgrad / wgrad GEMMs), the activation's
+    bytes otherwise."""
+    return 1.0 if ctx.dtype == "fp8" and ctx.runtime.kernels.fp8_gemms else ctx.state.activations
 
 
 def _tp_comm_s(ctx: Context, tokens: float, tp: int) -> float:
@@ -222,32 +244,34 @@ def _price_layer(ctx: Context, is_moe: bool, tp: int, b: int, ep: int, etp: int,
     shared = model.shared_ffn if is_moe else 0
     gemm_fwd = sum(_gemm_s(ctx, tokens, k, n, tp) for k, n in gemms)
     shared_fwd = sum(_gemm_s(ctx, tokens, k, n, tp) for k, n in gemms[len(model.attention_gemms):]) if shared else 0.0
-    core_fwd = _core_s(ctx, b, shards)
+    core_fwd, core_bwd = _core_s(ctx, b, shards, cp)
     regions = 1 + (1 if (not is_moe or shared) else 0)  # attention, and the dense MLP / shared expert
     comm = tp_overlap_exposed_s(regions * _tp_comm_s(ctx, tokens, tp), 3.0 * gemm_fwd, tp, ctx.runtime)
     comm += _cp_comm_s(ctx, tokens, tp, cp, core_fwd)
     cast_fwd, cast_bwd = _fp8_casts_s(ctx, tokens / tp * sum(k for k, _ in gemms),
                                       tokens / tp * sum(n for _, n in gemms))
     forward = gemm_fwd + core_fwd + comm / 2.0 + cast_fwd
-    backward = 2.0 * (gemm_fwd + core_fwd) + comm / 2.0 + cast_bwd
-    stored = e * tokens * (2 * model.hidden + model.attention_stored) / tp + 4.0 * model.heads * tokens / tp
+    backward = 2.0 * gemm_fwd + core_bwd + comm / 2.0 + cast_bwd
+    g = _saved_gemm_input_bytes(ctx)
+    stored = (e * tokens * (2 * model.hidden + model.attention_stored) / tp + 4.0 * model.heads * tokens / tp
+              - (e - g) * tokens * (model.hidden + model.attention_saved_gemm_inputs) / tp)
     expert_fwd = a2a = 0.0
     if is_moe:
-        router = compute_time(ctx.cluster, 2.0 * tokens / tp * model.hidden * model.experts,
-                              e * tokens / tp * (model.hidden + model.experts), dtype=ctx.dtype)
+        router = compute_time(ctx.cluster, 2.0 * tokens / tp * model.hidden * model.experts,  # never fp8: a torch
+                              e * tokens / tp * (model.hidden + model.experts), dtype=ctx.activation_dtype)  # linear
         expert_fwd = (moe.grouped_gemm_s(ctx.cluster, model, b, shards, ep, etp, routing, ctx.dtype, e) + router
                       + moe.permute_s(ctx.cluster, model, b, shards, ep, etp, routing, e))
         etp_s = moe.etp_comm_s(ctx.cluster, model, b, shards, ep, etp, routing, e)
         raw = moe.ALLTOALLS_PER_LAYER * moe.alltoall_s(ctx.cluster, model, b, shards, ep, etp, routing, e)
-        a2a = moe.exposed_alltoall_s(raw, ctx.a2a_overlap, 3.0 * shared_fwd, 3.0 * (gemm_fwd + core_fwd + expert_fwd))
+        a2a = moe.exposed_alltoall_s(raw, ctx.a2a_overlap, 3.0 * shared_fwd, 3.0 * (gemm_fwd + expert_fwd) + core_fwd + core_bwd)
         expert_cast_fwd, expert_cast_bwd = _fp8_casts_s(ctx, *moe.expert_gemm_elements(model, b, shards, ep, etp,
                                                                                        routing))
         forward += expert_fwd + (a2a + etp_s) / 2.0 + expert_cast_fwd
         backward += 2.0 * expert_fwd + (a2a + etp_s) / 2.0 + expert_cast_bwd
-        mlp_none = moe.moe_activation_bytes(model, b, shards, ep, etp, routing, "none", e)
-        mlp_selective = moe.moe_activation_bytes(model, b, shards, ep, etp, routing, "selective", e)
+        mlp_none = moe.moe_activation_bytes(model, b, shards, ep, etp, routing, "none", e, g)
+        mlp_selective = moe.moe_activation_bytes(model, b, shards, ep, etp, routing, "selective", e, g)
     else:
-        mlp_none = mlp_selective = e * tokens * 3.0 * model.dense_ffn / tp
+        mlp_none = mlp_selective = (2.0 * e + g) * tokens * model.dense_ffn / tp
     if recompute == "full":  # the layer input kept; one layer's activations while it recomputes
         kept, working, extra = e * tokens * model.hidden / tp, stored + mlp_none, forward
     elif recompute == "selective":  # per-head q, k, v from their GEMMs, and the experts' MLPs
@@ -258,7 +282,16 @@ def _price_layer(ctx: Context, is_moe: bool, tp: int, b: int, ep: int, etp: int,
     else:
         kept, working, extra = stored + mlp_none, 0.0, 0.0
     buffers = moe.a2a_buffer_bytes(model, b, shards, ep, etp, routing, e) if is_moe else 0.0
-    return LayerCost(forward, backward, extra, kept, working, a2a, buffers)
+    attention_fwd = sum(_gemm_s(ctx, tokens, k, n, tp) for k, n in model.attention_gemms)
+    terms = {"attention GEMMs": 3.0 * attention_fwd, "dense/shared GEMMs": 3.0 * (gemm_fwd - attention_fwd),
+             "attention core": core_fwd + core_bwd, "tp/cp comm": comm, "fp8 casts": cast_fwd + cast_bwd,
+             "recompute": extra}
+    if is_moe:
+        grouped = moe.grouped_gemm_s(ctx.cluster, model, b, shards, ep, etp, routing, ctx.dtype, e)
+        terms.update({"router": 3.0 * router, "grouped GEMMs": 3.0 * grouped,
+                      "permute/unpermute": 3.0 * (expert_fwd - grouped - router), "all-to-all": a2a, "etp comm": etp_s,
+                      "fp8 casts": terms["fp8 casts"] + expert_cast_fwd + expert_cast_bwd})
+    return LayerCost(forward, backward, extra, kept, working, a2a, buffers, tuple(terms.items()))
 
 
 def _costs(ctx: Context, p: MoEPoint) -> tuple[LayerCost, LayerCost]:
@@ -269,9 +302,11 @@ def _costs(ctx: Context, p: MoEPoint) -> tuple[LayerCost, LayerCost]:
 
 def _ends_s(ctx: Context, p: MoEPoint) -> tuple[float, float]:
     """(first-stage extra, last-stage extra) per micro-batch: the embedding lookup is free; the last
-    stage runs the final projection (h x V / tp) forward and backward and its fp32 loss."""
+    stage runs the final projection (h x V / tp) forward and backward and its fp32 loss, in the
+    activation dtype (Megatron-core's output_layer is its own ColumnParallelLinear, not a Transformer
+    Engine module, so fp8_autocast leaves it in 16 bits)."""
     tokens = p.micro_batch_size * ctx.model.seq / p.cp
-    head = 3.0 * _gemm_s(ctx, tokens, ctx.model.hidden, ctx.model.vocab, p.tp)
+    head = 3.0 * _gemm_s(ctx, tokens, ctx.model.hidden, ctx.model.vocab, p.tp, ctx.activation_dtype)
     return 0.0, head
 
 
@@ -460,4 +495,26 @@ def make_context(model, cluster: Cluster, global_batch: int, memory_limit, routi
         raise InputError(f"expects one of {', '.join(moe.A2A_OVERLAPS)}, got {a2a_overlap!r}", "a2a_overlap")
     return Context(model, cluster, global_batch, _memory_limit(memory_limit, cluster), mem.precision_state(prec),
                    prec.compute.value, prec.name, resolve_runtime(runtime), parse_load(routing, model.experts),
-                   a2a_overlap)
+                   a2a_overlap, prec.activations.value)
+
+
+def step_breakdown(ctx: Context, plan: MoEPlan) -> dict[str, float]:
+    """Seconds of a priced plan's step by term, at its slowest stage: each layer term (`LayerCost.terms`)
+    x that stage's layers x the micro-batches, its output head and p2p, the pipeline bubble
+    (pipeline_s - m x the slowest stage's time), the exposed gradient sync and the optimizer step;
+    the values sum to `plan.step_time_s`."""
+    p = plan.point
+    dense_cost, moe_cost = _costs(ctx, p)
+    slowest = max(plan.stages, key=lambda s: s.time_per_microbatch_s)
+    out: dict[str, float] = {}
+    for cost, count in ((dense_cost, slowest.layers - slowest.moe_layers), (moe_cost, slowest.moe_layers)):
+        for name, seconds in cost.terms:
+            out[name] = out.get(name, 0.0) + count * seconds * p.micro_batches
+    first, last = _ends_s(ctx, p)
+    ends = (first if slowest.index == 0 else 0.0) + (last if slowest.index == p.pp - 1 else 0.0)
+    out["output head"] = ends * p.micro_batches
+    out["p2p"] = _p2p_s(ctx, p) * p.micro_batches
+    out["bubble"] = plan.pipeline_s - slowest.time_per_microbatch_s * p.micro_batches
+    out["gradient sync"] = plan.dp_sync_s
+    out["optimizer"] = plan.optimizer_s
+    return out

@@ -14,10 +14,10 @@ between them are laid out (sequence splits, replication) is the per-operator sol
 Times of the chosen configuration:
 - compute: the cost model's roofline time of each operator (`compute_time` with the device's
   efficiency curves; backward = 2 kernels of the forward's size; the attention core as the
-  runtime's kernel runs it, `cost.kernels.attention_kernel_factors`, at the device's measured
-  efficiency for that kernel family, `_fused_attention_s`), plus the memory traffic of the attention
-  scores an unfused runtime adds (`score_traffic_s`), fp8 casts (`fp8_cast_s`) and eager
-  normalisation / rotary passes (`norm_rope_s`), times a calibration factor `compute_scale`;
+  runtime's kernel runs it, `cost.attention`, the definition the per-operator path uses too: a
+  causal fused kernel at the device's measured efficiency for that kernel family, or an unfused one
+  with the scores' HBM passes), fp8 casts (`fp8_cast_s`) and eager normalisation / rotary passes
+  (`norm_rope_s`), times a calibration factor `compute_scale`;
 - communication: the cost model's collectives and redistributions of that configuration (in the
   training precision's bytes: the cost model narrows the graph's fp32 tensors itself), less what
   the runtime hides under the GEMMs (`tp_overlap_exposed_s`).
@@ -75,13 +75,15 @@ def _config_text(cfg) -> str:
 WEIGHT_OPS = (OpType.LINEAR, OpType.CONV2D, OpType.EMBEDDING)
 
 
-def _tensor_parallel(op, cfg, graph, tp: int) -> bool:
+def _tensor_parallel(op, cfg, graph, tp: int, column_row: bool = False) -> bool:
     """Whether `cfg` is a tensor-parallel configuration of `op` on the tp-device submesh, as the
     stage's memory terms assume (memory.stage_params: weights / t): it uses all tp devices (a
     configuration on fewer leaves the others idle while the plan counts them, the interop engineer's
     report of q, k, v and attention on 1 of 4 devices), and a weight matrix (linear, grouped
     convolution = experts, embedding table) has its weights split t ways, not replicated. Norm
-    scales may stay replicated (Megatron replicates them; 2h per norm)."""
+    scales may stay replicated (Megatron replicates them; 2h per norm). `column_row`: the runtime
+    splits each weight matrix along one dimension only (`RuntimeProfile.tensor_parallel`: Megatron's
+    column- and row-parallel layers), so a split of both (out=4, in=2) is no configuration it runs."""
     from solver_plan.cost.dims import op_layout
 
     if tp == 1:
@@ -90,20 +92,21 @@ def _tensor_parallel(op, cfg, graph, tp: int) -> bool:
         return False
     if op.op_type not in WEIGHT_OPS or op.params == 0:
         return True
-    return math.prod(cfg.degree(name) for name in op_layout(op, graph).weight_dims) == tp
+    degrees = [cfg.degree(name) for name in op_layout(op, graph).weight_dims]
+    return math.prod(degrees) == tp and not (column_row and sum(1 for d in degrees if d > 1) > 1)
 
 
-def _restrict(problem, graph, tp: int):
+def _restrict(problem, graph, tp: int, column_row: bool = False):
     """The problem restricted to candidates that do not split the sample dimension (dp is outer) and
-    are tensor parallel over the whole submesh (`_tensor_parallel`); an operator with no such
-    candidate keeps the sample-free ones (and all of them if none)."""
+    are tensor parallel over the whole submesh as the runtime runs it (`_tensor_parallel`); an
+    operator with no such candidate keeps the sample-free ones (and all of them if none)."""
     from solver_plan.intra.problem import ConfigProblem
 
     keep = []
     for name, cands in zip(problem.names, problem.candidates):
         op = graph.op(name)
         free = [c for c, cfg in enumerate(cands) if cfg.degree("sample") == 1]
-        idx = [c for c in free if _tensor_parallel(op, cands[c], graph, tp)]
+        idx = [c for c in free if _tensor_parallel(op, cands[c], graph, tp, column_row)]
         keep.append(np.array(idx or free or range(len(cands)), dtype=int))
     return ConfigProblem(
         names=problem.names, candidates=tuple(tuple(c[i] for i in k) for c, k in zip(problem.candidates, keep)),
@@ -113,32 +116,6 @@ def _restrict(problem, graph, tp: int):
         edges=problem.edges, edge_costs=tuple(m[np.ix_(keep[u], keep[v])] for (u, v), m in
                                               zip(problem.edges, problem.edge_costs)),
         num_devices=problem.num_devices, memory_limit=None, name=problem.name, context=problem.context)
-
-
-def score_traffic_s(cluster: Cluster, graph, op, n: int, element_bytes: float = 2,
-                    runtime=None) -> tuple[float, float]:
-    """(forward, backward) seconds of the attention scores' memory traffic on one of n devices,
-    which the cost model's roofline of a fused Attention operator (inputs and output only) leaves
-    out, as `runtime` (a `RuntimeProfile`; None: the default, megatron-core) runs attention:
-    `cost.kernels.attention_scores`, the one definition the per-operator cost model uses for
-    `scores="materialized"`: nothing for fused attention (FlashAttention, cuDNN fused attention);
-    for unfused attention (Megatron-LM 2021-22: baddbmm, fused softmax, dropout, bmm) the HBM passes
-    of `attention_score_traffic` (with dropout forward 6 e + 1 bytes per score element, backward
-    9 e + 1), at the HBM roofline. These are separate memory-bound kernels, so their time adds to
-    the GEMMs'. None for an Attention the graph already marks materialised (the cost model priced
-    it) or any other operator."""
-    from solver_plan.cost.compute import memory_time
-    from solver_plan.cost.kernels import attention_scores
-    from solver_plan.runtime import resolve_runtime
-
-    if op.op_type != OpType.ATTENTION or op.attrs.get("scores") == "materialized":
-        return 0.0, 0.0
-    kernels = resolve_runtime(runtime).kernels
-    batch, seq = op.outputs[0].shape[0], op.outputs[0].shape[1]
-    keys = graph.tensor(op.inputs[1]).shape[1]
-    elements = op.attr("heads") * seq * keys * batch / n
-    cost = attention_scores(elements, element_bytes, kernels.flash_attention, kernels.attention_dropout)
-    return memory_time(cluster.device, cost.forward_bytes), memory_time(cluster.device, cost.backward_bytes)
 
 
 def fp8_cast_s(cluster: Cluster, graph, op, cfg, cost_model, runtime) -> tuple[float, float]:
@@ -162,43 +139,19 @@ def _compute_s(cluster: Cluster, cost_model, graph, op, cfg, scale: float = 1.0,
     """(forward, backward) compute seconds of `op` under `cfg`, times `scale`: the cost model's
     roofline time (forward kernel + backward of two kernels its size, `CostModel.compute_seconds`,
     the one source of kernel times) split 1 : 2; the attention core as the runtime's kernel runs it
-    (`cost.kernels.attention_kernel_factors`: a causal flash kernel does half the forward work and
-    2.5x that backward), plus the attention scores' forward and backward traffic (`score_traffic_s`)
-    and fp8 casts (`fp8_cast_s`)."""
-    from solver_plan.cost.kernels import attention_kernel_factors
+    (`CostModel.attention_seconds`, i.e. `cost.attention`: a causal fused kernel at the device's
+    measured efficiency, the scores' HBM passes of an unfused one), plus fp8 casts (`fp8_cast_s`).
+    The cost model carries `runtime`'s kernels (`BlockCoster` builds it so)."""
     from solver_plan.runtime import resolve_runtime
 
     runtime = resolve_runtime(runtime)
-    forward_scores, backward_scores = score_traffic_s(cluster, graph, op, cfg.num_devices,
-                                                      cost_model.precision.activations.bytes, runtime)
     forward_casts, backward_casts = fp8_cast_s(cluster, graph, op, cfg, cost_model, runtime)
-    kernels = cost_model.node(graph, op, cfg).compute_s
-    forward_factor, backward_factor = 1.0, 2.0
-    one = kernels / 3.0
-    if op.op_type == OpType.ATTENTION and op.attrs.get("scores") != "materialized":
-        forward_factor, backward_factor = attention_kernel_factors(runtime.kernels.flash_attention,
-                                                                   runtime.kernels.causal_skip)
-        measured = _fused_attention_s(cluster, cost_model, op, cfg, runtime)
-        one = one if measured is None else measured
-    return (scale * (forward_factor * one + forward_scores + forward_casts),
-            scale * (backward_factor * one + backward_scores + backward_casts))
-
-
-def _fused_attention_s(cluster: Cluster, cost_model, op, cfg, runtime) -> float | None:
-    """One dense forward kernel of the attention core's FLOPs at the device's measured efficiency for
-    the runtime's fused kernel family (`cost.compute.attention_time`; None: no figure, or unfused). The
-    kernel runs in the activation dtype: fp8 training keeps attention in 16 bits (Transformer Engine's
-    fp8_dot_product_attention is off by default; torchao converts nn.Linear only)."""
-    from solver_plan.cost.compute import attention_time
-
-    backend = runtime.kernels.attention_backend if runtime.kernels.flash_attention else ""
-    if not backend:
-        return None
-    dtype = cost_model.precision.activations if cost_model.precision.compute.value == "fp8" \
-        else cost_model.precision.compute
-    element = cost_model.precision.activations.bytes
-    hbm = 4.0 * math.prod(op.outputs[0].shape) * element / cfg.num_shards  # q, k, v, output
-    return attention_time(cluster, op.flops / cfg.num_shards, hbm, backend, dtype, query_length=op.outputs[0].shape[1])
+    if op.op_type == OpType.ATTENTION:
+        forward, backward = cost_model.attention_seconds(graph, op, cfg)
+    else:
+        one = cost_model.node(graph, op, cfg).compute_s / 3.0
+        forward, backward = one, 2.0 * one
+    return scale * (forward + forward_casts), scale * (backward + backward_casts)
 
 
 def norm_rope_s(cluster: Cluster, spec: TransformerSpec, b: int, tp: int, runtime,
@@ -274,8 +227,9 @@ class BlockCoster:
         submesh = self.cluster.first_devices(tp)
         from solver_plan.cost.model import CostModel
 
-        cost_model = CostModel(submesh, precision=self.precision)
-        problem = _restrict(build_config_problem(graph, submesh, cost_model=cost_model), graph, tp)
+        cost_model = CostModel(submesh, precision=self.precision, runtime=self.runtime)
+        problem = _restrict(build_config_problem(graph, submesh, cost_model=cost_model), graph, tp,
+                            self.runtime.tensor_parallel == "column-row")
         left = deadline.remaining()
         # an expired deadline still gets a short solve: the block profile is needed for any plan
         result = solve(problem, self.planner, deadline if left is None or left >= BLOCK_SOLVE_FLOOR_S
@@ -316,9 +270,10 @@ class BlockCoster:
             if group[v] == "block":
                 comm += seconds
         shared_s, shared_forward_s = _shared_input_savings(graph, problem, result.assignment, cost_model, scope)
-        total["block"] -= shared_s
-        forward["block"] -= shared_forward_s
-        comm -= shared_s
+        scattered_s = _reduce_scatter_savings(graph, problem, result.assignment, submesh, cost_model, scope)
+        total["block"] -= shared_s + scattered_s
+        forward["block"] -= shared_forward_s + scattered_s
+        comm -= shared_s + scattered_s
         eager_forward, eager_backward = norm_rope_s(submesh, self.spec, b, tp, self.runtime,
                                                     cost_model.precision.activations.bytes)
         total["block"] += self.compute_scale * (eager_forward + eager_backward)
@@ -335,6 +290,55 @@ class BlockCoster:
         return BlockProfile(tp, b, total["block"], forward["block"], attention_forward, total["embed"], total["head"],
                             comm, result.status, max(0.0, min(1.0, ratio)), selective, tuple(configs["block"]),
                             tuple(configs["embed"]), tuple(configs["head"]))
+
+
+def _reduce_scatter_savings(graph, problem, assignment, cluster: Cluster, cost_model, scope: str) -> float:
+    """Forward seconds the cost model counts more than the runtime pays where an operator's partial
+    sums (a split reduction dimension: Megatron's row-parallel linear) feed a consumer that keeps
+    only its 1/k share of them on the same k devices (a sequence-split residual or norm). The cost
+    model all-reduces the partial output at the operator (`CostModel` forward collective) and the
+    consumer's slice is free; the runtime reduce-scatters instead (Korthikanti et al. 2022, section
+    4.2.2: with sequence parallelism the g operator is a reduce-scatter; DTensor's Partial -> Shard),
+    so all-reduce - reduce-scatter of the output is taken back, once per operator. The backward's
+    all-gather stays on the edge, as the cost model prices it."""
+    from solver_plan.cost.collectives import collective_time
+    from solver_plan.cost.dims import op_layout
+    from solver_plan.cost.tiles import box_volume, tile_boxes
+
+    saved = 0.0
+    done: set[int] = set()
+    consumers: dict[int, list[int]] = {}
+    for u, v in problem.edges:
+        consumers.setdefault(u, []).append(v)
+    for u, targets in consumers.items():
+        name = problem.names[u]
+        if not name.startswith(scope):
+            continue
+        op = graph.op(name)
+        cfg = problem.candidates[u][assignment[u]]
+        layout = op_layout(op, graph)
+        group = math.prod(cfg.degree(layout.names[i]) for i in layout.reduction_dims)
+        if group <= 1 or len(cfg.devices) != group or not op.outputs:
+            continue
+        tensor = op.outputs[0]
+        for v in targets:
+            consumer = graph.op(problem.names[v])
+            if tensor.name not in consumer.inputs or u in done:
+                continue
+            cfg_v = problem.candidates[v][assignment[v]]
+            if set(cfg_v.devices) != set(cfg.devices):
+                continue
+            layout_v = op_layout(consumer, graph)
+            axes = layout_v.input_axes[consumer.inputs.index(tensor.name)]
+            share = float(box_volume(tile_boxes(cfg_v, layout_v.names, axes, tensor.shape)).max())
+            if share * group != math.prod(tensor.shape):  # the consumer keeps 1/k of the sums on each device
+                continue
+            nbytes = math.prod(tensor.shape) * cost_model.element_bytes(tensor.dtype_bytes)
+            per_node = min(group, cluster.devices_per_node)
+            saved += max(0.0, collective_time(cluster, "all_reduce", nbytes, group, per_node)
+                         - collective_time(cluster, "reduce_scatter", nbytes, group, per_node))
+            done.add(u)
+    return saved
 
 
 def _shared_input_savings(graph, problem, assignment, cost_model, scope: str) -> tuple[float, float]:

@@ -132,6 +132,16 @@ class RuntimeProfile:
     # gradients): with one micro-batch per step they appear during the backward as the activations go
     # (hybrid/memory.py stage_memory)
     gradients_freed: bool = False
+    # how the runtime splits a block's weight matrices over the tensor-parallel group: "column-row"
+    # (each matrix along one dimension: Megatron's ColumnParallelLinear / RowParallelLinear, torch's
+    # ColwiseParallel / RowwiseParallel) or "any" (whatever the per-operator solver picks, 2-D splits
+    # included: only a runtime executing per-operator plans, e.g. DTensor, runs those)
+    tensor_parallel: str = "column-row"
+
+    def __post_init__(self):
+        if self.tensor_parallel not in ("column-row", "any"):
+            raise InputError(f"tensor_parallel must be column-row or any, got {self.tensor_parallel!r}",
+                             "tensor_parallel")
 
     def to_dict(self) -> dict:
         """JSON-ready dict of the profile's name, kernels, overlap and memory reserve."""
@@ -172,6 +182,9 @@ MEGATRON_CORE = RuntimeProfile(
         ("pp_p2p", "megatron/core/pipeline_parallel/schedules.py forward_backward_pipelining_with_interleaving "
                    "(config.overlap_p2p_comm; --no-overlap-p2p-communication turns it off)"),
         ("tp_comm", "--tp-comm-overlap is off by default (needs Transformer Engine userbuffers)"),
+        ("tensor_parallel", "megatron/core/tensor_parallel/layers.py ColumnParallelLinear (linear_qkv, linear_fc1) and "
+                            "RowParallelLinear (linear_proj, linear_fc2): each weight split along one dimension "
+                            "(Shoeybi et al. 2019, section 3)"),
         ("cuda_context", "CUDA 12 lazy module loading (CUDA_MODULE_LOADING=LAZY, PyTorch's default since 2.0)"),
         ("workspace", "Transformer Engine get_workspace(): 32 MiB cuBLAS workspace on Hopper; PyTorch's cuBLAS "
                       "workspace :4096:8 = 32 MiB"),
@@ -200,6 +213,7 @@ MEGATRON_2021 = RuntimeProfile(
         ("pp_p2p", "megatron/p2p_communication.py: blocking batch_isend_irecv + wait; scatter-gather of the "
                    "activation across tensor-parallel ranks (--scatter-gather-tensors-in-pipeline, default on)"),
         ("bucket", "40 MB buckets (the hybrid model's earlier fixed figure; PyTorch DDP 25 MiB)"),
+        ("tensor_parallel", "megatron/mpu/layers.py ColumnParallelLinear / RowParallelLinear (2021-22)"),
         ("cuda_context", "CUDA 11 without lazy loading: about 1 GiB of context and kernels"),
     ))
 
@@ -220,6 +234,8 @@ DEEPSPEED = RuntimeProfile(
         ("p2p_scatter_gather", "deepspeed/runtime/pipe/engine.py _exec_send_activations: every rank sends its whole "
                                "activation tensor to its peer of the next stage (no split across tensor-parallel ranks)"),
         ("bucket", "zero_optimization.reduce_bucket_size and allgather_bucket_size default 5e8 elements"),
+        ("tensor_parallel", "Megatron-DeepSpeed megatron/mpu/layers.py: Megatron's ColumnParallelLinear / "
+                            "RowParallelLinear"),
         ("fragmentation", "DeepSpeed docs note memory fragmentation (contiguous_gradients exists to reduce it); "
                           "assumed 10%, to be replaced by a measurement (scripts/measure_device.py)"),
     ))
@@ -261,6 +277,8 @@ TORCHTITAN = RuntimeProfile(
                       "on the autograd engine's thread with its own handle (measured: an eager block's allocation "
                       "before the step is weights + grads + input + 65 MiB, data/device/h100-2026-11-26/blocks.csv)"),
         ("tp_comm", "experimental.enable_async_tensor_parallel default false"),
+        ("tensor_parallel", "torchtitan parallelize_llama.py apply_tp: ColwiseParallel for wq, wk, wv, w1, w3, "
+                            "RowwiseParallel for wo and w2, SequenceParallel for the norms"),
         ("fp32_gradients", "torchtitan parallelize_llama.py apply_fsdp: MixedPrecisionPolicy(param_dtype=bfloat16, "
                            "reduce_dtype=float32) (training.mixed_precision_reduce default float32)"),
         ("sharded_fp32_params", "FSDP2 keeps the sharded parameters in fp32 and all-gathers bf16 casts of them"),

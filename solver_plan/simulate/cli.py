@@ -25,7 +25,7 @@ def run(args) -> int:
     from solver_plan.files import check_output_path
     from solver_plan.graph.resolve import resolve_model
     from solver_plan.cost.model import CostModel
-    from solver_plan.simulate.plan_file import load_plan_json, plan_precision, read_plan_json
+    from solver_plan.simulate.plan_file import load_plan_json, plan_precision, plan_runtime, read_plan_json
     from solver_plan.simulate.simulator import simulate_strategy
     from solver_plan.simulate.timeline import format_simulation
     from solver_plan.simulate.trace import write_chrome_trace
@@ -44,8 +44,9 @@ def run(args) -> int:
     graph = resolve_model(model)
     cluster = resolve_plan_cluster(cluster_spec, args.devices)
     strategy = load_plan_json(args.plan, graph, cluster)
-    # priced as the plan was: its precision (older plans: the default `plan` used)
-    cost_model = CostModel(cluster, precision=plan_precision(data, graph, cluster, args.plan))
+    # priced as the plan was: its precision and runtime (older plans: the defaults `plan` used)
+    cost_model = CostModel(cluster, precision=plan_precision(data, graph, cluster, args.plan),
+                           runtime=plan_runtime(data, args.plan))
     sim = simulate_strategy(graph, cluster, strategy, cost_model)
     print(f"{graph.name} on {cluster.describe()}; precision {cost_model.precision.name}")
     print(format_simulation(sim, max_rows=args.rows))

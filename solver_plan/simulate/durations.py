@@ -2,7 +2,9 @@
 
 - A compute task (one shard, forward or backward) takes the cost model's per-device compute time
   plus the operator's own collectives (partial-sum and input-gradient all-reduces block the
-  operator), split between forward and backward as the measured times say, or 1 : BACKWARD_FACTOR.
+  operator), split between forward and backward as the measured times say, as the runtime's
+  attention kernel splits them (`CostModel.attention_seconds`: a fused kernel's backward is 2.5x its
+  forward), or 1 : BACKWARD_FACTOR.
 - A gradient-synchronisation task takes the cost model's ring all-reduce time of the parameter
   shard (every link of the ring is busy for the whole collective).
 - A transfer of b bytes from device a to device c takes alpha + b x beta_p2p on their link level
@@ -15,6 +17,7 @@ from solver_plan.cost.collectives import p2p_time
 from solver_plan.cost.config import ParallelConfig
 from solver_plan.cost.model import BACKWARD_FACTOR, CostModel
 from solver_plan.graph.ir import Graph, Operator
+from solver_plan.graph.ops import OpType
 
 
 class TaskTimes:
@@ -32,6 +35,9 @@ class TaskTimes:
         if op.measured is not None:
             total = op.measured.forward_s + op.measured.backward_s
             forward_share = op.measured.forward_s / total if total > 0 else 0.5
+        elif op.op_type == OpType.ATTENTION:
+            forward, backward = self.cost_model.attention_seconds(self.graph, op, cfg)
+            forward_share = forward / (forward + backward) if forward + backward > 0 else 0.5
         else:
             forward_share = 1.0 / (1.0 + BACKWARD_FACTOR)
         return busy * forward_share, busy * (1.0 - forward_share)

@@ -124,6 +124,17 @@ def plan_precision(data: dict, graph: Graph, cluster: Cluster, where: str):
     return precision
 
 
+def plan_runtime(data: dict, where: str):
+    """The `RuntimeProfile` a plan was priced with: its "runtime" key, or for plans without one the
+    default (megatron-core)."""
+    from solver_plan.runtime import resolve_runtime
+
+    name = data.get("runtime")
+    if name is not None and not isinstance(name, str):
+        raise InputError(f"'runtime' must be a runtime's name, got {name!r}", f"{where} field 'runtime'")
+    return resolve_runtime(name, f"{where} field 'runtime'")
+
+
 def load_plan_json(path: str | Path, graph: Graph, cluster: Cluster) -> dict[str, ParallelConfig]:
     """The strategy (operator name -> configuration) of a plan file, validated."""
     data = read_plan_json(path)

@@ -233,7 +233,8 @@ ATTRS: dict[OpType, dict[str, str]] = {  # type -> attribute -> check (kinds: _K
     OpType.SOFTMAX: {"axis": "integer"},  # -1: the last axis, as in PyTorch
     OpType.EMBEDDING: {"num_embeddings": "positive", "embedding_dim": "positive", "tied_to": "name"},
     OpType.LSTM: {"input_size": "positive", "hidden_size": "positive", "reverse": "bool"},
-    OpType.ATTENTION: {"heads": "positive", "kv_heads": "positive", "scores": "scores", "dropout": "bool"},
+    OpType.ATTENTION: {"heads": "positive", "kv_heads": "positive", "scores": "scores", "dropout": "bool",
+                       "causal": "bool"},
     OpType.CONCAT: {"axis": "index"},
     OpType.SPLIT: {"axis": "index", "sizes": "shape"},
     OpType.RESHAPE: {"shape": "shape"},

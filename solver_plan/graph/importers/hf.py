@@ -188,9 +188,9 @@ def _t5(cfg: _Config, opts: dict, name: str) -> Graph:
     def stack(x: Tensor, layers: int, memory: Tensor | None) -> Tensor:
         for index in range(layers):
             with b.scope(f"block.{index}"):
-                with b.scope("self_attn"):
-                    x = b.add_(x, _attention(b, _rms(b, x, "layer_norm"), heads, heads, head_dim, False, False),
-                               name="residual")
+                with b.scope("self_attn"):  # causal in the decoder (the stack with a memory) only
+                    x = b.add_(x, _attention(b, _rms(b, x, "layer_norm"), heads, heads, head_dim, False, False,
+                                             causal=memory is not None), name="residual")
                 if memory is not None:
                     with b.scope("cross_attn"):
                         h = _attention(b, _rms(b, x, "layer_norm"), heads, heads, head_dim, False, False, memory)

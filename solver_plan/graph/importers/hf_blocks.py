@@ -88,20 +88,23 @@ def _head_norm(b: GraphBuilder, x: Tensor, head_dim: int, name: str) -> Tensor:
 
 
 def _attention(b: GraphBuilder, x: Tensor, heads: int, kv_heads: int, head_dim: int, qkv_bias: bool,
-               out_bias: bool, memory: Tensor | None = None, qk_norm: bool = False) -> Tensor:
+               out_bias: bool, memory: Tensor | None = None, qk_norm: bool = False, causal: bool = True) -> Tensor:
     source = x if memory is None else memory
     q = b.linear(x, heads * head_dim, qkv_bias, name="q_proj")
     k = b.linear(source, kv_heads * head_dim, qkv_bias, name="k_proj")
     v = b.linear(source, kv_heads * head_dim, qkv_bias, name="v_proj")
     if qk_norm:
         q, k = _head_norm(b, q, head_dim, "q_norm"), _head_norm(b, k, head_dim, "k_norm")
-    return _core(b, q, k, v, heads, kv_heads, x.shape[-1], out_bias)
+    return _core(b, q, k, v, heads, kv_heads, x.shape[-1], out_bias, causal and memory is None)
 
 
 def _core(b: GraphBuilder, q: Tensor, k: Tensor, v: Tensor, heads: int, kv_heads: int, hidden: int,
-          out_bias: bool) -> Tensor:
-    """The attention over projected q, k, v and the output projection (o_proj)."""
+          out_bias: bool, causal: bool = True) -> Tensor:
+    """The attention over projected q, k, v and the output projection (o_proj); `causal`: a decoder's
+    self-attention (every family read here but T5's encoder and cross-attention)."""
     attrs = {"heads": heads} if kv_heads == heads else {"heads": heads, "kv_heads": kv_heads}
+    if causal:
+        attrs["causal"] = True
     core = b.add(OpType.ATTENTION, (q, k, v), attrs, "attention")[0]
     return b.linear(core, hidden, out_bias, name="o_proj")
 

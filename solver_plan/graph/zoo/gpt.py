@@ -29,7 +29,7 @@ def gpt(graph_name: str, *, batch: int, seq: int, positions: int, hidden: int, f
     position_ids = b.input((batch, seq), name="positions")
     x = b.add_(token_embedding(b, tokens, vocab, hidden, "wte"),
                b.embedding(position_ids, positions, hidden, name="wpe"))
-    x = b.layernorm(stack(b, x, BlockShape(hidden, ffn, heads, head_dim), layers), name="final_norm")
+    x = b.layernorm(stack(b, x, BlockShape(hidden, ffn, heads, head_dim, causal=True), layers), name="final_norm")
     b.softmax_cross_entropy(tied_output(b, x, vocab, "wte"))
     return b.build()
 

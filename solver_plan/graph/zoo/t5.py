@@ -3,6 +3,8 @@ biases. One embedding is shared by encoder input, decoder input and output proje
 relative position biases (a few thousand parameters) are left out."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 from solver_plan.graph.builder import GraphBuilder
 from solver_plan.graph.ir import Graph
 from solver_plan.graph.zoo.spec import ModelEntry
@@ -25,7 +27,8 @@ def t5(graph_name: str, *, batch: int, seq: int, target_seq: int, hidden: int, f
         memory = b.layernorm(stack(b, sources, shape, layers), name="final_norm")
     with b.scope("decoder"):
         targets = token_embedding(b, b.input((batch, target_seq), name="tokens"), vocab, hidden, "embed", SHARED)
-        x = b.layernorm(stack(b, targets, shape, layers, memory), name="final_norm")
+        decoder = replace(shape, causal=True)  # the decoder's self-attention is causal, its cross-attention not
+        x = b.layernorm(stack(b, targets, decoder, layers, memory), name="final_norm")
     b.softmax_cross_entropy(tied_output(b, x, vocab, SHARED))
     return b.build()
 

@@ -32,6 +32,7 @@ class BlockShape:
     # operators; a residual add then stands for a fused bias-dropout-add).
     attention_scores: str = "fused"  # "materialized": no fused attention kernel (scores in memory)
     dropout: bool = False  # dropout after the attention and MLP outputs and on the probabilities
+    causal: bool = False  # self-attention masked to earlier positions (a decoder: GPT, T5's decoder)
 
 
 def check_sequence(seq: int, positions: int) -> None:
@@ -50,7 +51,7 @@ def attention(b: GraphBuilder, x: Tensor, shape: BlockShape, memory: Tensor | No
     k = b.linear(source, width, shape.bias, name="k")
     v = b.linear(source, width, shape.bias, name="v")
     context = b.attention(q, k, v, shape.heads, name="attention", scores=shape.attention_scores,
-                          dropout=shape.dropout)
+                          dropout=shape.dropout, causal=shape.causal and memory is None)
     return b.linear(context, shape.hidden, shape.bias, name="out")
 
 
