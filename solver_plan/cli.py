@@ -253,7 +253,8 @@ def main(argv: list[str] | None = None) -> int:
     # interpreter's start-up and the imports above are part of what the user waits for)
     started = time.perf_counter() if argv is not None else process_started()
     tokens = normalise_argv(sys.argv[1:] if argv is None else list(argv))
-    parser = build_parser(next((t for t in tokens if not t.startswith("-")), None))
+    # the command is the first word (`solver-plan -h plan` is the top level's help: every command)
+    parser = build_parser(tokens[0] if tokens and not tokens[0].startswith("-") else None)
     try:
         args = parser.parse_args(tokens)
     except SystemExit as exc:  # usage errors (2) and --help (0), already printed
