@@ -11,6 +11,7 @@ was left (a compute bound, model FLOPs / (devices x peak), for groups never solv
 """
 from __future__ import annotations
 
+import heapq
 import math
 import time
 from collections import defaultdict
@@ -444,17 +445,30 @@ def _infeasible(ctx: Context, points, floors: list[float] | None, coster: BlockC
     proves infeasibility on its own)."""
     best_par, best_need = None, math.inf
     floors = floors if floors is not None else [memory_floor(ctx, p) for p in points]
-    ranked = sorted((floor, i, p) for i, (floor, p) in enumerate(zip(floors, points)))
-    visited, most = 0, _diagnosis_points(deadline)
-    for floor, _, par in ranked:
-        if floor >= best_need or (most is not None and visited >= most) or (
+    # (floor, index, exact): `_floors` kept only a point's state bound where that exceeds the limit;
+    # such a point gets its exact floor when it reaches the top, so points are visited in the order
+    # of their exact floors (the bound is never above it) while only those reached are computed
+    limit = ctx.memory_limit
+    heap = [(floor, i, limit is None or state_bound(ctx, p) <= limit)
+            for i, (floor, p) in enumerate(zip(floors, points))]
+    heapq.heapify(heap)
+    visited, work, most = 0, 0.0, _diagnosis_points(deadline)
+    while heap:
+        floor, i, exact = heap[0]
+        if floor >= best_need or (most is not None and work >= most) or (
                 deadline is not None and deadline.expired()):
             break
-        need = _least_memory(ctx, par, floor, deadline)
+        heapq.heappop(heap)
+        if not exact:
+            heapq.heappush(heap, (memory_floor(ctx, points[i]), i, True))
+            work += FLOOR_S_PER_POINT / LEAST_MEMORY_S_PER_POINT
+            continue
+        need = _least_memory(ctx, points[i], floor, deadline)
         visited += 1
+        work += 1
         if need < best_need:
-            best_par, best_need = par, need
-    cut_short = visited < len(ranked) and ranked[visited][0] < best_need
+            best_par, best_need = points[i], need
+    cut_short = bool(heap) and heap[0][0] < best_need
     proven = least is not None and ctx.memory_limit is not None and least > ctx.memory_limit
     reason = (_state_reason(ctx, least),) if proven and least is not None else ()
     if best_par is None:
@@ -470,7 +484,7 @@ def _infeasible(ctx: Context, points, floors: list[float] | None, coster: BlockC
             f"{plan.memory_per_device_bytes / 1e9:.2f} GB (this plan)")
     if cut_short:
         note = (f"no configuration fits {limit / 1e9:.2f} GB per device; the least need found within the time "
-                f"limit ({visited} of {len(ranked)} configurations examined, in order of their memory floor) is "
+                f"limit ({visited} of {len(points)} configurations examined, in order of their memory floor) is "
                 f"{plan.memory_per_device_bytes / 1e9:.2f} GB (this plan)")
     result = HybridResult(Status.INFEASIBLE, plan, None, time.perf_counter() - start, evaluated, pruned,
                           (note,) + reason,
