@@ -8,13 +8,17 @@
 - Llama 3.1 405B on 16,384 H100 (data/published/clusters/meta-h100-roce-16k.yaml, runtime torchtitan)
   at 8,192 tokens, batch 2048, and at 131,072 tokens, batch 128 (Dubey et al. 2024, Table 4): the space
   with context parallelism (cp), interleaving with any layer count and unequal stages: < 60 s.
-Each run is a fresh process (`solver-plan hybrid ... --out`), timed from outside; on a shared machine
-the walls are inflated by whatever else runs.
+Each run is a fresh process (`solver-plan hybrid ... --out`), timed from outside: wall time and the
+child's CPU time (user + system, which the machine's load inflates far less than the wall); on a
+shared machine the walls are inflated by whatever else runs. `--cases` picks cases by index.
+The space includes ZB-V and zb-exact (torchtitan runs them; zb-exact only up to 4 stages) and
+optimizer offload (where the cluster file has a host section and the runtime runs it), issue 23.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import resource
 import subprocess
 import sys
 import tempfile
@@ -38,28 +42,34 @@ def run(label, model, devices, batch, limit, target, cluster=A100) -> dict:
         out = Path(folder) / "plan.json"
         cmd = [sys.executable, "-m", "solver_plan", "hybrid", "--model", model, "--cluster", *cluster,
                "--devices", str(devices), "--batch", str(batch), "--time-limit", str(limit), "--out", str(out)]
-        start = time.perf_counter()
+        start, before = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
         proc = subprocess.run(cmd, capture_output=True, text=True)
         wall = time.perf_counter() - start
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
         plan = json.loads(out.read_text()) if out.exists() else {}
     q = plan.get("parallelism", {})
-    line = (f"{label:<42} wall {wall:6.1f} s (target {target} s: {'met' if wall <= target else 'MISSED'})  "
+    line = (f"{label:<42} wall {wall:6.1f} s (target {target} s: {'met' if wall <= target else 'MISSED'}), "
+            f"CPU {cpu:6.1f} s  evaluated {plan.get('evaluated')} pruned {plan.get('pruned')}  "
             f"{plan.get('status', 'no plan')}  step {plan.get('step_time_s') or float('nan'):.3f} s  "
             f"bound {plan.get('lower_bound_s') or float('nan'):.3f} s  "
             f"{plan.get('tflops_per_device') or float('nan'):.1f} TFLOP/s/GPU  "
             f"dp={q.get('dp')} cp={q.get('cp')} tp={q.get('tp')} pp={q.get('pp')} b={q.get('micro_batch_size')} "
-            f"{q.get('schedule')} v={q.get('virtual_stages')} {q.get('recompute')} zero={q.get('zero_stage')}")
+            f"{q.get('schedule')} v={q.get('virtual_stages')} {q.get('recompute')} zero={q.get('zero_stage')} "
+            f"offload={q.get('offload', 'none')}")
     print(line, flush=True)
     if proc.returncode not in (0, 1):
         print(proc.stderr[-2000:])
-    return {"label": label, "wall_s": wall, "target_s": target, "plan": plan}
+    return {"label": label, "wall_s": wall, "cpu_s": cpu, "target_s": target, "plan": plan}
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="only the first case")
+    parser.add_argument("--cases", type=int, nargs="*", help="indices of CASES to run (default all)")
     args = parser.parse_args(argv)
-    for case in CASES[:1] if args.quick else CASES:
+    cases = CASES[:1] if args.quick else [CASES[i] for i in args.cases] if args.cases else CASES
+    for case in cases:
         run(*case)
     return 0
 

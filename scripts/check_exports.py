@@ -2,17 +2,24 @@
 
     python scripts/check_exports.py [--plans tests/fixtures/plans] [--megatron NAME=PATH ...] [--out FILE]
 
-For each hybrid plan (`kind: hybrid`) in --plans:
+For each hybrid plan (`kind: hybrid`) and expert-parallel plan (`kind: moe-hybrid`, the hybrid
+command's --out on a mixture of experts) in --plans (a runtime whose exporter refuses the plan is
+reported as refused, with the exporter's line):
 - Megatron-LM: the exported flags through `megatron.training.arguments.parse_args` and
   `validate_args` of each Megatron-LM source tree given with --megatron (a checkout's root: the
   PyPI package megatron-core lacks megatron/training), with WORLD_SIZE = the plan's devices; the
-  parsed arguments must give the plan's tp, pp, data parallelism, batch and layers.
+  parsed arguments must give the plan's tp, pp, data parallelism, batch and layers; for expert-parallel
+  plans also ep, etp and the capacity factor, and `core_transformer_config_from_args` builds the
+  TransformerConfig (its MoE, recomputation and overlap checks; rope fusion off: no Transformer
+  Engine on a CPU).
 - DeepSpeed: the ds_config through `deepspeed.runtime.config.DeepSpeedConfig` with the data-parallel
   size DeepSpeed would see (a pipeline's topology: dp; AutoTP alone: the world size) and its batch
   assertion; the parsed config must give the plan's micro-batch, accumulation, ZeRO stage and, with
-  a pipeline, the checkpoint interval.
+  a pipeline, the checkpoint interval; for expert-parallel plans DeepSpeed's `MoE` layer built from
+  the export's `moe_layer` and its expert(-data)-parallel rank groups computed for the plan's world.
 - torchtitan: the command line through `torchtitan.config.manager.ConfigManager.parse_args`
-  (`--module llama3 --config llama3_debugmodel` added when the export names no model) and
+  (`--module llama3 --config llama3_debugmodel`, for expert-parallel plans `--module qwen3 --config
+  qwen3_moe_debug`, added when the export names no model) and
   `ParallelDims` with the plan's world size.
 For each per-operator plan (listed in models.json beside the plans, with the MODEL it was made
 for): the DTensor export's meshes built as `DeviceMesh` shapes and its placements parsed into
@@ -41,6 +48,16 @@ def command_line(text: str) -> list[str]:
     return shlex.split(" ".join(line.rstrip("\\") for line in text.splitlines() if not line.startswith("#")))
 
 
+def plan_of(doc: dict) -> dict:
+    """The plan of a plan file: an expert-parallel result (moe-hybrid) holds it under `plan`."""
+    return doc["plan"] if isinstance(doc.get("plan"), dict) and doc["plan"].get("kind") == "moe-hybrid" else doc
+
+
+def stage_layers(plan: dict) -> int:
+    """Layers over the stages (hybrid stages: num_layers; moe-hybrid stages: layers)."""
+    return sum(s["num_layers"] if "num_layers" in s else s["layers"] for s in plan["stages"])
+
+
 def strongest(plan: dict) -> str:
     modes = [s.get("recompute", plan["parallelism"].get("recompute", "none")) for s in plan["stages"]]
     return max(modes, key=RECOMPUTE_ORDER.index)
@@ -49,11 +66,14 @@ def strongest(plan: dict) -> str:
 # --- workers: run in a child process, print one JSON line -------------------------------------
 def worker_megatron(plan: dict, text: str, tree: str) -> str:
     sys.path.insert(0, tree)
+    plan = plan_of(plan)
     p = plan["parallelism"]
     os.environ.update(WORLD_SIZE=str(plan["devices"]), RANK="0", CUDA_DEVICE_MAX_CONNECTIONS="1")
     import megatron.training.arguments as arguments
+    import torch
     if hasattr(arguments, "get_device_arch_version"):  # core_v0.15+ asks the GPU: answer as an A100 (8)
         arguments.get_device_arch_version = lambda: 8
+    torch.cuda.get_device_capability = lambda device=None: (8, 0)  # --moe-grouped-gemm asks it too
     from megatron.training.arguments import parse_args, validate_args
     sys.argv = ["pretrain_gpt.py"] + command_line(text)
     args = parse_args()
@@ -61,8 +81,19 @@ def worker_megatron(plan: dict, text: str, tree: str) -> str:
     checks = {"tp": (args.tensor_model_parallel_size, p["tp"]), "pp": (args.pipeline_model_parallel_size, p["pp"]),
               "dp": (args.data_parallel_size, p["dp"]), "global batch": (args.global_batch_size, plan["global_batch"]),
               "micro batch": (args.micro_batch_size, p["micro_batch_size"]),
-              "layers": (args.num_layers, sum(s["num_layers"] for s in plan["stages"])),
+              "layers": (args.num_layers, stage_layers(plan)),
               "recompute": (args.recompute_granularity or "none", strongest(plan))}
+    if "ep" in p:  # expert-parallel: the folding and capacity read back, and the core's MoE checks run
+        checks.update({"ep": (args.expert_model_parallel_size, p["ep"]),
+                       "etp": (args.expert_tensor_parallel_size, p["etp"]),
+                       "capacity": (args.moe_expert_capacity_factor, p.get("capacity_factor")),
+                       "experts per ep rank": (args.num_experts % p["ep"], 0)})
+        try:  # main moved it to argument_utils
+            from megatron.training.arguments import core_transformer_config_from_args
+        except ImportError:
+            from megatron.training.argument_utils import core_transformer_config_from_args
+        args.apply_rope_fusion = False  # a fused kernel of Transformer Engine, which a CPU check has not
+        core_transformer_config_from_args(args)  # TransformerConfig.__post_init__: MoE and recompute checks
     layout = getattr(args, "pipeline_model_parallel_layout", None)
     if layout is not None:  # the explicit stage layout, checked as TransformerConfig checks it
         from megatron.core.transformer.pipeline_parallel_layer_layout import PipelineParallelLayerLayout
@@ -75,9 +106,34 @@ def worker_megatron(plan: dict, text: str, tree: str) -> str:
         + (f", layout of {len(layout.split('|'))} stages" if layout else "")
 
 
+def check_deepspeed_moe(plan: dict, layer_args: dict) -> str:
+    """An expert-parallel plan's `moe_layer` built as DeepSpeed's own MoE layer (an identity module as
+    each expert), and DeepSpeed's expert-parallel and expert-data-parallel rank groups for the plan's
+    world (deepspeed.utils.groups._get_expert_parallel_ranks): ep ranks per group, the plan's edp."""
+    import torch
+    from deepspeed.moe.layer import MoE
+    from deepspeed.utils.groups import _get_expert_parallel_ranks
+    p = plan["parallelism"]
+    layer = MoE(expert=torch.nn.Identity(), **layer_args)
+    gate = layer.deepspeed_moe.gate
+    checks = {"ep_size": (layer.ep_size, p["ep"]),
+              "local experts": (layer.num_local_experts * p["ep"], layer_args["num_experts"]),
+              "capacity": (gate.capacity_factor if gate.drop_tokens else None, p.get("capacity_factor"))}
+    tp = p["tp"] if layer_args.get("enable_expert_tensor_parallelism") else 1
+    ep_groups, edp_groups = _get_expert_parallel_ranks(plan["devices"] // (p["tp"] // tp), tp, p["ep"], p["pp"])
+    checks["ep group"] = (len(ep_groups[0]), p["ep"])
+    if p.get("cp", 1) == 1:
+        checks["edp group"] = (len(edp_groups[0]), p["edp"])
+    wrong = [f"{k} {got} != {want}" for k, (got, want) in checks.items() if got != want]
+    assert not wrong, "; ".join(wrong)
+    return f"; MoE: {layer.num_local_experts} local experts x ep {layer.ep_size}, top-{gate.k}, " \
+           f"{len(ep_groups)} expert-parallel groups"
+
+
 def worker_deepspeed(plan: dict, text: str, _tree: str) -> str:
     import deepspeed
     from deepspeed.runtime import config as ds_config
+    plan = plan_of(plan)
     config = json.loads(text)
     ours, p = config["solver_plan"], plan["parallelism"]
     mpu = None
@@ -104,8 +160,9 @@ def worker_deepspeed(plan: dict, text: str, _tree: str) -> str:
         checks["autotp"] = (parsed.tensor_parallel_config.autotp_size, p["tp"])
     wrong = [f"{k} {got} != {want}" for k, (got, want) in checks.items() if got != want]
     assert not wrong, "; ".join(wrong)
+    moe = check_deepspeed_moe(plan, ours["moe_layer"]) if "moe_layer" in ours else ""
     return f"deepspeed {deepspeed.__version__}: train_batch_size {parsed.train_batch_size}, " \
-           f"micro {parsed.train_micro_batch_size_per_gpu} x accumulation {parsed.gradient_accumulation_steps}"
+           f"micro {parsed.train_micro_batch_size_per_gpu} x accumulation {parsed.gradient_accumulation_steps}" + moe
 
 
 def worker_torchtitan(plan: dict, text: str, _tree: str) -> str:
@@ -113,17 +170,19 @@ def worker_torchtitan(plan: dict, text: str, _tree: str) -> str:
 
     from torchtitan.config.manager import ConfigManager
     from torchtitan.distributed.parallel_dims import ParallelDims
+    plan = plan_of(plan)
     args = command_line(text)
     named = "--module" in args
+    stand_in = ("qwen3", "qwen3_moe_debug") if "ep" in plan["parallelism"] else ("llama3", "llama3_debugmodel")
     if "--module" not in args:
-        args = ["--module", "llama3"] + args
+        args = ["--module", stand_in[0]] + args
     if "--config" not in args:
-        args = ["--config", "llama3_debugmodel"] + args
+        args = ["--config", stand_in[1]] + args
     config = ConfigManager().parse_args(args)
     par, p = config.parallelism, plan["parallelism"]
     dims = ParallelDims.from_config(par, plan["devices"])
     dp = dims.dp_replicate * dims.dp_shard
-    layers = sum(s["num_layers"] for s in plan["stages"])
+    layers = stage_layers(plan)
     checks = {"dp": (dp, p["dp"]), "tp": (dims.tp, p["tp"]), "pp": (dims.pp, p["pp"]),
               "global batch": (config.training.global_batch_size, plan["global_batch"]),
               "accumulation x local x dp": (config.training.global_batch_size // (config.training.local_batch_size * dp)
@@ -135,13 +194,23 @@ def worker_torchtitan(plan: dict, text: str, _tree: str) -> str:
                                   + ["norm", "lm_head"])
         checks["microbatches"] = (config.training.local_batch_size // par.pipeline_parallel_microbatch_size,
                                   p["micro_batches"])
+    experts = ""
+    if "ep" in p:  # expert-parallel: the degree, its mesh constraint (configs.py: efsdp = dp_shard cp tp / ep)
+        checks["ep"] = (dims.ep, p["ep"])
+        checks["ep divides dp_shard x cp x tp"] = ((dims.dp_shard * dims.cp * dims.tp) % dims.ep, 0)
+        moe = [layer.moe for layer in config.model_spec.model.layers if getattr(layer, "moe", None)] if named else []
+        if moe:  # the registered model's experts: the plan's count divisible by ep
+            checks["experts per ep rank"] = (moe[0].num_experts % dims.ep, 0)
+            experts = f", {len(moe)} MoE layers of {moe[0].num_experts} experts, ep {dims.ep}"
+        else:
+            experts = f", ep {dims.ep}"
     mode = type(config.activation_checkpoint).__qualname__.split(".")[0] if config.activation_checkpoint else "none"
     checks["recompute"] = ({"FullAC": "full", "SelectiveAC": "selective"}.get(mode, "none"), strongest(plan))
     wrong = [f"{k} {got} != {want}" for k, (got, want) in checks.items() if got != want]
     assert not wrong, "; ".join(wrong)
     return f"torchtitan {version('torchtitan')}: dp {dp} x tp {dims.tp} x pp {dims.pp}, local batch " \
-           f"{config.training.local_batch_size}, seq {config.training.seq_len}, AC {mode}" + \
-           ("" if named else " (model: llama3_debugmodel stand-in)")
+           f"{config.training.local_batch_size}, seq {config.training.seq_len}, AC {mode}" + experts + \
+           ("" if named else f" (model: {stand_in[1]} stand-in)")
 
 
 def worker_dtensor(plan: dict, text: str, _tree: str) -> str:
@@ -208,6 +277,21 @@ def worker_main() -> int:
     return 0
 
 
+def exports_or_refusals(plan: dict, checks: list, name: str, rows: list) -> tuple[dict, list]:
+    """Each runtime's export of a hybrid plan; a runtime the exporter refuses (one line naming the
+    setting it cannot express) gets a `refused` row instead of a check."""
+    from solver_plan.errors import InputError
+    from solver_plan.export import export_plan
+    exports = {}
+    for target in ("megatron", "deepspeed", "torchtitan"):
+        try:
+            exports[target] = export_plan(plan, target)
+        except InputError as exc:
+            rows.append((name, target, "refused", str(exc)))
+            print(f"{name:28s} {target:22s} refused {str(exc)[:140]}", file=sys.stderr)
+    return exports, [check for check in checks if check[0] in exports]
+
+
 def main() -> int:
     if "--worker" in sys.argv:
         return worker_main()
@@ -234,10 +318,10 @@ def main() -> int:
             continue
         plan = json.loads(path.read_text())
         kind = plan_kind(plan)  # the plan's declared kind (fixtures from before the envelope: read from keys)
-        if kind == "hybrid":
+        if kind in ("hybrid", "moe-hybrid"):
             checks = [("deepspeed", "deepspeed", "", ""), ("torchtitan", "torchtitan", "", "")]
             checks += [("megatron", f"Megatron-LM {name}", tree, pythons.get(name, "")) for name, tree in trees]
-            exports = {target: export_plan(plan, target) for target in ("megatron", "deepspeed", "torchtitan")}
+            exports, checks = exports_or_refusals(plan, checks, path.name, rows)
         elif kind == "config" and path.name in models:
             checks = [("dtensor", "DTensor", "", "")]
             exports = {"dtensor": export_plan(plan, "dtensor", graph=resolve_model(models[path.name]))}
@@ -252,8 +336,10 @@ def main() -> int:
     report = ["# Exports checked by the runtimes' own code", "",
               f"`python scripts/check_exports.py` ({sys.version.split()[0]}; plans: "
               f"{os.path.relpath(plans, ROOT)}). pass = accepted by the runtime's argument/config code and "
-              "read back as the plan's parallelism, batch, layers and recomputation; skipped = runtime not "
-              "installed.", ""]
+              "read back as the plan's parallelism, batch, layers and recomputation (expert-parallel plans: "
+              "also ep, etp, capacity; Megatron-LM's TransformerConfig built; DeepSpeed's MoE layer and expert groups "
+              "built); skipped = runtime not installed; refused = the exporter names a setting the runtime cannot "
+              "express (exit 2).", ""]
     report += [f"Megatron-LM {name}: {tree}" + (f" (Python: {pythons[name]})" if name in pythons else "") + "  "
                for name, tree in trees]
     report += ["", "| plan | runtime | result | detail |", "|---|---|---|---|"]

@@ -95,7 +95,8 @@ def hybrid_planners() -> tuple[PlannerInfo, ...]:
     )
 
 
-HYBRID_JOB_OPTIONS = ("batch", "fix", "compute_scale", "runtime")  # a hybrid job's options (batch/kinds.py)
+# a hybrid job's options (batch/kinds.py); routing and a2a_overlap: mixtures of experts only (batch/jobfile.py)
+HYBRID_JOB_OPTIONS = ("batch", "fix", "compute_scale", "runtime", "routing", "a2a_overlap")
 
 
 def _check_hybrid_values(options: dict) -> None:

@@ -17,7 +17,7 @@ JOBS = Path(__file__).resolve().parents[1] / "configs" / "jobs"
 
 
 @pytest.mark.parametrize("name, kinds", [("quickstart", {"config", "pipeline"}), ("compare", {"config"}),
-                                         ("seeds", {"config", "pipeline"})])
+                                         ("seeds", {"config", "pipeline"}), ("moe", {"hybrid"})])
 def test_bundled_job_files_are_valid(name, kinds):
     jobs = load_jobs(JOBS / f"{name}.yaml")
     assert {job.kind for job in jobs} == kinds

@@ -270,9 +270,9 @@ def test_bad_plans_are_input_errors():
     with pytest.raises(InputError, match="takes a hybrid plan"):
         export_plan({"operators": [], "edges": []}, "megatron")
     expert = hybrid_plan(model=MIXTRAL)
-    expert["parallelism"].update(ep=2, etp=1, edp=4, capacity=1.25)  # hybrid/moe_cli.py's folding: never guessed
+    expert["parallelism"].update(ep=2, etp=1, edp=4, capacity=1.25)  # a folding in a plan not saying moe-hybrid
     for target in ("megatron", "deepspeed", "torchtitan"):
-        with pytest.raises(InputError, match=r"expert-parallel plans \(ep, etp, edp, capacity in parallelism\)"):
+        with pytest.raises(InputError, match=r"ep, etp, edp, capacity in the parallelism of a plan of kind 'hybrid'"):
             export_plan(expert, target)
 
 

@@ -117,7 +117,9 @@ def _brute(model, cluster, batch, runtime):
         for b in (d for d in range(1, batch // dp + 1) if batch % (dp * d) == 0):
             m = batch // (dp * b)
             interleaved = [("interleaved", v) for v in range(2, L // pp + 1) if m % pp == 0]
-            schedules = [("1f1b", 1)] + ([("gpipe", 1), ("zb-h1", 1)] + interleaved if pp > 1 else [])
+            zbv = [("zb-v", 2)] if m >= pp else []  # ZB-V: two chunks a rank, m >= p (issue 23)
+            zbv += [("zb-exact", 1)] if pp <= 4 else []  # the exact periodic schedule, small pipelines
+            schedules = [("1f1b", 1)] + ([("gpipe", 1), ("zb-h1", 1)] + interleaved + zbv if pp > 1 else [])
             sps = (False, True) if tp > 1 else (False,)
             for (schedule, v), zero, sp in itertools.product(schedules, range(4), sps):
                 if pp > 1 and zero == 2:  # ZeRO-3 pipelines (FSDP2), ZeRO-2 does not
@@ -134,7 +136,7 @@ def _brute(model, cluster, batch, runtime):
                                    for r in ("none", "selective", "full")}
                         for r, plan in uniform.items():
                             plans.append((plan.step_time_s, plan.memory_per_device_bytes, plan.parallelism))
-                        if schedule == "zb-h1":  # one recomputation mode for all stages (zero_bubble.py)
+                        if schedule.startswith("zb-"):  # one recomputation mode for all stages (zero_bubble.py)
                             continue
                         rest = uniform["none"].step_time_s - uniform["none"].terms.pipeline_s
                         for stages in itertools.product(*stage_options(ctx, par, profile, cut)):  # partial too
@@ -146,7 +148,7 @@ def _brute(model, cluster, batch, runtime):
 def test_planner_equals_brute_force_with_hsdp_pipelined_fsdp_and_zb_h1():
     plans = _brute(SMALL, CLUSTER, 16, NO_OVERLAP)
     assert any(p.dp_shard for _, _, p in plans) and any(p.zero_stage == 3 and p.pp > 1 for _, _, p in plans)
-    assert any(p.schedule == "zb-h1" for _, _, p in plans)
+    assert all(any(p.schedule == s for _, _, p in plans) for s in ("zb-h1", "zb-v", "zb-exact"))
     options = {"time_limit": None, "runtime": NO_OVERLAP, "validate": False}
     free = plan_hybrid(SMALL, CLUSTER, 16, memory_limit="none", **options)
     assert free.status == Status.OPTIMAL

@@ -121,7 +121,7 @@ def test_skewed_search_is_never_faster_and_its_plan_is_chosen_for_the_skew():
 
 @pytest.mark.parametrize("limit", [None, 0.6e9, 1e6])
 def test_search_equals_brute_force_on_a_tiny_space_with_ep(limit):
-    """Every point (dp x tp x pp = 8, ep 1-4, etp, micro-batch, virtual stages, recomputation, ZeRO-1)
+    """Every point (dp x tp x pp = 8, ep 1-4, etp, micro-batch, virtual stages, recomputation, ZeRO 0-2)
     priced: the pruned search finds the same best step time, or none where nothing fits."""
     cluster = resolve_cluster("h100-4x8-ib", 8)
     model = tiny(moe_layers=(False, True, True, True))
@@ -149,7 +149,7 @@ def test_fix_pins_ep_and_etp_and_json_fields():
 
 
 @pytest.mark.parametrize("fix, message", [
-    ("ep=3", "--fix ep"), ("etp=0", "--fix etp"), ("zero_stage=2", "--fix zero_stage"), ("sp=2", "unknown key 'sp'"),
+    ("ep=3", "--fix ep"), ("etp=0", "--fix etp"), ("zero_stage=3", "--fix zero_stage"), ("sp=2", "unknown key 'sp'"),
     ("capacity=0.5", "capacity"), ("recompute=some", "--fix recompute"),
 ])
 def test_bad_pins_are_input_errors(fix, message):

@@ -214,9 +214,10 @@ class _JobReader:
             if kind == "pipeline" and _is_blocks_file(spec):  # pipeline jobs also take pipeline-blocks JSON
                 from solver_plan.pipeline.sources import chain_from_blocks
                 chain_from_blocks(spec)
-            elif kind == "hybrid":  # a decoder-only transformer, read as the hybrid planner reads it
+            elif kind == "hybrid":  # a decoder-only transformer (or mixture of experts), read as its planner reads it
                 from solver_plan.hybrid.model import transformer_spec
-                transformer_spec(spec)
+                from solver_plan.hybrid.moe_model import is_moe_model, moe_model
+                moe_model(spec) if is_moe_model(spec) else transformer_spec(spec)
             else:
                 check_problem_spec(spec) if is_problem_spec(spec) else resolve_model(spec)
         except InputError as exc:
@@ -265,7 +266,10 @@ MAX_JOB_NAME = 200
 
 
 def _check_hybrid_options(job: Job, where: str) -> None:
-    """`batch` (the global batch) and `fix` (pins) as `batch.kinds.job_request` reads them."""
+    """`batch` (the global batch) and `fix` (pins) as `batch.kinds.job_request` reads them; on a
+    mixture of experts (the expert-parallel planner, hybrid/moe_plan.py) its pins (ep, etp, capacity,
+    ...), `routing` and `a2a_overlap` too (`_check_moe_options`)."""
+    from solver_plan.hybrid.moe_model import is_moe_model
     from solver_plan.hybrid.search import check_global_batch
     from solver_plan.hybrid.space import parse_fix
 
@@ -273,6 +277,13 @@ def _check_hybrid_options(job: Job, where: str) -> None:
     if "batch" not in options:
         raise InputError("hybrid jobs need the option 'batch' (the global batch, a positive integer)", where)
     check_global_batch(options["batch"], f"{where}.batch")
+    if is_moe_model(job.model):
+        _check_moe_options(job, options, where)
+        return
+    for key in MOE_ONLY_OPTIONS:
+        if key in options:
+            raise InputError(f"{options[key]!r}: {key} is an option of mixtures of experts (a config.json of "
+                             f"mixtral, qwen2_moe, qwen3_moe, deepseek_v2/v3), not of {job.model!r}", f"{where}.{key}")
     fix = options.get("fix")
     try:
         if isinstance(fix, str):
@@ -281,6 +292,40 @@ def _check_hybrid_options(job: Job, where: str) -> None:
             raise InputError(f"expected pins as text such as 'tp=8,pp=4', got {fix!r}", "fix")
     except InputError as exc:
         raise InputError(str(exc), f"{where}.fix") from None
+
+
+MOE_ONLY_OPTIONS = ("routing", "a2a_overlap")
+
+
+def _check_moe_options(job: Job, options: dict, where: str) -> None:
+    """An expert-parallel job's pins (moe_space.check_fix: ep, etp, capacity, ...; ep dividing the
+    experts, etp the expert width), routing (cost/routing.parse_load on the model's experts) and
+    all-to-all overlap, each error naming the option key and the value."""
+    from solver_plan.cost.routing import parse_load
+    from solver_plan.hybrid.moe import A2A_OVERLAPS
+    from solver_plan.hybrid.moe_model import moe_model
+    from solver_plan.hybrid.moe_space import check_fix
+
+    model = moe_model(job.model)
+    fix = options.get("fix")
+    try:
+        if fix is not None and not isinstance(fix, str):
+            raise InputError(f"expected pins as text such as 'ep=8,etp=1,capacity=1.25', got {fix!r}", "fix")
+        pins = check_fix(fix)
+        if "ep" in pins and model.experts % pins["ep"]:
+            raise InputError(f"ep ({pins['ep']}) must divide the experts ({model.experts})", "fix")
+        if "etp" in pins and model.expert_ffn % pins["etp"]:
+            raise InputError(f"etp ({pins['etp']}) must divide the expert width ({model.expert_ffn})", "fix")
+    except InputError as exc:
+        raise InputError(f"{fix!r}: {_reason(exc).removeprefix('fix: ')}", f"{where}.fix") from None
+    try:
+        parse_load(options.get("routing"), model.experts)
+    except InputError as exc:
+        raise InputError(f"{options.get('routing')!r}: {_reason(exc).removeprefix('routing: ')}",
+                         f"{where}.routing") from None
+    overlap = options.get("a2a_overlap", "none")
+    if overlap not in A2A_OVERLAPS:
+        raise InputError(f"expects one of {', '.join(A2A_OVERLAPS)}, got {overlap!r}", f"{where}.a2a_overlap")
 
 
 def _check_hybrid_precision(job: Job, where: str) -> None:

@@ -42,7 +42,7 @@ def job_request(job: Job):
                                memory_limit=job.memory_limit, precision=precision,
                                optimizer=job.optimizer or DEFAULT_OPTIMIZER, seed=job.seed, options=job.options)
     from solver_plan.hybrid.request import HybridRequest
-    from solver_plan.requests import DEFAULT_RUNTIME
+    from solver_plan.requests import DEFAULT_A2A_OVERLAP, DEFAULT_RUNTIME
     options = dict(job.options)
     batch = options.get("batch")
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
@@ -51,7 +51,9 @@ def job_request(job: Job):
     return HybridRequest(job.model, job.cluster, batch, job.planner, devices=job.devices, time_limit=job.time_limit,
                          memory_limit=job.memory_limit, precision=precision, fix=options.get("fix"),
                          runtime=options.get("runtime") or DEFAULT_RUNTIME,
-                         compute_scale=options.get("compute_scale", 1.0), seed=job.seed)
+                         compute_scale=options.get("compute_scale", 1.0), seed=job.seed,
+                         routing=options.get("routing"),  # mixtures of experts (expert-parallel planner)
+                         a2a_overlap=options.get("a2a_overlap") or DEFAULT_A2A_OVERLAP)
 
 
 def run_config_job(job: Job) -> dict[str, Any]:

@@ -31,8 +31,10 @@ transfers, the simulator's transfers; default: `efficiency`) and, on inter_node,
 (bandwidth is then per NIC; default: one NIC per device).
 Optional `gradient_sync: {scheme: ring | parameter_server, copy_bandwidth: {intra_node: 4GB/s,
 inter_node: 1GB/s}}`: the runtime's gradient synchronisation (cluster/sync.py; default ring).
-Optional `host: {memory_per_node: 2TB, device_bandwidth: 64GB/s}`: host memory per node and each
-device's host link per direction (PCIe), for offloading (`Host`; absent: not offered).
+Optional `host: {memory_per_node: 2TB, device_bandwidth: 64GB/s, optimizer_ns_per_param: 0.92}`: host
+memory per node, each device's host link per direction (PCIe) and, optionally, nanoseconds per
+parameter of one device's Adam step on the host CPU (default: the measured
+`model.DEFAULT_CPU_ADAM_S_PER_PARAM`), for offloading (`Host`; absent: not offered).
 """
 from __future__ import annotations
 
@@ -207,14 +209,18 @@ def _gradient_sync(section: Section | None) -> GradientSync:
 
 
 def _host(section: Section | None) -> Host | None:
-    """`host: {memory_per_node: 2TB, device_bandwidth: 64GB/s}` (both required in the section)."""
+    """`host: {memory_per_node: 2TB, device_bandwidth: 64GB/s[, optimizer_ns_per_param: 0.92]}` (the first
+    two required in the section)."""
     if section is None:
         return None
     memory = parse_bytes(section.get("memory_per_node", required=True), section.path("memory_per_node"))
     bandwidth = parse_bandwidth(section.get("device_bandwidth", required=True), section.path("device_bandwidth"))
+    ns = section.get("optimizer_ns_per_param")
+    if ns is not None and (isinstance(ns, bool) or not isinstance(ns, (int, float))):
+        raise ClusterError(f"{section.path('optimizer_ns_per_param')}: expected nanoseconds per parameter, got {ns!r}")
     section.close()
     try:
-        return Host(memory, bandwidth)
+        return Host(memory, bandwidth, *(() if ns is None else (ns / 1e9,)))
     except ClusterError as exc:
         raise ClusterError(str(exc), section.where) from None
 

@@ -164,23 +164,33 @@ class DeviceSpec:
         return True
 
 
+# Seconds per parameter of an Adam(W) step on the host CPU for one device's process: measured on the
+# lent H100 machine, torch.optim.AdamW(foreach=True) over 16 cores, 0.92 ns at 134M parameters (0.97 at
+# 16M; data/device/h100-2026-11-26/optimizer.csv, the `cpu` rows); a DGX node gives each of its 8
+# devices 14-16 cores, so the figure stands for a device's share of the node's CPUs.
+DEFAULT_CPU_ADAM_S_PER_PARAM = 0.92e-9
+
+
 @dataclass(frozen=True)
 class Host:
     """A node's host memory and each device's host link, the room and the path for offloading
     optimizer state or activations (ZeRO-Offload, Mist): bytes of host memory per node (shared by its
-    devices) and bytes per second per device in one direction (PCIe)."""
+    devices), bytes per second per device in one direction (PCIe), and the seconds per parameter of
+    one device's optimizer step on the host's CPUs (its share of the node's cores)."""
     memory_per_node: float
     device_bandwidth: float
+    optimizer_s_per_param: float = DEFAULT_CPU_ADAM_S_PER_PARAM
 
     def __post_init__(self):
-        for name in ("memory_per_node", "device_bandwidth"):
+        for name in ("memory_per_node", "device_bandwidth", "optimizer_s_per_param"):
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
                 raise ClusterError(f"host {name} must be a positive finite number, got {value!r}")
 
     def as_yaml(self) -> dict:
         """The cluster YAML `host` value that loads back to this."""
-        return {"memory_per_node": float(self.memory_per_node), "device_bandwidth": float(self.device_bandwidth)}
+        return {"memory_per_node": float(self.memory_per_node), "device_bandwidth": float(self.device_bandwidth),
+                "optimizer_ns_per_param": float(self.optimizer_s_per_param * 1e9)}
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,8 @@
 `export_plan(plan_dict, target, graph=None) -> str` is a pure function of the plan dict (the
 `--out` JSON; the model's shape is read back from its MODEL): "megatron" (Megatron-LM command-line
 flags), "deepspeed" (a ds_config JSON) and "torchtitan" (torchtitan 0.3 command-line overrides)
-take hybrid plans (`kind: "hybrid"`); "dtensor" (PyTorch DTensor placements per module on a device
+take hybrid plans (`kind: "hybrid"`) and expert-parallel ones (`kind: "moe-hybrid"`: the hybrid
+command's plans of a mixture of experts, with their ep / etp / capacity); "dtensor" (PyTorch DTensor placements per module on a device
 mesh) takes per-operator plans and the graph they were planned on. What a runtime cannot express
 is listed in the output (a comment, or a `not_expressible` key), never dropped silently.
 docs/exports.md lists what each writes and the runtime versions that check it.
@@ -14,6 +15,7 @@ from solver_plan.errors import InputError
 from solver_plan.export.common import plan_kind
 
 TARGETS = ("megatron", "deepspeed", "torchtitan", "dtensor")
+HYBRID_KINDS = ("hybrid", "moe-hybrid")  # the plans megatron, deepspeed and torchtitan take
 
 
 def export_plan(plan_dict: dict, target: str, graph=None) -> str:
@@ -30,7 +32,7 @@ def export_plan(plan_dict: dict, target: str, graph=None) -> str:
                              "--export")
         from solver_plan.export.dtensor import export_dtensor
         return export_dtensor(plan_dict, graph)
-    if kind != "hybrid":
+    if kind not in HYBRID_KINDS:
         raise InputError(f"the {target} export takes a hybrid plan (solver-plan hybrid --out), got a {kind} plan; "
                          "per-operator plans export to dtensor", "--export")
     from solver_plan.export import deepspeed, megatron, torchtitan
@@ -38,4 +40,4 @@ def export_plan(plan_dict: dict, target: str, graph=None) -> str:
             "torchtitan": torchtitan.export_torchtitan}[target](plan_dict)
 
 
-__all__ = ["TARGETS", "export_plan"]
+__all__ = ["HYBRID_KINDS", "TARGETS", "export_plan"]

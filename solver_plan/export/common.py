@@ -1,11 +1,17 @@
 """What every exporter reads from a hybrid plan dict, checked once (solver_plan/hybrid/plan.py
-writes it: parallelism, global_batch, devices, stages with layer ranges)."""
+writes it: parallelism, global_batch, devices, stages with layer ranges). Expert-parallel plans
+(`kind: moe-hybrid`, hybrid/moe_plan.py) are read into the same view with their expert folding in
+`HybridView.experts` (export/moe_view.py)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from solver_plan.errors import InputError
 from solver_plan.result import read_kind, read_schema_version
+
+if TYPE_CHECKING:
+    from solver_plan.hybrid.moe_model import MoEModel
 
 WHERE = "plan"
 SCHEMA_VERSION = 1  # of every plan JSON the exporters read (plan.v1, hybrid.v1)
@@ -30,6 +36,26 @@ def plan_kind(d: dict, notes: list[str] | None = None) -> str:
     if reading.note is not None and notes is not None:
         notes.append(reading.note)
     return reading.kind
+
+
+@dataclass(frozen=True)
+class ExpertView:
+    """What an expert-parallel plan (hybrid/moe_plan.py) adds to the view: the experts folded as
+    etp x ep x edp over a stage's tp x cp x dp devices (Megatron-core's MoE parallel folding), the
+    capacity factor (None: dropless), the routing and all-to-all overlap it was priced under, and
+    the model read back with the planner's reader (`model`: hybrid/moe_model.MoEModel; `config`: the
+    config.json's keys; both empty with `unreadable` saying why when the file is not here)."""
+    ep: int
+    etp: int
+    edp: int
+    capacity_factor: float | None
+    routing: str
+    dropped_fraction: float
+    a2a_overlap: str
+    model: MoEModel | None = None
+    config: dict = field(default_factory=dict)
+    unreadable: str | None = None
+    notes: tuple[str, ...] = ()  # what every runtime loses of the plan (each exporter lists them)
 
 
 @dataclass(frozen=True)
@@ -64,6 +90,8 @@ class HybridView:
     recompute_blocks: tuple[int, ...] = ()
     # interleaved schedules: each stage's blocks per virtual stage (stages[].chunk_layers)
     chunk_layers: tuple[tuple[int, ...], ...] = ()
+    # expert-parallel plans (moe-hybrid): the expert folding, routing and model; None for hybrid plans
+    experts: ExpertView | None = None
 
     def virtual_stage_layers(self) -> tuple[list[int], bool]:
         """Layers of the pp x virtual parts in model order (part k: virtual stage k // pp of stage
@@ -131,17 +159,16 @@ def _stage_recompute(stages: list, plan_wide: str) -> tuple[str, ...]:
 
 
 def hybrid_view(d: dict) -> HybridView:
-    """The `HybridView` of a hybrid plan dict; InputError when it has no solution, is expert-parallel, or
-    lacks a key.
+    """The `HybridView` of a hybrid plan dict; InputError when it has no solution or lacks a key
+    (expert-parallel plans: moe_view.plan_view).
     """
     if d.get("status") not in ("OPTIMAL", "FEASIBLE", "TIME_LIMIT") or "parallelism" not in d:
         raise InputError(f"the plan has no solution to export (status {d.get('status')!r})", WHERE)
     p = d["parallelism"]
     if isinstance(p, dict) and any(key in p for key in EXPERT_KEYS):
-        # plans of `solver-plan hybrid` on a mixture-of-experts model with --fix ep=... (hybrid/moe_cli.py):
-        # their expert folding is not what these exporters write (experts split by tp), so none is guessed
-        raise InputError(f"expert-parallel plans ({', '.join(k for k in EXPERT_KEYS if k in p)} in parallelism) are "
-                         "not exported yet", WHERE)
+        # expert keys in a plan that says it is not expert-parallel: its folding is not guessed
+        raise InputError(f"{', '.join(k for k in EXPERT_KEYS if k in p)} in the parallelism of a plan of kind "
+                         f"{d.get('kind', 'hybrid')!r}: expert-parallel plans say kind 'moe-hybrid'", WHERE)
     try:
         view = HybridView(
             str(d.get("model", "model")), int(d["devices"]), int(d["global_batch"]), int(p["dp"]), int(p["tp"]),
@@ -155,6 +182,11 @@ def hybrid_view(d: dict) -> HybridView:
             tuple(tuple(int(x) for x in s.get("chunk_layers") or ()) for s in d["stages"]))
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise InputError(f"malformed hybrid plan ({type(exc).__name__}: {exc})", WHERE) from None
+    return check_view(view)
+
+
+def check_view(view: HybridView) -> HybridView:
+    """The view's arithmetic: devices, schedule, batch and stages agree (InputError naming what differs)."""
     if view.dp * view.cp * view.tp * view.pp != view.devices:
         raise InputError(f"dp x cp x tp x pp = {view.dp * view.cp * view.tp * view.pp} != devices {view.devices}",
                          WHERE)

@@ -5,13 +5,17 @@ precision, tensor parallelism (AutoTP), the pipeline engine's activation checkpo
 Only keys DeepSpeed reads go at the top level. What belongs in the training script
 (`PipelineModule(num_stages=..., partition_method=...)`, its topology) and what DeepSpeed cannot do
 at all is under `solver_plan` (DeepSpeed ignores that key): `pipeline_module` holds the arguments
-to pass, `not_expressible` one line per planned setting DeepSpeed will not apply.
+to pass, `not_expressible` one line per planned setting DeepSpeed will not apply; expert-parallel
+plans add `moe_layer`, the `deepspeed.moe.layer.MoE` arguments, and `moe_layers`, the layers that
+have experts (deepspeed_moe.py).
 """
 from __future__ import annotations
 
 import json
 
-from solver_plan.export.common import block_config_loss, hybrid_view
+from solver_plan.export import deepspeed_moe
+from solver_plan.export.common import block_config_loss
+from solver_plan.export.moe_view import plan_view
 
 
 def _batch_keys(v, lost: list[str]) -> dict:
@@ -33,7 +37,7 @@ def export_deepspeed(d: dict) -> str:
     """A hybrid plan dict as a DeepSpeed ds_config JSON (module docstring), with what DeepSpeed cannot express
     listed under `solver_plan`.
     """
-    v = hybrid_view(d)
+    v = plan_view(d)
     lost: list[str] = []
     config: dict = _batch_keys(v, lost)
     config["zero_optimization"] = {"stage": v.zero_stage}
@@ -98,6 +102,11 @@ def export_deepspeed(d: dict) -> str:
                "global_batch": v.global_batch, "precision": v.precision}
     if pipeline_module is not None:
         section["pipeline_module"] = pipeline_module
+    if v.experts is not None:  # an expert-parallel plan: deepspeed.moe.layer.MoE's arguments (deepspeed_moe.py)
+        section["moe_layer"], moe_layers = deepspeed_moe.moe_layer(v, lost)
+        if moe_layers is not None:
+            section["moe_layers"] = moe_layers
+        lost += v.experts.notes
     section["not_expressible"] = lost
     config["solver_plan"] = section
     return json.dumps(config, indent=2) + "\n"

@@ -2,12 +2,15 @@
 explicit stage layout needs core_v0.13; checked by its own parse_args + validate_args at
 core_v0.15.3, main and core_r0.9.0 by scripts/check_exports.py): the model's shape, sequence
 length, batch arithmetic, parallelism, recomputation, precision and expert settings the plan
-priced. What the flags cannot say is a `# not expressible:` line."""
+priced; expert-parallel plans add their expert settings (megatron_moe.py). What the flags cannot
+say is a `# not expressible:` line."""
 from __future__ import annotations
 
 import shlex
 
-from solver_plan.export.common import block_config_loss, hybrid_view
+from solver_plan.export import megatron_moe
+from solver_plan.export.common import block_config_loss
+from solver_plan.export.moe_view import plan_view
 from solver_plan.export.model_shape import model_shape
 
 
@@ -94,14 +97,21 @@ def _recompute_flags(v, lost: list[str]) -> list[tuple[str, object]]:
     return []
 
 
+def _quoted(value) -> str:
+    """A flag's value for the shell; a tuple is a flag's several values (nargs)."""
+    return " ".join(shlex.quote(str(x)) for x in value) if isinstance(value, tuple) else shlex.quote(str(value))
+
+
 def export_megatron(d: dict) -> str:
     """A hybrid plan dict as Megatron-LM command-line arguments (module docstring), with comment lines saying
     what Megatron cannot express.
     """
-    v = hybrid_view(d)
+    v = plan_view(d)
     lost: list[str] = []
-    shape, unreadable = model_shape(v.model)
-    if shape is not None:
+    shape, unreadable = (None, None) if v.experts is not None else model_shape(v.model)
+    if v.experts is not None:  # an expert-parallel plan: its model and expert flags (megatron_moe.py)
+        flags = megatron_moe.model_flags(v, lost)
+    elif shape is not None:
         flags = _model_flags(shape, v, lost)
     else:
         flags = [("--num-layers", v.layers)]
@@ -118,7 +128,13 @@ def export_megatron(d: dict) -> str:
     flags += _stage_flags(v)
     if v.sequence_parallel and ("--sequence-parallel", None) not in flags:
         flags.append(("--sequence-parallel", None))
-    flags += _recompute_flags(v, lost)
+    if v.experts is not None and v.strongest_recompute == "selective":
+        flags += megatron_moe.recompute_flags(v, lost)
+    else:
+        flags += _recompute_flags(v, lost)
+    if v.experts is not None:
+        flags += megatron_moe.expert_flags(v, lost)
+        lost += v.experts.notes
     if v.zero_stage >= 1:
         flags.append(("--use-distributed-optimizer", None))  # optimizer state sharded over dp (ZeRO-1)
     if v.zero_stage >= 2:
@@ -144,13 +160,17 @@ def export_megatron(d: dict) -> str:
               + (f"cp {v.cp} x " if v.cp > 1 else "") + f"tp {v.tp} x pp {v.pp} "
               f"(data parallelism is world size / ({'cp x ' if v.cp > 1 else ''}tp x pp): launch {v.devices} ranks)"
               + (f"; planned in {v.precision}" if v.precision else "")]
-    if shape is not None:
-        header.append(f"# vocabulary: the plan priced {shape.spec.vocab} tokens; it comes from your tokenizer "
+    vocab = shape.spec.vocab if shape is not None else getattr(v.experts and v.experts.model, "vocab", None)
+    if vocab is not None:
+        header.append(f"# vocabulary: the plan priced {vocab} tokens; it comes from your tokenizer "
                       "flags (--tokenizer-type ..., or --vocab-size with NullTokenizer)")
-        if shape.spec.experts > 1 and v.tp > 1:
-            header.append("# needs Megatron-LM core_r0.10 or newer (--expert-tensor-parallel-size)")
+    if any(name == "--expert-tensor-parallel-size" for name, _ in flags):
+        header.append("# needs Megatron-LM core_r0.10 or newer (--expert-tensor-parallel-size)")
+    if v.experts is not None:
+        header.append("# needs a Megatron-LM newer than core_r0.9 (its MoE flags; checked with core_v0.15.3 and main)")
+        header.append(megatron_moe.routing_line(v))
     if any(name == "--pipeline-model-parallel-layout" for name, _ in flags):
         header.append("# needs Megatron-LM core_v0.13 or newer (--pipeline-model-parallel-layout: the planned stages)")
     header += [f"# not expressible: {item}" for item in lost]
-    arguments = [f"{name} {shlex.quote(str(value))}" if value is not None else name for name, value in flags]
+    arguments = [name if value is None else f"{name} {_quoted(value)}" for name, value in flags]
     return "\n".join(header) + "\n" + " \\\n".join(arguments) + "\n"

@@ -10,11 +10,14 @@ last, so torchtitan's own split (which reserves a layer's worth for the embeddin
 never applies. The batch: `training.local_batch_size` is what each data-parallel rank runs per
 accumulation step; with a pipeline that is micro-batch x micro-batches (the schedule cuts it into
 micro-batches of `pipeline_parallel_microbatch_size`), without one it is one micro-batch, and
-torchtitan accumulates global / (local x dp) of them.
+torchtitan accumulates global / (local x dp) of them. Expert-parallel plans add the expert-parallel
+degree and the registered MoE model (torchtitan_moe.py).
 """
 from __future__ import annotations
 
-from solver_plan.export.common import block_config_loss, hybrid_view
+from solver_plan.export import torchtitan_moe
+from solver_plan.export.common import block_config_loss
+from solver_plan.export.moe_view import plan_view
 from solver_plan.export.model_shape import model_shape
 
 SCHEDULES = {"1f1b": "1F1B", "gpipe": "GPipe", "interleaved": "Interleaved1F1B"}
@@ -84,10 +87,10 @@ def export_torchtitan(d: dict) -> str:
     """A hybrid plan dict as torchtitan command-line overrides (module docstring), with comment lines saying
     what torchtitan cannot express.
     """
-    v = hybrid_view(d)
+    v = plan_view(d)
     lost: list[str] = []
-    shape, _ = model_shape(v.model)
-    args = _module_and_config(shape, v, lost)
+    shape, _ = (None, None) if v.experts is not None else model_shape(v.model)
+    args = torchtitan_moe.module_and_config(v, lost) if v.experts is not None else _module_and_config(shape, v, lost)
     # FSDP (dp_shard) shards parameters, gradients and optimizer states (ZeRO-3); DDP (dp_replicate)
     # shards nothing; torchtitan has nothing in between
     shard = v.zero_stage >= 1
@@ -102,6 +105,10 @@ def export_torchtitan(d: dict) -> str:
         else:
             lost.append(f"hybrid sharding in groups of {v.dp_shard}: torchtitan's FSDP groups are a multiple of cp "
                         f"{v.cp} dividing dp x cp; exported as FSDP over all {v.dp * v.cp} replicas")
+    experts: list[tuple[str, object]] = []
+    if v.experts is not None:  # an expert-parallel plan: ep, and the FSDP ranks it borrows (torchtitan_moe.py)
+        experts, replicate, sharded = torchtitan_moe.expert_overrides(v, replicate, sharded, lost)
+        lost += v.experts.notes
     overrides: list[tuple[str, object]] = [
         ("parallelism.data_parallel_replicate_degree", replicate),
         ("parallelism.data_parallel_shard_degree", sharded),
@@ -111,6 +118,7 @@ def export_torchtitan(d: dict) -> str:
         ("parallelism.context_parallel_degree", v.cp)]
     if shape is not None and shape.spec.experts > 1 and v.tp > 1:
         overrides.append(("parallelism.expert_parallel_degree", v.tp))  # the planned split of the experts
+    overrides += experts
     parts = _stage_parts(v, lost)
     if parts is not None:
         if v.schedule.startswith("zb-"):
@@ -124,9 +132,12 @@ def export_torchtitan(d: dict) -> str:
         overrides.append(("training.disable_cuda_graphs", True))  # torchtitan 0.3 refuses them with pipelines
     else:
         local = v.micro_batch_size  # torchtitan accumulates global / (local x dp) micro-batches
+        if v.experts is not None and v.experts.ep > 1:  # torchtitan 0.3 refuses CUDA graphs with its all-to-all
+            overrides.append(("training.disable_cuda_graphs", True))
     overrides += [("training.local_batch_size", local), ("training.global_batch_size", v.global_batch)]
-    if shape is not None:
-        overrides.append(("training.seq_len", shape.spec.seq))
+    seq = shape.spec.seq if shape is not None else getattr(v.experts and v.experts.model, "seq", None)
+    if seq is not None:
+        overrides.append(("training.seq_len", seq))
     else:
         lost.append("training.seq_len: the model could not be read here; set it to the planned sequence length")
     # precision: torchtitan's FSDP mixed-precision policy (training.mixed_precision_param: bfloat16 or
@@ -151,9 +162,10 @@ def export_torchtitan(d: dict) -> str:
         lost.append(f"partial recomputation ({list(v.recompute_blocks)} blocks per stage): torchtitan's full policy "
                     "recomputes every block (memory within the plan, slower than planned)")
     if mode == "selective":
+        priced = "the attention-core recomputation" if v.experts is None else \
+            "the recomputation of the per-head q, k, v and the experts' MLPs"
         lost.append("selective recomputation: torchtitan's selective policy is per operator (it keeps matrix "
-                    "products' and attention's outputs, recomputes the rest), not the attention-core "
-                    "recomputation the plan priced")
+                    f"products' and attention's outputs, recomputes the rest), not {priced} the plan priced")
     if v.tp > 1 and not v.sequence_parallel:
         lost.append("tensor parallelism without sequence parallelism: exported with enable_sequence_parallel false")
     lost += block_config_loss(v, "torchtitan")

@@ -27,8 +27,9 @@ def register_command(subparsers) -> None:
     o.add_memory_limit(parser)
     o.add(parser, "--fix", help="pin choices: KEY=VALUE,... with keys dp, tp, pp, micro_batch_size, "
                                 "virtual_stages, recompute (none|selective|full|per-stage), zero_stage (0-3), "
-                                "sequence_parallel (true|false), schedule (1f1b|interleaved|gpipe|zb-h1|zb-h2), "
-                                "cp (context parallel), dp_shard (ZeRO shard group, hybrid sharding); for a "
+                                "sequence_parallel (true|false), schedule (1f1b|interleaved|gpipe|zb-h1|zb-h2|zb-v|zb-exact), "
+                                "cp (context parallel), dp_shard (ZeRO shard group, hybrid sharding), offload "
+                                "(none|optimizer|activations|both: state or activations on the host); for a "
                                 "mixture of experts dp, tp, pp, ep, etp, micro_batch_size, virtual_stages, "
                                 "recompute, zero_stage (0|1), capacity (dropless|factor)")
     o.add(parser, "--routing", default=None,  # issue 24: hybrid/moe_cli.py
@@ -96,7 +97,7 @@ def run(args) -> int:
     """
     from solver_plan import cli_options as o
     from solver_plan.deadline import command_budget
-    from solver_plan.errors import InputError, solver_failure_exit
+    from solver_plan.errors import solver_failure_exit
     from solver_plan.files import check_output_path, write_text_atomic
     from solver_plan.hybrid.answer import answer_hybrid
     from solver_plan.export.cli_support import check_export_arguments, write_export
@@ -104,18 +105,17 @@ def run(args) -> int:
     check_output_path(args.out, "--out")
     check_export_arguments(args)  # --export-out checked before any work, like --out
     request = hybrid_request(args)
-    if request.is_moe:  # mixtures of experts: expert-parallel plans (issue 24)
-        if getattr(args, "export", None):
-            raise InputError("exports of expert-parallel plans are not available yet; write the plan with --out "
-                             "(parallelism: dp, tp, cp, pp, ep, etp, edp, capacity)", "--export")
-    else:
+    if not request.is_moe:  # mixtures of experts: expert-parallel plans (issue 24)
         check_model_name(args.model)
     deadline = command_budget(request.time_limit, getattr(args, "started", None))
     report = o.check(args, request, answer_hybrid, request, deadline)
     result = report.result
     if request.is_moe:
         from solver_plan.hybrid.moe_cli import print_moe
-        return print_moe(args, report)
+        code = print_moe(args, report)
+        if result.plan is not None and result.status.has_solution:
+            write_export(args, result.to_dict())  # ep, etp, capacity as each runtime takes them (export/)
+        return code
     if args.out:  # before printing: a closed pipe must not lose the plan
         write_text_atomic(args.out, json.dumps(result.to_dict(), indent=2) + "\n")
     print(result.table())

@@ -5,7 +5,7 @@ share; the validator re-derives its numbers independently (validate.py).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -19,7 +19,8 @@ from solver_plan.hybrid.space import Parallelism
 from solver_plan.hybrid.stage_cost import BlockProfile
 from solver_plan.hybrid.context_parallel import local_spec, scaled_profile
 from solver_plan.hybrid.stages import chunk_layers, least_layers
-from solver_plan.hybrid.zero_bubble import ZERO_BUBBLE, pipeline_s as zero_bubble_pipeline_s, weight_grad_s
+from solver_plan.hybrid.zero_bubble import (ZERO_BUBBLE, head_stage, pipeline_s as zero_bubble_pipeline_s,
+                                            weight_grad_s)
 from solver_plan.runtime import DEFAULT_RUNTIME, RuntimeProfile
 
 
@@ -84,9 +85,12 @@ def stage_p2p_s(ctx: Context, par: Parallelism, stage: int) -> float:
 
 
 def memory_of(ctx: Context, par: Parallelism, stage: int, layers: int, mode: str | None = None,
-              recompute_layers: int | None = None):
+              recompute_layers: int | None = None, in_flight: float | None = None,
+              offload_layers: int | None = None):
     """Stage memory in recomputation `mode` (default the point's; "per-stage" without a mode: full,
-    the least memory any stage can get down to, for floors and the least-memory search)."""
+    the least memory any stage can get down to, for floors and the least-memory search), holding
+    `in_flight` micro-batches when given (zb-exact's pattern; memory.stage_memory), and with
+    activation offload `offload_layers` of its blocks' activations on the host (default: the most)."""
     mode = mode or par.recompute
     if mode == "per-stage":
         mode = "full"
@@ -95,11 +99,13 @@ def memory_of(ctx: Context, par: Parallelism, stage: int, layers: int, mode: str
                         micro_batch=par.micro_batch_size, micro_batches=par.micro_batches, recompute=mode,
                         sequence_parallel=par.sequence_parallel, zero_stage=par.state_zero, schedule=par.schedule,
                         virtual_stages=par.virtual_stages, state=ctx.state, runtime=ctx.runtime,
-                        recompute_layers=recompute_layers)
+                        recompute_layers=recompute_layers, in_flight=in_flight, offload=par.offload,
+                        offload_layers=offload_layers)
 
 
 def _extras(par: Parallelism, profile: BlockProfile) -> list[float]:
-    return [(profile.embed_s if i == 0 else 0.0) + (profile.head_s if i == par.pp - 1 else 0.0) for i in range(par.pp)]
+    head = head_stage(par.pp, par.schedule)
+    return [(profile.embed_s if i == 0 else 0.0) + (profile.head_s if i == head else 0.0) for i in range(par.pp)]
 
 
 def stage_modes(ctx: Context, par: Parallelism, layers: tuple[int, ...], memory_limit: float | None,
@@ -243,11 +249,13 @@ def _few_cuts(layers: int, pp: int, least: int) -> list[tuple[int, ...]] | None:
 
 def price(ctx: Context, par: Parallelism, profile: BlockProfile, memory_limit: float | None = None,
           layers: tuple[int, ...] | None = None, modes: tuple[str, ...] | None = None,
-          recompute_blocks: tuple[int | None, ...] | None = None) -> HybridPlan | None:
+          recompute_blocks: tuple[int | None, ...] | None = None,
+          offloaded: tuple[int, ...] | None = None) -> HybridPlan | None:
     """The plan of `par` (with the given cut, or the best cut that fits `memory_limit`); None when no
     cut fits. With recompute "per-stage", `modes` (and for partial recomputation `recompute_blocks`,
     None for all of a stage's blocks) gives each stage's choice (brute force), by default the
-    fastest that fits `memory_limit` (`stage_choices`).
+    fastest that fits `memory_limit` (`stage_choices`). With activation offload, `offloaded` gives
+    each stage's offloaded blocks (brute force), by default the fewest that fit (`offload_layers`).
 
     `cut` minimises the pipeline term; the step's other terms (data-parallel synchronisation, the
     optimizer step of the stage with the most parameters) also depend on the cut, and decide alone
@@ -257,10 +265,12 @@ def price(ctx: Context, par: Parallelism, profile: BlockProfile, memory_limit: f
     beside the pipeline's: 0.08% on the 5-block case of tests/test_hybrid_stages.py)."""
     if layers is None and par.recompute != "per-stage" and par.pp > 1:
         few = _few_cuts(ctx.spec.layers, par.pp, least_layers(par.schedule, par.virtual_stages))
+        if few is not None and par.schedule == "zb-exact":
+            return _fastest_exact_cut(ctx, par, profile, memory_limit, few)
         if few is not None:
             plans = [price(ctx, par, profile, memory_limit, layers=c) for c in few
-                     if _fits(ctx, par, c, memory_limit)]
-            return min(plans, key=lambda plan: plan.step_time_s, default=None)
+                     if _fits(ctx, par, c, memory_limit)]  # None: the node's host memory is short
+            return min((p for p in plans if p is not None), key=lambda plan: plan.step_time_s, default=None)
     profile = rank_profile(ctx, par, profile)
     layers = layers or cut(ctx, par, profile, memory_limit)
     if layers is None:
@@ -268,35 +278,147 @@ def price(ctx: Context, par: Parallelism, profile: BlockProfile, memory_limit: f
     if modes is None:
         modes, recompute_blocks = stage_choices(ctx, par, layers, memory_limit, profile)
     recompute_blocks = recompute_blocks or (None,) * len(layers)
+    if offloaded is None and par.offload in ("activations", "both"):
+        found = [offload_layers(ctx, par, i, k, memory_limit) for i, k in enumerate(layers)]
+        if any(r is None for r in found):
+            return None  # nothing to offload (the plain point is this plan), or nothing fits
+        offloaded = tuple(r for r in found if r is not None)
+    offloaded = offloaded or (0,) * len(layers)
     spec, cluster, pp = ctx.spec, ctx.cluster, par.pp
+    head, extras = head_stage(pp, par.schedule), _extras(par, profile)
+    chunked = par.schedule == "interleaved" or par.schedule == "zb-v"
     stages, first = [], 0
     for i, k in enumerate(layers):
         block, recompute = layer_s(par, profile, modes[i])
         partial = recompute_blocks[i] is not None and recompute_blocks[i] < k
         recomputed = recompute_blocks[i] if partial else k
-        extra = (profile.embed_s if i == 0 else 0.0) + (profile.head_s if i == pp - 1 else 0.0)
+        extra = extras[i]
         configs = (tuple(("embedding", op, c) for op, c in profile.embed_configs) if i == 0 else ()) + \
             tuple(("block", op, c) for op, c in profile.configs) + \
-            (tuple(("head", op, c) for op, c in profile.head_configs) if i == pp - 1 else ())
-        stages.append(StagePlan(i, first, k, i == 0, i == pp - 1, i * par.tp * par.replicas, par.tp, par.replicas,
+            (tuple(("head", op, c) for op, c in profile.head_configs) if i == head else ())
+        stages.append(StagePlan(i, first, k, i == 0, i == head, i * par.tp * par.replicas, par.tp, par.replicas,
                                 k * block, recomputed * recompute, extra, stage_p2p_s(ctx, par, i),
-                                memory_of(ctx, par, i, k, modes[i], recompute_blocks[i] if partial else None),
+                                memory_of(ctx, par, i, k, modes[i], recompute_blocks[i] if partial else None,
+                                          offload_layers=offloaded[i]),
                                 configs, modes[i], k * profile.block_forward_s + extra / 3.0,
-                                chunk_layers(k, par.virtual_stages) if par.schedule == "interleaved" else (),
+                                chunk_layers(k, par.virtual_stages) if chunked else (),
                                 k * weight_grad_s(profile) + extra / 3.0,
-                                recompute_blocks[i] if partial else None))
+                                recompute_blocks[i] if partial else None, offloaded[i]))
+        if offloaded[i]:  # the activations' copies down and up, beyond what the passes hide
+            from solver_plan.hybrid.offload import activation_copy_s
+
+            st = stages[-1]
+            copied = st.memory.host - memory_of(ctx, par, i, k, modes[i], offload_layers=0).host  # r blocks'
+            stages[-1] = replace(st, offload_s=activation_copy_s(ctx.cluster.host, copied, st.forward_s,
+                                                                 st.block_s + st.recompute_s + st.extra_s
+                                                                 - st.forward_s))
         first += k
     times = [s.time_per_microbatch_s for s in stages]
+    exact = None
+    if par.schedule == "zb-exact":
+        exact = exact_schedule(ctx, par, stages, memory_limit)
+        if exact is None:
+            return None
+        stages = [replace(s, memory=memory_of(ctx, par, s.index, s.layers, s.recompute,
+                                              in_flight=min(g, par.micro_batches)))
+                  for s, g in zip(stages, exact.in_flight)]
+        pipeline = exact.pipeline_s(par.micro_batches)
+    else:
+        pipeline = schedule.pipeline_s(times, par.micro_batches, par.schedule, par.virtual_stages,
+                                       [s.weight_grad_s for s in stages])
     params = [stage_params(spec, s.layers, s.embedding, s.head, par.tp, pp) for s in stages]
     exposed, raw = dp_sync_terms(ctx, par, stages, params)
     terms = schedule.StepTerms(
-        schedule.pipeline_s(times, par.micro_batches, par.schedule, par.virtual_stages,
-                            [s.weight_grad_s for s in stages]), exposed,
-        schedule.embedding_sync_s(cluster, spec, par.tp, pp, ctx.state),
-        max(schedule.optimizer_s(cluster, p, par.shard, par.state_zero, ctx.state) for p in params), raw - exposed)
+        pipeline, exposed,
+        schedule.embedding_sync_s(cluster, spec, par.tp, pp, ctx.state, par.schedule),
+        max(stage_optimizer_s(ctx, par, p, s.layers) for p, s in zip(params, stages)), raw - exposed)
+    if par.offload != "none" and not _host_fits(ctx, max(s.memory.host for s in stages)):
+        return None
     return HybridPlan(spec.name, cluster.name, cluster.num_devices, ctx.global_batch, par, tuple(stages), terms,
                       profile.configs, spec.model_flops_per_step(ctx.global_batch), memory_limit, ctx.precision,
-                      ctx.runtime.name)
+                      ctx.runtime.name, exact)
+
+
+def exact_schedule(ctx: Context, par: Parallelism, stages, memory_limit: float | None):
+    """The exact periodic zero-bubble schedule of the stages (hybrid/exact_zb.py): their F, B, W and,
+    per stage, the bytes with one micro-batch in flight less what one micro-batch adds (the static
+    part) and that per-micro-batch amount, under `memory_limit`; None when none fits."""
+    from solver_plan.hybrid.exact_zb import schedule as exact, stage_passes
+
+    one = [memory_of(ctx, par, s.index, s.layers, s.recompute, in_flight=1).total for s in stages]
+    two = [memory_of(ctx, par, s.index, s.layers, s.recompute, in_flight=2).total for s in stages]
+    per_batch = tuple(b - a for a, b in zip(one, two))
+    return exact(tuple(stage_passes(s) for s in stages), tuple(a - d for a, d in zip(one, per_batch)), per_batch,
+                 memory_limit)
+
+
+def offload_layers(ctx: Context, par: Parallelism, stage: int, k: int, memory_limit: float | None) -> int | None:
+    """The fewest of a stage's k blocks whose activations go to the host for it to fit `memory_limit`
+    (time grows with them, memory falls: offload.py), 1 <= r < k; None when it fits with none (the
+    plain point) or fits with none of them."""
+    if memory_limit is None or memory_of(ctx, par, stage, k, offload_layers=0).total <= memory_limit:
+        return None
+    for r in range(1, k):
+        if memory_of(ctx, par, stage, k, offload_layers=r).total <= memory_limit:
+            return r
+    return None
+
+
+def stage_optimizer_s(ctx: Context, par: Parallelism, params: float, layers: int) -> float:
+    """The optimizer step of a stage of `params` parameters per device: Adam on the device
+    (schedule.optimizer_s), or with optimizer offload the host's step with its copies down and up,
+    pipelined over the gradient buckets (offload.step_s)."""
+    if par.offload in ("none", "activations"):
+        return schedule.optimizer_s(ctx.cluster, params, par.shard, par.state_zero, ctx.state)
+    from solver_plan.hybrid.offload import step_s
+
+    pieces = schedule.buckets(params, par.shard, ctx.state, ctx.runtime, layers)
+    return step_s(ctx.cluster.host, params / par.shard, ctx.state, pieces)
+
+
+def _host_fits(ctx: Context, host_bytes: float) -> bool:
+    """Whether each node's host memory holds its devices' offloaded state, `host_bytes` a device at
+    most (offload.fits_host)."""
+    from solver_plan.hybrid.offload import fits_host
+
+    return fits_host(ctx.cluster.host, host_bytes, ctx.cluster.devices_per_node)
+
+
+def host_floor_fits(ctx: Context, par: Parallelism) -> bool:
+    """Whether the nodes' host memory can hold what a point offloads for some cut: the stage with the
+    most blocks holds at least ceil(L / p) of them (a necessary condition; `price` checks the cut)."""
+    if par.offload == "none":
+        return True
+    k = -(-ctx.spec.layers // par.pp)
+    return _host_fits(ctx, memory_of(ctx, par, 1 if par.pp > 1 else 0, k, offload_layers=0).host)
+
+
+def _fastest_exact_cut(ctx: Context, par: Parallelism, profile: BlockProfile, memory_limit: float | None,
+                       cuts) -> HybridPlan | None:
+    """`price`'s every-cut search for zb-exact, each cut's exact schedule solved only while a lower
+    bound on its pipeline is below the best step found, the cuts in order of that bound: stage i
+    starts after the forwards of the stages before it and then runs all its work m times,
+    max_i (sum_{j<i} F_j + m T_i)."""
+    local = rank_profile(ctx, par, profile)
+    block, recompute = layer_s(par, local)
+    extras = _extras(par, local)
+    p2p = [stage_p2p_s(ctx, par, i) for i in range(par.pp)]
+
+    def bound(c) -> float:
+        times = [k * (block + recompute) + e + q for k, e, q in zip(c, extras, p2p)]
+        forwards = [k * local.block_forward_s + e / 3.0 + q / 2.0 for k, e, q in zip(c, extras, p2p)]
+        return max(sum(forwards[:i]) + par.micro_batches * t for i, t in enumerate(times))
+
+    bounds = sorted((bound(c), c) for c in cuts)
+    best = None
+    for bound, c in bounds:
+        if best is not None and bound >= best.step_time_s:
+            break
+        if _fits(ctx, par, c, memory_limit):
+            plan = price(ctx, par, profile, memory_limit, layers=c)
+            if plan is not None and (best is None or plan.step_time_s < best.step_time_s):
+                best = plan
+    return best
 
 
 def dp_sync_terms(ctx: Context, par: Parallelism, stages, params) -> tuple[float, float]:
@@ -327,7 +449,7 @@ def time_bound(ctx: Context, par: Parallelism, profile: BlockProfile) -> float:
     block, recompute = layer_s(par, profile)
     c = block + recompute
     p2p = [stage_p2p_s(ctx, par, i) for i in range(pp)] if pp > 1 else [0.0]
-    extras = [(profile.embed_s if i == 0 else 0.0) + (profile.head_s if i == pp - 1 else 0.0) for i in range(pp)]
+    extras = _extras(par, profile)
     total = spec.layers * c + sum(extras) + sum(p2p)
     slowest = max(total / pp, c + max(e + q for e, q in zip(extras, p2p)))
     if par.schedule == "interleaved":  # m max T + (sum T - max T) / v, increasing in max T
@@ -335,13 +457,28 @@ def time_bound(ctx: Context, par: Parallelism, profile: BlockProfile) -> float:
     elif par.schedule in ZERO_BUBBLE:  # m max T + max(0, sum T - max T - c (p - 1)/p sum W), non-decreasing in max T
         weights = spec.layers * weight_grad_s(profile) + sum(extras) / 3.0
         pipe = zero_bubble_pipeline_s([slowest] + [(total - slowest) / max(1, pp - 1)] * (pp - 1),
-                                      [weights / pp] * pp, m, par.schedule)
+                                      [0.0] + [weights / (pp - 1)] * (pp - 1), m, par.schedule)  # W_0 = 0: the
+        # least critical path (its other terms take only the sum of W, the same for every cut)
+    elif par.schedule == "zb-exact":  # every stage runs all its work once a period: T >= max T_i; and one
+        # micro-batch's F and B pass every stage in turn (the sum of W is the same for every cut)
+        pipe = max(m * slowest, total - spec.layers * weight_grad_s(profile) - sum(extras) / 3.0)
     else:
         pipe = total + (m - 1) * slowest
     params = stage_params(spec, spec.layers // pp, False, False, par.tp, pp)
     return (pipe + sync_bound(ctx, par, params)
-            + schedule.embedding_sync_s(ctx.cluster, spec, par.tp, pp, ctx.state)
-            + schedule.optimizer_s(ctx.cluster, params, par.shard, par.state_zero, ctx.state))
+            + schedule.embedding_sync_s(ctx.cluster, spec, par.tp, pp, ctx.state, par.schedule)
+            + optimizer_floor(ctx, par, params))
+
+
+def optimizer_floor(ctx: Context, par: Parallelism, params: float) -> float:
+    """A lower bound on the optimizer term for a stage of at least `params` parameters per device:
+    the device's Adam, or offloaded, the longest of its copy down, host step and copy up
+    (offload.step_s is at least that, and each grows with the parameters)."""
+    if par.offload in ("none", "activations"):
+        return schedule.optimizer_s(ctx.cluster, params, par.shard, par.state_zero, ctx.state)
+    from solver_plan.hybrid.offload import parts_s
+
+    return max(parts_s(ctx.cluster.host, params / par.shard, ctx.state))
 
 
 def sync_bound(ctx: Context, par: Parallelism, params: float) -> float:

@@ -16,12 +16,13 @@ from solver_plan.errors import InputError
 from solver_plan.hybrid.context_parallel import kv_buffer_bytes
 from solver_plan.hybrid.model import TransformerSpec
 from solver_plan.hybrid.stages import held_layers
-from solver_plan.hybrid.zero_bubble import ZERO_BUBBLE, in_flight as zero_bubble_in_flight
+from solver_plan.hybrid.zero_bubble import ZERO_BUBBLE, head_stage, in_flight as zero_bubble_in_flight
 
 UNIFORM_RECOMPUTE = ("none", "selective", "full")  # least to most recomputation (and time)
 # "per-stage": each stage uses the least recomputation that fits its own memory (evaluate.py)
 RECOMPUTE_MODES = UNIFORM_RECOMPUTE + ("per-stage",)
-SCHEDULES = ("1f1b", "interleaved", "gpipe", "zb-h1", "zb-h2")  # zero-bubble: hybrid/zero_bubble.py
+# zero-bubble: hybrid/zero_bubble.py; zb-exact: the exact periodic schedule (hybrid/exact_zb.py)
+SCHEDULES = ("1f1b", "interleaved", "gpipe", "zb-h1", "zb-h2", "zb-v", "zb-exact")
 
 
 def _kernels(runtime):
@@ -283,9 +284,12 @@ def in_flight_microbatches(stage: int, pp: int, m: int, schedule: str, v: int = 
     - interleaved with v chunks: Megatron's warm-up of 2 (p - i - 1) + (v - 1) p chunk passes plus
       one, each 1/v of the stage: ((v - 1) p + 2 (p - i - 1) + 1) / v, at most m; for stage 0 this is
       p (1 + (p - 1)/(p v)), the figure of Korthikanti et al. 2022 section 4.2.3;
-    - zero-bubble: p (ZB-H1) or 2p - 1 (ZB-H2) on every stage, at most m (zero_bubble.in_flight)."""
+    - zero-bubble: p (ZB-H1, ZB-V) or 2p - 1 (ZB-H2) on every stage, at most m (zero_bubble.in_flight);
+    - zb-exact: 1, the least of any schedule (the exact pattern's counts are passed to stage_memory)."""
     if schedule == "gpipe":
         return float(m)
+    if schedule == "zb-exact":  # the pattern's own counts are given to stage_memory (`in_flight`); alone, the
+        return 1.0  # least any schedule holds (floors and cuts)
     if schedule in ZERO_BUBBLE:
         return zero_bubble_in_flight(pp, m, schedule)
     if schedule == "interleaved" and v > 1:
@@ -352,6 +356,7 @@ class StageMemory:
     fragmentation: float = 0.0  # the caching allocator's reserved-but-unallocated memory
     cuda_context: float = 0.0  # outside the allocator
     nccl: float = 0.0  # outside the allocator
+    host: float = 0.0  # in host memory, not on the device (optimizer offload: hybrid/offload.py)
 
     @property
     def allocated(self) -> float:
@@ -378,14 +383,15 @@ class StageMemory:
 def stage_params(spec: TransformerSpec, layers: int, first: bool, last: bool, t: int, pp: int) -> float:
     """Parameters on one device of a stage: its blocks / t, the embeddings / t on the first stage, the
     final norm and the output projection on the last: an untied one / t (vocabulary-parallel), or,
-    tied and p > 1, a copy of the word embedding / t (Megatron keeps one there for the output
-    projection and all-reduces its gradient with the first stage's)."""
+    tied and on another stage than the embedding (p > 1, not ZB-V's first stage that holds both), a
+    copy of the word embedding / t (Megatron keeps one there for the output projection and
+    all-reduces its gradient with the first stage's)."""
     params = layers * spec.block_params / t
     if first:
         params += spec.embedding_params / t
     if last:
         params += spec.norm_params + spec.vocab * spec.hidden / t * (
-            (1.0 if pp > 1 else 0.0) if spec.tied_embeddings else 1.0)
+            (0.0 if first else 1.0) if spec.tied_embeddings else 1.0)
     return params
 
 
@@ -413,7 +419,9 @@ def runtime_reserve(runtime, dynamic_bytes: float, communicator_count: int) -> d
 def stage_memory(spec: TransformerSpec, *, layers: int, stage: int, pp: int, tp: int, dp: int, micro_batch: int,
                  micro_batches: int, recompute: str, sequence_parallel: bool, zero_stage: int, schedule: str,
                  virtual_stages: int = 1, state: StateBytes = MIXED_PRECISION, runtime=None,
-                 cp: int = 1, replicate: int = 1, recompute_layers: int | None = None) -> StageMemory:
+                 cp: int = 1, replicate: int = 1, recompute_layers: int | None = None,
+                 in_flight: float | None = None, offload: str = "none",
+                 offload_layers: int | None = None) -> StageMemory:
     """Sum of the terms above for stage `stage` holding `layers` blocks, as `runtime` (None:
     megatron-core) runs them, with its reserve (`runtime_reserve`). With context parallelism `spec`
     is one rank's (s / cp tokens, context_parallel.local_spec) and `dp` the dp x cp ranks sharing
@@ -423,17 +431,31 @@ def stage_memory(spec: TransformerSpec, *, layers: int, stage: int, pp: int, tp:
     "full" with `recompute_layers` r < `layers`, Megatron's --recompute-method block
     --recompute-num-layers r): r blocks keep full recomputation's input only, the other k - r all
     their activations, and the backward working set is full recomputation's (one rematerialised
-    block); 1F1B and GPipe only (every block holds the same micro-batches)."""
+    block); 1F1B and GPipe only (every block holds the same micro-batches). `in_flight`: the
+    micro-batches the stage holds at its peak when the schedule's pattern gives them (zb-exact:
+    hybrid/exact_zb.py), instead of `in_flight_microbatches`. `offload` "optimizer" (or "both"): the
+    optimizer state in host memory (`StageMemory.host`, offload.host_bytes), none of it on the device;
+    "activations" (or "both", pp 1): the kept activations of `offload_layers` r of the blocks on the
+    host (default: all but one, the least device memory), the device keeping the others and one in
+    transit (offload.device_blocks)."""
 
-    first, last = stage == 0, stage == pp - 1
+    first, last = stage == 0, stage == head_stage(pp, schedule)
     params = stage_params(spec, layers, first, last, tp, pp)
     b, t, sp = micro_batch, tp, sequence_parallel
-    flight = in_flight_microbatches(stage, pp, micro_batches, schedule, virtual_stages)
+    flight = in_flight_microbatches(stage, pp, micro_batches, schedule, virtual_stages) if in_flight is None \
+        else float(in_flight)
     per_block = layer_activation_bytes(spec, b, t, recompute, sp, state, runtime)
     if recompute == "full" and recompute_layers is not None and recompute_layers < layers:
         kept = layer_activation_bytes(spec, b, t, "none", sp, state, runtime)
         per_block = (recompute_layers * per_block + (layers - recompute_layers) * kept) / layers
-    acts = held_blocks(layers, stage, pp, micro_batches, schedule, virtual_stages) * per_block
+    acts = (held_blocks(layers, stage, pp, micro_batches, schedule, virtual_stages) if in_flight is None
+            else layers * flight) * per_block
+    host = 0.0
+    if offload in ("activations", "both") and layers:
+        from solver_plan.hybrid.offload import device_blocks
+
+        r = max(0, layers - 1) if offload_layers is None else offload_layers
+        acts, host = flight * device_blocks(layers, r) * per_block, flight * r * per_block
     if first:
         acts += embedding_activation_bytes(spec, b, t, sp, state) * flight
     loss = logits_activation_bytes(spec, b, t, sp, state, runtime) if last else 0.0
@@ -449,10 +471,16 @@ def stage_memory(spec: TransformerSpec, *, layers: int, stage: int, pp: int, tp:
         from dataclasses import replace
         buffers += kv_buffer_bytes(replace(spec, seq=spec.seq * cp), b, t, cp, state.activations, runtime)
     reserve = runtime_reserve(runtime, acts + working + buffers,
-                              communicators(tp, dp, pp, spec.tied_embeddings, cp, replicate))
+                              communicators(tp, dp, pp, spec.tied_embeddings and head_stage(pp, schedule) > 0,
+                                            cp, replicate))
     gradients = gradients_at_peak(gradients_bytes(params, dp, zero_stage, state), acts + working, micro_batches, runtime)
-    return StageMemory(weights_bytes(params, dp, zero_stage, state), gradients,
-                       optimizer_bytes(params, dp, zero_stage, state), acts, working, buffers, **reserve)
+    optimizer = optimizer_bytes(params, dp, zero_stage, state)
+    if offload in ("optimizer", "both"):
+        from solver_plan.hybrid.offload import host_bytes
+
+        optimizer, host = 0.0, host + host_bytes(params / (dp if zero_stage >= 1 else 1), state)
+    return StageMemory(weights_bytes(params, dp, zero_stage, state), gradients, optimizer, acts, working, buffers,
+                       **reserve, host=host)
 
 
 def gradients_at_peak(gradients: float, activations: float, micro_batches: int, runtime=None) -> float:

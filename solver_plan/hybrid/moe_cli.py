@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 
+ZERO_NAMES = ("no ZeRO", "distributed optimizer", "ZeRO-2")  # by the plan's zero_stage
+
 
 def table(result) -> str:
     """Human summary of a `MoEResult`: status, step time, bound, runtime, and the chosen point's degrees,
@@ -26,7 +28,7 @@ def table(result) -> str:
                      + f" x pp {p.pp}; experts etp {p.etp} x ep {p.ep} x edp {p.edp}; "
                      f"micro-batch {p.micro_batch_size} x {p.micro_batches}, {p.schedule}"
                      + (f" v {p.virtual_stages}" if p.virtual_stages > 1 else "")
-                     + f", recompute {p.recompute}, {'distributed optimizer' if p.zero_stage else 'no ZeRO'}")
+                     + f", recompute {p.recompute}, {ZERO_NAMES[p.zero_stage]}")
         lines.append(f"routing {plan.routing}, {capacity} ({100 * plan.dropped_fraction:.1f}% of copies dropped), "
                      f"all-to-all overlap {plan.a2a_overlap}; {plan.tflops_per_device:.0f} model TFLOP/s per device")
         lines.append(f"pipeline {plan.pipeline_s:.3f} s + exposed sync {plan.dp_sync_s:.3f} s + optimizer "

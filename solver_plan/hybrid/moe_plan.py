@@ -10,7 +10,7 @@ Points (moe_space.py) are priced in closed form (moe_price.py). Search: every po
 the pins; points whose memory floor exceeds the limit dropped; the rest priced in order of a valid
 lower bound (total stage work over p stages through the pipeline formula), stopping at the first
 bound >= the incumbent: OPTIMAL over the space (of this cost model) when it finishes, TIME_LIMIT with
-the least open bound otherwise. Not searched: ZeRO-2/3, per-stage recomputation, DualPipe's bubble
+the least open bound otherwise. Not searched: ZeRO-3 / FSDP, ZeRO-2 with a pipeline, per-stage recomputation, DualPipe's bubble
 (its a2a overlap is "full"); context parallelism leaving fewer than MIN_TOKENS_PER_CP_RANK tokens per
 rank unless pinned.
 """
@@ -77,7 +77,7 @@ def plan_moe(model, cluster, global_batch: int, *, devices: int | None = None, f
     `global_batch` sequences, priced under `routing` (uniform, zipf:S, histogram:...) with `capacity`
     ('dropless' or a factor; a pinned `fix` capacity wins) and `a2a_overlap` (none, shared-expert,
     full). `fix`: pins of dp, tp, cp, pp, ep, etp, micro_batch_size, virtual_stages, recompute,
-    zero_stage (0/1), capacity."""
+    zero_stage (0/1/2), capacity."""
     start = time.perf_counter()
     deadline = time_budget(time_limit)
     cluster = _cluster(cluster, devices)
@@ -151,6 +151,9 @@ def evaluate_moe(model, cluster, global_batch: int, point: Mapping, *, routing=N
     cluster = _cluster(cluster, devices)
     ctx = make_context(model, cluster, global_batch, memory_limit, routing, precision, runtime, a2a_overlap)
     moe.check_folding(ctx.model, pins["tp"] * cp * pins["dp"], pins["ep"], pins.get("etp", 1))
+    if pins.get("zero_stage", 1) == 2 and pins["pp"] > 1:
+        raise InputError("ZeRO-2 with a pipeline (pp > 1) is not priced: each micro-batch would reduce-scatter its "
+                         "gradients", "--fix zero_stage")
     if global_batch % (pins["dp"] * pins["micro_batch_size"]):
         raise InputError("dp x micro_batch_size must divide the global batch", "point")
     if ctx.model.seq % (2 * cp) and cp > 1:

@@ -18,6 +18,13 @@ FIX_KEYS = ("dp", "tp", "cp", "pp", "ep", "etp", "micro_batch_size", "virtual_st
             "capacity")
 INT_KEYS = ("dp", "tp", "cp", "pp", "ep", "etp", "micro_batch_size", "virtual_stages", "zero_stage")
 RECOMPUTE = ("none", "selective", "full")
+# ZeRO stages searched: 0, 1 (the distributed optimizer: optimizer state over dp x cp, the experts' over
+# edp) and 2 (gradients sharded too, with pp = 1: reduce-scatter + all-gather, ZeRO-1's traffic; with a
+# pipeline every micro-batch would reduce its gradients, which no runtime does, as in hybrid/space.py).
+# ZeRO-3 / FSDP is not priced here: the gathered layer weights and FSDP's unsharded root are not in
+# moe_price.stage_memory.
+ZERO_STAGES = (0, 1, 2)
+ZERO_WORDS = "0, 1 or 2 (ZeRO-3 / FSDP is not priced for expert-parallel plans)"
 MAX_MICRO_BATCH = 16  # searched (MoE runs use 1-4; larger ones only add activation memory)
 # context parallelism is searched while each rank keeps at least this many tokens of a sequence (it
 # pays for long sequences: Megatron's guidance is CP for 8k and longer; any cp when pinned)
@@ -38,7 +45,7 @@ class MoEPoint:
     micro_batches: int
     virtual_stages: int = 1
     recompute: str = "none"
-    zero_stage: int = 1  # 0: plain data parallel, 1: distributed optimizer
+    zero_stage: int = 1  # 0: plain data parallel, 1: distributed optimizer, 2: gradients sharded too (pp = 1)
     capacity_factor: float | None = None  # None: dropless
     cp: int = 1  # context parallelism: the sequence split over cp devices (ring attention)
 
@@ -84,8 +91,8 @@ def check_fix(pins: Mapping | str | None) -> dict:
             raise InputError(f"unknown key {key!r} (keys: {', '.join(FIX_KEYS)})", "--fix")
         if key in INT_KEYS:
             number = None if isinstance(value, bool) else _int(value)
-            if number is None or number < (0 if key == "zero_stage" else 1) or (key == "zero_stage" and number > 1):
-                raise InputError(f"expects a {'0 or 1' if key == 'zero_stage' else 'positive integer'}, got {value!r}",
+            if number is None or number < (0 if key == "zero_stage" else 1) or (key == "zero_stage" and number > 2):
+                raise InputError(f"expects a {ZERO_WORDS if key == 'zero_stage' else 'positive integer'}, got {value!r}",
                                  where)
             out[key] = number
         elif key == "recompute":
@@ -114,7 +121,7 @@ def enumerate_points(model: MoEModel, devices: int, devices_per_node: int, globa
     """Every point agreeing with the pins: tp | heads within a node, cp with 2 cp | seq (Megatron's
     load-balanced causal split) and seq / cp >= MIN_TOKENS_PER_CP_RANK unless pinned, pp <= layers,
     dp x b | batch, ep | experts with ep x etp | tp x cp x dp, etp | tp and f_e, virtual stages with
-    p v <= layers and m divisible by p (Megatron's interleaving condition)."""
+    p v <= layers and m divisible by p (Megatron's interleaving condition), ZeRO-2 with pp = 1."""
     get = pins.get
     for tp, cp in itertools.product(_divisors(min(devices, devices_per_node)), _divisors(devices)):
         if model.heads % tp or devices % (tp * cp) or get("tp", tp) != tp or get("cp", cp) != cp:
@@ -137,8 +144,10 @@ def enumerate_points(model: MoEModel, devices: int, devices_per_node: int, globa
                     m = global_batch // (dp * b)
                     vs = [1] + ([v for v in range(2, model.layers // pp + 1) if m % pp == 0
                                  and (model.layers % (pp * v) == 0 or get("virtual_stages") == v)] if pp > 1 else [])
-                    for v, r, z, c in itertools.product(vs, RECOMPUTE, (0, 1), capacities):
+                    for v, r, z, c in itertools.product(vs, RECOMPUTE, ZERO_STAGES, capacities):
                         if get("virtual_stages", v) != v or get("recompute", r) != r or get("zero_stage", z) != z:
+                            continue
+                        if z == 2 and pp > 1:  # ZeRO-2 with pp = 1 only (ZERO_STAGES)
                             continue
                         yield MoEPoint(dp, tp, pp, ep, etp, b, m, v, r, z, c, cp)
 

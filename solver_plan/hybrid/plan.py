@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from solver_plan.hybrid.exact_zb import ExactSchedule
 from solver_plan.hybrid.memory import StageMemory
+from solver_plan.hybrid.offload import runtimes as offload_runtimes
 from solver_plan.hybrid.schedule import StepTerms
 from solver_plan.hybrid.space import Parallelism
 from solver_plan.hybrid.zero_bubble import schedule_runtimes
@@ -45,6 +47,10 @@ class StagePlan:
     # partial recomputation: the first `recompute_blocks` of its blocks under full recomputation, the
     # rest under none (recompute "full"; Megatron's --recompute-method block --recompute-num-layers); None: all
     recompute_blocks: int | None = None
+    # activation offload (hybrid/offload.py): blocks whose activations go to the host, and the exposed
+    # seconds of their copies per micro-batch (in time_per_microbatch_s)
+    offload_layers: int = 0
+    offload_s: float = 0.0
 
     def __post_init__(self):
         if self.layers < 0 or self.tp < 1 or self.replicas < 1:
@@ -52,9 +58,9 @@ class StagePlan:
 
     @property
     def time_per_microbatch_s(self) -> float:
-        """Seconds of the stage per micro-batch: blocks + recomputation + embedding/head + pipeline transfers.
-        """
-        return self.block_s + self.recompute_s + self.extra_s + self.p2p_s
+        """Seconds of the stage per micro-batch: blocks + recomputation + embedding/head + pipeline transfers
+        + exposed activation-offload copies."""
+        return self.block_s + self.recompute_s + self.extra_s + self.p2p_s + self.offload_s
 
     @property
     def devices(self) -> tuple[int, int]:
@@ -75,7 +81,8 @@ class StagePlan:
                 "time_per_microbatch_s": self.time_per_microbatch_s,
                 "time_terms_s": {"blocks": self.block_s, "recompute": self.recompute_s,
                                  "embedding_and_head": self.extra_s, "p2p": self.p2p_s, "forward": self.forward_s,
-                                 "weight_grad": self.weight_grad_s},
+                                 "weight_grad": self.weight_grad_s, "offload": self.offload_s},
+                "offload_layers": self.offload_layers,
                 "memory_bytes": self.memory.to_dict(),
                 "operator_configs": [{"group": g, "operator": op, "config": cfg} for g, op, cfg in self.configs]}
 
@@ -98,6 +105,8 @@ class HybridPlan:
     # training precision priced (`TrainingPrecision.name`: mixed-bf16, mixed-fp16, mixed-fp8, fp32, tf32)
     precision: str | None = None
     runtime: str | None = None  # the runtime profile priced (`solver_plan.runtime`: megatron-core, ...)
+    # schedule zb-exact: the exact periodic pattern the pipeline term and the stages' in-flight memory follow
+    exact_schedule: ExactSchedule | None = None
 
     def __post_init__(self):
         p = self.parallelism
@@ -144,6 +153,8 @@ class HybridPlan:
                 "parallelism": self.parallelism.to_dict(),
                 "context_parallel": self.context_parallel(),
                 "schedule_runtimes": schedule_runtimes(self.parallelism.schedule),
+                "exact_schedule": None if self.exact_schedule is None else self.exact_schedule.to_dict(),
+                "offload_runtimes": offload_runtimes(self.parallelism.offload),
                 "step_time_s": self.step_time_s,
                 "step_terms_s": {"pipeline": self.terms.pipeline_s, "dp_sync": self.terms.dp_sync_s,
                                  "embedding_sync": self.terms.embedding_sync_s, "optimizer": self.terms.optimizer_s,
@@ -229,7 +240,8 @@ class HybridResult:
                       f"{p.tflops_per_device:.1f} TFLOP/s per device   model FLOPs/step {p.model_flops_per_step:.3e}",
                       f"parallelism: dp={q.dp} cp={q.cp} tp={q.tp} pp={q.pp} micro_batch_size={q.micro_batch_size} "
                       f"micro_batches={q.micro_batches} schedule={q.schedule} virtual_stages={q.virtual_stages} "
-                      f"recompute={q.recompute} zero_stage={q.zero_stage} sequence_parallel={q.sequence_parallel}",
+                      f"recompute={q.recompute} zero_stage={q.zero_stage} sequence_parallel={q.sequence_parallel}"
+                      + (f" offload={q.offload}" if q.offload != "none" else ""),
                       f"step terms: pipeline {p.terms.pipeline_s:.3f} s, dp sync {p.terms.dp_sync_s:.3f} s "
                       f"({p.terms.dp_sync_hidden_s:.3f} s more hidden under compute), "
                       f"embedding sync {p.terms.embedding_sync_s:.4f} s, optimizer {p.terms.optimizer_s:.4f} s",

@@ -81,7 +81,9 @@ def pipeline_s(stage_times: list[float], m: int, schedule: str, v: int = 1, weig
     """The pipeline term (module text); zero-bubble schedules need each stage's W (`weight_times`,
     hybrid/zero_bubble.py)."""
     slowest = max(stage_times)
-    if schedule in ("zb-h1", "zb-h2"):
+    from solver_plan.hybrid.zero_bubble import ZERO_BUBBLE
+
+    if schedule in ZERO_BUBBLE:
         from solver_plan.hybrid.zero_bubble import pipeline_s as zero_bubble_s
 
         return zero_bubble_s(stage_times, weight_times, m, schedule)
@@ -202,11 +204,14 @@ def exposed_sync_s(parts: SyncParts, m: int, forward_s: float, backward_s: float
     return grad + gather + m * per_microbatch
 
 
-def embedding_sync_s(cluster: Cluster, spec: TransformerSpec, tp: int, pp: int, state: StateBytes) -> float:
+def embedding_sync_s(cluster: Cluster, spec: TransformerSpec, tp: int, pp: int, state: StateBytes,
+                     schedule: str = "1f1b") -> float:
     """All-reduce of the tied word embedding's gradient, V h / t values of the gradient dtype (g V h / t
-    bytes), between the first and last stage (none when the output projection is untied or there is
-    one stage; Narayanan et al. 2021)."""
-    if pp == 1 or not spec.tied_embeddings:
+    bytes), between the first and last stage (none when the output projection is untied, there is
+    one stage, or ZB-V puts the output layer on the first stage; Narayanan et al. 2021)."""
+    from solver_plan.hybrid.zero_bubble import head_stage
+
+    if pp == 1 or not spec.tied_embeddings or head_stage(pp, schedule) == 0:
         return 0.0
     last = (pp - 1) * (cluster.num_devices // pp)
     return collective(cluster, "all_reduce", spec.vocab * spec.hidden / tp * state.gradients, 2,

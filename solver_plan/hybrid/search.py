@@ -23,6 +23,7 @@ from solver_plan.errors import InputError
 from solver_plan.hybrid.evaluate import Context, memory_floor, price, time_bound
 from solver_plan.hybrid.memory import gradients_bytes, optimizer_bytes, precision_state, weights_bytes
 from solver_plan.hybrid.model import TransformerSpec, transformer_spec
+from solver_plan.hybrid.offload import optimizer_offloaded
 from solver_plan.hybrid.plan import HybridPlan, HybridResult
 from solver_plan.hybrid.space import Parallelism, check_fix, enumerate_space
 from solver_plan.hybrid.stage_cost import BlockCoster
@@ -139,8 +140,12 @@ def plan_hybrid(model, cluster, global_batch: int, *, devices: int | None = None
     prec = resolve_hybrid_precision(precision, cluster)
     ctx = _context(spec, cluster, global_batch, limit, prec, runtime)
     pins = _cp_pins(spec, ctx.runtime, pins)
-    points = _points(spec, cluster, global_batch, pins, deadline)
-    least = None if limit is None else state_floor(ctx)
+    from solver_plan.hybrid.zero_bubble import check_runtime
+    check_runtime(ctx.runtime, pins.get("schedule", "1f1b"))  # zb-v: only where the runtime runs it
+    from solver_plan.hybrid.offload import offered
+    offload_modes = offered(cluster, ctx.runtime, pins)
+    points = _points(spec, cluster, global_batch, pins, deadline, offload_modes)
+    least = None if limit is None else state_floor(ctx, not any(optimizer_offloaded(m) for m in offload_modes))
     if points is None and least is not None and least > limit:  # proven all the same
         return _infeasible_by_state(ctx, None, 0.0, least, start)
     if points is None:  # the compute bound holds for every plan
@@ -148,8 +153,10 @@ def plan_hybrid(model, cluster, global_batch: int, *, devices: int | None = None
                             notes=("time limit reached while enumerating the configurations",))
     from solver_plan.hybrid.fsdp import allowed
     from solver_plan.hybrid.zero_bubble import runs
+    from solver_plan.hybrid.evaluate import host_floor_fits
     points = [p for p in points if allowed(ctx.runtime, p.zero_stage, p.pp)  # ZeRO-3 with pp: FSDP2 runtimes only
-              and (runs(ctx.runtime, p.schedule) or "schedule" in pins)]  # zero-bubble: where the runtime runs it
+              and (runs(ctx.runtime, p.schedule) or "schedule" in pins)  # zero-bubble: where the runtime runs it
+              and host_floor_fits(ctx, p)]  # offload: some stage's state fits the nodes' host memory
     if not points:
         from solver_plan.hybrid.stages import layer_count_problem
         layer_note = layer_count_problem(spec.layers, pins)  # the likeliest reason first, naming the count
@@ -286,11 +293,14 @@ def _checked(result: HybridResult, ctx: Context, validate: bool) -> HybridResult
 CHECK_EVERY = 256  # points enumerated between two looks at the clock
 
 
-def _points(spec, cluster: Cluster, global_batch: int, pins: dict, deadline: Deadline) -> list[Parallelism] | None:
-    """The space's points (micro-batches above MAX_MICRO_BATCH only when pinned); None when the
-    deadline passes first (a batch with many divisors on many devices has 10^5 points and more)."""
+def _points(spec, cluster: Cluster, global_batch: int, pins: dict, deadline: Deadline,
+            offloads: tuple[str, ...] = ("none",)) -> list[Parallelism] | None:
+    """The space's points (micro-batches above MAX_MICRO_BATCH only when pinned; the offload modes
+    `offloads`); None when the deadline passes first (a batch with many divisors on many devices
+    has 10^5 points and more)."""
     points = []
-    for index, p in enumerate(enumerate_space(spec, cluster.num_devices, cluster.devices_per_node, global_batch, pins)):
+    for index, p in enumerate(enumerate_space(spec, cluster.num_devices, cluster.devices_per_node, global_batch, pins,
+                                              offloads)):
         if index % CHECK_EVERY == 0 and deadline.expired():
             return None
         if p.micro_batch_size <= MAX_MICRO_BATCH or "micro_batch_size" in pins:
@@ -319,12 +329,14 @@ def state_bound(ctx: Context, par: Parallelism) -> float:
     looks at holds at least ceil(L / p) blocks, so at least k x block parameters / tp, whose
     weights, optimizer state and gradients (unless the runtime frees them at one micro-batch,
     `memory.gradients_at_peak`) the point shards as `memory_of` does (`memory.weights_bytes`,
-    `optimizer_bytes`, `gradients_bytes`); activations, buffers and the reserve only add."""
+    `optimizer_bytes` unless offloaded, `gradients_bytes`); activations, buffers and the reserve only add."""
     k = -(-ctx.spec.layers // par.pp)
     params = k * ctx.spec.block_params / par.tp
     zero, state = par.state_zero, ctx.state
     freed = par.micro_batches == 1 and ctx.runtime.gradients_freed
-    return (weights_bytes(params, par.shard, zero, state) + optimizer_bytes(params, par.shard, zero, state)
+    offloaded = optimizer_offloaded(par.offload)  # the optimizer state on the host (hybrid/offload.py)
+    return (weights_bytes(params, par.shard, zero, state)
+            + (0.0 if offloaded else optimizer_bytes(params, par.shard, zero, state))
             + (0.0 if freed else gradients_bytes(params, par.shard, zero, state)))
 
 
@@ -341,17 +353,19 @@ def _floors_seconds(bounds: list[float], limit: float) -> float:
     return sum(STATE_BOUND_S + (FLOOR_S_PER_POINT if bound <= limit else 0.0) for bound in bounds)
 
 
-def state_floor(ctx: Context) -> float:
+def state_floor(ctx: Context, optimizer_on_device: bool = True) -> float:
     """A lower bound on the busiest device's memory under every configuration (pigeonhole): every
-    parameter's working weights and optimizer state (master copy and moments), and its gradients
+    parameter's working weights, its optimizer state (master copy and moments) unless the space
+    offloads it to the host (`optimizer_on_device` False: hybrid/offload.py), and its gradients
     unless the runtime frees them between steps (`gradients_freed`: at one micro-batch a stage's
     peak may come before they exist, `memory.gradients_at_peak`), are held by at least one device
     (ZeRO and tensor, pipeline and context parallelism divide them, never drop them), so some
-    device of the N holds at least P x (w + o [+ g]) / N bytes, P = the model's parameters
+    device of the N holds at least P x (w [+ o] [+ g]) / N bytes, P = the model's parameters
     (ParameterState bytes, cost/model_state.py). Costs nothing, so a limit below it is refused
     before any configuration is enumerated or bounded."""
     state = ctx.state.model
-    per_parameter = state.weights + state.optimizer + (0.0 if ctx.runtime.gradients_freed else state.gradients)
+    per_parameter = (state.weights + (state.optimizer if optimizer_on_device else 0.0)
+                     + (0.0 if ctx.runtime.gradients_freed else state.gradients))
     return ctx.spec.total_params * per_parameter / ctx.cluster.num_devices
 
 
@@ -480,6 +494,10 @@ def _infeasible(ctx: Context, points, floors: list[float] | None, coster: BlockC
     profile = coster.profile(best_par.tp, best_par.micro_batch_size, deadline=deadline)
     plan = price(ctx, best_par, profile, best_need * (1 + 1e-9)) or price(ctx, best_par, profile, None)
     limit = ctx.memory_limit
+    if plan is None:  # offloaded: the nodes' host memory holds no cut's state (evaluate._host_fits)
+        return HybridResult(Status.INFEASIBLE, None, None, time.perf_counter() - start, evaluated, pruned,
+                            (f"no configuration fits {limit / 1e9:.2f} GB per device; the one needing the least "
+                             "device memory offloads more optimizer state than the nodes' host memory holds",))
     note = (f"no configuration fits {limit / 1e9:.2f} GB per device; the least any needs is "
             f"{plan.memory_per_device_bytes / 1e9:.2f} GB (this plan)")
     if cut_short:
@@ -509,18 +527,22 @@ def evaluate(model, cluster, global_batch: int, parallelism, *, memory_limit="de
         if global_batch % (values["dp"] * values["micro_batch_size"]):
             raise InputError(f"dp x micro_batch_size = {values['dp'] * values['micro_batch_size']} does not "
                              f"divide the global batch {global_batch}", "parallelism")
-        v = values.get("virtual_stages", 1)
+        v = values.get("virtual_stages", 2 if values.get("schedule") == "zb-v" else 1)
         parallelism = Parallelism(values["dp"], values["tp"], values["pp"], values["micro_batch_size"],
                                   global_batch // (values["dp"] * values["micro_batch_size"]), v,
                                   values.get("recompute", "none"), values.get("zero_stage", 0),
                                   values.get("sequence_parallel", False),
                                   values.get("schedule", "interleaved" if v > 1 else "1f1b"), values.get("cp", 1),
-                                  values.get("dp_shard", 0))
+                                  values.get("dp_shard", 0), values.get("offload", "none"))
     cluster = _cluster(cluster, parallelism.devices)
     limit = _memory_limit(memory_limit, cluster)
     prec = resolve_hybrid_precision(precision, cluster)
     ctx = _context(spec, cluster, global_batch, limit, prec, runtime)
     _cp_pins(spec, ctx.runtime, {"cp": parallelism.cp})
+    from solver_plan.hybrid.zero_bubble import check_runtime
+    check_runtime(ctx.runtime, parallelism.schedule)
+    from solver_plan.hybrid.offload import offered
+    offered(cluster, ctx.runtime, {"offload": parallelism.offload})  # InputError where it cannot run
     from solver_plan.hybrid.fsdp import allowed
     if not allowed(ctx.runtime, parallelism.zero_stage, parallelism.pp):
         raise InputError(f"ZeRO-{parallelism.zero_stage} with pp > 1: runtime {ctx.runtime.name} pipelines only "
@@ -535,8 +557,13 @@ def evaluate(model, cluster, global_batch: int, parallelism, *, memory_limit="de
         if plan is None:
             from solver_plan.hybrid.stages import layer_count_problem
             why = layer_count_problem(spec.layers, {"pp": parallelism.pp, "virtual_stages": parallelism.virtual_stages})
+            host = (" or the nodes' host memory cannot hold the offloaded state" if parallelism.offload != "none"
+                    else "")
+            if parallelism.offload in ("activations", "both"):
+                host += (" (activation offload is priced only where the stage does not fit without it: "
+                         "under this memory limit it needs none, or even all but one block offloaded do not fit)")
             return HybridResult(Status.INFEASIBLE, None, None, time.perf_counter() - start,
-                                notes=(why or "no cut of the layers into these stages exists",))
+                                notes=(why or f"no cut of the layers into these stages exists{host}",))
         status = Status.INFEASIBLE
         notes.append(f"needs {plan.memory_per_device_bytes / 1e9:.2f} GB per device, over the limit")
     result = HybridResult(status, plan, None, time.perf_counter() - start, 1, 0, tuple(notes),

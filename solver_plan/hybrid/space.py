@@ -18,9 +18,12 @@ from solver_plan.keyvalues import parse_key_values
 from solver_plan.hybrid.fsdp import state_zero
 from solver_plan.hybrid.memory import RECOMPUTE_MODES, SCHEDULES
 from solver_plan.hybrid.model import TransformerSpec
+from solver_plan.hybrid.exact_zb import MAX_STAGES as EXACT_MAX_STAGES
+from solver_plan.hybrid.offload import MODES as OFFLOAD_MODES
+from solver_plan.hybrid.zero_bubble import V_CHUNKS
 
 FIX_KEYS = ("dp", "tp", "pp", "micro_batch_size", "virtual_stages", "recompute", "zero_stage",
-            "sequence_parallel", "schedule", "cp", "dp_shard")
+            "sequence_parallel", "schedule", "cp", "dp_shard", "offload")
 INT_KEYS = ("dp", "tp", "pp", "micro_batch_size", "virtual_stages", "zero_stage", "cp", "dp_shard")
 ZERO_OR_MORE = ("zero_stage", "dp_shard")  # the integer keys that may be 0
 
@@ -42,6 +45,7 @@ class Parallelism:
     schedule: str = "1f1b"
     cp: int = 1  # context parallel: the sequence split over cp ranks (hybrid/context_parallel.py)
     dp_shard: int = 0  # ranks of a ZeRO shard group (hybrid sharding, hybrid/fsdp.py); 0: all dp x cp
+    offload: str = "none"  # "optimizer": optimizer state and step on the host (hybrid/offload.py)
 
     def __post_init__(self):
         for key in ("dp", "tp", "pp", "micro_batch_size", "micro_batches", "virtual_stages", "cp"):
@@ -54,13 +58,29 @@ class Parallelism:
             raise InputError(f"must be 0, 1, 2 or 3, got {self.zero_stage!r}", "zero_stage")
         if self.schedule not in SCHEDULES:
             raise InputError(f"must be one of {', '.join(SCHEDULES)}, got {self.schedule!r}", "schedule")
-        if (self.schedule == "interleaved") != (self.virtual_stages > 1):
-            raise InputError("virtual_stages > 1 goes with schedule interleaved (and only with it)", "virtual_stages")
+        if self.schedule == "zb-v":
+            if self.virtual_stages != V_CHUNKS or self.pp == 1:
+                raise InputError(f"schedule zb-v runs {V_CHUNKS} chunks per rank (virtual_stages {V_CHUNKS}) on pp > 1",
+                                 "virtual_stages")
+        elif (self.schedule == "interleaved") != (self.virtual_stages > 1):
+            raise InputError("virtual_stages > 1 goes with schedule interleaved or zb-v (and only with them)",
+                             "virtual_stages")
         if self.sequence_parallel and self.tp == 1:
             raise InputError("sequence parallelism needs tp > 1", "sequence_parallel")
+        if self.schedule == "zb-exact" and not 1 < self.pp <= EXACT_MAX_STAGES:
+            raise InputError(f"schedule zb-exact (the exact periodic scheduler) takes 2 to {EXACT_MAX_STAGES} "
+                             f"pipeline stages, got pp {self.pp}", "schedule")
         if self.schedule.startswith("zb-") and self.recompute == "per-stage":
             raise InputError("zero-bubble schedules take one recomputation mode for all stages (none, selective "
                              "or full)", "recompute")
+        if self.offload not in OFFLOAD_MODES:
+            raise InputError(f"must be one of {', '.join(OFFLOAD_MODES)}, got {self.offload!r}", "offload")
+        if self.offload in ("optimizer", "both") and self.zero_stage == 0:
+            raise InputError("offloading the optimizer state offloads the distributed optimizer's shard: needs "
+                             "zero_stage >= 1", "offload")
+        if self.offload in ("activations", "both") and (self.pp > 1 or self.recompute != "none"):
+            raise InputError("activation offload runs without pipelining and without recomputation (pp 1, "
+                             "recompute none; Megatron-core's CPU offloading)", "offload")
         if not isinstance(self.dp_shard, int) or isinstance(self.dp_shard, bool) or self.dp_shard < 0:
             raise InputError(f"must be a non-negative integer, got {self.dp_shard!r}", "dp_shard")
         if self.dp_shard and (self.replicas % self.dp_shard or self.zero_stage == 0):
@@ -133,6 +153,10 @@ def check_fix(pins: Mapping) -> dict:
             if text not in ("true", "false", "1", "0", "yes", "no"):
                 raise InputError(f"expects true or false, got {value!r}", where)
             out[key] = text in ("true", "1", "yes")
+        elif key == "offload":
+            if value not in OFFLOAD_MODES:
+                raise InputError(f"expects one of {', '.join(OFFLOAD_MODES)}, got {value!r}", where)
+            out[key] = value
         elif key == "recompute":
             if value not in RECOMPUTE_MODES:
                 raise InputError(f"expects one of {', '.join(RECOMPUTE_MODES)}, got {value!r}", where)
@@ -161,13 +185,14 @@ def tp_degrees(spec: TransformerSpec, devices_per_node: int, devices: int) -> li
 
 
 def enumerate_space(spec: TransformerSpec, devices: int, devices_per_node: int, global_batch: int,
-                    pins: Mapping | None = None) -> Iterator[Parallelism]:
+                    pins: Mapping | None = None, offloads: tuple[str, ...] = ("none",)) -> Iterator[Parallelism]:
     """Every valid Parallelism using all `devices` that agrees with `pins`:
     dp x cp x tp x pp = devices (cp: context_parallel.cp_degrees); pp <= layers; micro-batch size b
     with dp x b dividing the global batch (m = B / (dp b)); interleaving with v > 1 needs p v <= layers
     (a block a chunk: stages.py), m divisible by p and p > 1 (Megatron's conditions); sequence
     parallel only with tp > 1; ZeRO shard groups (fsdp.searched_shards); zero-bubble schedules with
-    pp > 1 and one recomputation mode."""
+    pp > 1 and one recomputation mode; the offload modes `offloads` (offload.offered: the cluster's
+    host and the runtime decide), optimizer offload with ZeRO >= 1."""
     from solver_plan.hybrid.context_parallel import cp_degrees
 
     pins = dict(pins or {})
@@ -185,18 +210,22 @@ def enumerate_space(spec: TransformerSpec, devices: int, devices_per_node: int, 
                     if "micro_batch_size" in pins and pins["micro_batch_size"] != b:
                         continue
                     m = global_batch // (dp * b)
-                    yield from _inner(spec, pins, dp, tp, pp, b, m, cp, devices_per_node)
+                    yield from _inner(spec, pins, dp, tp, pp, b, m, cp, devices_per_node, offloads)
 
 
-def _inner(spec, pins, dp, tp, pp, b, m, cp=1, devices_per_node=1) -> Iterator[Parallelism]:
+def _inner(spec, pins, dp, tp, pp, b, m, cp=1, devices_per_node=1, offloads=("none",)) -> Iterator[Parallelism]:
     from solver_plan.hybrid.fsdp import searched_shards
 
     schedules = []
-    for schedule in ("1f1b", "interleaved", "gpipe", "zb-h1", "zb-h2"):
+    for schedule in SCHEDULES:
         if "schedule" in pins and pins["schedule"] != schedule:
             continue
-        if schedule == "1f1b" or (schedule in ("gpipe", "zb-h1", "zb-h2") and pp > 1):
+        if schedule == "1f1b" or (schedule in ("gpipe", "zb-h1", "zb-h2") and pp > 1) or (
+                schedule == "zb-exact" and 1 < pp <= EXACT_MAX_STAGES):
             schedules += [(schedule, 1)] if pins.get("virtual_stages", 1) == 1 else []
+        elif schedule == "zb-v" and 1 < pp <= m and V_CHUNKS * pp <= spec.layers:  # two chunks a rank, a block
+            # each; m >= p micro-batches fill the V's warm-up (zero_bubble.py; pins may go lower)
+            schedules += [(schedule, V_CHUNKS)] if pins.get("virtual_stages", V_CHUNKS) == V_CHUNKS else []
         elif schedule == "interleaved" and pp > 1 and m % pp == 0:
             for v in range(2, spec.layers // pp + 1):  # any layer count: one block a chunk at least (stages.py)
                 if pins.get("virtual_stages", v) == v:
@@ -213,7 +242,9 @@ def _inner(spec, pins, dp, tp, pp, b, m, cp=1, devices_per_node=1) -> Iterator[P
             continue  # with pipelining only FSDP's ZeRO-3, gathered once a step (fsdp.py; the search
             # drops it for runtimes without FSDP2, fsdp.allowed)
         shards = [pins["dp_shard"]] if "dp_shard" in pins else searched_shards(dp * cp, tp, devices_per_node, zero)
-        for shard in shards:
-            if shard and ((dp * cp) % shard or zero == 0):
+        for shard, offload in itertools.product(shards, offloads):
+            if (shard and ((dp * cp) % shard or zero == 0)) or (offload in ("optimizer", "both") and zero == 0):
                 continue
-            yield Parallelism(dp, tp, pp, b, m, v, recompute, zero, sp, schedule, cp, shard)
+            if offload in ("activations", "both") and (pp > 1 or recompute != "none"):
+                continue  # offload.py: Megatron-core's CPU offloading
+            yield Parallelism(dp, tp, pp, b, m, v, recompute, zero, sp, schedule, cp, shard, offload)

@@ -54,8 +54,8 @@ def interleaved_pipeline_s(stage_times, m: int, v: int) -> float:
 
 
 def least_layers(schedule: str, v: int) -> int:
-    """The fewest blocks a stage may hold: one per chunk."""
-    return v if schedule == "interleaved" else 1
+    """The fewest blocks a stage may hold: one per chunk (interleaved: v; ZB-V: its two)."""
+    return v if schedule in ("interleaved", "zb-v") else 1
 
 
 def layer_count_problem(layers: int, pins) -> str | None:

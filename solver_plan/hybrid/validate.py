@@ -33,10 +33,11 @@ def _params(spec, stage, tp, pp) -> float:
     if stage.index == 0:
         n += (spec.vocab + (spec.positions if spec.learned_positions else 0)) * spec.hidden
     out = n / tp
-    if stage.index == pp - 1:
+    if stage.head:  # placement checked against the schedule in validate_plan
         norm = spec.hidden * (1 if spec.rms_norm else 2)
-        # untied: the output projection lives here; tied: a copy of the word embedding when p > 1
-        out += norm + (spec.vocab * spec.hidden / tp if (pp > 1 or not spec.tied_embeddings) else 0)
+        # untied: the output projection lives here; tied: a copy of the word embedding unless this
+        # stage holds the embedding itself (one stage, or ZB-V's V returning to the first rank)
+        out += norm + (spec.vocab * spec.hidden / tp if (stage.index > 0 or not spec.tied_embeddings) else 0)
     return out
 
 
@@ -96,10 +97,11 @@ def validate_plan(plan: HybridPlan, cluster: Cluster, enforce_memory: bool = Tru
         problems.append(f"tp {q.tp} spans nodes")
     # stages: contiguous, every block once, ends hold embedding and head, devices disjoint
     expected_first, device = 0, 0
+    head_index = 0 if q.schedule == "zb-v" else q.pp - 1  # ZB-V: the V ends on the first rank, with the loss
     for i, s in enumerate(plan.stages):
         if s.index != i or s.first_layer != expected_first or s.layers < 1:
             problems.append(f"stage {i}: layers [{s.first_layer}, +{s.layers}) not contiguous from {expected_first}")
-        if s.embedding != (i == 0) or s.head != (i == q.pp - 1):
+        if s.embedding != (i == 0) or s.head != (i == head_index):
             problems.append(f"stage {i}: embedding/head placement wrong")
         if s.first_device != device or s.tp != q.tp or s.replicas != rep:
             problems.append(f"stage {i}: devices do not follow the tp, dp, pp order")
@@ -108,7 +110,9 @@ def validate_plan(plan: HybridPlan, cluster: Cluster, enforce_memory: bool = Tru
     if expected_first != spec.layers:
         problems.append(f"stages hold {expected_first} blocks, the model has {spec.layers}")
     for s in plan.stages:  # interleaved: v chunks of floor or ceil(k / v) >= 1 blocks, the larger ones last
-        v = q.virtual_stages if q.schedule == "interleaved" else 1
+        v = q.virtual_stages if q.schedule in ("interleaved", "zb-v") else 1
+        if q.schedule == "zb-v" and v != 2:
+            problems.append(f"zb-v with {v} chunks per rank (a V has 2)")
         chunks = list(s.chunks) if s.chunks else [s.layers]
         if (len(chunks) != v or sum(chunks) != s.layers or min(chunks) < 1 or max(chunks) - min(chunks) > 1
                 or chunks != sorted(chunks)):
@@ -122,15 +126,21 @@ def validate_plan(plan: HybridPlan, cluster: Cluster, enforce_memory: bool = Tru
             problems.append(f"stage {s.index}: recompute {s.recompute!r}, the plan's is {q.recompute!r}")
         if q.recompute == "per-stage" and s.recompute not in order:
             problems.append(f"stage {s.index}: recompute {s.recompute!r} is not a stage mode")
+    host_activations: dict[int, float] = {}  # activation offload: bytes each stage keeps on the host
+    # the exact zero-bubble pattern (zb-exact): operations, their order and the micro-batches each stage holds
+    exact_flight: dict[int, int] = {}
+    exact_pipeline = _exact_pattern(plan, problems, exact_flight) if q.schedule == "zb-exact" else None
     # memory, term by term
     for s in plan.stages:
         params = _params(spec, s, q.tp, q.pp)
         flight = mem.in_flight_microbatches(s.index, q.pp, q.micro_batches, q.schedule, q.virtual_stages)
+        if q.schedule == "zb-exact":  # the pattern's own count, re-derived from its F and W times
+            flight = float(min(exact_flight.get(s.index, 1), q.micro_batches))
         b, t, sp = q.micro_batch_size, q.tp, q.sequence_parallel
 
         # communicators the device joins: dp, tp, both pipeline neighbours, the tied-embedding pair
         groups = (int(shard > 1) + int(replicate > 1) + int(q.tp > 1) + (2 if q.pp > 1 else 0)
-                  + int(q.pp > 1 and spec.tied_embeddings) + int(q.cp > 1))
+                  + int(q.pp > 1 and spec.tied_embeddings and head_index > 0) + int(q.cp > 1))
         # with cp a rank keeps s / cp tokens of every activation, and the exchange's K and V pieces,
         # 2 e (s / cp) b (kv d) / t each: 4 for the ring (in use and arriving, and their gradients),
         # 2 cp for the all-gather (whole K, V and their gradients)
@@ -144,13 +154,17 @@ def validate_plan(plan: HybridPlan, cluster: Cluster, enforce_memory: bool = Tru
             held = sum(s.chunks[(j // q.pp) % q.virtual_stages]
                        for j in range(min(warmup, q.micro_batches * q.virtual_stages)))
 
-        def stage_total(mode: str, recomputed: int | None = None) -> float:
+        def stage_total(mode: str, recomputed: int | None = None, offloaded: int = s.offload_layers) -> float:
             # partial recomputation: `recomputed` blocks keep full's input only, the others everything
             per_block = mem.layer_activation_bytes(tokens, b, t, mode, sp, st, runtime)
             if recomputed is not None:
                 per_block = (recomputed * per_block + (s.layers - recomputed)
                              * mem.layer_activation_bytes(tokens, b, t, "none", sp, st, runtime)) / s.layers
             acts = held * per_block
+            if offloaded:  # activation offload: the others' and one block in transit stay, r blocks' go to the host
+                acts = flight * (s.layers - offloaded + 1) * per_block
+                if offloaded == s.offload_layers:
+                    host_activations[s.index] = flight * offloaded * per_block
             if s.embedding:
                 acts += mem.embedding_activation_bytes(tokens, b, t, sp, st) * flight
             loss = mem.logits_activation_bytes(tokens, b, t, sp, st, runtime) if s.head else 0.0
@@ -165,8 +179,11 @@ def validate_plan(plan: HybridPlan, cluster: Cluster, enforce_memory: bool = Tru
             reserve = runtime.memory
             gradients = mem.gradients_at_peak(mem.gradients_bytes(params, shard, zero, st), acts + working,
                                               q.micro_batches, runtime)
+            # optimizer offload: the optimizer state lives in host memory (checked below), not here
+            device_optimizer = (0.0 if q.offload in ("optimizer", "both")
+                                else mem.optimizer_bytes(params, shard, zero, st))
             return (mem.weights_bytes(params, shard, zero, st) + gradients
-                    + mem.optimizer_bytes(params, shard, zero, st) + dynamic * (1 + reserve.fragmentation)
+                    + device_optimizer + dynamic * (1 + reserve.fragmentation)
                     + reserve.workspace + reserve.cuda_context + groups * reserve.nccl_per_communicator)
 
         mode = s.recompute if s.recompute in order else q.recompute
@@ -176,6 +193,17 @@ def validate_plan(plan: HybridPlan, cluster: Cluster, enforce_memory: bool = Tru
             problems.append(f"stage {s.index}: {s.recompute_blocks} of {s.layers} blocks recomputed in {mode!r}")
             partial = False
         total = stage_total(mode, s.recompute_blocks if partial else None)
+        if s.offload_layers:  # activation offload: pp 1, no recomputation, 1 <= r < k, the fewest r that fits
+            if (q.offload not in ("activations", "both") or q.pp > 1 or mode != "none"
+                    or not 1 <= s.offload_layers < s.layers):
+                problems.append(f"stage {s.index}: {s.offload_layers} blocks' activations offloaded under "
+                                f"offload {q.offload!r}, pp {q.pp}, recompute {mode!r}")
+            elif (enforce_memory and plan.memory_limit is not None
+                  and stage_total(mode, None, s.offload_layers - 1) <= plan.memory_limit * (1 + RTOL)):
+                problems.append(f"stage {s.index}: {s.offload_layers} blocks' activations offloaded where "
+                                f"{s.offload_layers - 1} fit")
+        elif q.offload in ("activations", "both"):
+            problems.append(f"stage {s.index}: offload {q.offload!r} with no activations offloaded")
         if q.recompute == "per-stage" and enforce_memory and plan.memory_limit is not None and mode in order:
             fits = plan.memory_limit * (1 + RTOL)
             # the fastest fitting option: nothing lighter (none < selective < full) fits, a partial stage
@@ -191,18 +219,51 @@ def validate_plan(plan: HybridPlan, cluster: Cluster, enforce_memory: bool = Tru
             problems.append(f"stage {s.index}: memory {s.memory.total:.6g} B, re-derived {total:.6g} B")
         if enforce_memory and plan.memory_limit is not None and total > plan.memory_limit * (1 + RTOL):
             problems.append(f"stage {s.index}: {total:.6g} B over the limit {plan.memory_limit:.6g} B")
+    # optimizer offload: each device's shard of optimizer state and of its gradients in host memory,
+    # (m + 2 o + g) P / shard bytes, all the devices of a node together within its host memory
+    if q.offload != "none":
+        optimizer_too = q.offload in ("optimizer", "both")
+        runners = ("megatron-core", "nemo") + (("deepspeed",) if q.offload == "optimizer" else ())
+        if cluster.host is None or (optimizer_too and q.zero_stage == 0) or runtime.name not in runners:
+            problems.append(f"offload {q.offload} without a host section, ZeRO or a runtime that runs it "
+                            f"({runtime.name})")
+        for s in plan.stages:
+            host = (_params(spec, s, q.tp, q.pp) / shard * (st.optimizer + st.gradients) if optimizer_too else 0.0)
+            host += host_activations.get(s.index, 0.0)
+            if cluster.host is not None and s.offload_layers:  # copies down in forward, up in backward
+                copy = host_activations.get(s.index, 0.0) / cluster.host.device_bandwidth
+                compute = s.block_s + s.recompute_s + s.extra_s
+                exposed = max(0.0, copy - s.forward_s) + max(0.0, copy - (compute - s.forward_s))
+                if not _close(exposed, s.offload_s):
+                    problems.append(f"stage {s.index}: offload copies {s.offload_s:.6g} s, re-derived {exposed:.6g} s")
+            elif s.offload_s:
+                problems.append(f"stage {s.index}: offload copies without offloaded activations")
+            if not _close(host, s.memory.host):
+                problems.append(f"stage {s.index}: host memory {s.memory.host:.6g} B, re-derived {host:.6g} B")
+            if cluster.host is not None and host * cluster.devices_per_node > cluster.host.memory_per_node * (1 + RTOL):
+                problems.append(f"stage {s.index}: {cluster.devices_per_node} devices' offloaded state "
+                                f"{host * cluster.devices_per_node:.6g} B exceeds the node's host memory")
+    elif any(s.memory.host or s.offload_layers or s.offload_s for s in plan.stages):
+        problems.append("host memory without offload")
     # step time
-    times = [s.block_s + s.recompute_s + s.extra_s + s.p2p_s for s in plan.stages]
+    times = [s.block_s + s.recompute_s + s.extra_s + s.p2p_s + s.offload_s for s in plan.stages]
     if q.schedule == "interleaved":  # the slowest stage m times, the fill and drain through the others in chunks
         pipeline = max(times) * q.micro_batches + (sum(times) - max(times)) / q.virtual_stages
-    elif q.schedule in ("zb-h1", "zb-h2"):  # the fill and drain less the W work moved into them (2 W or 3 W a stage)
+    elif q.schedule in ("zb-h1", "zb-h2", "zb-v"):  # the fill and drain less the W work moved into them (2 W or 3 W
+        # a stage); ZB-V's fill and drain pass half-stage chunks, so half of that
         moved = (2.0 if q.schedule == "zb-h1" else 3.0) * (q.pp - 1) / q.pp * sum(s.weight_grad_s for s in plan.stages)
-        pipeline = max(times) * q.micro_batches + max(0.0, sum(times) - max(times) - moved)
+        half = 0.5 if q.schedule == "zb-v" else 1.0
+        pipeline = max(times) * q.micro_batches + max(0.0, sum(times) - max(times) - moved) * half
+        # one micro-batch alone: F and B through every stage, then stage 0's (chunk's) W
+        alone = sum(t - s.weight_grad_s for t, s in zip(times, plan.stages)) + half * plan.stages[0].weight_grad_s
+        pipeline = max(pipeline, alone)
         for s in plan.stages:
             if not -RTOL <= s.weight_grad_s <= (s.block_s + s.extra_s - s.forward_s) * (1 + RTOL):
                 problems.append(f"stage {s.index}: W {s.weight_grad_s:.6g} s outside [0, its backward]")
         if q.recompute == "per-stage":
             problems.append("zero-bubble schedule with per-stage recomputation")
+    elif q.schedule == "zb-exact":
+        pipeline = exact_pipeline if exact_pipeline is not None else math.nan
     else:  # fill + drain pass every stage once, the steady state repeats the slowest m - 1 times
         pipeline = sum(times) + max(times) * (q.micro_batches - 1)
     if not _close(pipeline, plan.terms.pipeline_s):
@@ -234,7 +295,7 @@ def validate_plan(plan: HybridPlan, cluster: Cluster, enforce_memory: bool = Tru
             problems.append(f"stage {s.index}: p2p {s.p2p_s:.6g} s, re-derived {p2p * q.virtual_stages:.6g} s")
     # tied word embedding: first and last stage all-reduce its gradient shard
     embedding = 0.0
-    if q.pp > 1 and spec.tied_embeddings:
+    if q.pp > 1 and spec.tied_embeddings and head_index > 0:
         inter = cluster.node_of(0) != cluster.node_of((q.pp - 1) * q.tp * rep)
         embedding = collective(cluster, "all_reduce", spec.vocab * spec.hidden / q.tp * st.gradients, 2,
                                1 if inter else 2)
@@ -246,7 +307,17 @@ def validate_plan(plan: HybridPlan, cluster: Cluster, enforce_memory: bool = Tru
     for s in plan.stages:
         local = _params(spec, s, q.tp, q.pp) / (shard if zero >= 1 else 1)
         hbm = local * st.model.optimizer_step_bytes
-        optimizer = max(optimizer, compute_time(cluster, ADAM_FLOPS_PER_PARAM * local, hbm, unit="vector"))
+        step = compute_time(cluster, ADAM_FLOPS_PER_PARAM * local, hbm, unit="vector")
+        if q.offload in ("optimizer", "both") and cluster.host is not None:
+            # offloaded: gradients down, the host's Adam, weights up, one bucket after another in a
+            # three-stage pipeline: the first bucket passes all three, each further one the slowest
+            link, pieces = cluster.host.device_bandwidth, 1
+            grads = _params(spec, s, q.tp, q.pp) * st.gradients
+            pieces = max(1, s.layers) if runtime.overlap.bucket_per_layer else max(
+                1, math.ceil(grads / runtime.overlap.bucket_size_bytes(shard, st.gradients)))
+            legs = (local * st.gradients / link, local * cluster.host.optimizer_s_per_param, local * st.weights / link)
+            step = sum(legs) / pieces + (pieces - 1) * max(legs) / pieces
+        optimizer = max(optimizer, step)
     if not _close(optimizer, plan.terms.optimizer_s):
         problems.append(f"optimizer {plan.terms.optimizer_s:.6g} s, re-derived {optimizer:.6g} s")
     total = pipeline + sync + embedding + optimizer
@@ -323,3 +394,63 @@ def _dp_sync(plan: HybridPlan, cluster: Cluster, spec, st, runtime) -> tuple[flo
         before_forward += forward
         before_backward += backward
     return exposed, raw - exposed
+
+
+def _exact_pattern(plan: HybridPlan, problems: list[str], flight: dict[int, int]) -> float | None:
+    """Check a zb-exact plan's periodic pattern from its definitions and return its pipeline term for m
+    micro-batches (None when it cannot be checked): each stage runs F (its forward and half its
+    transfers), B and W (the rest of its time per micro-batch, W at most its weight-gradient part, in
+    the pattern's weight share) once a period T, without two of them overlapping (modulo T); on
+    micro-batch j an operation with start t and shift h starts at (j + h) T + t, after its
+    predecessors (F down the stages, B back up, W after B); a stage holds a micro-batch from its F's
+    start to its W's end, so ceil(lifetime / T) of them at its peak (into `flight`). The step runs m
+    micro-batches in each stage's periodic order, every operation as early as it can start: the
+    longest path through those orders and the dependencies, relaxed until it no longer changes."""
+    x, q = plan.exact_schedule, plan.parallelism
+    if x is None:
+        problems.append("schedule zb-exact without its pattern")
+        return None
+    T, pp, eps = x.period_s, q.pp, RTOL * max(x.period_s, 1e-12)
+    ops = {(kind, stage): (t, d, h) for _, kind, stage, t, d, h in x.operations}
+    if len(ops) != 3 * pp or len(x.operations) != 3 * pp or any((k, i) not in ops for k in "FBW" for i in range(pp)):
+        problems.append(f"zb-exact pattern: {len(x.operations)} operations, not F, B and W of each of {pp} stages")
+        return None
+    for s in plan.stages:
+        (tf, f, hf), (tb, b, hb), (tw, w, hw) = (ops[k, s.index] for k in "FBW")
+        if not (_close(f, s.forward_s + s.p2p_s / 2) and _close(f + b + w, s.time_per_microbatch_s)):
+            problems.append(f"stage {s.index}: zb-exact F {f:.6g} s, B + W {b + w:.6g} s differ from its times")
+        if w > s.weight_grad_s * (1 + RTOL) + 1e-15 or not _close(w, x.weight_share * (b + w)):
+            problems.append(f"stage {s.index}: zb-exact W {w:.6g} s is not the weight share of its backward")
+        spans = sorted((t % T, t % T + d) for t, d in ((tf, f), (tb, b), (tw, w)))
+        if any(t < -eps or t > T + eps for t in (tf, tb, tw)) or min(hf, hb, hw) < 0 or any(
+                a[1] > z[0] + eps for a, z in zip(spans, spans[1:])) or spans[-1][1] > spans[0][0] + T + eps:
+            problems.append(f"stage {s.index}: zb-exact operations overlap or leave [0, T)")
+        lifetime = (hw * T + tw + w) - (hf * T + tf)
+        flight[s.index] = max(1, math.ceil(lifetime / T - 1e-9))
+        if flight[s.index] != x.in_flight[s.index]:
+            problems.append(f"stage {s.index}: zb-exact holds {flight[s.index]} micro-batches, the plan says "
+                            f"{x.in_flight[s.index]}")
+    after = [(("F", i), ("F", i + 1)) for i in range(pp - 1)] + [(("F", pp - 1), ("B", pp - 1))]
+    after += [(("B", i + 1), ("B", i)) for i in range(pp - 1)] + [(("B", i), ("W", i)) for i in range(pp)]
+    at = {key: ops[key][2] * T + ops[key][0] for key in ops}  # micro-batch 0's periodic start
+    for a, z in after:
+        if at[z] < at[a] + ops[a][1] - eps:
+            problems.append(f"zb-exact: {z[0]}{z[1]} starts before {a[0]}{a[1]} ends")
+    m = q.micro_batches
+    order = {i: sorted(((j * T + at[k, i], k, j) for k in "FBW" for j in range(m))) for i in range(pp)}
+    start = {(k, i, j): 0.0 for i in range(pp) for k in "FBW" for j in range(m)}
+    for _ in range(3 * pp * m + 1):  # longest path by relaxation: at most one pass per operation
+        changed = False
+        for i, seq in order.items():
+            for (_, k, j), (_, k2, j2) in zip(seq, seq[1:]):
+                ready = start[k, i, j] + ops[k, i][1]
+                if start[k2, i, j2] < ready - eps:
+                    start[k2, i, j2], changed = ready, True
+        for (ka, ia), (kz, iz) in after:
+            for j in range(m):
+                ready = start[ka, ia, j] + ops[ka, ia][1]
+                if start[kz, iz, j] < ready - eps:
+                    start[kz, iz, j], changed = ready, True
+        if not changed:
+            break
+    return max(start[k, i, j] + ops[k, i][1] for (k, i, j) in start)

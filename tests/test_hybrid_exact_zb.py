@@ -1,0 +1,90 @@
+"""The exact periodic zero-bubble schedule in hybrid plans (schedule "zb-exact", hybrid/exact_zb.py,
+issue 23): the replay of a pattern by hand, plans priced through the pipeline package's exact-zb front
+door and re-derived by the validator, the memory limit deciding the pattern, pins and refusals.
+Brute force with zb-exact in the space: tests/test_hybrid_fsdp.py."""
+from dataclasses import replace
+
+import pytest
+
+from solver_plan.cluster import resolve_cluster
+from solver_plan.errors import InputError
+from solver_plan.hybrid import evaluate, plan_hybrid
+from solver_plan.hybrid.exact_zb import replay_s
+from solver_plan.hybrid.space import Parallelism
+from solver_plan.hybrid.validate import validate_plan
+from solver_plan.result import Status
+
+CLUSTER = resolve_cluster("h100-4x8-ib", 16)
+SMALL = "gpt2:layers=8,hidden=512,heads=8,head_dim=64,ffn=2048,seq=512,positions=512,vocab=32000"
+
+# two stages, F = B = W = 1, period 3 (the load bound): (name, kind, stage, start, duration, shift)
+PATTERN = (("F0", "F", 0, 0.0, 1.0, 0), ("B0", "B", 0, 1.0, 1.0, 1), ("W0", "W", 0, 2.0, 1.0, 1),
+           ("F1", "F", 1, 1.0, 1.0, 0), ("B1", "B", 1, 2.0, 1.0, 0), ("W1", "W", 1, 0.0, 1.0, 1))
+
+
+def test_replay_by_hand():
+    # periodic times of micro-batch 0: F0 0, F1 1, B1 2, W1 3, B0 4, W0 5 (span 6); replayed alone,
+    # B0 starts when B1 ends (3) and W0 follows it: 5 = F0 + F1 + B1 + B0 + W0
+    assert replay_s(PATTERN, 3.0, 2, 1) == pytest.approx(5.0)
+    # two micro-batches, in each stage's periodic order (stage 0: F0/0, F0/1, B0/0, W0/0, B0/1, W0/1;
+    # stage 1: F1/0, B1/0, W1/0, F1/1, B1/1, W1/1): F0/0 0-1, F0/1 1-2, F1/0 1-2, B1/0 2-3, W1/0 3-4,
+    # B0/0 3-4, F1/1 4-5, W0/0 4-5, B1/1 5-6, W1/1 6-7, B0/1 6-7, W0/1 7-8: 8, below (m - 1) T + span = 9
+    assert replay_s(PATTERN, 3.0, 2, 2) == pytest.approx(8.0)
+    for m in (3, 8, 16):
+        assert 3.0 * m <= replay_s(PATTERN, 3.0, 2, m) <= 3.0 * (m - 1) + 6.0
+
+
+def _plan(schedule="zb-exact", runtime="torchtitan", limit="none", **extra):
+    fix = {"dp": 2, "tp": 2, "pp": 4, "micro_batch_size": 1, "schedule": schedule, "recompute": "none", **extra}
+    return evaluate(SMALL, CLUSTER, 16, fix, memory_limit=limit, runtime=runtime)
+
+
+def test_plan_priced_by_the_exact_scheduler_and_validated():
+    exact, one = _plan(), _plan("1f1b")
+    assert exact.status == Status.FEASIBLE and "agree" in exact.notes[-1]  # the validator re-derived it
+    x, m = exact.plan.exact_schedule, exact.plan.parallelism.micro_batches
+    times = [s.time_per_microbatch_s for s in exact.plan.stages]
+    # the period is at least every stage's work; the step is at least m periods of the slowest stage
+    assert x.period_s >= max(times) * (1 - 1e-9)
+    assert m * max(times) <= exact.plan.terms.pipeline_s <= (m - 1) * x.period_s + 3 * sum(times)
+    assert exact.plan.terms.pipeline_s < one.plan.terms.pipeline_s  # the split backward fills 1F1B's bubble
+    # memory follows the pattern's in-flight micro-batches (F start to W end), at most m
+    for s, g in zip(exact.plan.stages, x.in_flight):
+        per_batch = s.memory.activations
+        assert 1 <= g <= m and per_batch > 0
+    d = exact.to_dict()
+    assert d["exact_schedule"]["period_s"] == x.period_s and len(d["exact_schedule"]["operations"]) == 12
+    assert "torchtitan" in d["schedule_runtimes"] and d["parallelism"]["schedule"] == "zb-exact"
+
+
+def test_memory_limit_decides_the_pattern():
+    # longer sequences, a small vocabulary: the first stage's in-flight activations make the peak
+    model = "gpt2:layers=8,hidden=512,heads=8,head_dim=64,ffn=2048,seq=2048,positions=2048,vocab=4096"
+    fix = {"dp": 2, "tp": 2, "pp": 4, "micro_batch_size": 1, "schedule": "zb-exact", "recompute": "none"}
+    free = evaluate(model, CLUSTER, 16, fix, memory_limit="none", runtime="torchtitan")
+    peak = free.plan.memory_per_device_bytes
+    # a limit below what the free pattern holds: the scheduler keeps fewer micro-batches in flight
+    low = evaluate(model, CLUSTER, 16, fix, memory_limit=peak * 0.95, runtime="torchtitan")
+    assert low.status == Status.FEASIBLE and low.plan.memory_per_device_bytes <= peak * 0.95
+    assert sum(low.plan.exact_schedule.in_flight) < sum(free.plan.exact_schedule.in_flight)
+    assert low.plan.terms.pipeline_s >= free.plan.terms.pipeline_s * (1 - 1e-9)
+
+
+def test_validator_catches_a_tampered_pattern():
+    plan = _plan().plan
+    x = plan.exact_schedule
+    fewer = replace(plan, exact_schedule=replace(x, in_flight=(1,) * len(x.in_flight)))
+    assert any("micro-batches" in p for p in validate_plan(fewer, CLUSTER.first_devices(16), False))
+    shorter = replace(plan, exact_schedule=replace(x, period_s=x.period_s / 2))
+    assert validate_plan(shorter, CLUSTER.first_devices(16), False)
+
+
+def test_pins_and_refusals():
+    with pytest.raises(InputError, match="zb-exact"):
+        Parallelism(1, 1, 8, 1, 16, schedule="zb-exact")  # more stages than the exact scheduler takes
+    with pytest.raises(InputError, match="cannot run zb-exact"):
+        _plan(runtime="megatron-core")
+    searched = plan_hybrid(SMALL, CLUSTER, 16, fix={"schedule": "zb-exact", "tp": 2, "micro_batch_size": 1},
+                           memory_limit="none", time_limit=None, runtime="torchtitan")
+    assert searched.status == Status.OPTIMAL and searched.plan.parallelism.schedule == "zb-exact"
+    assert searched.plan.parallelism.pp <= 4
