@@ -145,9 +145,11 @@ def plan_hybrid(model, cluster, global_batch: int, *, devices: int | None = None
     from solver_plan.hybrid.offload import offered
     offload_modes = offered(cluster, ctx.runtime, pins)
     points = _points(spec, cluster, global_batch, pins, deadline, offload_modes)
-    least = None if limit is None else state_floor(ctx, not any(optimizer_offloaded(m) for m in offload_modes))
-    if points is None and least is not None and least > limit:  # proven all the same
-        return _infeasible_by_state(ctx, None, 0.0, least, start)
+    on_device = not any(optimizer_offloaded(m) for m in offload_modes)  # the optimizer state on the devices
+    least = None if limit is None else state_floor(ctx, on_device)
+    proof = None if least is None or limit is None or least <= limit else _state_reason(ctx, least, on_device)
+    if points is None and proof is not None:  # proven all the same
+        return _infeasible_by_state(proof, "the time limit was reached while enumerating the configurations", start)
     if points is None:  # the compute bound holds for every plan
         return HybridResult(Status.TIME_LIMIT, None, compute_bound(ctx, compute_scale), time.perf_counter() - start,
                             notes=("time limit reached while enumerating the configurations",))
@@ -169,8 +171,10 @@ def plan_hybrid(model, cluster, global_batch: int, *, devices: int | None = None
                                    "only for FSDP2 runtimes)",))
     bounds = None if limit is None else _state_bounds(ctx, points)
     floor_s = 0.0 if bounds is None else _floors_seconds(bounds, limit)  # an estimate: decided by size
-    if least is not None and least > limit and not _diagnosis_affordable(floor_s, deadline):
-        return _infeasible_by_state(ctx, len(points), floor_s, least, start)
+    if proof is not None and not _diagnosis_affordable(floor_s, deadline):
+        return _infeasible_by_state(proof, f"bounding the memory of {len(points)} configurations takes about "
+                                           f"{floor_s:.1f} s, over {DIAGNOSIS_SHARE:.0%} of the time budget left",
+                                    start)
     if limit is not None and not _affords(deadline, floor_s):  # decided by size and budget
         return HybridResult(Status.TIME_LIMIT, None, compute_bound(ctx, compute_scale), time.perf_counter() - start,
                             notes=(f"bounding the memory of {len(points)} configurations takes about "
@@ -179,13 +183,16 @@ def plan_hybrid(model, cluster, global_batch: int, *, devices: int | None = None
     floors = None if limit is None else _floors(ctx, points, deadline, bounds)
     if floors is not None:  # by its estimate: what follows plans with the rest, whatever the clock did
         deadline.spend(floor_s)
+    if floors is None and proof is not None:  # proven all the same
+        return _infeasible_by_state(proof, f"the time limit was reached while bounding the memory of {len(points)} "
+                                           "configurations", start)
     if limit is not None and floors is None:
         return HybridResult(Status.TIME_LIMIT, None, compute_bound(ctx, compute_scale), time.perf_counter() - start,
                             notes=(f"time limit reached while bounding the memory of {len(points)} configurations",))
     fits = points if floors is None else [p for p, floor in zip(points, floors) if floor <= limit]
     coster = BlockCoster(spec, cluster, planner, compute_scale, prec, ctx.runtime)
     if not fits:
-        return _infeasible(ctx, points, floors, coster, start, validate, deadline=deadline, least=least)
+        return _infeasible(ctx, points, floors, coster, start, validate, deadline=deadline, proof=proof)
     groups: dict[tuple[int, int], list[Parallelism]] = defaultdict(list)
     for p in fits:
         groups[(p.tp, p.micro_batch_size)].append(p)
@@ -232,7 +239,7 @@ def plan_hybrid(model, cluster, global_batch: int, *, devices: int | None = None
             return HybridResult(Status.TIME_LIMIT, None, min(open_bounds, default=floor), runtime, evaluated, pruned,
                                 notes=("time limit reached before any configuration fitted",))
         return _infeasible(ctx, points, floors, coster, start, validate, evaluated, pruned, deadline=deadline,
-                           least=least)
+                           proof=proof)
     proven = all(r >= 1.0 for r in ratios)
     if timed_out:
         status, bound = Status.TIME_LIMIT, min([best.step_time_s] + open_bounds)
@@ -369,12 +376,15 @@ def state_floor(ctx: Context, optimizer_on_device: bool = True) -> float:
     return ctx.spec.total_params * per_parameter / ctx.cluster.num_devices
 
 
-def _state_reason(ctx: Context, least: float) -> str:
-    """Why no configuration fits, by `state_floor`."""
-    grads = "" if ctx.runtime.gradients_freed else ", gradients"
-    return (f"no configuration fits {(ctx.memory_limit or 0.0) / 1e9:.2f} GB per device: the weights{grads} and optimizer "
-            f"state of {ctx.spec.total_params / 1e9:,.1f} B parameters spread over all {ctx.cluster.num_devices} "
-            f"devices already take {least / 1e9:.2f} GB on some device")
+def _state_reason(ctx: Context, least: float, optimizer_on_device: bool) -> str:
+    """Why no configuration fits, by `state_floor` (the terms it counted named)."""
+    terms = ["weights"] + ([] if ctx.runtime.gradients_freed else ["gradients"]) + (
+        ["optimizer state"] if optimizer_on_device else [])
+    named = terms[0] if len(terms) == 1 else ", ".join(terms[:-1]) + " and " + terms[-1]
+    offloaded = "" if optimizer_on_device else " (the optimizer state offloaded to the host)"
+    return (f"no configuration fits {(ctx.memory_limit or 0.0) / 1e9:.2f} GB per device: the {named} of "
+            f"{ctx.spec.total_params / 1e9:,.1f} B parameters spread over all {ctx.cluster.num_devices} devices "
+            f"already take {least / 1e9:.2f} GB on some device{offloaded}")
 
 
 # Work estimates of the INFEASIBLE diagnosis (shared 2-core machine, megatron-1T:seq=1 on 64 A100s):
@@ -398,15 +408,12 @@ def _diagnosis_points(deadline: Deadline | None) -> int | None:
     return None if budget is None else max(1, int(budget / LEAST_MEMORY_S_PER_POINT))
 
 
-def _infeasible_by_state(ctx: Context, points: int | None, floor_s: float, least: float,
-                         start: float) -> HybridResult:
-    """INFEASIBLE proven by `state_floor` alone, when ranking the `points` by memory (`floor_s`
-    seconds, estimated) would not fit the budget (None: the clock stopped their enumeration)."""
-    why = ("the time limit was reached while enumerating the configurations" if points is None else
-           f"bounding the memory of {points} configurations takes about {floor_s:.1f} s, "
-           f"over {DIAGNOSIS_SHARE:.0%} of the time budget left")
+def _infeasible_by_state(proof: str, why: str, start: float) -> HybridResult:
+    """INFEASIBLE proven by `state_floor` alone (`proof`, its `_state_reason`), without the least
+    memory a configuration needs: `why` it was not searched (the budget, or the clock stopping the
+    enumeration or the floors)."""
     return HybridResult(Status.INFEASIBLE, None, None, time.perf_counter() - start,
-                        notes=(_state_reason(ctx, least), f"the least memory a configuration needs was not searched: {why}"))
+                        notes=(proof, f"the least memory a configuration needs was not searched: {why}"))
 
 
 MAX_DOUBLINGS = 64  # 2**64 x the floor: a point that fits in no memory at all needs infinitely much
@@ -450,13 +457,13 @@ def _least_memory(ctx: Context, par: Parallelism, floor: float, deadline: Deadli
 
 def _infeasible(ctx: Context, points, floors: list[float] | None, coster: BlockCoster, start: float,
                 validate: bool, evaluated: int = 0, pruned: int = 0, *,
-                deadline: Deadline | None = None, least: float | None = None) -> HybridResult:
+                deadline: Deadline | None = None, proof: str | None = None) -> HybridResult:
     """No point fits: the point needing the least memory per device (exactly: points are visited in
     order of their memory floor until the floor exceeds the least need found), priced at that memory.
     At most `_diagnosis_points(deadline)` points are visited (the nominal budget decides); when
     that work limit or the wall clock (the safety net) stops it first, the least need among the
-    points visited (said in a note, with `least`, the `state_floor` every point needs, when it
-    proves infeasibility on its own)."""
+    points visited (said in a note, with `proof`, the `state_floor` reason, when that proves
+    infeasibility on its own)."""
     best_par, best_need = None, math.inf
     floors = floors if floors is not None else [memory_floor(ctx, p) for p in points]
     # (floor, index, exact): `_floors` kept only a point's state bound where that exceeds the limit;
@@ -483,8 +490,8 @@ def _infeasible(ctx: Context, points, floors: list[float] | None, coster: BlockC
         if need < best_need:
             best_par, best_need = points[i], need
     cut_short = bool(heap) and heap[0][0] < best_need
-    proven = least is not None and ctx.memory_limit is not None and least > ctx.memory_limit
-    reason = (_state_reason(ctx, least),) if proven and least is not None else ()
+    proven = proof is not None
+    reason = (proof,) if proof is not None else ()
     if best_par is None:
         why = "time limit reached before" if cut_short else "no cut of the layers fits any memory in"
         return HybridResult(Status.TIME_LIMIT if cut_short and not proven else Status.INFEASIBLE, None, None,
