@@ -2,9 +2,11 @@
 
 Instances: the suite's `random-dag:nodes=N,candidates=6-30,seed=1,memory=binding` (N = 100, 1,000,
 10,000) and an Alpa-shaped chain (`alpa-chain:N`, below) with a binding limit. For each instance and
-planner, one run per time limit; prints status, objective, bound, gap and seconds, and the harness'
+planner, one run per time limit; prints status, objective, bound, gap, wall seconds and CPU seconds
+(this process and its solver workers together: a worker is shut down after each run so its CPU time
+is counted; on a shared machine CPU time is the figure the load changes least), and the harness'
 note on where the time went. Figures, not assertions: they depend on the machine (state how loaded
-it was when quoting them). Example (a few minutes):
+it was when quoting them). `--options root_lp=false` compares against the Lagrangian route. Example (a few minutes):
     python scripts/bench_binding_memory.py --instances random-dag:100 alpa-chain:10000 --limits 60
 The reference planners are skipped above REFERENCE_MAX_NODES (their PuLP model does not fit memory).
 
@@ -21,12 +23,14 @@ from __future__ import annotations
 
 import argparse
 import math
+import resource
 import sys
 import time
 
 import numpy as np
 
 from solver_plan.cost.config import ParallelConfig
+from solver_plan.intra import isolated
 from solver_plan.intra.problem import ConfigProblem
 from solver_plan.deadline import time_budget
 from solver_plan.intra.solve import solve
@@ -85,15 +89,23 @@ def _fmt(value, digits: int = 8) -> str:
     return "-" if value is None else f"{value:.{digits}g}"
 
 
+def _cpu_seconds() -> float:
+    """User and system CPU of this process and of its ended children (the solver workers)."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--instances", nargs="+", default=list(DEFAULT_INSTANCES),
                         help="random-dag:N or alpa-chain:N")
     parser.add_argument("--planners", nargs="+", default=list(DEFAULT_PLANNERS))
     parser.add_argument("--limits", nargs="+", type=float, default=[60.0, 120.0], help="time limits (s)")
+    parser.add_argument("--options", nargs="*", default=[], help="milp options as name=true|false")
     args = parser.parse_args(argv)
+    options = {name: value.lower() == "true" for name, value in (o.split("=") for o in args.options)}
     print(f"{'instance':<18} {'planner':<16} {'limit':>5} {'status':<10} {'objective':>12} {'bound':>12} "
-          f"{'gap':>9} {'secs':>7}")
+          f"{'gap':>9} {'secs':>7} {'cpu':>7}")
     for name in args.instances:
         problem = instance(name)
         print(f"# {name}: {problem.num_nodes} nodes, {len(problem.edges)} edges, {problem.num_candidates} "
@@ -103,14 +115,18 @@ def main(argv=None) -> int:
                 print(f"{name:<18} {planner:<16} skipped: the PuLP model does not fit memory", flush=True)
                 continue
             for limit in args.limits:
+                isolated.shutdown()  # a fresh worker: its CPU time is counted when it ends
+                cpu_before = _cpu_seconds()
                 started = time.perf_counter()
-                result = solve(problem, planner, time_budget(limit))
+                result = solve(problem, planner, time_budget(limit), **(options if planner == "milp" else {}))
                 wall = time.perf_counter() - started
+                isolated.shutdown()
+                cpu = _cpu_seconds() - cpu_before
                 gap = "-" if result.gap is None else f"{100 * result.gap:.4f}%"
                 print(f"{name:<18} {planner:<16} {limit:>5g} {result.status.value:<10} {_fmt(result.objective):>12} "
-                      f"{_fmt(result.lower_bound):>12} {gap:>9} {wall:>7.1f}", flush=True)
+                      f"{_fmt(result.lower_bound):>12} {gap:>9} {wall:>7.1f} {cpu:>7.1f}", flush=True)
                 for note in result.notes:
-                    if note.startswith(("time:", "lagrangian")):
+                    if note.startswith(("time:", "lagrangian", "root LP", "first MILP stage")):
                         print(f"#   {note}", flush=True)
     return 0
 

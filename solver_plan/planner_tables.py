@@ -17,8 +17,9 @@ def config_planners() -> tuple[PlannerInfo, ...]:
         return PlannerInfo(name, "config", func, exact, description, options=options, **more)
     return (
         row("milp", milp.plan_milp, "one-hot MILP (HiGHS by default, CBC via PuLP), LP relaxation first; "
-                                    "Lagrangian bound and fixing under a binding memory limit",
-            exact=True, options=("backend", "relax_first", "lagrangian"), check_values=milp.check_milp_options),
+                                    "root-LP (or Lagrangian) bound and reduced-cost fixing under a binding memory limit",
+            exact=True, options=("backend", "relax_first", "lagrangian", "root_lp"), check_values=milp.check_milp_options,
+            memory_free_first=milp.memory_free_first),
         row("cpsat", cpsat.plan_cpsat, "one-hot model in OR-Tools CP-SAT, hinted by the heuristic; under a binding "
                                        "memory limit on the candidates the Lagrangian leaves open, with its bound",
             exact=True, options=("workers", "lagrangian"), check_values=cpsat.check_cpsat_options),

@@ -46,6 +46,10 @@ class PlannerInfo:
     objective: str = "sum"
     # Checks option values (raises InputError), so bad values are refused before any work.
     check_values: Callable[[dict], None] | None = None
+    # Whether the front door first plans without the memory limit where it could bind, given
+    # (problem, deadline, options); None: it does (intra/simplified.py). False for a planner whose own
+    # relaxation already tells when the limit does not bind (milp's root LP).
+    memory_free_first: Callable[..., bool] | None = None
 
     def check_options(self, options, where: str = "options") -> None:
         """A misspelt option would be ignored silently: refuse names the planner does not read;

@@ -102,12 +102,13 @@ def test_restriction_keeps_an_optimal_plan_and_a_valid_bound():
         assert restriction.problem_bound(inner.objective) <= oracle.objective + 1e-9, case_id
 
 
-@pytest.mark.parametrize("planner, lagrangian", [("milp", True), ("milp", False), ("cpsat", True)])
-def test_exact_planners_agree_with_brute_force_under_binding_memory(planner, lagrangian):
+@pytest.mark.parametrize("planner, options", [("milp", {}), ("milp", {"root_lp": False}),
+                                              ("milp", {"lagrangian": False}), ("cpsat", {})])
+def test_exact_planners_agree_with_brute_force_under_binding_memory(planner, options):
     plan = {"milp": plan_milp, "cpsat": plan_cpsat}[planner]
     for case_id, problem in _binding_cases()[::2]:
         oracle = plan_brute(problem)
-        result = plan(problem, deadline=time_budget(30), lagrangian=lagrangian)
+        result = plan(problem, deadline=time_budget(30), **options)
         assert result.status is oracle.status, (case_id, result.notes)
         if oracle.status is Status.OPTIMAL:
             assert result.objective == pytest.approx(oracle.objective, rel=1e-6), case_id
@@ -115,11 +116,15 @@ def test_exact_planners_agree_with_brute_force_under_binding_memory(planner, lag
             assert problem.memory_ok(result.assignment), case_id
 
 
-def test_lagrangian_proves_a_memory_bound_chain_optimal():
+@pytest.mark.parametrize("root_lp", [False, True])
+def test_lagrangian_proves_a_memory_bound_chain_optimal(root_lp):
+    """The Lagrangian route (root_lp off; on, the root LP takes a model this small) and the LP route
+    prove the same optimum."""
     problem = random_problem(60, seed=3, shape="chain", max_candidates=6, memory_tightness=0.45)
-    result = plan_milp(problem, deadline=time_budget(30))
+    result = plan_milp(problem, deadline=time_budget(30), root_lp=root_lp)
     assert result.status is Status.OPTIMAL, result.notes
-    assert any(note.startswith("lagrangian: ") and "exact inner minimum" in note for note in result.notes)
+    route = "root LP: " if root_lp else "lagrangian: "
+    assert any(note.startswith(route) and (root_lp or "exact inner minimum" in note) for note in result.notes)
     assert result.lower_bound == pytest.approx(result.objective, rel=1e-6)
 
 

@@ -56,12 +56,27 @@ class LagrangianBound:
     def open_candidates(self, upper_bound: float, keep=None) -> tuple[np.ndarray, ...]:
         """Per node, the candidates that may still be in a plan cheaper than `upper_bound` (and the
         choices of the plan `keep`, so that plan stays expressible)."""
-        threshold = upper_bound - ROUNDING_SLACK * (1.0 + abs(upper_bound))
-        masks = [bounds < threshold for bounds in self.candidate_bounds]
-        if keep is not None:
-            for node, choice in enumerate(keep):
-                masks[node][choice] = True
-        return tuple(np.flatnonzero(mask) for mask in masks)
+        return candidates_below(self.candidate_bounds, upper_bound, keep)
+
+    def closed_pairs(self, problem: ConfigProblem, upper_bound: float, keep=None) -> None:
+        """No bounds on pairs of candidates here: none closed (see lp_fixing for pairs)."""
+        return None
+
+
+def fixing_threshold(upper_bound: float) -> float:
+    """Bounds at or above this (a known plan's cost less rounding) rule a candidate or pair out."""
+    return upper_bound - ROUNDING_SLACK * (1.0 + abs(upper_bound))
+
+
+def candidates_below(candidate_bounds, upper_bound: float, keep=None) -> tuple[np.ndarray, ...]:
+    """Per node, the candidates whose bound is below `upper_bound` (less rounding), plus the choices of
+    the plan `keep`."""
+    threshold = fixing_threshold(upper_bound)
+    masks = [bounds < threshold for bounds in candidate_bounds]
+    if keep is not None:
+        for node, choice in enumerate(keep):
+            masks[node][choice] = True
+    return tuple(np.flatnonzero(mask) for mask in masks)
 
 
 class _Penalties:

@@ -10,17 +10,20 @@ the model restricted to the candidates the multipliers leave open.
    the exact model is built on the others only (Lagrangian reduced-cost fixing). Its optimum is the
    problem's optimum, and min(its proven bound, the incumbent's cost) is a proven bound for the
    problem: a plan outside the restriction costs at least the incumbent.
+`Restriction` and `restrict_by` serve any relaxation with per-candidate bounds (`FixingBounds`): the
+root LP's (lp_fixing) also closes pairs of candidates on an edge.
 """
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
 from solver_plan.intra.answer import Answer
 from solver_plan.intra.forest_search import improve_by_forests
-from solver_plan.intra.lagrangian import ROUNDING_SLACK, LagrangianBound, lagrangian_dual, restricted
+from solver_plan.intra.lagrangian import ROUNDING_SLACK, lagrangian_dual, restricted
 from solver_plan.intra.local_search import improve
 from solver_plan.intra.memory_repair import repair_memory
 from solver_plan.intra.problem import ConfigProblem
@@ -34,6 +37,27 @@ REPAIR_SHARE = 0.6  # of the Lagrangian's remaining time, for repairing its best
 LARGE_MODEL_ENTRIES = 2_000_000
 LARGE_MODEL_SHARE = 0.8
 IMPROVED_PLANS = 4  # fitting minimisers improved by local search (each a pass over the nodes)
+# The Lagrangian's least run (its memory entries, the spanning forest and the forest's arrays, a few
+# multiplier steps and the pass with min-marginals) takes about this many seconds per edge entry and
+# candidate: measured 0.6 s of set-up and 0.1 s per step at 5.5 M entries (random-dag:nodes=10000,
+# candidates=10-30, 16 devices; 1.2 s with 5 steps, CPU). Where it does not
+# fit the share of the nominal budget it would get, it does not start (at 1 s it had ended at 1.67 s).
+LAGRANGIAN_S_PER_ENTRY = 2.5e-7
+
+
+class FixingBounds(Protocol):
+    """What a restriction needs of a relaxation (LagrangianBound here, LpRelaxation in lp_fixing)."""
+    bound: float
+
+    @property
+    def num_candidates(self) -> int:
+        """Candidates of the problem."""
+
+    def open_candidates(self, upper_bound: float, keep=None) -> tuple[np.ndarray, ...]:
+        """Per node, the candidates that may be in a plan cheaper than `upper_bound`."""
+
+    def closed_pairs(self, problem: ConfigProblem, upper_bound: float, keep=None):
+        """Per edge, the pairs in no plan cheaper than `upper_bound` (None: no pair bounds)."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -43,15 +67,20 @@ class Restriction:
     problem: ConfigProblem  # the problem on the open candidates
     choices: tuple[np.ndarray, ...]  # per node, the original index of each open candidate
     incumbent: tuple[int, ...] | None  # best plan known (original indices), fits memory
-    source: str  # what found it: "Lagrangian", "given" (the plan passed in) or "first MILP stage"
-    relaxation: LagrangianBound
-    outside_bound: float  # no plan using a removed candidate costs less
-    base_note: str  # what the Lagrangian did (the note adds how many candidates are left open)
+    source: str  # what found it: "Lagrangian", "LP support", "given" (the plan passed in) or "first MILP stage"
+    relaxation: FixingBounds
+    outside_bound: float  # no plan using a removed candidate (or closed pair) costs less
+    base_note: str  # what the relaxation did (the note adds how many candidates are left open)
+    closed_pairs: tuple | None = None  # per edge of `problem`: bool matrix of pairs no better plan uses
 
     @property
     def note(self) -> str:
-        """What the Lagrangian did and how many candidates it left open."""
-        return f"{self.base_note}, {self.open_count()} of {self.relaxation.num_candidates} candidates left open"
+        """What the relaxation did and how many candidates (and edge pairs) it left open."""
+        text = f"{self.base_note}, {self.open_count()} of {self.relaxation.num_candidates} candidates left open"
+        if self.closed_pairs is not None:
+            closed = sum(int(c.sum()) for c in self.closed_pairs if c is not None)
+            text += f", {closed} of {sum(m.size for m in self.problem.edge_costs)} edge pairs closed"
+        return text
 
     @property
     def bound(self) -> float:
@@ -93,21 +122,47 @@ class Restriction:
 
     def tightened(self, original: ConfigProblem, plan, source: str) -> "Restriction":
         """The restriction a cheaper plan (original indices) leaves: fewer candidates open."""
-        return _restriction(original, self.relaxation, tuple(plan), source, self.base_note)
+        return restrict_by(original, self.relaxation, tuple(plan), source, self.base_note)
 
 
-def _restriction(problem: ConfigProblem, relaxation: LagrangianBound, plan, source: str, note: str) -> Restriction:
+def restrict_by(problem: ConfigProblem, relaxation, plan, source: str, note: str) -> Restriction:
+    """`problem` restricted to what `relaxation` leaves open given the plan `plan` (None: nothing
+    removed): candidates, and pairs of candidates when the relaxation bounds them."""
     if plan is None:
         choices = tuple(np.arange(len(c)) for c in problem.node_costs)
-        outside = np.inf
-    else:
-        choices = relaxation.open_candidates(problem.objective(plan), keep=plan)
-        outside = problem.objective(plan)
-        outside -= ROUNDING_SLACK * (1.0 + abs(outside))
-    return Restriction(restricted(problem, choices), choices, plan, source, relaxation, outside, note)
+        return Restriction(problem, choices, plan, source, relaxation, np.inf, note)
+    cost = problem.objective(plan)
+    choices = relaxation.open_candidates(cost, keep=plan)
+    closed = relaxation.closed_pairs(problem, cost, keep=plan)
+    if closed is not None:
+        choices = _without_closed_rows(problem, choices, closed)
+        closed = tuple(None if c is None else c[np.ix_(choices[u], choices[v])]
+                       for (u, v), c in zip(problem.edges, closed))
+    outside = cost - ROUNDING_SLACK * (1.0 + abs(cost))
+    return Restriction(restricted(problem, choices), choices, plan, source, relaxation, outside, note, closed)
 
 
-def _best_plan(problem: ConfigProblem, minimisers, incumbent, deadline, seed: int):
+def _without_closed_rows(problem: ConfigProblem, choices, closed) -> tuple[np.ndarray, ...]:
+    """`choices` less every candidate all of whose pairs on some edge (with the other end's open
+    candidates) are closed: it is in no better plan either. Repeated until nothing changes."""
+    choices = [np.asarray(c) for c in choices]
+    changed = True
+    while changed:
+        changed = False
+        for (u, v), matrix in zip(problem.edges, closed):
+            if matrix is None:
+                continue
+            block = matrix[np.ix_(choices[u], choices[v])]
+            rows, columns = ~block.all(axis=1), ~block.all(axis=0)
+            if not rows.all() or not columns.all():
+                choices[u], choices[v] = choices[u][rows], choices[v][columns]
+                changed = True
+    return tuple(choices)
+
+
+def best_plan(problem: ConfigProblem, minimisers, incumbent, deadline, seed: int):
+    """The best of: the first of `minimisers` repaired to fit memory, the fitting minimisers, each
+    improved by local search (the best then by forest search), and `incumbent`."""
     options = []
     if minimisers and not problem.memory_ok(minimisers[0]) and not deadline.expired():
         # the best bound's minimiser breaks the limit by a few percent (at 10,000 operators no
@@ -128,8 +183,19 @@ def _best_plan(problem: ConfigProblem, minimisers, incumbent, deadline, seed: in
     return best
 
 
+def lagrangian_fits(problem: ConfigProblem, nominal_s: float | None) -> bool:
+    """Whether the Lagrangian's least run (LAGRANGIAN_S_PER_ENTRY, from the sizes) fits the share of
+    `nominal_s` it would get."""
+    entries = sum(m.size for m in problem.edge_costs)
+    share = LARGE_MODEL_SHARE if entries > LARGE_MODEL_ENTRIES else LAGRANGIAN_SHARE
+    return nominal_s is None or LAGRANGIAN_S_PER_ENTRY * (entries + problem.num_candidates) <= share * nominal_s
+
+
 def lagrangian_restriction(problem: ConfigProblem, deadline, incumbent=None, seed: int = 0) -> Restriction | None:
-    """None when the memory limit cannot bind (nothing to relax)."""
+    """None when the memory limit cannot bind (nothing to relax) or the Lagrangian does not fit the
+    nominal budget (`lagrangian_fits`)."""
+    if not lagrangian_fits(problem, deadline.nominal_left()):
+        return None
     started = time.perf_counter()
     entries = sum(m.size for m in problem.edge_costs)
     clock = deadline.share(LARGE_MODEL_SHARE if entries > LARGE_MODEL_ENTRIES else LAGRANGIAN_SHARE)
@@ -137,9 +203,9 @@ def lagrangian_restriction(problem: ConfigProblem, deadline, incumbent=None, see
     relaxation = lagrangian_dual(problem, clock, upper)
     if relaxation is None:
         return None
-    plan = _best_plan(problem, relaxation.plans, incumbent, clock, seed)
+    plan = best_plan(problem, relaxation.plans, incumbent, clock, seed)
     source = "given" if incumbent is not None and plan == tuple(incumbent) else "Lagrangian"
     note = (f"lagrangian: bound {relaxation.bound:.10g} after {relaxation.steps} multiplier steps "
             f"({'exact' if relaxation.exact_inner else 'spanning-forest'} inner minimum) in "
             f"{format_seconds(time.perf_counter() - started)}")
-    return _restriction(problem, relaxation, plan, source, note)
+    return restrict_by(problem, relaxation, plan, source, note)

@@ -73,6 +73,16 @@ class _Rows:
         self.lower.extend([lower] * count)
         self.upper.extend([upper] * count)
 
+    def add_grouped(self, local_rows: np.ndarray, columns: np.ndarray, values: np.ndarray, count: int,
+                    lower: float, upper: float) -> None:
+        """`count` new rows; entry j goes to new row local_rows[j] (0 <= local_rows[j] < count)."""
+        first = len(self.lower)
+        self.rows.append(first + np.asarray(local_rows, dtype=np.int64))
+        self.columns.append(np.asarray(columns, dtype=np.int64))
+        self.values.append(np.asarray(values, dtype=float))
+        self.lower.extend([lower] * count)
+        self.upper.extend([upper] * count)
+
     def arrays(self):
         if not self.lower:
             empty = np.zeros(0)
@@ -163,33 +173,49 @@ def config_model_seconds(problem: ConfigProblem) -> float:
     return S_PER_MODEL_ELEMENT * config_model_elements(problem)
 
 
-def config_model(problem: ConfigProblem, deadline=None) -> LinearModel:
+def config_model(problem: ConfigProblem, deadline=None, closed_pairs=None) -> LinearModel:
     """The one-hot configuration MILP of `problem` (variables, constraints, objective). With a
-    `deadline`, raises ModelBuildCut once it has expired (looked at every CHECK_EVERY_EDGES edges)."""
+    `deadline`, raises ModelBuildCut once it has expired (looked at every CHECK_EVERY_EDGES edges).
+    `closed_pairs` (per edge of `problem`, a bool matrix or None): pairs of candidates given no edge
+    variable, so no plan of the model uses them (see lp_fixing; their reduced cost proves them in no
+    better plan)."""
     late = (lambda: False) if deadline is None else deadline.expired
     if late():
         raise ModelBuildCut("no time left to build the MILP")
-    form = normal_form(problem)
+    form = normal_form(problem, closed_pairs=closed_pairs)
     offsets = node_offsets(problem)
     num_x = int(offsets[-1])
-    sizes = [r.size for r in form.residuals]
+    pairs = [None if opened is None else np.nonzero(opened) for opened in form.open_pairs]  # row-major
+    sizes = [r.size if p is None else len(p[0]) for r, p in zip(form.residuals, pairs)]
     edge_offsets = num_x + np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
     num_columns = int(edge_offsets[-1])
-    cost = np.concatenate([*form.node_costs, *(r.ravel() for r in form.residuals)]) if num_columns else np.zeros(0)
+    edge_cost = (r.ravel() if p is None else r[p] for r, p in zip(form.residuals, pairs))
+    cost = np.concatenate([*form.node_costs, *edge_cost]) if num_columns else np.zeros(0)
     integer = np.zeros(num_columns, dtype=bool)
     integer[:num_x] = True
     rows = _Rows()
     _one_hot_rows(rows, offsets)
-    for position, ((u, v), residual, start) in enumerate(zip(form.edges, form.residuals, edge_offsets[:-1])):
+    for position, ((u, v), residual, opened, start) in enumerate(
+            zip(form.edges, form.residuals, pairs, edge_offsets[:-1])):
         if position % CHECK_EVERY_EDGES == 0 and late():
             raise ModelBuildCut(f"the wall clock ran out building the MILP ({position} of {len(form.edges)} edges)")
         k_u, k_v = residual.shape
-        grid = start + np.arange(k_u * k_v).reshape(k_u, k_v)
-        # sum_l y[k, l] - x[u, k] = 0 for every k, and sum_k y[k, l] - x[v, l] = 0 for every l
-        source_rows = np.hstack([grid, (offsets[u] + np.arange(k_u))[:, None]])
-        target_rows = np.hstack([grid.T, (offsets[v] + np.arange(k_v))[:, None]])
-        rows.add_many(source_rows, np.append(np.ones(k_v), -1.0), 0.0, 0.0)
-        rows.add_many(target_rows, np.append(np.ones(k_u), -1.0), 0.0, 0.0)
+        if opened is None:
+            grid = start + np.arange(k_u * k_v).reshape(k_u, k_v)
+            # sum_l y[k, l] - x[u, k] = 0 for every k, and sum_k y[k, l] - x[v, l] = 0 for every l
+            source_rows = np.hstack([grid, (offsets[u] + np.arange(k_u))[:, None]])
+            target_rows = np.hstack([grid.T, (offsets[v] + np.arange(k_v))[:, None]])
+            rows.add_many(source_rows, np.append(np.ones(k_v), -1.0), 0.0, 0.0)
+            rows.add_many(target_rows, np.append(np.ones(k_u), -1.0), 0.0, 0.0)
+        else:  # the same rows over the open pairs only
+            k, l = opened
+            columns = start + np.arange(len(k))
+            rows.add_grouped(np.concatenate([k, np.arange(k_u)]),
+                             np.concatenate([columns, offsets[u] + np.arange(k_u)]),
+                             np.concatenate([np.ones(len(k)), -np.ones(k_u)]), k_u, 0.0, 0.0)
+            rows.add_grouped(np.concatenate([l, np.arange(k_v)]),
+                             np.concatenate([columns, offsets[v] + np.arange(k_v)]),
+                             np.concatenate([np.ones(len(l)), -np.ones(k_v)]), k_v, 0.0, 0.0)
     if problem.memory_limit is not None:
         _memory_rows(rows, problem, offsets, float(problem.memory_limit))
     if late():
@@ -218,8 +244,9 @@ def min_peak_memory_model(problem: ConfigProblem) -> LinearModel:
                        row_lower, row_upper, num_x, offsets)
 
 
-def encode(model: LinearModel, problem: ConfigProblem, assignment) -> np.ndarray:
-    """Column values of a full plan (for warm starts): x from the plan, y from x, peak from memory."""
+def encode(model: LinearModel, problem: ConfigProblem, assignment, closed_pairs=None) -> np.ndarray:
+    """Column values of a full plan (for warm starts): x from the plan, y from x, peak from memory.
+    `closed_pairs`: those the model was built with (the plan must use open pairs only)."""
     values = np.zeros(model.num_columns)
     offsets = model.node_offsets
     for node, choice in enumerate(assignment):
@@ -227,11 +254,19 @@ def encode(model: LinearModel, problem: ConfigProblem, assignment) -> np.ndarray
     if model.num_columns == model.num_decode_columns + 1:  # min-peak model
         values[-1] = float(problem.device_memory(assignment).max())
         return values
-    form = normal_form(problem)
+    form = normal_form(problem, closed_pairs=closed_pairs)
     start = model.num_decode_columns
-    for (u, v), residual in zip(form.edges, form.residuals):
-        values[start + assignment[u] * residual.shape[1] + assignment[v]] = 1.0
-        start += residual.size
+    for (u, v), residual, opened in zip(form.edges, form.residuals, form.open_pairs):
+        k, l = assignment[u], assignment[v]
+        if opened is None:
+            values[start + k * residual.shape[1] + l] = 1.0
+            start += residual.size
+        else:
+            flat = opened.ravel()
+            if not flat[k * residual.shape[1] + l]:
+                raise ValueError(f"the plan uses the closed pair ({k}, {l}) of edge ({u}, {v})")
+            values[start + int(np.count_nonzero(flat[: k * residual.shape[1] + l]))] = 1.0
+            start += int(np.count_nonzero(flat))
     return values
 
 
@@ -267,6 +302,16 @@ class SolveOutcome:
         """In the model's own objective (the backend sees no plan, no runtime and no question)."""
         return Envelope("config", CONFIG_SCHEMA_VERSION, self.status, Objective("model", self.objective),
                         self.bound, None, self.notes)
+
+
+@dataclass(frozen=True, eq=False)
+class LpSolution:
+    """A backend's LP relaxation of a model: every column's value and every row's dual (None unless
+    `status` is OPTIMAL), in the model's rows as built (reduced costs are cost - A^T row_duals)."""
+    status: Status
+    column_values: np.ndarray | None = None
+    row_duals: np.ndarray | None = None
+    objective: float | None = None
 
 
 def outcome_answer(model: LinearModel, outcome: SolveOutcome):

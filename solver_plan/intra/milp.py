@@ -5,9 +5,11 @@ watchdog; in process unless ortools was loaded first, see isolated) and "cbc" (P
 forked subprocess whose process group is killed at the wall-clock limit, because CBC can overrun
 its own limit). Both solve the LP relaxation first and accept an integral LP optimum as proven.
 
-Under a memory limit that can bind (option lagrangian, default on), the Lagrangian relaxation of the
-memory rows runs first (lagrangian_fixing): its bound, its plan as incumbent, and the model built on
-the candidates its multipliers leave open only.
+Under a memory limit that can bind (option lagrangian, default on) a relaxation runs first: the root
+LP (lp_fixing, option root_lp, default on) where its estimated time fits half the budget, else the
+Lagrangian relaxation of the memory rows (lagrangian_fixing). Either gives a bound, a plan as
+incumbent, and the model built on what its reduced costs leave open only (candidates; for the LP
+also pairs of candidates on an edge).
 """
 from __future__ import annotations
 
@@ -23,8 +25,10 @@ from solver_plan.intra.context import Context
 from solver_plan.intra.failures import failure_note
 from solver_plan.intra.harness import run_planner
 from solver_plan.intra.subprocess_guard import call_in_subprocess
+from solver_plan.intra.warm_start import BINDING_HEURISTIC_SHARE
 from solver_plan.intra.lagrangian_fixing import Restriction, lagrangian_restriction
 from solver_plan.intra.linear_model import ModelBuildCut, config_model, config_model_seconds, encode, outcome_answer
+from solver_plan.intra.lp_fixing import lp_fits, lp_restriction
 from solver_plan.intra.problem import ConfigProblem
 from solver_plan.result import Status
 
@@ -52,9 +56,19 @@ def check_milp_options(options: dict) -> None:
     backend = options.get("backend", "highs")
     if backend not in BACKENDS:
         raise InputError(f"unknown MILP backend {backend!r}; expected one of {', '.join(BACKENDS)}", "backend")
-    for flag in ("relax_first", "lagrangian"):
+    for flag in ("relax_first", "lagrangian", "root_lp"):
         if not isinstance(options.get(flag, True), bool):
             raise InputError(f"must be true or false, got {options[flag]!r}", flag)
+
+
+def memory_free_first(problem: ConfigProblem, deadline: Deadline | None, options: dict) -> bool:
+    """Whether solve() should first plan `problem` without its memory limit: not when the root LP
+    route will run (lp_fits on what the heuristics leave), whose LP holds the memory rows and is
+    integral at root where the limit does not bind (the pass cost 17 s of 60 at 1,000 operators)."""
+    if not (options.get("lagrangian", True) and options.get("root_lp", True)):
+        return True
+    nominal = None if deadline is None else deadline.nominal_left()
+    return not lp_fits(problem, None if nominal is None else (1.0 - BINDING_HEURISTIC_SHARE) * nominal)
 
 
 def _milp_core(problem: ConfigProblem, context: Context) -> Answer:
@@ -65,12 +79,17 @@ def _milp_core(problem: ConfigProblem, context: Context) -> Answer:
         return Answer(Status.TIME_LIMIT, notes=("no time left for the MILP after the heuristics",))
     restriction = None
     if context.options.get("lagrangian", True):
-        restriction = lagrangian_restriction(problem, context.deadline, context.incumbent, context.seed)
+        if context.options.get("root_lp", True):
+            def solve_sub(sub: ConfigProblem, start, deadline) -> Answer:
+                return _solve_model(sub, start, deadline, context, backend)
+            restriction = lp_restriction(problem, context.deadline, context.incumbent, context.seed, solve_sub)
+        if restriction is None:
+            restriction = lagrangian_restriction(problem, context.deadline, context.incumbent, context.seed)
     if restriction is None:
         return _solve_model(problem, context.incumbent, context.deadline, context, backend)
-    if restriction.source == "Lagrangian" and restriction.incumbent is not None:
+    if restriction.source != "given" and restriction.incumbent is not None:
         # the harness keeps it should the solver fail
-        context.incumbent, context.incumbent_source = restriction.incumbent, "Lagrangian"
+        context.incumbent, context.incumbent_source = restriction.incumbent, restriction.source
     if restriction.incumbent is not None and restriction.open_count() == problem.num_nodes:  # nothing to solve
         return restriction.widen(problem, Answer(Status.OPTIMAL, restriction.encode(restriction.incumbent),
                                                  restriction.outside_bound))
@@ -90,7 +109,7 @@ def _solve_restricted(problem: ConfigProblem, restriction: Restriction, deadline
                       backend: str) -> Answer:
     start = restriction.encode(restriction.incumbent) if restriction.incumbent is not None else None
     try:
-        answer = _solve_model(restriction.problem, start, deadline, context, backend)
+        answer = _solve_model(restriction.problem, start, deadline, context, backend, restriction.closed_pairs)
     except TimeoutError as exc:  # killed at the wall clock: the Lagrangian bound and plan still count
         answer = Answer(Status.TIME_LIMIT, notes=(failure_note("milp", exc),))
     return restriction.widen(problem, answer)
@@ -105,15 +124,16 @@ def too_big_note(problem: ConfigProblem, limit: float | None) -> str | None:
             f"{MODEL_BUILD_SHARE:.0%} of the {limit:g} s time limit")
 
 
-def _solve_model(problem: ConfigProblem, incumbent, deadline, context: Context, backend: str) -> Answer:
+def _solve_model(problem: ConfigProblem, incumbent, deadline, context: Context, backend: str,
+                 closed_pairs=None) -> Answer:
     skip = too_big_note(problem, context.deadline.nominal_s)
     if skip is not None:
         return Answer(Status.TIME_LIMIT, notes=(skip,))
     try:
-        model = config_model(problem, deadline)
+        model = config_model(problem, deadline, closed_pairs)
     except ModelBuildCut as exc:
         return Answer(Status.TIME_LIMIT, notes=(str(exc),))
-    start = encode(model, problem, incumbent) if incumbent is not None else None
+    start = encode(model, problem, incumbent, closed_pairs) if incumbent is not None else None
     remaining = deadline.remaining()
     if remaining is not None and remaining < MIN_SOLVER_S:
         deadline.mark_cut_short()
@@ -121,9 +141,13 @@ def _solve_model(problem: ConfigProblem, incumbent, deadline, context: Context, 
     if backend == "highs":
         # keep a margin for shipping the model to the worker and the answer back
         solver_limit = None if remaining is None else max(0.05, 0.9 * remaining - 0.2)
+        # a model reduced by the root LP's reduced costs: its LP optimum is known not to be integral,
+        # and presolve finds little left to do (see solve_with_highs)
+        fixed = closed_pairs is not None
         outcome = isolated.call("highspy", "solver_plan.intra.backends.highs", "solve_with_highs", timeout=remaining,
                                 model=model, time_limit=solver_limit, start_values=start, seed=context.seed,
-                                relax_first=context.options.get("relax_first", True))
+                                relax_first=context.options.get("relax_first", True) and not fixed,
+                                presolve=not fixed)
         return outcome_answer(model, outcome)
     try:
         outcome = call_in_subprocess(_solve_in_child, (model, PULP_SOLVERS[backend], remaining, start), remaining)
@@ -134,6 +158,6 @@ def _solve_model(problem: ConfigProblem, incumbent, deadline, context: Context, 
 
 def plan_milp(problem: ConfigProblem, *, deadline: Deadline | None = None, seed=0, warm_start=None, **options):
     """Planner "milp", the per-operator default: the one-hot MILP on HiGHS or CBC (options: backend,
-    lagrangian, relax_first)."""
+    lagrangian, root_lp, relax_first)."""
     return run_planner("milp", problem, _milp_core, exact=True, deadline=deadline, seed=seed,
                        warm_start=warm_start, options=options)

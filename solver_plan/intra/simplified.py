@@ -39,15 +39,15 @@ def _reduce_and_run(problem: ConfigProblem, func: Callable, deadline: Deadline, 
 
 
 def run_simplified(problem: ConfigProblem, func: Callable, *, exact: bool, deadline: Deadline | None, seed: int,
-                   warm_start, options: dict) -> ConfigResult:
+                   warm_start, options: dict, memory_free_first: bool = True) -> ConfigResult:
     """Run `func` on the exactly simplified problem. When the memory limit could bind (which stops
-    most folding), first solve without it (using at most MEMORY_FREE_SHARE of the time): an
-    unconstrained optimum that fits in memory is the constrained optimum; a fitting heuristic plan
-    becomes a warm start."""
+    most folding), first solve without it (using at most MEMORY_FREE_SHARE of the time; not when
+    `memory_free_first` is False): an unconstrained optimum that fits in memory is the constrained
+    optimum; a fitting heuristic plan becomes a warm start."""
     deadline = start_clock(deadline)
     # The memory-free pass costs about as much as the real one: only when time is plentiful (at
     # 10,000 operators and 60 s it took its whole share and gave nothing the Lagrangian does not).
-    if memory_can_bind(problem) and time_for_passes(deadline, problem, MEMORY_FREE_PASSES):
+    if memory_free_first and memory_can_bind(problem) and time_for_passes(deadline, problem, MEMORY_FREE_PASSES):
         with progress.bounds_only():  # its plans may break memory
             relaxed = _reduce_and_run(problem.with_memory_limit(None), func, deadline.share(MEMORY_FREE_SHARE),
                                       seed, warm_start, options)

@@ -36,7 +36,9 @@ def solve(problem: ConfigProblem, planner: str = "milp", deadline: Deadline | No
     check_request(problem, deadline)
     clock = None if deadline is None else deadline.child()
     if simplify and info.simplify:
+        memory_free = info.memory_free_first is None or info.memory_free_first(problem, clock, options)
         result = run_simplified(problem, info.func, exact=info.exact, deadline=clock, seed=seed,
+                                memory_free_first=memory_free,
                                 warm_start=warm_start, options=options)
     else:
         result = info.func(problem, deadline=clock, seed=seed, warm_start=warm_start, **options)

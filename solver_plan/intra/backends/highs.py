@@ -12,7 +12,7 @@ import time
 import highspy
 import numpy as np
 
-from solver_plan.intra.linear_model import LinearModel, SolveOutcome, is_integral, row_scales
+from solver_plan.intra.linear_model import LinearModel, LpSolution, SolveOutcome, is_integral, row_scales
 from solver_plan.result import Status
 
 WATCHDOG_GRACE_S = 0.5
@@ -98,11 +98,16 @@ def _decode(highs: highspy.Highs, model: LinearModel, status, mip: bool) -> Solv
 
 def solve_with_highs(model: LinearModel, *, time_limit: float | None = None, start_values=None,
                      relax_first: bool = True, seed: int = 0, mip_rel_gap: float = 1e-7,
-                     threads: int | None = None) -> SolveOutcome:
-    """Solve `model` within `time_limit` seconds in total (LP phase and MILP phase together)."""
+                     threads: int | None = None, presolve: bool = True) -> SolveOutcome:
+    """Solve `model` within `time_limit` seconds in total (LP phase and MILP phase together).
+    `presolve=False` for a model already reduced by reduced-cost fixing (lp_fixing): HiGHS' presolve
+    then removes little and its restarts solve the root LP again (measured on the fixed model of
+    random-dag:100 binding: 11.7 s -> 4.9 s of CPU, the same optimum)."""
     started = time.perf_counter()
     highs = highspy.Highs()
     highs.setOptionValue("output_flag", False)
+    if not presolve:
+        highs.setOptionValue("presolve", "off")
     highs.setOptionValue("random_seed", int(seed))
     highs.setOptionValue("mip_rel_gap", mip_rel_gap)
     if threads is not None:
@@ -131,3 +136,26 @@ def solve_with_highs(model: LinearModel, *, time_limit: float | None = None, sta
         highs.setSolution(solution)
     _run(highs, time_limit)
     return _decode(highs, model, highs.getModelStatus(), mip=True)
+
+
+def solve_lp_relaxation(model: LinearModel, *, time_limit: float | None = None, seed: int = 0,
+                        threads: int | None = None) -> LpSolution:
+    """The LP relaxation of `model` (integrality dropped) by dual simplex: column values and row duals
+    in the model's own (unscaled) rows, so that cost - A^T duals are the reduced costs; OPTIMAL only
+    when HiGHS proved the LP optimal (stopped by its time limit, HiGHS' duals are of the presolved LP's
+    last basis, measured useless: a bound of 0 at 1,000 operators)."""
+    highs = highspy.Highs()
+    highs.setOptionValue("output_flag", False)
+    highs.setOptionValue("random_seed", int(seed))
+    if threads is not None:
+        highs.setOptionValue("threads", int(threads))
+    _variables_and_constraints(highs, model)
+    _run(highs, time_limit)
+    status = highs.getModelStatus()
+    if status == highspy.HighsModelStatus.kInfeasible:
+        return LpSolution(Status.INFEASIBLE)
+    if status != highspy.HighsModelStatus.kOptimal:
+        return LpSolution(Status.TIME_LIMIT)
+    solution = highs.getSolution()
+    duals = np.asarray(solution.row_dual) * row_scales(model)  # HiGHS saw row i times its scale
+    return LpSolution(Status.OPTIMAL, np.asarray(solution.col_value), duals, highs.getInfo().objective_function_value)

@@ -1,0 +1,185 @@
+"""Root LP relaxation under a binding memory limit: a proven bound, a plan close to it, and the model
+restricted to the candidates and candidate pairs the LP's reduced costs leave open (exact).
+
+For any row duals pi of the one-hot model min c z, lo <= A z <= up, 0 <= z <= 1 (linear_model), with
+reduced costs r = c - A^T pi, every solution z satisfies
+    c z = pi (A z) + r z >= sum_i (pi_i lo_i if pi_i > 0 else pi_i up_i) + sum_j min(0, r_j) =: B,
+pi_i taken as 0 where its sign would need a side the row lacks (a memory row has no lower side). B is
+computed here from the model's own arrays and the LP solver's duals, so it is a proven bound whatever
+the solver's tolerances did (a safe dual bound: Neumaier and Shcherbina 2004). Fixing column j at 1
+raises it by max(0, r_j), at 0 by max(0, -r_j); so a candidate (x column, with its node's other
+candidates at 0) or a pair of candidates on an edge (y column, with both ends) whose raised bound
+reaches a known plan's cost is in no cheaper plan: reduced-cost fixing, as MILP solvers do it at
+their root, but done before the model is built, so the edge variables of closed pairs never exist
+(measured on random-dag:nodes=100,candidates=6-30,seed=1,memory=binding: 29% of the x and 39% of
+the y columns closed by a plan 0.11% above the LP bound, and HiGHS proves the rest optimal at its
+root or in a few nodes, where the whole model took 500 nodes).
+
+The plan: the MILP on the candidates the LP solution uses (its support, ~1.6 per node, with the
+incumbent's), a few hundred columns solved in well under a second, then local and forest search.
+The LP is solved when its estimated time (from the model's size) fits LP_SHARE of the nominal
+budget; larger models take the Lagrangian route (lagrangian_fixing), whose bound needs no LP.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from solver_plan.intra import isolated
+from solver_plan.intra.answer import Answer
+from solver_plan.intra.lagrangian import ROUNDING_SLACK, binding_devices, candidates_below, fixing_threshold, restricted
+from solver_plan.intra.lagrangian_fixing import Restriction, best_plan, restrict_by
+from solver_plan.intra.linear_model import LinearModel, LpSolution, ModelBuildCut, config_model, config_model_elements
+from solver_plan.intra.normal_form import normal_form
+from solver_plan.intra.problem import ConfigProblem
+from solver_plan.result import Status
+from solver_plan.units import format_seconds
+
+# Seconds of dual simplex per element of config_model_elements: measured 7.6 us (random-dag:100
+# binding, 0.17 M elements, 1.3 s) and 8.3 us (random-dag:1000, 1.35 M elements, 11.2 s) of CPU on
+# the shared 2-core machine; taken 1.5x for the load and the superlinear growth of simplex.
+S_PER_LP_ELEMENT = 1.2e-5
+LP_SHARE = 0.5  # of the nominal time: the LP (and the plan from its support) must fit in it
+SUPPORT_SHARE = 0.25  # of the time left after the LP, for the MILP on the LP's support
+IMPROVE_SHARE = 0.15  # of the time left then, for repair, local and forest search of its plan
+SUPPORT_VALUE = 1e-6  # an LP value above this puts the candidate in the support
+
+SolveModel = Callable[[ConfigProblem, "tuple[int, ...] | None", object], Answer]
+
+
+@dataclass(frozen=True, eq=False)
+class LpRelaxation:
+    """The root LP's outcome: a proven bound, per-candidate and per-pair bounds for fixing, and the
+    candidates the LP solution uses."""
+    bound: float  # no plan costs less
+    candidate_bounds: tuple[np.ndarray, ...]  # per node and candidate: no plan using it costs less
+    pair_bounds: tuple[np.ndarray | None, ...]  # per edge (None: no edge variables): per pair likewise
+    values: tuple[np.ndarray, ...]  # per node, the LP value of each candidate
+
+    @property
+    def num_candidates(self) -> int:
+        """Candidates of the problem (all of them, open or not)."""
+        return sum(len(b) for b in self.candidate_bounds)
+
+    @property
+    def support(self) -> tuple[np.ndarray, ...]:
+        """Per node, the candidates the LP solution uses."""
+        return tuple(np.flatnonzero(v > SUPPORT_VALUE) for v in self.values)
+
+    def open_candidates(self, upper_bound: float, keep=None) -> tuple[np.ndarray, ...]:
+        """Per node, the candidates that may be in a plan cheaper than `upper_bound` (plus `keep`'s)."""
+        return candidates_below(self.candidate_bounds, upper_bound, keep)
+
+    def closed_pairs(self, problem: ConfigProblem, upper_bound: float, keep=None) -> tuple[np.ndarray | None, ...]:
+        """Per edge, the pairs of candidates in no plan cheaper than `upper_bound` (never `keep`'s)."""
+        threshold = fixing_threshold(upper_bound)
+        closed: list[np.ndarray | None] = []
+        for (u, v), bounds in zip(problem.edges, self.pair_bounds):
+            if bounds is None:
+                closed.append(None)
+                continue
+            matrix = bounds >= threshold
+            if keep is not None:
+                matrix[keep[u], keep[v]] = False
+            closed.append(matrix)
+        return tuple(closed)
+
+
+def safe_bound(model: LinearModel, row_duals: np.ndarray) -> tuple[float, np.ndarray]:
+    """The bound B of the module docstring and the reduced costs r, from `row_duals` (any values)."""
+    duals = np.where((row_duals > 0) & np.isinf(model.row_lower), 0.0, row_duals)
+    duals = np.where((duals < 0) & np.isinf(model.row_upper), 0.0, duals)
+    reduced = model.cost - np.bincount(model.columns, weights=model.values * duals[model.rows],
+                                       minlength=model.num_columns)
+    side = np.where(duals > 0, model.row_lower, model.row_upper)
+    rows = float(np.sum(np.where(duals != 0, duals * np.where(np.isfinite(side), side, 0.0), 0.0)))
+    columns = float(np.sum(np.where(reduced < 0, reduced * model.upper, reduced * model.lower)))
+    return model.offset + rows + columns, reduced
+
+
+def lp_relaxation(problem: ConfigProblem, model: LinearModel, solution: LpSolution) -> LpRelaxation:
+    """Bounds from an optimal LP `solution` of `model` (= config_model(problem), no closed pairs).
+    Columns are 0 <= z <= 1, so fixing z_j = 1 adds max(0, r_j) and z_j = 0 adds max(0, -r_j)."""
+    assert solution.row_duals is not None and solution.column_values is not None
+    bound, reduced = safe_bound(model, solution.row_duals)
+    rounding = ROUNDING_SLACK * (1.0 + abs(bound)) + 1e-12 * float(np.abs(reduced).sum())
+    bound -= rounding
+    offsets = model.node_offsets
+    up, down = np.maximum(reduced, 0.0), np.maximum(-reduced, 0.0)
+    candidate_extra = []
+    for start, stop in zip(offsets[:-1], offsets[1:]):  # this candidate at 1, its node's others at 0
+        candidate_extra.append(up[start:stop] + down[start:stop].sum() - down[start:stop])
+    pair_bounds: list[np.ndarray | None] = [None] * len(problem.edges)
+    column = model.num_decode_columns
+    form = normal_form(problem)
+    for (u, v), residual, edge in zip(form.edges, form.residuals, form.edge_index):
+        pairs = up[column: column + residual.size].reshape(residual.shape)
+        pair_bounds[edge] = bound + pairs + candidate_extra[u][:, None] + candidate_extra[v][None, :]
+        column += residual.size
+    x = solution.column_values
+    values = tuple(x[start:stop] for start, stop in zip(offsets[:-1], offsets[1:]))
+    return LpRelaxation(bound, tuple(bound + extra for extra in candidate_extra), tuple(pair_bounds), values)
+
+
+def lp_fits(problem: ConfigProblem, nominal_s: float | None) -> bool:
+    """Whether the root LP's estimated time (from the model's size) fits LP_SHARE of `nominal_s`."""
+    return nominal_s is None or S_PER_LP_ELEMENT * config_model_elements(problem) <= LP_SHARE * nominal_s
+
+
+def _support_plan(problem: ConfigProblem, relaxation: LpRelaxation, incumbent, deadline, solve: SolveModel):
+    """The MILP's plan on the LP's support (with the incumbent's choices), or None."""
+    choices = [set(map(int, s)) for s in relaxation.support]
+    if incumbent is not None:
+        for node, choice in enumerate(incumbent):
+            choices[node].add(int(choice))
+    if any(not c for c in choices):
+        return None
+    picked = tuple(np.array(sorted(c)) for c in choices)
+    sub = restricted(problem, picked)
+    start = None if incumbent is None else tuple(int(np.searchsorted(picked[i], c)) for i, c in enumerate(incumbent))
+    answer = solve(sub, start, deadline)
+    if answer.assignment is None:
+        return None
+    return tuple(int(picked[node][choice]) for node, choice in enumerate(answer.assignment))
+
+
+def lp_restriction(problem: ConfigProblem, deadline, incumbent, seed: int, solve: SolveModel) -> Restriction | None:
+    """The LP route (None when the memory limit cannot bind, the LP does not fit the nominal budget,
+    or the LP was not solved to optimality: the caller then takes the Lagrangian route). `solve`
+    solves a (sub)problem's MILP from a start plan within a deadline."""
+    if problem.memory_limit is None or not binding_devices(problem).any():
+        return None
+    if not lp_fits(problem, deadline.nominal_left()):
+        return None
+    started = time.perf_counter()
+    clock = deadline.share(LP_SHARE)
+    try:
+        model = config_model(problem, clock)
+    except ModelBuildCut:
+        return None
+    remaining = clock.remaining()
+    try:
+        solution = isolated.call("highspy", "solver_plan.intra.backends.highs", "solve_lp_relaxation",
+                                 timeout=remaining, model=model, seed=seed,
+                                 time_limit=None if remaining is None else max(0.05, 0.9 * remaining - 0.2))
+    except TimeoutError:  # the wall clock (a loaded machine): the Lagrangian route with what is left
+        clock.mark_cut_short()
+        return None
+    if solution.status is not Status.OPTIMAL:  # infeasible, or stopped by the wall clock (safety net)
+        if solution.status is Status.TIME_LIMIT:
+            clock.mark_cut_short()
+        return None
+    relaxation = lp_relaxation(problem, model, solution)
+    lp_seconds = time.perf_counter() - started
+    # the plan's own shares of what the LP left: a slow LP (a loaded machine) must not starve them
+    found = _support_plan(problem, relaxation, incumbent, deadline.share(SUPPORT_SHARE), solve)
+    if found is None:  # no plan fits on the support: the LP's largest values, repaired to fit
+        found = tuple(int(np.argmax(relaxation.values[node])) for node in range(problem.num_nodes))
+    plan = best_plan(problem, [found], incumbent, deadline.share(IMPROVE_SHARE), seed)
+    source = "given" if incumbent is not None and plan is not None and plan == tuple(incumbent) else "LP support"
+    note = (f"root LP: bound {relaxation.bound:.10g} in {format_seconds(lp_seconds)}, plan from its support "
+            f"in {format_seconds(time.perf_counter() - started - lp_seconds)}")
+    return restrict_by(problem, relaxation, plan, source, note)

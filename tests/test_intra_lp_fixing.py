@@ -1,0 +1,142 @@
+"""Root LP relaxation and reduced-cost fixing under a binding memory limit (lp_fixing), and the
+one-hot model with closed pairs, against brute force on tiny instances."""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from intra_cases import tiny_cases
+from solver_plan.deadline import Deadline, time_budget
+from solver_plan.intra import isolated
+from solver_plan.intra.brute import plan_brute
+from solver_plan.intra.linear_model import config_model, encode, outcome_answer
+from solver_plan.intra.lp_fixing import lp_relaxation, lp_restriction, safe_bound
+from solver_plan.intra.milp import plan_milp
+from solver_plan.intra.random_instances import random_problem
+from solver_plan.result import Status
+
+
+def _plans(problem):
+    return itertools.product(*(range(len(c)) for c in problem.node_costs))
+
+
+def _binding_cases():
+    return [(case_id, problem) for case_id, problem in tiny_cases(seeds=6, max_nodes=6)
+            if problem.memory_limit is not None]
+
+
+def _lp(problem):
+    model = config_model(problem)
+    solution = isolated.call("highspy", "solver_plan.intra.backends.highs", "solve_lp_relaxation", model=model)
+    return model, solution
+
+
+def _uses_closed(problem, plan, closed) -> bool:
+    return any(matrix is not None and matrix[plan[u], plan[v]]
+               for (u, v), matrix in zip(problem.edges, closed))
+
+
+def _solve_model(sub, start, deadline):
+    model = config_model(sub)
+    outcome = isolated.call("highspy", "solver_plan.intra.backends.highs", "solve_with_highs", model=model,
+                            start_values=None if start is None else encode(model, sub, start))
+    return outcome_answer(model, outcome)
+
+
+def test_lp_bounds_never_above_a_plan_using_the_candidate_or_pair():
+    checked = 0
+    for case_id, problem in _binding_cases():
+        model, solution = _lp(problem)
+        if solution.status is not Status.OPTIMAL:  # no plan fits even fractionally
+            continue
+        relaxation = lp_relaxation(problem, model, solution)
+        assert relaxation.bound <= solution.objective + 1e-9, case_id  # the safe bound is never above the LP's
+        feasible = [plan for plan in _plans(problem) if problem.memory_ok(plan)]
+        for plan in feasible:
+            cost = problem.objective(plan)
+            assert relaxation.bound <= cost + 1e-9, case_id
+            for node, choice in enumerate(plan):
+                assert relaxation.candidate_bounds[node][choice] <= cost + 1e-9, (case_id, plan)
+            for (u, v), bounds in zip(problem.edges, relaxation.pair_bounds):
+                if bounds is not None:
+                    assert bounds[plan[u], plan[v]] <= cost + 1e-9, (case_id, plan)
+        checked += bool(feasible)
+    assert checked >= 10
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_safe_bound_holds_for_any_row_duals(seed):
+    """The bound is computed from the model's arrays: any duals give a valid (weaker) bound."""
+    rng = np.random.default_rng(seed)
+    for case_id, problem in _binding_cases()[seed::3]:
+        feasible = [problem.objective(plan) for plan in _plans(problem) if problem.memory_ok(plan)]
+        if not feasible:
+            continue
+        model = config_model(problem)
+        for scale in (0.1, 1.0, 10.0):
+            bound, _ = safe_bound(model, scale * rng.normal(size=model.num_rows))
+            assert bound <= min(feasible) + 1e-9, case_id
+
+
+def test_model_with_closed_pairs_is_the_problem_without_them():
+    rng = np.random.default_rng(7)
+    checked = 0
+    for case_id, problem in _binding_cases()[::2]:
+        closed = tuple(rng.random(m.shape) < 0.3 for m in problem.edge_costs)
+        allowed = [plan for plan in _plans(problem) if problem.memory_ok(plan) and not _uses_closed(problem, plan, closed)]
+        model = config_model(problem, closed_pairs=closed)
+        outcome = isolated.call("highspy", "solver_plan.intra.backends.highs", "solve_with_highs", model=model)
+        if not allowed:
+            assert outcome.status is Status.INFEASIBLE, case_id
+            continue
+        best = min(allowed, key=problem.objective)
+        answer = outcome_answer(model, outcome)
+        assert answer.status is Status.OPTIMAL, case_id
+        assert not _uses_closed(problem, answer.assignment, closed), case_id
+        assert problem.objective(answer.assignment) == pytest.approx(problem.objective(best)), case_id
+        start = encode(model, problem, best, closed)
+        assert model.cost @ start + model.offset == pytest.approx(problem.objective(best)), case_id
+        checked += 1
+    assert checked >= 5
+    with pytest.raises(ValueError):
+        problem = _binding_cases()[0][1]
+        closed = tuple(np.ones(m.shape, dtype=bool) for m in problem.edge_costs)
+        encode(config_model(problem, closed_pairs=closed), problem, (0,) * problem.num_nodes, closed)
+
+
+def test_lp_restriction_keeps_an_optimal_plan_and_a_valid_bound():
+    checked = 0
+    for case_id, problem in _binding_cases():
+        oracle = plan_brute(problem)
+        restriction = lp_restriction(problem, Deadline(None), None, 0, _solve_model)
+        if restriction is None or oracle.status is not Status.OPTIMAL:
+            continue
+        assert restriction.bound <= oracle.objective + 1e-9, case_id
+        assert restriction.incumbent is None or problem.memory_ok(restriction.incumbent), case_id
+        inner = restriction.problem
+        closed = restriction.closed_pairs
+        plans = [plan for plan in _plans(inner) if inner.memory_ok(plan) and not _uses_closed(inner, plan, closed)]
+        best = min(problem.objective(restriction.decode(plan)) for plan in plans)
+        assert best == pytest.approx(oracle.objective), case_id
+        assert restriction.problem_bound(best) <= oracle.objective + 1e-9, case_id
+        checked += 1
+    assert checked >= 10
+
+
+def test_no_lp_route_where_memory_cannot_bind():
+    problem = random_problem(6, seed=2, shape="dag")
+    assert lp_restriction(problem, Deadline(None), None, 0, _solve_model) is None
+    loose = problem.with_memory_limit(float(problem.worst_memory_per_device().max()))
+    assert lp_restriction(loose, Deadline(None), None, 0, _solve_model) is None
+
+
+def test_milp_plans_unchanged_by_the_lp_route_where_memory_does_not_bind():
+    for case_id, problem in tiny_cases(seeds=4, max_nodes=6):
+        if problem.memory_limit is not None:
+            continue
+        with_route = plan_milp(problem, deadline=time_budget(30))
+        without = plan_milp(problem, deadline=time_budget(30), root_lp=False)
+        assert with_route.assignment == without.assignment, case_id
+        assert not any(note.startswith("root LP") for note in with_route.notes), case_id
