@@ -2,7 +2,8 @@
 process on large instances, wall time measured from outside (start-up, building the problem,
 solving, decoding, printing and writing included). Target: wall <= limit x 1.1 + 0.5 s.
 
-Prints one row per run, then the worst wall/limit per command and per planner, and how many runs
+Prints one row per run (wall time, and the CPU time of the process and its workers, which load
+changes far less), then the worst wall/limit per command and per planner, and how many runs
 met the target. `--loaded` runs every case a second time while busy processes keep every core
 occupied and says whether the answer (status and objective) changed: work limits, not the wall
 clock, should decide what is found.
@@ -88,13 +89,14 @@ def run(case: Case, limit: float) -> dict:
     """One process; wall measured around it. The answer: status and objective as printed."""
     with tempfile.TemporaryDirectory(prefix="bench-limits-") as tmp:
         argv = _prepare(case, limit, Path(tmp))
-        started = time.perf_counter()
+        started, before = time.perf_counter(), _children_cpu()
         try:
             done = subprocess.run([sys.executable, "-m", "solver_plan", *argv], capture_output=True, text=True,
                                   timeout=limit * 3 + 60)
             wall, code, text = time.perf_counter() - started, done.returncode, done.stdout + done.stderr
         except subprocess.TimeoutExpired:
             wall, code, text = time.perf_counter() - started, None, "killed by the benchmark"
+        cpu = _children_cpu() - before  # user + sys of the process and the workers it waited for
         if case.command == "batch":  # the limit is the job's: its wall in the record (the batch adds ~1 s of its own)
             records = [json.loads(p.read_text()) for p in Path(tmp, "records").glob("*.json")]
             text += "".join(f" {r.get('status')} objective {r.get('objective_s'):.6g}s" if r.get("objective_s") is not None
@@ -105,8 +107,16 @@ def run(case: Case, limit: float) -> dict:
     objective = _OBJECTIVE.search(text)
     process = re.search(r"\(batch process [0-9.]+ s\)", text)
     return {"command": case.command, "instance": case.instance, "planner": case.planner, "limit": limit,
-            "wall": wall, "exit": code, "status": status.group(1) if status else (text.strip().splitlines() or ["-"])[-1][:80],
+            "wall": wall, "cpu": cpu, "exit": code, "status": status.group(1) if status else (text.strip().splitlines() or ["-"])[-1][:80],
             "objective": (objective.group(2) if objective else "") + (" " + process.group(0) if process else "")}
+
+
+def _children_cpu() -> float:
+    """CPU seconds (user + sys) of the waited-for child processes so far: what a run computed,
+    which the machine's load changes far less than its wall time."""
+    import resource
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def target(limit: float) -> float:
@@ -129,8 +139,8 @@ class Load:
 def _print(row: dict, note: str = "") -> None:
     ok = row["wall"] <= target(row["limit"]) and row["exit"] is not None
     print(f"{row['command']:<9} {row['instance']:<34} {row['planner']:<14} {row['limit']:>5g} {row['wall']:>7.2f} "
-          f"{row['wall'] / row['limit']:>6.2f} {'yes' if ok else 'NO':>3}  {row['status']} {row['objective'] or ''}{note}",
-          flush=True)
+          f"{row['cpu']:>6.2f} {row['wall'] / row['limit']:>6.2f} {'yes' if ok else 'NO':>3}  {row['status']} "
+          f"{row['objective'] or ''}{note}", flush=True)
 
 
 def summary(rows: list[dict]) -> None:
@@ -142,11 +152,29 @@ def summary(rows: list[dict]) -> None:
         for name, group in sorted(groups.items()):
             worst = max(group, key=lambda r: r["wall"] / r["limit"])
             missed = sum(r["wall"] > target(r["limit"]) or r["exit"] is None for r in group)
-            print(f"  {key} {name:<14} worst {worst['wall']:.2f} s at {worst['limit']:g} s "
+            print(f"  {key} {name:<14} worst {worst['wall']:.2f} s (cpu {worst['cpu']:.2f} s) at {worst['limit']:g} s "
                   f"({worst['wall'] / worst['limit']:.2f}x, {worst['instance']}); {len(group) - missed} of "
                   f"{len(group)} within target")
     met = sum(r["wall"] <= target(r["limit"]) and r["exit"] is not None for r in rows)
     print(f"{met} of {len(rows)} runs within limit x 1.1 + 0.5 s")
+
+
+def _compile_package() -> None:
+    """Byte-code for every module, as installing the package writes it: without it (an editable
+    install under PYTHONDONTWRITEBYTECODE) every run compiles ~180 modules first, ~0.2 s of start-up
+    no installed copy pays."""
+    import compileall
+    compileall.compile_dir(str(Path(__file__).resolve().parents[1] / "solver_plan"), quiet=1)
+
+
+def _commit() -> str:
+    done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                          cwd=Path(__file__).resolve().parent)
+    return done.stdout.strip() or "unknown"
+
+
+def _load() -> str:
+    return " ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
 def main() -> None:
@@ -160,8 +188,10 @@ def main() -> None:
     chosen = [c for c in cases() if c.command in args.commands.split(",")
               and (args.instances is None or c.instance in args.instances.split(","))
               and (args.planners is None or c.planner in args.planners.split(","))]
+    _compile_package()
+    print(f"commit {_commit()}; load average {_load()} at the start; {os.cpu_count()} cores")
     rows, changed = [], 0
-    print(f"{'command':<9} {'instance':<34} {'planner':<14} {'limit':>5} {'wall':>7} {'ratio':>6} {'ok':>3}  answer")
+    print(f"{'command':<9} {'instance':<34} {'planner':<14} {'limit':>5} {'wall':>7} {'cpu':>6} {'ratio':>6} {'ok':>3}  answer")
     for limit in (float(x) for x in args.limits.split(",")):
         for case in chosen:
             row = run(case, limit)
@@ -175,6 +205,7 @@ def main() -> None:
                 changed += not same
                 _print(loaded, "  [loaded: " + ("same answer]" if same else "ANSWER CHANGED]"))
     summary(rows)
+    print(f"load average {_load()} at the end")
     if args.loaded:
         print(f"{changed} of {len(rows) // 2} cases changed their answer under load")
 

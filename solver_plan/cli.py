@@ -14,13 +14,18 @@ import re
 import sys
 import time
 
+from solver_plan.deadline import process_started
 from solver_plan.errors import InputError, solver_failure_exit
 from solver_plan.requests import DEFAULT_CLUSTER, DEFAULT_MAX_CANDIDATES, DEFAULT_MODEL, DEFAULT_PLANNER, DEFAULT_RUNTIME
 from solver_plan.units import format_seconds
 
-PACKAGE_COMMANDS = ("solver_plan.pipeline.cli", "solver_plan.simulate.cli", "solver_plan.batch.cli",
-                    "solver_plan.hybrid.cli", "solver_plan.export.cli",
-                    "solver_plan.report.cli", "solver_plan.calibrate.cli")
+# command -> the package module that registers it; only the command asked for is imported (each
+# package's __init__ imports its planners: all of them took ~0.1 s of every command's start-up)
+PACKAGE_COMMANDS = {"pipeline": "solver_plan.pipeline.cli", "simulate": "solver_plan.simulate.cli",
+                    "batch": "solver_plan.batch.cli", "hybrid": "solver_plan.hybrid.cli",
+                    "export": "solver_plan.export.cli", "compare": "solver_plan.report.cli",
+                    "calibrate": "solver_plan.calibrate.cli"}
+BUILT_IN_COMMANDS = ("models", "clusters", "planners", "check", "plan")
 
 
 def _cmd_models(args) -> int:
@@ -111,8 +116,8 @@ def _cmd_plan(args) -> int:
 
 def _command_deadline(request, args):
     """The command's one clock: the request's time limit, counted from when the command started."""
-    from solver_plan.deadline import time_budget
-    return time_budget(request.time_limit, start=getattr(args, "started", None))
+    from solver_plan.deadline import command_budget
+    return command_budget(request.time_limit, getattr(args, "started", None))
 
 
 def _describe_problem(graph, cluster, problem, cost_model, build_s: float) -> None:
@@ -182,9 +187,11 @@ def _cmd_planners(args) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The `solver-plan` argument parser: the built-in commands (models, clusters, planners, check, plan) and
-    the commands each package in PACKAGE_COMMANDS registers, where installed.
+    the commands each package in PACKAGE_COMMANDS registers, where installed; given the `command`
+    about to run (a built-in or a package's), only that package's (its help and usage errors are
+    its own; any other word, or none, lists every command).
     """
     parser = _Parser(prog="solver-plan", description="Plans for training deep networks on accelerator clusters.")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -196,7 +203,13 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("cluster", help="YAML file or preset name")
     check.set_defaults(func=_cmd_check)
     _add_plan_parser(subparsers)
-    for module_name in PACKAGE_COMMANDS:
+    if command in BUILT_IN_COMMANDS:
+        wanted: tuple[str, ...] = ()
+    elif command in PACKAGE_COMMANDS:
+        wanted = (PACKAGE_COMMANDS[command],)
+    else:
+        wanted = tuple(PACKAGE_COMMANDS.values())
+    for module_name in wanted:
         if importlib.util.find_spec(module_name) is not None:
             importlib.import_module(module_name).register_command(subparsers)
     return parser
@@ -236,10 +249,14 @@ def main(argv: list[str] | None = None) -> int:
     """Run the command line on `argv` (default: sys.argv[1:]) and return the exit code (2: bad usage or
     input); after a command that did not fail on its input, print one note per deprecated spelling used.
     """
-    started = time.perf_counter()  # commands' deadlines count from here
-    parser = build_parser()
+    # commands' deadlines count from here; run as the program, from the process's start (the
+    # interpreter's start-up and the imports above are part of what the user waits for)
+    started = time.perf_counter() if argv is not None else process_started()
+    tokens = normalise_argv(sys.argv[1:] if argv is None else list(argv))
+    # the command is the first word (`solver-plan -h plan` is the top level's help: every command)
+    parser = build_parser(tokens[0] if tokens and not tokens[0].startswith("-") else None)
     try:
-        args = parser.parse_args(normalise_argv(sys.argv[1:] if argv is None else list(argv)))
+        args = parser.parse_args(tokens)
     except SystemExit as exc:  # usage errors (2) and --help (0), already printed
         return exc.code if isinstance(exc.code, int) else 2
     args.started = started

@@ -196,3 +196,49 @@ def test_when_the_clock_stops_a_heuristic_the_result_says_so(monkeypatch):
     assert time.perf_counter() - started < 5.0
     assert result.status.has_solution or result.status is Status.TIME_LIMIT
     assert CUT_SHORT_NOTE in result.notes
+
+
+# issue 26: milp-load and the hybrid search (block solver cpsat) on small instances, idle vs a slow clock
+LOAD_DAG = random_problem(30, seed=4, shape="dag", memory_tightness=0.5)
+
+
+def test_milp_load_gives_the_same_answer_under_a_slow_clock(monkeypatch):
+    idle = solve(LOAD_DAG, "milp-load", time_budget(BUDGET_S), seed=3)
+    monkeypatch.setattr(deadline_module, "clock", SlowClock(rate=2.0, offset_s=0.3 * BUDGET_S))
+    loaded = solve(LOAD_DAG, "milp-load", time_budget(BUDGET_S, start=deadline_module.clock() - 0.3 * BUDGET_S),
+                   seed=3)
+    assert idle.status is loaded.status and idle.status.has_solution, (idle.notes, loaded.notes)
+    assert CUT_SHORT_NOTE not in loaded.notes, loaded.notes
+    assert (loaded.assignment, loaded.objective, loaded.lower_bound) == (idle.assignment, idle.objective,
+                                                                         idle.lower_bound)
+
+
+def _hybrid_answer(budget):
+    from solver_plan.hybrid import plan_hybrid
+    result = plan_hybrid("gpt2:layers=2,seq=128", "v100x8-nvlink", 16, planner="cpsat", deadline=budget)
+    return result.status, result.step_time_s, None if result.plan is None else result.plan.parallelism
+
+
+def test_hybrid_search_gives_the_same_answer_under_a_slow_clock(monkeypatch):
+    """The whole space is searched either way: the nominal budget, not the clock, decides."""
+    idle = _hybrid_answer(time_budget(BUDGET_S))
+    monkeypatch.setattr(deadline_module, "clock", SlowClock(rate=2.0, offset_s=0.3 * BUDGET_S))
+    loaded = _hybrid_answer(time_budget(BUDGET_S, start=deadline_module.clock() - 0.3 * BUDGET_S))
+    assert idle[0].has_solution and loaded == idle
+
+
+def _nominal(seconds: float) -> Deadline:
+    """A budget of `seconds` whose wall clock (a minute) does not bind in a test."""
+    return Deadline(60.0, nominal_s=seconds)
+
+
+def test_the_hybrid_search_stops_by_its_nominal_budget_whatever_the_clock(monkeypatch):
+    """A budget that affords the first block solve and a few points, not the whole space: the
+    search stops there (TIME_LIMIT with a plan) on an idle machine and under a slow clock alike."""
+    from solver_plan.hybrid import search
+    monkeypatch.setattr(search, "PRICE_S", 0.1)
+    everything = _hybrid_answer(time_budget(BUDGET_S))
+    idle = _hybrid_answer(_nominal(1.0))
+    assert idle[0] is Status.TIME_LIMIT and idle[1] is not None and idle[1] >= everything[1]
+    monkeypatch.setattr(deadline_module, "clock", SlowClock(rate=3.0, offset_s=10.0))
+    assert _hybrid_answer(_nominal(1.0)) == idle

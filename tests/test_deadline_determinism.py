@@ -33,6 +33,10 @@ CASES = {
                              "exact-joint", "--time-limit", "30"),
     "hybrid-greedy": ("hybrid", "--model", "gpt2:layers=2,seq=128", "--cluster", "v100x8-nvlink", "--batch", "16",
                       "--planner", "greedy", "--time-limit", "30"),
+    # issue 26: milp-load (local search by moves) and the hybrid search by its nominal budget
+    "plan-milp-load": ("plan", *MLP, "--planner", "milp-load", "--time-limit", "30"),
+    "hybrid-cpsat": ("hybrid", "--model", "gpt2:layers=2,seq=128", "--cluster", "v100x8-nvlink", "--batch", "16",
+                     "--planner", "cpsat", "--time-limit", "30"),
 }
 ANSWER_LINES = ("status", "period ", "step time:", "parallelism:")
 _CLOCK = re.compile(r"(solved in|runtime:) [0-9.]+ [a-zµ]*s")  # how long it took: not part of the answer

@@ -152,3 +152,35 @@ def test_the_load_model_build_stops_at_the_deadline():
     assert load_model(problem, Deadline(None)).model.num_columns > 0
     with pytest.raises(LoadModelExpired):
         load_model(problem, _expired())
+
+
+@pytest.mark.parametrize("runtime, cluster_name", [(None, "v100x8-nvlink"), ("torchtitan", "v100x8-nvlink"),
+                                                   ("deepspeed", "v100x8-nvlink"), (None, "a100-80gb-superpod")])
+def test_the_state_bound_never_exceeds_a_points_memory_floor(runtime, cluster_name):
+    """The cheap bound that drops a point without its floor is a lower bound of that floor, at every
+    point of a space with ZeRO stages, hybrid sharding, cp, the runtimes' gradient rules and (on a
+    cluster with host memory) optimizer and activation offload."""
+    from solver_plan.cluster import resolve_cluster
+    from solver_plan.hybrid import search
+    from solver_plan.hybrid.evaluate import memory_floor
+    from solver_plan.hybrid.model import transformer_spec
+    from solver_plan.hybrid.offload import offered
+    spec = transformer_spec("gpt3-175B:layers=4,seq=16")  # model state far above activations: the bound binds
+    cluster = resolve_cluster(cluster_name, 8)
+    precision = search.resolve_hybrid_precision(None, cluster)
+    ctx = search._context(spec, cluster, 16, None, precision, runtime)
+    offloads = offered(cluster, ctx.runtime, {})
+    points = search._points(spec, cluster, 16, {}, Deadline(None), offloads)
+    assert any(p.offload == "optimizer" for p in points) == ("optimizer" in offloads)
+    if cluster_name == "a100-80gb-superpod":
+        assert "optimizer" in offloads
+    assert len({p.state_zero for p in points}) > 1 and any(p.micro_batches == 1 for p in points)
+    bounds = [search.state_bound(ctx, par) for par in points]
+    exact = [memory_floor(ctx, par) for par in points]
+    assert all(b <= e * (1 + 1e-12) for b, e in zip(bounds, exact))
+    limit = sorted(bounds)[len(bounds) // 2]  # half the points dropped by their bound alone
+    limited = search._context(spec, cluster, 16, limit, precision, runtime)
+    floors = search._floors(limited, points, Deadline(None))
+    # above the limit a point keeps its bound, below it its exact floor: the same points fit
+    assert [f <= limit for f in floors] == [e <= limit for e in exact]
+    assert all(f <= e * (1 + 1e-12) for f, e in zip(floors, exact)) and floors != exact

@@ -96,7 +96,7 @@ def run(args) -> int:
     the table or JSON, write --out and exports; returns the exit code.
     """
     from solver_plan import cli_options as o
-    from solver_plan.deadline import time_budget
+    from solver_plan.deadline import command_budget
     from solver_plan.errors import solver_failure_exit
     from solver_plan.files import check_output_path, write_text_atomic
     from solver_plan.hybrid.answer import answer_hybrid
@@ -107,7 +107,7 @@ def run(args) -> int:
     request = hybrid_request(args)
     if not request.is_moe:  # mixtures of experts: expert-parallel plans (issue 24)
         check_model_name(args.model)
-    deadline = time_budget(request.time_limit, start=getattr(args, "started", None))
+    deadline = command_budget(request.time_limit, getattr(args, "started", None))
     report = o.check(args, request, answer_hybrid, request, deadline)
     result = report.result
     if request.is_moe:

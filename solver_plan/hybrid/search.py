@@ -11,6 +11,7 @@ was left (a compute bound, model FLOPs / (devices x peak), for groups never solv
 """
 from __future__ import annotations
 
+import heapq
 import math
 import time
 from collections import defaultdict
@@ -20,8 +21,9 @@ from solver_plan.cluster import Cluster
 from solver_plan.deadline import DEFAULT_TIME_LIMIT_S, Deadline, time_budget
 from solver_plan.errors import InputError
 from solver_plan.hybrid.evaluate import Context, memory_floor, price, time_bound
-from solver_plan.hybrid.memory import precision_state
+from solver_plan.hybrid.memory import gradients_bytes, optimizer_bytes, precision_state, weights_bytes
 from solver_plan.hybrid.model import TransformerSpec, transformer_spec
+from solver_plan.hybrid.offload import optimizer_offloaded
 from solver_plan.hybrid.plan import HybridPlan, HybridResult
 from solver_plan.hybrid.space import Parallelism, check_fix, enumerate_space
 from solver_plan.hybrid.stage_cost import BlockCoster
@@ -141,7 +143,13 @@ def plan_hybrid(model, cluster, global_batch: int, *, devices: int | None = None
     from solver_plan.hybrid.zero_bubble import check_runtime
     check_runtime(ctx.runtime, pins.get("schedule", "1f1b"))  # zb-v: only where the runtime runs it
     from solver_plan.hybrid.offload import offered
-    points = _points(spec, cluster, global_batch, pins, deadline, offered(cluster, ctx.runtime, pins))
+    offload_modes = offered(cluster, ctx.runtime, pins)
+    points = _points(spec, cluster, global_batch, pins, deadline, offload_modes)
+    on_device = not any(optimizer_offloaded(m) for m in offload_modes)  # the optimizer state on the devices
+    least = None if limit is None else state_floor(ctx, on_device)
+    proof = None if least is None or limit is None or least <= limit else _state_reason(ctx, least, on_device)
+    if points is None and proof is not None:  # proven all the same
+        return _infeasible_by_state(proof, "the time limit was reached while enumerating the configurations", start)
     if points is None:  # the compute bound holds for every plan
         return HybridResult(Status.TIME_LIMIT, None, compute_bound(ctx, compute_scale), time.perf_counter() - start,
                             notes=("time limit reached while enumerating the configurations",))
@@ -161,14 +169,30 @@ def plan_hybrid(model, cluster, global_batch: int, *, devices: int | None = None
                                    "device, dp x micro-batch must divide the batch, tp must divide the heads and "
                                    "fit a node, 2 cp the sequence, ZeRO-2 only without pipelining, ZeRO-3 with it "
                                    "only for FSDP2 runtimes)",))
-    floors = None if limit is None else _floors(ctx, points, deadline)
+    bounds = None if limit is None else _state_bounds(ctx, points)
+    floor_s = 0.0 if bounds is None else _floors_seconds(bounds, limit)  # an estimate: decided by size
+    if proof is not None and not _diagnosis_affordable(floor_s, deadline):
+        return _infeasible_by_state(proof, f"bounding the memory of {len(points)} configurations takes about "
+                                           f"{floor_s:.1f} s, over {DIAGNOSIS_SHARE:.0%} of the time budget left",
+                                    start)
+    if limit is not None and not _affords(deadline, floor_s):  # decided by size and budget
+        return HybridResult(Status.TIME_LIMIT, None, compute_bound(ctx, compute_scale), time.perf_counter() - start,
+                            notes=(f"bounding the memory of {len(points)} configurations takes about "
+                                   f"{floor_s:.1f} s, more than the time budget left: "
+                                   "no configuration searched (a longer --time-limit searches them)",))
+    floors = None if limit is None else _floors(ctx, points, deadline, bounds)
+    if floors is not None:  # by its estimate: what follows plans with the rest, whatever the clock did
+        deadline.spend(floor_s)
+    if floors is None and proof is not None:  # proven all the same
+        return _infeasible_by_state(proof, f"the time limit was reached while bounding the memory of {len(points)} "
+                                           "configurations", start)
     if limit is not None and floors is None:
         return HybridResult(Status.TIME_LIMIT, None, compute_bound(ctx, compute_scale), time.perf_counter() - start,
                             notes=(f"time limit reached while bounding the memory of {len(points)} configurations",))
     fits = points if floors is None else [p for p, floor in zip(points, floors) if floor <= limit]
     coster = BlockCoster(spec, cluster, planner, compute_scale, prec, ctx.runtime)
     if not fits:
-        return _infeasible(ctx, points, floors, coster, start, validate, deadline=deadline)
+        return _infeasible(ctx, points, floors, coster, start, validate, deadline=deadline, proof=proof)
     groups: dict[tuple[int, int], list[Parallelism]] = defaultdict(list)
     for p in fits:
         groups[(p.tp, p.micro_batch_size)].append(p)
@@ -181,7 +205,10 @@ def plan_hybrid(model, cluster, global_batch: int, *, devices: int | None = None
     order = sorted(groups, key=lambda key: (-key[0], key[1]))
     timed_out = False
     for gi, key in enumerate(order):
-        if deadline.expired():
+        # the nominal budget decides how far the search goes (the same answer on a loaded machine);
+        # the wall clock only stops it when the machine is slower than the estimates
+        solved = key in coster.cached()
+        if deadline.expired() or (gi and not solved and not _affords(deadline, BLOCK_SOLVE_S)):
             timed_out = True
             open_bounds += [floor] * sum(len(groups[k]) > 0 for k in order[gi:])
             break
@@ -189,17 +216,20 @@ def plan_hybrid(model, cluster, global_batch: int, *, devices: int | None = None
             pruned += len(groups[key])
             continue
         profile = coster.profile(*key, deadline=deadline)
+        if not solved:
+            deadline.spend(BLOCK_SOLVE_S)
         ratios.append(profile.bound_ratio)
         ranked = sorted(((time_bound(ctx, p, profile), i, p) for i, p in enumerate(groups[key])))
         for position, (bound, _, par) in enumerate(ranked):
             if best is not None and bound >= best.step_time_s:
                 pruned += len(ranked) - position
                 break
-            if deadline.expired():
+            if deadline.expired() or (best is not None and not _affords(deadline, PRICE_S)):
                 timed_out = True
                 open_bounds.append(bound)
                 break
             plan = price(ctx, par, profile, limit)
+            deadline.spend(PRICE_S)
             evaluated += 1
             if plan is not None and (best is None or plan.step_time_s < best.step_time_s):
                 best = plan
@@ -208,7 +238,8 @@ def plan_hybrid(model, cluster, global_batch: int, *, devices: int | None = None
         if timed_out:
             return HybridResult(Status.TIME_LIMIT, None, min(open_bounds, default=floor), runtime, evaluated, pruned,
                                 notes=("time limit reached before any configuration fitted",))
-        return _infeasible(ctx, points, floors, coster, start, validate, evaluated, pruned, deadline=deadline)
+        return _infeasible(ctx, points, floors, coster, start, validate, evaluated, pruned, deadline=deadline,
+                           proof=proof)
     proven = all(r >= 1.0 for r in ratios)
     if timed_out:
         status, bound = Status.TIME_LIMIT, min([best.step_time_s] + open_bounds)
@@ -221,6 +252,20 @@ def plan_hybrid(model, cluster, global_batch: int, *, devices: int | None = None
     failure = "; ".join(dict.fromkeys(coster.solver_failures)) or None
     result = HybridResult(status, best, bound, runtime, evaluated, pruned, notes, solver_failure=failure)
     return _checked(result, ctx, validate)
+
+
+# Nominal seconds the search loop is charged (shared 2-core machine): a block's per-operator solve
+# (build and solve, 0.02-0.2 s by tp and planner, ~0.1 s on average; the first one, with the
+# solver's imports, is always run) and a point's pricing (cut, stage choices, schedule: gpt3-175B on
+# 1,024 A100s priced 1,604 points and solved 45 blocks in ~9 s in all at a quiet moment, ~3 ms a point).
+BLOCK_SOLVE_S = 0.1
+PRICE_S = 0.003
+
+
+def _affords(deadline: Deadline, seconds: float) -> bool:
+    """Whether the nominal budget left covers `seconds` more work (always, without a limit)."""
+    left = deadline.nominal_left()
+    return left is None or left >= seconds
 
 
 def _cp_pins(spec: TransformerSpec, runtime, pins: dict) -> dict:
@@ -270,15 +315,105 @@ def _points(spec, cluster: Cluster, global_batch: int, pins: dict, deadline: Dea
     return points
 
 
-def _floors(ctx: Context, points: list[Parallelism], deadline: Deadline) -> list[float] | None:
-    """`memory_floor` of every point, once (the search and the INFEASIBLE diagnosis share them);
-    None when the deadline passes first."""
+def _floors(ctx: Context, points: list[Parallelism], deadline: Deadline,
+            bounds: list[float] | None = None) -> list[float] | None:
+    """`memory_floor` of every point, once (the search and the INFEASIBLE diagnosis share them),
+    or, where it is above the memory limit already, the point's `state_bound` (a lower bound of
+    its floor, ~50x cheaper: the point is dropped either way, and the diagnosis needs only lower
+    bounds of each point's least need to stop exactly); None when the deadline passes first."""
+    bounds = bounds if bounds is not None else _state_bounds(ctx, points)
+    limit = ctx.memory_limit
     floors = []
-    for index, p in enumerate(points):
+    for index, (p, bound) in enumerate(zip(points, bounds)):
         if index % CHECK_EVERY == 0 and deadline.expired():
             return None
-        floors.append(memory_floor(ctx, p))
+        floors.append(bound if limit is not None and bound > limit else memory_floor(ctx, p))
     return floors
+
+
+def state_bound(ctx: Context, par: Parallelism) -> float:
+    """A lower bound on `memory_floor(ctx, par)` from the model state alone: every stage the floor
+    looks at holds at least ceil(L / p) blocks, so at least k x block parameters / tp, whose
+    weights, optimizer state and gradients (unless the runtime frees them at one micro-batch,
+    `memory.gradients_at_peak`) the point shards as `memory_of` does (`memory.weights_bytes`,
+    `optimizer_bytes` unless offloaded, `gradients_bytes`); activations, buffers and the reserve only add."""
+    k = -(-ctx.spec.layers // par.pp)
+    params = k * ctx.spec.block_params / par.tp
+    zero, state = par.state_zero, ctx.state
+    freed = par.micro_batches == 1 and ctx.runtime.gradients_freed
+    offloaded = optimizer_offloaded(par.offload)  # the optimizer state on the host (hybrid/offload.py)
+    return (weights_bytes(params, par.shard, zero, state)
+            + (0.0 if offloaded else optimizer_bytes(params, par.shard, zero, state))
+            + (0.0 if freed else gradients_bytes(params, par.shard, zero, state)))
+
+
+def _state_bounds(ctx: Context, points: list[Parallelism]) -> list[float]:
+    return [state_bound(ctx, p) for p in points]
+
+
+STATE_BOUND_S = 3e-6  # a point's `state_bound` (1.5 us measured, loaded)
+
+
+def _floors_seconds(bounds: list[float], limit: float) -> float:
+    """Estimated seconds of `_floors`: an exact floor (FLOOR_S_PER_POINT) for the points whose
+    state bound fits the limit, the bound alone for the others."""
+    return sum(STATE_BOUND_S + (FLOOR_S_PER_POINT if bound <= limit else 0.0) for bound in bounds)
+
+
+def state_floor(ctx: Context, optimizer_on_device: bool = True) -> float:
+    """A lower bound on the busiest device's memory under every configuration (pigeonhole): every
+    parameter's working weights, its optimizer state (master copy and moments) unless the space
+    offloads it to the host (`optimizer_on_device` False: hybrid/offload.py), and its gradients
+    unless the runtime frees them between steps (`gradients_freed`: at one micro-batch a stage's
+    peak may come before they exist, `memory.gradients_at_peak`), are held by at least one device
+    (ZeRO and tensor, pipeline and context parallelism divide them, never drop them), so some
+    device of the N holds at least P x (w [+ o] [+ g]) / N bytes, P = the model's parameters
+    (ParameterState bytes, cost/model_state.py). Costs nothing, so a limit below it is refused
+    before any configuration is enumerated or bounded."""
+    state = ctx.state.model
+    per_parameter = (state.weights + (state.optimizer if optimizer_on_device else 0.0)
+                     + (0.0 if ctx.runtime.gradients_freed else state.gradients))
+    return ctx.spec.total_params * per_parameter / ctx.cluster.num_devices
+
+
+def _state_reason(ctx: Context, least: float, optimizer_on_device: bool) -> str:
+    """Why no configuration fits, by `state_floor` (the terms it counted named)."""
+    terms = ["weights"] + ([] if ctx.runtime.gradients_freed else ["gradients"]) + (
+        ["optimizer state"] if optimizer_on_device else [])
+    named = terms[0] if len(terms) == 1 else ", ".join(terms[:-1]) + " and " + terms[-1]
+    offloaded = "" if optimizer_on_device else " (the optimizer state offloaded to the host)"
+    return (f"no configuration fits {(ctx.memory_limit or 0.0) / 1e9:.2f} GB per device: the {named} of "
+            f"{ctx.spec.total_params / 1e9:,.1f} B parameters spread over all {ctx.cluster.num_devices} devices "
+            f"already take {least / 1e9:.2f} GB on some device{offloaded}")
+
+
+# Work estimates of the INFEASIBLE diagnosis (shared 2-core machine, megatron-1T:seq=1 on 64 A100s):
+# a point's memory floor (3 stage memories) 30-70 us, its least memory (bisection on the limit) ~10 ms.
+FLOOR_S_PER_POINT = 4e-5
+LEAST_MEMORY_S_PER_POINT = 1e-2
+DIAGNOSIS_SHARE = 0.5  # of the nominal budget left, for bounding every point's memory before the diagnosis
+
+
+def _diagnosis_affordable(floor_s: float, deadline: Deadline) -> bool:
+    """Whether bounding every point's memory (the diagnosis's ranking; `floor_s`, its estimate)
+    fits DIAGNOSIS_SHARE of the nominal budget left: decided by sizes and the budget, not the clock."""
+    budget = deadline.nominal_left()
+    return budget is None or floor_s <= DIAGNOSIS_SHARE * budget
+
+
+def _diagnosis_points(deadline: Deadline | None) -> int | None:
+    """How many points the diagnosis may search for their least memory within the nominal budget
+    left (at least one; None: unlimited)."""
+    budget = None if deadline is None else deadline.nominal_left()
+    return None if budget is None else max(1, int(budget / LEAST_MEMORY_S_PER_POINT))
+
+
+def _infeasible_by_state(proof: str, why: str, start: float) -> HybridResult:
+    """INFEASIBLE proven by `state_floor` alone (`proof`, its `_state_reason`), without the least
+    memory a configuration needs: `why` it was not searched (the budget, or the clock stopping the
+    enumeration or the floors)."""
+    return HybridResult(Status.INFEASIBLE, None, None, time.perf_counter() - start,
+                        notes=(proof, f"the least memory a configuration needs was not searched: {why}"))
 
 
 MAX_DOUBLINGS = 64  # 2**64 x the floor: a point that fits in no memory at all needs infinitely much
@@ -322,28 +457,47 @@ def _least_memory(ctx: Context, par: Parallelism, floor: float, deadline: Deadli
 
 def _infeasible(ctx: Context, points, floors: list[float] | None, coster: BlockCoster, start: float,
                 validate: bool, evaluated: int = 0, pruned: int = 0, *,
-                deadline: Deadline | None = None) -> HybridResult:
+                deadline: Deadline | None = None, proof: str | None = None) -> HybridResult:
     """No point fits: the point needing the least memory per device (exactly: points are visited in
     order of their memory floor until the floor exceeds the least need found), priced at that memory.
-    When `deadline` passes first, the least need among the points visited (said in a note)."""
+    At most `_diagnosis_points(deadline)` points are visited (the nominal budget decides); when
+    that work limit or the wall clock (the safety net) stops it first, the least need among the
+    points visited (said in a note, with `proof`, the `state_floor` reason, when that proves
+    infeasibility on its own)."""
     best_par, best_need = None, math.inf
     floors = floors if floors is not None else [memory_floor(ctx, p) for p in points]
-    ranked = sorted((floor, i, p) for i, (floor, p) in enumerate(zip(floors, points)))
-    visited = 0
-    for floor, _, par in ranked:
-        if floor >= best_need or (deadline is not None and deadline.expired()):
+    # (floor, index, exact): `_floors` kept only a point's state bound where that exceeds the limit;
+    # such a point gets its exact floor when it reaches the top, so points are visited in the order
+    # of their exact floors (the bound is never above it) while only those reached are computed
+    limit = ctx.memory_limit
+    heap = [(floor, i, limit is None or state_bound(ctx, p) <= limit)
+            for i, (floor, p) in enumerate(zip(floors, points))]
+    heapq.heapify(heap)
+    visited, work, most = 0, 0.0, _diagnosis_points(deadline)
+    while heap:
+        floor, i, exact = heap[0]
+        if floor >= best_need or (most is not None and work >= most) or (
+                deadline is not None and deadline.expired()):
             break
-        need = _least_memory(ctx, par, floor, deadline)
+        heapq.heappop(heap)
+        if not exact:
+            heapq.heappush(heap, (memory_floor(ctx, points[i]), i, True))
+            work += FLOOR_S_PER_POINT / LEAST_MEMORY_S_PER_POINT
+            continue
+        need = _least_memory(ctx, points[i], floor, deadline)
         visited += 1
+        work += 1
         if need < best_need:
-            best_par, best_need = par, need
-    cut_short = visited < len(ranked) and ranked[visited][0] < best_need
+            best_par, best_need = points[i], need
+    cut_short = bool(heap) and heap[0][0] < best_need
+    proven = proof is not None
+    reason = (proof,) if proof is not None else ()
     if best_par is None:
         why = "time limit reached before" if cut_short else "no cut of the layers fits any memory in"
-        return HybridResult(Status.TIME_LIMIT if cut_short else Status.INFEASIBLE, None, None,
+        return HybridResult(Status.TIME_LIMIT if cut_short and not proven else Status.INFEASIBLE, None, None,
                             time.perf_counter() - start, evaluated, pruned,
                             (f"no configuration fits {ctx.memory_limit / 1e9:.2f} GB per device; {why} "
-                             "the least memory any needs was found",))
+                             "the least memory any needs was found",) + reason)
     profile = coster.profile(best_par.tp, best_par.micro_batch_size, deadline=deadline)
     plan = price(ctx, best_par, profile, best_need * (1 + 1e-9)) or price(ctx, best_par, profile, None)
     limit = ctx.memory_limit
@@ -354,11 +508,12 @@ def _infeasible(ctx: Context, points, floors: list[float] | None, coster: BlockC
     note = (f"no configuration fits {limit / 1e9:.2f} GB per device; the least any needs is "
             f"{plan.memory_per_device_bytes / 1e9:.2f} GB (this plan)")
     if cut_short:
-        note = (f"no configuration fits {limit / 1e9:.2f} GB per device; the least need found before the time "
-                f"limit ({visited} of {len(ranked)} configurations examined) is "
+        note = (f"no configuration fits {limit / 1e9:.2f} GB per device; the least need found within the time "
+                f"limit ({visited} of {len(points)} configurations examined, in order of their memory floor) is "
                 f"{plan.memory_per_device_bytes / 1e9:.2f} GB (this plan)")
-    result = HybridResult(Status.INFEASIBLE, plan, None, time.perf_counter() - start, evaluated, pruned, (note,),
-                          needed_memory_bytes=plan.memory_per_device_bytes)
+    result = HybridResult(Status.INFEASIBLE, plan, None, time.perf_counter() - start, evaluated, pruned,
+                          (note,) + reason,
+                          needed_memory_bytes=None if cut_short else plan.memory_per_device_bytes)
     return _checked(result, ctx, validate)
 
 

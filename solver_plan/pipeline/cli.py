@@ -117,7 +117,7 @@ def run(args) -> int:
     """Run `solver-plan pipeline` on parsed `args`: answer the request, write --out and --gantt, print
     the plan; the exit status."""
     from solver_plan import cli_options as o
-    from solver_plan.deadline import time_budget
+    from solver_plan.deadline import command_budget
     from solver_plan.files import check_output_path, write_text_atomic
     from solver_plan.pipeline.answer import answer_pipeline
     from solver_plan.planners import get_planner
@@ -126,7 +126,7 @@ def run(args) -> int:
         request.option_dict(), "options"))
     check_output_path(args.out, "--out")
     check_output_path(args.gantt, "--gantt", GANTT_SUFFIXES)
-    deadline = time_budget(request.time_limit, start=getattr(args, "started", None))  # the command's one clock
+    deadline = command_budget(request.time_limit, getattr(args, "started", None))  # the command's one clock
     report = o.check(args, request, answer_pipeline, request, deadline)
     problem, result = report.problem, report.result
     if args.out:  # before any printing: a closed pipe (`| head`) must not lose the pattern
