@@ -89,6 +89,14 @@ def _name(value: Any, where: str) -> None:
         raise InputError(f"expected a name, got {value!r}", where)
 
 
+def _runtime(value: Any, where: str = "runtime") -> None:
+    """A runtime's name that `runtime.resolve_runtime` knows (InputError naming the known ones)."""
+    from solver_plan.runtime import resolve_runtime
+
+    _name(value, where)
+    resolve_runtime(value, where)
+
+
 def _spec(value: Any, where: str, types: tuple[type, ...] = ()) -> None:
     """A model or cluster: the command line's text (its resolver names what is wrong with it), or an
     object built already."""
@@ -159,9 +167,7 @@ class PlanRequest(RequestFields):
     def __post_init__(self):
         self._check_common()
         _name(self.planner, "planner")
-        _name(self.runtime, "runtime")
-        from solver_plan.runtime import resolve_runtime
-        resolve_runtime(self.runtime, "runtime")
+        _runtime(self.runtime)
         _count(self.devices, "devices")
         _count(self.max_candidates, "max_candidates", optional=False, least=2)
         for key in ("all_devices", "baselines", "simulate"):

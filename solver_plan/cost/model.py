@@ -225,8 +225,7 @@ class CostModel:
         q_x = (1.0 + BACKWARD_FACTOR) * op.flops / shards
         out_shapes = tuple(t.shape for t in op.outputs)
         in_shapes = tuple(graph.tensor(t).shape for t in op.inputs)
-        out_tiles = [_busiest_volume(tile_boxes(cfg, layout.names, axes, shape))
-                     for axes, shape in zip(layout.output_axes, out_shapes)]
+        out_tiles = self._output_tiles(op, cfg, layout)
         if op.measured is not None:
             compute_s = (op.measured.forward_s + op.measured.backward_s) / shards
         else:
@@ -251,9 +250,10 @@ class CostModel:
             return self.cluster.w * q_x
         if op.op_type in NO_KERNEL_OPS:
             return 0.0
+        if op.op_type == OpType.ATTENTION:
+            return sum(self._attention_from_tiles(graph, op, cfg, layout, out_tiles))
         element = self.element_bytes(op.dtype_bytes)
-        in_tiles = [_busiest_volume(tile_boxes(cfg, layout.names, axes, graph.tensor(t).shape))
-                    for axes, t in zip(layout.input_axes, op.inputs)]
+        in_tiles = self._input_tiles(graph, op, cfg, layout)
         weights = op.params / math.prod(cfg.degree(name) for name in layout.weight_dims)
         if op.op_type == OpType.EMBEDDING:  # a lookup reads the rows it gathers, not the whole table
             weights = min(weights, sum(out_tiles))
@@ -266,9 +266,19 @@ class CostModel:
         hbm = (sum(in_tiles) + sum(out_tiles)) * element + weight_bytes
         forward = compute_time(self.cluster, op.flops / cfg.num_shards, hbm, unit=unit_of(op.op_type),
                                dtype=self.precision.compute)
-        if op.op_type == OpType.ATTENTION:
-            return sum(self._attention_core(graph, op, cfg, forward, hbm, element))
         return (1.0 + BACKWARD_FACTOR) * forward
+
+    @staticmethod
+    def _output_tiles(op: Operator, cfg: ParallelConfig, layout: OpLayout) -> list[int]:
+        """Elements of each output's tile on the busiest device."""
+        return [_busiest_volume(tile_boxes(cfg, layout.names, axes, t.shape))
+                for axes, t in zip(layout.output_axes, op.outputs)]
+
+    @staticmethod
+    def _input_tiles(graph: Graph, op: Operator, cfg: ParallelConfig, layout: OpLayout) -> list[int]:
+        """Elements of each input's tile on the busiest device."""
+        return [_busiest_volume(tile_boxes(cfg, layout.names, axes, graph.tensor(t).shape))
+                for axes, t in zip(layout.input_axes, op.inputs)]
 
     # --- attention -------------------------------------------------------------------------
     def fused_attention(self, op: Operator) -> bool:
@@ -289,25 +299,24 @@ class CostModel:
         if op.measured is not None:
             shards = cfg.num_shards
             return op.measured.forward_s / shards, op.measured.backward_s / shards
-        if self.cluster.w_override is not None:
-            q_x = (1.0 + BACKWARD_FACTOR) * op.flops / cfg.num_shards
-            return self.cluster.w * q_x / 3.0, 2.0 * self.cluster.w * q_x / 3.0
         layout = op_layout(op, graph)
-        element = self.element_bytes(op.dtype_bytes)
-        in_tiles = [_busiest_volume(tile_boxes(cfg, layout.names, axes, graph.tensor(t).shape))
-                    for axes, t in zip(layout.input_axes, op.inputs)]
-        out_tiles = [_busiest_volume(tile_boxes(cfg, layout.names, axes, t.shape))
-                     for axes, t in zip(layout.output_axes, op.outputs)]
-        hbm = (sum(in_tiles) + sum(out_tiles)) * element
-        forward = compute_time(self.cluster, op.flops / cfg.num_shards, hbm, unit=unit_of(op.op_type),
-                               dtype=self.precision.compute)
-        return self._attention_core(graph, op, cfg, forward, hbm, element)
+        out_tiles = self._output_tiles(op, cfg, layout)
+        if self.cluster.w_override is not None:  # the first model's w x q_x, split 1 : 2
+            total = self.compute_seconds(graph, op, cfg, layout, out_tiles,
+                                         (1.0 + BACKWARD_FACTOR) * op.flops / cfg.num_shards)
+            return total / 3.0, 2.0 * total / 3.0
+        return self._attention_from_tiles(graph, op, cfg, layout, out_tiles)
 
-    def _attention_core(self, graph: Graph, op: Operator, cfg: ParallelConfig, dense_forward_s: float,
-                        hbm: float, element: int) -> tuple[float, float]:
-        """`cost.attention.attention_core_seconds` for `op`: fp8 training keeps attention in the
+    def _attention_from_tiles(self, graph: Graph, op: Operator, cfg: ParallelConfig, layout: OpLayout,
+                              out_tiles: Sequence[int]) -> tuple[float, float]:
+        """`cost.attention.attention_core_seconds` for `op`, its dense forward kernel priced on the
+        q, k, v and output tiles (an attention has no weights): fp8 training keeps attention in the
         activation dtype (Transformer Engine's fp8 attention is off by default; torchao converts
         nn.Linear only)."""
+        element = self.element_bytes(op.dtype_bytes)
+        hbm = (sum(self._input_tiles(graph, op, cfg, layout)) + sum(out_tiles)) * element
+        dense_forward_s = compute_time(self.cluster, op.flops / cfg.num_shards, hbm, unit=unit_of(op.op_type),
+                                       dtype=self.precision.compute)
         dtype = self.precision.activations if self.precision.compute == Precision.FP8 else self.precision.compute
         return attention_core_seconds(
             self.cluster, flops=op.flops / cfg.num_shards, hbm_bytes=hbm, dense_forward_s=dense_forward_s,

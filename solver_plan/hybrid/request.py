@@ -18,8 +18,7 @@ from solver_plan.hybrid.search import check_global_batch
 from solver_plan.hybrid.space import check_fix, parse_fix
 from solver_plan.requests import (A2A_OVERLAPS, DEFAULT_A2A_OVERLAP, DEFAULT_BLOCK_SOLVER, DEFAULT_CLUSTER,
                                   DEFAULT_GLOBAL_BATCH, DEFAULT_HYBRID_PLANNER, DEFAULT_PRECISION,
-                                  DEFAULT_RUNTIME, Options, RequestFields, _choice, _count, _name)
-from solver_plan.runtime import resolve_runtime
+                                  DEFAULT_RUNTIME, Options, RequestFields, _choice, _count, _name, _runtime)
 
 __all__ = ["HybridRequest"]
 
@@ -53,13 +52,12 @@ class HybridRequest(RequestFields):
         check_global_batch(self.global_batch, "global_batch")
         _name(self.planner, "planner")
         _name(self.block_solver, "block_solver")
-        _name(self.runtime, "runtime")
+        _runtime(self.runtime)
         _count(self.devices, "devices")
         if (isinstance(self.compute_scale, bool) or not isinstance(self.compute_scale, (int, float))
                 or not math.isfinite(self.compute_scale) or self.compute_scale <= 0):
             raise InputError(f"must be positive, got {self.compute_scale}", "compute_scale")
         object.__setattr__(self, "a2a_overlap", _choice(self.a2a_overlap, A2A_OVERLAPS, "a2a_overlap"))
-        resolve_runtime(self.runtime, "runtime")
         object.__setattr__(self, "fix", tuple(sorted(_checked_pins(self.model, self.fix).items())))
 
     @property

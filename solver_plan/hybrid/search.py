@@ -192,7 +192,8 @@ def plan_hybrid(model, cluster, global_batch: int, *, devices: int | None = None
     fits = points if floors is None else [p for p, floor in zip(points, floors) if floor <= limit]
     coster = BlockCoster(spec, cluster, planner, compute_scale, prec, ctx.runtime)
     if not fits:
-        return _infeasible(ctx, points, floors, coster, start, validate, deadline=deadline, proof=proof)
+        return _infeasible(ctx, points, floors, coster, start, validate, deadline=deadline, proof=proof,
+                           bounds=bounds)
     groups: dict[tuple[int, int], list[Parallelism]] = defaultdict(list)
     for p in fits:
         groups[(p.tp, p.micro_batch_size)].append(p)
@@ -239,7 +240,7 @@ def plan_hybrid(model, cluster, global_batch: int, *, devices: int | None = None
             return HybridResult(Status.TIME_LIMIT, None, min(open_bounds, default=floor), runtime, evaluated, pruned,
                                 notes=("time limit reached before any configuration fitted",))
         return _infeasible(ctx, points, floors, coster, start, validate, evaluated, pruned, deadline=deadline,
-                           proof=proof)
+                           proof=proof, bounds=bounds)
     proven = all(r >= 1.0 for r in ratios)
     if timed_out:
         status, bound = Status.TIME_LIMIT, min([best.step_time_s] + open_bounds)
@@ -457,21 +458,23 @@ def _least_memory(ctx: Context, par: Parallelism, floor: float, deadline: Deadli
 
 def _infeasible(ctx: Context, points, floors: list[float] | None, coster: BlockCoster, start: float,
                 validate: bool, evaluated: int = 0, pruned: int = 0, *,
-                deadline: Deadline | None = None, proof: str | None = None) -> HybridResult:
+                deadline: Deadline | None = None, proof: str | None = None,
+                bounds: list[float] | None = None) -> HybridResult:
     """No point fits: the point needing the least memory per device (exactly: points are visited in
     order of their memory floor until the floor exceeds the least need found), priced at that memory.
     At most `_diagnosis_points(deadline)` points are visited (the nominal budget decides); when
     that work limit or the wall clock (the safety net) stops it first, the least need among the
     points visited (said in a note, with `proof`, the `state_floor` reason, when that proves
-    infeasibility on its own)."""
+    infeasibility on its own). `bounds`: each point's `state_bound`, as `_floors` used them
+    (computed here when not given)."""
     best_par, best_need = None, math.inf
     floors = floors if floors is not None else [memory_floor(ctx, p) for p in points]
     # (floor, index, exact): `_floors` kept only a point's state bound where that exceeds the limit;
     # such a point gets its exact floor when it reaches the top, so points are visited in the order
     # of their exact floors (the bound is never above it) while only those reached are computed
     limit = ctx.memory_limit
-    heap = [(floor, i, limit is None or state_bound(ctx, p) <= limit)
-            for i, (floor, p) in enumerate(zip(floors, points))]
+    bounds = bounds if bounds is not None or limit is None else _state_bounds(ctx, points)
+    heap = [(floor, i, limit is None or bounds[i] <= limit) for i, floor in enumerate(floors)]
     heapq.heapify(heap)
     visited, work, most = 0, 0.0, _diagnosis_points(deadline)
     while heap:
