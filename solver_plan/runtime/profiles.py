@@ -225,7 +225,7 @@ DEEPSPEED = RuntimeProfile(
     Kernels(flash_attention=False, attention_dropout=True, causal_skip=False, fused_swiglu=False,
             fused_cross_entropy=False, fp8_gemms=False),
     Overlap(grad_reduce=False, param_gather=False, sharded_prefetch=True, tp_comm=False, pp_p2p=False,
-            bucket_elements=5e8, p2p_scatter_gather=False),
+            bucket_elements=5e8, p2p_scatter_gather=True),
     MemoryReserve(cuda_context=1.0 * GIB, nccl_per_communicator=NCCL_BYTES_PER_COMMUNICATOR, workspace=0.0,
                   fragmentation=0.10),
     sources=(
@@ -234,8 +234,11 @@ DEEPSPEED = RuntimeProfile(
         ("grad_reduce", "DeepSpeed config zero_optimization.overlap_comm: default false for stages 1 and 2 "
                         "(deepspeed/runtime/zero/config.py overlap_comm_valid: true only for stage 3)"),
         ("sharded_prefetch", "ZeRO-3 prefetch: stage3_prefetch_bucket_size (deepspeed/runtime/zero/config.py)"),
-        ("p2p_scatter_gather", "deepspeed/runtime/pipe/engine.py _exec_send_activations: every rank sends its whole "
-                               "activation tensor to its peer of the next stage (no split across tensor-parallel ranks)"),
+        ("p2p_scatter_gather", "deepspeed/runtime/pipe/engine.py: is_pipe_partitioned = is_model_parallel (and "
+                               "is_grad_partitioned, 2020-22 releases); _exec_forward_pass wraps the stage's output in "
+                               "PartitionedTensor over the slice-parallel (tensor-parallel) group, so each rank sends "
+                               "its 1/t, and the receiver's part_input.full() all-gathers it (the earlier entry here, "
+                               "'every rank sends its whole tensor', read _exec_send_activations without that step)"),
         ("bucket", "zero_optimization.reduce_bucket_size and allgather_bucket_size default 5e8 elements"),
         ("tensor_parallel", "Megatron-DeepSpeed megatron/mpu/layers.py: Megatron's ColumnParallelLinear / "
                             "RowParallelLinear"),
