@@ -11,8 +11,11 @@ figures they rest on, the B200 / GB200 entries of data/hardware/devices.yaml:
   the H100 curve the project measured itself (data/device/h100-2026-11-26). The ratio keeps what the
   harness measures alike on both devices (shape mix, XLA's dispatch) out of the B200 figure and anchors it on
   the kit whose GEMMs are the ones training runs; the direct sm_100 fractions are printed beside it.
-- dtype_efficiency fp8: the one published per-shape Blackwell fp8 rate we trust (helion PR 2756,
-  torch._scaled_mm at 4096^3) over the B200 bf16 fraction the XLA table gives for the dots of that size.
+- dtype_efficiency fp8: Transformer Engine's published GEMM benchmark on a Blackwell (B300) GPU, the 12
+  GEMMs of a training layer with pre-quantized inputs (kernels only: the cost model prices the casts
+  apart, cost/kernels.py fp8_cast_bytes): (BF16 time / MXFP8 time) / 2, the fp8 fraction of its doubled
+  peak over bf16's. Printed beside it: the same with TE's in-loop quantization, and one cuBLAS row-wise
+  fp8 point at 4096^3 (helion PR 2756) over the XLA table's bf16 at that size (different harnesses).
 - attention_efficiency (cudnn, flash2): cuDNN's own SDPA training benchmark, causal forward + backward as
   the cost model counts it (3.5 x the causal forward FLOPs, cost/kernels.py) over the device's bf16 peak.
 Kernels only: no end-to-end run enters any figure (those validate: scripts/bench_moe.py).
@@ -92,7 +95,14 @@ def attention_curves(rows, device: str) -> dict[str, list[tuple[int, float]]]:
     return {k: sorted(v, reverse=True) for k, v in out.items()}
 
 
-def fp8_factor(points, fractions) -> tuple[float, float, float]:
+def te_fp8_factor(rows, mode: str = "prequant", column: str = "mxfp8_ms") -> float:
+    """(BF16 / fp8 time of a whole layer's 12 GEMMs) / 2 in Transformer Engine's benchmark: the fp8 GEMMs'
+    fraction of their (2x bf16) peak over the bf16 GEMMs' fraction."""
+    row = next(r for r in rows if r["mode"] == mode and r["row"] == "layer:total")
+    return float(row["bf16_ms"]) / float(row[column]) / 2.0
+
+
+def fp8_point(points, fractions) -> tuple[float, float, float]:
     """(fp8 fraction of its peak, B200 bf16 fraction at the same GFLOP, their ratio) for torch._scaled_mm."""
     point = next(p for p in points if p["kernel"].startswith("torch._scaled_mm"))
     m, n, k = (int(point[c]) for c in ("m", "n", "k"))
@@ -115,9 +125,17 @@ def main(argv=None) -> int:
         direct = ", ".join(f">= {t:g}: {'-' if v is None else f'{v:.3f}'} [{c}]"
                            for t, v, c in binned(fractions[arch], [t for t, _ in BINS]))
         print(f"  direct {arch} fractions (XLA harness): {direct}")
-    fp8, bf16, ratio = fp8_factor(_rows(FOLDER / "fp8-gemm-points.csv"), fractions)
-    print(f"dtype_efficiency fp8: torch._scaled_mm 4096^3 {fp8:.3f} of 4.5 PFLOPS / B200 bf16 {bf16:.3f} at 137 GFLOP "
-          f"= {ratio:.2f}")
+    te = _rows(FOLDER / "te-gemm-blackwell.csv")
+    print(f"dtype_efficiency fp8 (TE, B300, a layer's 12 GEMMs, kernels only): MXFP8 {te_fp8_factor(te):.3f}; "
+          f"per-tensor current scaling {te_fp8_factor(te, column='fp8_current_ms'):.3f}; with TE's in-loop "
+          f"quantization MXFP8 {te_fp8_factor(te, 'autocast'):.3f}")
+    fp8, bf16, ratio = fp8_point(_rows(FOLDER / "fp8-gemm-points.csv"), fractions)
+    print(f"  cross-check, other harnesses: cuBLAS row-wise torch._scaled_mm 4096^3 {fp8:.3f} of 4.5 PFLOPS / "
+          f"XLA bf16 {bf16:.3f} at 137 GFLOP = {ratio:.2f}")
+    for row in (r for r in te if r["row"].startswith("fprop:")):
+        flops = 2.0 * int(row["m"]) * int(row["k"]) * int(row["n"])
+        print(f"  cross-check of the bf16 curve, TE B300 {row['row']} ({flops / 1e9:.0f} GFLOP): "
+              f"{flops / (float(row['bf16_ms']) * 1e-3) / PEAK['B200'][0]:.2f} of 2.25 PFLOPS")
     sdpa = _rows(FOLDER / "cudnn-sdpa-training.csv")
     for device in ("GB200", "B200"):
         for backend, curve in attention_curves(sdpa, device).items():

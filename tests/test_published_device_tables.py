@@ -43,11 +43,13 @@ def test_attention_curves_are_the_measured_cudnn_9_17_ones(name):
         assert table[backend][-1][1] == pytest.approx(measured[512], abs=0.006)
 
 
-def test_fp8_factor_is_the_derived_one():
+@pytest.mark.parametrize("name", ["B200", "GB200"])
+def test_fp8_factor_is_te_mxfp8_kernels_only(name):
+    """(13.102 ms bf16 / 7.161 ms MXFP8) / 2 = 0.915, 0.91 in the table: the layer's 12 GEMMs with pre-quantized inputs."""
     script = _script()
-    fractions = script.xla_fractions(script._rows(script.FOLDER / "xla-matmul-sm100-sm90.csv"))
-    _, _, ratio = script.fp8_factor(script._rows(script.FOLDER / "fp8-gemm-points.csv"), fractions)
-    assert _table("B200")["dtype_efficiency"]["fp8"] == pytest.approx(ratio, abs=0.005)
+    factor = script.te_fp8_factor(script._rows(script.FOLDER / "te-gemm-blackwell.csv"))
+    assert factor == pytest.approx(13.102 / 7.161 / 2, rel=1e-9)
+    assert _table(name)["dtype_efficiency"]["fp8"] == pytest.approx(factor, abs=0.005)
 
 
 def test_attention_fraction_by_hand():
