@@ -14,6 +14,7 @@ on thousands of GPUs are searched by moe_plan.py):
   tokens / cp), its attention core / cp, and passes K and V around a ring overlapped with the
   attention (`_cp_comm_s`); dense gradients and the distributed optimizer over dp x cp;
 - experts, all-to-all, etp collectives, overlap and activations: hybrid/moe.py, at the busiest rank;
+  the GPU waiting for the host issuing the experts (a dropless layer's sync): hybrid/moe_host.py;
 - recomputation: none; selective (the per-head q, k, v rebuilt from their GEMMs, MLA's
   up-projections for DeepSeek, and the expert MLPs: Megatron-core's --recompute-modules
   mla_up_proj / core_attn inputs and moe); full (the layer's forward again, its input kept only);
@@ -40,7 +41,7 @@ from solver_plan.cost.compute import compute_time
 from solver_plan.cost.routing import parse_load
 from solver_plan.errors import InputError
 from solver_plan.hybrid import memory as mem
-from solver_plan.hybrid import moe, schedule
+from solver_plan.hybrid import moe, moe_host, schedule
 from solver_plan.hybrid.moe_model import MoEModel, moe_model
 from solver_plan.hybrid.moe_space import MoEPoint
 
@@ -268,6 +269,11 @@ def _price_layer(ctx: Context, is_moe: bool, tp: int, b: int, ep: int, etp: int,
                                                                                        routing))
         forward += expert_fwd + (a2a + etp_s) / 2.0 + expert_cast_fwd
         backward += 2.0 * expert_fwd + (a2a + etp_s) / 2.0 + expert_cast_bwd
+        host_f, host_b = moe_host.expert_host_s(model, ep, moe_host.expert_recipe(ctx.dtype, ctx.cluster.device.name))
+        stall_f, stall_b = moe_host.host_stall_s(host_f, host_b, capacity is None, expert_fwd + expert_cast_fwd,
+                                                 forward, backward)
+        forward += stall_f
+        backward += stall_b
         mlp_none = moe.moe_activation_bytes(model, b, shards, ep, etp, routing, "none", e, g)
         mlp_selective = moe.moe_activation_bytes(model, b, shards, ep, etp, routing, "selective", e, g)
     else:
@@ -290,7 +296,8 @@ def _price_layer(ctx: Context, is_moe: bool, tp: int, b: int, ep: int, etp: int,
         grouped = moe.grouped_gemm_s(ctx.cluster, model, b, shards, ep, etp, routing, ctx.dtype, e)
         terms.update({"router": 3.0 * router, "grouped GEMMs": 3.0 * grouped,
                       "permute/unpermute": 3.0 * (expert_fwd - grouped - router), "all-to-all": a2a, "etp comm": etp_s,
-                      "fp8 casts": terms["fp8 casts"] + expert_cast_fwd + expert_cast_bwd})
+                      "fp8 casts": terms["fp8 casts"] + expert_cast_fwd + expert_cast_bwd,
+                      "host issue (experts)": stall_f + stall_b})
     return LayerCost(forward, backward, extra, kept, working, a2a, buffers, tuple(terms.items()))
 
 
