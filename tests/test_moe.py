@@ -149,7 +149,7 @@ def test_fix_pins_ep_and_etp_and_json_fields():
 
 
 @pytest.mark.parametrize("fix, message", [
-    ("ep=3", "--fix ep"), ("etp=0", "--fix etp"), ("zero_stage=3", "--fix zero_stage"), ("sp=2", "unknown key 'sp'"),
+    ("ep=3", "--fix ep"), ("etp=0", "--fix etp"), ("zero_stage=4", "--fix zero_stage"), ("sp=2", "unknown key 'sp'"),
     ("capacity=0.5", "capacity"), ("recompute=some", "--fix recompute"),
 ])
 def test_bad_pins_are_input_errors(fix, message):
