@@ -43,22 +43,6 @@ def test_zero2_has_zero1_traffic(routing):
     assert two.memory_per_device_bytes < one.memory_per_device_bytes
 
 
-def test_search_takes_zero2_when_memory_binds():
-    """pp 1, ep 4 pinned, a memory limit between the ZeRO-2 and ZeRO-1 plans' memory: the search returns
-    ZeRO-2 (and agrees with a brute force over its points)."""
-    cluster = resolve_cluster("h100-4x8-ib", 8)
-    pins = {"pp": 1, "ep": 4, "micro_batch_size": 1, "recompute": "none"}
-    model = tiny()
-    loose = make_context(model, cluster, 16, None)
-    m1, m2 = (price(loose, MoEPoint(8, 1, 1, 4, 1, 1, 2, zero_stage=z)).memory_per_device_bytes for z in (1, 2))
-    limit = (m1 + m2) / 2
-    result = plan_moe(model, cluster, 16, fix=pins, memory_limit=limit, time_limit=None)
-    assert result.plan.point.zero_stage == 2 and result.plan.memory_per_device_bytes <= limit
-    ctx = make_context(model, cluster, 16, limit)
-    best = brute_force(ctx, list(enumerate_points(model, 8, cluster.devices_per_node, 16, pins)))
-    assert result.step_time_s == pytest.approx(best.step_time_s, rel=1e-12)
-
-
 def test_zero2_only_without_a_pipeline_zero3_with_a_pipeline_for_fsdp2_only():
     model, cluster = tiny(), resolve_cluster("h100-4x8-ib", 8)
     points = list(enumerate_points(model, 8, cluster.devices_per_node, 16, {}))
@@ -112,17 +96,20 @@ def test_zero3_gathers_every_micro_batch_never_faster_than_zero1(runtime):
         assert three.memory_per_device_bytes < one.memory_per_device_bytes
 
 
-def test_search_with_zero3_agrees_with_brute_force_when_memory_binds():
-    """A limit below every ZeRO-2 plan of the pinned space and above a ZeRO-3 one: the search returns
-    ZeRO-3, the brute force's step time."""
+@pytest.mark.parametrize("stage", [2, 3])
+def test_search_takes_the_sharding_that_fits_and_agrees_with_brute_force(stage):
+    """pp 1, ep 4 pinned, a memory limit between the ZeRO-(stage - 1) and ZeRO-stage plans' memory: the
+    search returns ZeRO-stage (gradients sharded; for 3 the weights too) and agrees with a brute force
+    over its points."""
     cluster = resolve_cluster("h100-4x8-ib", 8)
     pins = {"pp": 1, "ep": 4, "micro_batch_size": 1, "recompute": "none"}
     model = tiny()
     loose = make_context(model, cluster, 16, None)
-    m2, m3 = (price(loose, MoEPoint(8, 1, 1, 4, 1, 1, 2, zero_stage=z)).memory_per_device_bytes for z in (2, 3))
-    limit = (m2 + m3) / 2
+    above, below = (price(loose, MoEPoint(8, 1, 1, 4, 1, 1, 2, zero_stage=z)).memory_per_device_bytes
+                    for z in (stage - 1, stage))
+    limit = (above + below) / 2
     result = plan_moe(model, cluster, 16, fix=pins, memory_limit=limit, time_limit=None)
-    assert result.plan.point.zero_stage == 3 and result.plan.memory_per_device_bytes <= limit
+    assert result.plan.point.zero_stage == stage and result.plan.memory_per_device_bytes <= limit
     ctx = make_context(model, cluster, 16, limit)
     best = brute_force(ctx, list(enumerate_points(model, 8, cluster.devices_per_node, 16, pins)))
     assert result.step_time_s == pytest.approx(best.step_time_s, rel=1e-12)
