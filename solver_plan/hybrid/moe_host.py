@@ -26,7 +26,9 @@ versions of the NeMo 25.11 container the published rows ran):
   the host's backward time is hidden behind the whole layer's backward GPU time.
 - CUDA graphs in the recipes (`cuda_graph_scope` attn, moe_router, moe_preprocess) cover the parts
   before the sync, never the experts of a dropless layer (their shapes change every step): nothing
-  changes here. --moe-router-dtype fp32 changes the router's GEMM, not the host work.
+  changes here. --moe-router-dtype fp32 (the recipes' setting) keeps the router GEMM's 16-bit
+  inputs and writes fp32 logits (core_v0.15.0 moe_utils.RouterGatingLinearFunction through TE's
+  te_general_gemm), so the router stays a 16-bit GEMM (moe_price) and the host work is unchanged.
 
 Per-launch host seconds, from kernel-level measurements, never fitted to end-to-end rows:
 - a bf16 GEMM: 13.528 us, torch.matmul 1024^3 launched back to back on an H100 whose GPU ran it in
