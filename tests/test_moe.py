@@ -217,6 +217,16 @@ def test_hybrid_command_plans_experts(tmp_path, capsys):
     assert "experts etp 1 x ep 4" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("stage, name", [(0, "no ZeRO"), (1, "distributed optimizer"), (2, "ZeRO-2"),
+                                         (3, "ZeRO-3 / FSDP")])
+def test_hybrid_command_names_every_zero_stage(tmp_path, capsys, stage, name):
+    from solver_plan.cli import main
+
+    assert main(["hybrid", "--model", _tiny_config(tmp_path), "--cluster", "h100-4x8-ib", "--devices", "8",
+                 "--batch", "16", "--fix", f"ep=4,pp=1,zero_stage={stage}"]) == 0
+    assert f", {name}\n" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize("extra, message", [(["--fix", "ep=3"], "--fix ep"), (["--routing", "zipf:9"], "routing"),
                                             (["--fix", "sequence_parallel=true"], "unknown key")])
 def test_hybrid_command_bad_moe_input_is_one_line(tmp_path, capsys, extra, message):
