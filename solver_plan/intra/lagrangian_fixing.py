@@ -41,10 +41,15 @@ REPAIR_SHARE = 0.6  # of the Lagrangian's remaining time, for repairing its best
 # ~4.5 million; the model is not even shipped to the solver in time): the Lagrangian gets most time.
 LARGE_MODEL_ENTRIES = 2_000_000
 LARGE_MODEL_SHARE = 0.8
+# ... or this share, where what the Lagrangian would leave is too little for the MILP on its support
+LARGEST_SHARE = 0.95
 SUPPORT_WIDTH = 2  # candidates per node in the Lagrangian's support (with the incumbent's: ~2.6)
 # of the time left after the Lagrangian, for the MILP on its support: the model on the open candidates
 # is then too big to be worth building (milp answers with the support's plan)
 SUPPORT_SHARE = 0.95
+# Nominal seconds the MILP on the Lagrangian's support needs to find anything at 10,000 operators
+# (measured, 2 shared cores: nothing in 10 s, -0.06% in 20 s); below, the Lagrangian gets the time.
+SUPPORT_MIN_S = 20.0
 IMPROVED_PLANS = 4  # fitting minimisers improved by local search (each a pass over the nodes)
 # The Lagrangian's least run (its memory entries, the spanning forest and the forest's arrays, a few
 # multiplier steps and the pass with min-marginals) takes about this many seconds per edge entry and
@@ -209,12 +214,18 @@ def lagrangian_restriction(problem: ConfigProblem, deadline, incumbent=None, see
                            solve: SolveModel | None = None) -> Restriction | None:
     """None when the memory limit cannot bind (nothing to relax) or the Lagrangian does not fit the
     nominal budget (`lagrangian_fits`). `solve` (a sub-problem's MILP from a start plan within a
-    deadline) is for the MILP on the Lagrangian's support where the open model is too big."""
+    deadline) is for the MILP on the Lagrangian's support where the open model is too big and the
+    nominal budget leaves it SUPPORT_MIN_S (otherwise the Lagrangian gets LARGEST_SHARE of the time)."""
     if not lagrangian_fits(problem, deadline.nominal_left()):
         return None
     started = time.perf_counter()
     entries = sum(m.size for m in problem.edge_costs)
-    clock = deadline.share(LARGE_MODEL_SHARE if entries > LARGE_MODEL_ENTRIES else LAGRANGIAN_SHARE)
+    nominal = deadline.nominal_left()
+    with_support = solve is not None and (nominal is None or (1 - LARGE_MODEL_SHARE) * nominal >= SUPPORT_MIN_S)
+    share = LAGRANGIAN_SHARE
+    if entries > LARGE_MODEL_ENTRIES:
+        share = LARGE_MODEL_SHARE if with_support else LARGEST_SHARE
+    clock = deadline.share(share)
     upper = None if incumbent is None else problem.objective(incumbent)
     relaxation = lagrangian_dual(problem, clock, upper)
     if relaxation is None:
@@ -225,7 +236,7 @@ def lagrangian_restriction(problem: ConfigProblem, deadline, incumbent=None, see
             f"({'exact' if relaxation.exact_inner else 'spanning-forest'} inner minimum) in "
             f"{format_seconds(time.perf_counter() - started)}")
     restriction = restrict_by(problem, relaxation, plan, source, note)
-    if solve is None or plan is None or deadline.expired() or restriction.open_entries() <= LARGE_MODEL_ENTRIES:
+    if not with_support or plan is None or deadline.expired() or restriction.open_entries() <= LARGE_MODEL_ENTRIES:
         return restriction
     begun = time.perf_counter()
     found = support_plan(problem, relaxation.support(SUPPORT_WIDTH), plan, deadline.share(SUPPORT_SHARE), solve)
