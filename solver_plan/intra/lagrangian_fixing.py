@@ -9,7 +9,8 @@ the model restricted to the candidates the multipliers leave open.
 3. Where the model on what the Lagrangian leaves open is too big for the MILP (LARGE_MODEL_ENTRIES
    edge entries) and a MILP solver is given, the MILP on the Lagrangian's support (support_plan:
    SUPPORT_WIDTH candidates per node with the least bounds, and the incumbent's) improves the
-   incumbent (measured on random-dag:nodes=10000 binding: SUPPORT_RESULT).
+   incumbent where the nominal budget leaves it SUPPORT_MIN_S (random-dag:nodes=10000 binding at
+   120 s: 0.155% gap, 0.423% without it); milp then builds no model on the open candidates.
 4. Every candidate whose Lagrangian bound is not below the incumbent's cost is in no cheaper plan:
    the exact model is built on the others only (Lagrangian reduced-cost fixing). Its optimum is the
    problem's optimum, and min(its proven bound, the incumbent's cost) is a proven bound for the
@@ -236,7 +237,8 @@ def lagrangian_restriction(problem: ConfigProblem, deadline, incumbent=None, see
             f"({'exact' if relaxation.exact_inner else 'spanning-forest'} inner minimum) in "
             f"{format_seconds(time.perf_counter() - started)}")
     restriction = restrict_by(problem, relaxation, plan, source, note)
-    if not with_support or plan is None or deadline.expired() or restriction.open_entries() <= LARGE_MODEL_ENTRIES:
+    if (solve is None or not with_support or plan is None or deadline.expired()
+            or restriction.open_entries() <= LARGE_MODEL_ENTRIES):
         return restriction
     begun = time.perf_counter()
     found = support_plan(problem, relaxation.support(SUPPORT_WIDTH), plan, deadline.share(SUPPORT_SHARE), solve)
