@@ -325,14 +325,20 @@ def test_step_breakdown_sums_to_the_step(point):
 
 def test_fp8_saves_gemm_inputs_in_one_byte_by_hand():
     """tiny (h 64, f_e 128, top-2 of 4, seq 16), ep 2, b 1: 16 tokens, n = 32 routed copies at the
-    busiest rank. bf16: 16 x (2 x 64 router input + combine 2 x 2 x 64) + 4 x 16 x 4 probabilities +
-    32 x 2 x (64 + 3 x 128); fp8 (g = 1): the routed copies keep 1 x 64 + (2 x 2 + 1) x 128 each."""
+    busiest rank, 2 local experts. Per token: 2 x 64 router input, 4 x 4 fp32 probabilities, 4 x (2 x 4
+    + 1) of the fused permutation's int32 row map; nothing of the combine (Megatron-core 0.15 applies
+    the probabilities in the weighted SwiGLU, so the un-permutation saves its row map only). Per copy:
+    4 fp32 probability + 4 int32 sort place; bf16 2 x (64 + 3 x 128); fp8 (g = 1) 1 x 64 + (2 x 2 + 1)
+    x 128; selective keeps the expert input, probability and sort place."""
     model = tiny()
     balanced = moe.Routing(uniform(4))
-    common = 16 * (2 * 64 + 2 * 2 * 64) + 4 * 16 * 4
+    common = 16 * (2 * 64 + 4 * 4 + 4 * 9) + 32 * (4 + 4)
     assert moe.moe_activation_bytes(model, 1, 1, 2, 1, balanced, "none", 2.0) == common + 32 * 2 * (64 + 3 * 128)
     assert moe.moe_activation_bytes(model, 1, 1, 2, 1, balanced, "none", 2.0, 1.0) == common + 32 * (64 + 5 * 128)
     assert moe.moe_activation_bytes(model, 1, 1, 2, 1, balanced, "selective", 2.0, 1.0) == common + 32 * 64
+    # ep 4: one local expert, no sort by local expert (token_dispatcher.py sorts only when it holds more)
+    assert (moe.moe_activation_bytes(model, 1, 1, 2, 1, balanced, "none", 2.0)
+            - moe.moe_activation_bytes(model, 1, 1, 4, 1, balanced, "none", 2.0)) == 32 * 4
     # a shared expert (f_s 64) under fp8: SwiGLU input 2 x 2 x 64, down input 1 x 64, its own fp8 input copy 64
     shared = tiny(shared_ffn=64)
     assert (moe.moe_activation_bytes(shared, 1, 1, 2, 1, balanced, "none", 2.0, 1.0)

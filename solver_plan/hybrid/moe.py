@@ -29,11 +29,16 @@ balanced), n = r x k x ep x etp x T/shards token copies, split over its E/ep exp
   expert's GEMMs run while dispatch and combine are in flight: --moe-shared-expert-overlap), "full"
   (another micro-batch's compute hides them: DeepSeek's DualPipe, Megatron-core's
   --overlap-moe-expert-parallel-comm);
-- activations (`moe_activation_bytes`): the router input and fp32 probabilities, the shared
-  expert, the combine output, and per routed copy its expert input and the 3 f_e/etp wide
-  SwiGLU tensors (fused: 2 f_e input + f_e down input); with recomputation "selective" (the expert
-  MLPs recomputed: Megatron's --recompute-modules moe) only the expert inputs stay. Under fp8 the
-  GEMMs' saved inputs (expert input, down-projection input) take 1 byte per element;
+- activations (`moe_activation_bytes`, what Megatron-core 0.15 with Transformer Engine 2.9 keeps,
+  --moe-permute-fusion and the fused weighted SwiGLU as the Megatron-Bridge recipes set them): the
+  router input and fp32 probabilities, the fused permutation's int32 row map (T x (2E + 1)), the
+  shared expert, and per routed copy its expert input, the 3 f_e/etp wide SwiGLU tensors (fused:
+  2 f_e input + f_e down input), its fp32 routing probability and its int32 place in the local
+  experts' sort; with recomputation "selective" (the expert MLPs recomputed: Megatron's
+  --recompute-modules moe) the expert inputs, probabilities and maps stay. Nothing of the combine:
+  the probabilities multiply inside the SwiGLU (experts.py's weighted_bias_swiglu), so the
+  un-permutation, the all-to-all and the chunk sort save indices only. Under fp8 the GEMMs' saved
+  inputs (expert input, down-projection input) take 1 byte per element;
 - host launches: hybrid/moe_host.py (the GPU waits for the host issuing the per-expert work of a
   dropless layer).
 """
@@ -214,14 +219,20 @@ def moe_activation_bytes(model: MoEModel, b: int, shards: int, ep: int, etp: int
                          element_bytes: float, gemm_input_bytes: float | None = None) -> float:
     """Bytes one MoE layer's MLP part keeps for backward per micro-batch on the busiest rank
     (module docstring), with e bytes per activation and g per saved GEMM input (g = e, or 1 under
-    fp8: Transformer Engine's linears save their fp8-cast input for the backward's fp8 GEMMs, the
-    "50% activation reduction: stores linear layer inputs in FP8" of Megatron-core's MoE README;
-    MXFP8's 1/32 byte of scales not counted): T / shards x (e h router input, e k h combine output,
-    and for a shared expert of width f_s its SwiGLU input e 2 f_s, its down-projection input g f_s and,
-    when g < e, its own g h copy of the input), 4 T E / shards fp32 probabilities, and per routed copy
-    g h expert input + e 2 f_e / etp SwiGLU input + g f_e / etp down-projection input (g h alone with
-    selective recomputation of the experts); full recomputation: none (the layer input is counted
-    with the layer)."""
+    fp8: Transformer Engine's GroupedLinear saves only the column-wise fp8 copy of its input for the
+    backward's wgrad, the "50% activation reduction: stores linear layer inputs in FP8" of
+    Megatron-core's MoE README; MXFP8's 1/32 byte of scales not counted). Per token of the device's
+    T / shards: e h router input (the pre-MLP norm's output, which the router's linear saves),
+    4 E fp32 probabilities, 4 (2E + 1) for the fused permutation's int32 row map (Transformer Engine
+    permutation.py's make_row_id_map, saved by permute and un-permute alike), and for a shared expert
+    of width f_s its SwiGLU input e 2 f_s, its down-projection input g f_s and, when g < e, its own g h
+    copy of the input. Per routed copy (n of them): g h expert input, 4 for its fp32 probability
+    (the fused weighted SwiGLU saves it), 4 for its int32 place in the sort by local expert (when a
+    rank holds more than one expert), and e 2 f_e / etp SwiGLU input + g f_e / etp down-projection
+    input (dropped with selective recomputation of the experts). Nothing of the combine: the
+    probabilities are applied in the SwiGLU, so the expert outputs, the all-to-all's output and the
+    un-permuted tokens are not saved (the fused un-permutation without probabilities keeps its row
+    map only). Full recomputation: none (the layer input is counted with the layer)."""
     if recompute == "full":
         return 0.0
     e = element_bytes
@@ -229,10 +240,11 @@ def moe_activation_bytes(model: MoEModel, b: int, shards: int, ep: int, etp: int
     tokens = b * model.seq / shards
     n = routed_copies(model, b, shards, ep, etp, routing)
     f = model.expert_ffn / etp
-    routed = n * g * model.hidden + (0.0 if recompute == "selective" else n * f * (2.0 * e + g))
+    sort_map = 4.0 if model.experts // ep > 1 else 0.0
+    routed = n * (g * model.hidden + 4.0 + sort_map) + (0.0 if recompute == "selective" else n * f * (2.0 * e + g))
     shared = model.shared_ffn * (2.0 * e + g) + (g * model.hidden if model.shared_ffn and g < e else 0.0)
-    return (tokens * (e * model.hidden + shared + e * model.top_k * model.hidden)
-            + 4.0 * tokens * model.experts + routed)
+    return (tokens * (e * model.hidden + shared + 4.0 * model.experts + 4.0 * (2 * model.experts + 1))
+            + routed)
 
 
 def a2a_buffer_bytes(model: MoEModel, b: int, shards: int, ep: int, etp: int, routing: Routing,
