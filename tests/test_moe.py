@@ -325,14 +325,15 @@ def test_step_breakdown_sums_to_the_step(point):
 
 def test_fp8_saves_gemm_inputs_in_one_byte_by_hand():
     """tiny (h 64, f_e 128, top-2 of 4, seq 16), ep 2, b 1: 16 tokens, n = 32 routed copies at the
-    busiest rank, 2 local experts. Per token: 2 x 64 router input, 4 x 4 fp32 probabilities, 4 x (2 x 4
+    busiest rank, 2 local experts. Per token: 2 x 64 pre-MLP norm input (the MoE layer's own TENorm),
+    2 x 64 router input, 4 x 4 fp32 probabilities, 4 x (2 x 4
     + 1) of the fused permutation's int32 row map; nothing of the combine (Megatron-core 0.15 applies
     the probabilities in the weighted SwiGLU, so the un-permutation saves its row map only). Per copy:
     4 fp32 probability + 4 int32 sort place; bf16 2 x (64 + 3 x 128); fp8 (g = 1) 1 x 64 + (2 x 2 + 1)
     x 128; selective keeps the expert input, probability and sort place."""
     model = tiny()
     balanced = moe.Routing(uniform(4))
-    common = 16 * (2 * 64 + 4 * 4 + 4 * 9) + 32 * (4 + 4)
+    common = 16 * (2 * 2 * 64 + 4 * 4 + 4 * 9) + 32 * (4 + 4)
     assert moe.moe_activation_bytes(model, 1, 1, 2, 1, balanced, "none", 2.0) == common + 32 * 2 * (64 + 3 * 128)
     assert moe.moe_activation_bytes(model, 1, 1, 2, 1, balanced, "none", 2.0, 1.0) == common + 32 * (64 + 5 * 128)
     assert moe.moe_activation_bytes(model, 1, 1, 2, 1, balanced, "selective", 2.0, 1.0) == common + 32 * 64
@@ -389,3 +390,18 @@ def test_moe_attention_core_is_the_dense_definition():
     assert backward == pytest.approx(2.5 * forward)
     unfused = make_context(model, cluster, 64, None, precision="bf16", runtime="megatron-2021")
     assert sum(moe_price._core_s(unfused, b, tp * cp, cp)) > sum(expected)
+
+
+def test_attention_and_dense_mlp_kept_bytes_by_hand():
+    """tiny (h 64, 4 heads, attention_stored 4 h, context 64 wide), 16 tokens, tp 2. bf16 (e = g = 2):
+    16 x (2 x (2 x 64 + 256) + 4 x 4) / 2; fp8 (g = 1): less 1 x 16 x (64 + 64) / 2 for the fp8 norm
+    output and context copies, plus 1 x 16 x 64 / 2 for the context kept twice (the attention's O in
+    bf16 and the output projection's fp8 copy). Dense MLP (f 96): 16 x ((2 + 1) x 64 + (2 x 2 + 1) x 96) / 2."""
+    from solver_plan.hybrid.moe_price import attention_kept_bytes, dense_mlp_kept_bytes
+
+    model = tiny(dense_ffn=96)
+    bf16 = 16 * (2 * (2 * 64 + 256) + 4 * 4) / 2
+    assert attention_kept_bytes(model, 16, 2, 2.0, 2.0) == bf16
+    assert attention_kept_bytes(model, 16, 2, 2.0, 1.0) == bf16 - 16 * (64 + 64) / 2 + 16 * 64 / 2
+    assert dense_mlp_kept_bytes(model, 16, 2, 2.0, 1.0) == 16 * (3 * 64 + 5 * 96) / 2
+    assert dense_mlp_kept_bytes(model, 16, 2, 2.0, 2.0) == 16 * (4 * 64 + 6 * 96) / 2

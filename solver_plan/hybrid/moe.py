@@ -31,7 +31,7 @@ balanced), n = r x k x ep x etp x T/shards token copies, split over its E/ep exp
   --overlap-moe-expert-parallel-comm);
 - activations (`moe_activation_bytes`, what Megatron-core 0.15 with Transformer Engine 2.9 keeps,
   --moe-permute-fusion and the fused weighted SwiGLU as the Megatron-Bridge recipes set them): the
-  router input and fp32 probabilities, the fused permutation's int32 row map (T x (2E + 1)), the
+  pre-MLP norm's input, the router input and fp32 probabilities, the fused permutation's int32 row map (T x (2E + 1)), the
   shared expert, and per routed copy its expert input, the 3 f_e/etp wide SwiGLU tensors (fused:
   2 f_e input + f_e down input), its fp32 routing probability and its int32 place in the local
   experts' sort; with recomputation "selective" (the expert MLPs recomputed: Megatron's
@@ -222,7 +222,8 @@ def moe_activation_bytes(model: MoEModel, b: int, shards: int, ep: int, etp: int
     fp8: Transformer Engine's GroupedLinear saves only the column-wise fp8 copy of its input for the
     backward's wgrad, the "50% activation reduction: stores linear layer inputs in FP8" of
     Megatron-core's MoE README; MXFP8's 1/32 byte of scales not counted). Per token of the device's
-    T / shards: e h router input (the pre-MLP norm's output, which the router's linear saves),
+    T / shards: e h pre-MLP norm input (the MoE layer's own TENorm saves it: the norm cannot fuse
+    into the experts' GEMMs), e h router input (that norm's output, which the router's linear saves),
     4 E fp32 probabilities, 4 (2E + 1) for the fused permutation's int32 row map (Transformer Engine
     permutation.py's make_row_id_map, saved by permute and un-permute alike), and for a shared expert
     of width f_s its SwiGLU input e 2 f_s, its down-projection input g f_s and, when g < e, its own g h
@@ -243,7 +244,7 @@ def moe_activation_bytes(model: MoEModel, b: int, shards: int, ep: int, etp: int
     sort_map = 4.0 if model.experts // ep > 1 else 0.0
     routed = n * (g * model.hidden + 4.0 + sort_map) + (0.0 if recompute == "selective" else n * f * (2.0 * e + g))
     shared = model.shared_ffn * (2.0 * e + g) + (g * model.hidden if model.shared_ffn and g < e else 0.0)
-    return (tokens * (e * model.hidden + shared + 4.0 * model.experts + 4.0 * (2 * model.experts + 1))
+    return (tokens * (2.0 * e * model.hidden + shared + 4.0 * model.experts + 4.0 * (2 * model.experts + 1))
             + routed)
 
 

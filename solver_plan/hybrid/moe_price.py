@@ -204,6 +204,28 @@ def _saved_gemm_input_bytes(ctx: Context) -> float:
     return 1.0 if ctx.dtype == "fp8" and ctx.runtime.kernels.fp8_gemms else ctx.state.activations
 
 
+def attention_kept_bytes(model, tokens: float, tp: int, e: float, g: float) -> float:
+    """Bytes the attention half of a layer keeps for backward per micro-batch on one device (tokens =
+    the rank's b s / cp, sequence-parallel over tp): e x (2 h + attention_stored) per token (the layer
+    input the input norm saves, the norm output the first projections save, the module's stored q, k,
+    v, context and latents: MoEModel), 4 x heads fp32 softmax statistics, less (e - g) for the GEMM
+    inputs Transformer Engine saves as fp8 copies (the norm output and `attention_saved_gemm_inputs`),
+    plus g x the context width under fp8 (g < e): the fused attention saves its output O in e bytes
+    for its own backward (TE 2.9 FusedAttention saves q, k, v, O) while the output projection saves
+    its fp8 copy of that same context, so the context is kept twice. All / tp."""
+    context = model.attention_gemms[-1][0]  # the output projection's input width
+    twice = g * context if g < e else 0.0
+    return (e * tokens * (2 * model.hidden + model.attention_stored) / tp + 4.0 * model.heads * tokens / tp
+            - (e - g) * tokens * (model.hidden + model.attention_saved_gemm_inputs) / tp + twice * tokens / tp)
+
+
+def dense_mlp_kept_bytes(model, tokens: float, tp: int, e: float, g: float) -> float:
+    """Bytes a dense SwiGLU MLP of width f keeps per micro-batch on one device: its pre-MLP norm's input
+    e h and the norm output fc1 saves g h (Megatron's TE LayerNormLinear saves both), fc1's output
+    2 f e for the SwiGLU and fc2's input g f: tokens x ((e + g) h + (2 e + g) f) / tp."""
+    return tokens * ((e + g) * model.hidden + (2.0 * e + g) * model.dense_ffn) / tp
+
+
 def _tp_comm_s(ctx: Context, tokens: float, tp: int) -> float:
     """All-gather + reduce-scatter of the rank's tokens x h x e bytes over tp (one sequence-parallel
     region), forward + backward."""
@@ -258,8 +280,7 @@ def _price_layer(ctx: Context, is_moe: bool, tp: int, b: int, ep: int, etp: int,
     forward = gemm_fwd + core_fwd + comm / 2.0 + cast_fwd
     backward = 2.0 * gemm_fwd + core_bwd + comm / 2.0 + cast_bwd
     g = _saved_gemm_input_bytes(ctx)
-    stored = (e * tokens * (2 * model.hidden + model.attention_stored) / tp + 4.0 * model.heads * tokens / tp
-              - (e - g) * tokens * (model.hidden + model.attention_saved_gemm_inputs) / tp)
+    stored = attention_kept_bytes(model, tokens, tp, e, g)
     expert_fwd = a2a = 0.0
     if is_moe:
         router = compute_time(ctx.cluster, 2.0 * tokens / tp * model.hidden * model.experts,  # never fp8: a torch
@@ -281,7 +302,7 @@ def _price_layer(ctx: Context, is_moe: bool, tp: int, b: int, ep: int, etp: int,
         mlp_none = moe.moe_activation_bytes(model, b, shards, ep, etp, routing, "none", e, g)
         mlp_selective = moe.moe_activation_bytes(model, b, shards, ep, etp, routing, "selective", e, g)
     else:
-        mlp_none = mlp_selective = (2.0 * e + g) * tokens * model.dense_ffn / tp
+        mlp_none = mlp_selective = dense_mlp_kept_bytes(model, tokens, tp, e, g)
     if recompute == "full":  # the layer input kept; one layer's activations while it recomputes
         kept, working, extra = e * tokens * model.hidden / tp, stored + mlp_none, forward
     elif recompute == "selective":  # per-head q, k, v from their GEMMs, and the experts' MLPs
