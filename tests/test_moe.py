@@ -405,3 +405,12 @@ def test_attention_and_dense_mlp_kept_bytes_by_hand():
     assert attention_kept_bytes(model, 16, 2, 2.0, 1.0) == bf16 - 16 * (64 + 64) / 2 + 16 * 64 / 2
     assert dense_mlp_kept_bytes(model, 16, 2, 2.0, 1.0) == 16 * (3 * 64 + 5 * 96) / 2
     assert dense_mlp_kept_bytes(model, 16, 2, 2.0, 2.0) == 16 * (4 * 64 + 6 * 96) / 2
+
+
+def test_qwen3_qk_norm_inputs_are_kept_by_hand():
+    """Qwen3-30B-A3B (32 heads, 4 kv heads, head dim 128): q, k, v and the context (2 x 32 + 2 x 4) x 128,
+    plus the q/k norms' saved inputs (32 + 4) x 128 (Megatron's q_layernorm / k_layernorm are TE
+    RMSNorms, which save a contiguous copy of their input; the attention saves the rotated q, k)."""
+    model = moe_model(str(CONFIGS / "qwen3-30b-a3b.json"))
+    assert model.attention_stored == (2 * 32 + 2 * 4) * 128 + (32 + 4) * 128
+    assert model.attention_recomputable == (32 + 2 * 4) * 128

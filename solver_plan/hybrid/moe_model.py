@@ -27,7 +27,9 @@ class MoEModel:
     kv_a, kv_b, o; otherwise q, k, v, o); `scores_width` = heads x the q/k head dim and
     `values_width` = heads x the v head dim (the core's two products, 2 s x width FLOPs per token
     each); `attention_stored` = elements per token the attention keeps for backward besides its
-    input (q, k, v, context, and MLA's low-rank latents), of which `attention_recomputable` (the
+    input (q, k, v, context, and MLA's low-rank latents; Qwen3's q/k norms also save their inputs,
+    (heads + kv_heads) x head_dim more: Transformer Engine's RMSNorm saves a contiguous copy of its
+    input while the attention saves the rotated q and k), of which `attention_recomputable` (the
     per-head q, k, v) selective recomputation drops and recomputes from the layer's own GEMMs (MLA's
     up-projections, Megatron's mla_up_proj; the q, k, v projections otherwise)."""
     name: str
@@ -256,7 +258,7 @@ def _from_config(cfg, family: str, opts: dict, name: str) -> MoEModel:
         sparse = tuple(i not in dense and (i + 1) % step == 0 for i in range(layers))
         ffn = cfg.int("intermediate_size")
     return MoEModel(**common, attention_gemms=gemms, attention_extra_params=extra, scores_width=heads * d,
-                    values_width=heads * d, attention_stored=(2 * heads + 2 * kv) * d,
+                    values_width=heads * d, attention_stored=(2 * heads + 2 * kv + (heads + kv if qwen3 else 0)) * d,
                     attention_recomputable=(heads + 2 * kv) * d, kv_width=2 * kv * d, moe_layers=sparse,
                     dense_ffn=ffn, experts=experts, expert_ffn=expert_ffn, shared_ffn=shared,
                     shared_gate=family == "qwen2_moe" and shared > 0)
