@@ -165,6 +165,8 @@ def plan_milp_load(problem: ConfigProblem, *, deadline: Deadline | None = None, 
     failure = None  # why HiGHS failed (not a time-out): the result says so, never silently
     milp_clock = deadline.share(1 - SIMULATE_SHARE) if simulate else deadline
     remaining = milp_clock.remaining()
+    if remaining is not None and remaining <= 0.5:  # the wall clock, not the budget, skips the MILP: say so
+        milp_clock.mark_cut_short()
     if remaining is None or remaining > 0.5:
         start = encode_load(load, problem, incumbent) if incumbent is not None else None
         try:
