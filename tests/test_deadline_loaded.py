@@ -119,3 +119,33 @@ def test_hybrid_search_gives_the_same_answer_loaded(monkeypatch, planner):
 
     idle, loaded = _idle_and_loaded(monkeypatch, answer)
     assert idle[0].has_solution and loaded == idle
+
+
+def test_a_short_budget_still_plans_the_standard_layout(monkeypatch):
+    """Issue 26: when the budget ends the search before the space is enumerated, the answer is the
+    standard layout priced first (TIME_LIMIT, a valid plan no better than the search's, the compute
+    bound below it), and the same under a loaded clock."""
+    from solver_plan.deadline import Deadline
+    from solver_plan.hybrid import plan_hybrid, search
+    from solver_plan.result import Status
+
+    model, cluster = "gpt2:layers=2,seq=128", "v100x8-nvlink"
+    searched = plan_hybrid(model, cluster, 16, planner="greedy", deadline=time_budget(LIMIT_S))
+    monkeypatch.setattr(search, "ENUMERATE_S_PER_POINT", 1.0)  # no budget enumerates the space
+
+    def answer(budget):
+        result = plan_hybrid(model, cluster, 16, planner="greedy", deadline=Deadline(60.0, nominal_s=5.0))
+        return result.status, result.step_time_s, result.plan and result.plan.parallelism, result.lower_bound_s, \
+            result.notes
+
+    idle, loaded = _idle_and_loaded(monkeypatch, answer)
+    status, step, par, bound, notes = idle
+    assert status is Status.TIME_LIMIT and par is not None and loaded == idle
+    from solver_plan.cluster import resolve_cluster
+    from solver_plan.hybrid.model import transformer_spec
+    from solver_plan.hybrid.space import tp_degrees
+    nodes = resolve_cluster(cluster)
+    widest = max(tp_degrees(transformer_spec(model), nodes.devices_per_node, nodes.num_devices))  # within a node
+    assert par.micro_batch_size == 1 and par.tp == widest and par.zero_stage == 1 and par.sequence_parallel
+    assert bound <= searched.step_time_s <= step
+    assert any("standard layout" in note for note in notes) and any("validator" in note for note in notes)

@@ -305,8 +305,9 @@ def _standard_incumbent(ctx: Context, pins: Mapping, offloads: tuple[str, ...], 
     (`standard_pins`: a few hundred at most) that fit by their memory floor, one block solve for
     their (tp, micro-batch), then up to STANDARD_PRICES of them priced in order of their time bound.
     The block profile is the one the search would solve (cached), so the plan is one of the space's
-    and the search starts from it. Charged to the nominal budget like the search's own work; None
-    when nothing fits, the budget does not cover the block solve, or the wall clock stops it."""
+    and the search starts from it. Charged to the nominal budget like the search's own work; the
+    wall clock stops it only once it has a plan. None when nothing fits or the budget does not cover
+    the block solve."""
     from solver_plan.hybrid.space import enumerate_space
     fixed = standard_pins(ctx, pins, offloads)
     if fixed is None or not _affords(deadline, BLOCK_SOLVE_S):
@@ -320,14 +321,16 @@ def _standard_incumbent(ctx: Context, pins: Mapping, offloads: tuple[str, ...], 
     deadline.spend(len(points) * (ENUMERATE_S_PER_POINT + FLOOR_S_PER_POINT))
     limit = ctx.memory_limit
     fits = [p for p in points if limit is None or memory_floor(ctx, p) <= limit]
-    if not fits or deadline.expired():
+    if not fits:
         return None
+    # past the deadline too (a short solve, `stage_cost.BLOCK_SOLVE_FLOOR_S`, and milliseconds of
+    # pricing): without this plan a short limit ends with none at all
     profile = coster.profile(fits[0].tp, fits[0].micro_batch_size, deadline=deadline)
     deadline.spend(BLOCK_SOLVE_S)
     best = None
     ranked = sorted((time_bound(ctx, p, profile), i, p) for i, p in enumerate(fits))
     for bound, _, par in ranked[:STANDARD_PRICES]:
-        if (best is not None and bound >= best.step_time_s) or not _affords(deadline, PRICE_S) or deadline.expired():
+        if best is not None and (bound >= best.step_time_s or not _affords(deadline, PRICE_S) or deadline.expired()):
             break
         plan = price(ctx, par, profile, limit)
         deadline.spend(PRICE_S)
