@@ -61,8 +61,8 @@ def test_building_past_the_deadline_stops_without_changing_what_is_built():
     from solver_plan.intra.build import BuildStopped
     graph = build_model("mlp:layers=3,hidden=256,batch=64")
     cluster = resolve_cluster("v100x8-nvlink")
-    with pytest.raises(BuildStopped, match="time limit"):
-        build_config_problem(graph, cluster, deadline=_expired())
+    with pytest.raises(BuildStopped, match="time limit"):  # past the deadline and the build's grace
+        build_config_problem(graph, cluster, deadline=Deadline(1.0, start=time.perf_counter() - 10.0))
 
 
 def test_a_failing_solver_is_a_one_line_note_without_traceback():

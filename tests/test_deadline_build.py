@@ -43,16 +43,19 @@ def test_same_limit_same_problem_however_much_time_was_already_spent(monkeypatch
 
 
 def test_the_wall_clock_stops_the_build_and_the_answer_says_why():
-    """Past the deadline the build stops (no problem, hence no plan: TIME_LIMIT with the reason),
-    rather than going on with fewer candidates than the budget decided."""
+    """Past the deadline and its grace the build stops (no problem, hence no plan: TIME_LIMIT with
+    the reason), rather than going on with fewer candidates than the budget decided; within the
+    grace it finishes the very problem the budget decided."""
+    late = build_config_problem(GRAPH, CLUSTER, deadline=Deadline(10.0, start=time.perf_counter() - 10.5))
+    assert _signature(late) == _signature(build_config_problem(GRAPH, CLUSTER, deadline=Deadline(10.0)))
     with pytest.raises(BuildStopped, match="time limit reached while building the problem"):
-        build_config_problem(GRAPH, CLUSTER, deadline=Deadline(10.0, start=time.perf_counter() - 9.999))
+        build_config_problem(GRAPH, CLUSTER, deadline=Deadline(10.0, start=time.perf_counter() - 15.0))
     from solver_plan.deadline import CUT_SHORT_NOTE, time_budget
     from solver_plan.planning import answer_plan
     from solver_plan.requests import PlanRequest
     from solver_plan.result import Status
     report = answer_plan(PlanRequest(GRAPH, CLUSTER, "greedy"),
-                         time_budget(10.0, start=deadline_module.clock() - 9.999))
+                         time_budget(10.0, start=deadline_module.clock() - 15.0))
     assert report.result.status is Status.TIME_LIMIT and report.result.assignment is None
     assert report.plan.operators == () and CUT_SHORT_NOTE in report.plan.notes
     assert any("while building the problem" in note for note in report.plan.notes)
