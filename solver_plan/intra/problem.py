@@ -138,16 +138,21 @@ class ConfigProblem:
 
     def least_memory_matrix(self) -> np.ndarray | None:
         """(nodes, devices): the memory each node must put on each device whatever it chooses (0
-        where some candidate avoids the device); None when that matrix would be too big."""
+        where some candidate avoids the device); None when that matrix would be too big. Node by
+        node: its least candidate memory on the devices every candidate uses."""
         if self.num_nodes * self.num_devices > DENSE_MEMORY_ENTRIES:
             return None
-        node, _, device, amount = self.memory_entries
-        key = node * self.num_devices + device
-        least = np.full(self.num_nodes * self.num_devices, np.inf)
-        np.minimum.at(least, key, amount)
-        uses = np.bincount(key, minlength=self.num_nodes * self.num_devices)
-        choices = np.repeat(np.array([len(c) for c in self.node_costs]), self.num_devices)
-        return np.where(uses == choices, least, 0.0).reshape(self.num_nodes, self.num_devices)
+        least = np.zeros((self.num_nodes, self.num_devices))
+        for node, (memory, devices) in enumerate(zip(self.node_memory, self.device_arrays)):
+            common = devices[0]
+            for other in devices[1:]:
+                if common.size == 0:
+                    break
+                if other is not common:  # equal device sets share one array
+                    common = np.intersect1d(common, other, assume_unique=True)
+            if common.size:
+                least[node, common] = float(np.min(memory))
+        return least
 
     def worst_memory_per_device(self) -> np.ndarray:
         """Per device, the memory if every node took its most memory-hungry candidate there (computed
