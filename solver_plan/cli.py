@@ -65,7 +65,7 @@ def _cmd_check(args) -> int:
 
 def _cmd_plan(args) -> int:
     from solver_plan import cli_options
-    from solver_plan.export.cli_support import check_export_arguments, write_export
+    from solver_plan.cli_options import check_export_arguments, write_export
     from solver_plan.files import check_output_path, write_json_atomic
     from solver_plan.plan import render_plan
     from solver_plan.planning import answer_plan, request_planner
@@ -174,8 +174,7 @@ def _add_plan_parser(subparsers) -> None:
                         "core-second; default rate: one EPYC core of the build machine, "
                         "data/measurements/input-pipeline-epyc-zen3.yaml) as a bound on the step "
                         "(cost/input_pipeline.py)")
-    from solver_plan.export.cli_support import add_export_arguments
-    add_export_arguments(p, ("dtensor",))
+    o.add_export_arguments(p, ("dtensor",))
     p.set_defaults(func=_cmd_plan)
 
 
@@ -260,12 +259,19 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exc:  # usage errors (2) and --help (0), already printed
         return exc.code if isinstance(exc.code, int) else 2
     args.started = started
+    args.export_writer = _write_export  # cli_options.write_export: the exporters, handed down to the commands
     code = _run(args)
     if code != 2:  # deprecated spellings that worked: one note each (a refused command keeps its one line)
         from solver_plan.cli_options import deprecations
         for note in deprecations(args):
             print(f"solver-plan: note: {note}", file=sys.stderr)
     return code
+
+
+def _write_export(args, plan_dict: dict, graph=None) -> None:
+    """export/cli_support.write_export, imported only when a command writes an export."""
+    from solver_plan.export.cli_support import write_export
+    write_export(args, plan_dict, graph=graph)
 
 
 def _run(args) -> int:

@@ -161,3 +161,29 @@ def parse_options(args) -> dict[str, Any]:
     """`--option KEY=VALUE` (repeatable) -> options (values typed as `keyvalues.parse_option_value`)."""
     from solver_plan.keyvalues import parse_option_pairs
     return parse_option_pairs(getattr(args, "option", None) or (), option_name(args, "options"))
+
+
+def add_export_arguments(parser, targets: tuple[str, ...]) -> None:
+    """Add `--export TARGET` and `--export-out FILE` to a planning subcommand (plan, hybrid)."""
+    parser.add_argument("--export", choices=targets, default=None,
+                        help=f"also write the plan as a runtime configuration: {', '.join(targets)}")
+    parser.add_argument("--export-out", default=None, help="file for --export (default: standard output)")
+
+
+def check_export_arguments(args) -> None:
+    """Before any work: an unwritable --export-out, or --export-out without --export, fails at once."""
+    from solver_plan.files import check_output_path
+    if getattr(args, "export_out", None):
+        if not args.export:
+            raise InputError("needs --export TARGET", "--export-out")
+        check_output_path(args.export_out, "--export-out")
+
+
+def write_export(args, plan_dict: dict, graph=None) -> None:
+    """Write the plan as `--export` asks, through the writer the top-level command line put on `args`
+    (`export_writer`): the exporters sit above the planning packages whose commands call this, so the
+    command line, which may import every layer, hands the writer down instead of a planner importing up.
+    Nothing without --export.
+    """
+    if getattr(args, "export", None):
+        args.export_writer(args, plan_dict, graph)

@@ -266,3 +266,21 @@ def test_runtime_parses_the_export(name, target):
     """Each export the exporter writes is accepted by the runtime's own code and read back as the
     plan (scripts/check_exports.py). Megatron-LM: a source tree named by MEGATRON_LM."""
     runtime_check(PLANS / name, target)
+
+
+def test_zero3_exports_megatron_fsdp_torchtitan_fsdp2_and_deepspeed_refuses():
+    """ZeRO-3 of an expert-parallel plan: Megatron FSDP (optim_grads_params, with its fsdp_dtensor
+    checkpoints; ZeRO-2 is optim_grads) and nothing listed as lost; torchtitan shards with FSDP2 over
+    the data-parallel ranks; DeepSpeed's engine refuses MoE with stage 3: one line naming it."""
+    d = load("moe-qwen3-30b-ep8.json")
+    d["plan"]["parallelism"]["zero_stage"] = 3
+    text = export_plan(d, "megatron")
+    a = command_args(text)
+    assert a["--use-megatron-fsdp"] is True and a["--data-parallel-sharding-strategy"] == "optim_grads_params"
+    assert a["--ckpt-format"] == "fsdp_dtensor" and "zero_stage 3" not in text
+    t = command_args(export_plan(d, "torchtitan"))
+    assert int(t["--parallelism.data_parallel_shard_degree"]) == d["plan"]["parallelism"]["dp"]
+    with pytest.raises(InputError, match="MoE not supported with Stage 3"):
+        export_plan(d, "deepspeed")
+    d["plan"]["parallelism"]["zero_stage"] = 2
+    assert command_args(export_plan(d, "megatron"))["--data-parallel-sharding-strategy"] == "optim_grads"

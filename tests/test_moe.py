@@ -149,7 +149,7 @@ def test_fix_pins_ep_and_etp_and_json_fields():
 
 
 @pytest.mark.parametrize("fix, message", [
-    ("ep=3", "--fix ep"), ("etp=0", "--fix etp"), ("zero_stage=3", "--fix zero_stage"), ("sp=2", "unknown key 'sp'"),
+    ("ep=3", "--fix ep"), ("etp=0", "--fix etp"), ("zero_stage=4", "--fix zero_stage"), ("sp=2", "unknown key 'sp'"),
     ("capacity=0.5", "capacity"), ("recompute=some", "--fix recompute"),
 ])
 def test_bad_pins_are_input_errors(fix, message):
@@ -217,6 +217,16 @@ def test_hybrid_command_plans_experts(tmp_path, capsys):
     assert "experts etp 1 x ep 4" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("stage, name", [(0, "no ZeRO"), (1, "distributed optimizer"), (2, "ZeRO-2"),
+                                         (3, "ZeRO-3 / FSDP")])
+def test_hybrid_command_names_every_zero_stage(tmp_path, capsys, stage, name):
+    from solver_plan.cli import main
+
+    assert main(["hybrid", "--model", _tiny_config(tmp_path), "--cluster", "h100-4x8-ib", "--devices", "8",
+                 "--batch", "16", "--fix", f"ep=4,pp=1,zero_stage={stage}"]) == 0
+    assert f", {name}\n" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize("extra, message", [(["--fix", "ep=3"], "--fix ep"), (["--routing", "zipf:9"], "routing"),
                                             (["--fix", "sequence_parallel=true"], "unknown key")])
 def test_hybrid_command_bad_moe_input_is_one_line(tmp_path, capsys, extra, message):
@@ -262,32 +272,22 @@ def test_context_parallelism_splits_the_sequence():
 
 def test_capacity_costs_at_least_dropless_balanced_and_reports_drops():
     """A capacity factor pads every expert to c x its balanced share: never cheaper than dropless
-    balanced routing; under skew it drops the excess copies (said in the plan) instead of slowing."""
+    balanced routing where the GPU's work sets the pace (wide experts: the host's issue time, which
+    padding hides, does not bind); under skew it drops the excess copies (said in the plan) instead
+    of slowing. Where the host binds (the tiny model's 16-token GEMMs), padding removes the dropless
+    sync's stall and may be cheaper (hybrid/moe_host.py)."""
     cluster = resolve_cluster("h100-4x8-ib", 8)
     point = {"dp": 4, "tp": 2, "pp": 1, "ep": 4, "micro_batch_size": 2}
-    dropless = evaluate_moe(tiny(), cluster, 16, point, memory_limit=None)
+    wide = tiny(hidden=1024, expert_ffn=4096, seq=2048, attention_gemms=((1024, 1024),) * 4, scores_width=1024,
+                values_width=1024, attention_stored=4096, attention_recomputable=3072, kv_width=2048)
+    assert (evaluate_moe(wide, cluster, 16, {**point, "capacity": 1.25}, memory_limit=None).step_time_s
+            >= evaluate_moe(wide, cluster, 16, point, memory_limit=None).step_time_s)
     padded = evaluate_moe(tiny(), cluster, 16, {**point, "capacity": 1.25}, memory_limit=None)
     skewed = evaluate_moe(tiny(), cluster, 16, {**point, "capacity": 1.25}, routing="zipf:1", memory_limit=None)
-    assert padded.step_time_s >= dropless.step_time_s and padded.dropped_fraction == 0.0
+    assert padded.dropped_fraction == 0.0
     assert skewed.step_time_s == pytest.approx(padded.step_time_s)
     assert skewed.dropped_fraction == pytest.approx(12 / 25 - 1.25 / 4)
     assert skewed.to_dict()["parallelism"]["capacity"] == 1.25
-
-
-def test_expert_gemms_are_never_issued_faster_than_the_host_launches_them():
-    """64 experts on ep 2: 32 local experts x 2 forward GEMMs x 13.528 us (the measured eager launch
-    rate) = 865.8 us, far above the GPU time of 16 tokens' GEMMs, so the floor is the price; with many
-    tokens per expert the GPU time is above it and the floor does not bind."""
-    model, cluster = tiny(experts=64), resolve_cluster("h100-4x8-ib", 2)
-    balanced = moe.Routing(uniform(64))
-    floor = 2 * 32 * 13.528e-6
-    assert moe.expert_launch_floor_s(model, 2) == pytest.approx(floor)
-    assert moe.grouped_gemm_s(cluster, model, 1, 1, 2, 1, balanced, "bf16", 2.0) == pytest.approx(floor)
-    wide = tiny(experts=64, hidden=4096, expert_ffn=2048, seq=4096)
-    assert moe.grouped_gemm_s(cluster, wide, 4, 1, 2, 1, balanced, "bf16", 2.0) > 2 * moe.expert_launch_floor_s(wide, 2)
-    # the floor counts every local expert, whatever the load: a skewed rank is never priced below it
-    skewed = moe.Routing(zipf(64, 2.0))
-    assert moe.grouped_gemm_s(cluster, model, 1, 1, 2, 1, skewed, "bf16", 2.0) >= floor
 
 
 def test_fp8_keeps_attention_core_router_and_head_in_16_bits():

@@ -1,24 +1,9 @@
-"""`--export TARGET` and `--export-out PATH` for commands that write plans (plan, hybrid)."""
+"""Writing `--export TARGET` files for commands that write plans (plan, hybrid); the options themselves
+are cli_options.add_export_arguments, and the top-level command line hands `write_export` to the commands
+(cli_options.write_export) so planning packages below export/ never import it."""
 from __future__ import annotations
 
 import sys
-
-
-def add_export_arguments(parser, targets: tuple[str, ...]) -> None:
-    """Add `--export TARGET` and `--export-out FILE` to a planning subcommand."""
-    parser.add_argument("--export", choices=targets, default=None,
-                        help=f"also write the plan as a runtime configuration: {', '.join(targets)}")
-    parser.add_argument("--export-out", default=None, help="file for --export (default: standard output)")
-
-
-def check_export_arguments(args) -> None:
-    """Before any work: an unwritable --export-out, or --export-out without --export, fails at once."""
-    from solver_plan.errors import InputError
-    from solver_plan.files import check_output_path
-    if getattr(args, "export_out", None):
-        if not args.export:
-            raise InputError("needs --export TARGET", "--export-out")
-        check_output_path(args.export_out, "--export-out")
 
 
 def write_export(args, plan_dict: dict, graph=None) -> None:

@@ -58,6 +58,10 @@ def moe_layer(v, lost: list[str]) -> tuple[dict, list[int] | None]:
     if e.a2a_overlap != "none":
         lost.append(f"all-to-all overlap {e.a2a_overlap}: DeepSpeed-MoE does not overlap dispatch and combine with "
                     "compute (exposed: slower than planned)")
+    if v.zero_stage >= 3:
+        raise InputError("zero_stage 3 with MoE: DeepSpeed's engine refuses it (assert not has_moe_layers, \"MoE not "
+                         "supported with Stage 3\"); export this plan to megatron (Megatron FSDP) or torchtitan "
+                         "(FSDP2), or plan with zero_stage <= 2", WHERE)
     if v.zero_stage >= 1:
         lost.append("ZeRO with MoE: pass the optimizer the parameter groups of "
                     "deepspeed.moe.utils.split_params_into_different_moe_groups_for_optimizer (expert parameters "

@@ -169,7 +169,7 @@ def export_megatron(d: dict) -> str:
     if v.zero_stage >= 1:
         flags.append(("--use-distributed-optimizer", None))  # optimizer state sharded over dp (ZeRO-1)
     flags += _offload_flags(v)
-    if v.zero_stage >= 2:
+    if v.zero_stage >= 2 and v.experts is None:  # expert-parallel plans: Megatron FSDP (megatron_moe.sharding_flags)
         lost.append(f"zero_stage {v.zero_stage}: Megatron-LM's distributed optimizer shards optimizer states only "
                     "(ZeRO-1); gradient/parameter sharding is not exported")
     # precision (--bf16, --fp16; Transformer Engine's --fp8-format hybrid = e4m3 forward, e5m2

@@ -118,7 +118,23 @@ def expert_flags(v, lost: list[str]) -> Flags:
         flags += [("--moe-expert-capacity-factor", e.capacity_factor), ("--moe-pad-expert-input-to-capacity", None),
                   ("--moe-token-drop-policy", "probs")]
     flags += _overlap_flags(v, lost)
-    return flags
+    return flags + sharding_flags(v)
+
+
+# Megatron FSDP (Megatron-core 0.14+, read at core_v0.15.0 megatron/training/arguments.py): the
+# sharding strategy by ZeRO stage; it shards the experts over the expert-data-parallel group (its
+# "ep_dp" stream group) and requires the fsdp_dtensor checkpoint format.
+MEGATRON_FSDP_STRATEGY = {2: "optim_grads", 3: "optim_grads_params"}
+
+
+def sharding_flags(v) -> Flags:
+    """ZeRO-2 / ZeRO-3 of an expert-parallel plan as Megatron FSDP takes them (--use-megatron-fsdp
+    --data-parallel-sharding-strategy optim_grads / optim_grads_params --ckpt-format fsdp_dtensor);
+    nothing for ZeRO-0/1 (the distributed optimizer's flag is the dense export's)."""
+    if v.zero_stage not in MEGATRON_FSDP_STRATEGY:
+        return []
+    return [("--use-megatron-fsdp", None), ("--data-parallel-sharding-strategy", MEGATRON_FSDP_STRATEGY[v.zero_stage]),
+            ("--ckpt-format", "fsdp_dtensor")]
 
 
 def _overlap_flags(v, lost: list[str]) -> Flags:

@@ -56,8 +56,7 @@ def register_command(subparsers) -> None:
                                          "prints no progress line")
     o.add_seed(parser)
     parser.add_argument("--out", help="write the plan as JSON here")
-    from solver_plan.export.cli_support import add_export_arguments
-    add_export_arguments(parser, ("megatron", "deepspeed", "torchtitan"))
+    o.add_export_arguments(parser, ("megatron", "deepspeed", "torchtitan"))
     parser.set_defaults(func=run)
 
 
@@ -100,10 +99,9 @@ def run(args) -> int:
     from solver_plan.errors import solver_failure_exit
     from solver_plan.files import check_output_path, write_text_atomic
     from solver_plan.hybrid.answer import answer_hybrid
-    from solver_plan.export.cli_support import check_export_arguments, write_export
 
     check_output_path(args.out, "--out")
-    check_export_arguments(args)  # --export-out checked before any work, like --out
+    o.check_export_arguments(args)  # --export-out checked before any work, like --out
     request = hybrid_request(args)
     if not request.is_moe:  # mixtures of experts: expert-parallel plans (issue 24)
         check_model_name(args.model)
@@ -114,13 +112,13 @@ def run(args) -> int:
         from solver_plan.hybrid.moe_cli import print_moe
         code = print_moe(args, report)
         if result.plan is not None and result.status.has_solution:
-            write_export(args, result.to_dict())  # ep, etp, capacity as each runtime takes them (export/)
+            o.write_export(args, result.to_dict())  # ep, etp, capacity as each runtime takes them (export/)
         return code
     if args.out:  # before printing: a closed pipe must not lose the plan
         write_text_atomic(args.out, json.dumps(result.to_dict(), indent=2) + "\n")
     print(result.table())
     if result.plan is not None and result.status.has_solution:
-        write_export(args, result.to_dict())
+        o.write_export(args, result.to_dict())
     if args.out:
         print(f"wrote {args.out}")
     if result.solver_failure:  # priced with a fallback block plan: say so on stderr and exit distinctly

@@ -17,8 +17,8 @@ balanced), n = r x k x ep x etp x T/shards token copies, split over its E/ep exp
 - grouped GEMM (`grouped_gemm_s`): per local expert its GEMMs of n_j tokens at the efficiency of
   their own size (the cost core's roofline: small n_j are weight-read bound, Tutel / MegaBlocks'
   observation; within 0.39-1.17x of data/device/h100-2026-11-26/grouped-gemm.csv's torch._grouped_mm
-  and 0.88-1.17x of its per-expert loop), one launch each, never faster than the host issues them; permutation, SwiGLU and router kernels memory-bound
-  (`permute_s`); backward 2 x forward;
+  and 0.88-1.17x of its per-expert loop), one launch each; permutation, SwiGLU and router kernels
+  memory-bound (`permute_s`); backward 2 x forward;
 - all-to-all (`alltoall_s`): dispatch and combine, forward and backward (4 per layer), each
   sending T/shards x k x h x e bytes per device, the busiest rank receiving ep x r times that; priced
   by `collective_time("all_to_all")` on the group's shape: inside a node (NVLink; 72 GPUs in a
@@ -34,8 +34,8 @@ balanced), n = r x k x ep x etp x T/shards token copies, split over its E/ep exp
   SwiGLU tensors (fused: 2 f_e input + f_e down input); with recomputation "selective" (the expert
   MLPs recomputed: Megatron's --recompute-modules moe) only the expert inputs stay. Under fp8 the
   GEMMs' saved inputs (expert input, down-projection input) take 1 byte per element;
-- host launches (`expert_launch_floor_s`): the expert GEMMs never run faster than the host issues
-  them, one per local expert (measured eager launch rate).
+- host launches: hybrid/moe_host.py (the GPU waits for the host issuing the per-expert work of a
+  dropless layer).
 """
 from __future__ import annotations
 
@@ -52,12 +52,6 @@ from solver_plan.hybrid.moe_model import MoEModel
 
 A2A_OVERLAPS = ("none", "shared-expert", "full")
 ALLTOALLS_PER_LAYER = 4  # dispatch and combine, forward and backward
-# Host seconds to issue one eager GEMM: torch.matmul of 1024^3 bf16 launched back to back took 13.528 us
-# each on an H100 whose GPU runs it in 5.806 us (graph-timed), so the host's launch rate set the pace
-# (data/device/h100-2026-11-26/earlier-calls/3-launched-back-to-back/calibration.csv against the folder's
-# calibration.csv; PyTorch 2.11, CUDA 13.0).
-HOST_GEMM_LAUNCH_S = 13.528e-6
-EXPERT_GEMMS_FORWARD = 2  # per local expert: gate/up and down (backward: their dgrad and wgrad, 2 x as many)
 
 
 @dataclass(frozen=True)
@@ -133,8 +127,8 @@ def grouped_gemm_s(cluster: Cluster, model: MoEModel, b: int, shards: int, ep: i
     given more than the balanced n = k ep etp T / (shards E) copies runs them at the balanced GEMM's
     seconds per copy: a GEMM's seconds per row never grow with its rows (roofline), so with this
     rule the busiest rank of a skewed load is never priced below the balanced rank (its copies are
-    at least the balanced rank's; no credit for the larger GEMMs' efficiency). Never below
-    `expert_launch_floor_s`: the host issues those GEMMs one by one."""
+    at least the balanced rank's; no credit for the larger GEMMs' efficiency). GPU time only: the
+    host's issue time is moe_host.py's."""
     device = cluster.device
     group = model.top_k * ep * etp * b * model.seq / shards  # copies routed in the group; n_j = share_j x group
     balanced = group / model.experts
@@ -151,20 +145,7 @@ def grouped_gemm_s(cluster: Cluster, model: MoEModel, b: int, shards: int, ep: i
             seconds += count * gemms_s(balanced) * n / balanced
         elif n > 0:
             seconds += count * gemms_s(n)
-    return max(seconds, expert_launch_floor_s(model, ep))
-
-
-def expert_launch_floor_s(model: MoEModel, ep: int) -> float:
-    """Forward seconds the host needs to issue the busiest rank's expert GEMMs: E/ep local experts x 2
-    GEMMs x HOST_GEMM_LAUNCH_S (backward 2 x: dgrad and wgrad of each). Transformer Engine's
-    GroupedLinear (Megatron-core --moe-grouped-gemm) issues one cuBLAS GEMM per local expert
-    (`grouped_gemm_s`), so when the GPU runs an expert's GEMM faster than the host issues it (fine-
-    grained experts: few tokens each, fp8 on Blackwell) the host sets the pace; under dropless routing
-    the dispatcher's device-to-host synchronisation before the all-to-all (Megatron-core
-    MoEAlltoAllTokenDispatcher, cuda_sync_point "before_ep_alltoall") empties the GPU's queue in every
-    MoE layer, so the host cannot have issued them ahead. Independent of the routing (every local
-    expert is launched), so a skewed load is never priced below a balanced one."""
-    return EXPERT_GEMMS_FORWARD * (model.experts // ep) * HOST_GEMM_LAUNCH_S
+    return seconds
 
 
 def permute_s(cluster: Cluster, model: MoEModel, b: int, shards: int, ep: int, etp: int, routing: Routing,

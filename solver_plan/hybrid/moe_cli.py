@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-ZERO_NAMES = ("no ZeRO", "distributed optimizer", "ZeRO-2")  # by the plan's zero_stage
+ZERO_NAMES = ("no ZeRO", "distributed optimizer", "ZeRO-2", "ZeRO-3 / FSDP")  # by the plan's zero_stage
 
 
 def table(result) -> str:

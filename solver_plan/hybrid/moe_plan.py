@@ -10,8 +10,9 @@ Points (moe_space.py) are priced in closed form (moe_price.py). Search: every po
 the pins; points whose memory floor exceeds the limit dropped; the rest priced in order of a valid
 lower bound (total stage work over p stages through the pipeline formula), stopping at the first
 bound >= the incumbent: OPTIMAL over the space (of this cost model) when it finishes, TIME_LIMIT with
-the least open bound otherwise. Not searched: ZeRO-3 / FSDP, ZeRO-2 with a pipeline, per-stage recomputation, DualPipe's bubble
-(its a2a overlap is "full"); context parallelism leaving fewer than MIN_TOKENS_PER_CP_RANK tokens per
+the least open bound otherwise. ZeRO-3 / FSDP is searched with pp = 1, and with pp > 1 for FSDP2
+runtimes (fsdp.allowed). Not searched: ZeRO-2 with a pipeline, per-stage recomputation, DualPipe's
+bubble (its a2a overlap is "full"); context parallelism leaving fewer than MIN_TOKENS_PER_CP_RANK tokens per
 rank unless pinned.
 """
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Mapping
 from solver_plan.cost.routing import parse_capacity
 from solver_plan.deadline import DEFAULT_TIME_LIMIT_S, time_budget
 from solver_plan.errors import InputError
-from solver_plan.hybrid import moe
+from solver_plan.hybrid import fsdp, moe
 from solver_plan.hybrid.moe_price import Context, MoEPlan, make_context, memory_floor, price, time_bound
 from solver_plan.hybrid.moe_space import FIX_KEYS, MoEPoint, check_fix, enumerate_points
 from solver_plan.result import Envelope, Objective, Status, with_envelope
@@ -77,7 +78,7 @@ def plan_moe(model, cluster, global_batch: int, *, devices: int | None = None, f
     `global_batch` sequences, priced under `routing` (uniform, zipf:S, histogram:...) with `capacity`
     ('dropless' or a factor; a pinned `fix` capacity wins) and `a2a_overlap` (none, shared-expert,
     full). `fix`: pins of dp, tp, cp, pp, ep, etp, micro_batch_size, virtual_stages, recompute,
-    zero_stage (0/1/2), capacity."""
+    zero_stage (0/1/2/3), capacity."""
     start = time.perf_counter()
     deadline = time_budget(time_limit)
     cluster = _cluster(cluster, devices)
@@ -95,6 +96,7 @@ def plan_moe(model, cluster, global_batch: int, *, devices: int | None = None, f
             return MoEResult(Status.TIME_LIMIT, None, None, time.perf_counter() - start,
                              notes=("time limit reached while enumerating the configurations",))
         points.append(point)
+    points = [p for p in points if fsdp.allowed(ctx.runtime, p.zero_stage, p.pp)]  # ZeRO-3 with pp: FSDP2 only
     if not points:
         return MoEResult(Status.INFEASIBLE, None, None, time.perf_counter() - start,
                          notes=(f"no configuration of {cluster.num_devices} devices agrees with the pins {pins} and "
@@ -154,6 +156,9 @@ def evaluate_moe(model, cluster, global_batch: int, point: Mapping, *, routing=N
     if pins.get("zero_stage", 1) == 2 and pins["pp"] > 1:
         raise InputError("ZeRO-2 with a pipeline (pp > 1) is not priced: each micro-batch would reduce-scatter its "
                          "gradients", "--fix zero_stage")
+    if not fsdp.allowed(ctx.runtime, pins.get("zero_stage", 1), pins["pp"]):
+        raise InputError(f"ZeRO-3 with a pipeline (pp > 1) needs an FSDP2 runtime (torchtitan); {ctx.runtime.name} "
+                         "does not run it", "--fix zero_stage")
     if global_batch % (pins["dp"] * pins["micro_batch_size"]):
         raise InputError("dp x micro_batch_size must divide the global batch", "point")
     if ctx.model.seq % (2 * cp) and cp > 1:

@@ -14,6 +14,7 @@ on thousands of GPUs are searched by moe_plan.py):
   tokens / cp), its attention core / cp, and passes K and V around a ring overlapped with the
   attention (`_cp_comm_s`); dense gradients and the distributed optimizer over dp x cp;
 - experts, all-to-all, etp collectives, overlap and activations: hybrid/moe.py, at the busiest rank;
+  the GPU waiting for the host issuing the experts (a dropless layer's sync): hybrid/moe_host.py;
 - recomputation: none; selective (the per-head q, k, v rebuilt from their GEMMs, MLA's
   up-projections for DeepSeek, and the expert MLPs: Megatron-core's --recompute-modules
   mla_up_proj / core_attn inputs and moe); full (the layer's forward again, its input kept only);
@@ -22,10 +23,14 @@ on thousands of GPUs are searched by moe_plan.py):
   embedding on the first, final norm, output projection and loss on the last; p2p of T h e / tp;
 - step = schedule.pipeline_s (1F1B: sum + (m - 1) max; interleaved v: (m + (p - 1)/v) max on the
   same cut) + exposed gradient sync of the dense parameters over dp and of the experts over edp
-  (schedule.sync_parts / exposed_sync_s, each with its group's stride) + Adam steps;
+  (schedule.sync_parts / exposed_sync_s, each with its group's stride; under ZeRO-3 the per-micro-batch
+  weight all-gathers and gradient reduce-scatters, overlapped as the runtime prefetches, as the dense
+  fsdp path prices them; ZeRO-3 with pp > 1 as fsdp.state_zero says) + Adam steps;
 - `step_breakdown`: the step's seconds by term at the slowest stage (scripts/bench_moe.py prints it);
 - memory per device of each stage: weights, gradients, optimizer (ZeRO-1 = Megatron's distributed
-  optimizer: dense over dp, experts over edp), activations x in-flight micro-batches
+  optimizer: dense over dp, experts over edp; ZeRO-2 gradients, ZeRO-3 / FSDP weights too, with two
+  gathered layers and FSDP2's unsharded root, `_zero3_buffer_bytes`; all through cost/model_state.py
+  via hybrid/memory.py), activations x in-flight micro-batches
   (memory.in_flight_microbatches), recomputation working set, p2p and all-to-all buffers, the
   runtime's reserve (memory.runtime_reserve).
 `time_bound` and `memory_floor` are the search's valid bounds of `price` over every cut.
@@ -40,7 +45,7 @@ from solver_plan.cost.compute import compute_time
 from solver_plan.cost.routing import parse_load
 from solver_plan.errors import InputError
 from solver_plan.hybrid import memory as mem
-from solver_plan.hybrid import moe, schedule
+from solver_plan.hybrid import moe, moe_host, schedule
 from solver_plan.hybrid.moe_model import MoEModel, moe_model
 from solver_plan.hybrid.moe_space import MoEPoint
 
@@ -268,6 +273,11 @@ def _price_layer(ctx: Context, is_moe: bool, tp: int, b: int, ep: int, etp: int,
                                                                                        routing))
         forward += expert_fwd + (a2a + etp_s) / 2.0 + expert_cast_fwd
         backward += 2.0 * expert_fwd + (a2a + etp_s) / 2.0 + expert_cast_bwd
+        host_f, host_b = moe_host.expert_host_s(model, ep, moe_host.expert_recipe(ctx.dtype, ctx.cluster.device.name))
+        stall_f, stall_b = moe_host.host_stall_s(host_f, host_b, capacity is None, expert_fwd + expert_cast_fwd,
+                                                 forward, backward)
+        forward += stall_f
+        backward += stall_b
         mlp_none = moe.moe_activation_bytes(model, b, shards, ep, etp, routing, "none", e, g)
         mlp_selective = moe.moe_activation_bytes(model, b, shards, ep, etp, routing, "selective", e, g)
     else:
@@ -290,7 +300,8 @@ def _price_layer(ctx: Context, is_moe: bool, tp: int, b: int, ep: int, etp: int,
         grouped = moe.grouped_gemm_s(ctx.cluster, model, b, shards, ep, etp, routing, ctx.dtype, e)
         terms.update({"router": 3.0 * router, "grouped GEMMs": 3.0 * grouped,
                       "permute/unpermute": 3.0 * (expert_fwd - grouped - router), "all-to-all": a2a, "etp comm": etp_s,
-                      "fp8 casts": terms["fp8 casts"] + expert_cast_fwd + expert_cast_bwd})
+                      "fp8 casts": terms["fp8 casts"] + expert_cast_fwd + expert_cast_bwd,
+                      "host issue (experts)": stall_f + stall_b})
     return LayerCost(forward, backward, extra, kept, working, a2a, buffers, tuple(terms.items()))
 
 
@@ -352,12 +363,31 @@ def stage_memory(ctx: Context, p: MoEPoint, n_dense: int, n_moe: int, stage: int
     groups = (mem.communicators(p.tp, p.dp, p.pp, model.tied_embeddings) + (p.cp > 1) + (p.ep > 1) + (p.etp > 1)
               + (p.edp > 1))
     reserve = mem.runtime_reserve(ctx.runtime, acts * flight + working + buffers, groups)
-    w, g, o = moe.expert_state(experts, p.edp, p.zero_stage, st)
+    zero = p.state_zero
+    buffers += _zero3_buffer_bytes(ctx, p, n_dense, n_moe, stage, dense, zero)
+    w, g, o = moe.expert_state(experts, p.edp, zero, st)
     replicas = p.dp * p.cp  # the dense parameters' data-parallel group (Megatron shards over dp x cp)
-    return mem.StageMemory(mem.weights_bytes(dense, replicas, p.zero_stage, st) + w,
-                           mem.gradients_bytes(dense, replicas, p.zero_stage, st) + g,
-                           mem.optimizer_bytes(dense, replicas, p.zero_stage, st) + o,
+    return mem.StageMemory(mem.weights_bytes(dense, replicas, zero, st) + w,
+                           mem.gradients_bytes(dense, replicas, zero, st) + g,
+                           mem.optimizer_bytes(dense, replicas, zero, st) + o,
                            acts * flight, working, buffers, **reserve)
+
+
+def _zero3_buffer_bytes(ctx: Context, p: MoEPoint, n_dense: int, n_moe: int, stage: int, dense: float,
+                        zero: int) -> float:
+    """ZeRO-3 / FSDP's transient weights of a stage (as hybrid/memory.py prices the dense path, through
+    its `zero3_gather_bytes` and `fsdp_root_bytes`): two gathered layers (the one computing and the
+    prefetched next) of the largest layer's per-device weights, its dense part / tp and its local
+    experts E/ep x 3 h f_e / etp; and FSDP2's unsharded root (the embedding and output projection
+    on the end stages, for the runtimes whose profile says so). Nothing below ZeRO-3."""
+    if zero < 3:
+        return 0.0
+    model, st = ctx.model, ctx.state
+    layer = max((model.dense_layer_params(False) / p.tp) if n_dense else 0.0,
+                (model.dense_layer_params(True) / p.tp + moe.expert_params_per_device(model, 1, p.ep, p.etp))
+                if n_moe else 0.0)
+    root = dense - (n_dense * model.dense_layer_params(False) + n_moe * model.dense_layer_params(True)) / p.tp
+    return mem.zero3_gather_bytes(layer, zero, st) + mem.fsdp_root_bytes(root, zero, st, ctx.runtime)
 
 
 def _layer_s(cost: LayerCost) -> float:
@@ -436,11 +466,11 @@ def price(ctx: Context, p: MoEPoint, limit: float | None = None, cut: tuple[int,
         backward = t - fwd
         exposed = 0.0  # dense gradients over dp, expert gradients over edp: one after the other on the links
         for params, stride, group in ((dense, p.tp, p.dp * p.cp), (experts, p.ep * p.etp, p.edp)):
-            parts = schedule.sync_parts(ctx.cluster, params, stride, group, p.zero_stage, ctx.state, ctx.runtime, k)
+            parts = schedule.sync_parts(ctx.cluster, params, stride, group, p.state_zero, ctx.state, ctx.runtime, k)
             exposed += schedule.exposed_sync_s(parts, p.micro_batches, fwd, backward, ctx.runtime, slack_f, slack_b)
         sync = max(sync, exposed)
-        opt = max(opt, schedule.optimizer_s(ctx.cluster, dense, p.dp * p.cp, p.zero_stage, ctx.state)
-                  + schedule.optimizer_s(ctx.cluster, experts, p.edp, p.zero_stage, ctx.state))
+        opt = max(opt, schedule.optimizer_s(ctx.cluster, dense, p.dp * p.cp, p.state_zero, ctx.state)
+                  + schedule.optimizer_s(ctx.cluster, experts, p.edp, p.state_zero, ctx.state))
         slack_f += fwd
         slack_b += backward
         a += k

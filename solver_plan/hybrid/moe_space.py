@@ -19,12 +19,13 @@ FIX_KEYS = ("dp", "tp", "cp", "pp", "ep", "etp", "micro_batch_size", "virtual_st
 INT_KEYS = ("dp", "tp", "cp", "pp", "ep", "etp", "micro_batch_size", "virtual_stages", "zero_stage")
 RECOMPUTE = ("none", "selective", "full")
 # ZeRO stages searched: 0, 1 (the distributed optimizer: optimizer state over dp x cp, the experts' over
-# edp) and 2 (gradients sharded too, with pp = 1: reduce-scatter + all-gather, ZeRO-1's traffic; with a
-# pipeline every micro-batch would reduce its gradients, which no runtime does, as in hybrid/space.py).
-# ZeRO-3 / FSDP is not priced here: the gathered layer weights and FSDP's unsharded root are not in
-# moe_price.stage_memory.
-ZERO_STAGES = (0, 1, 2)
-ZERO_WORDS = "0, 1 or 2 (ZeRO-3 / FSDP is not priced for expert-parallel plans)"
+# edp), 2 (gradients sharded too, with pp = 1: reduce-scatter + all-gather, ZeRO-1's traffic; with a
+# pipeline every micro-batch would reduce its gradients, which no runtime does, as in hybrid/space.py)
+# and 3 (ZeRO-3 / FSDP: weights sharded too, each layer's gathered per micro-batch under the previous
+# layer's compute, as hybrid/fsdp.py prices the dense path; with pp > 1 only for FSDP2 runtimes, which
+# gather once a step: ZeRO-1's memory and traffic, fsdp.state_zero).
+ZERO_STAGES = (0, 1, 2, 3)
+ZERO_WORDS = "0, 1, 2 or 3"
 MAX_MICRO_BATCH = 16  # searched (MoE runs use 1-4; larger ones only add activation memory)
 # context parallelism is searched while each rank keeps at least this many tokens of a sequence (it
 # pays for long sequences: Megatron's guidance is CP for 8k and longer; any cp when pinned)
@@ -45,7 +46,7 @@ class MoEPoint:
     micro_batches: int
     virtual_stages: int = 1
     recompute: str = "none"
-    zero_stage: int = 1  # 0: plain data parallel, 1: distributed optimizer, 2: gradients sharded too (pp = 1)
+    zero_stage: int = 1  # 0: plain data parallel, 1: distributed optimizer, 2: gradients sharded too (pp = 1), 3: FSDP
     capacity_factor: float | None = None  # None: dropless
     cp: int = 1  # context parallelism: the sequence split over cp devices (ring attention)
 
@@ -53,6 +54,14 @@ class MoEPoint:
     def devices(self) -> int:
         """Devices the point uses, dp x tp x cp x pp."""
         return self.dp * self.tp * self.cp * self.pp
+
+    @property
+    def state_zero(self) -> int:
+        """The ZeRO stage whose memory and traffic the point has (fsdp.state_zero: ZeRO-3 with pp > 1
+        gathers once a step, ZeRO-1's)."""
+        from solver_plan.hybrid.fsdp import state_zero
+
+        return state_zero(self.zero_stage, self.pp)
 
     @property
     def shards(self) -> int:
@@ -91,7 +100,7 @@ def check_fix(pins: Mapping | str | None) -> dict:
             raise InputError(f"unknown key {key!r} (keys: {', '.join(FIX_KEYS)})", "--fix")
         if key in INT_KEYS:
             number = None if isinstance(value, bool) else _int(value)
-            if number is None or number < (0 if key == "zero_stage" else 1) or (key == "zero_stage" and number > 2):
+            if number is None or number < (0 if key == "zero_stage" else 1) or (key == "zero_stage" and number > 3):
                 raise InputError(f"expects a {ZERO_WORDS if key == 'zero_stage' else 'positive integer'}, got {value!r}",
                                  where)
             out[key] = number

@@ -1,0 +1,100 @@
+"""Host time of the expert layers: what the CPU spends issuing the per-expert work of Transformer
+Engine's GroupedLinear (Megatron-core --moe-grouped-gemm), and when the GPU waits for it.
+
+Mechanism, read from the runtimes' code (Transformer Engine v2.9, Megatron-core core_v0.15.0, the
+versions of the NeMo 25.11 container the published rows ran):
+- `transformer_engine/pytorch/module/grouped_linear.py` `_GroupedLinear`: per local expert, forward
+  the input quantize (`tex.split_quantize`, one quantizer call per split) and one GEMM
+  (`general_grouped_gemm` -> `te_general_grouped_gemm`, a C++ loop issuing one cuBLASLt matmul per
+  expert, each creating its descriptors and running `cublasLtMatmulAlgoGetHeuristic`); backward the
+  grad-output quantize, the dgrad GEMM and the wgrad GEMM per expert. Two GroupedLinears per MoE
+  layer (fc1: gate/up, fc2: down).
+- kernels per quantize (`csrc/quantizer.cpp`): current scaling (Hopper's FP8-CS) 3 launches
+  (`nvte_compute_amax`, `nvte_compute_scale_from_amax`, `nvte_quantize_v2`); MXFP8 (Blackwell's
+  FP8-MX) 1 (`nvte_quantize_v2`); the MXFP8 scale swizzles are one fused launch per grouped GEMM
+  and operand (`multi_tensor_swizzle_scaling_factors`), not per expert, so not counted here; bf16
+  has no quantize. Weight casts run on the first micro-batch of a step only (Megatron passes
+  is_first_microbatch), amortised: not counted.
+- `megatron/core/transformer/moe/token_dispatcher.py` MoEAlltoAllTokenDispatcher.preprocess:
+  dropless routing needs the token counts on the host (the all-to-all's split sizes, the
+  GroupedLinear's m_splits), so the host synchronises with the GPU in every MoE layer's forward
+  (cuda_sync_point "before_ep_alltoall" for ep > 1, "before_finish" otherwise): the GPU queue is
+  empty when the host starts issuing the experts, and the GPU runs the expert part no faster than
+  the host issues it. With --moe-pad-expert-input-to-capacity (`drop_and_pad`: a capacity factor
+  here) the counts are constants, there is no sync, and the host runs ahead: its time is hidden
+  while the layer's GPU time exceeds it. The backward has no sync (the split sizes are kept), so
+  the host's backward time is hidden behind the whole layer's backward GPU time.
+- CUDA graphs in the recipes (`cuda_graph_scope` attn, moe_router, moe_preprocess) cover the parts
+  before the sync, never the experts of a dropless layer (their shapes change every step): nothing
+  changes here. --moe-router-dtype fp32 (the recipes' setting) keeps the router GEMM's 16-bit
+  inputs and writes fp32 logits (core_v0.15.0 moe_utils.RouterGatingLinearFunction through TE's
+  te_general_gemm), so the router stays a 16-bit GEMM (moe_price) and the host work is unchanged.
+
+Per-launch host seconds, from kernel-level measurements, never fitted to end-to-end rows:
+- a bf16 GEMM: 13.528 us, torch.matmul 1024^3 launched back to back on an H100 whose GPU ran it in
+  5.806 us graph-timed (data/device/h100-2026-11-26/earlier-calls/3-launched-back-to-back/
+  calibration.csv against the folder's calibration.csv): the host's rate set the pace;
+- an fp8 GEMM: 29.320 us, torch._scaled_mm 1024 x 1024 x 256 launched back to back (4.194 us
+  graph-timed; the fastest of the three host-bound fp8 cases, 29.3-31.1 us);
+- another kernel (quantize, amax, scale): 5 us, the published 4-6 us a CPU spends submitting one
+  kernel through the CUDA driver and runtime (susun-blog.com/blog/pegainfer-3-cuda-graph, CUDA 13.0).
+Not priced: TE's per-expert Python work (quantizer usage flags, weight-workspace lookups, saved-tensor
+bookkeeping, the wgrad placeholders `handle_custom_ddp_from_mcore` allocates), no per-call figure
+measured; these measurements are an x86 host's, not a Grace CPU's (GB200 rows).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from solver_plan.hybrid.moe_model import MoEModel
+
+HOST_GEMM_S = {"bf16": 13.528e-6, "fp8": 29.320e-6}  # per issued GEMM, by GEMM dtype (docstring)
+HOST_KERNEL_S = 5e-6  # per other issued kernel (docstring)
+GROUPED_LINEARS = 2  # per MoE layer: fc1 (gate/up) and fc2 (down)
+BLACKWELL = ("B200", "GB200", "B300", "GB300")  # device names whose fp8 recipe is MXFP8 (FP8-MX)
+
+
+@dataclass(frozen=True)
+class ExpertLaunches:
+    """Launches per local expert and GroupedLinear: GEMMs and other kernels, forward and backward."""
+    forward_gemms: int
+    forward_kernels: int
+    backward_gemms: int
+    backward_kernels: int
+
+
+LAUNCHES = {  # module docstring: TE v2.9 _GroupedLinear per expert
+    "bf16": ExpertLaunches(1, 0, 2, 0),  # GEMM; dgrad + wgrad
+    "fp8-cs": ExpertLaunches(1, 3, 2, 3),  # amax, scale, cast + GEMM; the same for the grad, dgrad + wgrad
+    "mxfp8": ExpertLaunches(1, 1, 2, 1),  # quantize + GEMM; quantize of the grad, dgrad + wgrad
+}
+
+
+def expert_recipe(dtype: str, device_name: str) -> str:
+    """Which launch pattern the expert GEMMs follow: "bf16" outside fp8, "mxfp8" on Blackwell (the
+    published FP8-MX rows), "fp8-cs" (current scaling, the Hopper rows' FP8-CS) elsewhere."""
+    if dtype != "fp8":
+        return "bf16"
+    name = device_name.upper().replace("-", "")
+    return "mxfp8" if any(tag in name for tag in BLACKWELL) else "fp8-cs"
+
+
+def expert_host_s(model: MoEModel, ep: int, recipe: str) -> tuple[float, float]:
+    """(forward, backward) host seconds issuing one MoE layer's expert work per micro-batch: E/ep
+    local experts x GROUPED_LINEARS x (GEMMs x HOST_GEMM_S + other kernels x HOST_KERNEL_S)
+    (`LAUNCHES`). Every local expert is issued whatever its load, so routing skew never lowers it."""
+    launches = LAUNCHES[recipe]
+    gemm = HOST_GEMM_S["bf16" if recipe == "bf16" else "fp8"]
+    per = GROUPED_LINEARS * (model.experts // ep)
+    return (per * (launches.forward_gemms * gemm + launches.forward_kernels * HOST_KERNEL_S),
+            per * (launches.backward_gemms * gemm + launches.backward_kernels * HOST_KERNEL_S))
+
+
+def host_stall_s(host_forward_s: float, host_backward_s: float, dropless: bool, expert_forward_gpu_s: float,
+                 layer_forward_gpu_s: float, layer_backward_gpu_s: float) -> tuple[float, float]:
+    """(forward, backward) seconds the GPU waits for the host in one MoE layer: dropless, the
+    forward's sync leaves the expert part alone to cover the host's issue time,
+    max(0, host_f - experts_f); padded to capacity (no sync) the whole layer's forward covers it,
+    max(0, host_f - layer_f); the backward (never a sync) max(0, host_b - layer_b)."""
+    window = expert_forward_gpu_s if dropless else layer_forward_gpu_s
+    return max(0.0, host_forward_s - window), max(0.0, host_backward_s - layer_backward_gpu_s)

@@ -1,0 +1,51 @@
+"""Host issue time of the expert layers (hybrid/moe_host.py): launch counts per local expert from
+Transformer Engine's GroupedLinear, the measured per-launch host seconds, and when the GPU waits."""
+from __future__ import annotations
+
+import pytest
+
+from solver_plan.cluster import resolve_cluster
+from solver_plan.hybrid import moe_host
+from solver_plan.hybrid.moe_plan import evaluate_moe
+from tests.test_moe import tiny
+
+
+def test_host_seconds_by_hand_per_recipe():
+    """64 experts on ep 2: 32 local experts x 2 GroupedLinears = 64 issues of each per-expert step.
+    bf16: forward 64 x 13.528 us, backward 64 x 2 x 13.528 us; current scaling adds 3 kernels of 5 us
+    per quantize (input forward, grad backward) to the fp8 GEMMs' 29.32 us; MXFP8 adds 1."""
+    model = tiny(experts=64)
+    f, b = moe_host.expert_host_s(model, 2, "bf16")
+    assert (f, b) == pytest.approx((64 * 13.528e-6, 64 * 2 * 13.528e-6))
+    f, b = moe_host.expert_host_s(model, 2, "fp8-cs")
+    assert (f, b) == pytest.approx((64 * (29.32e-6 + 15e-6), 64 * (2 * 29.32e-6 + 15e-6)))
+    f, b = moe_host.expert_host_s(model, 2, "mxfp8")
+    assert (f, b) == pytest.approx((64 * (29.32e-6 + 5e-6), 64 * (2 * 29.32e-6 + 5e-6)))
+
+
+def test_recipe_follows_dtype_and_device():
+    assert moe_host.expert_recipe("bf16", "B200-SXM-180GB") == "bf16"
+    assert moe_host.expert_recipe("fp8", "B200-GB200") == "mxfp8"
+    assert moe_host.expert_recipe("fp8", "H100-SXM-80GB") == "fp8-cs"
+
+
+def test_stall_dropless_sync_exposes_host_time_padded_hides_it_in_the_layer():
+    """Dropless: the forward's sync leaves only the experts' GPU time (1 ms) to cover 3 ms of host
+    time: 2 ms stall; padded to capacity: the layer's 4 ms forward covers it. Backward: 5 ms of host
+    time behind 4 ms of GPU time: 1 ms either way."""
+    assert moe_host.host_stall_s(3e-3, 5e-3, True, 1e-3, 4e-3, 4e-3) == pytest.approx((2e-3, 1e-3))
+    assert moe_host.host_stall_s(3e-3, 5e-3, False, 1e-3, 4e-3, 4e-3) == pytest.approx((0.0, 1e-3))
+
+
+def test_many_small_experts_are_priced_at_the_host_rate_and_skew_never_lowers_it():
+    """16 tokens over 64 tiny experts: the GPU runs them in far less than the host needs to issue
+    them, so the MoE layer's forward + backward costs at least the host's issue time; a skewed load
+    issues the same experts, never cheaper."""
+    cluster = resolve_cluster("h100-4x8-ib", 2)
+    point = {"dp": 2, "tp": 1, "pp": 1, "ep": 2, "micro_batch_size": 1}
+    model = tiny(experts=64)
+    plan = evaluate_moe(model, cluster, 2, point, memory_limit=None)
+    f, b = moe_host.expert_host_s(model, 2, "bf16")
+    assert plan.pipeline_s >= model.layers * (f + b)
+    skewed = evaluate_moe(model, cluster, 2, point, routing="zipf:2", memory_limit=None)
+    assert skewed.step_time_s >= plan.step_time_s
