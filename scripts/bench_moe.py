@@ -118,7 +118,7 @@ def published(quick: bool, time_limit: float, breakdown: bool = True) -> None:
             p = plan.point
             per = p.micro_batches * ctx.model.layers / p.pp / 1e3  # layer-micro-batches per device, in ms
             local = ctx.model.experts // p.ep
-            recipe = moe_host.expert_recipe(ctx.dtype, cluster.device.name)
+            recipe = moe_host.expert_recipe(ctx.dtype, cluster.device.fp8_scaling)
             host = sum(moe_host.expert_host_s(ctx.model, p.ep, recipe)) / local * 1e6
             gap = (published_s - plan.step_time_s) / per
             print(f"    {local} local experts, {p.micro_batch_size * ctx.model.seq} tokens per micro-batch: "

@@ -42,6 +42,7 @@ import argparse
 import csv
 import json
 import math
+import os
 import statistics
 import sys
 import time
@@ -840,7 +841,10 @@ def run(args) -> dict:
                 skipped.append(f"{table} {case}: no such kernel on this device / torch")
                 continue
             out[table].append((case, *result) if isinstance(result, tuple) else (case, result))
+    if os.environ.get("PYTORCH_CUDA_ALLOC_CONF"):  # the caching allocator's mode changes the reserved figures
+        how += f"; PYTORCH_CUDA_ALLOC_CONF={os.environ['PYTORCH_CUDA_ALLOC_CONF']}"
     meta = {"dry_run": args.dry_run, "how": how, "cluster_for_predictions": args.cluster,
+            "alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""),
             "elapsed_s": time.perf_counter() - started, "budget_s": args.budget_s, "skipped": skipped,
             "planned": {k: len(v) for k, v in cases.items()}, "written": {k: len(v) for k, v in out.items()}}
     if torch is not None:
@@ -965,7 +969,13 @@ def main(argv=None) -> int:
     parser.add_argument("--tables", default="all",
                         help="comma-separated tables to measure (gemm, attention, block, copy, optimizer, grouped, "
                              "model, fsdp; default all); the others' files are written empty")
+    parser.add_argument("--alloc-conf", default=None,
+                        help="PYTORCH_CUDA_ALLOC_CONF for this call, set before torch is imported (e.g. "
+                             "expandable_segments:True, as torchtitan's launcher sets it); recorded in meta.json "
+                             "and the how column")
     args = parser.parse_args(argv)
+    if args.alloc_conf is not None:
+        os.environ["PYTORCH_CUDA_ALLOC_CONF"] = args.alloc_conf
     if not (math.isfinite(args.budget_s) and args.budget_s > 0) or args.warmup < 0 or args.repeats < 1:
         parser.error("--budget-s must be positive, --warmup >= 0, --repeats >= 1")
     meta = run(args)

@@ -4,6 +4,7 @@ import pytest
 
 from solver_plan.hybrid import memory as mem
 from solver_plan.hybrid.model import TransformerSpec
+from solver_plan.runtime import resolve_runtime
 
 # tiny Llama-style model: 2 blocks, h 8, ffn 16, 2 heads of 4, 1 kv head, vocab 32, RMSNorm, rotary, untied
 TINY = TransformerSpec("tiny", layers=2, hidden=8, ffn=16, heads=2, head_dim=4, seq=4, vocab=32, positions=4,
@@ -47,3 +48,21 @@ def test_op_selective_keeps_odd_numbered_matmuls():
     # a plain (non-gated) MLP: q, k, v, o, up, down keeps q, v, up
     plain = TransformerSpec("plain", layers=2, hidden=8, ffn=16, heads=2, head_dim=4, seq=4, vocab=32, positions=4)
     assert sum(mem.matmul_output_widths(plain)[0::2]) == 8 + 8 + 16
+
+
+def test_fsdp2_side_stream_pools_by_hand():
+    """stream_pool_bytes: the reduce-scatter pool holds the sharded gradients not already at the peak, the
+    all-gather copy-in pool the root's and a block's unsharded bf16 parameters (the larger of the root and
+    a block, plus a block)."""
+    assert mem.stream_pool_bytes(1e9, 2e8, 4e9, 0.0, 3, runtime="torchtitan") == pytest.approx(4e9 + 2 * 1.2e9)
+    assert mem.stream_pool_bytes(1e8, 2e8, 4e9, 1e9, 3, runtime="torchtitan") == pytest.approx(3e9 + 2 * 4e8)
+    assert mem.stream_pool_bytes(1e9, 2e8, 4e9, 0.0, 2, runtime="torchtitan") == 0.0  # no FSDP units
+    assert mem.stream_pool_bytes(1e9, 2e8, 4e9, 0.0, 3, runtime="megatron-core") == 0.0
+    # in stage_memory: reserved - allocated = the pools (torchtitan prices no other fragmentation);
+    # TINY under torchtitan's state: fp32 gradients 4 B / param / dp 4, none at the peak (one micro-batch)
+    state = mem.runtime_state(mem.MIXED_PRECISION, resolve_runtime("torchtitan"))
+    titan = mem.stage_memory(TINY, tp=1, zero_stage=3, runtime="torchtitan", state=state, **KW)
+    params = TINY.total_params
+    root = params - 2 * TINY.block_params
+    expected = 4.0 * params / 4 - titan.gradients + 2.0 * (max(root, TINY.block_params) + TINY.block_params)
+    assert titan.reserved - titan.allocated == pytest.approx(expected)

@@ -66,3 +66,18 @@ def test_tables_option_measures_only_the_named_tables(tmp_path):
         assert len(list(csv.DictReader(f))) == len(plan["fsdp"])
     with pytest.raises(SystemExit, match="unknown table"):
         kit.main(["--out", str(tmp_path), "--dry-run", "--tables", "gemm,colour"])
+
+
+def test_alloc_conf_is_set_before_torch_and_recorded(tmp_path, monkeypatch):
+    """--alloc-conf sets PYTORCH_CUDA_ALLOC_CONF for the call (the caching allocator's mode changes the
+    reserved peaks of fsdp-memory.csv) and the files say which mode measured them."""
+    monkeypatch.setenv("PYTORCH_CUDA_ALLOC_CONF", "")  # recorded, so that the test's value is undone after it
+    monkeypatch.delenv("PYTORCH_CUDA_ALLOC_CONF")
+    kit = _kit()
+    assert kit.main(["--out", str(tmp_path), "--dry-run", "--quick", "--tables", "fsdp",
+                     "--alloc-conf", "expandable_segments:True"]) == 0
+    import os
+    assert os.environ["PYTORCH_CUDA_ALLOC_CONF"] == "expandable_segments:True"
+    assert json.loads((tmp_path / "meta.json").read_text())["alloc_conf"] == "expandable_segments:True"
+    with open(tmp_path / "fsdp-memory.csv") as f:
+        assert all("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True" in row["how"] for row in csv.DictReader(f))

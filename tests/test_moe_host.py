@@ -24,9 +24,15 @@ def test_host_seconds_by_hand_per_recipe():
 
 
 def test_recipe_follows_dtype_and_device():
-    assert moe_host.expert_recipe("bf16", "B200-SXM-180GB") == "bf16"
-    assert moe_host.expert_recipe("fp8", "B200-GB200") == "mxfp8"
-    assert moe_host.expert_recipe("fp8", "H100-SXM-80GB") == "fp8-cs"
+    assert moe_host.expert_recipe("bf16", "block") == "bf16"
+    assert moe_host.expert_recipe("fp8", "block") == "mxfp8"
+    assert moe_host.expert_recipe("fp8", "tensor") == "fp8-cs"
+    # the device tables say which devices scale in blocks: the Blackwell presets, not the Hopper ones
+    from solver_plan.cluster import resolve_cluster
+    scaling = {name: resolve_cluster(name).device.fp8_scaling
+               for name in ("b200-8x8-ib", "gb200-nvl72", "h100-80gb-superpod", "h200-8x8-ib", "mi300x-8x8")}
+    assert scaling == {"b200-8x8-ib": "block", "gb200-nvl72": "block", "h100-80gb-superpod": "tensor",
+                       "h200-8x8-ib": "tensor", "mi300x-8x8": "tensor"}
 
 
 def test_stall_dropless_sync_exposes_host_time_padded_hides_it_in_the_layer():

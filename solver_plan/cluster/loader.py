@@ -24,7 +24,9 @@ relative to a wide one; usually written by `solver-plan calibrate`),
 `kernel_time_scale: 1.09` (a calibrated factor on every kernel's time; default 1),
 `attention_efficiency: {flash2: 0.35, cudnn: 0.6}` (fused attention kernels' achieved fraction of the
 16-bit matrix peak, by kernel family; cost/compute.py attention_time), `dtype_efficiency: {fp8: 0.85}`
-(a factor on the matrix efficiency curve for that dtype's GEMMs).
+(a factor on the matrix efficiency curve for that dtype's GEMMs), `fp8_scaling: tensor | block` (how
+the tensor cores scale fp8 operands: one scale per tensor, or hardware block scales as Blackwell's MX
+formats; default tensor).
 Optional link keys: `efficiency` (achieved fraction of bandwidth in collectives, default 1),
 `p2p_efficiency` (achieved fraction for one point-to-point copy: redistribution, pipeline stage
 transfers, the simulator's transfers; default: `efficiency`) and, on inter_node, `nics_per_node`
@@ -42,7 +44,7 @@ import math
 from pathlib import Path
 
 from solver_plan.cluster.devices import warn_gaps, with_known_tables
-from solver_plan.cluster.model import Cluster, DeviceSpec, Host, Link, LinkLevel
+from solver_plan.cluster.model import FP8_SCALINGS, Cluster, DeviceSpec, Host, Link, LinkLevel
 from solver_plan.cluster.sync import SYNC_SCHEMES, GradientSync
 from solver_plan.dtypes import Precision, default_dtype
 from solver_plan.errors import ClusterError, InputError
@@ -158,6 +160,14 @@ def _fractions(dev: Section, key: str) -> tuple[tuple[str, float], ...]:
     return tuple(out)
 
 
+def _fp8_scaling(dev: Section) -> str:
+    """`fp8_scaling: tensor | block` (default tensor; DeviceSpec.fp8_scaling)."""
+    value = dev.string("fp8_scaling", "tensor")
+    if value not in FP8_SCALINGS:
+        raise InputError(f"expected one of {', '.join(FP8_SCALINGS)}, got {value!r}", dev.path("fp8_scaling"))
+    return value
+
+
 def _device(dev: Section) -> DeviceSpec:
     dev.data = with_known_tables(dev.data)  # a known device's tables (data/hardware/devices.yaml) under the YAML's keys
     name = dev.string("name", "device")
@@ -176,7 +186,8 @@ def _device(dev: Section) -> DeviceSpec:
         kernel_time_scale=_scale(dev, "kernel_time_scale"),
         attention_efficiency=_attention_curves(dev),
         dtype_efficiency=tuple((Precision.parse(k, dev.path("dtype_efficiency")).value, v)
-                               for k, v in _fractions(dev, "dtype_efficiency")))
+                               for k, v in _fractions(dev, "dtype_efficiency")),
+        fp8_scaling=_fp8_scaling(dev))
     dev.close()
     try:
         if peak is None:  # the peak of what the device runs by default

@@ -79,6 +79,9 @@ def _check_curve(name: str, curve: Curve) -> None:
             raise ClusterError(f"{name}: entries must be [size >= 0, efficiency in (0, 1]], got {[t, e]}")
 
 
+FP8_SCALINGS = ("tensor", "block")  # DeviceSpec.fp8_scaling
+
+
 @dataclass(frozen=True)
 class DeviceSpec:
     """One accelerator: peak FLOP/s per dtype on its matrix and vector units, memory, HBM bandwidth and the
@@ -110,6 +113,11 @@ class DeviceSpec:
     # (dtype, factor on the matrix efficiency curve for that dtype's GEMMs): e.g. fp8 GEMMs reach a
     # smaller fraction of their doubled peak than 16-bit ones; a dtype not listed: factor 1
     dtype_efficiency: tuple[tuple[str, float], ...] = ()
+    # How the device's tensor cores scale fp8 operands: "tensor" (one scale per tensor: Hopper, Ada,
+    # MI300X; Transformer Engine's delayed / current scaling) or "block" (hardware block scales, the
+    # OCP MX formats: Blackwell's 5th-generation tensor cores, on which NVIDIA's fp8 recipes run
+    # MXFP8). It decides the fp8 training recipe a runtime uses there (hybrid/moe_host.expert_recipe)
+    fp8_scaling: str = "tensor"
 
     def __post_init__(self):
         if not (self.peak_flops > 0 and self.memory > 0):
@@ -132,6 +140,9 @@ class DeviceSpec:
             if not (isinstance(dtype, str) and math.isfinite(fraction) and 0 < fraction <= 1):
                 raise ClusterError(f"device {self.name!r}: dtype_efficiency of {dtype!r} must be in (0, 1], "
                                    f"got {fraction}")
+        if self.fp8_scaling not in FP8_SCALINGS:
+            raise ClusterError(f"device {self.name!r}: fp8_scaling must be one of {', '.join(FP8_SCALINGS)}, "
+                               f"got {self.fp8_scaling!r}")
         if not (math.isfinite(self.kernel_time_scale) and 0.1 <= self.kernel_time_scale <= 10):
             raise ClusterError(f"device {self.name!r}: kernel_time_scale must be between 0.1 and 10, "
                                f"got {self.kernel_time_scale}")

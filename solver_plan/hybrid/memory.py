@@ -343,6 +343,29 @@ def fsdp_root_bytes(root_params: float, zero_stage: int, state: StateBytes = MIX
     return state.weights * root_params
 
 
+def stream_pool_bytes(root_params: float, layer_params: float, gradients: float, gradients_live: float,
+                      zero_stage: int, state: StateBytes = MIXED_PRECISION, runtime=None) -> float:
+    """Reserved bytes of FSDP2's side-stream allocator pools that the allocated peak does not count.
+
+    PyTorch's caching allocator hands a freed block only to later allocations on the stream it was
+    allocated on (c10/cuda/CUDACachingAllocator.cpp: Block.stream; with expandable segments one
+    growing segment per (stream, pool)), so max_memory_reserved is the sum of each stream's own peak,
+    not the peak of their sum. FSDP2 (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py):
+    - reduce-scatter stream: `reduce_output`, the sharded gradients in the reduce dtype, which stay
+      as the parameters' .grad until zero_grad frees them to that pool: the whole `gradients`
+      (g P / dp), less `gradients_live`, the part the allocated peak already holds;
+    - all-gather copy-in stream: `all_gather_output`, a unit's unsharded parameters in the
+      all-gather dtype, held (AllGatherState) until the next unit's all-gather is issued: two units
+      at once, the largest pair being the root (`root_params`: the stage's parameters outside its
+      blocks, `fsdp_root_bytes`) with the first block: w (max(P_root, P_layer) + P_layer).
+    ZeRO-3 under a runtime whose profile says so (`MemoryReserve.fsdp_stream_pools`); 0 otherwise."""
+    from solver_plan.runtime import resolve_runtime
+
+    if zero_stage < 3 or not resolve_runtime(runtime).memory.fsdp_stream_pools:
+        return 0.0
+    return max(0.0, gradients - gradients_live) + state.weights * (max(root_params, layer_params) + layer_params)
+
+
 @dataclass(frozen=True)
 class StageMemory:
     """Peak bytes on one device of a pipeline stage, by term."""
@@ -353,7 +376,7 @@ class StageMemory:
     recompute_working: float
     buffers: float
     workspace: float = 0.0  # GEMM workspaces (in the allocator)
-    fragmentation: float = 0.0  # the caching allocator's reserved-but-unallocated memory
+    fragmentation: float = 0.0  # the caching allocator's reserved-but-unallocated memory (+ side-stream pools)
     cuda_context: float = 0.0  # outside the allocator
     nccl: float = 0.0  # outside the allocator
     host: float = 0.0  # in host memory, not on the device (optimizer offload: hybrid/offload.py)
@@ -473,7 +496,10 @@ def stage_memory(spec: TransformerSpec, *, layers: int, stage: int, pp: int, tp:
     reserve = runtime_reserve(runtime, acts + working + buffers,
                               communicators(tp, dp, pp, spec.tied_embeddings and head_stage(pp, schedule) > 0,
                                             cp, replicate))
-    gradients = gradients_at_peak(gradients_bytes(params, dp, zero_stage, state), acts + working, micro_batches, runtime)
+    all_gradients = gradients_bytes(params, dp, zero_stage, state)
+    gradients = gradients_at_peak(all_gradients, acts + working, micro_batches, runtime)
+    reserve["fragmentation"] += stream_pool_bytes(params - layers * spec.block_params / t, spec.block_params / t,
+                                                  all_gradients, gradients, zero_stage, state, runtime)
     optimizer = optimizer_bytes(params, dp, zero_stage, state)
     if offload in ("optimizer", "both"):
         from solver_plan.hybrid.offload import host_bytes

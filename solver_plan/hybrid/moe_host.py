@@ -51,7 +51,6 @@ from solver_plan.hybrid.moe_model import MoEModel
 HOST_GEMM_S = {"bf16": 13.528e-6, "fp8": 29.320e-6}  # per issued GEMM, by GEMM dtype (docstring)
 HOST_KERNEL_S = 5e-6  # per other issued kernel (docstring)
 GROUPED_LINEARS = 2  # per MoE layer: fc1 (gate/up) and fc2 (down)
-BLACKWELL = ("B200", "GB200", "B300", "GB300")  # device names whose fp8 recipe is MXFP8 (FP8-MX)
 
 
 @dataclass(frozen=True)
@@ -70,13 +69,13 @@ LAUNCHES = {  # module docstring: TE v2.9 _GroupedLinear per expert
 }
 
 
-def expert_recipe(dtype: str, device_name: str) -> str:
-    """Which launch pattern the expert GEMMs follow: "bf16" outside fp8, "mxfp8" on Blackwell (the
-    published FP8-MX rows), "fp8-cs" (current scaling, the Hopper rows' FP8-CS) elsewhere."""
+def expert_recipe(dtype: str, fp8_scaling: str) -> str:
+    """Which launch pattern the expert GEMMs follow: "bf16" outside fp8; under fp8 "mxfp8" on a device
+    whose tensor cores scale in blocks (`DeviceSpec.fp8_scaling == "block"`: Blackwell, the published
+    FP8-MX rows), "fp8-cs" (per-tensor current scaling, the Hopper rows' FP8-CS) elsewhere."""
     if dtype != "fp8":
         return "bf16"
-    name = device_name.upper().replace("-", "")
-    return "mxfp8" if any(tag in name for tag in BLACKWELL) else "fp8-cs"
+    return "mxfp8" if fp8_scaling == "block" else "fp8-cs"
 
 
 def expert_host_s(model: MoEModel, ep: int, recipe: str) -> tuple[float, float]:

@@ -273,7 +273,7 @@ def _price_layer(ctx: Context, is_moe: bool, tp: int, b: int, ep: int, etp: int,
                                                                                        routing))
         forward += expert_fwd + (a2a + etp_s) / 2.0 + expert_cast_fwd
         backward += 2.0 * expert_fwd + (a2a + etp_s) / 2.0 + expert_cast_bwd
-        host_f, host_b = moe_host.expert_host_s(model, ep, moe_host.expert_recipe(ctx.dtype, ctx.cluster.device.name))
+        host_f, host_b = moe_host.expert_host_s(model, ep, moe_host.expert_recipe(ctx.dtype, ctx.cluster.device.fp8_scaling))
         stall_f, stall_b = moe_host.host_stall_s(host_f, host_b, capacity is None, expert_fwd + expert_cast_fwd,
                                                  forward, backward)
         forward += stall_f

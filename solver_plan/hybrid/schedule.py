@@ -68,8 +68,9 @@ def p2p_send_s(cluster: Cluster, spec: TransformerSpec, b: int, tp: int, dp: int
     """One send across the boundary between stages `boundary` and `boundary + 1` (an activation
     forward or its gradient backward): s b h values of the activation dtype / t, e s b h / t bytes
     (e = 2 in mixed precision, 4 in fp32; Megatron's scatter-gather sends each tensor-parallel
-    rank's 1/t, Narayanan et al. 2021 section 4.1; a runtime without it, `Overlap.p2p_scatter_gather`
-    False (DeepSpeed's pipeline engine), sends all e s b h from every rank), between nodes when the
+    rank's 1/t, Narayanan et al. 2021 section 4.1, as does DeepSpeed's pipeline engine with tensor
+    parallelism (PartitionedTensor); a runtime without it, `Overlap.p2p_scatter_gather` False, sends
+    all e s b h from every rank), between nodes when the
     two stages' first devices are on different nodes (stage i starts at device i x tp x dp)."""
     split = tp if resolve_runtime(runtime).overlap.p2p_scatter_gather else 1
     nbytes = spec.seq * b * spec.hidden * state.activations / split

@@ -177,13 +177,15 @@ def validate_plan(plan: HybridPlan, cluster: Cluster, enforce_memory: bool = Tru
                        # FSDP2's root unit (what the stage holds besides its blocks) stays unsharded
                        + mem.fsdp_root_bytes(params - s.layers * spec.block_params / t, zero, st, runtime))
             reserve = runtime.memory
-            gradients = mem.gradients_at_peak(mem.gradients_bytes(params, shard, zero, st), acts + working,
-                                              q.micro_batches, runtime)
+            all_gradients = mem.gradients_bytes(params, shard, zero, st)
+            gradients = mem.gradients_at_peak(all_gradients, acts + working, q.micro_batches, runtime)
+            pools = mem.stream_pool_bytes(params - s.layers * spec.block_params / t, spec.block_params / t,
+                                          all_gradients, gradients, zero, st, runtime)
             # optimizer offload: the optimizer state lives in host memory (checked below), not here
             device_optimizer = (0.0 if q.offload in ("optimizer", "both")
                                 else mem.optimizer_bytes(params, shard, zero, st))
             return (mem.weights_bytes(params, shard, zero, st) + gradients
-                    + device_optimizer + dynamic * (1 + reserve.fragmentation)
+                    + device_optimizer + dynamic * (1 + reserve.fragmentation) + pools
                     + reserve.workspace + reserve.cuda_context + groups * reserve.nccl_per_communicator)
 
         mode = s.recompute if s.recompute in order else q.recompute

@@ -62,6 +62,10 @@ class LagrangianBound:
         """No bounds on pairs of candidates here: none closed (see lp_fixing for pairs)."""
         return None
 
+    def support(self, width: int) -> tuple[np.ndarray, ...]:
+        """Per node, the `width` candidates with the least bounds (the Lagrangian's favourites)."""
+        return tuple(np.sort(np.argsort(bounds, kind="stable")[:width]) for bounds in self.candidate_bounds)
+
 
 def fixing_threshold(upper_bound: float) -> float:
     """Bounds at or above this (a known plan's cost less rounding) rule a candidate or pair out."""

@@ -16,7 +16,7 @@ the y columns closed by a plan 0.11% above the LP bound, and HiGHS proves the re
 root or in a few nodes, where the whole model took 500 nodes).
 
 The plan: the MILP on the candidates the LP solution uses (its support, ~1.6 per node, with the
-incumbent's), a few hundred columns solved in well under a second, then local and forest search.
+incumbent's: support_plan), a few hundred columns solved in well under a second, then local and forest search.
 The LP is solved when its estimated time (from the model's size) fits LP_SHARE of the nominal
 budget; larger models take the Lagrangian route (lagrangian_fixing), whose bound needs no LP.
 """
@@ -24,17 +24,15 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Callable
-
 import numpy as np
 
 from solver_plan.intra import isolated
-from solver_plan.intra.answer import Answer
-from solver_plan.intra.lagrangian import ROUNDING_SLACK, binding_devices, candidates_below, fixing_threshold, restricted
+from solver_plan.intra.lagrangian import ROUNDING_SLACK, binding_devices, candidates_below, fixing_threshold
 from solver_plan.intra.lagrangian_fixing import Restriction, best_plan, restrict_by
 from solver_plan.intra.linear_model import LinearModel, LpSolution, ModelBuildCut, config_model, config_model_elements
 from solver_plan.intra.normal_form import normal_form
 from solver_plan.intra.problem import ConfigProblem
+from solver_plan.intra.support_plan import SolveModel, support_plan
 from solver_plan.result import Status
 from solver_plan.units import format_seconds
 
@@ -46,8 +44,6 @@ LP_SHARE = 0.5  # of the nominal time: the LP (and the plan from its support) mu
 SUPPORT_SHARE = 0.25  # of the time left after the LP, for the MILP on the LP's support
 IMPROVE_SHARE = 0.15  # of the time left then, for repair, local and forest search of its plan
 SUPPORT_VALUE = 1e-6  # an LP value above this puts the candidate in the support
-
-SolveModel = Callable[[ConfigProblem, "tuple[int, ...] | None", object], Answer]
 
 
 @dataclass(frozen=True, eq=False)
@@ -129,23 +125,6 @@ def lp_fits(problem: ConfigProblem, nominal_s: float | None) -> bool:
     return nominal_s is None or S_PER_LP_ELEMENT * config_model_elements(problem) <= LP_SHARE * nominal_s
 
 
-def _support_plan(problem: ConfigProblem, relaxation: LpRelaxation, incumbent, deadline, solve: SolveModel):
-    """The MILP's plan on the LP's support (with the incumbent's choices), or None."""
-    choices = [set(map(int, s)) for s in relaxation.support]
-    if incumbent is not None:
-        for node, choice in enumerate(incumbent):
-            choices[node].add(int(choice))
-    if any(not c for c in choices):
-        return None
-    picked = tuple(np.array(sorted(c)) for c in choices)
-    sub = restricted(problem, picked)
-    start = None if incumbent is None else tuple(int(np.searchsorted(picked[i], c)) for i, c in enumerate(incumbent))
-    answer = solve(sub, start, deadline)
-    if answer.assignment is None:
-        return None
-    return tuple(int(picked[node][choice]) for node, choice in enumerate(answer.assignment))
-
-
 def lp_restriction(problem: ConfigProblem, deadline, incumbent, seed: int, solve: SolveModel) -> Restriction | None:
     """The LP route (None when the memory limit cannot bind, the LP does not fit the nominal budget,
     or the LP was not solved to optimality: the caller then takes the Lagrangian route). `solve`
@@ -175,7 +154,7 @@ def lp_restriction(problem: ConfigProblem, deadline, incumbent, seed: int, solve
     relaxation = lp_relaxation(problem, model, solution)
     lp_seconds = time.perf_counter() - started
     # the plan's own shares of what the LP left: a slow LP (a loaded machine) must not starve them
-    found = _support_plan(problem, relaxation, incumbent, deadline.share(SUPPORT_SHARE), solve)
+    found = support_plan(problem, relaxation.support, incumbent, deadline.share(SUPPORT_SHARE), solve)
     if found is None:  # no plan fits on the support: the LP's largest values, repaired to fit
         found = tuple(int(np.argmax(relaxation.values[node])) for node in range(problem.num_nodes))
     plan = best_plan(problem, [found], incumbent, deadline.share(IMPROVE_SHARE), seed)

@@ -26,7 +26,7 @@ from solver_plan.intra.failures import failure_note
 from solver_plan.intra.harness import run_planner
 from solver_plan.intra.subprocess_guard import call_in_subprocess
 from solver_plan.intra.warm_start import BINDING_HEURISTIC_SHARE
-from solver_plan.intra.lagrangian_fixing import Restriction, lagrangian_restriction
+from solver_plan.intra.lagrangian_fixing import LARGE_MODEL_ENTRIES, Restriction, lagrangian_restriction
 from solver_plan.intra.linear_model import ModelBuildCut, config_model, config_model_seconds, encode, outcome_answer
 from solver_plan.intra.lp_fixing import lp_fits, lp_restriction
 from solver_plan.intra.problem import ConfigProblem
@@ -79,12 +79,12 @@ def _milp_core(problem: ConfigProblem, context: Context) -> Answer:
         return Answer(Status.TIME_LIMIT, notes=("no time left for the MILP after the heuristics",))
     restriction = None
     if context.options.get("lagrangian", True):
+        def solve_sub(sub: ConfigProblem, start, deadline) -> Answer:
+            return _solve_model(sub, start, deadline, context, backend)
         if context.options.get("root_lp", True):
-            def solve_sub(sub: ConfigProblem, start, deadline) -> Answer:
-                return _solve_model(sub, start, deadline, context, backend)
             restriction = lp_restriction(problem, context.deadline, context.incumbent, context.seed, solve_sub)
         if restriction is None:
-            restriction = lagrangian_restriction(problem, context.deadline, context.incumbent, context.seed)
+            restriction = lagrangian_restriction(problem, context.deadline, context.incumbent, context.seed, solve_sub)
     if restriction is None:
         return _solve_model(problem, context.incumbent, context.deadline, context, backend)
     if restriction.source != "given" and restriction.incumbent is not None:
@@ -93,6 +93,11 @@ def _milp_core(problem: ConfigProblem, context: Context) -> Answer:
     if restriction.incumbent is not None and restriction.open_count() == problem.num_nodes:  # nothing to solve
         return restriction.widen(problem, Answer(Status.OPTIMAL, restriction.encode(restriction.incumbent),
                                                  restriction.outside_bound))
+    if context.deadline.nominal_s is not None and restriction.open_entries() > LARGE_MODEL_ENTRIES:
+        # in a time limit such a model would only be built to be killed (without one it is solved)
+        return restriction.widen(problem, Answer(Status.TIME_LIMIT, notes=(
+            f"MILP not built: {restriction.open_entries()} edge entries left open, over the "
+            f"{LARGE_MODEL_ENTRIES} a MILP can do anything with in time",)))
     first = _solve_restricted(problem, restriction, context.deadline.share(FIRST_STAGE_SHARE), context, backend)
     if first.status is Status.OPTIMAL or first.assignment is None or context.deadline.expired():
         return first

@@ -100,11 +100,14 @@ class MemoryReserve:
     - `nccl_per_communicator`: NCCL's buffers per communicator joined (outside the allocator);
     - `workspace`: GEMM workspaces in the allocator (cuBLAS / Transformer Engine);
     - `fragmentation`: the caching allocator's reserved-but-unallocated share of the memory that
-      changes during a step (activations, recomputation working set, buffers)."""
+      changes during a step (activations, recomputation working set, buffers);
+    - `fsdp_stream_pools`: FSDP2 allocates on side streams, whose memory the caching allocator keeps
+      apart from the compute stream's (hybrid/memory.py stream_pool_bytes)."""
     cuda_context: float
     nccl_per_communicator: float
     workspace: float
     fragmentation: float
+    fsdp_stream_pools: bool = False
 
 
 @dataclass(frozen=True)
@@ -222,7 +225,7 @@ DEEPSPEED = RuntimeProfile(
     Kernels(flash_attention=False, attention_dropout=True, causal_skip=False, fused_swiglu=False,
             fused_cross_entropy=False, fp8_gemms=False),
     Overlap(grad_reduce=False, param_gather=False, sharded_prefetch=True, tp_comm=False, pp_p2p=False,
-            bucket_elements=5e8, p2p_scatter_gather=False),
+            bucket_elements=5e8, p2p_scatter_gather=True),
     MemoryReserve(cuda_context=1.0 * GIB, nccl_per_communicator=NCCL_BYTES_PER_COMMUNICATOR, workspace=0.0,
                   fragmentation=0.10),
     sources=(
@@ -231,8 +234,11 @@ DEEPSPEED = RuntimeProfile(
         ("grad_reduce", "DeepSpeed config zero_optimization.overlap_comm: default false for stages 1 and 2 "
                         "(deepspeed/runtime/zero/config.py overlap_comm_valid: true only for stage 3)"),
         ("sharded_prefetch", "ZeRO-3 prefetch: stage3_prefetch_bucket_size (deepspeed/runtime/zero/config.py)"),
-        ("p2p_scatter_gather", "deepspeed/runtime/pipe/engine.py _exec_send_activations: every rank sends its whole "
-                               "activation tensor to its peer of the next stage (no split across tensor-parallel ranks)"),
+        ("p2p_scatter_gather", "deepspeed/runtime/pipe/engine.py: is_pipe_partitioned = is_model_parallel (and "
+                               "is_grad_partitioned, 2020-22 releases); _exec_forward_pass wraps the stage's output in "
+                               "PartitionedTensor over the slice-parallel (tensor-parallel) group, so each rank sends "
+                               "its 1/t, and the receiver's part_input.full() all-gathers it (the earlier entry here, "
+                               "'every rank sends its whole tensor', read _exec_send_activations without that step)"),
         ("bucket", "zero_optimization.reduce_bucket_size and allgather_bucket_size default 5e8 elements"),
         ("tensor_parallel", "Megatron-DeepSpeed megatron/mpu/layers.py: Megatron's ColumnParallelLinear / "
                             "RowParallelLinear"),
@@ -249,7 +255,7 @@ TORCHTITAN = RuntimeProfile(
     Overlap(grad_reduce=True, param_gather=True, sharded_prefetch=True, tp_comm=False, pp_p2p=False,
             bucket_per_layer=True),
     MemoryReserve(cuda_context=0.5 * GIB, nccl_per_communicator=NCCL_BYTES_PER_COMMUNICATOR, workspace=64 * MIB,
-                  fragmentation=0.02),
+                  fragmentation=0.0, fsdp_stream_pools=True),
     sources=(
         ("flash_attention", "torchtitan/models/llama/model.py: F.scaled_dot_product_attention(is_causal=True) "
                             "(flash / cuDNN backend on H100)"),
@@ -272,7 +278,18 @@ TORCHTITAN = RuntimeProfile(
         ("sharded_prefetch", "FSDP2: implicit forward prefetch and backward prefetch of the next block's all-gather "
                              "(torch.distributed._composable.fsdp, reshard_after_forward=True)"),
         ("bucket", "torchtitan parallelize_llama: fully_shard on every TransformerBlock (one FSDP unit per block)"),
-        ("fragmentation", "torchtitan run_train.sh sets PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"),
+        ("fragmentation", "torchtitan run_train.sh sets PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: each "
+                          "(stream, pool) pair maps physical pages (20 MiB for the large pool) into one growing "
+                          "virtual segment whose free blocks merge with their neighbours (c10/cuda/"
+                          "CUDACachingAllocator.cpp ExpandableSegment), so no share of the compute stream's memory "
+                          "is priced beyond the side-stream pools; holes that stay between live blocks are not "
+                          "modelled (a lower bound)"),
+        ("fsdp_stream_pools", "torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py: foreach_all_gather allocates "
+                              "all_gather_output (the unit's unsharded bf16 parameters) on all_gather_copy_in_stream; "
+                              "foreach_reduce allocates reduce_output on reduce_scatter_stream and, with reduce dtype "
+                              "= parameter dtype (fp32), makes the sharded gradients views of it; the caching "
+                              "allocator serves a block only to allocations of the stream it was allocated on "
+                              "(Block.stream), so both pools stay reserved beside the compute stream's"),
         ("workspace", "two 32 MiB cuBLAS workspaces: PyTorch keys them by handle and stream, and the backward runs "
                       "on the autograd engine's thread with its own handle (measured: an eager block's allocation "
                       "before the step is weights + grads + input + 65 MiB, data/device/h100-2026-11-26/blocks.csv)"),
