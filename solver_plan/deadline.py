@@ -140,6 +140,25 @@ class Deadline:
             return True
         return False
 
+    def end(self) -> float | None:
+        """The `clock()` reading when this deadline ends: the earliest of its own end and its
+        ancestors' (None when neither has a limit)."""
+        own = None if self.time_limit is None else self.start + self.time_limit
+        above = None if self.parent is None else self.parent.end()
+        if own is None:
+            return above
+        return own if above is None else min(own, above)
+
+    def overrun(self, grace_s: float) -> bool:
+        """Whether the wall clock is more than `grace_s` past this deadline's end: for work that
+        is worth finishing a little late (a problem half built is no problem at all) within the
+        slack a command's limit allows. A True answer marks the deadline `cut_short`, as `expired`."""
+        end = self.end()
+        if end is not None and clock() > end + grace_s:
+            self.mark_cut_short()
+            return True
+        return False
+
     def mark_cut_short(self) -> None:
         """Record that the wall clock, not the work budget, stopped some work under this deadline."""
         deadline: Deadline | None = self

@@ -8,16 +8,16 @@ from typing import Callable
 from solver_plan.cluster import Cluster
 from solver_plan.cost.model import CostModel
 from solver_plan.cost.precision import resolve_precision
-from solver_plan.deadline import Deadline, time_budget
+from solver_plan.deadline import CUT_SHORT_NOTE, Deadline, time_budget
 from solver_plan.errors import InputError, check_positive
 from solver_plan.graph.ir import Graph
-from solver_plan.intra.build import DEFAULT_MAX_CANDIDATES, build_config_problem
+from solver_plan.intra.build import DEFAULT_MAX_CANDIDATES, BuildStopped, build_config_problem
 from solver_plan.intra.problem import ConfigProblem
 from solver_plan.intra.solve import solve
 from solver_plan.keyvalues import parse_option_pairs, parse_option_value  # noqa: F401 (parse_option_value: re-exported)
 from solver_plan.plan import Plan, decode_plan
 from solver_plan.requests import BASELINES, UNLIMITED, PlanRequest
-from solver_plan.result import ConfigResult
+from solver_plan.result import ConfigResult, Status
 
 DEVICE_MEMORY = "device"  # prepare_problem's memory limit = the cluster's device memory (the default)
 
@@ -62,9 +62,12 @@ def answer_plan(request: PlanRequest, deadline: Deadline | None = None, *, progr
     started = time.perf_counter()
     graph, cluster = resolve_inputs(request)
     memory_limit = {None: DEVICE_MEMORY, UNLIMITED: None}.get(request.memory_limit, request.memory_limit)
-    problem, cost_model = prepare_problem(graph, cluster, memory_limit, request.max_candidates, deadline,
-                                          precision=request.precision, all_devices=request.all_devices,
-                                          runtime=request.runtime)
+    try:
+        problem, cost_model = prepare_problem(graph, cluster, memory_limit, request.max_candidates, deadline,
+                                              precision=request.precision, all_devices=request.all_devices,
+                                              runtime=request.runtime)
+    except BuildStopped as stopped:  # the wall clock passed during the build: no problem, no plan
+        return _stopped_report(request, graph, cluster, memory_limit, str(stopped), time.perf_counter() - started)
     if on_problem is not None:
         on_problem(graph, cluster, problem, cost_model, time.perf_counter() - started)
     with Progress(request.planner, enabled=progress):
@@ -79,6 +82,20 @@ def answer_plan(request: PlanRequest, deadline: Deadline | None = None, *, progr
     if request.baselines:
         report = _with_baselines(report, info, deadline)
     return report
+
+
+def _stopped_report(request: PlanRequest, graph: Graph, cluster: Cluster, memory_limit, why: str,
+                    runtime_s: float) -> PlanReport:
+    """The answer when the deadline passed while building the problem: TIME_LIMIT without a plan,
+    on an empty problem (nothing was built to plan on), the note saying why."""
+    cost_model = problem_cost_model(graph, cluster, request.precision, runtime=request.runtime)
+    problem = ConfigProblem(names=(), candidates=(), node_costs=(), node_memory=(), node_devices=(), edges=(),
+                            edge_costs=(), num_devices=cluster.num_devices,
+                            memory_limit=_memory_bytes(memory_limit, cluster), name=graph.name,
+                            notes=(why,))
+    result = ConfigResult(request.planner, Status.TIME_LIMIT, runtime_s=runtime_s, notes=(why, CUT_SHORT_NOTE))
+    return PlanReport(request, decode_plan(graph, cluster, problem, result, cost_model), graph, cluster, problem,
+                      cost_model, result)
 
 
 def request_planner(request: PlanRequest):
@@ -161,15 +178,25 @@ def prepare_problem(graph: Graph, cluster: Cluster, memory_limit: float | str | 
     last, default) or nchw (`CostModel`); `runtime`: whose kernels price attention (None: the
     default, megatron-core);
     `all_devices`: every operator on all devices (Alpa's setting)."""
-    if memory_limit == DEVICE_MEMORY:
-        memory_limit = cluster.device.memory
+    memory_limit = _memory_bytes(memory_limit, cluster)
     check_positive(memory_limit, "--memory-limit")
     if isinstance(max_candidates, bool) or not isinstance(max_candidates, int) or max_candidates < 2:
         raise InputError(f"must be an integer of at least 2, got {max_candidates}", "--max-candidates")
-    cost_model = CostModel(cluster, precision=resolve_precision(precision, cluster.device, graph),
-                           memory_format=memory_format, runtime=runtime)
+    cost_model = problem_cost_model(graph, cluster, precision, memory_format, runtime)
     return build_config_problem(graph, cluster, memory_limit, max_candidates, cost_model, deadline,
                                 all_devices=all_devices), cost_model
+
+
+def _memory_bytes(memory_limit, cluster: Cluster):
+    """`prepare_problem`'s memory limit in bytes per device (DEVICE_MEMORY: the cluster's device's)."""
+    return cluster.device.memory if memory_limit == DEVICE_MEMORY else memory_limit
+
+
+def problem_cost_model(graph: Graph, cluster: Cluster, precision: str | None = None, memory_format: str = "nhwc",
+                       runtime: str | None = None) -> CostModel:
+    """The cost model a problem on `graph` and `cluster` is priced with (`prepare_problem`'s arguments)."""
+    return CostModel(cluster, precision=resolve_precision(precision, cluster.device, graph),
+                     memory_format=memory_format, runtime=runtime)
 
 
 def parse_planner_options(pairs, info, where: str = "--option") -> dict:

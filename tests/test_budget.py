@@ -118,6 +118,14 @@ def test_a_safety_net_caps_the_clock_and_hands_out_no_budget():
     assert budget.nominal_left() == 100.0
 
 
+def test_overrun_means_past_the_earliest_end_by_more_than_the_grace():
+    outer = time_budget(10.0, start=deadline_module.clock() - 11.0)  # ended 1 s ago
+    inner = Deadline(100.0, parent=outer)  # ends with its parent
+    assert inner.end() == pytest.approx(outer.end()) and inner.expired()
+    assert not inner.overrun(2.0) and inner.overrun(0.5) and outer.cut_short
+    assert time_budget(None).end() is None and not time_budget(None).overrun(0.0)
+
+
 def test_building_the_problem_spends_its_estimate_of_the_budget_whatever_the_clock(monkeypatch):
     """The solver plans with what the build's deterministic estimate leaves, not what its safety net
     (a wall-clock cap) or the clock would say."""

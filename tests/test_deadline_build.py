@@ -1,5 +1,6 @@
 """Building the problem is capped deterministically (a work budget from the instance and the
-nominal time limit, decided before building); the wall clock is only a safety net with a note."""
+nominal time limit, decided before building); the wall clock only stops a build (no plan, a note
+saying why), never changes what is built."""
 from __future__ import annotations
 
 import time
@@ -10,7 +11,10 @@ from solver_plan.cluster import resolve_cluster
 from solver_plan.deadline import Deadline
 from solver_plan.graph.zoo import build_model
 from solver_plan.intra import build
-from solver_plan.intra.build import FEW_CANDIDATES, build_config_problem, build_seconds, candidate_cap
+import pytest
+
+from solver_plan import deadline as deadline_module
+from solver_plan.intra.build import FEW_CANDIDATES, BuildStopped, build_config_problem, build_seconds, candidate_cap
 
 GRAPH = build_model("mlp:layers=3,hidden=256,batch=64")
 CLUSTER = resolve_cluster("v100x8-nvlink")
@@ -38,10 +42,54 @@ def test_same_limit_same_problem_however_much_time_was_already_spent(monkeypatch
     assert not any("wall clock" in note for note in fresh.notes + late.notes)
 
 
-def test_the_wall_clock_safety_net_says_it_cut_the_build():
-    cut = build_config_problem(GRAPH, CLUSTER, deadline=Deadline(10.0, start=time.perf_counter() - 9.999))
-    assert any("wall clock cut the build short" in note for note in cut.notes)
-    assert all(len(c) <= FEW_CANDIDATES for c in cut.candidates)
+def test_the_wall_clock_stops_the_build_and_the_answer_says_why():
+    """Past the deadline and its grace the build stops (no problem, hence no plan: TIME_LIMIT with
+    the reason), rather than going on with fewer candidates than the budget decided; within the
+    grace it finishes the very problem the budget decided."""
+    late = build_config_problem(GRAPH, CLUSTER, deadline=Deadline(10.0, start=time.perf_counter() - 10.5))
+    assert _signature(late) == _signature(build_config_problem(GRAPH, CLUSTER, deadline=Deadline(10.0)))
+    with pytest.raises(BuildStopped, match="time limit reached while building the problem"):
+        build_config_problem(GRAPH, CLUSTER, deadline=Deadline(10.0, start=time.perf_counter() - 15.0))
+    from solver_plan.deadline import CUT_SHORT_NOTE, time_budget
+    from solver_plan.planning import answer_plan
+    from solver_plan.requests import PlanRequest
+    from solver_plan.result import Status
+    report = answer_plan(PlanRequest(GRAPH, CLUSTER, "greedy"),
+                         time_budget(10.0, start=deadline_module.clock() - 15.0))
+    assert report.result.status is Status.TIME_LIMIT and report.result.assignment is None
+    assert report.plan.operators == () and CUT_SHORT_NOTE in report.plan.notes
+    assert any("while building the problem" in note for note in report.plan.notes)
+
+
+class _FastClock:
+    """The wall clock running `rate` times faster than the real one: the machine looks `rate`
+    times slower (loaded)."""
+
+    def __init__(self, rate: float):
+        self.base, self.rate = time.perf_counter(), rate
+
+    def __call__(self) -> float:
+        return self.base + (time.perf_counter() - self.base) * self.rate
+
+
+def test_a_loaded_machine_builds_the_same_problem_or_none(monkeypatch):
+    """Under a clock 3x fast the build gives the very same candidates (and the same capped ones
+    under a limit that caps them), or stops; never a different problem."""
+    def signatures(limit):
+        problem = build_config_problem(GRAPH, CLUSTER, deadline=Deadline(None, parent=Deadline(limit)))
+        return _signature(problem), problem.notes, [m.tolist() for m in problem.edge_costs]
+
+    full = build_config_problem(GRAPH, CLUSTER)
+    counts = np.array([len(c) for c in full.candidates])
+    pairs = np.array([(GRAPH.topological_order.index(e.src), GRAPH.topological_order.index(e.dst))
+                      for e in GRAPH.edges], dtype=np.int64)
+    scale = 4.0 / build_seconds(counts, pairs, 48)  # the full build estimated at 4 s: capped at a 5 s limit
+    monkeypatch.setattr(build, "S_PER_CANDIDATE", build.S_PER_CANDIDATE * scale)
+    monkeypatch.setattr(build, "S_PER_EDGE_ENTRY", build.S_PER_EDGE_ENTRY * scale)
+    idle = [signatures(limit) for limit in (30.0, 5.0)]
+    assert idle[1][0] != idle[0][0] and "candidates per operator" in idle[1][1][0]
+    monkeypatch.setattr(deadline_module, "clock", _FastClock(3.0))
+    assert [signatures(limit) for limit in (30.0, 5.0)] == idle
 
 
 def test_the_cap_is_the_largest_that_fits_the_budget():

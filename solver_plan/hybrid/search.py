@@ -144,21 +144,21 @@ def plan_hybrid(model, cluster, global_batch: int, *, devices: int | None = None
     check_runtime(ctx.runtime, pins.get("schedule", "1f1b"))  # zb-v: only where the runtime runs it
     from solver_plan.hybrid.offload import offered
     offload_modes = offered(cluster, ctx.runtime, pins)
-    points = _points(spec, cluster, global_batch, pins, deadline, offload_modes)
     on_device = not any(optimizer_offloaded(m) for m in offload_modes)  # the optimizer state on the devices
     least = None if limit is None else state_floor(ctx, on_device)
     proof = None if least is None or limit is None or least <= limit else _state_reason(ctx, least, on_device)
+    coster = BlockCoster(spec, cluster, planner, compute_scale, prec, ctx.runtime)
+    first = None if proof is not None else _standard_incumbent(ctx, pins, offload_modes, coster, deadline)
+
+    def stopped(why: str) -> HybridResult:  # the clock or the budget ended the search: the incumbent stands
+        return _time_limit(ctx, first, compute_bound(ctx, compute_scale), start, why, validate)
+
+    points = _points(spec, cluster, global_batch, pins, deadline, offload_modes)
     if points is None and proof is not None:  # proven all the same
         return _infeasible_by_state(proof, "the time limit was reached while enumerating the configurations", start)
     if points is None:  # the compute bound holds for every plan
-        return HybridResult(Status.TIME_LIMIT, None, compute_bound(ctx, compute_scale), time.perf_counter() - start,
-                            notes=("time limit reached while enumerating the configurations",))
-    from solver_plan.hybrid.fsdp import allowed
-    from solver_plan.hybrid.zero_bubble import runs
-    from solver_plan.hybrid.evaluate import host_floor_fits
-    points = [p for p in points if allowed(ctx.runtime, p.zero_stage, p.pp)  # ZeRO-3 with pp: FSDP2 runtimes only
-              and (runs(ctx.runtime, p.schedule) or "schedule" in pins)  # zero-bubble: where the runtime runs it
-              and host_floor_fits(ctx, p)]  # offload: some stage's state fits the nodes' host memory
+        return stopped("time limit reached while enumerating the configurations")
+    points = _runnable(ctx, points, pins)
     if not points:
         from solver_plan.hybrid.stages import layer_count_problem
         layer_note = layer_count_problem(spec.layers, pins)  # the likeliest reason first, naming the count
@@ -176,10 +176,9 @@ def plan_hybrid(model, cluster, global_batch: int, *, devices: int | None = None
                                            f"{floor_s:.1f} s, over {DIAGNOSIS_SHARE:.0%} of the time budget left",
                                     start)
     if limit is not None and not _affords(deadline, floor_s):  # decided by size and budget
-        return HybridResult(Status.TIME_LIMIT, None, compute_bound(ctx, compute_scale), time.perf_counter() - start,
-                            notes=(f"bounding the memory of {len(points)} configurations takes about "
-                                   f"{floor_s:.1f} s, more than the time budget left: "
-                                   "no configuration searched (a longer --time-limit searches them)",))
+        return stopped(f"bounding the memory of {len(points)} configurations takes about {floor_s:.1f} s, more "
+                       "than the time budget left: no configuration searched beyond the standard layout (a longer "
+                       "--time-limit searches them)")
     floors = None if limit is None else _floors(ctx, points, deadline, bounds)
     if floors is not None:  # by its estimate: what follows plans with the rest, whatever the clock did
         deadline.spend(floor_s)
@@ -187,10 +186,8 @@ def plan_hybrid(model, cluster, global_batch: int, *, devices: int | None = None
         return _infeasible_by_state(proof, f"the time limit was reached while bounding the memory of {len(points)} "
                                            "configurations", start)
     if limit is not None and floors is None:
-        return HybridResult(Status.TIME_LIMIT, None, compute_bound(ctx, compute_scale), time.perf_counter() - start,
-                            notes=(f"time limit reached while bounding the memory of {len(points)} configurations",))
+        return stopped(f"time limit reached while bounding the memory of {len(points)} configurations")
     fits = points if floors is None else [p for p, floor in zip(points, floors) if floor <= limit]
-    coster = BlockCoster(spec, cluster, planner, compute_scale, prec, ctx.runtime)
     if not fits:
         return _infeasible(ctx, points, floors, coster, start, validate, deadline=deadline, proof=proof,
                            bounds=bounds)
@@ -198,10 +195,12 @@ def plan_hybrid(model, cluster, global_batch: int, *, devices: int | None = None
     for p in fits:
         groups[(p.tp, p.micro_batch_size)].append(p)
     floor = compute_bound(ctx, compute_scale)
-    best: HybridPlan | None = None
+    best: HybridPlan | None = first
     evaluated, pruned = 0, len(points) - len(fits)
     open_bounds: list[float] = []
-    ratios = []
+    # the incumbent's block profile counts towards the proof whether or not its group is visited
+    ratios = [] if first is None else [coster.cached()[(first.parallelism.tp,
+                                                        first.parallelism.micro_batch_size)].bound_ratio]
     # Larger tp and smaller micro-batches first: they tend to fit and give a good incumbent early.
     order = sorted(groups, key=lambda key: (-key[0], key[1]))
     timed_out = False
@@ -255,6 +254,91 @@ def plan_hybrid(model, cluster, global_batch: int, *, devices: int | None = None
     return _checked(result, ctx, validate)
 
 
+def _runnable(ctx: Context, points: list[Parallelism], pins: Mapping) -> list[Parallelism]:
+    """The points the runtime can run: ZeRO-3 with pp only on FSDP2 runtimes, zero-bubble schedules
+    where the runtime runs them (or pinned), offload where some stage's state fits the host memory."""
+    from solver_plan.hybrid.evaluate import host_floor_fits
+    from solver_plan.hybrid.fsdp import allowed
+    from solver_plan.hybrid.zero_bubble import runs
+    return [p for p in points if allowed(ctx.runtime, p.zero_stage, p.pp)
+            and (runs(ctx.runtime, p.schedule) or "schedule" in pins) and host_floor_fits(ctx, p)]
+
+
+def _time_limit(ctx: Context, best: HybridPlan | None, bound: float, start: float, why: str,
+                validate: bool) -> HybridResult:
+    """TIME_LIMIT before the space was searched: the standard layout's plan when one was priced
+    (`_standard_incumbent`), with `bound` (the compute bound, true of every plan) for the gap."""
+    if best is None:
+        return HybridResult(Status.TIME_LIMIT, None, bound, time.perf_counter() - start, notes=(why,))
+    notes = (why, "plan: the standard layout priced first (Megatron's: tp within a node, micro-batch 1, "
+                  "sequence parallel, distributed optimizer), not searched beyond",
+             "lower bound: compute bound (model FLOPs at the devices' peak)")
+    return _checked(HybridResult(Status.TIME_LIMIT, best, min(bound, best.step_time_s), time.perf_counter() - start,
+                                 1, 0, notes), ctx, validate)
+
+
+STANDARD_PRICES = 16  # points of the standard layout priced at most (in order of their time bound)
+STANDARD_SCHEDULES = ("1f1b", "interleaved")
+STANDARD_RECOMPUTE = ("none", "selective", "full")
+
+
+def standard_pins(ctx: Context, pins: Mapping, offloads: tuple[str, ...]) -> dict | None:
+    """The pins of Megatron's standard layout (Narayanan et al. 2021): the largest tensor-parallel
+    degree within a node, micro-batch 1, sequence parallelism, the distributed optimizer (ZeRO-1),
+    no context parallelism, hybrid sharding or offload; the user's pins override. Pipeline depth,
+    schedule and recomputation are left to the search. None when no tensor-parallel degree is valid."""
+    from solver_plan.hybrid.space import tp_degrees
+    cluster = ctx.cluster
+    tps = [t for t in tp_degrees(ctx.spec, cluster.devices_per_node, cluster.num_devices)
+           if "tp" not in pins or pins["tp"] == t]
+    if not tps:
+        return None
+    tp = max(tps)
+    standard = {"tp": tp, "micro_batch_size": 1, "sequence_parallel": tp > 1, "zero_stage": 1, "cp": 1,
+                "dp_shard": 0, "offload": "none" if "none" in offloads else offloads[0]}
+    return {**standard, **pins}
+
+
+def _standard_incumbent(ctx: Context, pins: Mapping, offloads: tuple[str, ...], coster: BlockCoster,
+                        deadline: Deadline) -> HybridPlan | None:
+    """A first plan, cheaply and before the space is enumerated: the points of the standard layout
+    (`standard_pins`: a few hundred at most) that fit by their memory floor, one block solve for
+    their (tp, micro-batch), then up to STANDARD_PRICES of them priced in order of their time bound.
+    The block profile is the one the search would solve (cached), so the plan is one of the space's
+    and the search starts from it. Charged to the nominal budget like the search's own work; the
+    wall clock stops it only once it has a plan. None when nothing fits or the budget does not cover
+    the block solve."""
+    from solver_plan.hybrid.space import enumerate_space
+    fixed = standard_pins(ctx, pins, offloads)
+    if fixed is None or not _affords(deadline, BLOCK_SOLVE_S):
+        return None
+    offload = (fixed["offload"],)
+    points = [p for p in enumerate_space(ctx.spec, ctx.cluster.num_devices, ctx.cluster.devices_per_node,
+                                         ctx.global_batch, fixed, offload)
+              if (p.schedule in STANDARD_SCHEDULES or "schedule" in pins)
+              and (p.recompute in STANDARD_RECOMPUTE or "recompute" in pins)]
+    points = _runnable(ctx, points, pins)
+    deadline.spend(len(points) * (ENUMERATE_S_PER_POINT + FLOOR_S_PER_POINT))
+    limit = ctx.memory_limit
+    fits = [p for p in points if limit is None or memory_floor(ctx, p) <= limit]
+    if not fits:
+        return None
+    # past the deadline too (a short solve, `stage_cost.BLOCK_SOLVE_FLOOR_S`, and milliseconds of
+    # pricing): without this plan a short limit ends with none at all
+    profile = coster.profile(fits[0].tp, fits[0].micro_batch_size, deadline=deadline)
+    deadline.spend(BLOCK_SOLVE_S)
+    best = None
+    ranked = sorted((time_bound(ctx, p, profile), i, p) for i, p in enumerate(fits))
+    for bound, _, par in ranked[:STANDARD_PRICES]:
+        if best is not None and (bound >= best.step_time_s or not _affords(deadline, PRICE_S) or deadline.expired()):
+            break
+        plan = price(ctx, par, profile, limit)
+        deadline.spend(PRICE_S)
+        if plan is not None and (best is None or plan.step_time_s < best.step_time_s):
+            best = plan
+    return best
+
+
 # Nominal seconds the search loop is charged (shared 2-core machine): a block's per-operator solve
 # (build and solve, 0.02-0.2 s by tp and planner, ~0.1 s on average; the first one, with the
 # solver's imports, is always run) and a point's pricing (cut, stage choices, schedule: gpt3-175B on
@@ -301,18 +385,28 @@ def _checked(result: HybridResult, ctx: Context, validate: bool) -> HybridResult
 CHECK_EVERY = 256  # points enumerated between two looks at the clock
 
 
+# Enumerating a point and checking the runtime runs it (`_runnable`): gpt3-175B on 64 A100s, 227,370
+# points, 5.5 us + 5.3 us each (loaded 2-core machine).
+ENUMERATE_S_PER_POINT = 1.1e-5
+
+
 def _points(spec, cluster: Cluster, global_batch: int, pins: dict, deadline: Deadline,
             offloads: tuple[str, ...] = ("none",)) -> list[Parallelism] | None:
     """The space's points (micro-batches above MAX_MICRO_BATCH only when pinned; the offload modes
-    `offloads`); None when the deadline passes first (a batch with many divisors on many devices
-    has 10^5 points and more)."""
+    `offloads`), ENUMERATE_S_PER_POINT each charged to the nominal budget; None when that budget is
+    spent (a work limit: the same on a loaded machine) or the wall clock passes first (a batch
+    with many divisors on many devices has 10^5 points and more)."""
     points = []
+    left = deadline.nominal_left()
+    most = None if left is None else int(left / ENUMERATE_S_PER_POINT)
+    index = 0
     for index, p in enumerate(enumerate_space(spec, cluster.num_devices, cluster.devices_per_node, global_batch, pins,
                                               offloads)):
-        if index % CHECK_EVERY == 0 and deadline.expired():
+        if index % CHECK_EVERY == 0 and ((most is not None and index > most) or deadline.expired()):
             return None
         if p.micro_batch_size <= MAX_MICRO_BATCH or "micro_batch_size" in pins:
             points.append(p)
+    deadline.spend(index * ENUMERATE_S_PER_POINT)
     return points
 
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from solver_plan.cluster import Cluster
-from solver_plan.deadline import Deadline, time_budget
+from solver_plan.deadline import Deadline
 from solver_plan.graph.ops import OpType
 from solver_plan.hybrid.model import TransformerSpec
 from solver_plan.result import Status
@@ -231,9 +231,10 @@ class BlockCoster:
         problem = _restrict(build_config_problem(graph, submesh, cost_model=cost_model), graph, tp,
                             self.runtime.tensor_parallel == "column-row")
         left = deadline.remaining()
-        # an expired deadline still gets a short solve: the block profile is needed for any plan
+        # an expired deadline still gets a short solve: the block profile is needed for any plan; its
+        # nominal budget (the solver's work limits) stays the caller's, so the clock does not change the answer
         result = solve(problem, self.planner, deadline if left is None or left >= BLOCK_SOLVE_FLOOR_S
-                       else time_budget(BLOCK_SOLVE_FLOOR_S))
+                       else Deadline(BLOCK_SOLVE_FLOOR_S, nominal_s=deadline.nominal_left()))
         if result.solver_failure:  # never silently replaced: the hybrid result reports it
             self.solver_failures.append(f"block solve (tp={tp}, micro-batch={b}): {result.solver_failure}")
         if result.assignment is None:  # no plan from the solver: the replicated-free fallback is all on one shard

@@ -26,6 +26,9 @@ from solver_plan.intra.load_objective import SUM_WEIGHT, EdgeSplit, _device_tail
 from solver_plan.intra.problem import ConfigProblem
 
 
+MANY_DEVICES = 128  # an edge's two device sets above which numpy beats a Python loop over their union
+
+
 class _LoadState:
     """A plan with its busy and moved vectors, sum and memory per device, updated by single-node
     moves (busy: device time; moved: redistribution charged to the devices' links)."""
@@ -38,10 +41,10 @@ class _LoadState:
         self.busy = np.zeros(problem.num_devices)
         self.moved = np.zeros(problem.num_devices)
         self.memory = problem.device_memory(self.plan)
+        arrays = problem.device_arrays  # one array of distinct devices per candidate
         for node, choice in enumerate(self.plan):
-            for d in problem.node_devices[node][choice]:
-                self.busy[d] += split.device_time[node][choice]
-                self.moved[d] += split.moved[node][choice]
+            self.busy[arrays[node][choice]] += split.device_time[node][choice]
+            self.moved[arrays[node][choice]] += split.moved[node][choice]
         for j, (u, v) in enumerate(problem.edges):
             self._add_edge(j, u, v, self.plan[u], self.plan[v], self.moved, 1.0)
         self.total = problem.objective(self.plan)
@@ -51,7 +54,12 @@ class _LoadState:
         residual = self.split.residual[j]
         if residual is None or residual[k, l] == 0:
             return
-        for d in set(self.problem.node_devices[u][k]) | set(self.problem.node_devices[v][l]):
+        first, second = self.problem.node_devices[u][k], self.problem.node_devices[v][l]
+        if len(first) + len(second) > MANY_DEVICES:  # thousands of devices: numpy, not a Python loop
+            arrays = self.problem.device_arrays
+            busy[np.union1d(arrays[u][k], arrays[v][l])] += sign * residual[k, l]
+            return
+        for d in set(first) | set(second):
             busy[d] += sign * residual[k, l]
 
     def _value(self, busy, moved, plan) -> float:

@@ -32,8 +32,26 @@ def memory_can_bind(problem: ConfigProblem) -> bool:
     return bool(problem.worst_memory_per_device().max() > problem.memory_limit)
 
 
-def dominated_candidates(problem: ConfigProblem, node: int, adjacency, with_memory: bool) -> np.ndarray:
-    """Mask of the node's candidates that another candidate dominates (ties keep the lowest index)."""
+def _subsets(arrays, known: dict) -> np.ndarray:
+    """[b, a]: whether candidate b's devices are among candidate a's (`arrays`: the node's
+    `ConfigProblem.device_arrays`, one shared array per distinct device set, so equal sets are the
+    same object); `known` memoises pairs of sets by identity over one simplification."""
+    count = len(arrays)
+    out = np.empty((count, count), dtype=bool)
+    for b in range(count):
+        for a in range(count):
+            key = (id(arrays[b]), id(arrays[a]))
+            if key not in known:
+                known[key] = (arrays[b] is arrays[a] or (len(arrays[b]) <= len(arrays[a]) and bool(
+                    np.isin(arrays[b], arrays[a], assume_unique=True).all())), arrays[b], arrays[a])
+            out[b, a] = known[key][0]  # (the arrays are kept in `known`: their ids stay theirs)
+    return out
+
+
+def dominated_candidates(problem: ConfigProblem, node: int, adjacency, with_memory: bool,
+                         known_subsets: dict | None = None) -> np.ndarray:
+    """Mask of the node's candidates that another candidate dominates (ties keep the lowest index).
+    `known_subsets`: a memo of device-set inclusions shared by the calls of one simplification."""
     columns = [np.asarray(problem.node_costs[node], dtype=float)[:, None]]
     for edge, _, is_source in adjacency[node]:
         matrix = problem.edge_costs[edge]
@@ -44,13 +62,12 @@ def dominated_candidates(problem: ConfigProblem, node: int, adjacency, with_memo
     strictly_cheaper = np.zeros_like(no_worse)
     if with_memory:
         memory = np.asarray(problem.node_memory[node], dtype=float)
-        devices = [set(d) for d in problem.node_devices[node]]
-        count = len(devices)
-        subset = np.array([[devices[b] <= devices[a] for a in range(count)] for b in range(count)])
+        arrays = problem.device_arrays[node]
+        subset = _subsets(arrays, {} if known_subsets is None else known_subsets)
+        sizes = np.array([len(a) for a in arrays])
         fits = subset & (memory[:, None] <= memory[None, :])
         no_worse &= fits
-        better |= subset & (memory[:, None] < memory[None, :]) | np.array(
-            [[devices[b] < devices[a] for a in range(count)] for b in range(count)])
+        better |= subset & (memory[:, None] < memory[None, :]) | subset & (sizes[:, None] < sizes[None, :])
         strictly_cheaper = fits & _cheaper_in_any_context(problem, node, adjacency, columns[0][:, 0])
     index = np.arange(len(profile))
     earlier = index[:, None] < index[None, :]
@@ -211,10 +228,11 @@ def simplify(problem: ConfigProblem, *, drop_dominated: bool = True, fold_leaves
     binds = memory_can_bind(problem)
     adjacency = problem.neighbours()
     choices = []
+    known_subsets: dict = {}
     for node in range(problem.num_nodes):
         keep = np.arange(len(problem.node_costs[node]))
         if drop_dominated and not (deadline is not None and deadline.expired()):
-            keep = keep[~dominated_candidates(problem, node, adjacency, binds)]
+            keep = keep[~dominated_candidates(problem, node, adjacency, binds, known_subsets)]
         choices.append(keep)
     graph = _Graph(problem, choices)
     foldable = _foldable(problem, binds)

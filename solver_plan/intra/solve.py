@@ -30,7 +30,7 @@ def solve(problem: ConfigProblem, planner: str = "milp", deadline: Deadline | No
     `deadline` is the caller's budget (`time_budget(seconds)` where the request entered, so time
     already spent counts); None: each planner's own default. On a time-out the best plan found so
     far comes back (TIME_LIMIT or FEASIBLE) with its bound; a result the wall clock (not the work
-    budget) cut short says so in its notes."""
+    budget) cut short says so in its notes and is TIME_LIMIT unless proven (OPTIMAL, INFEASIBLE)."""
     info = get_planner(planner, "config")
     info.check_options(options)
     check_request(problem, deadline)
@@ -44,8 +44,11 @@ def solve(problem: ConfigProblem, planner: str = "milp", deadline: Deadline | No
         result = info.func(problem, deadline=clock, seed=seed, warm_start=warm_start, **options)
     if problem.notes:
         result = result.with_notes(*problem.notes)
-    if clock is not None and clock.cut_short:
+    if clock is not None and clock.cut_short:  # the wall clock, not the work budget, ended some work:
+        # an unproven plan is the best so far at the time limit (a proof stands whatever the clock)
         result = result.with_notes(CUT_SHORT_NOTE)
+        if result.status is Status.FEASIBLE:
+            result = replace(result, status=Status.TIME_LIMIT)
     return checked(problem, replace(result, objective_kind=info.objective))  # what its objective measures
 
 

@@ -89,15 +89,32 @@ def model_entries(problem: ConfigProblem) -> int:
 
 
 def model_fits(problem: ConfigProblem, deadline: Deadline) -> str | None:
-    """None if the load MILP may be built now, else why not."""
+    """None if the load MILP may be built now, else why not: its estimated build (edge entries and
+    the per-device terms of its busy and moved rows, `model_seconds`) must fit BUILD_FRACTION of
+    the nominal budget left."""
     entries = model_entries(problem)
     if entries > MAX_MODEL_ENTRIES:
         return f"load MILP not built: {entries:,} edge entries exceed {MAX_MODEL_ENTRIES:,} (memory)"
     budget = deadline.nominal_left()  # decided by the budget, not the clock: the same on a loaded machine
-    if budget is not None and entries * BUILD_S_PER_ENTRY > BUILD_FRACTION * budget:
-        return (f"load MILP not built: {entries:,} edge entries take about {entries * BUILD_S_PER_ENTRY:.1f} s, "
-                f"over {BUILD_FRACTION:.0%} of its {budget:.1f} s budget")
+    if budget is not None and model_seconds(problem) > BUILD_FRACTION * budget:
+        return (f"load MILP not built: {entries:,} edge entries and {device_terms(problem):,} per-device terms take "
+                f"about {model_seconds(problem):.1f} s, over {BUILD_FRACTION:.0%} of its {budget:.1f} s budget")
     return None
+
+
+# One candidate on one device: a term in each of the busy, moved (and busy + sync) rows, ~0.4 us each
+# (megatron-1T on 3,072 devices: 12.7 s for two passes of 15 million terms, loaded 2-core machine).
+BUILD_S_PER_DEVICE_TERM = 1.3e-6
+
+
+def device_terms(problem: ConfigProblem) -> int:
+    """Candidates times their devices: the per-device terms of the load MILP's busy and moved rows."""
+    return sum(len(devices) for node in problem.node_devices for devices in node)
+
+
+def model_seconds(problem: ConfigProblem) -> float:
+    """Estimated seconds to build the load MILP (`load_objective.load_model`)."""
+    return model_entries(problem) * BUILD_S_PER_ENTRY + device_terms(problem) * BUILD_S_PER_DEVICE_TERM
 
 
 def _highs(model, time_limit, start=None, seed=0, relax_first=True):
@@ -165,6 +182,8 @@ def plan_milp_load(problem: ConfigProblem, *, deadline: Deadline | None = None, 
     failure = None  # why HiGHS failed (not a time-out): the result says so, never silently
     milp_clock = deadline.share(1 - SIMULATE_SHARE) if simulate else deadline
     remaining = milp_clock.remaining()
+    if remaining is not None and remaining <= 0.5:  # the wall clock, not the budget, skips the MILP: say so
+        milp_clock.mark_cut_short()
     if remaining is None or remaining > 0.5:
         start = encode_load(load, problem, incumbent) if incumbent is not None else None
         try:

@@ -1,0 +1,151 @@
+"""Every planner gives the same answer on an idle machine and on one three times slower (issue 26):
+work limits decided from the instance and the nominal limit, not the wall clock, decide what is
+built and searched; the clock may only stop (and then the answer says so).
+
+"Loaded" is a wall clock running 3x faster than the real one, injected as `deadline.clock`, which
+every `Deadline` reads: each second of work looks like three. Small instances, with limits far
+above what they need, so the clock never stops them: only what decides the answer is compared.
+Covers the whole command for `plan` (building the problem included), the per-operator planners
+on a built problem, the pipeline planners and the hybrid search with each block solver."""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from solver_plan import deadline as deadline_module
+from solver_plan.deadline import CUT_SHORT_NOTE, time_budget
+from solver_plan.intra.random_instances import random_problem
+from solver_plan.intra.solve import solve
+from solver_plan.planners import load_builtin_planners
+
+load_builtin_planners()
+LIMIT_S = 30.0
+RATE = 3.0
+SPENT = 0.4  # of the limit, gone before the loaded run starts
+
+
+class _LoadedClock:
+    """The wall clock RATE times faster than the real one: the machine looks RATE times slower."""
+
+    def __init__(self, rate: float = RATE):
+        self.base, self.rate = time.perf_counter(), rate
+
+    def __call__(self) -> float:
+        return self.base + (time.perf_counter() - self.base) * self.rate
+
+
+def _idle_and_loaded(monkeypatch, answer):
+    """`answer(budget)` on an idle machine, then loaded with 40% of the limit already gone (as after a
+    slow start-up): a rule reading the time left would decide differently; the nominal budget's do not."""
+    idle = answer(time_budget(LIMIT_S))
+    monkeypatch.setattr(deadline_module, "clock", _LoadedClock())
+    return idle, answer(time_budget(LIMIT_S, start=deadline_module.clock() - SPENT * LIMIT_S))
+
+
+# --- plan: the whole front door, building the problem under the command's budget included --------
+
+PLAN_PLANNERS = ["greedy", "edge-drop", "elimination", "cpsat", "milp", "milp-load", "mcmc", "data-parallel"]
+
+
+@pytest.mark.parametrize("planner", PLAN_PLANNERS)
+def test_plan_gives_the_same_answer_loaded(monkeypatch, planner):
+    from solver_plan.planning import answer_plan
+    from solver_plan.requests import PlanRequest
+    options = {"iterations": 300} if planner == "mcmc" else {}
+    request = PlanRequest("mlp:layers=3,hidden=256,batch=32", "v100x8-nvlink", planner, time_limit=LIMIT_S,
+                          seed=1, options=tuple(options.items()))
+
+    def answer(budget):
+        report = answer_plan(request, budget)
+        result = report.result
+        assert CUT_SHORT_NOTE not in result.notes, result.notes
+        return result.status, result.assignment, result.objective, result.lower_bound, report.problem.notes
+
+    idle, loaded = _idle_and_loaded(monkeypatch, answer)
+    assert idle[0].has_solution and loaded == idle
+
+
+# --- per-operator planners on a problem whose size makes the budget decide ------------------------
+
+DAG = random_problem(120, seed=7, shape="dag", memory_tightness=0.5)
+CONFIG_PLANNERS = [("greedy", {}), ("edge-drop", {}), ("cpsat", {}), ("milp", {}), ("milp-load", {}),
+                   ("mcmc", {"objective": "sum", "iterations": 800})]
+
+
+@pytest.mark.parametrize("planner, options", CONFIG_PLANNERS, ids=[p for p, _ in CONFIG_PLANNERS])
+def test_config_planners_give_the_same_answer_loaded(monkeypatch, planner, options):
+    """Budgets of a few seconds: the nominal budget decides the optional passes and work limits."""
+    problem = DAG if planner != "milp-load" else random_problem(30, seed=4, shape="dag", memory_tightness=0.5)
+
+    def answer(budget):
+        result = solve(problem, planner, budget, seed=2, **options)
+        assert CUT_SHORT_NOTE not in result.notes, result.notes
+        return result.status, result.assignment, result.objective, result.lower_bound
+
+    idle, loaded = _idle_and_loaded(monkeypatch, answer)
+    assert idle[0].has_solution and loaded == idle
+
+
+# --- pipeline planners ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("planner, layers", [("pipedream", 6), ("madpipe", 6), ("exact-joint", 2)])
+def test_pipeline_planners_give_the_same_answer_loaded(monkeypatch, planner, layers):
+    from solver_plan.pipeline.answer import answer_pipeline
+    from solver_plan.requests import PipelineRequest
+    request = PipelineRequest(f"gpt2:layers={layers},seq=128,batch=4", "v100x8-nvlink", devices=2 if layers == 2 else 4,
+                              planner=planner, time_limit=LIMIT_S)
+
+    def answer(budget):
+        result = answer_pipeline(request, budget).result
+        allocation = result.allocation.allocation
+        return result.status, result.period_s, result.lower_bound_s, repr(allocation)
+
+    idle, loaded = _idle_and_loaded(monkeypatch, answer)
+    assert idle[0].has_solution and loaded == idle
+
+
+# --- the hybrid search with each block solver -------------------------------------------------------
+
+@pytest.mark.parametrize("planner", ["greedy", "cpsat", "milp"])
+def test_hybrid_search_gives_the_same_answer_loaded(monkeypatch, planner):
+    from solver_plan.hybrid import plan_hybrid
+
+    def answer(budget):
+        result = plan_hybrid("gpt2:layers=2,seq=128", "v100x8-nvlink", 16, planner=planner,
+                             deadline=budget)
+        plan = result.plan
+        return result.status, result.step_time_s, None if plan is None else plan.parallelism, result.lower_bound_s
+
+    idle, loaded = _idle_and_loaded(monkeypatch, answer)
+    assert idle[0].has_solution and loaded == idle
+
+
+def test_a_short_budget_still_plans_the_standard_layout(monkeypatch):
+    """Issue 26: when the budget ends the search before the space is enumerated, the answer is the
+    standard layout priced first (TIME_LIMIT, a valid plan no better than the search's, the compute
+    bound below it), and the same under a loaded clock."""
+    from solver_plan.deadline import Deadline
+    from solver_plan.hybrid import plan_hybrid, search
+    from solver_plan.result import Status
+
+    model, cluster = "gpt2:layers=2,seq=128", "v100x8-nvlink"
+    searched = plan_hybrid(model, cluster, 16, planner="greedy", deadline=time_budget(LIMIT_S))
+    monkeypatch.setattr(search, "ENUMERATE_S_PER_POINT", 1.0)  # no budget enumerates the space
+
+    def answer(budget):
+        result = plan_hybrid(model, cluster, 16, planner="greedy", deadline=Deadline(60.0, nominal_s=5.0))
+        return result.status, result.step_time_s, result.plan and result.plan.parallelism, result.lower_bound_s, \
+            result.notes
+
+    idle, loaded = _idle_and_loaded(monkeypatch, answer)
+    status, step, par, bound, notes = idle
+    assert status is Status.TIME_LIMIT and par is not None and loaded == idle
+    from solver_plan.cluster import resolve_cluster
+    from solver_plan.hybrid.model import transformer_spec
+    from solver_plan.hybrid.space import tp_degrees
+    nodes = resolve_cluster(cluster)
+    widest = max(tp_degrees(transformer_spec(model), nodes.devices_per_node, nodes.num_devices))  # within a node
+    assert par.micro_batch_size == 1 and par.tp == widest and par.zero_stage == 1 and par.sequence_parallel
+    assert bound <= searched.step_time_s <= step
+    assert any("standard layout" in note for note in notes) and any("validator" in note for note in notes)
