@@ -1,0 +1,52 @@
+"""memory_repair: a repaired plan always fits memory, and the repair does not swing memory between
+devices (its total excess over the limit does not grow over a round of strict changes)."""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from intra_cases import tiny_cases
+from solver_plan.intra import memory_repair
+from solver_plan.intra.memory_repair import repair_memory
+
+
+def _binding_cases():
+    return [(case_id, problem) for case_id, problem in tiny_cases(seeds=6, max_nodes=6)
+            if problem.memory_limit is not None]
+
+
+def test_a_repaired_plan_fits_memory_and_a_fitting_plan_is_kept():
+    repaired = 0
+    for case_id, problem in _binding_cases():
+        for plan in itertools.islice(itertools.product(*(range(len(c)) for c in problem.node_costs)), 300):
+            result = repair_memory(problem, plan)
+            if problem.memory_ok(plan):
+                assert result == tuple(plan), case_id
+            elif result is not None:
+                assert problem.memory_ok(result), (case_id, plan)
+                repaired += 1
+    assert repaired >= 20
+
+
+def test_the_total_excess_does_not_grow_over_a_strict_round(monkeypatch):
+    rounds_seen: list[tuple[float, bool]] = []  # per round: the excess at its start, whether it fell back
+    ranked = memory_repair._ranked_moves
+
+    def watched(problem, adjacency, dense, plan, usage, device, limit, strict):
+        if strict:  # each round starts with the strict ranking
+            rounds_seen.append((float(np.maximum(usage - limit, 0.0).sum()), False))
+        else:
+            rounds_seen[-1] = (rounds_seen[-1][0], True)
+        return ranked(problem, adjacency, dense, plan, usage, device, limit, strict)
+
+    monkeypatch.setattr(memory_repair, "_ranked_moves", watched)
+    rounds = 0
+    for case_id, problem in _binding_cases():
+        for plan in itertools.islice(itertools.product(*(range(len(c)) for c in problem.node_costs)), 300):
+            rounds_seen.clear()
+            repair_memory(problem, plan)
+            for (before, fell_back), (after, _) in zip(rounds_seen, rounds_seen[1:]):
+                assert fell_back or after < before, (case_id, plan, rounds_seen)
+                rounds += not fell_back
+    assert rounds >= 20
