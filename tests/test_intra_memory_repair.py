@@ -5,10 +5,11 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
+import pytest
 
 from intra_cases import tiny_cases
 from solver_plan.intra import memory_repair
-from solver_plan.intra.memory_repair import repair_memory
+from solver_plan.intra.memory_repair import FINE_ROUNDS, repair_memory
 
 
 def _binding_cases():
@@ -16,11 +17,12 @@ def _binding_cases():
             if problem.memory_limit is not None]
 
 
-def test_a_repaired_plan_fits_memory_and_a_fitting_plan_is_kept():
+@pytest.mark.parametrize("rounds", [1.0, FINE_ROUNDS])
+def test_a_repaired_plan_fits_memory_and_a_fitting_plan_is_kept(rounds):
     repaired = 0
     for case_id, problem in _binding_cases():
         for plan in itertools.islice(itertools.product(*(range(len(c)) for c in problem.node_costs)), 300):
-            result = repair_memory(problem, plan)
+            result = repair_memory(problem, plan, round_fraction=rounds)
             if problem.memory_ok(plan):
                 assert result == tuple(plan), case_id
             elif result is not None:
@@ -29,7 +31,8 @@ def test_a_repaired_plan_fits_memory_and_a_fitting_plan_is_kept():
     assert repaired >= 20
 
 
-def test_the_total_excess_falls_over_every_round_without_fallback(monkeypatch):
+@pytest.mark.parametrize("rounds", [1.0, FINE_ROUNDS])
+def test_the_total_excess_falls_over_every_round_without_fallback(monkeypatch, rounds):
     rounds_seen: list[tuple[float, bool]] = []  # per round: the excess at its start, whether it fell back
     ranked = memory_repair._ranked_moves
 
@@ -45,7 +48,7 @@ def test_the_total_excess_falls_over_every_round_without_fallback(monkeypatch):
     for case_id, problem in _binding_cases():
         for plan in itertools.islice(itertools.product(*(range(len(c)) for c in problem.node_costs)), 300):
             rounds_seen.clear()
-            repair_memory(problem, plan)
+            repair_memory(problem, plan, round_fraction=rounds)
             for (before, fell_back), (after, _) in zip(rounds_seen, rounds_seen[1:]):
                 assert fell_back or after < before, (case_id, plan, rounds_seen)
                 rounds += not fell_back

@@ -30,7 +30,7 @@ from solver_plan.intra.answer import Answer
 from solver_plan.intra.forest_search import improve_by_forests
 from solver_plan.intra.lagrangian import ROUNDING_SLACK, lagrangian_dual, restricted
 from solver_plan.intra.local_search import improve
-from solver_plan.intra.memory_repair import repair_memory
+from solver_plan.intra.memory_repair import FINE_ROUNDS, repair_memory
 from solver_plan.intra.problem import ConfigProblem
 from solver_plan.intra.support_plan import SolveModel, support_plan
 from solver_plan.result import Status
@@ -181,13 +181,14 @@ def _without_closed_rows(problem: ConfigProblem, choices, closed) -> tuple[np.nd
 
 
 def best_plan(problem: ConfigProblem, minimisers, incumbent, deadline, seed: int):
-    """The best of: the first of `minimisers` repaired to fit memory, the fitting minimisers, each
-    improved by local search (the best then by forest search), and `incumbent`."""
+    """The best of: the first of `minimisers` repaired to fit memory, the fitting minimisers (those
+    cheaper than the best improved so far), each improved by local search (the best then by forest
+    search), and `incumbent`."""
     options = []
     if minimisers and not problem.memory_ok(minimisers[0]) and not deadline.expired():
         # the best bound's minimiser breaks the limit by a few percent (at 10,000 operators no
         # minimiser fits, the minimisers swing between devices): repaired, it is within ~1%
-        repaired = repair_memory(problem, minimisers[0], deadline.share(REPAIR_SHARE))
+        repaired = repair_memory(problem, minimisers[0], deadline.share(REPAIR_SHARE), FINE_ROUNDS)
         if repaired is not None:
             options.append(improve(problem, repaired, deadline))
     fitting = [plan for plan in minimisers if problem.memory_ok(plan)]
