@@ -51,6 +51,10 @@ def process_started() -> float:
     return now - since if 0.0 <= since < 60.0 else now  # a process older than a minute: not a command's start
 
 
+# Seconds of work worth doing past the nominal budget: a problem half built, or a plan half scored,
+# is none at all, and a command's limit allows 10% + 0.5 s of slack (issue 26's target) for it.
+GRACE_S = 0.2
+
 # Nominal seconds a command's process spends before its work (interpreter, imports, parsing the
 # command line; measured 0.2-0.3 s on an idle machine with compiled byte-code): handed out of every
 # command's nominal budget by a fixed amount, so its work decisions leave room for it whatever the

@@ -12,15 +12,31 @@ from tests.test_moe import tiny
 
 def test_host_seconds_by_hand_per_recipe():
     """64 experts on ep 2: 32 local experts x 2 GroupedLinears = 64 issues of each per-expert step.
-    bf16: forward 64 x 13.528 us, backward 64 x 2 x 13.528 us; current scaling adds 3 kernels of 5 us
-    per quantize (input forward, grad backward) to the fp8 GEMMs' 29.32 us; MXFP8 adds 1."""
+    bf16: forward 64 x 13.528 us, backward 64 x (2 x 13.528 us + one 2.734375 us wgrad placeholder
+    allocation); current scaling adds 3 kernels of 5 us per quantize (input forward, grad backward)
+    to the fp8 GEMMs' 29.32 us; MXFP8 adds 1; the allocation is the same in every recipe."""
     model = tiny(experts=64)
+    alloc = 350e-6 / 128
     f, b = moe_host.expert_host_s(model, 2, "bf16")
-    assert (f, b) == pytest.approx((64 * 13.528e-6, 64 * 2 * 13.528e-6))
+    assert (f, b) == pytest.approx((64 * 13.528e-6, 64 * (2 * 13.528e-6 + alloc)))
     f, b = moe_host.expert_host_s(model, 2, "fp8-cs")
-    assert (f, b) == pytest.approx((64 * (29.32e-6 + 15e-6), 64 * (2 * 29.32e-6 + 15e-6)))
+    assert (f, b) == pytest.approx((64 * (29.32e-6 + 15e-6), 64 * (2 * 29.32e-6 + 15e-6 + alloc)))
     f, b = moe_host.expert_host_s(model, 2, "mxfp8")
-    assert (f, b) == pytest.approx((64 * (29.32e-6 + 5e-6), 64 * (2 * 29.32e-6 + 5e-6)))
+    assert (f, b) == pytest.approx((64 * (29.32e-6 + 5e-6), 64 * (2 * 29.32e-6 + 5e-6 + alloc)))
+
+
+def test_allocation_cost_is_the_published_section_over_its_op_count():
+    """HOST_ALLOC_S is data/device/published/te-grouped-host-ops.csv's per-op figure: TE issue 2897's
+    350 us of wgrad allocations over the 128 per-expert allocations of that code (64 experts x FC1, FC2);
+    the sections with no per-op count give no figure and price nothing."""
+    import csv
+    from pathlib import Path
+    path = Path(__file__).resolve().parent.parent / "data/device/published/te-grouped-host-ops.csv"
+    rows = {r["section"]: r for r in csv.DictReader(line for line in path.open() if not line.startswith("#"))}
+    alloc = rows["wgrad tensor allocations"]
+    assert float(alloc["measured_us"]) / int(alloc["ops_in_section"]) == pytest.approx(float(alloc["per_op_us"]), abs=1e-3)
+    assert moe_host.HOST_ALLOC_S == pytest.approx(float(alloc["per_op_us"]) * 1e-6, rel=1e-3)
+    assert [name for name, r in rows.items() if r["per_op_us"]] == ["wgrad tensor allocations"]
 
 
 def test_recipe_follows_dtype_and_device():

@@ -38,9 +38,26 @@ Per-launch host seconds, from kernel-level measurements, never fitted to end-to-
   graph-timed; the fastest of the three host-bound fp8 cases, 29.3-31.1 us);
 - another kernel (quantize, amax, scale): 5 us, the published 4-6 us a CPU spends submitting one
   kernel through the CUDA driver and runtime (susun-blog.com/blog/pegainfer-3-cuda-graph, CUDA 13.0).
-Not priced: TE's per-expert Python work (quantizer usage flags, weight-workspace lookups, saved-tensor
-bookkeeping, the wgrad placeholders `handle_custom_ddp_from_mcore` allocates), no per-call figure
-measured; these measurements are an x86 host's, not a Grace CPU's (GB200 rows).
+These measurements are an x86 host's, not a Grace CPU's (GB200 rows).
+
+Host work that is not a launch, per local expert and GroupedLinear, read from the same v2.9
+`_GroupedLinear` under Megatron-core (fuse_wgrad_accumulation on; its DDP sets every parameter's
+`grad_added_to_main_grad`, zero_out_wgrad off):
+- priced, every recipe, backward: 1 wgrad placeholder, `handle_custom_ddp_from_mcore`'s
+  `torch.empty(weight.main_grad.shape)` per expert weight (the real gradient went into main_grad), at
+  HOST_ALLOC_S = 2.734 us: TE issue 2897's profile of the te.ops grouped MLP on GB200 (64 experts,
+  FC1 + FC2), "wgrad tensor allocations: 350 us" over the 64 x 2 per-expert wgrad allocations of that
+  code (single_grouped_weight off, its default) (data/device/published/te-grouped-host-ops.csv). A
+  Grace host's figure, applied to the x86 rows too.
+- not priced, no per-op figure: split views (bf16 `torch.split`: 1 forward, 1 backward), the fp8
+  quantizers' usage flags (forward: input and weight `set_usage`, 2; backward: the weight's
+  `update_usage`, 1; issue 2897's 90 us is the fused op's quantizer initialisation, not this work),
+  the fp8 weight-workspace lookup (1 forward), saved-tensor bookkeeping (prepare_for_saving /
+  restore_from_saved: 3 tensors forward and backward, the main_grad lambdas), `clear_tensor_data` of
+  the saved input (1 backward; issue 2897's 200 us covers 8 grouped buffers there, not per expert),
+  and `split_quantize`'s per-split outputs (FP8-CS: C++ `at::empty` of data, transpose and scale per
+  split, issue 1499's "2 x num_gemms" allocations, cheaper than a Python torch.empty and unmeasured;
+  MXFP8: bulk-allocated, one Python tensor wrapper per split).
 """
 from __future__ import annotations
 
@@ -50,6 +67,8 @@ from solver_plan.hybrid.moe_model import MoEModel
 
 HOST_GEMM_S = {"bf16": 13.528e-6, "fp8": 29.320e-6}  # per issued GEMM, by GEMM dtype (docstring)
 HOST_KERNEL_S = 5e-6  # per other issued kernel (docstring)
+HOST_ALLOC_S = 350e-6 / 128  # per Python torch.empty: TE issue 2897, 350 us over 128 wgrad allocations (docstring)
+BACKWARD_ALLOCATIONS = 1  # per local expert and GroupedLinear: the wgrad placeholder (docstring)
 GROUPED_LINEARS = 2  # per MoE layer: fc1 (gate/up) and fc2 (down)
 
 
@@ -81,12 +100,14 @@ def expert_recipe(dtype: str, fp8_scaling: str) -> str:
 def expert_host_s(model: MoEModel, ep: int, recipe: str) -> tuple[float, float]:
     """(forward, backward) host seconds issuing one MoE layer's expert work per micro-batch: E/ep
     local experts x GROUPED_LINEARS x (GEMMs x HOST_GEMM_S + other kernels x HOST_KERNEL_S)
-    (`LAUNCHES`). Every local expert is issued whatever its load, so routing skew never lowers it."""
+    (`LAUNCHES`), the backward + BACKWARD_ALLOCATIONS x HOST_ALLOC_S (the wgrad placeholders). Every
+    local expert is issued whatever its load, so routing skew never lowers it."""
     launches = LAUNCHES[recipe]
     gemm = HOST_GEMM_S["bf16" if recipe == "bf16" else "fp8"]
     per = GROUPED_LINEARS * (model.experts // ep)
     return (per * (launches.forward_gemms * gemm + launches.forward_kernels * HOST_KERNEL_S),
-            per * (launches.backward_gemms * gemm + launches.backward_kernels * HOST_KERNEL_S))
+            per * (launches.backward_gemms * gemm + launches.backward_kernels * HOST_KERNEL_S
+                   + BACKWARD_ALLOCATIONS * HOST_ALLOC_S))
 
 
 def host_stall_s(host_forward_s: float, host_backward_s: float, dropless: bool, expert_forward_gpu_s: float,

@@ -19,7 +19,7 @@ import numpy as np
 from solver_plan.cluster import Cluster
 from solver_plan.cost.enumerate import DEFAULT_MAX_CANDIDATES, enumerate_configs
 from solver_plan.cost.model import CostModel
-from solver_plan.deadline import Deadline
+from solver_plan.deadline import GRACE_S, Deadline
 from solver_plan.graph.ir import Graph
 from solver_plan.intra.problem import ConfigProblem
 
@@ -27,7 +27,7 @@ __all__ = ["BUILD_SHARE", "DEFAULT_MAX_CANDIDATES", "BuildStopped", "build_confi
 
 BUILD_SHARE = 0.25  # of the command's time limit, for the planned (deterministic) work
 FEW_CANDIDATES = 4  # the least cap the budget imposes
-BUILD_GRACE_S, BUILD_GRACE_SHARE = 0.2, 0.1  # how long past the deadline a build may finish
+BUILD_GRACE_S, BUILD_GRACE_SHARE = GRACE_S, 0.1  # how long past the deadline a build may finish
 # Seconds per unit of build work, measured once (gpt2-xl batch 16 on k80-16x4, 64 devices, 48
 # candidates, idle 2-core machine): 0.24 s for 27,807 candidates costed, 1.01 s for 1,754,064
 # redistribution entries. Validated on t5-large (estimate 1.67 s, measured 3.0 s) and gpt3-175B

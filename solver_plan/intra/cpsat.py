@@ -12,10 +12,25 @@ from solver_plan.intra.context import Context
 from solver_plan.intra.failures import failure_note
 from solver_plan.intra.harness import run_planner
 from solver_plan.intra.lagrangian_fixing import lagrangian_restriction
-from solver_plan.intra.linear_model import config_model, encode, outcome_answer
+from solver_plan.intra.linear_model import config_model, config_model_seconds, encode, outcome_answer
 from solver_plan.intra.problem import ConfigProblem
 from solver_plan.result import Status
 from solver_plan.work import MIN_CALL_WORK, WORK_PER_SECOND
+
+
+# Nominal seconds a CP-SAT call costs before it searches at all: under a time limit it runs in a
+# worker of its own (isolated.py), a fresh interpreter importing OR-Tools (measured 0.40-0.45 s CPU,
+# 0.55-0.8 s wall on the shared 2-core machine), then gets the model shipped and loaded. A budget
+# smaller than that cannot buy any search; the call is skipped by the budget (the same decision on
+# an idle or a loaded machine), not started and killed by the clock (gpt3-175B on 1,024 devices at
+# --time-limit 1 ended at 1.9-2.4 s when it was).
+CPSAT_START_S = 0.5
+
+
+def cpsat_call_seconds(problem: ConfigProblem) -> float:
+    """Nominal seconds a CP-SAT call on `problem` costs before its search: the worker's start-up
+    (CPSAT_START_S) and building and shipping the model (`config_model_seconds`)."""
+    return CPSAT_START_S + config_model_seconds(problem)
 
 
 def check_cpsat_options(options: dict) -> None:
@@ -24,7 +39,14 @@ def check_cpsat_options(options: dict) -> None:
         raise InputError(f"must be true or false, got {options['lagrangian']!r}", "lagrangian")
 
 
+def _not_run(why: str) -> Answer:
+    return Answer(Status.TIME_LIMIT, notes=(f"CP-SAT not run: {why}",))
+
+
 def _cpsat_core(problem: ConfigProblem, context: Context) -> Answer:
+    budget = context.deadline.nominal_left()  # the budget decides first, so a loaded machine decides alike
+    if budget is not None and budget < CPSAT_START_S:
+        return _not_run(f"its worker's start-up (about {CPSAT_START_S:.2f} s) exceeds the {budget:.2f} s budget left")
     if context.deadline.expired():
         return Answer(Status.TIME_LIMIT, notes=("no time left for CP-SAT after the heuristics",))
     restriction = None
@@ -46,14 +68,17 @@ def _cpsat_core(problem: ConfigProblem, context: Context) -> Answer:
 def _solve(problem: ConfigProblem, incumbent, context: Context) -> Answer:
     """CP-SAT limited by deterministic work (solver_plan/work.py: WORK_PER_SECOND of the nominal
     budget left), so the answer does not depend on the machine's load; the wall clock left is the
-    safety net."""
+    safety net. Skipped, by the nominal budget, when that cannot pay for the call's start-up."""
+    budget = context.deadline.nominal_left()
+    if budget is not None and budget < cpsat_call_seconds(problem):
+        return _not_run(f"its start-up (worker and model, about {cpsat_call_seconds(problem):.2f} s) exceeds the "
+                        f"{budget:.2f} s budget left")
     model = config_model(problem)
     start = encode(model, problem, incumbent) if incumbent is not None else None
     remaining = context.deadline.remaining()
     if remaining is not None and remaining < 0.05:
         context.deadline.mark_cut_short()
         return Answer(Status.TIME_LIMIT, notes=("no time left for CP-SAT after building the model",))
-    budget = context.deadline.nominal_left()
     work = None if budget is None else max(MIN_CALL_WORK, WORK_PER_SECOND * budget)
     # CP-SAT's limit excludes shipping the model to its worker and loading it: keep a margin
     solver_limit = None if remaining is None else max(0.05, 0.85 * remaining - 0.1)

@@ -27,7 +27,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from solver_plan.deadline import Deadline
+from solver_plan.deadline import GRACE_S, Deadline
 from solver_plan.intra import isolated
 from solver_plan.intra.baselines import plan_data_parallel
 from solver_plan.intra.clock import start_clock
@@ -81,6 +81,13 @@ def _seeds(problem: ConfigProblem, warm_start, deadline: Deadline) -> list[tuple
 
 
 FINISH_S_PER_NODE = 2e-4  # a load breakdown and the validator's recomputation, ~0.6 s at 10,000 nodes
+# The least work for any plan: a seed (data parallelism or a greedy plan), the edge split and one
+# load breakdown to score it, and the validator's recomputation: measured 1.65 s CPU at 10,000 nodes
+# (random-dag:nodes=10000,candidates=10-30, shared 2-core machine). A nominal budget below it
+# by more than GRACE_S answers TIME_LIMIT without a plan, saying so, rather than overrun the limit by
+# seconds (that job at --time-limit 1 took 1.7-2.8 s for the data-parallel plan); on small problems
+# a plan costs milliseconds and an expired budget still gets one.
+LEAST_PLAN_S_PER_NODE = 1.6e-4
 
 
 def model_entries(problem: ConfigProblem) -> int:
@@ -144,8 +151,14 @@ def plan_milp_load(problem: ConfigProblem, *, deadline: Deadline | None = None, 
                    **options) -> ConfigResult:
     """`deadline`: the caller's budget (time already spent counts). On a time-out the best plan so
     far comes back (TIME_LIMIT) with the LP bound when there was time for it."""
+    clock = start_clock(deadline)
+    budget, least = clock.nominal_left(), LEAST_PLAN_S_PER_NODE * problem.num_nodes
+    if budget is not None and budget + GRACE_S < least:  # decided by the budget: the same answer idle or loaded
+        return ConfigResult(NAME, Status.TIME_LIMIT, runtime_s=clock.elapsed(), notes=(
+            f"no plan: the least work for one on {problem.num_nodes:,} operators (a seed, its load breakdown "
+            f"and validation, about {least:.2f} s) exceeds the {budget:.2f} s budget left",))
     # keep time to score the plan and validate it afterwards
-    deadline = start_clock(deadline).ending_early(FINISH_S_PER_NODE * problem.num_nodes)
+    deadline = clock.ending_early(FINISH_S_PER_NODE * problem.num_nodes)
     if topological_order(problem) is None:
         return ConfigResult(NAME, Status.ERROR, runtime_s=deadline.elapsed(),
                             notes=("the load objective needs acyclic edges (a critical path)",))

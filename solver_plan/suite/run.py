@@ -24,10 +24,11 @@ class ProblemAnswer:
 def answer_problem(spec: str, planner: str, *, seed: int = 0, time_limit: float | None = None,
                    options: dict | None = None) -> ProblemAnswer:
     """Generate the problem `spec` names and solve it with `planner`; generating counts against
-    `time_limit` (seconds), and running out while generating is a TIME_LIMIT answer."""
+    `time_limit` (seconds): on the wall clock, and on the nominal budget by its fixed estimate
+    (`generation_seconds`); running out while generating is a TIME_LIMIT answer."""
     from solver_plan.deadline import time_budget
     from solver_plan.intra.solve import solve
-    from solver_plan.suite.generators import GenerationExpired, resolve_problem
+    from solver_plan.suite.generators import GenerationExpired, generation_seconds, resolve_problem
 
     deadline = time_budget(time_limit)  # generating the problem counts against the limit, as building a model does
     from solver_plan.result import ConfigResult
@@ -38,6 +39,7 @@ def answer_problem(spec: str, planner: str, *, seed: int = 0, time_limit: float 
         note = f"time limit reached while generating the problem ({deadline.elapsed():.2f} s)"
         result = ConfigResult(planner, Status.TIME_LIMIT, runtime_s=deadline.elapsed(), notes=(note,))
         return ProblemAnswer(Status.TIME_LIMIT, None, None, deadline.elapsed(), problem_plan(spec, result), (note,))
+    deadline.spend(generation_seconds(problem))  # the planner plans with what generating left, idle or loaded
     result = solve(problem, planner, seed=seed, deadline=deadline, **(options or {}))
     return ProblemAnswer(result.status, result.objective, result.lower_bound, result.runtime_s,
                          problem_plan(problem.name, result), tuple(result.notes), result.solver_failure)
