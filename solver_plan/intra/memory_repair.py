@@ -24,6 +24,9 @@ DEADLINE_CHECK_NODES = 500  # nodes scanned between two looks at the clock
 # (1-4 rounds, 0.5-1.4 s). For the plan that matters (lagrangian_fixing); the quick heuristics'
 # repairs keep one ranking (with fine rounds alpa-chain:10000's warm start took 8.6 s, was 3.8 s).
 FINE_ROUNDS = 0.2
+# Rounds before giving up: the total excess falls every round of the first rule, but a fallback round
+# may raise it, so the two could in principle alternate for ever (the most measured: 465 rounds).
+MAX_ROUNDS = 2_000
 
 
 class _DenseMemory:
@@ -100,8 +103,10 @@ def repair_memory(problem: ConfigProblem, assignment, deadline: Deadline | None 
     adjacency = problem.neighbours()
     dense = _DenseMemory(problem)
     usage = problem.device_memory(plan)
+    rounds = 0
     while usage.max() > limit:
-        if deadline is not None and deadline.expired():
+        rounds += 1
+        if rounds > MAX_ROUNDS or (deadline is not None and deadline.expired()):
             return None
         applied, target = 0, (1.0 - round_fraction) * float(_excess(usage, limit))
         for device in (None, int(usage.argmax())):  # the busiest device alone where the total is stuck
