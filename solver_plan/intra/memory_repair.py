@@ -25,7 +25,8 @@ DEADLINE_CHECK_NODES = 500  # nodes scanned between two looks at the clock
 # repairs keep one ranking (with fine rounds alpa-chain:10000's warm start took 8.6 s, was 3.8 s).
 FINE_ROUNDS = 0.2
 # Rounds before giving up: the total excess falls every round of the first rule, but a fallback round
-# may raise it, so the two could in principle alternate for ever (the most measured: 465 rounds).
+# may raise it, so the two can alternate (a plan met again at a round's start ends the repair: a
+# tiny case cycled for ever without that; the most rounds measured: 465).
 MAX_ROUNDS = 2_000
 
 
@@ -103,11 +104,12 @@ def repair_memory(problem: ConfigProblem, assignment, deadline: Deadline | None 
     adjacency = problem.neighbours()
     dense = _DenseMemory(problem)
     usage = problem.device_memory(plan)
-    rounds = 0
+    seen: set[tuple[int, ...]] = set()  # plans at the start of a round: a repeat is a cycle
     while usage.max() > limit:
-        rounds += 1
-        if rounds > MAX_ROUNDS or (deadline is not None and deadline.expired()):
+        state = tuple(plan)
+        if state in seen or len(seen) >= MAX_ROUNDS or (deadline is not None and deadline.expired()):
             return None
+        seen.add(state)
         applied, target = 0, (1.0 - round_fraction) * float(_excess(usage, limit))
         for device in (None, int(usage.argmax())):  # the busiest device alone where the total is stuck
             moves = _ranked_moves(problem, adjacency, dense, plan, usage, device, limit, deadline)
