@@ -191,13 +191,6 @@ class Deadline:
         if unallotted is not None:
             self.allotted_s += min(max(0.0, seconds), unallotted)
 
-    def safety_net(self, fraction: float) -> "Deadline":
-        """A child whose wall clock ends after `fraction` of the time left now, handing out no
-        nominal budget (it keeps what is left of this one): a cap on work decided elsewhere."""
-        left = self.remaining()
-        limit = None if left is None else max(left * fraction, 1e-6)
-        return Deadline(limit, parent=self, nominal_s=self.nominal_left())
-
     def ending_early(self, reserve_s: float) -> "Deadline":
         """A child ending `reserve_s` earlier (at most a quarter of the budget), for the work that
         must follow it (decoding, validating, printing), so the whole command ends in time. Its

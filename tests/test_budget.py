@@ -111,13 +111,6 @@ def test_shares_hand_out_the_nominal_budget_whatever_the_clock(monkeypatch):
     assert shares() == idle == pytest.approx((30.0, 35.0, 35.0, 26.25))
 
 
-def test_a_safety_net_caps_the_clock_and_hands_out_no_budget():
-    budget = time_budget(100.0)
-    net = budget.safety_net(0.5)
-    assert net.remaining() <= 50.0 and net.nominal_s == 100.0
-    assert budget.nominal_left() == 100.0
-
-
 def test_overrun_means_past_the_earliest_end_by_more_than_the_grace():
     outer = time_budget(10.0, start=deadline_module.clock() - 11.0)  # ended 1 s ago
     inner = Deadline(100.0, parent=outer)  # ends with its parent

@@ -69,9 +69,9 @@ def _solve(problem: ConfigProblem, incumbent, context: Context) -> Answer:
     """CP-SAT limited by deterministic work (solver_plan/work.py: WORK_PER_SECOND of the nominal
     budget left), so the answer does not depend on the machine's load; the wall clock left is the
     safety net. Skipped, by the nominal budget, when that cannot pay for the call's start-up."""
-    budget = context.deadline.nominal_left()
-    if budget is not None and budget < cpsat_call_seconds(problem):
-        return _not_run(f"its start-up (worker and model, about {cpsat_call_seconds(problem):.2f} s) exceeds the "
+    budget, start_up = context.deadline.nominal_left(), cpsat_call_seconds(problem)
+    if budget is not None and budget < start_up:
+        return _not_run(f"its start-up (worker and model, about {start_up:.2f} s) exceeds the "
                         f"{budget:.2f} s budget left")
     model = config_model(problem)
     start = encode(model, problem, incumbent) if incumbent is not None else None

@@ -103,9 +103,12 @@ def model_fits(problem: ConfigProblem, deadline: Deadline) -> str | None:
     if entries > MAX_MODEL_ENTRIES:
         return f"load MILP not built: {entries:,} edge entries exceed {MAX_MODEL_ENTRIES:,} (memory)"
     budget = deadline.nominal_left()  # decided by the budget, not the clock: the same on a loaded machine
-    if budget is not None and model_seconds(problem) > BUILD_FRACTION * budget:
+    if budget is None:
+        return None
+    seconds = model_seconds(problem)
+    if seconds > BUILD_FRACTION * budget:
         return (f"load MILP not built: {entries:,} edge entries and {device_terms(problem):,} per-device terms take "
-                f"about {model_seconds(problem):.1f} s, over {BUILD_FRACTION:.0%} of its {budget:.1f} s budget")
+                f"about {seconds:.1f} s, over {BUILD_FRACTION:.0%} of its {budget:.1f} s budget")
     return None
 
 
