@@ -174,7 +174,7 @@ BOUND_S_PER_POINT = 4e-5
 FLOOR_S_PER_POINT = 5e-5
 PRICE_S = 0.01
 STANDARD_NOTE = ("plan: the standard layout priced first (Megatron-core's MoE recipes: tp 1, ep within a node, "
-                 "micro-batch 1, distributed optimizer)")
+                 "micro-batch 1, distributed optimizer, where the pins leave them free)")
 
 
 def _standard_incumbent(ctx: Context, pins: dict, capacities: tuple, deadline: Deadline) -> Priced[MoEPlan]:
