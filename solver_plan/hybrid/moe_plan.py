@@ -137,8 +137,8 @@ def plan_moe(model, cluster, global_batch: int, *, devices: int | None = None, f
         evaluated += 1
         return price(ctx, points[i], limit)
 
-    # in order of the time bound (ties by enumeration order), so the points priced are those of a
-    # search that had bounded every point's memory first
+    # in order of the time bound (ties by enumeration order): no point is priced that a search bounding
+    # every point's memory first would not price (the same order; the standard incumbent prunes earlier)
     found = price_in_order(sorted((bound, i) for i, bound in enumerate(bounds)), priced, deadline, PRICE_S, first)
     best, open_bound = found.best, found.open_bound
     runtime_s = time.perf_counter() - start
