@@ -105,3 +105,22 @@ def test_the_hybrid_front_door_plans_a_moe_config_the_same_loaded(monkeypatch):
 
     idle, loaded = _idle_and_loaded(monkeypatch, answer)
     assert idle[0] is Status.OPTIMAL and loaded == idle
+
+
+def test_price_in_order_stops_by_the_budget_only_once_it_has_a_plan():
+    """The shared pricing loop (hybrid/budget.py): with no budget left, `until_plan` prices until its
+    first plan and stops there (the next bound left open); pruning stops at the first bound >= the
+    best step time, leaving no bound open."""
+    from types import SimpleNamespace
+
+    from solver_plan.hybrid.budget import price_in_order
+    steps = {"a": None, "b": 5.0, "c": 4.0, "d": 9.0}  # no plan for "a"
+
+    def price(name):
+        return None if steps[name] is None else SimpleNamespace(step_time_s=steps[name])
+
+    ranked = [(1.0, "a"), (2.0, "b"), (3.0, "c"), (6.0, "d")]
+    spent = price_in_order(ranked, price, Deadline(60.0, nominal_s=0.0), 0.01, until_plan=True)
+    assert (spent.best.step_time_s, spent.priced, spent.open_bound) == (5.0, 2, 3.0)
+    ample = price_in_order(ranked, price, time_budget(LIMIT_S), 0.01)
+    assert (ample.best.step_time_s, ample.priced, ample.open_bound) == (4.0, 3, None)  # "d": 6.0 >= 4.0
