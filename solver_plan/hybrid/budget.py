@@ -84,19 +84,21 @@ class Priced(Generic[Q]):
 
 
 def price_in_order(ranked: Iterable[tuple[float, P]], price: Callable[[P], Q | None], deadline: Deadline,
-                   price_s: float, best: Q | None = None, until_plan: bool = False) -> Priced[Q]:
+                   price_s: float, best: Q | None = None, until_plan: bool = False,
+                   grace_s: float = 0.0) -> Priced[Q]:
     """Points priced in order of their time bound (`ranked`: (bound, point), ascending; `price` gives a
     plan with `step_time_s`, or None for a point without one, and charges its own work) until the next
     bound reaches the best step time (no point left can beat it). Before each point: stopped when the
     nominal budget left does not cover `price_s` and there is a plan already, or when the wall clock has
-    run out; `until_plan`: neither stops it before its first plan (a standard layout, a few points, so
-    a short limit still answers with a plan)."""
+    run out (`grace_s` past its end: for a few points worth finishing late); `until_plan`: neither
+    stops it before its first plan (a standard layout, a few points, so a short limit still answers
+    with a plan)."""
     priced = 0
     for bound, point in ranked:
         if best is not None and bound >= best.step_time_s:
             return Priced(best, priced, None)
-        if (best is not None or not until_plan) and (
-                deadline.expired() or (best is not None and not affords(deadline, price_s))):
+        late = deadline.overrun(grace_s) if grace_s > 0 else deadline.expired()
+        if (best is not None or not until_plan) and (late or (best is not None and not affords(deadline, price_s))):
             return Priced(best, priced, bound)
         plan = price(point)
         priced += 1

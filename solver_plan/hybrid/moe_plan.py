@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from solver_plan.cost.routing import parse_capacity
-from solver_plan.deadline import CUT_SHORT_NOTE, DEFAULT_TIME_LIMIT_S, Deadline, time_budget
+from solver_plan.deadline import CUT_SHORT_NOTE, DEFAULT_TIME_LIMIT_S, GRACE_S, Deadline, time_budget
 from solver_plan.errors import InputError
 from solver_plan.hybrid import fsdp, moe
 from solver_plan.hybrid.budget import STANDARD_PRICES, Priced, affords, enumerate_within, map_within, price_in_order
@@ -180,9 +180,10 @@ STANDARD_NOTE = ("plan: the standard layout priced first (Megatron-core's MoE re
 def _standard_incumbent(ctx: Context, pins: dict, capacities: tuple, deadline: Deadline) -> Priced[MoEPlan]:
     """A first plan, cheaply and before the space is enumerated: the points of the standard layout
     (`moe_space.standard_pins`: tens at most) that fit by their memory floor, up to STANDARD_PRICES
-    of them priced in order of their time bound (the wall clock and the budget stop it only once it
-    has a plan). Charged to the nominal budget as the search's own work; its best is None when
-    nothing fits."""
+    of them priced in order of their time bound (the budget stops it only once it has a plan, the
+    wall clock only then and GRACE_S past the deadline: its 16 prices, ~0.16 s, are worth finishing
+    late, since the first point's plan may be far from the layout's best). Charged to the nominal
+    budget as the search's own work; its best is None when nothing fits."""
     cluster = ctx.cluster
     fixed = standard_pins(ctx.model, cluster.num_devices, cluster.devices_per_node, pins)
     points = [p for p in enumerate_points(ctx.model, cluster.num_devices, cluster.devices_per_node,
@@ -197,7 +198,7 @@ def _standard_incumbent(ctx: Context, pins: dict, capacities: tuple, deadline: D
         deadline.spend(PRICE_S)
         return price(ctx, fits[i], limit)
 
-    return price_in_order(ranked[:STANDARD_PRICES], priced, deadline, PRICE_S, until_plan=True)
+    return price_in_order(ranked[:STANDARD_PRICES], priced, deadline, PRICE_S, until_plan=True, grace_s=GRACE_S)
 
 
 def _standard_note(best: MoEPlan, first: MoEPlan | None) -> tuple[str, ...]:
