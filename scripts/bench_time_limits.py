@@ -11,7 +11,9 @@ clock, should decide what is found.
 Instances (the issue's): gpt3-175B and megatron-1T on 64 devices and on 1,024 / 3,072 devices of
 a100-80gb-superpod, a generated 10,000-operator DAG (a batch job: generated problems are batch
 models; its row times the job, as its record's wall_s, and shows the whole batch process beside),
-a 400-block pipeline on 32 processors and gpt3-175B on 8.
+a 400-block pipeline on 32 processors and gpt3-175B on 8, and the expert-parallel `hybrid` of
+issue 24's largest instance (DeepSeek-V3 on 2,048 H100s, batch 15,360 x 4,096, fp8: planner label
+`moe-hybrid`, instance `deepseek-v3@2048`).
 
     python scripts/bench_time_limits.py                                   # 1, 3, 10, 60 s: hours
     python scripts/bench_time_limits.py --limits 1,3 --commands plan --instances gpt3-175B@64
@@ -40,6 +42,8 @@ BLOCKS = {"model": {"hidden_dim": 12288, "seq_len": 2048}, "Mparams": 1812.0, "M
           "Tf": 9.5, "Tb": 19.0, "Tw": 9.5}  # one gpt3-175B block, as a pipeline-blocks JSON
 CUT_SHORT_TEXT = "this answer may differ on another run"  # deadline.CUT_SHORT_NOTE's words, as printed
 DAG = "random-dag:nodes=10000,candidates=10-30,seed=1,memory=binding,devices=16"
+# a mixture of experts is planned by the expert-parallel planner (hybrid/moe_plan.py): no --planner
+DEEPSEEK_V3 = str(Path(__file__).resolve().parents[1] / "data" / "hf-configs" / "deepseek-v3.json") + ":seq=4096"
 
 
 @dataclass(frozen=True)
@@ -63,6 +67,9 @@ def cases() -> list[Case]:
                                                           str(devices), "--batch", batch, "--planner", planner)))
     out.append(Case("hybrid", "megatron-1T:seq=1@64-infeasible", "milp",
                     ("hybrid", "--model", "megatron-1T:seq=1", "--cluster", SUPERPOD, "--devices", "64", "--batch", "512")))
+    out.append(Case("hybrid", "deepseek-v3@2048", "moe-hybrid",
+                    ("hybrid", "--model", DEEPSEEK_V3, "--cluster", "h100-80gb-superpod", "--devices", "2048",
+                     "--batch", "15360", "--precision", "fp8")))
     for planner in PIPELINE_PLANNERS:
         out.append(Case("pipeline", "blocks-400@32", planner, ("pipeline", "--model", "{tmp}/blocks.json", "--blocks", "400",
                                                                "--devices", "32", "--cluster", SUPERPOD, "--planner", planner)))
@@ -82,7 +89,7 @@ def _prepare(case: Case, limit: float, folder: Path) -> list[str]:
     return [part.replace("{tmp}", str(folder)) for part in case.argv] + ["--time-limit", f"{limit:g}"]
 
 
-_OBJECTIVE = re.compile(r"(objective|period|step time)[: ]+([0-9.]+ ?[a-zµ]*s)")
+_OBJECTIVE = re.compile(r"(objective|period|step time|status \w+, step)[: ]+([0-9.]+ ?[a-zµ]*s)")  # last: moe
 _STATUS = re.compile(r"\b(OPTIMAL|FEASIBLE|TIME_LIMIT|INFEASIBLE|ERROR)\b")
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Union
 
-from solver_plan.deadline import CUT_SHORT_NOTE, MIN_LIMIT_S, Deadline, time_budget
+from solver_plan.deadline import CUT_SHORT_NOTE, Deadline, time_budget
 from solver_plan.errors import InputError
 from solver_plan.hybrid.request import HybridRequest
 from solver_plan.requests import DEFAULT_HYBRID_PLANNER, UNLIMITED
@@ -64,12 +64,12 @@ def _answer_moe(request: HybridRequest, deadline: Deadline | None, runtime) -> H
     if request.planner != DEFAULT_HYBRID_PLANNER:
         raise InputError(f"a mixture of experts is planned by the expert-parallel planner only, not "
                          f"{request.planner!r}", "planner")
-    # the nominal limit (plans must not change with machine load); a caller's deadline when there is none
-    time_limit = request.time_limit if request.time_limit is not None or deadline is None else deadline.nominal_left()
+    # the request's budget itself: its nominal seconds decide the search (the same under load), its
+    # clock (a command's counts from the process's start) only stops it
     result = plan_moe(request.model, request.cluster, request.global_batch, devices=request.devices,
                       fix=request.fix_dict(), routing=request.routing, a2a_overlap=request.a2a_overlap,
                       memory_limit=hybrid_memory_limit(request), precision=request.precision, runtime=runtime,
-                      time_limit=None if time_limit is None else max(time_limit, MIN_LIMIT_S))
+                      deadline=deadline)
     robustness: tuple[tuple[str, float], ...] = ()
     if result.plan is not None:
         loads = [load for load in ROBUSTNESS_LOADS if load != result.plan.routing]
