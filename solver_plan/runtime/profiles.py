@@ -237,7 +237,11 @@ DEEPSPEED = RuntimeProfile(
         ("flash_attention", "Megatron-DeepSpeed megatron/model/transformer.py CoreAttention (2022); "
                             "--use-flash-attn only from 2023"),
         ("grad_reduce", "DeepSpeed config zero_optimization.overlap_comm: default false for stages 1 and 2 "
-                        "(deepspeed/runtime/zero/config.py overlap_comm_valid: true only for stage 3)"),
+                        "(deepspeed/runtime/zero/config.py overlap_comm_valid: true only for stage 3); the pipeline "
+                        "engine reduces after the whole schedule: deepspeed/runtime/pipe/schedule.py TrainSchedule "
+                        "appends ReduceTiedGrads, ReduceGrads, OptimizerStep to the last step only, and "
+                        "pipe/engine.py _exec_reduce_grads calls allreduce_gradients(bucket_size="
+                        "MEMORY_OPT_ALLREDUCE_SIZE = 5e8) (DeepSpeed 0457bb1, 2021-09): not overlapped"),
         ("sharded_prefetch", "ZeRO-3 prefetch: stage3_prefetch_bucket_size (deepspeed/runtime/zero/config.py)"),
         ("p2p_scatter_gather", "deepspeed/runtime/pipe/engine.py: is_pipe_partitioned = is_model_parallel (and "
                                "is_grad_partitioned, 2020-22 releases); _exec_forward_pass wraps the stage's output in "
