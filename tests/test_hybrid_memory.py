@@ -140,3 +140,34 @@ def test_torchtitan_op_selective_keeps_every_other_matmul():
     assert kept == pytest.approx(2 * s * h + 2 * s * h + 4 * 32 * s + 2 * s * saved)
     assert mem.layer_activation_bytes(llama, 1, 1, "full", False, runtime="torchtitan") < kept
     assert kept < mem.layer_activation_bytes(llama, 1, 1, "none", False, runtime="torchtitan")
+
+
+def test_dtensor_sequence_parallel_keeps_the_gathered_inputs():
+    """torchtitan's column-parallel GEMMs (DTensor ColwiseParallel, input Shard(1) -> Replicate) save the
+    all-gathered whole-sequence input; Megatron keeps its 1/t shard and gathers again in backward
+    (Kernels.sp_saves_gathered_inputs). Hand-computed on GPT-3 175B shapes, b 2, t 8, 16-bit."""
+    from dataclasses import replace
+
+    from solver_plan.runtime import resolve_runtime
+
+    b, t = 2, 8
+    sbh, sbv = S * b * H, S * b * GPT3.vocab
+    titan = resolve_runtime("torchtitan")
+    as_megatron = replace(titan, kernels=replace(titan.kernels, sp_saves_gathered_inputs=False))
+    # the output projection's input whole, the final norm's input split: 2 sbh (1 + 1/t), then 16 B per logit / t
+    assert mem.logits_activation_bytes(GPT3, b, t, True, runtime=titan) == pytest.approx(
+        2 * sbh * (1 + 1 / t) + 16 * sbv / t)
+    assert mem.logits_activation_bytes(GPT3, b, t, True, runtime=as_megatron) == pytest.approx(4 * sbh / t + 16 * sbv / t)
+    # without sequence parallelism nothing is gathered: the same either way
+    assert mem.logits_activation_bytes(GPT3, b, t, False, runtime=titan) == pytest.approx(
+        mem.logits_activation_bytes(GPT3, b, t, False, runtime=as_megatron))
+    # a block without recomputation keeps the attention's and the MLP's inputs whole: + 4 sbh (1 - 1/t)
+    assert mem.layer_activation_bytes(GPT3, b, t, "none", True, runtime=titan) == pytest.approx(
+        mem.layer_activation_bytes(GPT3, b, t, "none", True, runtime=as_megatron) + 4 * sbh * (1 - 1 / t))
+    # full recomputation keeps the (split) input only, and its backward gathers nothing again
+    assert mem.layer_activation_bytes(GPT3, b, t, "full", True, runtime=titan) == pytest.approx(2 * sbh / t)
+    for mode in ("none", "full"):
+        titan_working = mem.recompute_working_bytes(GPT3, b, t, mode, True, runtime=titan)
+        megatron_working = mem.recompute_working_bytes(GPT3, b, t, mode, True, runtime=as_megatron)
+        rematerialised = 4 * sbh * (1 - 1 / t) if mode == "full" else 0.0
+        assert titan_working == pytest.approx(megatron_working - 4 * sbh + rematerialised)

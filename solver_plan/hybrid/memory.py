@@ -145,7 +145,11 @@ def layer_activation_bytes(spec: TransformerSpec, b: int, t: int, recompute: str
       definition): 5 a s^2 b unfused with dropout, 2 a s^2 b without, nothing for fused attention,
       which keeps instead its fp32 log-sum-exp, 4 a s b bytes (FlashAttention's backward input);
     - a gated MLP without a fused SwiGLU kernel (torchtitan's eager w2(silu(w1 x) * w3 x)) keeps
-      the gate, up, silu and product tensors, 8 s b f instead of 6 s b f."""
+      the gate, up, silu and product tensors, 8 s b f instead of 6 s b f;
+    - with sequence parallelism under a runtime whose column-parallel GEMMs save the input they
+      all-gathered (`Kernels.sp_saves_gathered_inputs`: torch DTensor's ColwiseParallel), the
+      attention's and the MLP's inputs are kept whole, not split: + x 4 s b h (1 - 1/t) (no
+      recomputation, or Megatron-style selective; full and op-level selective recompute them)."""
     from solver_plan.cost.kernels import attention_scores
 
     kernels = _kernels(runtime)
@@ -167,7 +171,8 @@ def layer_activation_bytes(spec: TransformerSpec, b: int, t: int, recompute: str
     else:
         scores = 0.0
     if sequence_parallel:
-        return (replicated + split + scores) / t
+        gathered = x * 4.0 * s * b * h * (1.0 - 1.0 / t) if kernels.sp_saves_gathered_inputs else 0.0
+        return (replicated + split + scores) / t + gathered
     return replicated + (split + scores) / t
 
 
@@ -209,13 +214,16 @@ def recompute_working_bytes(spec: TransformerSpec, b: int, t: int, recompute: st
     (`mlp_backward_bytes`), whichever is larger (the MLP's backward runs first, the attention's after it,
     so they never coexist). With sequence parallelism, plus the all-gathered
     (whole-sequence) inputs of the attention's and the MLP's column-parallel GEMMs, which backward
-    gathers again: 2 e s b h (Korthikanti et al. 2022, section 4.2.2), in every mode."""
+    gathers again: 2 e s b h (Korthikanti et al. 2022, section 4.2.2), in every mode, unless the
+    runtime keeps them from the forward (`Kernels.sp_saves_gathered_inputs`: then they are in the
+    layer's activations, kept or rematerialised, and backward gathers nothing again)."""
     from solver_plan.cost.kernels import attention_scores
 
     kernels = _kernels(runtime)
     flash = 4.0 * spec.seq * b * spec.attn_width / t if kernels.flash_attention else 0.0
     flash = max(flash, mlp_backward_bytes(spec, b, t, sequence_parallel, state, runtime))
-    if sequence_parallel and t > 1:  # the two column-parallel GEMMs' all-gathered inputs, whole (Korthikanti 4.2.2)
+    if sequence_parallel and t > 1 and not kernels.sp_saves_gathered_inputs:
+        # the two column-parallel GEMMs' all-gathered inputs, whole (Korthikanti 4.2.2)
         flash += 2.0 * state.activations * spec.seq * b * spec.hidden
     if recompute == "full":
         return layer_activation_bytes(spec, b, t, "none", sequence_parallel, state, runtime) + flash
@@ -261,7 +269,10 @@ def embedding_activation_bytes(spec: TransformerSpec, b: int, t: int, sequence_p
 
 def logits_activation_bytes(spec: TransformerSpec, b: int, t: int, sequence_parallel: bool,
                             state: StateBytes = MIXED_PRECISION, runtime=None) -> float:
-    """Last stage: final layer-norm input and output projection input, 2 e s b h (4 s b h in 16-bit),
+    """Last stage: final layer-norm input and output projection input, 2 e s b h (4 s b h in 16-bit;
+    / t with sequence parallelism, except the output projection's input under a runtime whose
+    column-parallel GEMM saves the whole all-gathered input, `Kernels.sp_saves_gathered_inputs`:
+    torchtitan's output layer is ColwiseParallel(input_layouts=Shard(1)), e s b h + e s b h / t),
     plus the logits in fp32 for the (vocabulary-parallel) cross entropy, 4 s b V / t, in every
     precision (Korthikanti et al. 2022, 4.3): in general the runtime's bytes per logit at the loss's
     peak (`Kernels.loss_bytes_per_logit`: Megatron 4, eager PyTorch F.cross_entropy on fp32 logits 12,
@@ -271,7 +282,9 @@ def logits_activation_bytes(spec: TransformerSpec, b: int, t: int, sequence_para
     logits = kernels.loss_bytes_per_logit
     if t > 1 and kernels.loss_parallel_bytes_per_logit is not None:
         logits = kernels.loss_parallel_bytes_per_logit
-    return (2.0 * state.activations * spec.seq * b * spec.hidden / (t if sequence_parallel else 1)
+    split = t if sequence_parallel else 1
+    projection_input = 1 if sequence_parallel and kernels.sp_saves_gathered_inputs else split
+    return (state.activations * spec.seq * b * spec.hidden * (1.0 / split + 1.0 / projection_input)
             + logits * spec.seq * b * spec.vocab / t)
 
 

@@ -62,6 +62,11 @@ class Kernels:
     # weight-gradient GEMMs accumulate straight into the (fp32) gradient buffer (Megatron's
     # gradient_accumulation_fusion): no separate new weight gradient during the backward
     wgrad_fused: bool = False
+    # with sequence parallelism, a column-parallel GEMM saves for backward the input it all-gathered
+    # (whole sequence, e s b h) instead of its own 1/t shard (which Megatron keeps and gathers again in
+    # backward): torch DTensor's ColwiseParallel redistributes Shard(1) -> Replicate before the matmul,
+    # and autograd keeps the matmul's actual input (hybrid/memory.py)
+    sp_saves_gathered_inputs: bool = False
 
 
 @dataclass(frozen=True)
@@ -232,7 +237,11 @@ DEEPSPEED = RuntimeProfile(
         ("flash_attention", "Megatron-DeepSpeed megatron/model/transformer.py CoreAttention (2022); "
                             "--use-flash-attn only from 2023"),
         ("grad_reduce", "DeepSpeed config zero_optimization.overlap_comm: default false for stages 1 and 2 "
-                        "(deepspeed/runtime/zero/config.py overlap_comm_valid: true only for stage 3)"),
+                        "(deepspeed/runtime/zero/config.py overlap_comm_valid: true only for stage 3); the pipeline "
+                        "engine reduces after the whole schedule: deepspeed/runtime/pipe/schedule.py TrainSchedule "
+                        "appends ReduceTiedGrads, ReduceGrads, OptimizerStep to the last step only, and "
+                        "pipe/engine.py _exec_reduce_grads calls allreduce_gradients(bucket_size="
+                        "MEMORY_OPT_ALLREDUCE_SIZE = 5e8) (DeepSpeed 0457bb1, 2021-09): not overlapped"),
         ("sharded_prefetch", "ZeRO-3 prefetch: stage3_prefetch_bucket_size (deepspeed/runtime/zero/config.py)"),
         ("p2p_scatter_gather", "deepspeed/runtime/pipe/engine.py: is_pipe_partitioned = is_model_parallel (and "
                                "is_grad_partitioned, 2020-22 releases); _exec_forward_pass wraps the stage's output in "
@@ -251,7 +260,7 @@ TORCHTITAN = RuntimeProfile(
     Kernels(flash_attention=True, attention_dropout=False, causal_skip=True, fused_swiglu=False,
             fused_cross_entropy=False, fp8_gemms=True, attention_backend="flash2", fused_norm_rope=False,
             loss_bytes_per_logit=12.0, loss_parallel_bytes_per_logit=16.0,
-            selective_policy="every-other-matmul"),
+            selective_policy="every-other-matmul", sp_saves_gathered_inputs=True),
     Overlap(grad_reduce=True, param_gather=True, sharded_prefetch=True, tp_comm=False, pp_p2p=False,
             bucket_per_layer=True),
     MemoryReserve(cuda_context=0.5 * GIB, nccl_per_communicator=NCCL_BYTES_PER_COMMUNICATOR, workspace=64 * MIB,
@@ -271,6 +280,13 @@ TORCHTITAN = RuntimeProfile(
                                           "distributed/tensor/parallel/loss.py _nll_loss_and_log_softmax_backward, "
                                           "returns (grad_input + torch.exp(x)) * grad_output: the saved fp32 "
                                           "log-probabilities x, zeros_like(x), exp(x) and their sum live at once (16)"),
+        ("sp_saves_gathered_inputs", "torchtitan parallelize_llama.py apply_tp: \"output\": ColwiseParallel("
+                                     "input_layouts=Shard(1), ...), and PrepareModuleInput(Shard(1) -> Replicate) before "
+                                     "attention and feed_forward; torch/distributed/tensor/parallel/style.py "
+                                     "ColwiseParallel._prepare_input_fn redistributes the sequence-sharded input to "
+                                     "Replicate (all-gather) and the DTensor matmul saves that whole input for the weight "
+                                     "gradient (Megatron's LinearWithGradAccumulationAndAsyncCommunication saves the shard "
+                                     "and all-gathers it again in backward)"),
         ("selective_policy", "torchtitan parallelize_llama.py _apply_ac selective_ac_option='op' (the llama3 "
                              "configs' default): _save_list of mm (every second one), SDPA and reduce-scatter"),
         ("grad_reduce", "FSDP2 fully_shard: reduce-scatter of each block's gradients on a separate stream during "
