@@ -9,7 +9,8 @@ how its predictions compare with published MoE training runs.
 2. Every row of data/published/moe-runs.yaml: the published step time, the prediction of its own
    configuration (pinned, priced whatever its memory), the error, the predicted peak memory against the
    device's, and the unpinned plan (the search on the same devices, batch, precision, routing and
-   all-to-all overlap, under the device's memory) with its step time against the pinned one; the
+   all-to-all overlap and token dispatcher, under the device's memory) with its step time against the
+   pinned one; the
    median |error| over every row (the target's measure), then, labelled as not the target's measure,
    over the rows whose `regression` field does not quote the source's maintainers calling the figure a
    regression, and the file's `cross_checks` (the maintainers' re-runs; never in a median).
@@ -106,7 +107,8 @@ def published(quick: bool, time_limit: float, breakdown: bool = True) -> None:
         memory = f"{plan.memory_per_device_bytes / 1e9:5.0f}/{cluster.device.memory / 1e9:.0f} GB"
         unpinned, text = "", ""
         if not quick:
-            found = plan_moe(model, cluster, batch, precision=row["precision"], a2a_overlap=overlap,
+            given = {k: pins[k] for k in ("dispatcher",) if k in pins}  # the run's runtime setting, as its overlap
+            found = plan_moe(model, cluster, batch, precision=row["precision"], a2a_overlap=overlap, fix=given,
                              time_limit=time_limit)
             if found.plan is not None:
                 unpinned = f"{found.step_time_s:8.2f}s"
@@ -124,6 +126,7 @@ def published(quick: bool, time_limit: float, breakdown: bool = True) -> None:
                 unpinned = found.status.value
         print(f"{row['name']:34} {published_s:8.2f}s {plan.step_time_s:7.2f}s {100 * error:+6.1f}% {memory:>15} "
               f"{unpinned:>9}  {text}")
+        print(f"    dispatcher {plan.point.dispatcher}, all-to-all overlap {overlap}")
         if breakdown:
             ctx = make_context(model, cluster, batch, None, precision=row["precision"], a2a_overlap=overlap)
             terms = sorted(step_breakdown(ctx, plan).items(), key=lambda kv: -kv[1])

@@ -106,7 +106,7 @@ def expert_flags(v, lost: list[str]) -> Flags:
     flags: Flags = [("--expert-model-parallel-size", e.ep)]
     if e.etp != v.tp:  # Megatron-LM's default is the attention's tp (core_r0.10+ for another value)
         flags.append(("--expert-tensor-parallel-size", e.etp))
-    flags.append(("--moe-token-dispatcher-type", "alltoall"))
+    flags += dispatcher_flags(e.dispatcher)
     if v.precision in (None, "mixed-bf16", "mixed-fp8"):
         flags.append(("--moe-grouped-gemm", None))  # the per-expert GEMMs the plan priced (TE GroupedLinear)
     else:
@@ -119,6 +119,16 @@ def expert_flags(v, lost: list[str]) -> Flags:
                   ("--moe-token-drop-policy", "probs")]
     flags += _overlap_flags(v, lost)
     return flags + sharding_flags(v)
+
+
+def dispatcher_flags(dispatcher: str) -> Flags:
+    """The token dispatcher priced: alltoall (MoEAlltoAllTokenDispatcher), or the flex dispatcher with
+    its DeepEP or HybridEP backend (--moe-flex-dispatcher-backend, Megatron-core core_dev_r0.15.0 as
+    Megatron-Bridge 25.11 pins it, commit 0d8e0714; core_v0.15.0 itself takes --moe-enable-deepep
+    instead and has no HybridEP)."""
+    if dispatcher == "alltoall":
+        return [("--moe-token-dispatcher-type", "alltoall")]
+    return [("--moe-token-dispatcher-type", "flex"), ("--moe-flex-dispatcher-backend", dispatcher)]
 
 
 # Megatron FSDP (Megatron-core 0.14+, read at core_v0.15.0 megatron/training/arguments.py): the
