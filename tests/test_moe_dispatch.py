@@ -148,3 +148,31 @@ def test_megatron_export_carries_the_dispatcher(tmp_path, monkeypatch):
     args = command_args(export_plan(plan, "megatron"))
     assert (args["--moe-token-dispatcher-type"], args["--moe-flex-dispatcher-backend"]) == ("flex", "deepep")
     assert "token dispatcher deepep" in export_plan(plan, "deepspeed")
+
+
+@pytest.mark.parametrize("overlap", ["none", "full"])
+def test_memoised_layer_costs_equal_fresh_ones(overlap):
+    """The layer costs' shared parts are memoised per context (moe_price._dense_terms, _expert_terms,
+    the ends and p2p): every point priced in one context, in enumeration order and reversed, equals
+    that point priced alone in a fresh context, bit for bit (a key missing a component would mix two
+    points' parts)."""
+    from solver_plan.hybrid.moe_price import _costs, price, time_bound
+    from solver_plan.hybrid.moe_space import enumerate_points
+
+    cluster = resolve_cluster("h100-4x8-ib", 16)
+    model = tiny(experts=8, expert_groups=4, groups_per_token=2)
+
+    def context():
+        from solver_plan.hybrid.moe_price import make_context
+        return make_context(model, cluster, 32, None, a2a_overlap=overlap)
+
+    points = [p for pins in ({}, {"dispatcher": "deepep"})
+              for p in enumerate_points(model, 16, 8, 32, pins, (None, 1.25))][::7]
+    assert len(points) > 100 and {p.dispatcher for p in points} == {"alltoall", "deepep"}
+    for order in (points, points[::-1]):
+        shared = context()
+        for p in order:
+            fresh = context()
+            assert _costs(shared, p) == _costs(fresh, p)
+            assert time_bound(shared, p) == time_bound(fresh, p)
+            assert price(shared, p).step_time_s == price(fresh, p).step_time_s
