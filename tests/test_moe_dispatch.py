@@ -146,7 +146,11 @@ def test_megatron_export_carries_the_dispatcher(tmp_path, monkeypatch):
     body = plan.get("plan", plan)
     body["parallelism"]["dispatcher"] = "deepep"
     args = command_args(export_plan(plan, "megatron"))
-    assert (args["--moe-token-dispatcher-type"], args["--moe-flex-dispatcher-backend"]) == ("flex", "deepep")
+    assert (args["--moe-token-dispatcher-type"], args["--moe-enable-deepep"]) == ("flex", True)
+    body["parallelism"]["dispatcher"] = "hybridep"
+    text = export_plan(plan, "megatron")
+    assert command_args(text)["--moe-flex-dispatcher-backend"] == "hybridep" and "core_dev_r0.15.0" in text
+    body["parallelism"]["dispatcher"] = "deepep"
     assert "token dispatcher deepep" in export_plan(plan, "deepspeed")
 
 
