@@ -9,12 +9,16 @@ how its predictions compare with published MoE training runs.
 2. Every row of data/published/moe-runs.yaml: the published step time, the prediction of its own
    configuration (pinned, priced whatever its memory), the error, the predicted peak memory against the
    device's, and the unpinned plan (the search on the same devices, batch, precision, routing and
-   all-to-all overlap, under the device's memory) with its step time against the pinned one; the
+   all-to-all overlap and token dispatcher, under the device's memory) with its step time against the
+   pinned one; the
    median |error| over every row (the target's measure), then, labelled as not the target's measure,
    over the rows whose `regression` field does not quote the source's maintainers calling the figure a
    regression, and the file's `cross_checks` (the maintainers' re-runs; never in a median).
 3. Robustness (Qwen3-235B-A22B on 64 B200s): the step time of the plan chosen for balanced routing
    when the routing is skewed (zipf:0.2, zipf:0.5) it was not given, against the plan chosen for that skew.
+4. Dispatch kernels (kernel-level validation of hybrid/moe.py's dedup_alltoall_s): DeepEP's published
+   H800 table (data/device/published/deepep-normal-kernels.csv) against the model on the DeepSeek-V3
+   H800 cluster, as the table's own bandwidth measure, and the priced time's ratio to the measured one.
 `--quick` skips the unpinned searches of part 2.
 """
 from __future__ import annotations
@@ -106,7 +110,8 @@ def published(quick: bool, time_limit: float, breakdown: bool = True) -> None:
         memory = f"{plan.memory_per_device_bytes / 1e9:5.0f}/{cluster.device.memory / 1e9:.0f} GB"
         unpinned, text = "", ""
         if not quick:
-            found = plan_moe(model, cluster, batch, precision=row["precision"], a2a_overlap=overlap,
+            given = {k: pins[k] for k in ("dispatcher",) if k in pins}  # the run's runtime setting, as its overlap
+            found = plan_moe(model, cluster, batch, precision=row["precision"], a2a_overlap=overlap, fix=given,
                              time_limit=time_limit)
             if found.plan is not None:
                 unpinned = f"{found.step_time_s:8.2f}s"
@@ -124,6 +129,7 @@ def published(quick: bool, time_limit: float, breakdown: bool = True) -> None:
                 unpinned = found.status.value
         print(f"{row['name']:34} {published_s:8.2f}s {plan.step_time_s:7.2f}s {100 * error:+6.1f}% {memory:>15} "
               f"{unpinned:>9}  {text}")
+        print(f"    dispatcher {plan.point.dispatcher}, all-to-all overlap {overlap}")
         if breakdown:
             ctx = make_context(model, cluster, batch, None, precision=row["precision"], a2a_overlap=overlap)
             terms = sorted(step_breakdown(ctx, plan).items(), key=lambda kv: -kv[1])
@@ -173,6 +179,32 @@ def robustness(time_limit: float) -> None:
               f"{aware.step_time_s:.2f} s (tp {q.tp} pp {q.pp} ep {q.ep} b {q.micro_batch_size} {q.recompute})")
 
 
+def dispatch_kernels() -> None:
+    import csv
+
+    from solver_plan.hybrid import moe
+    from solver_plan.hybrid.moe_model import MoEModel
+
+    print("\n== DeepEP normal kernels on H800 (published) against dedup_alltoall_s "
+          "(data/published/clusters/h800-deepseek-v3.yaml) ==")
+    lines = [line for line in (ROOT / "data/device/published/deepep-normal-kernels.csv").read_text().splitlines()
+             if not line.startswith("#")]
+    for row in csv.DictReader(lines):
+        ep, nodes, tokens, h = int(row["ep"]), int(row["nodes"]), int(row["tokens"]), int(row["hidden"])
+        k, chosen, e = int(row["top_k"]), int(row["groups_per_token"]), float(row["element_bytes"])
+        cluster = cluster_of("data/published/clusters/h800-deepseek-v3.yaml", ep)
+        model = MoEModel(name="deepep-test", hidden=h, seq=tokens, vocab=1, heads=1, attention_gemms=((h, h),),
+                         attention_extra_params=0, scores_width=1, values_width=1, attention_stored=0,
+                         attention_recomputable=0, kv_width=1, moe_layers=(True,), dense_ffn=0, experts=256,
+                         top_k=k, expert_ffn=1, expert_groups=nodes, groups_per_token=chosen)
+        seconds = moe.dedup_alltoall_s(cluster, model, 1, 1, ep, min(ep, cluster.devices_per_node), e)
+        reached = moe.expected_units_hit(256, k, nodes if nodes > 1 else ep, nodes, chosen)  # the table's numerator
+        priced = tokens * h * e * reached / seconds / 1e9
+        measured = float(row["bandwidth_gb_s"])
+        print(f"{row['kind']:8} ep {ep:3} ({row['bottleneck']}): {measured:5.0f} GB/s published, {priced:5.1f} priced: "
+              f"priced time {measured / priced:.2f} x the measured")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="skip the unpinned searches of the published runs")
@@ -181,6 +213,7 @@ def main() -> None:
     deepseek_2048(args.time_limit)
     published(args.quick, args.time_limit)
     robustness(args.time_limit)
+    dispatch_kernels()
 
 
 if __name__ == "__main__":

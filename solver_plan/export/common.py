@@ -56,6 +56,7 @@ class ExpertView:
     config: dict = field(default_factory=dict)
     unreadable: str | None = None
     notes: tuple[str, ...] = ()  # what every runtime loses of the plan (each exporter lists them)
+    dispatcher: str = "alltoall"  # the token dispatcher priced (hybrid/moe.py DISPATCHERS)
 
 
 @dataclass(frozen=True)

@@ -55,6 +55,9 @@ def moe_layer(v, lost: list[str]) -> tuple[dict, list[int] | None]:
         lost.append("load balancing: DeepSpeed-MoE returns the GShard auxiliary loss (l_aux) from each MoE layer; add "
                     + (f"{coefficient} x l_aux " if coefficient is not None else "a coefficient x l_aux ")
                     + "to the loss in the training script")
+    if e.dispatcher != "alltoall":
+        lost.append(f"token dispatcher {e.dispatcher} (one copy per token and destination node, then rank): "
+                    "DeepSpeed-MoE's dispatch is one all-to-all of the capacity buffers (a copy per token and expert): more all-to-all bytes than planned")
     if e.a2a_overlap != "none":
         lost.append(f"all-to-all overlap {e.a2a_overlap}: DeepSpeed-MoE does not overlap dispatch and combine with "
                     "compute (exposed: slower than planned)")

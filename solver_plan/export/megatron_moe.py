@@ -106,7 +106,7 @@ def expert_flags(v, lost: list[str]) -> Flags:
     flags: Flags = [("--expert-model-parallel-size", e.ep)]
     if e.etp != v.tp:  # Megatron-LM's default is the attention's tp (core_r0.10+ for another value)
         flags.append(("--expert-tensor-parallel-size", e.etp))
-    flags.append(("--moe-token-dispatcher-type", "alltoall"))
+    flags += dispatcher_flags(e.dispatcher, lost)
     if v.precision in (None, "mixed-bf16", "mixed-fp8"):
         flags.append(("--moe-grouped-gemm", None))  # the per-expert GEMMs the plan priced (TE GroupedLinear)
     else:
@@ -119,6 +119,21 @@ def expert_flags(v, lost: list[str]) -> Flags:
                   ("--moe-token-drop-policy", "probs")]
     flags += _overlap_flags(v, lost)
     return flags + sharding_flags(v)
+
+
+def dispatcher_flags(dispatcher: str, lost: list[str]) -> Flags:
+    """The token dispatcher priced: alltoall (MoEAlltoAllTokenDispatcher); DeepEP through the flex
+    dispatcher, `--moe-enable-deepep` (core_v0.15.0-0.15.3; the core_dev_r0.15.0 commit 0d8e0714 that
+    Megatron-Bridge 25.11 pins still takes it, deprecated for --moe-flex-dispatcher-backend deepep);
+    HybridEP as `--moe-flex-dispatcher-backend hybridep`, which no core_v0.15 release has (listed)."""
+    if dispatcher == "alltoall":
+        return [("--moe-token-dispatcher-type", "alltoall")]
+    if dispatcher == "deepep":
+        return [("--moe-token-dispatcher-type", "flex"), ("--moe-enable-deepep", None)]
+    lost.append(f"dispatcher {dispatcher}: --moe-flex-dispatcher-backend {dispatcher} needs Megatron-core's "
+                "core_dev_r0.15.0 branch (commit 0d8e0714, Megatron-Bridge 25.11's) or later; core_v0.15.0-0.15.3 "
+                "refuse the flag (their flex dispatcher has DeepEP only: --moe-enable-deepep)")
+    return [("--moe-token-dispatcher-type", "flex"), ("--moe-flex-dispatcher-backend", dispatcher)]
 
 
 # Megatron FSDP (Megatron-core 0.14+, read at core_v0.15.0 megatron/training/arguments.py): the

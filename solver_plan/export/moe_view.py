@@ -76,7 +76,7 @@ def moe_view(d: dict) -> HybridView:
                              str(plan.get("routing", "uniform")), float(plan.get("dropped_fraction", 0.0)),
                              str(plan.get("a2a_overlap", "none")), *_model(str(plan["model"])))
         chunks, notes = _chunks(tuple(int(s["layers"]) for s in stages), int(p.get("virtual_stages", 1)))
-        experts = replace(experts, notes=notes)
+        experts = replace(experts, notes=notes, dispatcher=str(p.get("dispatcher", "alltoall")))
         view = HybridView(
             str(plan["model"]), int(plan["devices"]), int(plan["global_batch"]), int(p["dp"]), tp, int(p["pp"]),
             int(p["micro_batch_size"]), int(p["micro_batches"]), int(p.get("virtual_stages", 1)), recompute,

@@ -62,6 +62,9 @@ def expert_overrides(v, replicate: int, sharded: int, lost: list[str]) -> tuple[
         lost.append(f"capacity factor {e.capacity_factor:g} (padded expert buffers, {100 * e.dropped_fraction:.1f}% "
                     "of token copies dropped): torchtitan's MoE is dropless (no token dropping; under skew the busiest "
                     "rank processes more than the capacity the plan priced)")
+    if e.dispatcher != "alltoall":
+        lost.append(f"token dispatcher {e.dispatcher} (one copy per token and destination node, then rank): "
+                    "this exporter writes torchtitan's all-to-all dispatcher (a copy per token and expert): more all-to-all bytes than planned")
     if e.a2a_overlap != "none":
         lost.append(f"all-to-all overlap {e.a2a_overlap}: torchtitan's all-to-all dispatcher runs in the layer's "
                     "stream (exposed: slower than planned)")

@@ -23,6 +23,17 @@ balanced), n = r x k x ep x etp x T/shards token copies, split over its E/ep exp
   sending T/shards x k x h x e bytes per device, the busiest rank receiving ep x r times that; priced
   by `collective_time("all_to_all")` on the group's shape: inside a node (NVLink; 72 GPUs in a
   GB200 NVL72 domain) while ep x etp <= devices per node, across nodes otherwise;
+  That is Megatron-core's `alltoall` dispatcher (MoEAlltoAllTokenDispatcher, core_v0.15.0 and the
+  core_dev_r0.15.0 commit 0d8e0714 Megatron-Bridge 25.11 runs: `permute` makes one row per (token,
+  expert) pair, num_out_tokens = tokens x topk, and `all_to_all` sends input_splits of them to each
+  ep rank: one copy per pair, the local rank's included). The node-deduplicating dispatchers
+  (`dispatcher` "deepep": DeepEP's normal kernels, Megatron-core's `flex` dispatcher with backend
+  deepep, DeepSeek's own; "hybridep": the flex dispatcher's HybridEP backend inside an NVLink domain)
+  send a token once per destination node over the network, then once per destination rank over
+  NVLink (DeepEP csrc/kernels internode.cu: the RDMA sender puts a token to a node when any of its
+  ranks is in is_token_in_rank, the forwarders copy it to each such rank; intranode.cu one copy per
+  rank), both at once in one kernel (`dedup_alltoall_s`); how many nodes and ranks a token reaches
+  under uniform routing, with the group (node) limit, is `expected_units_hit`;
 - etp > 1: all-gather of the tokens over etp before the experts, reduce-scatter after, forward and
   backward (`etp_comm_s`);
 - overlap (`exposed_alltoall_s`): "none" (Megatron-core's default), "shared-expert" (the shared
@@ -45,10 +56,13 @@ balanced), n = r x k x ep x etp x T/shards token copies, split over its E/ep exp
 """
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from dataclasses import dataclass
+from functools import lru_cache
+from math import comb
 
-from solver_plan.cluster import Cluster
+from solver_plan.cluster import Cluster, LinkLevel
 from solver_plan.cost.collectives import collective_time
 from solver_plan.cost.compute import compute_time
 from solver_plan.cost.routing import ExpertLoad
@@ -57,6 +71,11 @@ from solver_plan.hybrid.memory import MIXED_PRECISION, StateBytes, gradients_byt
 from solver_plan.hybrid.moe_model import MoEModel
 
 A2A_OVERLAPS = ("none", "shared-expert", "full")
+# token dispatchers: Megatron-core's alltoall (one copy per (token, expert) pair), DeepEP (one copy per
+# (token, node) over the network, per (token, rank) over NVLink) and HybridEP (the flex dispatcher's
+# backend for NVLink domains: one copy per (token, rank)), priced alike but exported apart
+DISPATCHERS = ("alltoall", "deepep", "hybridep")
+DEDUPLICATING = ("deepep", "hybridep")
 ALLTOALLS_PER_LAYER = 4  # dispatch and combine, forward and backward
 
 
@@ -182,13 +201,83 @@ def dispatch_bytes(model: MoEModel, b: int, shards: int, element_bytes: float) -
 
 
 def alltoall_s(cluster: Cluster, model: MoEModel, b: int, shards: int, ep: int, etp: int, routing: Routing,
-               element_bytes: float) -> float:
+               element_bytes: float, dispatcher: str = "alltoall") -> float:
     """One all-to-all of the expert group at its busiest rank (receiving ep x r times what it sends,
-    r its routing share; balanced: as much as it sends), on the group's nodes (stride etp)."""
+    r its routing share; balanced: as much as it sends), on the group's nodes (stride etp): pairwise
+    (`collective_time("all_to_all")`) for Megatron-core's alltoall dispatcher, `dedup_alltoall_s` for
+    the deduplicating ones."""
     if ep == 1:
         return 0.0
-    nbytes = dispatch_bytes(model, b, shards, element_bytes) * max(routing.send_factor, ep * routing.rank_share(ep))
-    return collective_time(cluster, "all_to_all", nbytes, ep, group_per_node(cluster, etp, ep))
+    skew = max(routing.send_factor, ep * routing.rank_share(ep))
+    per_node = group_per_node(cluster, etp, ep)
+    if dispatcher in DEDUPLICATING:
+        return dedup_alltoall_s(cluster, model, b, shards, ep, per_node, element_bytes, skew)
+    nbytes = dispatch_bytes(model, b, shards, element_bytes) * skew
+    return collective_time(cluster, "all_to_all", nbytes, ep, per_node)
+
+
+@lru_cache(maxsize=4096)
+def expected_units_hit(experts: int, top_k: int, units: int, groups: int = 1, groups_per_token: int = 1) -> float:
+    """Expected number of the `units` (ranks or nodes, each holding experts / units contiguous experts)
+    one token's top_k experts reach, when each token picks groups_per_token of the `groups` equal
+    contiguous expert groups uniformly and then top_k distinct experts uniformly among theirs (uniform
+    routing; groups 1: plain top-k). Per unit j: P(j hit) = 1 - E_S[C(A - a_j(S), k) / C(A, k)], S the
+    chosen groups (each set of them as likely), A = groups_per_token x experts / groups the experts
+    to choose from, a_j(S) unit j's among them; the expectation is over which of the groups unit j
+    overlaps are in S (a subset T of its q groups with probability C(groups - q, M - |T|) / C(groups, M)).
+    Sum over units. Hand check: 8 experts, top-2, 2 units, no groups: 2 (1 - C(4,2)/C(8,2)) = 11/7."""
+    if experts % units:
+        raise InputError(f"the {experts} experts do not divide into {units} equal parts", "ep")
+    per_unit, per_group, m = experts // units, experts // groups, groups_per_token
+    choose = m * per_group
+    total = comb(choose, top_k)
+    hit = 0.0
+    for j in range(units):
+        lo, hi = j * per_unit, (j + 1) * per_unit
+        overlaps = [min(hi, (g + 1) * per_group) - max(lo, g * per_group) for g in range(groups)]
+        mine = [o for o in overlaps if o > 0]
+        missed = 0.0
+        for size in range(len(mine) + 1):
+            ways = comb(groups - len(mine), m - size) / comb(groups, m)
+            if ways == 0.0:
+                continue
+            for chosen in itertools.combinations(mine, size):
+                missed += ways * comb(choose - sum(chosen), top_k) / total
+        hit += 1.0 - missed
+    return hit
+
+
+def dedup_alltoall_s(cluster: Cluster, model: MoEModel, b: int, shards: int, ep: int, per_node: int,
+                     element_bytes: float, skew: float = 1.0) -> float:
+    """One dispatch (or combine) of a node-deduplicating dispatcher at the busiest rank, for the
+    device's T = b s / shards tokens of h e bytes, the ep group on ep / per_node nodes (DeepEP's normal
+    kernels, read in csrc/kernels internode.cu and intranode.cu; the DeepSeek-V3 report, sec. 3.2.2):
+    - across nodes (ep > per_node, N = ep / per_node nodes): each token goes once to each other node
+      holding one of its experts, over the network: R = (1 - 1/N) x expected_units_hit(E, k, N, groups)
+      copies per token (the token's own node reached as often as any, by symmetry); on the receiving
+      node the GPU of the sender's local index forwards it once to each rank holding its experts over
+      NVLink, itself excluded: V = (1 - 1/per_node) x expected_units_hit(E, k, ep, groups) copies;
+      the two run at once (RDMA senders and NVLink forwarders are warps of one kernel):
+      max(T R h e beta_net, T V h e beta_nvlink) + alpha_net + alpha_nvlink;
+    - inside a node (or an NVLink domain): one copy per (token, other rank reached),
+      T (1 - 1/ep) expected_units_hit(E, k, ep, groups) h e beta_nvlink + alpha_nvlink.
+    Megatron's alltoall sends T k h e instead, (n - 1)/n of it off the device. `skew` scales the bytes
+    as `alltoall_s` does (the busiest rank's ep x r); the copies per token are the uniform routing's.
+    Metadata (top-k indices and weights, 8 k bytes per token) is not counted, as for alltoall."""
+    token_bytes = b * model.seq / shards * model.hidden * element_bytes * skew
+    groups = (model.expert_groups, model.groups_per_token)
+    ranks = expected_units_hit(model.experts, model.top_k, ep, *groups)
+    alpha_i, beta_i = cluster.alpha(LinkLevel.INTRA_NODE), cluster.g(LinkLevel.INTRA_NODE)
+    if per_node >= ep:
+        return token_bytes * (1.0 - 1.0 / ep) * ranks * beta_i + alpha_i
+    nodes = ep // per_node
+    if ep % per_node:  # nodes holding unequal shares: no credit for the node dedup (each rank off the node)
+        remote = (1.0 - per_node / ep) * ranks
+    else:
+        remote = (1.0 - 1.0 / nodes) * expected_units_hit(model.experts, model.top_k, nodes, *groups)
+    forwarded = (1.0 - 1.0 / per_node) * ranks
+    alpha_e, beta_e = cluster.alpha(LinkLevel.INTER_NODE), cluster.g(LinkLevel.INTER_NODE)
+    return max(token_bytes * remote * beta_e, token_bytes * forwarded * beta_i) + alpha_e + alpha_i
 
 
 def etp_comm_s(cluster: Cluster, model: MoEModel, b: int, shards: int, ep: int, etp: int, routing: Routing,

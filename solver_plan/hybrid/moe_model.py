@@ -53,6 +53,11 @@ class MoEModel:
     shared_gate: bool = False  # Qwen2-MoE's sigmoid(shared_expert_gate x), a 1-wide linear
     router_bias: bool = False  # DeepSeek-V3's e_score_correction_bias
     tied_embeddings: bool = False
+    # group-limited (node-limited) routing: the experts in `expert_groups` equal contiguous groups, each
+    # token choosing its top_k among the experts of `groups_per_token` of them (DeepSeek-V2/V3's n_group,
+    # topk_group; Megatron-core's --moe-router-num-groups / --moe-router-group-topk); 1 and 1: unlimited
+    expert_groups: int = 1
+    groups_per_token: int = 1
 
     def __post_init__(self):
         for key in ("hidden", "seq", "vocab", "heads", "experts", "top_k", "expert_ffn"):
@@ -63,6 +68,11 @@ class MoEModel:
             raise InputError(f"top_k ({self.top_k}) exceeds experts ({self.experts})", self.name)
         if not any(self.moe_layers):
             raise InputError("no layer has experts", self.name)
+        groups, chosen = self.expert_groups, self.groups_per_token
+        if (not isinstance(groups, int) or not isinstance(chosen, int) or groups < 1 or self.experts % groups
+                or not 1 <= chosen <= groups or self.top_k > chosen * (self.experts // groups)):
+            raise InputError(f"expert groups {groups!r} choosing {chosen!r} must divide the {self.experts} experts and "
+                             f"leave at least top_k ({self.top_k}) experts to choose from", self.name)
 
     @property
     def layers(self) -> int:
@@ -231,6 +241,11 @@ def _from_config(cfg, family: str, opts: dict, name: str) -> MoEModel:
         gemms = q + ((h, rkv + rope), (rkv, heads * (nope + v)), (heads * v, h))
         shared = cfg.int("n_shared_experts", default=0) if cfg.data.get("n_shared_experts") else 0
         expert_ffn = cfg.int("moe_intermediate_size")
+        # HF modeling_deepseek: "group_limited_greedy" (V2) and "noaux_tc" (V3) pick topk_group of n_group
+        # groups per token, then top-k experts among them; "greedy" (V2-Lite) ignores the groups
+        method = cfg.str("topk_method", "noaux_tc" if family == "deepseek_v3" else "greedy")
+        limited = method in ("group_limited_greedy", "noaux_tc") and cfg.data.get("n_group")
+        groups = (cfg.int("n_group"), cfg.int("topk_group")) if limited else (1, 1)
         return MoEModel(**common, attention_gemms=gemms, attention_extra_params=rq + rkv,
                         scores_width=heads * (nope + rope), values_width=heads * v,
                         attention_stored=(rq + rkv + rope + heads * (nope + rope) * 2 + heads * v * 2),
@@ -239,8 +254,7 @@ def _from_config(cfg, family: str, opts: dict, name: str) -> MoEModel:
                         moe_layers=tuple(deepseek_layer_is_moe(cfg, i) for i in range(layers)),
                         dense_ffn=cfg.int("intermediate_size"), experts=cfg.int("n_routed_experts"),
                         expert_ffn=expert_ffn, shared_ffn=shared * expert_ffn,
-                        router_bias=cfg.str("topk_method", "noaux_tc" if family == "deepseek_v3" else "greedy")
-                        == "noaux_tc")
+                        router_bias=method == "noaux_tc", expert_groups=groups[0], groups_per_token=groups[1])
     kv = cfg.int("num_key_value_heads", default=heads)
     d = cfg.int("head_dim", default=h // heads)
     qwen3 = family == "qwen3_moe"

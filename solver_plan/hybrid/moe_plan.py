@@ -85,7 +85,8 @@ def plan_moe(model, cluster, global_batch: int, *, devices: int | None = None, f
     `global_batch` sequences, priced under `routing` (uniform, zipf:S, histogram:...) with `capacity`
     ('dropless' or a factor; a pinned `fix` capacity wins) and `a2a_overlap` (none, shared-expert,
     full). `fix`: pins of dp, tp, cp, pp, ep, etp, micro_batch_size, virtual_stages, recompute,
-    zero_stage (0/1/2/3), capacity. `deadline`: a caller's budget (a command's), else `time_limit`'s.
+    zero_stage (0/1/2/3), capacity, dispatcher (alltoall, the default; deepep, hybridep: moe.py).
+    `deadline`: a caller's budget (a command's), else `time_limit`'s.
     The nominal budget decides how far the search goes (module docstring); the wall clock only stops it."""
     start = time.perf_counter()
     deadline = (deadline or time_budget(time_limit)).share(SEARCH_SHARE)  # the rest: robustness, output
@@ -247,9 +248,13 @@ def evaluate_moe(model, cluster, global_batch: int, point: Mapping, *, routing=N
         raise InputError("dp x micro_batch_size must divide the global batch", "point")
     if ctx.model.seq % (2 * cp) and cp > 1:
         raise InputError(f"2 cp ({2 * cp}) must divide the sequence ({ctx.model.seq})", "--fix cp")
+    dispatcher = pins.get("dispatcher", "alltoall")
+    if dispatcher != "alltoall" and pins.get("capacity") is not None:
+        raise InputError(f"dispatcher {dispatcher} (Megatron-core's flex dispatcher) pads no expert to a capacity: "
+                         "price it dropless", "--fix dispatcher")
     p = MoEPoint(pins["dp"], pins["tp"], pins["pp"], pins["ep"], pins.get("etp", 1), pins["micro_batch_size"],
                  global_batch // (pins["dp"] * pins["micro_batch_size"]), pins.get("virtual_stages", 1),
-                 pins.get("recompute", "none"), pins.get("zero_stage", 1), pins.get("capacity"), cp)
+                 pins.get("recompute", "none"), pins.get("zero_stage", 1), pins.get("capacity"), cp, dispatcher)
     return price(ctx, p, None)
 
 

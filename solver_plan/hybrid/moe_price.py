@@ -252,77 +252,155 @@ def _cp_comm_s(ctx: Context, tokens: float, tp: int, cp: int, core_fwd_s: float)
 
 
 def _layer_cost(ctx: Context, is_moe: bool, tp: int, b: int, ep: int, etp: int, recompute: str,
-                capacity: float | None, cp: int = 1, unpaired: float = 0.0) -> LayerCost:
-    key = (is_moe, tp, b, ep, etp, recompute, capacity, cp, unpaired)
+                capacity: float | None, cp: int = 1, unpaired: float = 0.0, dispatcher: str = "alltoall") -> LayerCost:
+    key = (is_moe, tp, b, ep, etp, recompute, capacity, cp, unpaired, dispatcher)
     if key not in ctx.cache:
         ctx.cache[key] = _price_layer(ctx, *key)
     return ctx.cache[key]
 
 
-def _price_layer(ctx: Context, is_moe: bool, tp: int, b: int, ep: int, etp: int, recompute: str,
-                 capacity: float | None, cp: int, unpaired: float) -> LayerCost:
-    from solver_plan.hybrid.stage_cost import tp_overlap_exposed_s
+def _memo(ctx: Context, key: tuple, compute):
+    """`compute()` once per `key` of the context (the parts of a layer's cost that points share)."""
+    if key not in ctx.cache:
+        ctx.cache[key] = compute()
+    return ctx.cache[key]
 
-    model, e = ctx.model, ctx.state.activations
-    tokens = b * model.seq / cp  # rows of the rank's GEMMs (its part of the sequence)
-    shards = tp * cp  # what the MoE terms split b s tokens by
-    routing = moe.Routing(ctx.routing_load, capacity)
-    gemms = model.dense_gemms(is_moe)
-    shared = model.shared_ffn if is_moe else 0
-    gemm_fwd = sum(_gemm_s(ctx, tokens, k, n, tp) for k, n in gemms)
-    shared_fwd = sum(_gemm_s(ctx, tokens, k, n, tp) for k, n in gemms[len(model.attention_gemms):]) if shared else 0.0
-    core_fwd, core_bwd = _core_s(ctx, b, shards, cp)
-    regions = 1 + (1 if (not is_moe or shared) else 0)  # attention, and the dense MLP / shared expert
-    comm = tp_overlap_exposed_s(regions * _tp_comm_s(ctx, tokens, tp), 3.0 * gemm_fwd, tp, ctx.runtime)
-    comm += _cp_comm_s(ctx, tokens, tp, cp, core_fwd)
-    cast_fwd, cast_bwd = _fp8_casts_s(ctx, tokens / tp * sum(k for k, _ in gemms),
-                                      tokens / tp * sum(n for _, n in gemms))
-    forward = gemm_fwd + core_fwd + comm / 2.0 + cast_fwd
-    backward = 2.0 * gemm_fwd + core_bwd + comm / 2.0 + cast_bwd
-    g = _saved_gemm_input_bytes(ctx)
-    stored = attention_kept_bytes(model, tokens, tp, e, g)
-    expert_fwd = a2a = 0.0
-    if is_moe:
+
+@dataclass(frozen=True)
+class _DenseTerms:
+    """What a layer's cost takes from its tensor-parallel side, shared by every (ep, etp, recompute,
+    capacity, dispatcher, unpaired share) of the same (layer kind, tp, b, cp): forward seconds of its
+    GEMMs, of the shared expert's, of the attention's and of the GEMMs selective recomputation repeats,
+    the attention core, exposed tp/cp communication, fp8 casts, and the attention's kept bytes."""
+    gemm_fwd: float
+    shared_fwd: float
+    attention_fwd: float
+    redo: float
+    core_fwd: float
+    core_bwd: float
+    comm: float
+    cast_fwd: float
+    cast_bwd: float
+    stored: float
+
+
+@dataclass(frozen=True)
+class _ExpertTerms:
+    """What a MoE layer's cost takes from its expert side, shared by every recomputation and unpaired
+    share of the same (tp, b, cp, ep, etp, capacity, dispatcher): router, grouped GEMMs and
+    permutation forward seconds (`expert_fwd` their sum), etp collectives, the raw all-to-all of the
+    layer, the expert GEMMs' fp8 casts, the host's issue seconds, kept bytes without and with
+    selective recomputation, and the dispatch buffers."""
+    router: float
+    grouped: float
+    expert_fwd: float
+    etp_s: float
+    raw_a2a: float
+    cast_fwd: float
+    cast_bwd: float
+    host_f: float
+    host_b: float
+    mlp_none: float
+    mlp_selective: float
+    buffers: float
+
+
+def _dense_terms(ctx: Context, is_moe: bool, tp: int, b: int, cp: int) -> _DenseTerms:
+    def compute() -> _DenseTerms:
+        from solver_plan.hybrid.stage_cost import tp_overlap_exposed_s
+
+        model, e = ctx.model, ctx.state.activations
+        tokens = b * model.seq / cp  # rows of the rank's GEMMs (its part of the sequence)
+        gemms = model.dense_gemms(is_moe)
+        shared = model.shared_ffn if is_moe else 0
+        gemm_fwd = sum(_gemm_s(ctx, tokens, k, n, tp) for k, n in gemms)
+        shared_fwd = (sum(_gemm_s(ctx, tokens, k, n, tp) for k, n in gemms[len(model.attention_gemms):])
+                      if shared else 0.0)
+        core_fwd, core_bwd = _core_s(ctx, b, tp * cp, cp)
+        regions = 1 + (1 if (not is_moe or shared) else 0)  # attention, and the dense MLP / shared expert
+        comm = tp_overlap_exposed_s(regions * _tp_comm_s(ctx, tokens, tp), 3.0 * gemm_fwd, tp, ctx.runtime)
+        comm += _cp_comm_s(ctx, tokens, tp, cp, core_fwd)
+        cast_fwd, cast_bwd = _fp8_casts_s(ctx, tokens / tp * sum(k for k, _ in gemms),
+                                          tokens / tp * sum(n for _, n in gemms))
+        stored = attention_kept_bytes(model, tokens, tp, e, _saved_gemm_input_bytes(ctx))
+        attention_fwd = sum(_gemm_s(ctx, tokens, k, n, tp) for k, n in model.attention_gemms)
+        redo = sum(_gemm_s(ctx, tokens, k, n, tp) for k, n in model.recomputed_gemms)
+        return _DenseTerms(gemm_fwd, shared_fwd, attention_fwd, redo, core_fwd, core_bwd, comm, cast_fwd, cast_bwd,
+                           stored)
+
+    return _memo(ctx, ("dense terms", is_moe, tp, b, cp), compute)
+
+
+def _expert_terms(ctx: Context, tp: int, b: int, cp: int, ep: int, etp: int, capacity: float | None,
+                  dispatcher: str) -> _ExpertTerms:
+    def compute() -> _ExpertTerms:
+        model, e = ctx.model, ctx.state.activations
+        tokens = b * model.seq / cp
+        shards = tp * cp  # what the MoE terms split b s tokens by
+        routing = moe.Routing(ctx.routing_load, capacity)
+        g = _saved_gemm_input_bytes(ctx)
         router = compute_time(ctx.cluster, 2.0 * tokens / tp * model.hidden * model.experts,  # never fp8: a torch
                               e * tokens / tp * (model.hidden + model.experts), dtype=ctx.activation_dtype)  # linear
-        expert_fwd = (moe.grouped_gemm_s(ctx.cluster, model, b, shards, ep, etp, routing, ctx.dtype, e) + router
-                      + moe.permute_s(ctx.cluster, model, b, shards, ep, etp, routing, e))
+        grouped = moe.grouped_gemm_s(ctx.cluster, model, b, shards, ep, etp, routing, ctx.dtype, e)
+        expert_fwd = grouped + router + moe.permute_s(ctx.cluster, model, b, shards, ep, etp, routing, e)
         etp_s = moe.etp_comm_s(ctx.cluster, model, b, shards, ep, etp, routing, e)
-        raw = moe.ALLTOALLS_PER_LAYER * moe.alltoall_s(ctx.cluster, model, b, shards, ep, etp, routing, e)
-        a2a = moe.exposed_alltoall_s(raw, ctx.a2a_overlap, 3.0 * shared_fwd, 3.0 * (gemm_fwd + expert_fwd) + core_fwd + core_bwd)
+        raw = moe.ALLTOALLS_PER_LAYER * moe.alltoall_s(ctx.cluster, model, b, shards, ep, etp, routing, e, dispatcher)
+        cast_fwd, cast_bwd = _fp8_casts_s(ctx, *moe.expert_gemm_elements(model, b, shards, ep, etp, routing))
+        host_f, host_b = moe_host.expert_host_s(model, ep, moe_host.expert_recipe(ctx.dtype,
+                                                                                  ctx.cluster.device.fp8_scaling))
+        return _ExpertTerms(router, grouped, expert_fwd, etp_s, raw, cast_fwd, cast_bwd, host_f, host_b,
+                            moe.moe_activation_bytes(model, b, shards, ep, etp, routing, "none", e, g),
+                            moe.moe_activation_bytes(model, b, shards, ep, etp, routing, "selective", e, g),
+                            moe.a2a_buffer_bytes(model, b, shards, ep, etp, routing, e))
+
+    return _memo(ctx, ("expert terms", tp, b, cp, ep, etp, capacity, dispatcher), compute)
+
+
+def _price_layer(ctx: Context, is_moe: bool, tp: int, b: int, ep: int, etp: int, recompute: str,
+                 capacity: float | None, cp: int, unpaired: float, dispatcher: str = "alltoall") -> LayerCost:
+    """One layer's `LayerCost` from its shared parts (`_dense_terms`, `_expert_terms`, each computed
+    once per context and key): what depends on the overlap, the unpaired share and recomputation is
+    combined here (tests/test_moe_dispatch.py: equal, bit for bit, to pricing every part afresh)."""
+    model, e = ctx.model, ctx.state.activations
+    tokens = b * model.seq / cp  # rows of the rank's GEMMs (its part of the sequence)
+    d = _dense_terms(ctx, is_moe, tp, b, cp)
+    gemm_fwd, core_fwd, core_bwd, comm = d.gemm_fwd, d.core_fwd, d.core_bwd, d.comm
+    forward = gemm_fwd + core_fwd + comm / 2.0 + d.cast_fwd
+    backward = 2.0 * gemm_fwd + core_bwd + comm / 2.0 + d.cast_bwd
+    stored = d.stored
+    expert_fwd = a2a = 0.0
+    if is_moe:
+        x = _expert_terms(ctx, tp, b, cp, ep, etp, capacity, dispatcher)
+        expert_fwd, etp_s, raw = x.expert_fwd, x.etp_s, x.raw_a2a
+        a2a = moe.exposed_alltoall_s(raw, ctx.a2a_overlap, 3.0 * d.shared_fwd,
+                                     3.0 * (gemm_fwd + expert_fwd) + core_fwd + core_bwd)
         a2a += unpaired * (raw - a2a)  # passes the overlap cannot pair keep theirs (moe.unpaired_fraction)
-        expert_cast_fwd, expert_cast_bwd = _fp8_casts_s(ctx, *moe.expert_gemm_elements(model, b, shards, ep, etp,
-                                                                                       routing))
-        forward += expert_fwd + (a2a + etp_s) / 2.0 + expert_cast_fwd
-        backward += 2.0 * expert_fwd + (a2a + etp_s) / 2.0 + expert_cast_bwd
-        host_f, host_b = moe_host.expert_host_s(model, ep, moe_host.expert_recipe(ctx.dtype, ctx.cluster.device.fp8_scaling))
-        stall_f, stall_b = moe_host.host_stall_s(host_f, host_b, capacity is None, expert_fwd + expert_cast_fwd,
+        forward += expert_fwd + (a2a + etp_s) / 2.0 + x.cast_fwd
+        backward += 2.0 * expert_fwd + (a2a + etp_s) / 2.0 + x.cast_bwd
+        stall_f, stall_b = moe_host.host_stall_s(x.host_f, x.host_b, capacity is None, expert_fwd + x.cast_fwd,
                                                  forward, backward)
         forward += stall_f
         backward += stall_b
-        mlp_none = moe.moe_activation_bytes(model, b, shards, ep, etp, routing, "none", e, g)
-        mlp_selective = moe.moe_activation_bytes(model, b, shards, ep, etp, routing, "selective", e, g)
+        mlp_none, mlp_selective = x.mlp_none, x.mlp_selective
     else:
-        mlp_none = mlp_selective = dense_mlp_kept_bytes(model, tokens, tp, e, g)
+        mlp_none = mlp_selective = dense_mlp_kept_bytes(model, tokens, tp, e, _saved_gemm_input_bytes(ctx))
     if recompute == "full":  # the layer input kept; one layer's activations while it recomputes
         kept, working, extra = e * tokens * model.hidden / tp, stored + mlp_none, forward
     elif recompute == "selective":  # per-head q, k, v from their GEMMs, and the experts' MLPs
         attention = e * tokens * model.attention_recomputable / tp
-        redo = sum(_gemm_s(ctx, tokens, k, n, tp) for k, n in model.recomputed_gemms)
         kept = stored - attention + mlp_selective
-        working, extra = attention + mlp_none - mlp_selective, redo + expert_fwd
+        working, extra = attention + mlp_none - mlp_selective, d.redo + expert_fwd
     else:
         kept, working, extra = stored + mlp_none, 0.0, 0.0
-    buffers = moe.a2a_buffer_bytes(model, b, shards, ep, etp, routing, e) if is_moe else 0.0
-    attention_fwd = sum(_gemm_s(ctx, tokens, k, n, tp) for k, n in model.attention_gemms)
+    buffers = x.buffers if is_moe else 0.0
+    attention_fwd = d.attention_fwd
     terms = {"attention GEMMs": 3.0 * attention_fwd, "dense/shared GEMMs": 3.0 * (gemm_fwd - attention_fwd),
-             "attention core": core_fwd + core_bwd, "tp/cp comm": comm, "fp8 casts": cast_fwd + cast_bwd,
+             "attention core": core_fwd + core_bwd, "tp/cp comm": comm, "fp8 casts": d.cast_fwd + d.cast_bwd,
              "recompute": extra}
     if is_moe:
-        grouped = moe.grouped_gemm_s(ctx.cluster, model, b, shards, ep, etp, routing, ctx.dtype, e)
-        terms.update({"router": 3.0 * router, "grouped GEMMs": 3.0 * grouped,
-                      "permute/unpermute": 3.0 * (expert_fwd - grouped - router), "all-to-all": a2a, "etp comm": etp_s,
-                      "fp8 casts": terms["fp8 casts"] + expert_cast_fwd + expert_cast_bwd,
+        terms.update({"router": 3.0 * x.router, "grouped GEMMs": 3.0 * x.grouped,
+                      "permute/unpermute": 3.0 * (expert_fwd - x.grouped - x.router), "all-to-all": a2a,
+                      "etp comm": etp_s, "fp8 casts": terms["fp8 casts"] + x.cast_fwd + x.cast_bwd,
                       "host issue (experts)": stall_f + stall_b})
     return LayerCost(forward, backward, extra, kept, working, a2a, buffers, tuple(terms.items()))
 
@@ -332,7 +410,8 @@ def _costs(ctx: Context, p: MoEPoint) -> tuple[LayerCost, LayerCost]:
     share of passes it cannot pair (`moe.unpaired_fraction`)."""
     unpaired = moe.unpaired_fraction(p.pp, p.virtual_stages, p.micro_batches) if ctx.a2a_overlap == "full" else 0.0
     args = (p.tp, p.micro_batch_size, p.ep, p.etp, p.recompute, p.capacity_factor, p.cp)
-    return _layer_cost(ctx, False, *args), _layer_cost(ctx, True, *args, unpaired)
+    # a dense layer has no dispatch: one cost whatever the dispatcher
+    return _layer_cost(ctx, False, *args), _layer_cost(ctx, True, *args, unpaired, p.dispatcher)
 
 
 def _ends_s(ctx: Context, p: MoEPoint) -> tuple[float, float]:
@@ -340,18 +419,24 @@ def _ends_s(ctx: Context, p: MoEPoint) -> tuple[float, float]:
     stage runs the final projection (h x V / tp) forward and backward and its fp32 loss, in the
     activation dtype (Megatron-core's output_layer is its own ColumnParallelLinear, not a Transformer
     Engine module, so fp8_autocast leaves it in 16 bits)."""
-    tokens = p.micro_batch_size * ctx.model.seq / p.cp
-    head = 3.0 * _gemm_s(ctx, tokens, ctx.model.hidden, ctx.model.vocab, p.tp, ctx.activation_dtype)
-    return 0.0, head
+    def compute() -> tuple[float, float]:
+        tokens = p.micro_batch_size * ctx.model.seq / p.cp
+        return 0.0, 3.0 * _gemm_s(ctx, tokens, ctx.model.hidden, ctx.model.vocab, p.tp, ctx.activation_dtype)
+
+    return _memo(ctx, ("ends", p.tp, p.micro_batch_size, p.cp), compute)
 
 
 def _p2p_s(ctx: Context, p: MoEPoint) -> float:
     """Sends of one stage per micro-batch (activation forward + gradient backward) of T h e / tp."""
     if p.pp == 1:
         return 0.0
-    nbytes = p.micro_batch_size * ctx.model.seq * ctx.model.hidden * ctx.state.activations / p.shards
     per_node = 1 if p.shards * p.dp >= ctx.cluster.devices_per_node else 2
-    return 2.0 * collective_time(ctx.cluster, "p2p", nbytes, 2, per_node)
+
+    def compute() -> float:
+        nbytes = p.micro_batch_size * ctx.model.seq * ctx.model.hidden * ctx.state.activations / p.shards
+        return 2.0 * collective_time(ctx.cluster, "p2p", nbytes, 2, per_node)
+
+    return _memo(ctx, ("p2p", p.micro_batch_size, p.shards, per_node), compute)
 
 
 def _stage_params(ctx: Context, p: MoEPoint, n_dense: int, n_moe: int, stage: int) -> tuple[float, float]:

@@ -13,10 +13,11 @@ from typing import Mapping
 
 from solver_plan.cost.routing import parse_capacity
 from solver_plan.errors import InputError
+from solver_plan.hybrid.moe import DISPATCHERS
 from solver_plan.hybrid.moe_model import MoEModel
 
 FIX_KEYS = ("dp", "tp", "cp", "pp", "ep", "etp", "micro_batch_size", "virtual_stages", "recompute", "zero_stage",
-            "capacity")
+            "capacity", "dispatcher")
 INT_KEYS = ("dp", "tp", "cp", "pp", "ep", "etp", "micro_batch_size", "virtual_stages", "zero_stage")
 RECOMPUTE = ("none", "selective", "full")
 # ZeRO stages searched: 0, 1 (the distributed optimizer: optimizer state over dp x cp, the experts' over
@@ -50,6 +51,7 @@ class MoEPoint:
     zero_stage: int = 1  # 0: plain data parallel, 1: distributed optimizer, 2: gradients sharded too (pp = 1), 3: FSDP
     capacity_factor: float | None = None  # None: dropless
     cp: int = 1  # context parallelism: the sequence split over cp devices (ring attention)
+    dispatcher: str = "alltoall"  # the token dispatcher (moe.DISPATCHERS): how dispatch and combine move tokens
 
     @property
     def devices(self) -> int:
@@ -105,9 +107,10 @@ def check_fix(pins: Mapping | str | None) -> dict:
                 raise InputError(f"expects a {ZERO_WORDS if key == 'zero_stage' else 'positive integer'}, got {value!r}",
                                  where)
             out[key] = number
-        elif key == "recompute":
-            if value not in RECOMPUTE:
-                raise InputError(f"expects one of {', '.join(RECOMPUTE)}, got {value!r}", where)
+        elif key in ("recompute", "dispatcher"):
+            choices = RECOMPUTE if key == "recompute" else DISPATCHERS
+            if value not in choices:
+                raise InputError(f"expects one of {', '.join(choices)}, got {value!r}", where)
             out[key] = value
         else:
             out[key] = parse_capacity(value)
@@ -144,8 +147,11 @@ def enumerate_points(model: MoEModel, devices: int, devices_per_node: int, globa
     """Every point agreeing with the pins: tp | heads within a node, cp with 2 cp | seq (Megatron's
     load-balanced causal split) and seq / cp >= MIN_TOKENS_PER_CP_RANK unless pinned, pp <= layers,
     dp x b | batch, ep | experts with ep x etp | tp x cp x dp, etp | tp and f_e, virtual stages with
-    p v <= layers and m divisible by p (Megatron's interleaving condition), ZeRO-2 with pp = 1."""
+    p v <= layers and m divisible by p (Megatron's interleaving condition), ZeRO-2 with pp = 1; the
+    dispatcher pinned (default alltoall), a deduplicating one only dropless (Megatron-core's flex
+    dispatcher refuses --moe-pad-expert-input-to-capacity)."""
     get = pins.get
+    dispatcher = get("dispatcher", "alltoall")  # a pin, not searched: the runtime's dispatcher is the user's
     for tp, cp in itertools.product(_divisors(min(devices, devices_per_node)), _divisors(devices)):
         if model.heads % tp or devices % (tp * cp) or get("tp", tp) != tp or get("cp", cp) != cp:
             continue
@@ -172,7 +178,9 @@ def enumerate_points(model: MoEModel, devices: int, devices_per_node: int, globa
                             continue
                         if z == 2 and pp > 1:  # ZeRO-2 with pp = 1 only (ZERO_STAGES)
                             continue
-                        yield MoEPoint(dp, tp, pp, ep, etp, b, m, v, r, z, c, cp)
+                        if dispatcher != "alltoall" and c is not None:  # the flex dispatcher pads to no capacity
+                            continue
+                        yield MoEPoint(dp, tp, pp, ep, etp, b, m, v, r, z, c, cp, dispatcher)
 
 
 # --- pricing ------------------------------------------------------------------------------------------
