@@ -142,9 +142,9 @@ def test_milp_plans_unchanged_by_the_lp_route_where_memory_does_not_bind():
         assert not any(note.startswith("root LP") for note in with_route.notes), case_id
 
 
-def test_fixed_model_without_presolve_or_sub_mips_keeps_the_optimum():
-    """milp solves the model the LP's reduced costs leave with HiGHS' presolve, RINS and RENS off:
-    the same optimum as brute force on the problem."""
+def test_fixed_model_without_presolve_keeps_the_optimum():
+    """milp solves the model the LP's reduced costs (propagated over a spanning forest) leave with
+    HiGHS' presolve off: the same optimum as brute force on the problem."""
     checked = 0
     for case_id, problem in _binding_cases():
         oracle = plan_brute(problem)
@@ -155,7 +155,7 @@ def test_fixed_model_without_presolve_or_sub_mips_keeps_the_optimum():
         model = config_model(inner, closed_pairs=closed)
         start = encode(model, inner, restriction.encode(restriction.incumbent), closed)
         outcome = isolated.call("highspy", "solver_plan.intra.backends.highs", "solve_with_highs", model=model,
-                                start_values=start, relax_first=False, presolve=False, sub_mips=False)
+                                start_values=start, relax_first=False, presolve=False)
         answer = outcome_answer(model, outcome)
         assert answer.status is Status.OPTIMAL, case_id
         found = min(problem.objective(restriction.decode(answer.assignment)), problem.objective(restriction.incumbent))
