@@ -143,8 +143,8 @@ def test_milp_plans_unchanged_by_the_lp_route_where_memory_does_not_bind():
 
 
 def test_fixed_model_without_presolve_keeps_the_optimum():
-    """milp solves the model the LP's reduced costs (propagated over a spanning forest) leave with
-    HiGHS' presolve off: the same optimum as brute force on the problem."""
+    """milp solves the model the LP's reduced costs leave with HiGHS' presolve off: the same optimum
+    as brute force on the problem."""
     checked = 0
     for case_id, problem in _binding_cases():
         oracle = plan_brute(problem)

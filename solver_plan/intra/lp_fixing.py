@@ -14,13 +14,6 @@ their root, but done before the model is built, so the edge variables of closed 
 (measured on random-dag:nodes=100,candidates=6-30,seed=1,memory=binding: 29% of the x and 39% of
 the y columns closed by a plan 0.11% above the LP bound, and HiGHS proves the rest optimal at its
 root or in a few nodes, where the whole model took 500 nodes).
-Propagated: a plan's extra over B is at least the sum of its candidates' terms (r_j at 1, plus the
-node's other columns' max(0, -r) at 0) and its edge pairs' max(0, r), a min-sum problem over the
-graph; the forest DP (forest_dp, the edges outside a spanning forest at their least entry, >= 0)
-gives each candidate the least extra of any plan using it, and B the least of all. On random-dag:100
-binding, from the support's plan (454.686): 845 candidates left open instead of 981 (from the
-optimum 647 instead of 754), in 0.02 s; HiGHS on the fixed model 4.45-6.1 s of CPU over 4 seeds
-(mean 5.2), was 4.6-9.5 s (mean 5.9).
 
 The plan: the MILP on the candidates the LP solution uses (its support, ~1.6 per node, with the
 incumbent's: support_plan), a few hundred columns solved in well under a second, then local and forest search.
@@ -37,7 +30,6 @@ from solver_plan.intra import isolated
 from solver_plan.intra.lagrangian import ROUNDING_SLACK, binding_devices, candidates_below, fixing_threshold
 from solver_plan.intra.lagrangian_fixing import Restriction, best_plan, restrict_by
 from solver_plan.intra.linear_model import LinearModel, LpSolution, ModelBuildCut, config_model, config_model_elements
-from solver_plan.intra.forest_dp import solve_forest
 from solver_plan.intra.normal_form import normal_form
 from solver_plan.intra.problem import ConfigProblem
 from solver_plan.intra.support_plan import SolveModel, support_plan
@@ -106,9 +98,7 @@ def safe_bound(model: LinearModel, row_duals: np.ndarray) -> tuple[float, np.nda
 
 def lp_relaxation(problem: ConfigProblem, model: LinearModel, solution: LpSolution) -> LpRelaxation:
     """Bounds from an optimal LP `solution` of `model` (= config_model(problem), no closed pairs).
-    Columns are 0 <= z <= 1, so fixing z_j = 1 adds max(0, r_j) and z_j = 0 adds max(0, -r_j);
-    candidates' extras are propagated over a spanning forest (module docstring), and a pair's bound
-    is at least either end's."""
+    Columns are 0 <= z <= 1, so fixing z_j = 1 adds max(0, r_j) and z_j = 0 adds max(0, -r_j)."""
     assert solution.row_duals is not None and solution.column_values is not None
     bound, reduced = safe_bound(model, solution.row_duals)
     rounding = ROUNDING_SLACK * (1.0 + abs(bound)) + 1e-12 * float(np.abs(reduced).sum())
@@ -119,26 +109,15 @@ def lp_relaxation(problem: ConfigProblem, model: LinearModel, solution: LpSoluti
     for start, stop in zip(offsets[:-1], offsets[1:]):  # this candidate at 1, its node's others at 0
         candidate_extra.append(up[start:stop] + down[start:stop].sum() - down[start:stop])
     pair_bounds: list[np.ndarray | None] = [None] * len(problem.edges)
-    pair_extra = [np.zeros(m.shape) for m in problem.edge_costs]  # a plan's extra on each edge
     column = model.num_decode_columns
     form = normal_form(problem)
     for (u, v), residual, edge in zip(form.edges, form.residuals, form.edge_index):
         pairs = up[column: column + residual.size].reshape(residual.shape)
-        pair_extra[edge] = pair_extra[edge] + pairs
+        pair_bounds[edge] = bound + pairs + candidate_extra[u][:, None] + candidate_extra[v][None, :]
         column += residual.size
-    # the least extra over plans with each candidate: a dynamic programme over a spanning forest
-    # (exact on a forest; the other edges at their smallest extra, >= 0, keep it a lower bound)
-    propagated = solve_forest(candidate_extra, problem.edges, pair_extra)
-    candidate_bounds = tuple(bound + m for m in propagated.min_marginals)
-    for (u, v), edge in zip(form.edges, form.edge_index):
-        pair_bounds[edge] = np.maximum.reduce([
-            bound + pair_extra[edge] + candidate_extra[u][:, None] + candidate_extra[v][None, :],
-            np.broadcast_to(candidate_bounds[u][:, None], pair_extra[edge].shape),
-            np.broadcast_to(candidate_bounds[v][None, :], pair_extra[edge].shape)])
     x = solution.column_values
     values = tuple(x[start:stop] for start, stop in zip(offsets[:-1], offsets[1:]))
-    # the least extra of any plan raises the bound itself
-    return LpRelaxation(bound + propagated.value, candidate_bounds, tuple(pair_bounds), values)
+    return LpRelaxation(bound, tuple(bound + extra for extra in candidate_extra), tuple(pair_bounds), values)
 
 
 def lp_fits(problem: ConfigProblem, nominal_s: float | None) -> bool:
