@@ -106,6 +106,38 @@ def test_skew_is_never_priced_faster_than_balance(routing):
         assert skewed.memory_per_device_bytes >= balanced.memory_per_device_bytes
 
 
+
+@pytest.mark.parametrize("pp, v, m, warmup", [
+    (1, 1, 8, 1),  # combined_1f1b without pipelining: the first forward (and the last backward)
+    (8, 2, 128, 14 + 8 + 1),  # interleaved: (pp - 1) 2 + (v - 1) pp + the overlap's extra forward
+    (2, 24, 32, 2 + 46 + 1),
+    (16, 1, 120, 14 + 2 + 7),  # DualPipe's first rank: steps 1-3
+    (4, 4, 2, 6 + 12 + 1),  # warm-up longer than the 8 passes: all of them
+])
+def test_unpaired_fraction_by_hand(pp, v, m, warmup):
+    assert moe.unpaired_fraction(pp, v, m) == pytest.approx(min(1.0, warmup / (m * v)))
+
+
+def test_full_overlap_leaves_the_unpaired_passes_alltoall_exposed():
+    """Under "full" the MoE layer's exposed all-to-all is the paired passes' leftover plus the unpaired
+    share u of what the overlap hid: none >= full >= full with every pass paired, by hand."""
+    from solver_plan.hybrid.moe_price import _layer_cost
+    cluster = resolve_cluster("h100-4x8-ib", 8)
+    args = (True, 1, 2, 4, 1, "none", None, 1)  # MoE layer, tp 1, b 2, ep 4, etp 1, no recompute, dropless, cp 1
+    raw = _layer_cost(make_context(tiny(), cluster, 16, None, a2a_overlap="none"), *args).alltoall_s
+    full = make_context(tiny(), cluster, 16, None, a2a_overlap="full")
+    paired = _layer_cost(full, *args, 0.0).alltoall_s
+    u = moe.unpaired_fraction(2, 2, 4)  # (2 - 1) 2 + 2 + 1 = 5 of 8 passes
+    assert u == pytest.approx(5 / 8)
+    assert _layer_cost(full, *args, u).alltoall_s == pytest.approx(paired + u * (raw - paired))
+    assert raw >= _layer_cost(full, *args, u).alltoall_s >= paired and raw > 0
+    point = {"dp": 2, "tp": 1, "pp": 2, "ep": 2, "micro_batch_size": 1, "virtual_stages": 2}
+    for overlap in ("shared-expert", "full"):
+        assert (evaluate_moe(tiny(), resolve_cluster("h100-4x8-ib", 4), 16, point, a2a_overlap=overlap,
+                             memory_limit=None).step_time_s
+                <= evaluate_moe(tiny(), resolve_cluster("h100-4x8-ib", 4), 16, point,
+                                memory_limit=None).step_time_s * (1 + 1e-12))
+
 def test_skewed_search_is_never_faster_and_its_plan_is_chosen_for_the_skew():
     """The optimum under skew is never below the balanced optimum; the plan chosen for the balanced
     load, priced under the skew, is never better than the plan chosen for the skew."""

@@ -77,6 +77,17 @@ def test_respects_the_memory_limit(alexnet4):
     assert limited.memory_ok(result.assignment)
 
 
+def test_no_start_fitting_memory_is_diagnosed_not_an_error(alexnet4):
+    """A limit under the least memory any plan needs: INFEASIBLE with that least memory (as every
+    planner without a plan answers), not ERROR; a heuristic finding no start has not failed."""
+    from solver_plan.intra.memory import min_peak_memory
+    from solver_plan.result import Status
+    least = min_peak_memory(alexnet4, 10.0, 1.0).lower_bound
+    result = plan_mcmc(alexnet4.with_memory_limit(least * 0.5), iterations=20, seed=1, objective="sum")
+    assert result.status is Status.INFEASIBLE and result.assignment is None
+    assert any("no initial strategy" in note for note in result.notes)
+
+
 def test_bad_options_are_input_errors(alexnet4):
     with pytest.raises(InputError, match="objective"):
         plan_mcmc(alexnet4, objective="fastest")

@@ -5,13 +5,14 @@ transformer to the request's planner of kind "hybrid" (hybrid, data-parallel, me
 block solves use the request's block solver."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Union
 
-from solver_plan.deadline import MIN_LIMIT_S, Deadline, time_budget
+from solver_plan.deadline import CUT_SHORT_NOTE, Deadline, time_budget
 from solver_plan.errors import InputError
 from solver_plan.hybrid.request import HybridRequest
 from solver_plan.requests import DEFAULT_HYBRID_PLANNER, UNLIMITED
+from solver_plan.result import Status
 
 if TYPE_CHECKING:
     from solver_plan.hybrid.moe_plan import MoEResult
@@ -51,6 +52,10 @@ def answer_hybrid(request: HybridRequest, deadline: Deadline | None = None) -> H
                        time_limit=request.time_limit, memory_limit=hybrid_memory_limit(request),
                        fix=request.fix_dict() or None, deadline=deadline, precision=request.precision,
                        planner=request.block_solver, compute_scale=request.compute_scale, runtime=runtime)
+    if deadline.cut_short and result.status is not Status.OPTIMAL:  # the wall clock, not the work budget,
+        # ended part of the search: say so (a proof stands whatever the clock; a plan so found is the best at the limit)
+        status = Status.TIME_LIMIT if result.status is Status.FEASIBLE else result.status
+        result = replace(result, status=status, notes=tuple(result.notes) + (CUT_SHORT_NOTE,))
     return HybridReport(request, result)
 
 
@@ -59,12 +64,12 @@ def _answer_moe(request: HybridRequest, deadline: Deadline | None, runtime) -> H
     if request.planner != DEFAULT_HYBRID_PLANNER:
         raise InputError(f"a mixture of experts is planned by the expert-parallel planner only, not "
                          f"{request.planner!r}", "planner")
-    # the nominal limit (plans must not change with machine load); a caller's deadline when there is none
-    time_limit = request.time_limit if request.time_limit is not None or deadline is None else deadline.nominal_left()
+    # the request's budget itself: its nominal seconds decide the search (the same under load), its
+    # clock (a command's counts from the process's start) only stops it
     result = plan_moe(request.model, request.cluster, request.global_batch, devices=request.devices,
                       fix=request.fix_dict(), routing=request.routing, a2a_overlap=request.a2a_overlap,
                       memory_limit=hybrid_memory_limit(request), precision=request.precision, runtime=runtime,
-                      time_limit=None if time_limit is None else max(time_limit, MIN_LIMIT_S))
+                      deadline=deadline)
     robustness: tuple[tuple[str, float], ...] = ()
     if result.plan is not None:
         loads = [load for load in ROBUSTNESS_LOADS if load != result.plan.routing]

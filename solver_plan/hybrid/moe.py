@@ -28,7 +28,8 @@ balanced), n = r x k x ep x etp x T/shards token copies, split over its E/ep exp
 - overlap (`exposed_alltoall_s`): "none" (Megatron-core's default), "shared-expert" (the shared
   expert's GEMMs run while dispatch and combine are in flight: --moe-shared-expert-overlap), "full"
   (another micro-batch's compute hides them: DeepSeek's DualPipe, Megatron-core's
-  --overlap-moe-expert-parallel-comm);
+  --overlap-moe-expert-parallel-comm), less the passes "full" cannot pair (`unpaired_fraction`:
+  the pipeline's warm-up forwards and cool-down backwards keep their all-to-all exposed);
 - activations (`moe_activation_bytes`, what Megatron-core 0.15 with Transformer Engine 2.9 keeps,
   --moe-permute-fusion and the fused weighted SwiGLU as the Megatron-Bridge recipes set them): the
   pre-MLP norm's input, the router input and fp32 probabilities, the fused permutation's int32 row map (T x (2E + 1)), the
@@ -213,6 +214,31 @@ def exposed_alltoall_s(alltoall_total_s: float, overlap: str, shared_expert_s: f
         return alltoall_total_s
     window = shared_expert_s if overlap == "shared-expert" else other_compute_s
     return max(0.0, alltoall_total_s - window)
+
+
+def unpaired_fraction(pp: int, v: int, m: int) -> float:
+    """Share u of a pipeline rank's chunk passes that the "full" overlap cannot pair with another
+    micro-batch's pass, so that their all-to-all stays exposed (the caller adds u x the hidden part
+    back). The overlap pairs the forward of one micro-batch with the backward of another, so the
+    warm-up forwards and the as many cool-down backwards run alone, with their all-to-all on the
+    compute path; counted on the first rank, the one with the most warm-up, out of its m v passes:
+    - pp = 1 (Megatron-core core_v0.15.0 combined_1f1b_schedule_for_no_pipelining): the first
+      forward and the last backward: 1 of m;
+    - v > 1 (combined_1f1b_schedule_for_interleaved_pipelining, warm-up from schedules.py
+      get_pp_rank_microbatches): (pp - 1) 2 + (v - 1) pp + 1 ("one extra micro-batch forward step
+      before the 1f1b stages" under --overlap-moe-expert-parallel-comm) of m v;
+    - pp > 1 with v = 1, which Megatron-core refuses under the overlap (TransformerConfig asserts a
+      virtual pipeline size) and DeepSeek's DualPipe runs (deepseek-ai/DualPipe dualpipe.py, first
+      rank: step 1's 2 (pp/2 - 1) forwards, step 2's 2, step 3's pp/2 - 1): 3 pp / 2 - 1 of m
+      (odd pp: (pp - 1) 3 / 2).
+    Never more than every pass."""
+    if pp == 1:
+        warmup = 1
+    elif v > 1:
+        warmup = (pp - 1) * 2 + (v - 1) * pp + 1
+    else:
+        warmup = 3 * (pp // 2) - 1 + pp % 2
+    return min(1.0, warmup / (m * v))
 
 
 def moe_activation_bytes(model: MoEModel, b: int, shards: int, ep: int, etp: int, routing: Routing, recompute: str,

@@ -252,15 +252,15 @@ def _cp_comm_s(ctx: Context, tokens: float, tp: int, cp: int, core_fwd_s: float)
 
 
 def _layer_cost(ctx: Context, is_moe: bool, tp: int, b: int, ep: int, etp: int, recompute: str,
-                capacity: float | None, cp: int = 1) -> LayerCost:
-    key = (is_moe, tp, b, ep, etp, recompute, capacity, cp)
+                capacity: float | None, cp: int = 1, unpaired: float = 0.0) -> LayerCost:
+    key = (is_moe, tp, b, ep, etp, recompute, capacity, cp, unpaired)
     if key not in ctx.cache:
         ctx.cache[key] = _price_layer(ctx, *key)
     return ctx.cache[key]
 
 
 def _price_layer(ctx: Context, is_moe: bool, tp: int, b: int, ep: int, etp: int, recompute: str,
-                 capacity: float | None, cp: int) -> LayerCost:
+                 capacity: float | None, cp: int, unpaired: float) -> LayerCost:
     from solver_plan.hybrid.stage_cost import tp_overlap_exposed_s
 
     model, e = ctx.model, ctx.state.activations
@@ -290,6 +290,7 @@ def _price_layer(ctx: Context, is_moe: bool, tp: int, b: int, ep: int, etp: int,
         etp_s = moe.etp_comm_s(ctx.cluster, model, b, shards, ep, etp, routing, e)
         raw = moe.ALLTOALLS_PER_LAYER * moe.alltoall_s(ctx.cluster, model, b, shards, ep, etp, routing, e)
         a2a = moe.exposed_alltoall_s(raw, ctx.a2a_overlap, 3.0 * shared_fwd, 3.0 * (gemm_fwd + expert_fwd) + core_fwd + core_bwd)
+        a2a += unpaired * (raw - a2a)  # passes the overlap cannot pair keep theirs (moe.unpaired_fraction)
         expert_cast_fwd, expert_cast_bwd = _fp8_casts_s(ctx, *moe.expert_gemm_elements(model, b, shards, ep, etp,
                                                                                        routing))
         forward += expert_fwd + (a2a + etp_s) / 2.0 + expert_cast_fwd
@@ -327,9 +328,11 @@ def _price_layer(ctx: Context, is_moe: bool, tp: int, b: int, ep: int, etp: int,
 
 
 def _costs(ctx: Context, p: MoEPoint) -> tuple[LayerCost, LayerCost]:
-    """(dense layer, MoE layer) costs of the point."""
+    """(dense layer, MoE layer) costs of the point; under the "full" all-to-all overlap with the
+    share of passes it cannot pair (`moe.unpaired_fraction`)."""
+    unpaired = moe.unpaired_fraction(p.pp, p.virtual_stages, p.micro_batches) if ctx.a2a_overlap == "full" else 0.0
     args = (p.tp, p.micro_batch_size, p.ep, p.etp, p.recompute, p.capacity_factor, p.cp)
-    return _layer_cost(ctx, False, *args), _layer_cost(ctx, True, *args)
+    return _layer_cost(ctx, False, *args), _layer_cost(ctx, True, *args, unpaired)
 
 
 def _ends_s(ctx: Context, p: MoEPoint) -> tuple[float, float]:

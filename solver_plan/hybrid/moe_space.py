@@ -7,6 +7,7 @@ global batch), virtual stages, recomputation, distributed optimizer and capacity
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import asdict, dataclass
 from typing import Mapping
 
@@ -122,7 +123,20 @@ def _int(value) -> int | None:
 
 
 def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
+    """The divisors of n, ascending, in O(sqrt n) (a global batch may be 2**24)."""
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return small + [n // d for d in reversed(small) if d * d != n]
+
+
+def standard_pins(model: MoEModel, devices: int, devices_per_node: int, pins: Mapping) -> dict:
+    """The pins of the layout Megatron-core's MoE recipes use (the Megatron-Bridge 25.11 rows of
+    data/published/moe-runs.yaml: tp 1 in 8 of 9, cp 1 in all, micro-batch 1 in 7 of 9, the
+    distributed optimizer; ep 8 on the 8-GPU B200 and H100 nodes in 4 of 5 rows, 32-64 inside the
+    GB200 NVL72 domains): no tensor, expert-tensor or context parallelism, expert parallelism within
+    a node (the largest divisor of the experts up to the devices of a node), micro-batch 1, ZeRO-1;
+    pipeline depth, virtual stages and recomputation left to the search. The user's pins override."""
+    ep = max(d for d in _divisors(model.experts) if d <= min(devices, devices_per_node))
+    return {"tp": 1, "etp": 1, "cp": 1, "ep": ep, "micro_batch_size": 1, "zero_stage": 1, **pins}
 
 
 def enumerate_points(model: MoEModel, devices: int, devices_per_node: int, global_batch: int, pins: Mapping,

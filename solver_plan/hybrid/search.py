@@ -20,6 +20,7 @@ from typing import Mapping
 from solver_plan.cluster import Cluster
 from solver_plan.deadline import DEFAULT_TIME_LIMIT_S, Deadline, time_budget
 from solver_plan.errors import InputError
+from solver_plan.hybrid.budget import STANDARD_PRICES, affords, enumerate_within, map_within, price_in_order
 from solver_plan.hybrid.evaluate import Context, memory_floor, price, time_bound
 from solver_plan.hybrid.memory import gradients_bytes, optimizer_bytes, precision_state, weights_bytes
 from solver_plan.hybrid.model import TransformerSpec, transformer_spec
@@ -175,7 +176,7 @@ def plan_hybrid(model, cluster, global_batch: int, *, devices: int | None = None
         return _infeasible_by_state(proof, f"bounding the memory of {len(points)} configurations takes about "
                                            f"{floor_s:.1f} s, over {DIAGNOSIS_SHARE:.0%} of the time budget left",
                                     start)
-    if limit is not None and not _affords(deadline, floor_s):  # decided by size and budget
+    if limit is not None and not affords(deadline, floor_s):  # decided by size and budget
         return stopped(f"bounding the memory of {len(points)} configurations takes about {floor_s:.1f} s, more "
                        "than the time budget left: no configuration searched beyond the standard layout (a longer "
                        "--time-limit searches them)")
@@ -208,7 +209,7 @@ def plan_hybrid(model, cluster, global_batch: int, *, devices: int | None = None
         # the nominal budget decides how far the search goes (the same answer on a loaded machine);
         # the wall clock only stops it when the machine is slower than the estimates
         solved = key in coster.cached()
-        if deadline.expired() or (gi and not solved and not _affords(deadline, BLOCK_SOLVE_S)):
+        if deadline.expired() or (gi and not solved and not affords(deadline, BLOCK_SOLVE_S)):
             timed_out = True
             open_bounds += [floor] * sum(len(groups[k]) > 0 for k in order[gi:])
             break
@@ -220,19 +221,14 @@ def plan_hybrid(model, cluster, global_batch: int, *, devices: int | None = None
             deadline.spend(BLOCK_SOLVE_S)
         ratios.append(profile.bound_ratio)
         ranked = sorted(((time_bound(ctx, p, profile), i, p) for i, p in enumerate(groups[key])))
-        for position, (bound, _, par) in enumerate(ranked):
-            if best is not None and bound >= best.step_time_s:
-                pruned += len(ranked) - position
-                break
-            if deadline.expired() or (best is not None and not _affords(deadline, PRICE_S)):
-                timed_out = True
-                open_bounds.append(bound)
-                break
-            plan = price(ctx, par, profile, limit)
-            deadline.spend(PRICE_S)
-            evaluated += 1
-            if plan is not None and (best is None or plan.step_time_s < best.step_time_s):
-                best = plan
+        found = price_in_order(((bound, par) for bound, _, par in ranked), _pricer(ctx, profile, limit, deadline),
+                               deadline, PRICE_S, best)
+        best, evaluated = found.best, evaluated + found.priced
+        if found.open_bound is not None:
+            timed_out = True
+            open_bounds.append(found.open_bound)
+        else:
+            pruned += len(ranked) - found.priced
     runtime = time.perf_counter() - start
     if best is None:
         if timed_out:
@@ -277,7 +273,6 @@ def _time_limit(ctx: Context, best: HybridPlan | None, bound: float, start: floa
                                  1, 0, notes), ctx, validate)
 
 
-STANDARD_PRICES = 16  # points of the standard layout priced at most (in order of their time bound)
 STANDARD_SCHEDULES = ("1f1b", "interleaved")
 STANDARD_RECOMPUTE = ("none", "selective", "full")
 
@@ -310,7 +305,7 @@ def _standard_incumbent(ctx: Context, pins: Mapping, offloads: tuple[str, ...], 
     the block solve."""
     from solver_plan.hybrid.space import enumerate_space
     fixed = standard_pins(ctx, pins, offloads)
-    if fixed is None or not _affords(deadline, BLOCK_SOLVE_S):
+    if fixed is None or not affords(deadline, BLOCK_SOLVE_S):
         return None
     offload = (fixed["offload"],)
     points = [p for p in enumerate_space(ctx.spec, ctx.cluster.num_devices, ctx.cluster.devices_per_node,
@@ -327,16 +322,17 @@ def _standard_incumbent(ctx: Context, pins: Mapping, offloads: tuple[str, ...], 
     # pricing): without this plan a short limit ends with none at all
     profile = coster.profile(fits[0].tp, fits[0].micro_batch_size, deadline=deadline)
     deadline.spend(BLOCK_SOLVE_S)
-    best = None
     ranked = sorted((time_bound(ctx, p, profile), i, p) for i, p in enumerate(fits))
-    for bound, _, par in ranked[:STANDARD_PRICES]:
-        if best is not None and (bound >= best.step_time_s or not _affords(deadline, PRICE_S) or deadline.expired()):
-            break
-        plan = price(ctx, par, profile, limit)
+    return price_in_order(((bound, par) for bound, _, par in ranked[:STANDARD_PRICES]),
+                          _pricer(ctx, profile, limit, deadline), deadline, PRICE_S, until_plan=True).best
+
+
+def _pricer(ctx: Context, profile, limit: float | None, deadline: Deadline):
+    """`price` of a point with the group's block `profile`, PRICE_S charged to the nominal budget."""
+    def priced(par: Parallelism) -> HybridPlan | None:
         deadline.spend(PRICE_S)
-        if plan is not None and (best is None or plan.step_time_s < best.step_time_s):
-            best = plan
-    return best
+        return price(ctx, par, profile, limit)
+    return priced
 
 
 # Nominal seconds the search loop is charged (shared 2-core machine): a block's per-operator solve
@@ -345,12 +341,6 @@ def _standard_incumbent(ctx: Context, pins: Mapping, offloads: tuple[str, ...], 
 # 1,024 A100s priced 1,604 points and solved 45 blocks in ~9 s in all at a quiet moment, ~3 ms a point).
 BLOCK_SOLVE_S = 0.1
 PRICE_S = 0.003
-
-
-def _affords(deadline: Deadline, seconds: float) -> bool:
-    """Whether the nominal budget left covers `seconds` more work (always, without a limit)."""
-    left = deadline.nominal_left()
-    return left is None or left >= seconds
 
 
 def _cp_pins(spec: TransformerSpec, runtime, pins: dict) -> dict:
@@ -382,9 +372,6 @@ def _checked(result: HybridResult, ctx: Context, validate: bool) -> HybridResult
     return replace(result, notes=result.notes + ("validator: step time and memory re-derived, agree",))
 
 
-CHECK_EVERY = 256  # points enumerated between two looks at the clock
-
-
 # Enumerating a point and checking the runtime runs it (`_runnable`): gpt3-175B on 64 A100s, 227,370
 # points, 5.5 us + 5.3 us each (loaded 2-core machine).
 ENUMERATE_S_PER_POINT = 1.1e-5
@@ -396,18 +383,9 @@ def _points(spec, cluster: Cluster, global_batch: int, pins: dict, deadline: Dea
     `offloads`), ENUMERATE_S_PER_POINT each charged to the nominal budget; None when that budget is
     spent (a work limit: the same on a loaded machine) or the wall clock passes first (a batch
     with many divisors on many devices has 10^5 points and more)."""
-    points = []
-    left = deadline.nominal_left()
-    most = None if left is None else int(left / ENUMERATE_S_PER_POINT)
-    index = 0
-    for index, p in enumerate(enumerate_space(spec, cluster.num_devices, cluster.devices_per_node, global_batch, pins,
-                                              offloads)):
-        if index % CHECK_EVERY == 0 and ((most is not None and index > most) or deadline.expired()):
-            return None
-        if p.micro_batch_size <= MAX_MICRO_BATCH or "micro_batch_size" in pins:
-            points.append(p)
-    deadline.spend(index * ENUMERATE_S_PER_POINT)
-    return points
+    return enumerate_within(enumerate_space(spec, cluster.num_devices, cluster.devices_per_node, global_batch, pins,
+                                            offloads), deadline, ENUMERATE_S_PER_POINT,
+                            lambda p: p.micro_batch_size <= MAX_MICRO_BATCH or "micro_batch_size" in pins)
 
 
 def _floors(ctx: Context, points: list[Parallelism], deadline: Deadline,
@@ -418,12 +396,8 @@ def _floors(ctx: Context, points: list[Parallelism], deadline: Deadline,
     bounds of each point's least need to stop exactly); None when the deadline passes first."""
     bounds = bounds if bounds is not None else _state_bounds(ctx, points)
     limit = ctx.memory_limit
-    floors = []
-    for index, (p, bound) in enumerate(zip(points, bounds)):
-        if index % CHECK_EVERY == 0 and deadline.expired():
-            return None
-        floors.append(bound if limit is not None and bound > limit else memory_floor(ctx, p))
-    return floors
+    return map_within(list(zip(points, bounds)), lambda pair: pair[1] if limit is not None and pair[1] > limit
+                      else memory_floor(ctx, pair[0]), deadline)
 
 
 def state_bound(ctx: Context, par: Parallelism) -> float:

@@ -56,10 +56,12 @@ def _widest_sample_split(candidates):
     """The candidate splitting only the sample dimension, over the most devices starting at 0."""
     best = None
     for cfg in candidates:
-        only_sample = all(deg == 1 for dim, deg in cfg.degrees if dim != "sample")
-        if only_sample and cfg.devices == tuple(range(cfg.num_devices)):
-            if best is None or cfg.num_devices > best.num_devices:
-                best = cfg
+        count, devices = cfg.num_devices, cfg.devices
+        # cheapest tests first: milp-load seeds from this on every node (0.6 s at 10,000 nodes before)
+        if (best is not None and count <= best.num_devices) or devices[0] != 0 or devices[-1] != count - 1:
+            continue
+        if devices == tuple(range(count)) and all(deg == 1 for dim, deg in cfg.degrees if dim != "sample"):
+            best = cfg
     return best
 
 

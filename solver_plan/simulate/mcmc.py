@@ -24,7 +24,9 @@ import time
 
 from solver_plan.deadline import Deadline, time_budget
 from solver_plan.errors import InputError
+from solver_plan.intra.answer import Answer
 from solver_plan.intra.clock import start_clock
+from solver_plan.intra.diagnose import diagnose
 from solver_plan.intra.memory_tracker import MemoryTracker
 from solver_plan.intra.problem import ConfigProblem
 from solver_plan.planners import planners
@@ -169,12 +171,16 @@ def plan_mcmc(problem: ConfigProblem, *, deadline: Deadline | None = None, seed:
     scorer = (SimulatedObjective(problem, *problem.context, delta=simulation == "delta")
               if objective == "simulator" else SumObjective(problem))
     starts = _initial_candidates(problem, warm_start, rng, deadline)
-    if not starts:
-        if _skipped or deadline.expired():
-            return ConfigResult("mcmc", Status.TIME_LIMIT, runtime_s=time.perf_counter() - started,
-                                notes=("time out before any initial strategy fitting memory was found",))
-        return ConfigResult("mcmc", Status.ERROR, runtime_s=time.perf_counter() - started,
-                            notes=("no initial strategy (data parallel, greedy, random) fits the memory limit",))
+    if not starts:  # diagnosed as every other planner without a plan: INFEASIBLE with the least memory
+        # any plan needs, or the least-memory plan where one fits (a heuristic finding nothing has not failed)
+        answer = (Answer(Status.TIME_LIMIT, notes=("time out before any initial strategy fitting memory was found",))
+                  if _skipped or deadline.expired() else
+                  Answer(Status.ERROR, notes=("no initial strategy (data parallel, greedy, random) fits the memory "
+                                              "limit",)))
+        answer = diagnose(problem, deadline, answer, "mcmc")
+        objective = None if answer.assignment is None else problem.objective(answer.assignment)
+        return ConfigResult("mcmc", answer.status, objective, answer.lower_bound, time.perf_counter() - started,
+                            answer.assignment, answer.notes)
     iterations = DEFAULT_PROPOSALS if iterations is None else iterations
     share_n = max(1, iterations // len(starts))
     best = None
