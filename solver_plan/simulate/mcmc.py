@@ -171,13 +171,13 @@ def plan_mcmc(problem: ConfigProblem, *, deadline: Deadline | None = None, seed:
     scorer = (SimulatedObjective(problem, *problem.context, delta=simulation == "delta")
               if objective == "simulator" else SumObjective(problem))
     starts = _initial_candidates(problem, warm_start, rng, deadline)
+    if not starts and (_skipped or deadline.expired()):
+        return ConfigResult("mcmc", Status.TIME_LIMIT, runtime_s=time.perf_counter() - started,
+                            notes=("time out before any initial strategy fitting memory was found",))
     if not starts:  # diagnosed as every other planner without a plan: INFEASIBLE with the least memory
         # any plan needs, or the least-memory plan where one fits (a heuristic finding nothing has not failed)
-        answer = (Answer(Status.TIME_LIMIT, notes=("time out before any initial strategy fitting memory was found",))
-                  if _skipped or deadline.expired() else
-                  Answer(Status.ERROR, notes=("no initial strategy (data parallel, greedy, random) fits the memory "
-                                              "limit",)))
-        answer = diagnose(problem, deadline, answer, "mcmc")
+        answer = diagnose(problem, deadline, Answer(Status.ERROR, notes=(
+            "no initial strategy (data parallel, greedy, random) fits the memory limit",)), "mcmc")
         objective = None if answer.assignment is None else problem.objective(answer.assignment)
         return ConfigResult("mcmc", answer.status, objective, answer.lower_bound, time.perf_counter() - started,
                             answer.assignment, answer.notes)
