@@ -140,3 +140,25 @@ def test_milp_plans_unchanged_by_the_lp_route_where_memory_does_not_bind():
         without = plan_milp(problem, deadline=time_budget(30), root_lp=False)
         assert with_route.assignment == without.assignment, case_id
         assert not any(note.startswith("root LP") for note in with_route.notes), case_id
+
+
+def test_fixed_model_without_presolve_keeps_the_optimum():
+    """milp solves the model the LP's reduced costs leave with HiGHS' presolve off: the same optimum
+    as brute force on the problem."""
+    checked = 0
+    for case_id, problem in _binding_cases():
+        oracle = plan_brute(problem)
+        restriction = lp_restriction(problem, Deadline(None), None, 0, _solve_model)
+        if restriction is None or restriction.incumbent is None or oracle.status is not Status.OPTIMAL:
+            continue
+        inner, closed = restriction.problem, restriction.closed_pairs
+        model = config_model(inner, closed_pairs=closed)
+        start = encode(model, inner, restriction.encode(restriction.incumbent), closed)
+        outcome = isolated.call("highspy", "solver_plan.intra.backends.highs", "solve_with_highs", model=model,
+                                start_values=start, relax_first=False, presolve=False)
+        answer = outcome_answer(model, outcome)
+        assert answer.status is Status.OPTIMAL, case_id
+        found = min(problem.objective(restriction.decode(answer.assignment)), problem.objective(restriction.incumbent))
+        assert found == pytest.approx(oracle.objective, rel=1e-7, abs=1e-9), case_id
+        checked += 1
+    assert checked >= 10

@@ -38,7 +38,9 @@ from solver_plan.units import format_seconds
 
 # Seconds of dual simplex per element of config_model_elements: measured 7.6 us (random-dag:100
 # binding, 0.17 M elements, 1.3 s) and 8.3 us (random-dag:1000, 1.35 M elements, 11.2 s) of CPU on
-# the shared 2-core machine; taken 1.5x for the load and the superlinear growth of simplex.
+# the shared 2-core machine; taken 1.5x for the load and the superlinear growth of simplex. Those were
+# with HiGHS' presolve; without it (solve_lp_relaxation, issue 28) 3.0 us and 4.3 us (0.49 s, 5.1-5.8
+# s): kept, so the LP route covers the same sizes as before (a larger one is unmeasured).
 S_PER_LP_ELEMENT = 1.2e-5
 LP_SHARE = 0.5  # of the nominal time: the LP (and the plan from its support) must fit in it
 SUPPORT_SHARE = 0.25  # of the time left after the LP, for the MILP on the LP's support
