@@ -109,7 +109,7 @@ def run(case: Case, limit: float) -> dict:
             records = [json.loads(p.read_text()) for p in Path(tmp, "records").glob("*.json")]
             text += "".join(f" {r.get('status')} objective {r.get('objective_s'):.6g}s" if r.get("objective_s") is not None
                             else f" {r.get('status')}" for r in records)
-            text += "".join(" ".join(r.get("notes") or ()) for r in records)  # a cut-short note is in the record
+            text += "".join("\n" + "; ".join(r.get("notes") or ()) for r in records)  # a cut-short note is in the record
             text += f" (batch process {wall:.2f} s)"
             wall = max([r.get("wall_s") or wall for r in records] or [wall])
     status = _STATUS.search(text)
