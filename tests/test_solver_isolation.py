@@ -248,3 +248,21 @@ def test_our_highs_backend_and_pulps_highs_do_not_share_a_process():
     reference = solve(problem, "reference-highs", deadline=time_budget(60))
     assert reference.status is Status.OPTIMAL, reference.notes
     assert {"highspy", "highspy:pulp"} <= set(isolated._workers)
+
+
+def test_the_worker_imports_the_parents_copy_not_one_in_the_current_folder(tmp_path):
+    """Run from a folder holding another `solver_plan` (an older checkout's root, say): `python -m`
+    puts the current folder first on the path, and the HiGHS worker imported that copy and died
+    (SolverFailure, the greedy fallback). The worker now imports the parent's own copy."""
+    stale = tmp_path / "solver_plan"
+    (stale / "intra").mkdir(parents=True)
+    for init in (stale / "__init__.py", stale / "intra" / "__init__.py"):
+        init.write_text('raise SystemExit("the stale copy was imported")\n')
+    environment = {k: v for k, v in os.environ.items() if k != isolated.SOLVER_OUTPUT_VARIABLE}
+    environment["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), environment.get("PYTHONPATH")]))
+    process = subprocess.run([sys.executable, "-P", "-m", "solver_plan", "plan", "--model", "lenet", "--cluster",
+                              "k80-16x4", "--devices", "4", "--planner", "milp", "--out", "plan.json", "--quiet"],
+                             cwd=tmp_path, env=environment, capture_output=True, text=True, timeout=240)
+    assert process.returncode == 0, process.stderr[-800:]
+    plan = json.loads((tmp_path / "plan.json").read_text())
+    assert plan["status"] == "OPTIMAL" and plan["solver_failure"] is None, plan["notes"]

@@ -168,7 +168,9 @@ class _Worker:
         logs = 2 if solver_output_wanted() else subprocess.DEVNULL
         try:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "solver_plan.intra.isolated", str(request_read), str(answer_write)],
+                # -P: the worker imports solver_plan from `root` (PYTHONPATH), the parent's own copy, never
+                # from the current folder, which `-m` would put first (a checkout there ran its code)
+                [sys.executable, "-P", "-m", "solver_plan.intra.isolated", str(request_read), str(answer_write)],
                 stdin=subprocess.DEVNULL, stdout=logs, stderr=logs, env=environment,
                 pass_fds=(request_read, answer_write), preexec_fn=die_with_parent)
         except BaseException:
