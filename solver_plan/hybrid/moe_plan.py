@@ -166,12 +166,12 @@ def plan_moe(model, cluster, global_batch: int, *, devices: int | None = None, f
 SEARCH_SHARE = 0.9  # of the time limit for the search; the rest prices the plan under other routings and prints
 # Nominal seconds charged to the budget per unit of work (CPU time on the shared 2-core machine,
 # DeepSeek-V3 on 2,048 H100s and Qwen3-235B-A22B on 256): enumerating a point and checking the
-# runtime runs it 3.0 us; its time bound 33-39 us (11 us, and the point's share of its layer costs,
-# ~0.2 ms for each of 4,560-11,766 distinct (tp, micro-batch, ep, etp, recompute, capacity, cp),
-# cached for the floors and prices after it); its memory floor (up to 6 stage memories) 25-46 us;
-# pricing it (the cut's bisection, its stages and schedule) ~10 ms.
+# runtime runs it 3.0 us; its time bound 33-39 us before moe_price memoised the layer costs' shared
+# parts (e87a54a), 8-10 us since (87,849 DeepSeek-V3@2048 bounds in 0.73-0.85 s), charged at 15 us;
+# its memory floor (up to 6 stage memories) 25-46 us; pricing it (the cut's bisection, its stages and
+# schedule) ~10 ms.
 ENUMERATE_S_PER_POINT = 4e-6
-BOUND_S_PER_POINT = 4e-5
+BOUND_S_PER_POINT = 1.5e-5
 FLOOR_S_PER_POINT = 5e-5
 PRICE_S = 0.01
 STANDARD_NOTE = ("plan: the standard layout priced first (Megatron-core's MoE recipes: tp 1, ep within a node, "
