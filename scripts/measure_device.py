@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import gc
 import json
 import math
 import os
@@ -312,6 +313,17 @@ def predicted_fsdp_terms(case: FsdpCase) -> dict[str, float]:
             "working": m.recompute_working, "buffers": m.buffers, "workspace": m.workspace}
 
 
+def clean_start(torch) -> int:
+    """Bytes still allocated when a case starts, after freeing what earlier cases left: their
+    reference cycles first (FSDP2's hooks and modules form one, which `empty_cache` alone cannot
+    free), then the allocator's cached blocks. Without the collection an earlier case's fp32
+    parameters stayed alive and inflated the next case's reserved peak, which is process-wide."""
+    gc.collect()
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    return torch.cuda.memory_allocated()
+
+
 def measure_fsdp(torch, timer: Timer, case: FsdpCase) -> tuple[float, int, int, int, int]:
     """(step seconds, peak allocated, peak reserved, allocated with state before the step, allocated at
     the loss less before), counted from before the model was built; a one-rank NCCL group."""
@@ -323,9 +335,7 @@ def measure_fsdp(torch, timer: Timer, case: FsdpCase) -> tuple[float, int, int, 
         os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
         os.environ.setdefault("MASTER_PORT", "29517")
         dist.init_process_group("nccl", rank=0, world_size=1)
-    torch.cuda.synchronize()
-    torch.cuda.empty_cache()
-    residual = torch.cuda.memory_allocated()
+    residual = clean_start(torch)
     mc = case.model
     model = make_model(torch, mc).float()
     policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
@@ -394,9 +404,7 @@ def measure_model(torch, timer: Timer, case: ModelCase) -> tuple[float, int, int
     at the loss before backward less before), counted from what was allocated before the model was
     built. The loss as torchtitan's train step computes it: F.cross_entropy(pred.flatten(0, 1).float(),
     labels), `del pred` before backward."""
-    torch.cuda.synchronize()
-    torch.cuda.empty_cache()
-    residual = torch.cuda.memory_allocated()
+    residual = clean_start(torch)
     model = make_model(torch, case)
     loss_of = decoder_loss(torch, model, case)
 
@@ -687,9 +695,7 @@ def measure_block(torch, timer: Timer, case: BlockCase) -> tuple[float, int, int
     after the forward less before: the activations kept for the backward plus the output). Allocations
     are counted from what was allocated before the block was built (anything an earlier case left
     behind, e.g. a CUDA graph's pool, is not the block's)."""
-    torch.cuda.synchronize()
-    torch.cuda.empty_cache()
-    residual = torch.cuda.memory_allocated()
+    residual = clean_start(torch)
     block = make_block(torch, case)
     x = torch.randn(case.batch, case.seq, case.hidden, device="cuda", dtype=torch.bfloat16, requires_grad=True)
 
@@ -727,9 +733,7 @@ def measure_optimizer(torch, timer: Timer, case: OptimizerCase) -> tuple[float, 
             opt.step()
             times.append(time.perf_counter() - t0)
         return statistics.median(times), 0, 0, 0
-    torch.cuda.synchronize()
-    torch.cuda.empty_cache()
-    residual = torch.cuda.memory_allocated()  # left by earlier cases: not this block's
+    residual = clean_start(torch)  # left by earlier cases: not this block's
     block = make_block(torch, case.block).float()
     b = case.block
     x = torch.randn(b.batch, b.seq, b.hidden, device="cuda", dtype=torch.float32, requires_grad=True)
@@ -798,6 +802,7 @@ def run(args) -> dict:
         except Exception as exc:  # noqa: BLE001 (any failure of one case must not lose the others)
             skipped.append(f"{kind} {case}: failed: {type(exc).__name__}: {str(exc)[:200]}")
             if torch is not None:
+                gc.collect()
                 torch.cuda.empty_cache()
             return None
 
@@ -924,7 +929,7 @@ def write_all(out_dir: Path, out: dict, meta: dict, how: str) -> None:
                         "step_ms", how + "; FSDP2 fully_shard per block and root on a one-rank NCCL group, fp32 "
                         "parameters, MixedPrecisionPolicy(bf16, reduce fp32), AdamW(foreach); peak over forward + "
                         "backward + optimizer step after two steps; allocations counted from before the model was "
-                        "built")
+                        "built, each case started after gc.collect() and empty_cache() (reserved is process-wide)")
     with open(out_dir / "grouped-gemm.csv", "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["experts", "tokens_per_expert", "k", "n", "dtype", "grouped_us", "grouped_fraction_of_bf16_peak",

@@ -81,3 +81,29 @@ def test_alloc_conf_is_set_before_torch_and_recorded(tmp_path, monkeypatch):
     assert json.loads((tmp_path / "meta.json").read_text())["alloc_conf"] == "expandable_segments:True"
     with open(tmp_path / "fsdp-memory.csv") as f:
         assert all("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True" in row["how"] for row in csv.DictReader(f))
+
+
+def test_a_case_starts_after_earlier_cases_cycles_are_collected(monkeypatch):
+    """An FSDP2 model left by the previous case lives on in a reference cycle (hooks <-> modules):
+    `clean_start` collects it before emptying the cache, so its memory is not this case's."""
+    import gc
+    kit = _kit()
+    calls = []
+
+    class FakeCuda:
+        def synchronize(self):
+            calls.append("synchronize")
+
+        def empty_cache(self):
+            calls.append("empty_cache")
+
+        def memory_allocated(self):
+            calls.append("memory_allocated")
+            return 123
+
+    class FakeTorch:
+        cuda = FakeCuda()
+
+    monkeypatch.setattr(gc, "collect", lambda *a: calls.append("collect") or 0)
+    assert kit.clean_start(FakeTorch()) == 123
+    assert calls == ["collect", "synchronize", "empty_cache", "memory_allocated"]
