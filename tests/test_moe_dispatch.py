@@ -125,7 +125,7 @@ def test_dispatcher_pins():
     with pytest.raises(InputError, match="alltoall, deepep, hybridep"):
         check_fix("dispatcher=nccl")
     cluster = resolve_cluster("h100-4x8-ib", 8)
-    with pytest.raises(InputError, match="pads no expert"):
+    with pytest.raises(InputError, match="runs dropless"):
         evaluate_moe(tiny(), cluster, 16, dict(dp=8, tp=1, pp=1, ep=4, micro_batch_size=1, dispatcher="deepep",
                                                 capacity=1.25), memory_limit=None)
     result = plan_moe(tiny(), cluster, 16, fix={"dispatcher": "deepep"}, time_limit=None)
@@ -180,3 +180,17 @@ def test_memoised_layer_costs_equal_fresh_ones(overlap):
             assert _costs(shared, p) == _costs(fresh, p)
             assert time_bound(shared, p) == time_bound(fresh, p)
             assert price(shared, p).step_time_s == price(fresh, p).step_time_s
+
+
+@pytest.mark.parametrize("dispatcher", ["deepep", "hybridep"])
+def test_a_deduplicating_dispatcher_with_a_capacity_is_refused_by_name(dispatcher):
+    """Megatron-core's flex dispatcher runs dropless only: the pin pair is an input error naming both,
+    not an empty space answered INFEASIBLE; dropless and alltoall with a capacity stay accepted."""
+    from solver_plan.hybrid.moe_space import check_fix as check_moe_fix
+    with pytest.raises(InputError, match=f"dispatcher={dispatcher} runs dropless.*capacity=1.25"):
+        check_moe_fix(f"dispatcher={dispatcher},capacity=1.25")
+    assert check_moe_fix(f"dispatcher={dispatcher},capacity=dropless") == {"dispatcher": dispatcher, "capacity": None}
+    assert check_moe_fix("dispatcher=alltoall,capacity=1.25") == {"dispatcher": "alltoall", "capacity": 1.25}
+    with pytest.raises(InputError, match="runs dropless"):  # the Python API's capacity argument likewise
+        plan_moe(tiny(), resolve_cluster("h100-4x8-ib", 8), 16, fix={"dispatcher": dispatcher}, capacity=1.25,
+                 time_limit=None)

@@ -94,6 +94,9 @@ def plan_moe(model, cluster, global_batch: int, *, devices: int | None = None, f
     ctx = make_context(model, cluster, global_batch, memory_limit, routing, precision, runtime, a2a_overlap)
     pins = check_fix(fix)
     capacities = (pins.pop("capacity"),) if "capacity" in pins else (parse_capacity(capacity),)
+    if pins.get("dispatcher", "alltoall") != "alltoall" and capacities[0] is not None:  # as check_fix says
+        raise InputError(f"dispatcher={pins['dispatcher']} runs dropless (Megatron-core's flex dispatcher): "
+                         f"capacity {capacities[0]:g} cannot be priced with it", "capacity")
     if "ep" in pins and ctx.model.experts % pins["ep"]:
         raise InputError(f"ep ({pins['ep']}) must divide the experts ({ctx.model.experts})", "--fix ep")
     if "etp" in pins and ctx.model.expert_ffn % pins["etp"]:
@@ -248,10 +251,7 @@ def evaluate_moe(model, cluster, global_batch: int, point: Mapping, *, routing=N
         raise InputError("dp x micro_batch_size must divide the global batch", "point")
     if ctx.model.seq % (2 * cp) and cp > 1:
         raise InputError(f"2 cp ({2 * cp}) must divide the sequence ({ctx.model.seq})", "--fix cp")
-    dispatcher = pins.get("dispatcher", "alltoall")
-    if dispatcher != "alltoall" and pins.get("capacity") is not None:
-        raise InputError(f"dispatcher {dispatcher} (Megatron-core's flex dispatcher) pads no expert to a capacity: "
-                         "price it dropless", "--fix dispatcher")
+    dispatcher = pins.get("dispatcher", "alltoall")  # with a capacity: refused by moe_space.check_fix
     p = MoEPoint(pins["dp"], pins["tp"], pins["pp"], pins["ep"], pins.get("etp", 1), pins["micro_batch_size"],
                  global_batch // (pins["dp"] * pins["micro_batch_size"]), pins.get("virtual_stages", 1),
                  pins.get("recompute", "none"), pins.get("zero_stage", 1), pins.get("capacity"), cp, dispatcher)

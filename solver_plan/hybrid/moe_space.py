@@ -114,6 +114,11 @@ def check_fix(pins: Mapping | str | None) -> dict:
             out[key] = value
         else:
             out[key] = parse_capacity(value)
+    if out.get("dispatcher", "alltoall") != "alltoall" and out.get("capacity") is not None:
+        # named here, not left to an empty space: Megatron-core's flex dispatcher runs dropless only
+        raise InputError(f"dispatcher={out['dispatcher']} runs dropless (Megatron-core's flex dispatcher refuses "
+                         f"--moe-pad-expert-input-to-capacity): drop capacity={pins['capacity']} or pin "
+                         "dispatcher=alltoall", "--fix")
     return out
 
 
