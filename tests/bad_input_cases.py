@@ -687,6 +687,12 @@ def other_command_cases() -> list[Case]:
         cases.append(Case("hybrid-precision-fp64", hybrid + ("--precision", "fp64"), plan_file, ("precision",)))
         p100 = tuple("p100-4x4" if a == "v100x8-nvlink" else a for a in hybrid)
         cases.append(Case("hybrid-precision-bf16-p100", p100 + ("--precision", "bf16"), plan_file, ("precision",)))
+        # a mixture of experts: pins only its search takes, and a pair of them that cannot go together
+        moe = ("hybrid", "--model", f"{HF_CONFIGS / 'qwen1.5-moe-a2.7b.json'}:seq=512,layers=2", "--cluster", "h100-4x8-ib", "--devices", "8",
+               "--batch", "16")
+        for value, expect in (("dispatcher=nccl", "nccl"), ("dispatcher=deepep,capacity=1.25", "capacity=1.25"),
+                              ("capacity=0.5", "--fix capacity")):
+            cases.append(Case(f"hybrid-moe-fix-{value}", moe + ("--fix", value), {}, (expect,)))
     plan_options = {opt for action in _subparser("plan")._actions for opt in action.option_strings}
     if "--option" in plan_options:  # planner options on the command line
         plan = ("plan", "--model", "mlp:layers=2,hidden=64,batch=8", "--planner", "mcmc")
