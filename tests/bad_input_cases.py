@@ -587,6 +587,15 @@ def hf_cases() -> list[Case]:
                                ("batch=99999999999999999999999", "batch"), ("seq=abc", "seq")):
             cases.append(Case(f"hf-{name}-option-{spec}", ("plan", "--model", "{tmp}/config.json:" + spec),
                               {"config.json": json.dumps(config)}, ("config.json", fragment)))
+    deepseek = HF_CONFIGS / "deepseek-v3.json"
+    if deepseek.is_file():  # the expert-routing keys of a mixture of experts, planned by `hybrid`
+        config = json.loads(deepseek.read_text())
+        argv = ("hybrid", "--model", "{tmp}/config.json:seq=512,layers=4", "--cluster", "h100-4x8-ib", "--devices", "8",
+                "--batch", "16")
+        for key, value in (("n_group", 0), ("n_group", "8"), ("topk_group", -1), ("topk_group", 9), ("n_group", 7),
+                           ("num_experts_per_tok", 300), ("n_routed_experts", 0)):
+            cases.append(Case(f"hf-deepseek-v3-{key}-{value}", argv, {"config.json": json.dumps(dict(config, **{key: value}))},
+                              ("config.json",)))
     gpt2 = HF_CONFIGS / "gpt2.json"
     if gpt2.is_file():
         cases.append(Case("hf-duplicate-key", ("plan", "--model", "{tmp}/config.json"),

@@ -244,7 +244,8 @@ def _from_config(cfg, family: str, opts: dict, name: str) -> MoEModel:
         # HF modeling_deepseek: "group_limited_greedy" (V2) and "noaux_tc" (V3) pick topk_group of n_group
         # groups per token, then top-k experts among them; "greedy" (V2-Lite) ignores the groups
         method = cfg.str("topk_method", "noaux_tc" if family == "deepseek_v3" else "greedy")
-        limited = method in ("group_limited_greedy", "noaux_tc") and cfg.data.get("n_group")
+        # a given n_group is checked (0 would divide by zero in HF's router); null or absent: no groups
+        limited = method in ("group_limited_greedy", "noaux_tc") and cfg.data.get("n_group") is not None
         groups = (cfg.int("n_group"), cfg.int("topk_group")) if limited else (1, 1)
         return MoEModel(**common, attention_gemms=gemms, attention_extra_params=rq + rkv,
                         scores_width=heads * (nope + rope), values_width=heads * v,
