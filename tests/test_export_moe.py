@@ -184,6 +184,17 @@ def test_malformed_and_unsolved_plans():
     assert export_plan(d["plan"], "megatron") == export_plan(d, "megatron")  # the plan alone (a batch record's)
 
 
+@pytest.mark.parametrize("key,where", [("dispatcher", "parallelism"), ("a2a_overlap", "plan")])
+@pytest.mark.parametrize("target", ["megatron", "torchtitan"])
+def test_an_unknown_dispatcher_or_overlap_is_refused_not_written_as_a_flag(key, where, target):
+    """A plan JSON is input: a dispatcher or overlap it names that the planner has no such word for would
+    otherwise reach a runtime flag as it stands (`--moe-flex-dispatcher-backend bogus`)."""
+    d = json.loads(json.dumps(load("moe-qwen3-30b-ep8.json")))
+    (d["plan"]["parallelism"] if where == "parallelism" else d["plan"])[key] = "bogus"
+    with pytest.raises(InputError, match=f"{key} 'bogus' is not one of"):
+        export_plan(d, target)
+
+
 def test_unreadable_model_lists_the_model_flags(tmp_path):
     """A plan whose config.json is not on this machine still exports its folding; the model's flags
     are the user's (listed)."""

@@ -87,6 +87,11 @@ def moe_view(d: dict) -> HybridView:
             experts=experts)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise InputError(f"malformed expert-parallel plan ({type(exc).__name__}: {exc})", WHERE) from None
+    from solver_plan.hybrid.moe import A2A_OVERLAPS, DISPATCHERS
+    for key, value, choices in (("dispatcher", experts.dispatcher, DISPATCHERS),
+                                ("a2a_overlap", experts.a2a_overlap, A2A_OVERLAPS)):
+        if value not in choices:  # a runtime flag would be written from it as it stands
+            raise InputError(f"{key} {value!r} is not one of {', '.join(choices)}", WHERE)
     if experts.ep * experts.etp * experts.edp != view.dp * view.cp * view.tp:
         raise InputError(f"ep x etp x edp = {experts.ep * experts.etp * experts.edp} != dp x cp x tp "
                          f"{view.dp * view.cp * view.tp} (the devices of a stage)", WHERE)
