@@ -269,8 +269,15 @@ def embedding_activation_bytes(spec: TransformerSpec, b: int, t: int, sequence_p
 
 def logits_activation_bytes(spec: TransformerSpec, b: int, t: int, sequence_parallel: bool,
                             state: StateBytes = MIXED_PRECISION, runtime=None) -> float:
-    """Last stage: final layer-norm input and output projection input, 2 e s b h (4 s b h in 16-bit;
-    / t with sequence parallelism, except the output projection's input under a runtime whose
+    """Last stage of a dense transformer: `loss_stage_bytes` of its s b tokens."""
+    return loss_stage_bytes(spec.seq * b, spec.hidden, spec.vocab, t, sequence_parallel, state, runtime)
+
+
+def loss_stage_bytes(tokens: float, hidden: int, vocab: int, t: int, sequence_parallel: bool,
+                     state: StateBytes = MIXED_PRECISION, runtime=None) -> float:
+    """What the last stage keeps for its `tokens` (s b; a mixture of experts' s b / cp): the final
+    layer-norm input and the output projection's input, 2 e s b h (4 s b h in 16-bit; / t with
+    sequence parallelism, except the output projection's input under a runtime whose
     column-parallel GEMM saves the whole all-gathered input, `Kernels.sp_saves_gathered_inputs`:
     torchtitan's output layer is ColwiseParallel(input_layouts=Shard(1)), e s b h + e s b h / t),
     plus the logits in fp32 for the (vocabulary-parallel) cross entropy, 4 s b V / t, in every
@@ -284,8 +291,8 @@ def logits_activation_bytes(spec: TransformerSpec, b: int, t: int, sequence_para
         logits = kernels.loss_parallel_bytes_per_logit
     split = t if sequence_parallel else 1
     projection_input = 1 if sequence_parallel and kernels.sp_saves_gathered_inputs else split
-    return (state.activations * spec.seq * b * spec.hidden * (1.0 / split + 1.0 / projection_input)
-            + logits * spec.seq * b * spec.vocab / t)
+    return (state.activations * tokens * hidden * (1.0 / split + 1.0 / projection_input)
+            + logits * tokens * vocab / t)
 
 
 # --- micro-batches in flight (Narayanan et al. 2021 sections 2.2.1-2.2.2; Korthikanti 4.2.3) ---

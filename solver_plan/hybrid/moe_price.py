@@ -463,8 +463,8 @@ def stage_memory(ctx: Context, p: MoEPoint, n_dense: int, n_moe: int, stage: int
     if stage == 0:
         acts += (st.activations + 1.0) * tokens * model.hidden / p.tp
     if stage == p.pp - 1:
-        acts += (2.0 * st.activations * tokens * model.hidden / p.tp
-                 + ctx.runtime.kernels.loss_bytes_per_logit * tokens * model.vocab / p.tp) / max(flight, 1.0)
+        # tokens enter split over tp (Megatron-core's sequence parallelism; moe.py), the loss's as the dense one's
+        acts += mem.loss_stage_bytes(tokens, model.hidden, model.vocab, p.tp, True, st, ctx.runtime) / max(flight, 1.0)
     working = max(dense_cost.working_bytes if n_dense else 0.0, moe_cost.working_bytes if n_moe else 0.0)
     buffers = mem.p2p_buffer_bytes(model, p.micro_batch_size, p.shards, True, p.pp, st)  # reads seq and hidden
     if n_moe:
