@@ -151,13 +151,20 @@ def test_a_short_budget_still_plans_the_standard_layout(monkeypatch):
     assert any("standard layout" in note for note in notes) and any("validator" in note for note in notes)
 
 
-def test_hybrid_answer_says_when_the_clock_cut_it_short(monkeypatch):
-    """The hybrid front door marks an answer the wall clock (not the work budget) ended: the note,
-    and an unproven plan as TIME_LIMIT, never FEASIBLE; an idle run within its budget says nothing."""
+@pytest.mark.parametrize("model,cluster,batch", [
+    ("gpt2:layers=2,seq=128", "v100x8-nvlink", 16),  # the dense search
+    ("data/hf-configs/qwen1.5-moe-a2.7b.json:seq=512,layers=4", "h100-4x8-ib", 64),  # the expert-parallel one
+])
+def test_hybrid_answer_says_when_the_clock_cut_it_short(monkeypatch, model, cluster, batch):
+    """The hybrid front door marks an answer the wall clock (not the work budget) ended, for both
+    searches: the note, and an unproven plan as TIME_LIMIT, never FEASIBLE; an idle run within its
+    budget says nothing."""
     from solver_plan.hybrid.answer import answer_hybrid
     from solver_plan.hybrid.request import HybridRequest
+    from solver_plan.resources import REPO_ROOT
     from solver_plan.result import Status
-    request = HybridRequest("gpt2:layers=2,seq=128", "v100x8-nvlink", 16, block_solver="greedy", time_limit=LIMIT_S)
+    monkeypatch.chdir(REPO_ROOT)  # the config.json path is the repository's
+    request = HybridRequest(model, cluster, batch, devices=8, block_solver="greedy", time_limit=LIMIT_S)
     idle = answer_hybrid(request).result
     assert CUT_SHORT_NOTE not in idle.notes and idle.status in (Status.OPTIMAL, Status.FEASIBLE)
     monkeypatch.setattr(deadline_module, "clock", _LoadedClock(rate=1e5))  # each ms of work looks like 100 s

@@ -43,8 +43,17 @@ def answer_hybrid(request: HybridRequest, deadline: Deadline | None = None) -> H
     from solver_plan.runtime import resolve_runtime
     deadline = time_budget(request.time_limit, within=deadline)
     runtime = resolve_runtime(request.runtime, "runtime")
-    if request.is_moe:
-        return _answer_moe(request, deadline, runtime)
+    report = _answer_moe(request, deadline, runtime) if request.is_moe else _answer_dense(request, deadline, runtime)
+    if deadline.cut_short and report.result.status is not Status.OPTIMAL:  # the wall clock, not the work
+        # budget, ended part of the search: say so (a proof stands whatever the clock; a plan so found is
+        # the best at the limit, never FEASIBLE)
+        result = report.result
+        status = Status.TIME_LIMIT if result.status is Status.FEASIBLE else result.status
+        report = replace(report, result=replace(result, status=status, notes=tuple(result.notes) + (CUT_SHORT_NOTE,)))
+    return report
+
+
+def _answer_dense(request: HybridRequest, deadline: Deadline, runtime) -> HybridReport:
     from solver_plan.planners import get_planner
     info = get_planner(request.planner, "hybrid", "planner")
     get_planner(request.block_solver, "config", "block_solver")
@@ -52,10 +61,6 @@ def answer_hybrid(request: HybridRequest, deadline: Deadline | None = None) -> H
                        time_limit=request.time_limit, memory_limit=hybrid_memory_limit(request),
                        fix=request.fix_dict() or None, deadline=deadline, precision=request.precision,
                        planner=request.block_solver, compute_scale=request.compute_scale, runtime=runtime)
-    if deadline.cut_short and result.status is not Status.OPTIMAL:  # the wall clock, not the work budget,
-        # ended part of the search: say so (a proof stands whatever the clock; a plan so found is the best at the limit)
-        status = Status.TIME_LIMIT if result.status is Status.FEASIBLE else result.status
-        result = replace(result, status=status, notes=tuple(result.notes) + (CUT_SHORT_NOTE,))
     return HybridReport(request, result)
 
 

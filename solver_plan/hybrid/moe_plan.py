@@ -15,8 +15,8 @@ rest priced, stopping at the first bound >= the incumbent: OPTIMAL over the spac
 model) when it finishes. Every unit of work is charged a fixed estimate to the nominal budget
 (hybrid/budget.py), which decides how far the search goes, the same on an idle or a loaded
 machine; when it cannot pay for the next step: TIME_LIMIT with the best plan so far (the standard
-layout at least) and the least open bound. The wall clock only stops the search (TIME_LIMIT, and
-the note that it was cut short). ZeRO-3 / FSDP is searched with pp = 1, and with pp > 1 for FSDP2
+layout at least) and the least open bound. The wall clock only stops the search (TIME_LIMIT; the
+hybrid front door, answer.py, adds the note that it was cut short). ZeRO-3 / FSDP is searched with pp = 1, and with pp > 1 for FSDP2
 runtimes (fsdp.allowed). Not searched: ZeRO-2 with a pipeline, per-stage recomputation, DualPipe's
 bubble (its a2a overlap is "full"); context parallelism leaving fewer than MIN_TOKENS_PER_CP_RANK tokens per
 rank unless pinned.
@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from solver_plan.cost.routing import parse_capacity
-from solver_plan.deadline import CUT_SHORT_NOTE, DEFAULT_TIME_LIMIT_S, GRACE_S, Deadline, time_budget
+from solver_plan.deadline import DEFAULT_TIME_LIMIT_S, GRACE_S, Deadline, time_budget
 from solver_plan.errors import InputError
 from solver_plan.hybrid import fsdp, moe
 from solver_plan.hybrid.budget import STANDARD_PRICES, Priced, affords, enumerate_within, map_within, price_in_order
@@ -106,7 +106,7 @@ def plan_moe(model, cluster, global_batch: int, *, devices: int | None = None, f
     first = standard.best
 
     def stopped(why: str) -> MoEResult:  # the budget or the clock: the incumbent stands
-        return _stopped(standard, why, start, deadline)
+        return _stopped(standard, why, start)
 
     runnable = (lambda p: fsdp.allowed(ctx.runtime, p.zero_stage, p.pp))  # ZeRO-3 with pp: FSDP2 only
     points = enumerate_within(enumerate_points(ctx.model, cluster.num_devices, cluster.devices_per_node,
@@ -150,11 +150,10 @@ def plan_moe(model, cluster, global_batch: int, *, devices: int | None = None, f
     over = sum(floor > limit for floor in floors.values()) if limit is not None else 0
     if open_bound is not None:  # stopped by the budget or the clock
         if best is None:
-            return _noted(MoEResult(Status.TIME_LIMIT, None, open_bound, runtime_s, evaluated, pruned,
-                                    ("time limit reached before any configuration fitted",)), deadline)
-        return _noted(MoEResult(Status.TIME_LIMIT, best, min(open_bound, best.step_time_s), runtime_s, evaluated,
-                                pruned, ("time limit reached; bound: the least bound of the points left",)
-                                + _standard_note(best, first)), deadline)
+            return MoEResult(Status.TIME_LIMIT, None, open_bound, runtime_s, evaluated, pruned,
+                             ("time limit reached before any configuration fitted",))
+        return MoEResult(Status.TIME_LIMIT, best, min(open_bound, best.step_time_s), runtime_s, evaluated, pruned,
+                         ("time limit reached; bound: the least bound of the points left",) + _standard_note(best, first))
     if best is None:  # every point reached: none fits
         least = min(floors.values()) if floors else None
         note = ("no configuration fits the memory limit" + (f"; the least memory floor is {least / 1e9:.2f} GB"
@@ -209,22 +208,14 @@ def _standard_note(best: MoEPlan, first: MoEPlan | None) -> tuple[str, ...]:
     return (STANDARD_NOTE + ", not beaten by the configurations searched",) if best is first else ()
 
 
-def _noted(result: MoEResult, deadline: Deadline) -> MoEResult:
-    """`result` with the cut-short note when the wall clock, not the budget, stopped the search."""
-    if not deadline.cut_short:
-        return result
-    from dataclasses import replace
-    return replace(result, notes=result.notes + (CUT_SHORT_NOTE,))
-
-
-def _stopped(standard: Priced[MoEPlan], why: str, start: float, deadline: Deadline) -> MoEResult:
+def _stopped(standard: Priced[MoEPlan], why: str, start: float) -> MoEResult:
     """TIME_LIMIT before the space was searched: the standard layout's plan when one was priced, no
     bound (none holds for every plan before the points' time bounds are known)."""
     runtime_s = time.perf_counter() - start
     if standard.best is None:
-        return _noted(MoEResult(Status.TIME_LIMIT, None, None, runtime_s, standard.priced, notes=(why,)), deadline)
-    return _noted(MoEResult(Status.TIME_LIMIT, standard.best, None, runtime_s, standard.priced, 0,
-                            (why, STANDARD_NOTE + ", not searched beyond")), deadline)
+        return MoEResult(Status.TIME_LIMIT, None, None, runtime_s, standard.priced, notes=(why,))
+    return MoEResult(Status.TIME_LIMIT, standard.best, None, runtime_s, standard.priced, 0,
+                     (why, STANDARD_NOTE + ", not searched beyond"))
 
 
 def evaluate_moe(model, cluster, global_batch: int, point: Mapping, *, routing=None, a2a_overlap: str = "none",
