@@ -254,9 +254,7 @@ def _cp_comm_s(ctx: Context, tokens: float, tp: int, cp: int, core_fwd_s: float)
 def _layer_cost(ctx: Context, is_moe: bool, tp: int, b: int, ep: int, etp: int, recompute: str,
                 capacity: float | None, cp: int = 1, unpaired: float = 0.0, dispatcher: str = "alltoall") -> LayerCost:
     key = (is_moe, tp, b, ep, etp, recompute, capacity, cp, unpaired, dispatcher)
-    if key not in ctx.cache:
-        ctx.cache[key] = _price_layer(ctx, *key)
-    return ctx.cache[key]
+    return _memo(ctx, key, lambda: _price_layer(ctx, *key))
 
 
 def _memo(ctx: Context, key: tuple, compute):
