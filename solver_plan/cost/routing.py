@@ -126,8 +126,9 @@ def parse_load(value, experts: int) -> ExpertLoad:
     raise InputError(f"expects uniform, zipf:S or histogram:c0/c1/..., got {value!r}", "routing")
 
 
-def parse_capacity(value) -> float | None:
-    """'dropless' / None, or a capacity factor >= 1 (below 1 drops tokens even when balanced)."""
+def parse_capacity(value, where: str = "capacity") -> float | None:
+    """'dropless' / None, or a capacity factor >= 1 (below 1 drops tokens even when balanced);
+    InputError naming `where` otherwise."""
     if value is None or value == "dropless":
         return None
     try:
@@ -135,5 +136,5 @@ def parse_capacity(value) -> float | None:
     except (TypeError, ValueError):
         factor = math.nan
     if isinstance(value, bool) or not (1.0 <= factor <= 64.0):
-        raise InputError(f"expects 'dropless' or a capacity factor from 1 to 64, got {value!r}", "capacity")
+        raise InputError(f"expects 'dropless' or a capacity factor from 1 to 64, got {value!r}", where)
     return factor

@@ -69,7 +69,7 @@ from solver_plan.cost.routing import ExpertLoad
 from solver_plan.errors import InputError
 from solver_plan.hybrid.memory import MIXED_PRECISION, StateBytes, gradients_bytes, optimizer_bytes, weights_bytes
 from solver_plan.hybrid.moe_model import MoEModel
-from solver_plan.requests import A2A_OVERLAPS  # noqa: F401 (re-exported: the request layer owns the choices)
+from solver_plan.requests import A2A_OVERLAPS  # the request layer owns the choices
 # token dispatchers: Megatron-core's alltoall (one copy per (token, expert) pair), DeepEP (one copy per
 # (token, node) over the network, per (token, rank) over NVLink) and HybridEP (the flex dispatcher's
 # backend for NVLink domains: one copy per (token, rank)), priced alike but exported apart

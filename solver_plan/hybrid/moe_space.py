@@ -113,7 +113,7 @@ def check_fix(pins: Mapping | str | None) -> dict:
                 raise InputError(f"expects one of {', '.join(choices)}, got {value!r}", where)
             out[key] = value
         else:
-            out[key] = parse_capacity(value)
+            out[key] = parse_capacity(value, where)
     if out.get("dispatcher", "alltoall") != "alltoall" and out.get("capacity") is not None:
         # named here, not left to an empty space: Megatron-core's flex dispatcher runs dropless only
         raise InputError(f"dispatcher={out['dispatcher']} runs dropless (Megatron-core's flex dispatcher refuses "

@@ -85,5 +85,4 @@ def _checked_pins(model: Any, fix: Any) -> dict[str, Any]:
     except InputError as exc:  # the checks name the command line's --fix
         where = exc.where or ""
         raise InputError(str(exc)[len(f"{where}: "):] if where else str(exc),
-                         "fix" + (where.removeprefix("--fix") if where.startswith("--fix") or not where
-                                  else f" {where}")) from None  # 'capacity' (parse_capacity's) -> 'fix capacity'
+                         "fix" + where.removeprefix("--fix")) from None
