@@ -33,7 +33,8 @@ from solver_plan.errors import InputError
 from solver_plan.hybrid import fsdp, moe
 from solver_plan.hybrid.budget import STANDARD_PRICES, Priced, affords, enumerate_within, map_within, price_in_order
 from solver_plan.hybrid.moe_price import Context, MoEPlan, make_context, memory_floor, price, time_bound
-from solver_plan.hybrid.moe_space import FIX_KEYS, MoEPoint, check_fix, enumerate_points, standard_pins
+from solver_plan.hybrid.moe_space import (FIX_KEYS, MoEPoint, check_dispatch, check_fix, enumerate_points,
+                                          standard_pins)
 from solver_plan.result import Envelope, Objective, Status, with_envelope
 
 SCHEMA_VERSION = 1  # the result JSON (docs/schemas/moe-hybrid.v1.schema.json)
@@ -94,9 +95,7 @@ def plan_moe(model, cluster, global_batch: int, *, devices: int | None = None, f
     ctx = make_context(model, cluster, global_batch, memory_limit, routing, precision, runtime, a2a_overlap)
     pins = check_fix(fix)
     capacities = (pins.pop("capacity"),) if "capacity" in pins else (parse_capacity(capacity),)
-    if pins.get("dispatcher", "alltoall") != "alltoall" and capacities[0] is not None:  # as check_fix says
-        raise InputError(f"dispatcher={pins['dispatcher']} runs dropless (Megatron-core's flex dispatcher): "
-                         f"capacity {capacities[0]:g} cannot be priced with it", "capacity")
+    check_dispatch(pins.get("dispatcher", "alltoall"), capacities[0], "capacity")  # the capacity argument's
     if "ep" in pins and ctx.model.experts % pins["ep"]:
         raise InputError(f"ep ({pins['ep']}) must divide the experts ({ctx.model.experts})", "--fix ep")
     if "etp" in pins and ctx.model.expert_ffn % pins["etp"]:

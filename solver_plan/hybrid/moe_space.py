@@ -114,12 +114,18 @@ def check_fix(pins: Mapping | str | None) -> dict:
             out[key] = value
         else:
             out[key] = parse_capacity(value, where)
-    if out.get("dispatcher", "alltoall") != "alltoall" and out.get("capacity") is not None:
-        # named here, not left to an empty space: Megatron-core's flex dispatcher runs dropless only
-        raise InputError(f"dispatcher={out['dispatcher']} runs dropless (Megatron-core's flex dispatcher refuses "
-                         f"--moe-pad-expert-input-to-capacity): drop capacity={pins['capacity']} or pin "
-                         "dispatcher=alltoall", "--fix")
+    check_dispatch(out.get("dispatcher", "alltoall"), out.get("capacity"), "--fix")
     return out
+
+
+def check_dispatch(dispatcher: str, capacity: float | None, where: str) -> None:
+    """A deduplicating dispatcher runs dropless only (Megatron-core's flex dispatcher refuses
+    --moe-pad-expert-input-to-capacity): with a capacity factor, an InputError naming both, not a
+    space left empty and answered INFEASIBLE."""
+    if dispatcher != "alltoall" and capacity is not None:
+        raise InputError(f"dispatcher={dispatcher} runs dropless (Megatron-core's flex dispatcher refuses "
+                         f"--moe-pad-expert-input-to-capacity): drop capacity={capacity:g} or pin "
+                         "dispatcher=alltoall", where)
 
 
 def _int(value) -> int | None:
