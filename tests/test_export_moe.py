@@ -279,6 +279,20 @@ def test_runtime_parses_the_export(name, target):
     runtime_check(PLANS / name, target)
 
 
+@pytest.mark.parametrize("dispatcher", ["deepep", "hybridep"])
+@pytest.mark.parametrize("target", ["megatron", "deepspeed", "torchtitan"])
+def test_runtime_parses_the_dispatcher_exports(tmp_path, dispatcher, target):
+    """A plan with a deduplicating dispatcher (moe-qwen3-30b-ep8's folding, the dispatcher changed) is
+    accepted by the runtime's own code: Megatron-LM's flex dispatcher flags (core_v0.15.3 takes
+    --moe-enable-deepep; HybridEP's --moe-flex-dispatcher-backend is skipped on a tree older than the
+    core_v0.16 its export says it needs), the others with the dispatch listed as not expressed."""
+    d = load("moe-qwen3-30b-ep8.json")
+    d["plan"]["parallelism"]["dispatcher"] = dispatcher
+    path = tmp_path / f"moe-qwen3-30b-ep8-{dispatcher}.json"
+    path.write_text(json.dumps(d))
+    runtime_check(path, target)
+
+
 def test_zero3_exports_megatron_fsdp_torchtitan_fsdp2_and_deepspeed_refuses():
     """ZeRO-3 of an expert-parallel plan: Megatron FSDP (optim_grads_params, with its fsdp_dtensor
     checkpoints; ZeRO-2 is optim_grads) and nothing listed as lost; torchtitan shards with FSDP2 over

@@ -205,6 +205,8 @@ def export_megatron(d: dict) -> str:
         header.append("# needs Megatron-LM core_v0.16 or newer (--cpu-offloading-num-layers: activation offload)")
     elif any(name == "--optimizer-cpu-offload" for name, _ in flags):
         header.append("# needs Megatron-LM core_v0.12 or newer (--optimizer-cpu-offload)")
+    if any(name == "--moe-flex-dispatcher-backend" for name, _ in flags):
+        header.append(megatron_moe.FLEX_BACKEND_NEEDS)
     if any(name == "--pipeline-model-parallel-layout" for name, _ in flags):
         header.append("# needs Megatron-LM core_v0.13 or newer (--pipeline-model-parallel-layout: the planned stages)")
     header += [f"# not expressible: {item}" for item in lost]

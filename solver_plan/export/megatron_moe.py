@@ -121,18 +121,24 @@ def expert_flags(v, lost: list[str]) -> Flags:
     return flags + sharding_flags(v)
 
 
+# The release an export with --moe-flex-dispatcher-backend needs (megatron.py writes it as a "needs"
+# header, which scripts/check_exports.py reads): core_v0.16.0 generates the flag from
+# TransformerConfig.moe_flex_dispatcher_backend (training/arguments.py ArgumentGroupFactory);
+# core_v0.15.0-0.15.3 refuse it ("unrecognized arguments", checked with core_v0.15.3's parse_args).
+FLEX_BACKEND_NEEDS = ("# needs Megatron-LM core_v0.16 or newer (--moe-flex-dispatcher-backend: HybridEP; the "
+                      "core_dev_r0.15.0 branch from commit 0d8e0714, Megatron-Bridge 25.11's, has it too)")
+
+
 def dispatcher_flags(dispatcher: str, lost: list[str]) -> Flags:
     """The token dispatcher priced: alltoall (MoEAlltoAllTokenDispatcher); DeepEP through the flex
-    dispatcher, `--moe-enable-deepep` (core_v0.15.0-0.15.3; the core_dev_r0.15.0 commit 0d8e0714 that
-    Megatron-Bridge 25.11 pins still takes it, deprecated for --moe-flex-dispatcher-backend deepep);
-    HybridEP as `--moe-flex-dispatcher-backend hybridep`, which no core_v0.15 release has (listed)."""
+    dispatcher, `--moe-enable-deepep` (core_v0.15.0-0.15.3, checked with core_v0.15.3's parse_args and
+    validate_args; the core_dev_r0.15.0 commit 0d8e0714 that Megatron-Bridge 25.11 pins still takes it,
+    deprecated for --moe-flex-dispatcher-backend deepep); HybridEP as `--moe-flex-dispatcher-backend
+    hybridep`, which needs core_v0.16 (FLEX_BACKEND_NEEDS)."""
     if dispatcher == "alltoall":
         return [("--moe-token-dispatcher-type", "alltoall")]
     if dispatcher == "deepep":
         return [("--moe-token-dispatcher-type", "flex"), ("--moe-enable-deepep", None)]
-    lost.append(f"dispatcher {dispatcher}: --moe-flex-dispatcher-backend {dispatcher} needs Megatron-core's "
-                "core_dev_r0.15.0 branch (commit 0d8e0714, Megatron-Bridge 25.11's) or later; core_v0.15.0-0.15.3 "
-                "refuse the flag (their flex dispatcher has DeepEP only: --moe-enable-deepep)")
     return [("--moe-token-dispatcher-type", "flex"), ("--moe-flex-dispatcher-backend", dispatcher)]
 
 
