@@ -62,6 +62,69 @@ GRACE_S = 0.2
 START_UP_S = 0.3
 
 
+# Nominal seconds of one unit of heuristic work (`WorkMeter`): a microsecond of CPU on the 2-core
+# development machine. Each loop charges each step a fixed count of units, stated and measured
+# next to it (a local-search visit of a node, a greedy step, a repair's scan and pricing, a
+# forest round, an mcmc proposal), never timed on the machine running: what a loop may do is then
+# the same idle or loaded, and the budget it leaves to the next loop too.
+WORK_UNIT_S = 1.0e-6
+
+
+class WorkMeter:
+    """Work counted in units (`charge`) at a fixed nominal cost each (`unit_s`, WORK_UNIT_S by default),
+    spent from a deadline's nominal budget as it goes, so a loop stops after the work its budget
+    pays for (`spent`): the same count on an idle or a loaded machine. `stop()` adds the wall
+    clock, the safety net (it marks the deadline cut short). A loop that must finish (a path that
+    can make the only plan fitting memory) charges its work but asks only `clock_out()`; what it
+    spends leaves less for the optional work after it. Without a deadline or a limit, unlimited."""
+
+    def __init__(self, deadline: "Deadline | None", unit_s: float = WORK_UNIT_S, budget_s: float | None = None):
+        self.deadline, self.unit_s = deadline, unit_s
+        self.budget_s = budget_s  # nominal seconds this meter may spend at most (None: the deadline's)
+        self.units = 0.0  # charged so far
+
+    def charge(self, units: float) -> None:
+        """Count `units` of work done, spending their nominal seconds."""
+        self.units += units
+        if self.deadline is not None:
+            self.deadline.spend(units * self.unit_s)
+
+    def spent(self) -> bool:
+        """Whether the work budget is used up (decided by work counts alone, never the clock)."""
+        left = self.left_s()
+        return left is not None and left <= 0.0
+
+    def left_s(self) -> float | None:
+        """Nominal seconds this meter may still spend (None: unlimited)."""
+        left = None if self.deadline is None else self.deadline.nominal_left()
+        if self.budget_s is not None:
+            own = max(0.0, self.budget_s - self.units * self.unit_s)
+            left = own if left is None else min(left, own)
+        return left
+
+    def affords(self, units: float) -> bool:
+        """Whether `units` more fit the budget (for work charged in large steps: a whole round)."""
+        left = self.left_s()
+        return left is None or units * self.unit_s <= left
+
+    def clock_out(self) -> bool:
+        """Whether the wall clock, the safety net, stops the loop: GRACE_S past the deadline's end,
+        since the nominal budget the work counts are drawn from may exceed the wall time left by
+        what earlier steps took beyond their fixed estimates (start-up, the build); marks the
+        deadline cut short."""
+        return self.deadline is not None and self.deadline.overrun(GRACE_S)
+
+    def stop(self) -> bool:
+        """Whether optional work should stop: its budget spent, or the wall clock out."""
+        return self.spent() or self.clock_out()
+
+    def part(self, fraction: float) -> "WorkMeter":
+        """A meter on the same deadline allowed `fraction` of the nominal budget left now (for one
+        of several pieces of optional work sharing it); the wall clock is the deadline's."""
+        left = self.left_s()
+        return WorkMeter(self.deadline, self.unit_s, None if left is None else fraction * left)
+
+
 def command_budget(seconds: float | None, started: float | None) -> "Deadline":
     """A command's one budget: `time_budget(seconds)` counted from `started` (`process_started()`
     when run as the program), with START_UP_S of its nominal budget handed to the start-up."""

@@ -36,12 +36,12 @@ def test_the_total_excess_falls_over_every_round_without_fallback(monkeypatch, r
     rounds_seen: list[tuple[float, bool]] = []  # per round: the excess at its start, whether it fell back
     ranked = memory_repair._ranked_moves
 
-    def watched(problem, adjacency, dense, plan, usage, device, limit, deadline=None):
+    def watched(problem, adjacency, dense, plan, usage, device, limit, *stop):
         if device is None:  # each round starts with the ranking by total excess
             rounds_seen.append((float(np.maximum(usage - limit, 0.0).sum()), False))
         else:
             rounds_seen[-1] = (rounds_seen[-1][0], True)
-        return ranked(problem, adjacency, dense, plan, usage, device, limit, deadline)
+        return ranked(problem, adjacency, dense, plan, usage, device, limit, *stop)
 
     monkeypatch.setattr(memory_repair, "_ranked_moves", watched)
     rounds = 0

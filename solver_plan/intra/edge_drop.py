@@ -3,7 +3,7 @@ proves a lower bound; its plan is repaired to fit memory if needed, then locally
 a time, then by exact re-solves on random forests)."""
 from __future__ import annotations
 
-from solver_plan.deadline import Deadline
+from solver_plan.deadline import Deadline, WorkMeter
 from solver_plan.intra.answer import Answer
 from solver_plan.intra.clock import time_for_passes
 from solver_plan.intra.context import Context
@@ -16,16 +16,19 @@ from solver_plan.intra.problem import ConfigProblem
 from solver_plan.intra.relaxation import edge_dropping_relaxation
 from solver_plan.result import Status
 
-REPAIR_SHARE = 0.5  # of the time left after the relaxation
+REPAIR_SHARE = 0.5  # of the work budget left after the relaxation
+IMPROVE_SHARE = 0.5  # of what the repair left, for local search; forest search gets the rest
 
 
 def _greedy_fallback(problem: ConfigProblem, context: Context, why: str, bound=None) -> Answer:
     """The best greedy plan (a memory-fitting one exists whenever the least-memory plan fits, even
     past the deadline) with `why` as a note: a time-out never loses a plan a heuristic has."""
-    plans = heuristic_plans(problem, context.deadline, refine=not context.deadline.expired())
+    plans = heuristic_plans(problem, context.deadline)  # their work budget sizes the improvement
     if context.incumbent is not None:
         plans.append(context.incumbent)
-    status = Status.TIME_LIMIT if context.deadline.expired() else Status.FEASIBLE
+    # FEASIBLE: the work budget decided (the same loaded); where the wall clock stopped a step,
+    # `solve` marks the answer cut short and TIME_LIMIT
+    status = Status.FEASIBLE
     if not plans:
         return Answer(status if status is Status.TIME_LIMIT else Status.ERROR, None, bound,
                       (f"{why}; no greedy plan fits the memory limit",))
@@ -38,13 +41,16 @@ def _edge_drop_core(problem: ConfigProblem, context: Context) -> Answer:
     relaxation = edge_dropping_relaxation(problem, context.deadline)
     if relaxation is None:
         return _greedy_fallback(problem, context, "time out during the relaxation (no bound)")
-    # repair can take seconds per thousand nodes: keep time for the greedy fallback
-    plan = repair_memory(problem, relaxation.assignment, context.deadline.share(REPAIR_SHARE))
+    # repair can take seconds per thousand nodes: keep work for the greedy fallback (which runs the
+    # repairs that may make the only fitting plan), so this one stops at its share of the budget
+    meter = WorkMeter(context.deadline)
+    plan = repair_memory(problem, relaxation.assignment, context.deadline, meter=meter.part(REPAIR_SHARE),
+                         optional=True)
     if plan is None:
-        why = "the relaxation's plan could not be repaired to fit memory in its share of the time"
+        why = "the relaxation's plan could not be repaired to fit memory in its share of the work budget"
         return _greedy_fallback(problem, context, why, relaxation.lower_bound)
-    plan = improve(problem, plan, context.deadline)
-    plan = improve_by_forests(problem, plan, context.deadline, seed=context.seed)
+    plan = improve(problem, plan, context.deadline, meter=meter.part(IMPROVE_SHARE))
+    plan = improve_by_forests(problem, plan, context.deadline, seed=context.seed, meter=meter)
     note = f"dropped {relaxation.dropped_edges} edge(s) to fold the graph completely"
     return Answer(Status.FEASIBLE, plan, relaxation.lower_bound, (note,))
 

@@ -11,8 +11,9 @@ import heapq
 
 import numpy as np
 
+from solver_plan.deadline import WorkMeter
 from solver_plan.intra.local_cost import candidate_costs, pick
-from solver_plan.intra.local_search import improve
+from solver_plan.intra.local_search import improve, node_units
 from solver_plan.intra.memory_repair import repair_memory
 from solver_plan.intra.memory_tracker import MemoryTracker
 from solver_plan.intra.problem import ConfigProblem
@@ -51,16 +52,27 @@ def visiting_order(problem: ConfigProblem) -> list[int]:
     return order
 
 
-def greedy_assignment(problem: ConfigProblem, deadline=None) -> tuple[int, ...]:
-    """Past `deadline` the nodes not yet visited take their least-memory candidate (the plan may
-    then break memory; callers check)."""
+# A greedy step costs about two local-search visits of the node (`local_search.node_units`): it also
+# tracks the undecided nodes' unavoidable memory (measured 67-124 us a step under a memory limit,
+# 16-24 us without, on the problems of local_search's measurements).
+GREEDY_VISITS = 2.0
+
+
+def greedy_assignment(problem: ConfigProblem, deadline=None, meter: WorkMeter | None = None) -> tuple[int, ...]:
+    """One pass over the nodes, charged to `meter` (default: `deadline`'s) but never stopped by its
+    budget: the plan every heuristic starts from. Only the wall clock stops it (`clock_out`, past
+    the deadline's grace); the nodes not yet visited then take their least-memory candidate (the
+    plan may then break memory; callers check)."""
     order = visiting_order(problem)
     adjacency = problem.neighbours()
+    meter = WorkMeter(deadline) if meter is None else meter
+    units = [GREEDY_VISITS * u for u in node_units(problem, adjacency)]
     plan = [0] * problem.num_nodes
     decided = np.zeros(problem.num_nodes, dtype=bool)
     memory = MemoryTracker(problem)
     for position, node in enumerate(order):
-        if deadline is not None and deadline.expired():
+        meter.charge(units[node])
+        if meter.clock_out():
             for rest in order[position:]:
                 plan[rest] = int(np.argmin(problem.node_memory[rest]))
             break
@@ -77,24 +89,29 @@ def least_memory_plan(problem: ConfigProblem) -> tuple[int, ...]:
     return tuple(int(np.argmin(memory)) for memory in problem.node_memory)
 
 
-def reserving_greedy(problem: ConfigProblem, reference, deadline=None) -> tuple[int, ...]:
+def reserving_greedy(problem: ConfigProblem, reference, deadline=None,
+                     meter: WorkMeter | None = None) -> tuple[int, ...]:
     """Greedy that keeps room for a memory-fitting `reference` plan: each node takes its cheapest
     candidate (given decided neighbours) such that the decided nodes plus the reference choices of
     the undecided ones still fit. The reference choice itself always passes, so when `reference`
     fits the result fits too, however the visit ends (past `deadline` the rest keep the reference
     choice). The plain greedy only reserves each undecided node's unavoidable memory, which is 0 on
     most devices, and can paint itself into a corner: measured on the suite's 1,000-node binding
-    instances, it broke the limit while the least-memory plan fitted."""
+    instances, it broke the limit while the least-memory plan fitted. Charged to `meter` as
+    `greedy_assignment` is, and likewise stopped only by the wall clock."""
     order = visiting_order(problem)
     adjacency = problem.neighbours()
+    meter = WorkMeter(deadline) if meter is None else meter
+    units = [GREEDY_VISITS * u for u in node_units(problem, adjacency)]
     plan = [int(c) for c in reference]
     decided = np.zeros(problem.num_nodes, dtype=bool)
     usage = problem.device_memory(plan)
     limit = problem.memory_limit * (1 + 1e-9)
     for node in order:
-        if deadline is not None and deadline.expired():
-            break
         node = int(node)
+        meter.charge(units[node])
+        if meter.clock_out():
+            break
         costs = candidate_costs(problem, adjacency, node, plan, decided)
         arrays, memory = problem.device_arrays[node], problem.node_memory[node]
         base = usage.copy()
@@ -110,23 +127,39 @@ def reserving_greedy(problem: ConfigProblem, reference, deadline=None) -> tuple[
     return tuple(plan)
 
 
+# Of the work budget left once a memory-fitting plan exists, the share the optional repair of the
+# unconstrained greedy plan (and of `hint`) may spend; the rest improves the plans.
+REPAIR_PART = 0.5
+
+
 def heuristic_plans(problem: ConfigProblem, deadline, refine: bool = True, hint=None) -> list:
     """Memory-fitting plans from: greedy; under a memory limit, a greedy keeping room for the
     least-memory plan (it fits whenever that plan does, even past the deadline), the unconstrained
     greedy plan and `hint` (a cheap plan that may break memory) repaired to fit; each then locally
-    improved."""
-    plans = [greedy_assignment(problem, deadline)]
+    improved. Work is counted (`deadline.WorkMeter` a unit) against the deadline's
+    nominal budget, never the time left, so a loaded machine finds the same plans: the greedy
+    passes always run, and so does a repair while no plan fits memory (it may make the only one);
+    a repair once a plan fits gets REPAIR_PART of the budget left (None past it), and the
+    improvement passes share the rest equally. The wall clock only stops work past the deadline's
+    grace, marking the answer cut short."""
+    meter = WorkMeter(deadline)
+    plans = [greedy_assignment(problem, deadline, meter)]
     if problem.memory_limit is not None and not problem.memory_ok(plans[0]):
         reference = least_memory_plan(problem)
         if problem.memory_ok(reference):
-            plans.append(reserving_greedy(problem, reference, deadline))
-    if problem.memory_limit is not None and not (deadline is not None and deadline.expired()):
-        free = greedy_assignment(problem.with_memory_limit(None), deadline)
+            plans.append(reserving_greedy(problem, reference, deadline, meter))
+    if problem.memory_limit is not None and not meter.clock_out():
+        free = greedy_assignment(problem.with_memory_limit(None), deadline, meter)
         if refine:
-            free = improve(problem.with_memory_limit(None), free, deadline)
-        plans.append(repair_memory(problem, free, deadline))
-        if hint is not None:
-            plans.append(repair_memory(problem, hint, deadline))
+            free = improve(problem.with_memory_limit(None), free, deadline, meter=meter.part(REPAIR_PART))
+        for start in (free, hint):
+            if start is None:
+                continue
+            fits = any(plan is not None and problem.memory_ok(plan) for plan in plans)
+            plans.append(repair_memory(problem, start, deadline, meter=meter.part(REPAIR_PART) if fits else meter,
+                                       optional=fits))
     if refine:
-        plans = [improve(problem, plan, deadline) if plan is not None else None for plan in plans]
+        plans = [plan for plan in plans if plan is not None]
+        plans = [improve(problem, plan, deadline, meter=meter.part(1 / (len(plans) - index)))
+                 for index, plan in enumerate(plans)]
     return [plan for plan in plans if plan is not None and problem.memory_ok(plan)]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from solver_plan.deadline import Deadline
+from solver_plan.deadline import Deadline, WorkMeter
 from solver_plan.intra.local_cost import candidate_costs
 from solver_plan.intra.problem import ConfigProblem
 
@@ -18,7 +18,14 @@ from solver_plan.intra.problem import ConfigProblem
 # A change ranked by the total excess it removes is applied only while it still removes this share
 # of it (the others wait for the next round's ranking: stale ratios made plans ~1.5% dearer).
 STALE_FRACTION = 0.5
-DEADLINE_CHECK_NODES = 500  # nodes scanned between two looks at the clock
+# Work units (`deadline.WORK_UNIT_S`, a microsecond of the development machine's CPU) of a ranking:
+# a look at each node's bytes on the devices over the limit, and for each node holding some, its
+# candidates' usage on every device and their prices: fitted to four repairs of the unconstrained
+# greedy plan (gpt3-175B on 64 and 1,024 devices, megatron-1T on 64, random-dag:nodes=10000 on 16:
+# 0.07-0.71 s; 1,157-26,197 nodes priced, 27-155 us each, the most devices the dearest).
+SCAN_UNITS = 1.0
+PRICE_UNITS = 30.0
+PRICE_UNITS_PER_DEVICE = 0.12
 # Re-ranking after each fifth of the excess is removed: on random-dag:nodes=10000 binding a minimiser
 # 3-10% over repaired in 11-35 rounds and 3-8 s of CPU to plans ~0.2-2% cheaper than with one ranking
 # (1-4 rounds, 0.5-1.4 s). For the plan that matters (lagrangian_fixing); the quick heuristics'
@@ -62,20 +69,23 @@ def _allowed(after: np.ndarray, usage: np.ndarray, device: int | None, limit: fl
 
 
 def _ranked_moves(problem: ConfigProblem, adjacency, dense: _DenseMemory, plan, usage: np.ndarray,
-                  device: int | None, limit: float, deadline: Deadline | None = None):
+                  device: int | None, limit: float, meter: WorkMeter, optional: bool):
     """Per node that holds bytes where they count (on `device`, or on any device over the limit when
     `device` is None), its allowed change of least cost increase per byte freed (on `device`, or of
-    total excess), as (ratio, node, choice, bytes freed), least ratio first; None when `deadline`
-    expires during the scan (a scan of 10,000 nodes takes ~0.25 s: at a 3 s limit it overran)."""
+    total excess), as (ratio, node, choice, bytes freed), least ratio first; None when the scan is
+    stopped (a scan of 10,000 nodes takes ~0.25 s: at a 3 s limit it overran): by `meter`'s budget
+    where the repair is `optional`, else by the wall clock alone."""
     over = usage > limit if device is None else np.arange(len(usage)) == device
     moves = []
     for node in range(problem.num_nodes):
-        if deadline is not None and node % DEADLINE_CHECK_NODES == 0 and node and deadline.expired():
+        if meter.stop() if optional else meter.clock_out():
             return None
+        meter.charge(SCAN_UNITS)
         memory = dense[node]
         current = plan[node]
         if not (memory[current, over] > 0).any():
             continue
+        meter.charge(PRICE_UNITS + PRICE_UNITS_PER_DEVICE * problem.num_devices)
         after = usage[None, :] - memory[current][None, :] + memory  # usage if node took each candidate
         if device is None:
             freed = _excess(usage, limit) - _excess(after, limit)
@@ -93,10 +103,14 @@ def _ranked_moves(problem: ConfigProblem, adjacency, dense: _DenseMemory, plan, 
 
 
 def repair_memory(problem: ConfigProblem, assignment, deadline: Deadline | None = None,
-                  round_fraction: float = 1.0):
-    """A plan within the memory limit reached by cheap single changes, or None if stuck (or the
-    deadline expired). `round_fraction`: the share of the total excess one round removes before the
-    changes are ranked again (1: one ranking while it lasts, fast; FINE_ROUNDS: dearer, better plans)."""
+                  round_fraction: float = 1.0, *, meter: WorkMeter | None = None, optional: bool = False):
+    """A plan within the memory limit reached by cheap single changes, or None if stuck (or
+    stopped). `round_fraction`: the share of the total excess one round removes before the
+    changes are ranked again (1: one ranking while it lasts, fast; FINE_ROUNDS: dearer, better plans).
+    Its work is charged to `meter` (default: `deadline`'s nominal budget); an `optional` repair (a
+    plan fitting memory exists already) stops when that budget is spent, any other only by the
+    wall clock (past the deadline's grace): a repair that may make the only fitting plan runs."""
+    meter = WorkMeter(deadline) if meter is None else meter
     if problem.memory_limit is None or problem.memory_ok(assignment):
         return tuple(assignment)
     limit = problem.memory_limit * (1 + 1e-9)
@@ -107,13 +121,13 @@ def repair_memory(problem: ConfigProblem, assignment, deadline: Deadline | None 
     seen: set[tuple[int, ...]] = set()  # plans at the start of a round: a repeat is a cycle
     while usage.max() > limit:
         state = tuple(plan)
-        if state in seen or len(seen) >= MAX_ROUNDS or (deadline is not None and deadline.expired()):
+        if state in seen or len(seen) >= MAX_ROUNDS or (meter.stop() if optional else meter.clock_out()):
             return None
         seen.add(state)
         applied, target = 0, (1.0 - round_fraction) * float(_excess(usage, limit))
         for device in (None, int(usage.argmax())):  # the busiest device alone where the total is stuck
-            moves = _ranked_moves(problem, adjacency, dense, plan, usage, device, limit, deadline)
-            if moves is None:  # the wall clock: no plan that fits
+            moves = _ranked_moves(problem, adjacency, dense, plan, usage, device, limit, meter, optional)
+            if moves is None:  # stopped: no plan that fits
                 return None
             for _, node, choice, freed in moves:
                 if usage.max() <= limit or (device is not None and usage[device] <= limit):

@@ -22,7 +22,7 @@ import math
 import random
 import time
 
-from solver_plan.deadline import Deadline, time_budget
+from solver_plan.deadline import GRACE_S, WORK_UNIT_S, Deadline, time_budget
 from solver_plan.errors import InputError
 from solver_plan.intra.answer import Answer
 from solver_plan.intra.clock import start_clock
@@ -46,6 +46,22 @@ MAX_SIMULATION_CELLS = 50_000  # operators x devices simulated at most (measured
 SIMULATION_CELLS_PER_S = 5_000  # ... and at most this many per second of the time limit
 
 
+# Work units (`deadline.WORK_UNIT_S`, a microsecond of the development machine's CPU) of one proposal
+# on the sum objective: a node's terms priced twice and a memory check (measured 8-30 us on
+# gpt3-175B on 64 and 1,024 devices). The simulated objective's proposals are counted (`iterations`)
+# but not priced: its task graphs are kept small (`_simulation_cells`).
+SUM_PROPOSAL_UNITS = 30.0
+
+
+def _affordable_proposals(deadline: Deadline, objective: str) -> int | None:
+    """Proposals the nominal budget left pays for on the sum objective (None: no cap), at least one
+    per start: decided by the budget, so a loaded machine runs the same chains."""
+    budget = deadline.nominal_left()
+    if budget is None or objective != "sum":
+        return None
+    return max(1, int(budget / (SUM_PROPOSAL_UNITS * WORK_UNIT_S)))
+
+
 def _simulation_cells(deadline: Deadline) -> float:
     budget = deadline.nominal_left()  # the budget, not the clock, decides: the same on a loaded machine
     return MAX_SIMULATION_CELLS if budget is None else min(MAX_SIMULATION_CELLS, SIMULATION_CELLS_PER_S * budget)
@@ -56,11 +72,18 @@ def _heuristic_plans(problem: ConfigProblem, deadline: Deadline | None = None) -
     share at most HEURISTIC_SHARE of the time left, so the chains keep the rest."""
     plans = []
     _skipped.clear()
-    budget = Deadline(None) if deadline is None else deadline.share(HEURISTIC_SHARE)
+    # the share's wall clock runs at least its nominal seconds (within the whole deadline): its
+    # work budget, not a wall clock already shortened by a slow start, decides what runs
+    nominal = None if deadline is None else deadline.nominal_left()
+    budget = Deadline(None) if deadline is None else deadline.share(
+        HEURISTIC_SHARE, floor_s=0.0 if nominal is None else HEURISTIC_SHARE * nominal)
     for name, info in planners("config").items():
         if info.exact or name == "mcmc" or info.objective != "sum":
             continue
-        if budget.expired():
+        # the share's work budget decides which run (each planner counts its work against it); the
+        # wall clock only stops them past its grace (marking the answer cut short)
+        left = budget.nominal_left()
+        if (left is not None and left <= 0.0) or budget.overrun(GRACE_S):
             _skipped.add(name)
             break
         result = info.func(problem, deadline=budget)
@@ -101,7 +124,7 @@ class _Budget:
     def over(self) -> bool:
         if self.made >= self.proposals or self.made - self.last_gain > self.proposals / 2:
             return True
-        return self.clock.expired()
+        return self.clock.overrun(GRACE_S)
 
 
 def _chain(objective, problem: ConfigProblem, start: tuple[int, ...], rng: random.Random, beta: float | None,
@@ -182,10 +205,14 @@ def plan_mcmc(problem: ConfigProblem, *, deadline: Deadline | None = None, seed:
         return ConfigResult("mcmc", answer.status, objective, answer.lower_bound, time.perf_counter() - started,
                             answer.assignment, answer.notes)
     iterations = DEFAULT_PROPOSALS if iterations is None else iterations
+    affordable = _affordable_proposals(deadline, objective)
+    if affordable is not None and affordable < iterations:
+        notes.append(f"{affordable} proposals (of {iterations}): what the work budget left pays for")
+        iterations = affordable
     share_n = max(1, iterations // len(starts))
     best = None
     for index, (source, start) in enumerate(starts):
-        if best is not None and deadline.expired():
+        if best is not None and deadline.overrun(GRACE_S):
             break
         # the wall clock left is shared by the chains still to run; proposals decide the answer
         chain_clock = deadline.share(1 / (len(starts) - index))
