@@ -247,6 +247,14 @@ class Deadline:
         budget = max(min(left, floor_s), left * fraction)
         return Deadline(max(budget, 1e-6), parent=self, nominal_s=nominal)
 
+    def work_share(self, fraction: float) -> "Deadline":
+        """`share(fraction)` whose wall clock lasts at least its nominal seconds (never past this
+        deadline): for work sized by its nominal budget (`WorkMeter`, move and proposal counts),
+        which a wall-clock share already shortened by a slow start-up or build would otherwise
+        stop on an idle machine."""
+        unallotted = self.nominal_left()
+        return self.share(fraction, floor_s=0.0 if unallotted is None else fraction * unallotted)
+
     def spend(self, seconds: float) -> None:
         """Hand out `seconds` of the nominal budget to work the holder does itself, by a
         deterministic estimate (building the problem), so what follows plans with the rest."""

@@ -171,3 +171,67 @@ def test_hybrid_answer_says_when_the_clock_cut_it_short(monkeypatch, model, clus
     cut = answer_hybrid(request).result
     assert CUT_SHORT_NOTE in cut.notes
     assert cut.status is not Status.FEASIBLE
+
+
+# --- heuristics whose work budget binds: work counts, not the clock, stop them ----------------------
+# (deadline.WorkMeter: greedy passes, repairs, local and forest search, mcmc's heuristics and proposals)
+
+BINDING = random_problem(300, seed=3, shape="dag", memory_tightness=0.5)
+# (planner, options, nominal budget, whether that budget binds: a plan worse than without one); at
+# 0.6 s edge-drop's relaxation, repair and searches run (its forest rounds are counted against it)
+BINDING_PLANNERS = [("greedy", {}, 0.02, True), ("edge-drop", {}, 0.6, False),
+                    ("mcmc", {"objective": "sum"}, 0.05, True)]
+
+
+@pytest.mark.parametrize("planner, options, nominal_s, binds", BINDING_PLANNERS,
+                         ids=[p for p, *_ in BINDING_PLANNERS])
+def test_a_binding_work_budget_gives_the_same_answer_loaded(monkeypatch, planner, options, nominal_s, binds):
+    """A nominal budget far below what the heuristics would use (a wall clock of 30 s they never
+    reach): the work budget stops them, at the same point on a loaded machine; with no budget they
+    do more and find a plan at least as good (better where the budget binds)."""
+    from solver_plan.deadline import Deadline
+
+    def answer(budget):
+        result = solve(BINDING, planner, Deadline(None, parent=budget, nominal_s=nominal_s), seed=2, **options)
+        assert CUT_SHORT_NOTE not in result.notes, result.notes
+        return result.status, result.assignment, result.objective
+
+    unlimited = solve(BINDING, planner, None, seed=2, **options)
+    idle, loaded = _idle_and_loaded(monkeypatch, answer)
+    assert idle[0].has_solution and loaded == idle
+    assert unlimited.objective < idle[2] if binds else unlimited.objective <= idle[2] + 1e-9
+
+
+def test_heuristic_plans_stop_at_their_work_budget(monkeypatch):
+    """`heuristic_plans` with a budget worth a few node visits: the same plans idle and loaded, fewer
+    improvement steps than without a budget, and the whole budget used."""
+    from solver_plan.deadline import Deadline
+    from solver_plan.intra.greedy_plans import heuristic_plans
+    nominal = []
+
+    def answer(budget):
+        deadline = Deadline(None, parent=budget, nominal_s=0.01)
+        plans = heuristic_plans(BINDING, deadline)
+        assert not deadline.cut_short
+        nominal.append(deadline.nominal_left())
+        return plans
+
+    idle, loaded = _idle_and_loaded(monkeypatch, answer)
+    assert idle and loaded == idle and nominal == [0.0, 0.0]
+    free = heuristic_plans(BINDING, None)
+    assert min(map(BINDING.objective, free)) < min(map(BINDING.objective, idle))  # the budget bound
+
+
+def test_a_repair_that_may_make_the_only_fitting_plan_runs_without_budget():
+    """Issue 26's lesson (branch s33-worksize): greedy breaks memory, the least-memory plan does too,
+    and only the repair of the unconstrained greedy plan fits. With no work budget left that
+    repair still runs (only the wall clock may stop it), so a plan comes back."""
+    from solver_plan.deadline import Deadline
+    from solver_plan.intra.greedy_plans import greedy_assignment, heuristic_plans, least_memory_plan
+    problem = random_problem(20, seed=2, shape="dag", memory_tightness=0.2)
+    assert not problem.memory_ok(greedy_assignment(problem))
+    assert not problem.memory_ok(least_memory_plan(problem))
+    deadline = Deadline(LIMIT_S, nominal_s=1e-9)
+    plans = heuristic_plans(problem, deadline)
+    assert plans and all(problem.memory_ok(plan) for plan in plans) and not deadline.cut_short
+    assert solve(problem, "greedy", Deadline(LIMIT_S, nominal_s=1e-9)).status.has_solution

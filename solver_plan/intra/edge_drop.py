@@ -29,8 +29,8 @@ def _greedy_fallback(problem: ConfigProblem, context: Context, why: str, bound=N
     # FEASIBLE: the work budget decided (the same loaded); where the wall clock stopped a step,
     # `solve` marks the answer cut short and TIME_LIMIT
     status = Status.FEASIBLE
-    if not plans:
-        return Answer(status if status is Status.TIME_LIMIT else Status.ERROR, None, bound,
+    if not plans:  # the repairs that may make a plan always run: only the wall clock stops them
+        return Answer(Status.TIME_LIMIT if context.deadline.cut_short else Status.ERROR, None, bound,
                       (f"{why}; no greedy plan fits the memory limit",))
     return Answer(status, min(plans, key=problem.objective), bound, (f"{why}: returned the greedy plan",))
 

@@ -11,7 +11,7 @@ import heapq
 
 import numpy as np
 
-from solver_plan.deadline import WorkMeter
+from solver_plan.deadline import WORK_UNIT_S, WorkMeter
 from solver_plan.intra.local_cost import candidate_costs, pick
 from solver_plan.intra.local_search import improve, node_units
 from solver_plan.intra.memory_repair import repair_memory
@@ -56,6 +56,11 @@ def visiting_order(problem: ConfigProblem) -> list[int]:
 # tracks the undecided nodes' unavoidable memory (measured 67-124 us a step under a memory limit,
 # 16-24 us without, on the problems of local_search's measurements).
 GREEDY_VISITS = 2.0
+
+
+def greedy_pass_seconds(problem: ConfigProblem) -> float:
+    """Nominal seconds of one greedy pass (GREEDY_VISITS visits a node, `deadline.WORK_UNIT_S` a unit)."""
+    return GREEDY_VISITS * sum(node_units(problem, problem.neighbours())) * WORK_UNIT_S
 
 
 def greedy_assignment(problem: ConfigProblem, deadline=None, meter: WorkMeter | None = None) -> tuple[int, ...]:

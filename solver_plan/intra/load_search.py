@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from solver_plan.deadline import Deadline
+from solver_plan.deadline import GRACE_S, Deadline
 from solver_plan.intra.load_objective import SUM_WEIGHT, EdgeSplit, _device_tail, _tail_times, topological_order
 from solver_plan.intra.problem import ConfigProblem
 
@@ -127,19 +127,20 @@ def move_budget(problem: ConfigProblem, deadline: Deadline) -> int | None:
 def improve_load(problem: ConfigProblem, split: EdgeSplit, assignment, deadline: Deadline) -> tuple[int, ...]:
     """Local search (module text) until no single-node change helps or the moves its nominal budget
     affords (`move_budget`) are tried: the same plan on a loaded machine; the wall clock only stops
-    it earlier on a machine slower than MOVE_S_PER_NODE (marking the deadline cut short)."""
+    it earlier, GRACE_S past the deadline, on a machine slower than MOVE_S_PER_NODE (marking the
+    deadline cut short)."""
     state = _LoadState(problem, split, assignment)
     moves_left = move_budget(problem, deadline)
     improved = True
-    while improved and not deadline.expired():
+    while improved and not deadline.overrun(GRACE_S):
         improved = False
         for node in state.order:
-            if deadline.expired() or moves_left == 0:
+            if deadline.overrun(GRACE_S) or moves_left == 0:
                 break
             for choice in np.argsort(problem.node_costs[node], kind="stable"):
                 # a move that passes the busiest-device filter re-times the whole graph (O(n)):
                 # check the clock and the work budget per move, not per node
-                if deadline.expired() or moves_left == 0:
+                if deadline.overrun(GRACE_S) or moves_left == 0:
                     break
                 if moves_left is not None:
                     moves_left -= 1

@@ -72,11 +72,8 @@ def _heuristic_plans(problem: ConfigProblem, deadline: Deadline | None = None) -
     share at most HEURISTIC_SHARE of the time left, so the chains keep the rest."""
     plans = []
     _skipped.clear()
-    # the share's wall clock runs at least its nominal seconds (within the whole deadline): its
-    # work budget, not a wall clock already shortened by a slow start, decides what runs
-    nominal = None if deadline is None else deadline.nominal_left()
-    budget = Deadline(None) if deadline is None else deadline.share(
-        HEURISTIC_SHARE, floor_s=0.0 if nominal is None else HEURISTIC_SHARE * nominal)
+    # its work budget, not a wall clock already shortened by a slow start, decides what runs
+    budget = Deadline(None) if deadline is None else deadline.work_share(HEURISTIC_SHARE)
     for name, info in planners("config").items():
         if info.exact or name == "mcmc" or info.objective != "sum":
             continue

@@ -32,6 +32,7 @@ from solver_plan.intra import isolated
 from solver_plan.intra.baselines import plan_data_parallel
 from solver_plan.intra.clock import start_clock
 from solver_plan.intra.failures import failure_note
+from solver_plan.intra.greedy_plans import greedy_pass_seconds
 from solver_plan.intra.linear_model import decode
 from solver_plan.intra.load_objective import (LoadModelExpired, encode_load, load_breakdown, load_model,
                                               split_edges, topological_order)
@@ -59,16 +60,34 @@ BUILD_FRACTION = 0.5
 MAX_MODEL_ENTRIES = 1_000_000
 
 
-def _seeds(problem: ConfigProblem, warm_start, deadline: Deadline) -> list[tuple[tuple[int, ...], str]]:
+# The sum MILP's seed is sought only when its share pays for this many greedy passes
+# (`greedy_plans.greedy_pass_seconds`): its heuristics get 15-30% of it (`warm_start`), HiGHS the rest.
+SUM_SEED_PASSES = 8.0
+
+
+def sum_seed_fits(problem: ConfigProblem, nominal_s: float | None) -> bool:
+    """Whether a nominal share of `nominal_s` seconds pays for the sum optimum's seed (None: unlimited)."""
+    return nominal_s is None or nominal_s >= SUM_SEED_PASSES * greedy_pass_seconds(problem)
+
+
+def _seeds(problem: ConfigProblem, warm_start, deadline: Deadline,
+           notes: list[str] | None = None) -> list[tuple[tuple[int, ...], str]]:
     seeds = []
     if warm_start is not None and usable_plan(problem, tuple(int(c) for c in warm_start)):
         seeds.append((tuple(int(c) for c in warm_start), "warm start"))
-    # the sum optimum gets its share of the clock (an expired share still returns its greedy plan)
-    summed = solve(problem, "milp", deadline=deadline.share(SUM_SHARE))
-    if summed.assignment is not None:
+    # the sum optimum gets its share of the budget, where that pays for its heuristics' greedy passes
+    # (a share too small for them only ran into the wall clock, and HiGHS with no time left)
+    share = deadline.share(SUM_SHARE)
+    summed = None
+    if sum_seed_fits(problem, share.nominal_left()):
+        summed = solve(problem, "milp", deadline=share)
+    elif notes is not None:
+        notes.append("sum optimum (milp) not sought: its share of the budget does not pay for its heuristics")
+    if summed is not None and summed.assignment is not None:
         seeds.append((tuple(summed.assignment), "sum optimum (milp)"))
     # the sum planner already kept the best greedy plan: run the heuristics only without its answer
-    plan, source = best_heuristic_plan(problem, None, deadline) if summed.assignment is None else (None, "")
+    plan, source = best_heuristic_plan(problem, None, deadline) if summed is None or summed.assignment is None \
+        else (None, "")
     if plan is not None:
         seeds.append((plan, source))
     # data parallelism, the baseline every plan is compared with: under a tight clock the sum
@@ -165,8 +184,8 @@ def plan_milp_load(problem: ConfigProblem, *, deadline: Deadline | None = None, 
     if topological_order(problem) is None:
         return ConfigResult(NAME, Status.ERROR, runtime_s=deadline.elapsed(),
                             notes=("the load objective needs acyclic edges (a critical path)",))
-    seeds = _seeds(problem, warm_start, deadline)
     notes: list[str] = []
+    seeds = _seeds(problem, warm_start, deadline, notes)
     skipped = model_fits(problem, deadline)
     if skipped is not None:
         notes.append(skipped)
@@ -178,16 +197,16 @@ def plan_milp_load(problem: ConfigProblem, *, deadline: Deadline | None = None, 
         return _seed_only(problem, seeds, deadline, notes)
     lp_bound, rounded = _relaxation(problem, load, deadline, seed, notes)
     seeds += [(plan, "LP rounding") for plan in rounded]
-    search = deadline.share(SEARCH_SHARE)
+    search = deadline.work_share(SEARCH_SHARE)  # sized by move counts (`improve_load`)
     improved = []
     for plan, origin in list(seeds[:3]):
         moved = branch_moves(problem, load.split, plan, search.share(0.3))
         if moved != plan:
             seeds.append((moved, f"{origin} + branch moves"))
     for plan, origin in sorted(seeds, key=lambda s: load_breakdown(problem, s[0], load.split).objective):
-        if search.expired():
+        if search.overrun(GRACE_S):
             break
-        better = improve_load(problem, load.split, plan, search.share(0.5))
+        better = improve_load(problem, load.split, plan, search.work_share(0.5))
         improved.append((better, f"{origin} + local search"))
     seeds += improved
     simulate = can_simulate(problem)
@@ -278,7 +297,7 @@ def _seed_only(problem: ConfigProblem, seeds, deadline: Deadline, notes: list[st
     scored = [(load_breakdown(problem, plan, split), plan, source) for plan, source in dict(seeds).items()]
     parts, plan, source = min(scored, key=lambda item: item[0].objective)
     if not deadline.expired():
-        better = improve_load(problem, split, plan, deadline.share(SEARCH_SHARE))
+        better = improve_load(problem, split, plan, deadline.work_share(SEARCH_SHARE))
         if better != plan:
             better_parts = load_breakdown(problem, better, split)
             if better_parts.objective < parts.objective:
