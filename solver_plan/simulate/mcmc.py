@@ -27,6 +27,7 @@ from solver_plan.errors import InputError
 from solver_plan.intra.answer import Answer
 from solver_plan.intra.clock import start_clock
 from solver_plan.intra.diagnose import diagnose
+from solver_plan.intra.edge_drop import relaxation_fits
 from solver_plan.intra.memory_tracker import MemoryTracker
 from solver_plan.intra.problem import ConfigProblem
 from solver_plan.planners import planners
@@ -69,21 +70,24 @@ def _simulation_cells(deadline: Deadline) -> float:
 
 def _heuristic_plans(problem: ConfigProblem, deadline: Deadline | None = None) -> list[tuple[str, tuple[int, ...]]]:
     """Plans of every registered non-exact planner but this one, cheapest (sum cost) first; they
-    share at most HEURISTIC_SHARE of the time left, so the chains keep the rest."""
+    share at most HEURISTIC_SHARE of the budget left, so the chains keep the rest: each gets an
+    equal part of what the others left (a planner's work is counted inside its own clock, so the
+    parts are handed out up front), and edge-drop runs only where its part pays for its relaxation
+    (otherwise it would return the greedy plans again, `edge_drop.relaxation_fits`). Decided by the
+    nominal budget; the wall clock only stops them past its grace (marking the answer cut short)."""
     plans = []
     _skipped.clear()
     # its work budget, not a wall clock already shortened by a slow start, decides what runs
     budget = Deadline(None) if deadline is None else deadline.work_share(HEURISTIC_SHARE)
-    for name, info in planners("config").items():
-        if info.exact or name == "mcmc" or info.objective != "sum":
-            continue
-        # the share's work budget decides which run (each planner counts its work against it); the
-        # wall clock only stops them past its grace (marking the answer cut short)
-        left = budget.nominal_left()
-        if (left is not None and left <= 0.0) or budget.overrun(GRACE_S):
+    chosen = [(name, info) for name, info in planners("config").items()
+              if not (info.exact or name == "mcmc" or info.objective != "sum")]
+    for index, (name, info) in enumerate(chosen):
+        fraction, left = 1 / (len(chosen) - index), budget.nominal_left()
+        if budget.overrun(GRACE_S) or (name == "edge-drop" and not relaxation_fits(
+                None if left is None else fraction * left, problem)):
             _skipped.add(name)
-            break
-        result = info.func(problem, deadline=budget)
+            continue
+        result = info.func(problem, deadline=budget.work_share(fraction))
         if result.assignment is not None and problem.memory_ok(result.assignment):
             plans.append((problem.objective(result.assignment), name, tuple(result.assignment)))
     return [(name, plan) for _, name, plan in sorted(plans)]
@@ -212,7 +216,7 @@ def plan_mcmc(problem: ConfigProblem, *, deadline: Deadline | None = None, seed:
         if best is not None and deadline.overrun(GRACE_S):
             break
         # the wall clock left is shared by the chains still to run; proposals decide the answer
-        chain_clock = deadline.share(1 / (len(starts) - index))
+        chain_clock = deadline.work_share(1 / (len(starts) - index))
         cost, plan = _chain(scorer, problem, start, rng, beta, _Budget(share_n, chain_clock))
         if best is None or cost < best[0]:
             best = (cost, plan, source)

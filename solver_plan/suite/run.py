@@ -26,7 +26,7 @@ def answer_problem(spec: str, planner: str, *, seed: int = 0, time_limit: float 
     """Generate the problem `spec` names and solve it with `planner`; generating counts against
     `time_limit` (seconds): on the wall clock, and on the nominal budget by its fixed estimate
     (`generation_seconds`); running out while generating is a TIME_LIMIT answer."""
-    from solver_plan.deadline import time_budget
+    from solver_plan.deadline import CUT_SHORT_NOTE, time_budget
     from solver_plan.intra.solve import solve
     from solver_plan.suite.generators import GenerationExpired, generation_seconds, resolve_problem
 
@@ -36,9 +36,10 @@ def answer_problem(spec: str, planner: str, *, seed: int = 0, time_limit: float 
     try:
         problem = resolve_problem(spec, deadline)
     except GenerationExpired:
-        note = f"time limit reached while generating the problem ({deadline.elapsed():.2f} s)"
-        result = ConfigResult(planner, Status.TIME_LIMIT, runtime_s=deadline.elapsed(), notes=(note,))
-        return ProblemAnswer(Status.TIME_LIMIT, None, None, deadline.elapsed(), problem_plan(spec, result), (note,))
+        # the wall clock stopped the generation: say so, as a plan command stopped while building does
+        notes = (f"time limit reached while generating the problem ({deadline.elapsed():.2f} s)", CUT_SHORT_NOTE)
+        result = ConfigResult(planner, Status.TIME_LIMIT, runtime_s=deadline.elapsed(), notes=notes)
+        return ProblemAnswer(Status.TIME_LIMIT, None, None, deadline.elapsed(), problem_plan(spec, result), notes)
     deadline.spend(generation_seconds(problem))  # the planner plans with what generating left, idle or loaded
     result = solve(problem, planner, seed=seed, deadline=deadline, **(options or {}))
     return ProblemAnswer(result.status, result.objective, result.lower_bound, result.runtime_s,
