@@ -175,15 +175,21 @@ class Deadline:
         self.nominal_s = nominal_s
         self.allotted_s = 0.0  # nominal seconds handed to shares so far
         self.cut_short = False
+        self.charges_parent = False  # `spend` also spends from the parent (`child(charges_parent=True)`)
 
     def nominal_left(self) -> float | None:
         """The nominal budget not yet handed to shares (None: unlimited)."""
         return None if self.nominal_s is None else max(0.0, self.nominal_s - self.allotted_s)
 
-    def child(self) -> "Deadline":
+    def child(self, charges_parent: bool = False) -> "Deadline":
         """A clock started now that ends with this one and has what is left of its nominal budget;
-        its `elapsed()` is the child's own runtime."""
-        return Deadline(None, parent=self)
+        its `elapsed()` is the child's own runtime. `charges_parent`: what it spends is spent from
+        this one too (a planner's clock, so a caller handing several planners one budget sees
+        what each used; `solve()`'s own clock does not, so a caller charging its solves by
+        estimate, as the hybrid search does, is not charged twice)."""
+        made = Deadline(None, parent=self)
+        made.charges_parent = charges_parent
+        return made
 
     def elapsed(self) -> float:
         """Seconds since this deadline started."""
@@ -261,6 +267,8 @@ class Deadline:
         unallotted = self.nominal_left()
         if unallotted is not None:
             self.allotted_s += min(max(0.0, seconds), unallotted)
+        if self.charges_parent and self.parent is not None:
+            self.parent.spend(seconds)
 
     def ending_early(self, reserve_s: float) -> "Deadline":
         """A child ending `reserve_s` earlier (at most a quarter of the budget), for the work that

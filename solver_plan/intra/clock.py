@@ -13,14 +13,15 @@ PASS_S_PER_NODE = 5e-4  # one simplify + heuristics pass, measured ~0.5 s for 1,
 
 def start_clock(deadline: Deadline | None) -> Deadline:
     """A clock started now that ends with the caller's `deadline` (so time already spent by the
-    command counts) and keeps its nominal budget; unlimited for None. Its `elapsed()` is this
-    piece's own runtime. Seconds are refused: they become a Deadline once, where a request enters
+    command counts) and keeps its nominal budget, spending from the caller's what it spends (so
+    planners run one after another on one budget leave the next what they did not use);
+    unlimited for None. Its `elapsed()` is this piece's own runtime. Seconds are refused: they become a Deadline once, where a request enters
     (`solver_plan.deadline.time_budget`)."""
     if deadline is None:
         return Deadline(None)
     if not isinstance(deadline, Deadline):
         raise TypeError(f"a planner takes a Deadline (solver_plan.deadline.time_budget), not {deadline!r}")
-    return deadline.child()
+    return deadline.child(charges_parent=True)
 
 
 def time_for_passes(deadline: Deadline, problem: ConfigProblem, passes: float) -> bool:

@@ -70,24 +70,24 @@ def _simulation_cells(deadline: Deadline) -> float:
 
 def _heuristic_plans(problem: ConfigProblem, deadline: Deadline | None = None) -> list[tuple[str, tuple[int, ...]]]:
     """Plans of every registered non-exact planner but this one, cheapest (sum cost) first; they
-    share at most HEURISTIC_SHARE of the budget left, so the chains keep the rest: each gets an
-    equal part of what the others left (a planner's work is counted inside its own clock, so the
-    parts are handed out up front), and edge-drop runs only where its part pays for its relaxation
-    (otherwise it would return the greedy plans again, `edge_drop.relaxation_fits`). Decided by the
-    nominal budget; the wall clock only stops them past its grace (marking the answer cut short)."""
+    share at most HEURISTIC_SHARE of the budget left, so the chains keep the rest: each runs on
+    what the ones before it left (a planner's clock spends from it, `start_clock`) and none starts
+    once it is spent; edge-drop runs only where that pays for its relaxation (otherwise it would
+    return the greedy plans, `edge_drop.relaxation_fits`). Decided by the nominal budget; the wall
+    clock only stops them past its grace (marking the answer cut short)."""
     plans = []
     _skipped.clear()
     # its work budget, not a wall clock already shortened by a slow start, decides what runs
     budget = Deadline(None) if deadline is None else deadline.work_share(HEURISTIC_SHARE)
-    chosen = [(name, info) for name, info in planners("config").items()
-              if not (info.exact or name == "mcmc" or info.objective != "sum")]
-    for index, (name, info) in enumerate(chosen):
-        fraction, left = 1 / (len(chosen) - index), budget.nominal_left()
-        if budget.overrun(GRACE_S) or (name == "edge-drop" and not relaxation_fits(
-                None if left is None else fraction * left, problem)):
+    for name, info in planners("config").items():
+        if info.exact or name == "mcmc" or info.objective != "sum":
+            continue
+        left = budget.nominal_left()
+        if (left is not None and left <= 0.0) or budget.overrun(GRACE_S) or (
+                name == "edge-drop" and not relaxation_fits(left, problem)):
             _skipped.add(name)
             continue
-        result = info.func(problem, deadline=budget.work_share(fraction))
+        result = info.func(problem, deadline=budget)
         if result.assignment is not None and problem.memory_ok(result.assignment):
             plans.append((problem.objective(result.assignment), name, tuple(result.assignment)))
     return [(name, plan) for _, name, plan in sorted(plans)]
