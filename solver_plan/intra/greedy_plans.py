@@ -141,8 +141,8 @@ def heuristic_plans(problem: ConfigProblem, deadline, refine: bool = True, hint=
     """Memory-fitting plans from: greedy; under a memory limit, a greedy keeping room for the
     least-memory plan (it fits whenever that plan does, even past the deadline), the unconstrained
     greedy plan and `hint` (a cheap plan that may break memory) repaired to fit; each then locally
-    improved. Work is counted (`deadline.WorkMeter` a unit) against the deadline's
-    nominal budget, never the time left, so a loaded machine finds the same plans: the greedy
+    improved. Work is counted (`deadline.WorkMeter`, in units of `WORK_UNIT_S`) against the
+    deadline's nominal budget, never the time left, so a loaded machine finds the same plans: the greedy
     passes always run, and so does a repair while no plan fits memory (it may make the only one);
     a repair once a plan fits gets REPAIR_PART of the budget left (None past it), and the
     improvement passes share the rest equally. The wall clock only stops work past the deadline's
