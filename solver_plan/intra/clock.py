@@ -33,6 +33,13 @@ def time_for_passes(deadline: Deadline, problem: ConfigProblem, passes: float) -
     return budget is None or budget > passes * PASS_S_PER_NODE * problem.num_nodes
 
 
+def out_of_budget(deadline: Deadline) -> bool:
+    """Whether a heuristic without a plan ran out of time rather than failed (TIME_LIMIT, not
+    ERROR): its nominal budget is spent, or the wall clock cut it short."""
+    left = deadline.nominal_left()
+    return deadline.cut_short or (left is not None and left <= 0.0)
+
+
 class PhaseTimes:
     """Seconds per phase of an exact planner, for the note saying where the time went."""
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from solver_plan.deadline import Deadline, WorkMeter
 from solver_plan.intra.answer import Answer
-from solver_plan.intra.clock import PASS_S_PER_NODE
+from solver_plan.intra.clock import PASS_S_PER_NODE, out_of_budget
 from solver_plan.intra.context import Context
 from solver_plan.intra.forest_search import improve_by_forests
 from solver_plan.intra.greedy_plans import heuristic_plans
@@ -29,8 +29,8 @@ def _greedy_fallback(problem: ConfigProblem, context: Context, why: str, bound=N
     # FEASIBLE: the work budget decided (the same loaded); where the wall clock stopped a step,
     # `solve` marks the answer cut short and TIME_LIMIT
     status = Status.FEASIBLE
-    if not plans:  # the repairs that may make a plan always run: only the wall clock stops them
-        return Answer(Status.TIME_LIMIT if context.deadline.cut_short else Status.ERROR, None, bound,
+    if not plans:  # the repairs that may make a plan always run: out of budget or cut by the clock
+        return Answer(Status.TIME_LIMIT if out_of_budget(context.deadline) else Status.ERROR, None, bound,
                       (f"{why}; no greedy plan fits the memory limit",))
     return Answer(status, min(plans, key=problem.objective), bound, (f"{why}: returned the greedy plan",))
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from solver_plan.deadline import Deadline
 from solver_plan.intra.answer import Answer
+from solver_plan.intra.clock import out_of_budget
 from solver_plan.intra.context import REPAIR_HINT, Context
 from solver_plan.intra.greedy_plans import heuristic_plans
 from solver_plan.intra.harness import run_planner
@@ -17,8 +18,8 @@ def _greedy_core(problem: ConfigProblem, context: Context) -> Answer:
     if context.incumbent is not None:
         plans.append(context.incumbent)
     if not plans:
-        # the repairs that may make a plan always run: only the wall clock stops them
-        status = Status.TIME_LIMIT if context.deadline.cut_short else Status.ERROR
+        # the repairs that may make a plan always run: out of budget or cut by the clock
+        status = Status.TIME_LIMIT if out_of_budget(context.deadline) else Status.ERROR
         return Answer(status, notes=("greedy found no plan within the memory limit",))
     return Answer(Status.FEASIBLE, min(plans, key=problem.objective))
 
