@@ -235,3 +235,21 @@ def test_a_repair_that_may_make_the_only_fitting_plan_runs_without_budget():
     plans = heuristic_plans(problem, deadline)
     assert plans and all(problem.memory_ok(plan) for plan in plans) and not deadline.cut_short
     assert solve(problem, "greedy", Deadline(LIMIT_S, nominal_s=1e-9)).status.has_solution
+
+
+def test_no_repair_runs_where_no_plan_can_fit(monkeypatch):
+    """Where each node's unavoidable bytes already overflow a device (the closed-form bound is above
+    the limit), the repair that must otherwise run is skipped: no plan can fit, and its time is
+    left to the diagnosis, which proves INFEASIBLE."""
+    from solver_plan.intra import greedy_plans
+    from solver_plan.intra.memory import closed_form_bound
+    from solver_plan.result import Status
+    problem = random_problem(30, seed=0, shape="dag", memory_tightness=0.3)
+    problem = problem.with_memory_limit(0.9 * closed_form_bound(problem))
+
+    def no_repair(*args, **kwargs):
+        raise AssertionError("a repair ran where no plan can fit")
+
+    monkeypatch.setattr(greedy_plans, "repair_memory", no_repair)
+    assert greedy_plans.heuristic_plans(problem, time_budget(LIMIT_S)) == []
+    assert solve(problem, "greedy", time_budget(LIMIT_S)).status is Status.INFEASIBLE

@@ -14,6 +14,7 @@ import numpy as np
 from solver_plan.deadline import WORK_UNIT_S, WorkMeter
 from solver_plan.intra.local_cost import candidate_costs, pick
 from solver_plan.intra.local_search import improve, node_units
+from solver_plan.intra.memory import closed_form_bound
 from solver_plan.intra.memory_repair import repair_memory
 from solver_plan.intra.memory_tracker import MemoryTracker
 from solver_plan.intra.problem import ConfigProblem
@@ -153,6 +154,13 @@ def heuristic_plans(problem: ConfigProblem, deadline, refine: bool = True, hint=
         reference = least_memory_plan(problem)
         if problem.memory_ok(reference):
             plans.append(reserving_greedy(problem, reference, deadline, meter))
+    if problem.memory_limit is not None and not any(problem.memory_ok(plan) for plan in plans):
+        # a repair that must run (no plan fits yet) is pointless where no plan can fit: each node's
+        # unavoidable bytes already overflow a device (megatron-1T on 64 devices: a 0.93 s repair,
+        # stuck, left the diagnosis that proves INFEASIBLE no time); about one pass of work
+        meter.charge(sum(node_units(problem, problem.neighbours())))
+        if closed_form_bound(problem) > problem.memory_limit * (1 + 1e-9):
+            return []
     if problem.memory_limit is not None and not meter.clock_out():
         free = greedy_assignment(problem.with_memory_limit(None), deadline, meter)
         if refine:
