@@ -60,10 +60,10 @@ def _edge_correction(problem: ConfigProblem, adjacency, plan, a: int, ca: int, b
     return float(correction)
 
 
-def _sweep(problem: ConfigProblem, plan: list[int], adjacency, deadline) -> int:
-    """Apply improving pair exchanges to `plan` (in place) over disjoint neighbourhoods; how many."""
+def _sweep(problem: ConfigProblem, plan: list[int], adjacency, deadline, limit: float) -> int:
+    """Apply improving pair exchanges to `plan` (in place) over disjoint neighbourhoods within the
+    memory `limit`; how many."""
     changes = _Changes(problem, plan, adjacency)
-    limit = float(problem.memory_limit)
     headroom = limit * (1.0 + 1e-9) - changes.used
     scale = GAIN_TOLERANCE * max(1.0, abs(problem.objective(plan)))
     alone = (changes.bytes <= headroom).all(axis=1)
@@ -112,7 +112,7 @@ def improve_by_pairs(problem: ConfigProblem, assignment, deadline=None, max_swee
         if deadline is not None and deadline.expired():
             break
         trial = list(plan)
-        if not _sweep(problem, trial, adjacency, deadline):
+        if not _sweep(problem, trial, adjacency, deadline, float(problem.memory_limit)):
             break
         trial = list(improve(problem, trial, deadline))
         if not problem.memory_ok(trial) or problem.objective(trial) >= problem.objective(plan):
