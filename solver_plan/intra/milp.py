@@ -155,12 +155,12 @@ def _solve_model(problem: ConfigProblem, incumbent, deadline, context: Context, 
         # keep a margin for shipping the model to the worker and the answer back
         solver_limit = None if remaining is None else max(0.05, 0.9 * remaining - 0.2)
         # a model reduced by the root LP's reduced costs: its LP optimum is known not to be integral,
-        # presolve finds little left to do, and RINS nothing pair exchanges missed (see solve_with_highs)
+        # and presolve finds little left to do (see solve_with_highs)
         fixed = closed_pairs is not None
         outcome = isolated.call("highspy", "solver_plan.intra.backends.highs", "solve_with_highs", timeout=remaining,
                                 model=model, time_limit=solver_limit, start_values=start, seed=context.seed,
                                 relax_first=context.options.get("relax_first", True) and not fixed,
-                                presolve=not fixed, rins=not fixed)
+                                presolve=not fixed)
         return outcome_answer(model, outcome)
     try:
         outcome = call_in_subprocess(_solve_in_child, (model, PULP_SOLVERS[backend], remaining, start), remaining)

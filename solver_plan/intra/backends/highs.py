@@ -98,7 +98,7 @@ def _decode(highs: highspy.Highs, model: LinearModel, status, mip: bool) -> Solv
 
 def solve_with_highs(model: LinearModel, *, time_limit: float | None = None, start_values=None,
                      relax_first: bool = True, seed: int = 0, mip_rel_gap: float = 1e-7,
-                     threads: int | None = None, presolve: bool = True, rins: bool = True) -> SolveOutcome:
+                     threads: int | None = None, presolve: bool = True) -> SolveOutcome:
     """Solve `model` within `time_limit` seconds in total (LP phase and MILP phase together).
     `presolve=False` for a model already reduced by reduced-cost fixing (lp_fixing): HiGHS' presolve
     then removes little and its restarts solve the root LP again (measured on the fixed model of
@@ -107,17 +107,12 @@ def solve_with_highs(model: LinearModel, *, time_limit: float | None = None, sta
     random-dag:100, but 4.8 -> 11.9 s on one of random-dag:1000), mip_heuristic_effort 0 or 0.2,
     symmetry detection off, no restarts, pscost_minreliable 0 or 2, no cuts at nodes, the incumbent
     as objective_bound (all within 0.3 s); the root reduced-cost heuristic is what finds the
-    optimum (off: 12.6 s). `rins=False` (with presolve=False, issue 28 session 34): RINS alone off
-    on that model once its plan comes from pair exchanges: 3.0-3.4 -> 2.4-3.0 s of CPU over seeds
-    0-3 on random-dag:100 (the optimum given), 4.2-7.2 -> 4.2-7.0 s on random-dag:1000 (a plan
-    0.003% above it), where the sub-MIP neighbourhood search finds nothing the plan lacks."""
+    optimum (off: 12.6 s)."""
     started = time.perf_counter()
     highs = highspy.Highs()
     highs.setOptionValue("output_flag", False)
     if not presolve:
         highs.setOptionValue("presolve", "off")
-    if not rins:
-        highs.setOptionValue("mip_heuristic_run_rins", False)
     highs.setOptionValue("random_seed", int(seed))
     highs.setOptionValue("mip_rel_gap", mip_rel_gap)
     if threads is not None:
