@@ -32,7 +32,8 @@ balanced), n = r x k x ep x etp x T/shards token copies, split over its E/ep exp
   send a token once per destination node over the network, then once per destination rank over
   NVLink (DeepEP csrc/kernels internode.cu: the RDMA sender puts a token to a node when any of its
   ranks is in is_token_in_rank, the forwarders copy it to each such rank; intranode.cu one copy per
-  rank), both at once in one kernel (`dedup_alltoall_s`); how many nodes and ranks a token reaches
+  rank), both at once in one kernel (`dedup_alltoall_s`), at the efficiency their published kernel
+  tables show against that link model (`moe_kernels.py`); how many nodes and ranks a token reaches
   under uniform routing, with the group (node) limit, is `expected_units_hit`;
 - etp > 1: all-gather of the tokens over etp before the experts, reduce-scatter after, forward and
   backward (`etp_comm_s`);
@@ -68,6 +69,7 @@ from solver_plan.cost.compute import compute_time
 from solver_plan.cost.routing import ExpertLoad
 from solver_plan.errors import InputError
 from solver_plan.hybrid.memory import MIXED_PRECISION, StateBytes, gradients_bytes, optimizer_bytes, weights_bytes
+from solver_plan.hybrid.moe_kernels import kernel_efficiency
 from solver_plan.hybrid.moe_model import MoEModel
 from solver_plan.requests import A2A_OVERLAPS  # the request layer owns the choices
 # token dispatchers: Megatron-core's alltoall (one copy per (token, expert) pair), DeepEP (one copy per
@@ -204,13 +206,16 @@ def alltoall_s(cluster: Cluster, model: MoEModel, b: int, shards: int, ep: int, 
     """One all-to-all of the expert group at its busiest rank (receiving ep x r times what it sends,
     r its routing share; balanced: as much as it sends), on the group's nodes (stride etp): pairwise
     (`collective_time("all_to_all")`) for Megatron-core's alltoall dispatcher, `dedup_alltoall_s` for
-    the deduplicating ones."""
+    the deduplicating ones divided by their kernels' measured efficiency (`moe_kernels.kernel_efficiency`
+    at the group's ranks inside an NVLink domain, its nodes across them)."""
     if ep == 1:
         return 0.0
     skew = max(routing.send_factor, ep * routing.rank_share(ep))
     per_node = group_per_node(cluster, etp, ep)
-    if dispatcher in DEDUPLICATING:
-        return dedup_alltoall_s(cluster, model, b, shards, ep, per_node, element_bytes, skew)
+    if dispatcher in DEDUPLICATING:  # the link model at the kernels' measured efficiency (moe_kernels.py)
+        across = per_node < ep
+        efficiency = kernel_efficiency(dispatcher, across, ep // per_node if across else ep)
+        return dedup_alltoall_s(cluster, model, b, shards, ep, per_node, element_bytes, skew) / efficiency
     nbytes = dispatch_bytes(model, b, shards, element_bytes) * skew
     return collective_time(cluster, "all_to_all", nbytes, ep, per_node)
 

@@ -1,0 +1,77 @@
+"""Measured efficiency of the node-deduplicating token-dispatch kernels (DeepEP's normal kernels, the
+flex dispatcher's HybridEP backend) against hybrid/moe.py's link model of them (`dedup_alltoall_s`).
+
+`dedup_alltoall_s` prices a dispatch (or combine) from the bytes each link carries at the cluster's
+NCCL-calibrated link rate (bandwidth x efficiency) plus one latency per level. The kernels do not
+reach that rate: their published algorithm bandwidths, converted to the model's own measure on the
+cluster they ran on, give
+
+    efficiency = dedup_alltoall_s(the table's shape) / measured seconds(the table's shape)
+
+(`measured_efficiency`), and `moe.alltoall_s` prices the deduplicating dispatchers at
+dedup_alltoall_s / `kernel_efficiency`: exact at the tables' points, piecewise linear in between
+(in ranks inside an NVLink domain, in nodes across them), the nearest point outside them. One value
+per point: the mean of the dispatch's and the combine's efficiency (a layer runs both, as often).
+Calibrated on kernels only, never on end-to-end rows.
+
+Points (data/device/published/; the figures as tests/test_moe_kernels.py recomputes them):
+- "deepep", one NVLink domain: DeepEP's README table on H800 (deepep-normal-kernels.csv: 8 ranks,
+  4,096 tokens of h 7168, top-8, FP8 dispatch, BF16 combine), on data/published/clusters/
+  h800-deepseek-v3.yaml: 0.853 of the link model's rate;
+- "deepep", across nodes (the RDMA part bounds the kernel there): 2, 4 and 8 nodes of 8 H800s,
+  0.782, 0.690, 0.804;
+- "hybridep", one NVLink domain: NVIDIA's HybridEP table on GB200 (hybridep-kernels.csv: 4,096
+  tokens of h 7168, top-8, 8 local experts per rank, BF16, the Python API's time at 16 SMs, what
+  Megatron-core's flex dispatcher runs: moe_hybridep_num_sms 16, no FP8 dispatch), on
+  configs/clusters/gb200-nvl72.yaml: 8, 16, 24, 32, 36 ranks, 0.820, 0.763, 0.730, 0.756, 0.742
+  (the table's B200 row at 8 ranks: 0.804 on b200-8x8-ib, a cross-check). Past 36 ranks (the
+  DeepSeek-V3 GB200 row's 64) the 36-rank point holds: not measured;
+- "hybridep" across NVLink domains: no published kernel figure the model can read (the H100 RDMA
+  table's IB bytes are counted by another rule), so 1.0, the link model as it is.
+The H800 and GB200 figures are applied to every device with that link level (an H100, a B200):
+the kernels' efficiency on other devices is not published.
+"""
+from __future__ import annotations
+
+# (dispatcher, across nodes) -> ((ranks or nodes, efficiency), ...) ascending: the module docstring's points
+KERNEL_POINTS: dict[tuple[str, bool], tuple[tuple[int, float], ...]] = {
+    ("deepep", False): ((8, 0.853),),
+    ("deepep", True): ((2, 0.782), (4, 0.690), (8, 0.804)),
+    ("hybridep", False): ((8, 0.820), (16, 0.763), (24, 0.730), (32, 0.756), (36, 0.742)),
+}
+
+
+def kernel_efficiency(dispatcher: str, across_nodes: bool, units: int) -> float:
+    """Fraction of `dedup_alltoall_s`'s rate the dispatcher's kernels reach at `units` (ranks inside
+    an NVLink domain, nodes across): piecewise linear between the measured points of `KERNEL_POINTS`,
+    the nearest point outside them, 1.0 where none is published (module docstring)."""
+    points = KERNEL_POINTS.get((dispatcher, across_nodes))
+    if not points:
+        return 1.0
+    if units <= points[0][0]:
+        return points[0][1]
+    for (lo, e_lo), (hi, e_hi) in zip(points, points[1:]):
+        if units <= hi:
+            return e_lo + (e_hi - e_lo) * (units - lo) / (hi - lo)
+    return points[-1][1]
+
+
+def point_efficiency(cluster, ep: int, per_node: int, tokens: int, hidden: int, experts: int, top_k: int,
+                     groups_per_token: int, element_bytes: float, bandwidth_gb_s: float) -> float:
+    """One published point: `dedup_alltoall_s`'s seconds for the table's shape (`tokens` of `hidden`
+    per rank, `experts` over ep ranks on ep / per_node nodes, the nodes as the expert groups of which
+    a token picks `groups_per_token`, as DeepEP's tests route) over the measured seconds, the table's
+    bytes over its GB/s. The tables' bytes (DeepEP's and HybridEP's tests): the units a token reaches,
+    its own included (nodes across nodes, ranks inside one) x tokens x hidden x element bytes."""
+    from solver_plan.hybrid import moe  # moe prices through this module: imported here, not at the top
+    from solver_plan.hybrid.moe_model import MoEModel
+
+    nodes = ep // per_node
+    model = MoEModel(name="dispatch-kernel-table", hidden=hidden, seq=tokens, vocab=1, heads=1,
+                     attention_gemms=((hidden, hidden),), attention_extra_params=0, scores_width=1, values_width=1,
+                     attention_stored=0, attention_recomputable=0, kv_width=1, moe_layers=(True,), dense_ffn=0,
+                     experts=experts, top_k=top_k, expert_ffn=1, expert_groups=nodes,
+                     groups_per_token=groups_per_token)
+    priced_s = moe.dedup_alltoall_s(cluster, model, 1, 1, ep, per_node, element_bytes)
+    reached = moe.expected_units_hit(experts, top_k, nodes if nodes > 1 else ep, nodes, groups_per_token)
+    return priced_s / (tokens * hidden * element_bytes * reached / (bandwidth_gb_s * 1e9))
