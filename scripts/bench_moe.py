@@ -190,14 +190,15 @@ def _csv_rows(name: str) -> list[dict]:
 
 
 def dispatch_kernels() -> None:
-    from solver_plan.hybrid.moe_kernels import kernel_efficiency, point_efficiency
+    from solver_plan.hybrid.moe import kernel_table_efficiency
+    from solver_plan.hybrid.moe_kernels import kernel_efficiency
 
     print("\n== dispatch kernels (published) against the link model dedup_alltoall_s: efficiency = priced / measured "
           "time; the calibrated model (moe_kernels.kernel_efficiency) ==")
     cluster = cluster_of("data/published/clusters/h800-deepseek-v3.yaml", 64)
     for row in _csv_rows("deepep-normal-kernels.csv"):
         ep, nodes = int(row["ep"]), int(row["nodes"])
-        efficiency = point_efficiency(cluster, ep, ep // nodes, int(row["tokens"]), int(row["hidden"]), 256,
+        efficiency = kernel_table_efficiency(cluster, ep, ep // nodes, int(row["tokens"]), int(row["hidden"]), 256,
                                       int(row["top_k"]), int(row["groups_per_token"]), float(row["element_bytes"]),
                                       float(row["bandwidth_gb_s"]))
         calibrated = kernel_efficiency("deepep", nodes > 1, nodes if nodes > 1 else ep)
@@ -211,7 +212,7 @@ def dispatch_kernels() -> None:
         calibrated = kernel_efficiency("hybridep", False, ranks)
         for kind in ("dispatch_bf16", "combine"):
             measured = float(row[kind + "_gb_s"])
-            efficiency = point_efficiency(cluster, ranks, ranks, 4096, 7168, 8 * ranks, 8, 1, 2.0, measured)
+            efficiency = kernel_table_efficiency(cluster, ranks, ranks, 4096, 7168, 8 * ranks, 8, 1, 2.0, measured)
             print(f"HybridEP {row['platform']:6}{kind:14} ranks {ranks:2}: {measured:6.1f} GB/s, efficiency "
                   f"{efficiency:.3f}, calibrated model {efficiency / calibrated:.2f} x the measured time")
 

@@ -12,7 +12,8 @@ from solver_plan.cluster import resolve_cluster
 from solver_plan.cost.routing import uniform
 from solver_plan.data import data_dir
 from solver_plan.hybrid import moe
-from solver_plan.hybrid.moe_kernels import KERNEL_POINTS, kernel_efficiency, point_efficiency
+from solver_plan.hybrid.moe import kernel_table_efficiency
+from solver_plan.hybrid.moe_kernels import KERNEL_POINTS, kernel_efficiency
 from test_moe import tiny
 
 PUBLISHED = data_dir() / "device" / "published"
@@ -29,7 +30,7 @@ def deepep_points() -> dict[tuple[bool, int], float]:
     found: dict[tuple[bool, int], list[float]] = {}
     for row in rows("deepep-normal-kernels.csv"):
         ep, nodes = int(row["ep"]), int(row["nodes"])
-        found.setdefault((nodes > 1, nodes if nodes > 1 else ep), []).append(point_efficiency(
+        found.setdefault((nodes > 1, nodes if nodes > 1 else ep), []).append(kernel_table_efficiency(
             cluster, ep, ep // nodes, int(row["tokens"]), int(row["hidden"]), 256, int(row["top_k"]),
             int(row["groups_per_token"]), float(row["element_bytes"]), float(row["bandwidth_gb_s"])))
     return {key: sum(v) / len(v) for key, v in found.items()}
@@ -42,7 +43,7 @@ def hybridep_points() -> dict[int, float]:
     for row in rows("hybridep-kernels.csv"):
         if (row["platform"], row["measure"], row["sms"]) == ("GB200", "torch_api", "16"):
             ranks = int(row["ranks"])
-            found[ranks] = sum(point_efficiency(cluster, ranks, ranks, 4096, 7168, 8 * ranks, 8, 1, 2.0,
+            found[ranks] = sum(kernel_table_efficiency(cluster, ranks, ranks, 4096, 7168, 8 * ranks, 8, 1, 2.0,
                                                 float(row[kind])) for kind in ("dispatch_bf16_gb_s", "combine_gb_s")) / 2
     return found
 
@@ -66,7 +67,7 @@ def test_a_table_point_by_hand():
     reached = 8 * (1 - comb(56, 8) / comb(64, 8))
     received = 4096 * reached * 7168 * 2
     priced = received * 7 / 8 / (900e9 * 0.65) + 3.4e-6
-    assert point_efficiency(cluster, 8, 8, 4096, 7168, 64, 8, 1, 2.0, 550.10) == pytest.approx(
+    assert kernel_table_efficiency(cluster, 8, 8, 4096, 7168, 64, 8, 1, 2.0, 550.10) == pytest.approx(
         priced / (received / 550.10e9))
 
 

@@ -284,6 +284,24 @@ def dedup_alltoall_s(cluster: Cluster, model: MoEModel, b: int, shards: int, ep:
     return max(token_bytes * remote * beta_e, token_bytes * forwarded * beta_i) + alpha_e + alpha_i
 
 
+def kernel_table_efficiency(cluster: Cluster, ep: int, per_node: int, tokens: int, hidden: int, experts: int,
+                            top_k: int, groups_per_token: int, element_bytes: float, bandwidth_gb_s: float) -> float:
+    """One point of a published dispatch-kernel table (moe_kernels.py's calibration): `dedup_alltoall_s`'s
+    seconds for the table's shape (`tokens` of `hidden` per rank, `experts` over ep ranks on
+    ep / per_node nodes, the nodes as the expert groups of which a token picks `groups_per_token`, as
+    DeepEP's tests route) over the measured seconds, the table's bytes over its GB/s. The tables' bytes (DeepEP's and HybridEP's tests): the units a token reaches,
+    its own included (nodes across nodes, ranks inside one) x tokens x hidden x element bytes."""
+    nodes = ep // per_node
+    model = MoEModel(name="dispatch-kernel-table", hidden=hidden, seq=tokens, vocab=1, heads=1,
+                     attention_gemms=((hidden, hidden),), attention_extra_params=0, scores_width=1, values_width=1,
+                     attention_stored=0, attention_recomputable=0, kv_width=1, moe_layers=(True,), dense_ffn=0,
+                     experts=experts, top_k=top_k, expert_ffn=1, expert_groups=nodes,
+                     groups_per_token=groups_per_token)
+    priced_s = dedup_alltoall_s(cluster, model, 1, 1, ep, per_node, element_bytes)
+    reached = expected_units_hit(experts, top_k, nodes if nodes > 1 else ep, nodes, groups_per_token)
+    return priced_s / (tokens * hidden * element_bytes * reached / (bandwidth_gb_s * 1e9))
+
+
 def etp_comm_s(cluster: Cluster, model: MoEModel, b: int, shards: int, ep: int, etp: int, routing: Routing,
                element_bytes: float) -> float:
     """Forward + backward: all-gather of the routed tokens over etp before the experts and

@@ -8,7 +8,7 @@ cluster they ran on, give
 
     efficiency = dedup_alltoall_s(the table's shape) / measured seconds(the table's shape)
 
-(`measured_efficiency`), and `moe.alltoall_s` prices the deduplicating dispatchers at
+(`moe.kernel_table_efficiency`), and `moe.alltoall_s` prices the deduplicating dispatchers at
 dedup_alltoall_s / `kernel_efficiency`: exact at the tables' points, piecewise linear in between
 (in ranks inside an NVLink domain, in nodes across them), the nearest point outside them. One value
 per point: the mean of the dispatch's and the combine's efficiency (a layer runs both, as often).
@@ -54,24 +54,3 @@ def kernel_efficiency(dispatcher: str, across_nodes: bool, units: int) -> float:
         if units <= hi:
             return e_lo + (e_hi - e_lo) * (units - lo) / (hi - lo)
     return points[-1][1]
-
-
-def point_efficiency(cluster, ep: int, per_node: int, tokens: int, hidden: int, experts: int, top_k: int,
-                     groups_per_token: int, element_bytes: float, bandwidth_gb_s: float) -> float:
-    """One published point: `dedup_alltoall_s`'s seconds for the table's shape (`tokens` of `hidden`
-    per rank, `experts` over ep ranks on ep / per_node nodes, the nodes as the expert groups of which
-    a token picks `groups_per_token`, as DeepEP's tests route) over the measured seconds, the table's
-    bytes over its GB/s. The tables' bytes (DeepEP's and HybridEP's tests): the units a token reaches,
-    its own included (nodes across nodes, ranks inside one) x tokens x hidden x element bytes."""
-    from solver_plan.hybrid import moe  # moe prices through this module: imported here, not at the top
-    from solver_plan.hybrid.moe_model import MoEModel
-
-    nodes = ep // per_node
-    model = MoEModel(name="dispatch-kernel-table", hidden=hidden, seq=tokens, vocab=1, heads=1,
-                     attention_gemms=((hidden, hidden),), attention_extra_params=0, scores_width=1, values_width=1,
-                     attention_stored=0, attention_recomputable=0, kv_width=1, moe_layers=(True,), dense_ffn=0,
-                     experts=experts, top_k=top_k, expert_ffn=1, expert_groups=nodes,
-                     groups_per_token=groups_per_token)
-    priced_s = moe.dedup_alltoall_s(cluster, model, 1, 1, ep, per_node, element_bytes)
-    reached = moe.expected_units_hit(experts, top_k, nodes if nodes > 1 else ep, nodes, groups_per_token)
-    return priced_s / (tokens * hidden * element_bytes * reached / (bandwidth_gb_s * 1e9))
