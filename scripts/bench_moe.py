@@ -18,9 +18,10 @@ how its predictions compare with published MoE training runs.
    when the routing is skewed (zipf:0.2, zipf:0.5) it was not given, against the plan chosen for that skew.
 4. Dispatch kernels (the calibration of hybrid/moe_kernels.py): DeepEP's published H800 table
    (data/device/published/deepep-normal-kernels.csv, on the DeepSeek-V3 H800 cluster) and NVIDIA's
-   HybridEP table (hybridep-kernels.csv: GB200 on gb200-nvl72, B200 on b200-8x8-ib, the Python API's
-   time at 16 SMs, BF16) against the link model (dedup_alltoall_s): each point's efficiency (priced /
-   measured time) and the calibrated model's time (at moe_kernels.kernel_efficiency) over the measured.
+   HybridEP table (hybridep-kernels.csv: GB200 on gb200-nvl72 at the runs' 32 SMs, B200 on b200-8x8-ib
+   at 16 SMs, a cross-check; the Python API's time, BF16) against the link model (dedup_alltoall_s):
+   each point's efficiency (priced / measured time) and the calibrated model's time (at
+   moe_kernels.kernel_efficiency) over the measured.
 `--quick` skips the unpinned searches of part 2.
 """
 from __future__ import annotations
@@ -205,8 +206,8 @@ def dispatch_kernels() -> None:
         print(f"DeepEP H800   {row['kind']:8} ep {ep:3} ({row['bottleneck']:6}): {float(row['bandwidth_gb_s']):6.1f} GB/s, "
               f"efficiency {efficiency:.3f}, calibrated model {efficiency / calibrated:.2f} x the measured time")
     for row in _csv_rows("hybridep-kernels.csv"):
-        if row["measure"] != "torch_api" or row["sms"] != "16":
-            continue
+        if row["measure"] != "torch_api" or row["sms"] != ("32" if row["platform"] == "GB200" else "16"):
+            continue  # GB200: the published runs' 32 SMs; B200 (a cross-check) has 16 only
         ranks = int(row["ranks"])
         cluster = cluster_of("gb200-nvl72" if row["platform"] == "GB200" else "b200-8x8-ib", ranks)
         calibrated = kernel_efficiency("hybridep", False, ranks)
