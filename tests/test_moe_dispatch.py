@@ -14,6 +14,7 @@ import pytest
 
 from solver_plan.cluster import LinkLevel, resolve_cluster
 from solver_plan.cost.collectives import collective_time
+from solver_plan.cost.compute import compute_time
 from solver_plan.cost.routing import uniform, zipf
 from solver_plan.data import data_dir
 from solver_plan.errors import InputError
@@ -205,3 +206,20 @@ def test_a_deduplicating_dispatcher_with_a_capacity_is_refused_by_name(dispatche
     with pytest.raises(InputError, match="runs dropless"):  # the Python API's capacity argument likewise
         plan_moe(tiny(), resolve_cluster("h100-4x8-ib", 8), 16, fix={"dispatcher": dispatcher}, capacity=1.25,
                  time_limit=None)
+
+
+def test_alltoall_sorts_by_local_expert_by_hand():
+    """Megatron's alltoall dispatcher with 2 local experts (tiny MoE: 4 experts, top-2, ep 2) copies the
+    routed tokens 4 times per forward (permute, sort by local expert, sort back, un-permute), the
+    deduplicating ones twice; with one local expert (ep 4) every dispatcher twice. The busiest rank of
+    the balanced load: n = 1/2 x 2 x 2 x 16 = 32 copies of h 64 in 2 bytes, each pass reading and
+    writing n h e bytes."""
+    model, cluster = tiny(), resolve_cluster("h100-4x8-ib", 4)
+    routing = moe.Routing(uniform(4))
+    one_pass = compute_time(cluster, 0.0, 2.0 * 32 * 64 * 2.0, unit="vector")
+    assert moe.permute_passes(model, 2, "alltoall") == 4 and moe.permute_passes(model, 2, "deepep") == 2
+    assert moe.permute_passes(model, 4, "alltoall") == 2
+    assert (moe.permute_s(cluster, model, 1, 1, 2, 1, routing, 2.0, "alltoall")
+            - moe.permute_s(cluster, model, 1, 1, 2, 1, routing, 2.0, "hybridep")) == pytest.approx(2 * one_pass)
+    assert moe.permute_s(cluster, model, 1, 1, 4, 1, routing, 2.0, "alltoall") == pytest.approx(
+        moe.permute_s(cluster, model, 1, 1, 4, 1, routing, 2.0, "deepep"))

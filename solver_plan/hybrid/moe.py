@@ -17,8 +17,8 @@ balanced), n = r x k x ep x etp x T/shards token copies, split over its E/ep exp
 - grouped GEMM (`grouped_gemm_s`): per local expert its GEMMs of n_j tokens at the efficiency of
   their own size (the cost core's roofline: small n_j are weight-read bound, Tutel / MegaBlocks'
   observation; within 0.39-1.17x of data/device/h100-2026-11-26/grouped-gemm.csv's torch._grouped_mm
-  and 0.88-1.17x of its per-expert loop), one launch each; permutation, SwiGLU and router kernels
-  memory-bound (`permute_s`); backward 2 x forward;
+  and 0.88-1.17x of its per-expert loop), one launch each; permutation (the dispatcher's passes:
+  `permute_passes`), SwiGLU and router kernels memory-bound (`permute_s`); backward 2 x forward;
 - all-to-all (`alltoall_s`): dispatch and combine, forward and backward (4 per layer), each
   sending T/shards x k x h x e bytes per device, the busiest rank receiving ep x r times that; priced
   by `collective_time("all_to_all")` on the group's shape: inside a node (NVLink; 72 GPUs in a
@@ -174,16 +174,28 @@ def grouped_gemm_s(cluster: Cluster, model: MoEModel, b: int, shards: int, ep: i
     return seconds
 
 
+def permute_passes(model: MoEModel, ep: int, dispatcher: str) -> int:
+    """Copies of the routed tokens into another order per MoE layer forward, each reading and writing
+    n h e bytes (Megatron-core core_v0.15.0, moe/token_dispatcher.py): the permutation into expert
+    order and the un-permutation back (2); Megatron's alltoall dispatcher (MoEAlltoAllTokenDispatcher)
+    with more than one local expert also sorts the received copies by local expert after the dispatch
+    and back before the combine (dispatch_postprocess / combine_preprocess: sort_chunks_by_idxs, or a
+    transpose copy when padded to capacity), because its global permutation orders them by destination
+    rank: 4. The deduplicating dispatchers receive one row per token and rank and permute it once into
+    local-expert order (the flex dispatcher's permute; HybridEP fuses it with its buffer copy): 2."""
+    return 4 if dispatcher == "alltoall" and model.experts // ep > 1 else 2
+
+
 def permute_s(cluster: Cluster, model: MoEModel, b: int, shards: int, ep: int, etp: int, routing: Routing,
-              element_bytes: float) -> float:
-    """Forward seconds of the memory-bound kernels around the experts at the busiest rank: token
-    permutation into expert order and back (each reads and writes n h e bytes), the SwiGLU of the n
-    copies (reads 2 f_e / etp, writes f_e / etp elements each), and the router's softmax / top-k over
-    the device's b s / shards tokens x E fp32 scores (read and write)."""
+              element_bytes: float, dispatcher: str = "alltoall") -> float:
+    """Forward seconds of the memory-bound kernels around the experts at the busiest rank: the token
+    permutations (`permute_passes`, each reads and writes n h e bytes), the SwiGLU of the n copies
+    (reads 2 f_e / etp, writes f_e / etp elements each), and the router's softmax / top-k over the
+    device's b s / shards tokens x E fp32 scores (read and write); one kernel each, on the roofline."""
     n = routed_copies(model, b, shards, ep, etp, routing)
     f = model.expert_ffn / etp
-    kernels = (2.0 * n * model.hidden * element_bytes, 2.0 * n * model.hidden * element_bytes,
-               3.0 * n * f * element_bytes, 8.0 * b * model.seq / shards * model.experts)
+    kernels = ((2.0 * n * model.hidden * element_bytes,) * permute_passes(model, ep, dispatcher)
+               + (3.0 * n * f * element_bytes, 8.0 * b * model.seq / shards * model.experts))
     return sum(compute_time(cluster, 0.0, moved, unit="vector") for moved in kernels)
 
 
