@@ -301,8 +301,9 @@ def kernel_table_efficiency(cluster: Cluster, ep: int, per_node: int, tokens: in
     """One point of a published dispatch-kernel table (moe_kernels.py's calibration): `dedup_alltoall_s`'s
     seconds for the table's shape (`tokens` of `hidden` per rank, `experts` over ep ranks on
     ep / per_node nodes, the nodes as the expert groups of which a token picks `groups_per_token`, as
-    DeepEP's tests route) over the measured seconds, the table's bytes over its GB/s. The tables' bytes (DeepEP's and HybridEP's tests): the units a token reaches,
-    its own included (nodes across nodes, ranks inside one) x tokens x hidden x element bytes."""
+    DeepEP's tests route) over the measured seconds, the table's bytes over its GB/s. The tables'
+    bytes (DeepEP's and HybridEP's tests): the units a token reaches, its own included (nodes across
+    nodes, ranks inside one) x tokens x hidden x element bytes."""
     nodes = ep // per_node
     model = MoEModel(name="dispatch-kernel-table", hidden=hidden, seq=tokens, vocab=1, heads=1,
                      attention_gemms=((hidden, hidden),), attention_extra_params=0, scores_width=1, values_width=1,
