@@ -141,11 +141,12 @@ def published(quick: bool, time_limit: float, breakdown: bool = True) -> None:
             per = p.micro_batches * ctx.model.layers / p.pp / 1e3  # layer-micro-batches per device, in ms
             local = ctx.model.experts // p.ep
             recipe = moe_host.expert_recipe(ctx.dtype, cluster.device.fp8_scaling)
-            host = sum(moe_host.expert_host_s(ctx.model, p.ep, recipe)) / local * 1e6
+            host = sum(moe_host.expert_host_s(ctx.model, p.ep, recipe, cluster.device.host_cpu)) / local * 1e6
             gap = (published_s - plan.step_time_s) / per
             print(f"    {local} local experts, {p.micro_batch_size * ctx.model.seq} tokens per micro-batch: "
                   f"{published_s / per:.1f} ms published, {plan.step_time_s / per:.1f} ms priced per layer and "
-                  f"micro-batch; host issue {host:.0f} us per local expert and layer ({recipe}), the gap "
+                  f"micro-batch; host issue {host:.0f} us per local expert and layer ({recipe}, "
+                  f"{cluster.device.host_cpu}), the gap "
                   f"{1e3 * gap / local:+.0f} us per local expert and layer")
         if "regression" in row:
             print(f"    the source's maintainers: {row['regression']}")
