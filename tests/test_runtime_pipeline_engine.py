@@ -65,3 +65,17 @@ def test_runtimes_without_scatter_gather_gathers_pay_none():
     whole = 2048 * 1 * 1024 * 2.0
     first = r.plan.stages[0]
     assert first.p2p_s == pytest.approx(collective(CLUSTER, "p2p", whole / 8, 2, 1), rel=1e-9)
+
+
+def test_accumulation_in_a_zero_partition_is_divided_by_the_shard_group():
+    """ZeRO-2: each micro-batch's gradients are reduced into the rank's 1/dp partition, where they add up."""
+    flat = dict(dp=4, tp=8, pp=1, micro_batch_size=1, recompute="full")
+    spec = transformer_spec(MODEL)
+    one = grad_accumulate_s(CLUSTER.first_devices(8), spec, 8, 2.0, resolve_runtime("deepspeed"))
+    blocks = {}
+    for zero in (1, 2):
+        many = evaluate(MODEL, CLUSTER, 32, {**flat, "zero_stage": zero}, memory_limit="none", runtime="deepspeed")
+        single = evaluate(MODEL, CLUSTER, 4, {**flat, "zero_stage": zero}, memory_limit="none", runtime="deepspeed")
+        blocks[zero] = (many.plan.stages[0].block_s - single.plan.stages[0].block_s) / 8
+    assert blocks[1] == pytest.approx(one * 7 / 8, rel=1e-9)  # m = 8 micro-batches
+    assert blocks[2] == pytest.approx(one * 7 / 8 / 4, rel=1e-9)

@@ -52,12 +52,15 @@ def layer_s(par: Parallelism, profile: BlockProfile, mode: str | None = None) ->
     """(forward + backward, recomputation) seconds of one block per micro-batch, in recomputation
     `mode` (default the point's; "per-stage" without a mode: none, the least, for lower bounds).
     The forward + backward includes the gradient accumulation the runtime runs as its own kernel
-    (`BlockProfile.grad_accumulate_s`), paid by m - 1 of the m micro-batches: (m - 1) / m of it each."""
+    (`BlockProfile.grad_accumulate_s`), paid by m - 1 of the m micro-batches: (m - 1) / m of it each;
+    with ZeRO-2/3 the gradients are reduced each micro-batch and accumulated in the rank's 1/shard
+    partition (DeepSpeed stage 2's and 3's reduce of each micro-batch's gradients): / shard."""
     mode = mode or par.recompute
     extra = {"none": 0.0, "selective": profile.selective_forward_s, "full": profile.block_forward_s,
              "per-stage": 0.0}[mode]
     m = par.micro_batches
-    return profile.block_s + profile.grad_accumulate_s * (m - 1) / m, extra
+    partition = par.shard if par.state_zero >= 2 else 1
+    return profile.block_s + profile.grad_accumulate_s * (m - 1) / m / partition, extra
 
 
 def p2p_overlapped(runtime: RuntimeProfile, par: Parallelism) -> bool:
