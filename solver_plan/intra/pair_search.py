@@ -9,9 +9,9 @@ and gets cheaper, the other moves bytes off 2-7 onto 0-1 at a small cost.
 
 One sweep: every change (node v to candidate c) gets its cost change given the plan's neighbours
 and its bytes change per device (a dense changes x devices array, so only where that is small:
-MAX_DENSE_ENTRIES). For each improving change that breaks the limit, cheapest first, the partner is
-the cheapest change at another node whose cost rise is below the gain and whose bytes fit with it on
-every device; at adjacent nodes the shared edge's cost is recomputed for the pair. Accepted moves
+MAX_DENSE_ENTRIES). For each improving change that breaks the limit, cheapest first (at most
+MAX_FIRST a sweep), the partner is the cheapest change (of the MAX_PARTNERS cheapest) at another
+node whose cost rise is below the gain and whose bytes fit with it on every device; at adjacent nodes the shared edge's cost is recomputed for the pair. Accepted moves
 in one sweep touch disjoint nodes and neighbourhoods (their cost changes stay exact); a sweep ends
 with local search, and sweeps repeat while one finds a move.
 """
@@ -24,6 +24,11 @@ from solver_plan.intra.local_search import improve
 from solver_plan.intra.problem import ConfigProblem
 
 MAX_DENSE_ENTRIES = 20_000_000  # changes x devices: above this the search is skipped
+# Work per sweep: the cheapest MAX_FIRST improving changes, each against its MAX_PARTNERS cheapest
+# partners (unbounded, one sweep of alpa-chain:10000 binding, where every candidate uses every
+# device, took 30 s of CPU and found nothing; random-dag:100 has ~100 and ~1,800)
+MAX_FIRST = 500
+MAX_PARTNERS = 10_000
 MAX_SWEEPS = 50
 GAIN_TOLERANCE = 1e-9  # relative: a pair must lower the cost by more than this
 
@@ -68,7 +73,7 @@ def _sweep(problem: ConfigProblem, plan: list[int], adjacency, deadline, limit: 
     scale = GAIN_TOLERANCE * max(1.0, abs(problem.objective(plan)))
     alone = (changes.bytes <= headroom).all(axis=1)
     first = np.flatnonzero((changes.delta < -scale) & ~alone)
-    first = first[np.argsort(changes.delta[first], kind="stable")]
+    first = first[np.argsort(changes.delta[first], kind="stable")][:MAX_FIRST]
     order = np.argsort(changes.delta, kind="stable")
     sorted_delta = changes.delta[order]
     touched = np.zeros(problem.num_nodes, dtype=bool)
@@ -80,7 +85,7 @@ def _sweep(problem: ConfigProblem, plan: list[int], adjacency, deadline, limit: 
         if touched[a]:
             continue
         gain = -float(changes.delta[i])
-        partners = order[: int(np.searchsorted(sorted_delta, gain - scale, side="left"))]
+        partners = order[: min(MAX_PARTNERS, int(np.searchsorted(sorted_delta, gain - scale, side="left")))]
         partners = partners[(changes.node[partners] != a) & ~touched[changes.node[partners]]]
         room = headroom - changes.bytes[i]
         partners = partners[(changes.bytes[partners] <= room).all(axis=1)]
