@@ -16,9 +16,12 @@ how its predictions compare with published MoE training runs.
    regression, and the file's `cross_checks` (the maintainers' re-runs; never in a median).
 3. Robustness (Qwen3-235B-A22B on 64 B200s): the step time of the plan chosen for balanced routing
    when the routing is skewed (zipf:0.2, zipf:0.5) it was not given, against the plan chosen for that skew.
-4. Dispatch kernels (kernel-level validation of hybrid/moe.py's dedup_alltoall_s): DeepEP's published
-   H800 table (data/device/published/deepep-normal-kernels.csv) against the model on the DeepSeek-V3
-   H800 cluster, as the table's own bandwidth measure, and the priced time's ratio to the measured one.
+4. Dispatch kernels (the calibration of hybrid/moe_kernels.py): DeepEP's published H800 table
+   (data/device/published/deepep-normal-kernels.csv, on the DeepSeek-V3 H800 cluster) and NVIDIA's
+   HybridEP table (hybridep-kernels.csv: GB200 on gb200-nvl72 at the runs' 32 SMs, B200 on b200-8x8-ib
+   at 16 SMs, a cross-check; the Python API's time, BF16) against the link model (dedup_alltoall_s):
+   each point's efficiency (priced / measured time) and the calibrated model's time (at
+   moe_kernels.kernel_efficiency) over the measured.
 `--quick` skips the unpinned searches of part 2.
 """
 from __future__ import annotations
@@ -138,11 +141,12 @@ def published(quick: bool, time_limit: float, breakdown: bool = True) -> None:
             per = p.micro_batches * ctx.model.layers / p.pp / 1e3  # layer-micro-batches per device, in ms
             local = ctx.model.experts // p.ep
             recipe = moe_host.expert_recipe(ctx.dtype, cluster.device.fp8_scaling)
-            host = sum(moe_host.expert_host_s(ctx.model, p.ep, recipe)) / local * 1e6
+            host = sum(moe_host.expert_host_s(ctx.model, p.ep, recipe, cluster.device.host_cpu)) / local * 1e6
             gap = (published_s - plan.step_time_s) / per
             print(f"    {local} local experts, {p.micro_batch_size * ctx.model.seq} tokens per micro-batch: "
                   f"{published_s / per:.1f} ms published, {plan.step_time_s / per:.1f} ms priced per layer and "
-                  f"micro-batch; host issue {host:.0f} us per local expert and layer ({recipe}), the gap "
+                  f"micro-batch; host issue {host:.0f} us per local expert and layer ({recipe}, "
+                  f"{cluster.device.host_cpu}), the gap "
                   f"{1e3 * gap / local:+.0f} us per local expert and layer")
         if "regression" in row:
             print(f"    the source's maintainers: {row['regression']}")
@@ -179,30 +183,40 @@ def robustness(time_limit: float) -> None:
               f"{aware.step_time_s:.2f} s (tp {q.tp} pp {q.pp} ep {q.ep} b {q.micro_batch_size} {q.recompute})")
 
 
-def dispatch_kernels() -> None:
+def _csv_rows(name: str) -> list[dict]:
     import csv
 
-    from solver_plan.hybrid import moe
-    from solver_plan.hybrid.moe_model import MoEModel
-
-    print("\n== DeepEP normal kernels on H800 (published) against dedup_alltoall_s "
-          "(data/published/clusters/h800-deepseek-v3.yaml) ==")
-    lines = [line for line in (ROOT / "data/device/published/deepep-normal-kernels.csv").read_text().splitlines()
+    lines = [line for line in (ROOT / "data/device/published" / name).read_text().splitlines()
              if not line.startswith("#")]
-    for row in csv.DictReader(lines):
-        ep, nodes, tokens, h = int(row["ep"]), int(row["nodes"]), int(row["tokens"]), int(row["hidden"])
-        k, chosen, e = int(row["top_k"]), int(row["groups_per_token"]), float(row["element_bytes"])
-        cluster = cluster_of("data/published/clusters/h800-deepseek-v3.yaml", ep)
-        model = MoEModel(name="deepep-test", hidden=h, seq=tokens, vocab=1, heads=1, attention_gemms=((h, h),),
-                         attention_extra_params=0, scores_width=1, values_width=1, attention_stored=0,
-                         attention_recomputable=0, kv_width=1, moe_layers=(True,), dense_ffn=0, experts=256,
-                         top_k=k, expert_ffn=1, expert_groups=nodes, groups_per_token=chosen)
-        seconds = moe.dedup_alltoall_s(cluster, model, 1, 1, ep, min(ep, cluster.devices_per_node), e)
-        reached = moe.expected_units_hit(256, k, nodes if nodes > 1 else ep, nodes, chosen)  # the table's numerator
-        priced = tokens * h * e * reached / seconds / 1e9
-        measured = float(row["bandwidth_gb_s"])
-        print(f"{row['kind']:8} ep {ep:3} ({row['bottleneck']}): {measured:5.0f} GB/s published, {priced:5.1f} priced: "
-              f"priced time {measured / priced:.2f} x the measured")
+    return list(csv.DictReader(lines))
+
+
+def dispatch_kernels() -> None:
+    from solver_plan.hybrid.moe import kernel_table_efficiency
+    from solver_plan.hybrid.moe_kernels import kernel_efficiency
+
+    print("\n== dispatch kernels (published) against the link model dedup_alltoall_s: efficiency = priced / measured "
+          "time; the calibrated model (moe_kernels.kernel_efficiency) ==")
+    cluster = cluster_of("data/published/clusters/h800-deepseek-v3.yaml", 64)
+    for row in _csv_rows("deepep-normal-kernels.csv"):
+        ep, nodes = int(row["ep"]), int(row["nodes"])
+        efficiency = kernel_table_efficiency(cluster, ep, ep // nodes, int(row["tokens"]), int(row["hidden"]), 256,
+                                      int(row["top_k"]), int(row["groups_per_token"]), float(row["element_bytes"]),
+                                      float(row["bandwidth_gb_s"]))
+        calibrated = kernel_efficiency("deepep", nodes > 1, nodes if nodes > 1 else ep)
+        print(f"DeepEP H800   {row['kind']:8} ep {ep:3} ({row['bottleneck']:6}): {float(row['bandwidth_gb_s']):6.1f} GB/s, "
+              f"efficiency {efficiency:.3f}, calibrated model {efficiency / calibrated:.2f} x the measured time")
+    for row in _csv_rows("hybridep-kernels.csv"):
+        if row["measure"] != "torch_api" or row["sms"] != ("32" if row["platform"] == "GB200" else "16"):
+            continue  # GB200: the published runs' 32 SMs; B200 (a cross-check) has 16 only
+        ranks = int(row["ranks"])
+        cluster = cluster_of("gb200-nvl72" if row["platform"] == "GB200" else "b200-8x8-ib", ranks)
+        calibrated = kernel_efficiency("hybridep", False, ranks)
+        for kind in ("dispatch_bf16", "combine"):
+            measured = float(row[kind + "_gb_s"])
+            efficiency = kernel_table_efficiency(cluster, ranks, ranks, 4096, 7168, 8 * ranks, 8, 1, 2.0, measured)
+            print(f"HybridEP {row['platform']:6}{kind:14} ranks {ranks:2}: {measured:6.1f} GB/s, efficiency "
+                  f"{efficiency:.3f}, calibrated model {efficiency / calibrated:.2f} x the measured time")
 
 
 def main() -> None:

@@ -150,6 +150,7 @@ CLUSTER_OPTIONAL_BAD = {
     "device.matrix_efficiency": ["abc", "[[1, 2]]", "[[-1, 0.5]]", "[1, 2]", "[[1, .nan]]"],
     "device.launch_overhead": ["-1us", "abc", "[1]"],
     "device.fp8_scaling": ["blocks", "1", "[block]"],
+    "device.host_cpu": ["arm", "1", "[grace]"],
     "links.intra_node.efficiency": ["2", "-0.5", "abc", "0"],
     "links.inter_node.nics_per_node": ["0", "-1", "abc", "1.5"],
 }

@@ -12,17 +12,37 @@ from tests.test_moe import tiny
 
 def test_host_seconds_by_hand_per_recipe():
     """64 experts on ep 2: 32 local experts x 2 GroupedLinears = 64 issues of each per-expert step.
-    bf16: forward 64 x 13.528 us, backward 64 x (2 x 13.528 us + one 2.734375 us wgrad placeholder
-    allocation); current scaling adds 3 kernels of 5 us per quantize (input forward, grad backward)
-    to the fp8 GEMMs' 29.32 us; MXFP8 adds 1; the allocation is the same in every recipe."""
+    bf16 on x86: forward 64 x 13.528 us, backward 64 x (2 x 13.528 us + one wgrad placeholder
+    allocation, 2.734375 us measured on Grace x 13.48 / 37.08 on x86); current scaling adds 3 kernels
+    of 5 us per quantize (input forward, grad backward) to the fp8 GEMMs' 29.32 us; MXFP8 adds 1; the
+    allocation is the same in every recipe. On Grace every launch x 37.08 / 13.48 (TE issue 2053) and
+    the allocation at its Grace figure."""
     model = tiny(experts=64)
-    alloc = 350e-6 / 128
+    alloc = 350e-6 / 128 * 13.48 / 37.08
     f, b = moe_host.expert_host_s(model, 2, "bf16")
     assert (f, b) == pytest.approx((64 * 13.528e-6, 64 * (2 * 13.528e-6 + alloc)))
     f, b = moe_host.expert_host_s(model, 2, "fp8-cs")
     assert (f, b) == pytest.approx((64 * (29.32e-6 + 15e-6), 64 * (2 * 29.32e-6 + 15e-6 + alloc)))
     f, b = moe_host.expert_host_s(model, 2, "mxfp8")
     assert (f, b) == pytest.approx((64 * (29.32e-6 + 5e-6), 64 * (2 * 29.32e-6 + 5e-6 + alloc)))
+    grace = 37.08 / 13.48
+    f, b = moe_host.expert_host_s(model, 2, "mxfp8", "grace")
+    assert (f, b) == pytest.approx((64 * grace * (29.32e-6 + 5e-6),
+                                    64 * (grace * (2 * 29.32e-6 + 5e-6) + 350e-6 / 128)))
+
+
+def test_host_cpu_factor_is_the_published_ratio():
+    """HOST_CPU_FACTOR["grace"] is data/device/published/host-cpu-launch.csv's torch Linear CPU time on
+    GB200 over H100 DGX's; the GB200 device entry is a Grace host, the DGX ones x86."""
+    import csv
+    from pathlib import Path
+    path = Path(__file__).resolve().parent.parent / "data/device/published/host-cpu-launch.csv"
+    rows = {(r["system"], r["backend"]): float(r["cpu_us"])
+            for r in csv.DictReader(line for line in path.open() if not line.startswith("#"))}
+    assert moe_host.HOST_CPU_FACTOR["grace"] == pytest.approx(rows[("GB200", "torch")] / rows[("H100 DGX", "torch")])
+    assert moe_host.HOST_CPU_FACTOR["x86"] == 1.0
+    assert resolve_cluster("gb200-nvl72").device.host_cpu == "grace"
+    assert {resolve_cluster(name).device.host_cpu for name in ("b200-8x8-ib", "h100-80gb-superpod")} == {"x86"}
 
 
 def test_allocation_cost_is_the_published_section_over_its_op_count():

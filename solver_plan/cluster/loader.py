@@ -26,7 +26,8 @@ relative to a wide one; usually written by `solver-plan calibrate`),
 16-bit matrix peak, by kernel family; cost/compute.py attention_time), `dtype_efficiency: {fp8: 0.85}`
 (a factor on the matrix efficiency curve for that dtype's GEMMs), `fp8_scaling: tensor | block` (how
 the tensor cores scale fp8 operands: one scale per tensor, or hardware block scales as Blackwell's MX
-formats; default tensor).
+formats; default tensor), `host_cpu: x86 | grace` (the CPU that issues the device's kernels: default
+x86; grace on the GH200 / GB200 superchips).
 Optional link keys: `efficiency` (achieved fraction of bandwidth in collectives, default 1),
 `p2p_efficiency` (achieved fraction for one point-to-point copy: redistribution, pipeline stage
 transfers, the simulator's transfers; default: `efficiency`) and, on inter_node, `nics_per_node`
@@ -44,7 +45,7 @@ import math
 from pathlib import Path
 
 from solver_plan.cluster.devices import warn_gaps, with_known_tables
-from solver_plan.cluster.model import FP8_SCALINGS, Cluster, DeviceSpec, Host, Link, LinkLevel
+from solver_plan.cluster.model import FP8_SCALINGS, HOST_CPUS, Cluster, DeviceSpec, Host, Link, LinkLevel
 from solver_plan.cluster.sync import SYNC_SCHEMES, GradientSync
 from solver_plan.dtypes import Precision, default_dtype
 from solver_plan.errors import ClusterError, InputError
@@ -168,6 +169,14 @@ def _fp8_scaling(dev: Section) -> str:
     return value
 
 
+def _host_cpu(dev: Section) -> str:
+    """`host_cpu: x86 | grace` (default x86; DeviceSpec.host_cpu)."""
+    value = dev.string("host_cpu", "x86")
+    if value not in HOST_CPUS:
+        raise InputError(f"expected one of {', '.join(HOST_CPUS)}, got {value!r}", dev.path("host_cpu"))
+    return value
+
+
 def _device(dev: Section) -> DeviceSpec:
     dev.data = with_known_tables(dev.data)  # a known device's tables (data/hardware/devices.yaml) under the YAML's keys
     name = dev.string("name", "device")
@@ -187,7 +196,7 @@ def _device(dev: Section) -> DeviceSpec:
         attention_efficiency=_attention_curves(dev),
         dtype_efficiency=tuple((Precision.parse(k, dev.path("dtype_efficiency")).value, v)
                                for k, v in _fractions(dev, "dtype_efficiency")),
-        fp8_scaling=_fp8_scaling(dev))
+        fp8_scaling=_fp8_scaling(dev), host_cpu=_host_cpu(dev))
     dev.close()
     try:
         if peak is None:  # the peak of what the device runs by default

@@ -80,6 +80,7 @@ def _check_curve(name: str, curve: Curve) -> None:
 
 
 FP8_SCALINGS = ("tensor", "block")  # DeviceSpec.fp8_scaling
+HOST_CPUS = ("x86", "grace")  # DeviceSpec.host_cpu
 
 
 @dataclass(frozen=True)
@@ -118,6 +119,10 @@ class DeviceSpec:
     # OCP MX formats: Blackwell's 5th-generation tensor cores, on which NVIDIA's fp8 recipes run
     # MXFP8). It decides the fp8 training recipe a runtime uses there (hybrid/moe_host.expert_recipe)
     fp8_scaling: str = "tensor"
+    # The CPU that issues the device's kernels: "x86" (DGX / HGX hosts) or "grace" (NVIDIA's Grace,
+    # the CPU of the GH200 / GB200 superchips). It decides the host's seconds per issued kernel
+    # (hybrid/moe_host.HOST_CPU_FACTOR)
+    host_cpu: str = "x86"
 
     def __post_init__(self):
         if not (self.peak_flops > 0 and self.memory > 0):
@@ -143,6 +148,9 @@ class DeviceSpec:
         if self.fp8_scaling not in FP8_SCALINGS:
             raise ClusterError(f"device {self.name!r}: fp8_scaling must be one of {', '.join(FP8_SCALINGS)}, "
                                f"got {self.fp8_scaling!r}")
+        if self.host_cpu not in HOST_CPUS:
+            raise ClusterError(f"device {self.name!r}: host_cpu must be one of {', '.join(HOST_CPUS)}, "
+                               f"got {self.host_cpu!r}")
         if not (math.isfinite(self.kernel_time_scale) and 0.1 <= self.kernel_time_scale <= 10):
             raise ClusterError(f"device {self.name!r}: kernel_time_scale must be between 0.1 and 10, "
                                f"got {self.kernel_time_scale}")

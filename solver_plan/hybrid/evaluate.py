@@ -50,11 +50,17 @@ def rank_profile(ctx: Context, par: Parallelism, profile: BlockProfile) -> Block
 
 def layer_s(par: Parallelism, profile: BlockProfile, mode: str | None = None) -> tuple[float, float]:
     """(forward + backward, recomputation) seconds of one block per micro-batch, in recomputation
-    `mode` (default the point's; "per-stage" without a mode: none, the least, for lower bounds)."""
+    `mode` (default the point's; "per-stage" without a mode: none, the least, for lower bounds).
+    The forward + backward includes the gradient accumulation the runtime runs as its own kernel
+    (`BlockProfile.grad_accumulate_s`), paid by m - 1 of the m micro-batches: (m - 1) / m of it each;
+    with ZeRO-2/3 the gradients are reduced each micro-batch and accumulated in the rank's 1/shard
+    partition (DeepSpeed stage 2's and 3's reduce of each micro-batch's gradients): / shard."""
     mode = mode or par.recompute
     extra = {"none": 0.0, "selective": profile.selective_forward_s, "full": profile.block_forward_s,
              "per-stage": 0.0}[mode]
-    return profile.block_s, extra
+    m = par.micro_batches
+    partition = par.shard if par.state_zero >= 2 else 1
+    return profile.block_s + profile.grad_accumulate_s * (m - 1) / m / partition, extra
 
 
 def p2p_overlapped(runtime: RuntimeProfile, par: Parallelism) -> bool:
@@ -66,11 +72,21 @@ def p2p_overlapped(runtime: RuntimeProfile, par: Parallelism) -> bool:
 
 def stage_p2p_s(ctx: Context, par: Parallelism, stage: int) -> float:
     """Transfers stage `stage` sends per micro-batch: the activation forward (all but the last) and
-    the gradient backward (all but the first), v times each with v chunks; none on the critical
+    the gradient backward (all but the first), plus the all-gathers scatter-gather costs it
+    (`schedule.p2p_gather_s`; `Overlap.p2p_gathers_receiver` on all but the first stage,
+    `p2p_gathers_sender` on all but the last), v times each with v chunks; none on the critical
     path where the runtime overlaps them (`p2p_overlapped`)."""
     if p2p_overlapped(ctx.runtime, par):
         return 0.0
     total = 0.0
+    overlap = ctx.runtime.overlap
+    gathers = (overlap.p2p_gathers_receiver if stage > 0 else 0) + (overlap.p2p_gathers_sender if stage < par.pp - 1 else 0)
+    if gathers and par.tp > 1 and overlap.p2p_scatter_gather:
+        key = ("gather", par.micro_batch_size, par.tp, par.cp)
+        if key not in ctx.p2p_cache:
+            ctx.p2p_cache[key] = schedule.p2p_gather_s(ctx.cluster, local_spec(ctx.spec, par.cp), par.micro_batch_size,
+                                                       par.tp, ctx.state)
+        total += gathers * ctx.p2p_cache[key]
     for boundary in (stage - 1, stage):  # gradient back to stage - 1, activation on to stage + 1
         if 0 <= boundary < par.pp - 1:
             width = par.tp * par.replicas  # devices of a stage
@@ -194,7 +210,7 @@ def _mixed_times(ctx: Context, par: Parallelism, profile: BlockProfile, memory_l
             with np.errstate(invalid="ignore"):
                 r = np.maximum(1, k - np.floor((memory_limit - full) / d))
             ok = (k >= 2) & (full <= memory_limit) & (r < k)
-            times[i, ok] = np.minimum(times[i, ok], k[ok] * profile.block_s + r[ok] * profile.block_forward_s
+            times[i, ok] = np.minimum(times[i, ok], k[ok] * layer_s(par, profile, "none")[0] + r[ok] * profile.block_forward_s
                                       + extras[i] + p2p[i])
     return times
 
@@ -208,7 +224,7 @@ def cut(ctx: Context, par: Parallelism, profile: BlockProfile, memory_limit: flo
         # cut: the cut minimising the slowest stage is optimal when all its stages fit (the common
         # case, without the per-mode memory caps and the parametric DP).
         p2p = [stage_p2p_s(ctx, par, i) if pp > 1 else 0.0 for i in range(pp)]
-        fastest = interop.balanced_cut(L, profile.block_s, [e + q for e, q in zip(_extras(par, profile), p2p)],
+        fastest = interop.balanced_cut(L, layer_s(par, profile, "none")[0], [e + q for e, q in zip(_extras(par, profile), p2p)],
                                        [L] * pp, least)
         if fastest is not None and _fits(ctx, par, fastest, memory_limit, "none"):
             return fastest

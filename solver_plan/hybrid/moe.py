@@ -17,8 +17,8 @@ balanced), n = r x k x ep x etp x T/shards token copies, split over its E/ep exp
 - grouped GEMM (`grouped_gemm_s`): per local expert its GEMMs of n_j tokens at the efficiency of
   their own size (the cost core's roofline: small n_j are weight-read bound, Tutel / MegaBlocks'
   observation; within 0.39-1.17x of data/device/h100-2026-11-26/grouped-gemm.csv's torch._grouped_mm
-  and 0.88-1.17x of its per-expert loop), one launch each; permutation, SwiGLU and router kernels
-  memory-bound (`permute_s`); backward 2 x forward;
+  and 0.88-1.17x of its per-expert loop), one launch each; permutation (the dispatcher's passes:
+  `permute_passes`), SwiGLU and router kernels memory-bound (`permute_s`); backward 2 x forward;
 - all-to-all (`alltoall_s`): dispatch and combine, forward and backward (4 per layer), each
   sending T/shards x k x h x e bytes per device, the busiest rank receiving ep x r times that; priced
   by `collective_time("all_to_all")` on the group's shape: inside a node (NVLink; 72 GPUs in a
@@ -32,7 +32,8 @@ balanced), n = r x k x ep x etp x T/shards token copies, split over its E/ep exp
   send a token once per destination node over the network, then once per destination rank over
   NVLink (DeepEP csrc/kernels internode.cu: the RDMA sender puts a token to a node when any of its
   ranks is in is_token_in_rank, the forwarders copy it to each such rank; intranode.cu one copy per
-  rank), both at once in one kernel (`dedup_alltoall_s`); how many nodes and ranks a token reaches
+  rank), both at once in one kernel (`dedup_alltoall_s`), at the efficiency their published kernel
+  tables show against that link model (`moe_kernels.py`); how many nodes and ranks a token reaches
   under uniform routing, with the group (node) limit, is `expected_units_hit`;
 - etp > 1: all-gather of the tokens over etp before the experts, reduce-scatter after, forward and
   backward (`etp_comm_s`);
@@ -68,6 +69,7 @@ from solver_plan.cost.compute import compute_time
 from solver_plan.cost.routing import ExpertLoad
 from solver_plan.errors import InputError
 from solver_plan.hybrid.memory import MIXED_PRECISION, StateBytes, gradients_bytes, optimizer_bytes, weights_bytes
+from solver_plan.hybrid.moe_kernels import kernel_efficiency
 from solver_plan.hybrid.moe_model import MoEModel
 from solver_plan.requests import A2A_OVERLAPS  # the request layer owns the choices
 # token dispatchers: Megatron-core's alltoall (one copy per (token, expert) pair), DeepEP (one copy per
@@ -172,16 +174,28 @@ def grouped_gemm_s(cluster: Cluster, model: MoEModel, b: int, shards: int, ep: i
     return seconds
 
 
+def permute_passes(model: MoEModel, ep: int, dispatcher: str) -> int:
+    """Copies of the routed tokens into another order per MoE layer forward, each reading and writing
+    n h e bytes (Megatron-core core_v0.15.0, moe/token_dispatcher.py): the permutation into expert
+    order and the un-permutation back (2); Megatron's alltoall dispatcher (MoEAlltoAllTokenDispatcher)
+    with more than one local expert also sorts the received copies by local expert after the dispatch
+    and back before the combine (dispatch_postprocess / combine_preprocess: sort_chunks_by_idxs, or a
+    transpose copy when padded to capacity), because its global permutation orders them by destination
+    rank: 4. The deduplicating dispatchers receive one row per token and rank and permute it once into
+    local-expert order (the flex dispatcher's permute; HybridEP fuses it with its buffer copy): 2."""
+    return 4 if dispatcher == "alltoall" and model.experts // ep > 1 else 2
+
+
 def permute_s(cluster: Cluster, model: MoEModel, b: int, shards: int, ep: int, etp: int, routing: Routing,
-              element_bytes: float) -> float:
-    """Forward seconds of the memory-bound kernels around the experts at the busiest rank: token
-    permutation into expert order and back (each reads and writes n h e bytes), the SwiGLU of the n
-    copies (reads 2 f_e / etp, writes f_e / etp elements each), and the router's softmax / top-k over
-    the device's b s / shards tokens x E fp32 scores (read and write)."""
+              element_bytes: float, dispatcher: str = "alltoall") -> float:
+    """Forward seconds of the memory-bound kernels around the experts at the busiest rank: the token
+    permutations (`permute_passes`, each reads and writes n h e bytes), the SwiGLU of the n copies
+    (reads 2 f_e / etp, writes f_e / etp elements each), and the router's softmax / top-k over the
+    device's b s / shards tokens x E fp32 scores (read and write); one kernel each, on the roofline."""
     n = routed_copies(model, b, shards, ep, etp, routing)
     f = model.expert_ffn / etp
-    kernels = (2.0 * n * model.hidden * element_bytes, 2.0 * n * model.hidden * element_bytes,
-               3.0 * n * f * element_bytes, 8.0 * b * model.seq / shards * model.experts)
+    kernels = ((2.0 * n * model.hidden * element_bytes,) * permute_passes(model, ep, dispatcher)
+               + (3.0 * n * f * element_bytes, 8.0 * b * model.seq / shards * model.experts))
     return sum(compute_time(cluster, 0.0, moved, unit="vector") for moved in kernels)
 
 
@@ -204,13 +218,16 @@ def alltoall_s(cluster: Cluster, model: MoEModel, b: int, shards: int, ep: int, 
     """One all-to-all of the expert group at its busiest rank (receiving ep x r times what it sends,
     r its routing share; balanced: as much as it sends), on the group's nodes (stride etp): pairwise
     (`collective_time("all_to_all")`) for Megatron-core's alltoall dispatcher, `dedup_alltoall_s` for
-    the deduplicating ones."""
+    the deduplicating ones divided by their kernels' measured efficiency (`moe_kernels.kernel_efficiency`
+    at the group's ranks inside an NVLink domain, its nodes across them)."""
     if ep == 1:
         return 0.0
     skew = max(routing.send_factor, ep * routing.rank_share(ep))
     per_node = group_per_node(cluster, etp, ep)
-    if dispatcher in DEDUPLICATING:
-        return dedup_alltoall_s(cluster, model, b, shards, ep, per_node, element_bytes, skew)
+    if dispatcher in DEDUPLICATING:  # the link model at the kernels' measured efficiency (moe_kernels.py)
+        across = per_node < ep
+        efficiency = kernel_efficiency(dispatcher, across, ep // per_node if across else ep)
+        return dedup_alltoall_s(cluster, model, b, shards, ep, per_node, element_bytes, skew) / efficiency
     nbytes = dispatch_bytes(model, b, shards, element_bytes) * skew
     return collective_time(cluster, "all_to_all", nbytes, ep, per_node)
 
@@ -277,6 +294,25 @@ def dedup_alltoall_s(cluster: Cluster, model: MoEModel, b: int, shards: int, ep:
     forwarded = (1.0 - 1.0 / per_node) * ranks
     alpha_e, beta_e = cluster.alpha(LinkLevel.INTER_NODE), cluster.g(LinkLevel.INTER_NODE)
     return max(token_bytes * remote * beta_e, token_bytes * forwarded * beta_i) + alpha_e + alpha_i
+
+
+def kernel_table_efficiency(cluster: Cluster, ep: int, per_node: int, tokens: int, hidden: int, experts: int,
+                            top_k: int, groups_per_token: int, element_bytes: float, bandwidth_gb_s: float) -> float:
+    """One point of a published dispatch-kernel table (moe_kernels.py's calibration): `dedup_alltoall_s`'s
+    seconds for the table's shape (`tokens` of `hidden` per rank, `experts` over ep ranks on
+    ep / per_node nodes, the nodes as the expert groups of which a token picks `groups_per_token`, as
+    DeepEP's tests route) over the measured seconds, the table's bytes over its GB/s. The tables'
+    bytes (DeepEP's and HybridEP's tests): the units a token reaches, its own included (nodes across
+    nodes, ranks inside one) x tokens x hidden x element bytes."""
+    nodes = ep // per_node
+    model = MoEModel(name="dispatch-kernel-table", hidden=hidden, seq=tokens, vocab=1, heads=1,
+                     attention_gemms=((hidden, hidden),), attention_extra_params=0, scores_width=1, values_width=1,
+                     attention_stored=0, attention_recomputable=0, kv_width=1, moe_layers=(True,), dense_ffn=0,
+                     experts=experts, top_k=top_k, expert_ffn=1, expert_groups=nodes,
+                     groups_per_token=groups_per_token)
+    priced_s = dedup_alltoall_s(cluster, model, 1, 1, ep, per_node, element_bytes)
+    reached = expected_units_hit(experts, top_k, nodes if nodes > 1 else ep, nodes, groups_per_token)
+    return priced_s / (tokens * hidden * element_bytes * reached / (bandwidth_gb_s * 1e9))
 
 
 def etp_comm_s(cluster: Cluster, model: MoEModel, b: int, shards: int, ep: int, etp: int, routing: Routing,

@@ -38,17 +38,23 @@ Per-launch host seconds, from kernel-level measurements, never fitted to end-to-
   graph-timed; the fastest of the three host-bound fp8 cases, 29.3-31.1 us);
 - another kernel (quantize, amax, scale): 5 us, the published 4-6 us a CPU spends submitting one
   kernel through the CUDA driver and runtime (susun-blog.com/blog/pegainfer-3-cuda-graph, CUDA 13.0).
-These measurements are an x86 host's, not a Grace CPU's (GB200 rows).
+These measurements are an x86 host's. A Grace host (GB200: `DeviceSpec.host_cpu` "grace") takes
+HOST_CPU_FACTOR = 37.08 / 13.48 = 2.751 times as long per issued kernel: TE issue 2053's torch
+Linear forward (bf16, h 2048, 8,192 tokens), 37.08 us of CPU time per call on a GB200 against 13.48 us
+on an H100 DGX (Xeon Platinum 8480C) (data/device/published/host-cpu-launch.csv; the x86 figure
+agrees with the 13.528 us above). The factor is measured on a bf16 GEMM's launch path and applied to
+every issued kernel and to the allocation below (all of it host code of the same kind: Python,
+PyTorch's dispatcher, the CUDA driver); the Grace-measured allocation converts to x86 by dividing.
 
 Host work that is not a launch, per local expert and GroupedLinear, read from the same v2.9
 `_GroupedLinear` under Megatron-core (fuse_wgrad_accumulation on; its DDP sets every parameter's
 `grad_added_to_main_grad`, zero_out_wgrad off):
 - priced, every recipe, backward: 1 wgrad placeholder, `handle_custom_ddp_from_mcore`'s
   `torch.empty(weight.main_grad.shape)` per expert weight (the real gradient went into main_grad), at
-  HOST_ALLOC_S = 2.734 us: TE issue 2897's profile of the te.ops grouped MLP on GB200 (64 experts,
-  FC1 + FC2), "wgrad tensor allocations: 350 us" over the 64 x 2 per-expert wgrad allocations of that
-  code (single_grouped_weight off, its default) (data/device/published/te-grouped-host-ops.csv). A
-  Grace host's figure, applied to the x86 rows too.
+  HOST_ALLOC_S = 2.734 us on Grace: TE issue 2897's profile of the te.ops grouped MLP on GB200 (64
+  experts, FC1 + FC2), "wgrad tensor allocations: 350 us" over the 64 x 2 per-expert wgrad
+  allocations of that code (single_grouped_weight off, its default)
+  (data/device/published/te-grouped-host-ops.csv); on x86 2.734 / HOST_CPU_FACTOR = 0.994 us.
 - not priced, no per-op figure: split views (bf16 `torch.split`: 1 forward, 1 backward), the fp8
   quantizers' usage flags (forward: input and weight `set_usage`, 2; backward: the weight's
   `update_usage`, 1; issue 2897's 90 us is the fused op's quantizer initialisation, not this work),
@@ -67,7 +73,8 @@ from solver_plan.hybrid.moe_model import MoEModel
 
 HOST_GEMM_S = {"bf16": 13.528e-6, "fp8": 29.320e-6}  # per issued GEMM, by GEMM dtype (docstring)
 HOST_KERNEL_S = 5e-6  # per other issued kernel (docstring)
-HOST_ALLOC_S = 350e-6 / 128  # per Python torch.empty: TE issue 2897, 350 us over 128 wgrad allocations (docstring)
+HOST_ALLOC_S = 350e-6 / 128  # per Python torch.empty on Grace: TE issue 2897, 350 us over 128 allocations (docstring)
+HOST_CPU_FACTOR = {"x86": 1.0, "grace": 37.08 / 13.48}  # host seconds per issued kernel, over x86's: TE issue 2053
 BACKWARD_ALLOCATIONS = 1  # per local expert and GroupedLinear: the wgrad placeholder (docstring)
 GROUPED_LINEARS = 2  # per MoE layer: fc1 (gate/up) and fc2 (down)
 
@@ -97,17 +104,20 @@ def expert_recipe(dtype: str, fp8_scaling: str) -> str:
     return "mxfp8" if fp8_scaling == "block" else "fp8-cs"
 
 
-def expert_host_s(model: MoEModel, ep: int, recipe: str) -> tuple[float, float]:
-    """(forward, backward) host seconds issuing one MoE layer's expert work per micro-batch: E/ep
-    local experts x GROUPED_LINEARS x (GEMMs x HOST_GEMM_S + other kernels x HOST_KERNEL_S)
-    (`LAUNCHES`), the backward + BACKWARD_ALLOCATIONS x HOST_ALLOC_S (the wgrad placeholders). Every
-    local expert is issued whatever its load, so routing skew never lowers it."""
+def expert_host_s(model: MoEModel, ep: int, recipe: str, host_cpu: str = "x86") -> tuple[float, float]:
+    """(forward, backward) host seconds issuing one MoE layer's expert work per micro-batch on a
+    `host_cpu` host: E/ep local experts x GROUPED_LINEARS x (GEMMs x HOST_GEMM_S + other kernels x
+    HOST_KERNEL_S) (`LAUNCHES`) x HOST_CPU_FACTOR[host_cpu], the backward + BACKWARD_ALLOCATIONS x
+    HOST_ALLOC_S x HOST_CPU_FACTOR[host_cpu] / HOST_CPU_FACTOR["grace"] (the wgrad placeholders,
+    measured on Grace). Every local expert is issued whatever its load, so routing skew never lowers it."""
     launches = LAUNCHES[recipe]
     gemm = HOST_GEMM_S["bf16" if recipe == "bf16" else "fp8"]
     per = GROUPED_LINEARS * (model.experts // ep)
-    return (per * (launches.forward_gemms * gemm + launches.forward_kernels * HOST_KERNEL_S),
-            per * (launches.backward_gemms * gemm + launches.backward_kernels * HOST_KERNEL_S
-                   + BACKWARD_ALLOCATIONS * HOST_ALLOC_S))
+    factor = HOST_CPU_FACTOR[host_cpu]
+    allocation = HOST_ALLOC_S * factor / HOST_CPU_FACTOR["grace"]
+    return (per * factor * (launches.forward_gemms * gemm + launches.forward_kernels * HOST_KERNEL_S),
+            per * (factor * (launches.backward_gemms * gemm + launches.backward_kernels * HOST_KERNEL_S)
+                   + BACKWARD_ALLOCATIONS * allocation))
 
 
 def host_stall_s(host_forward_s: float, host_backward_s: float, dropless: bool, expert_forward_gpu_s: float,

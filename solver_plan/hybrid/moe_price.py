@@ -340,12 +340,13 @@ def _expert_terms(ctx: Context, tp: int, b: int, cp: int, ep: int, etp: int, cap
         router = compute_time(ctx.cluster, 2.0 * tokens / tp * model.hidden * model.experts,  # never fp8: a torch
                               e * tokens / tp * (model.hidden + model.experts), dtype=ctx.activation_dtype)  # linear
         grouped = moe.grouped_gemm_s(ctx.cluster, model, b, shards, ep, etp, routing, ctx.dtype, e)
-        expert_fwd = grouped + router + moe.permute_s(ctx.cluster, model, b, shards, ep, etp, routing, e)
+        expert_fwd = grouped + router + moe.permute_s(ctx.cluster, model, b, shards, ep, etp, routing, e, dispatcher)
         etp_s = moe.etp_comm_s(ctx.cluster, model, b, shards, ep, etp, routing, e)
         raw = moe.ALLTOALLS_PER_LAYER * moe.alltoall_s(ctx.cluster, model, b, shards, ep, etp, routing, e, dispatcher)
         cast_fwd, cast_bwd = _fp8_casts_s(ctx, *moe.expert_gemm_elements(model, b, shards, ep, etp, routing))
-        host_f, host_b = moe_host.expert_host_s(model, ep, moe_host.expert_recipe(ctx.dtype,
-                                                                                  ctx.cluster.device.fp8_scaling))
+        device = ctx.cluster.device
+        host_f, host_b = moe_host.expert_host_s(model, ep, moe_host.expert_recipe(ctx.dtype, device.fp8_scaling),
+                                                device.host_cpu)
         return _ExpertTerms(router, grouped, expert_fwd, etp_s, raw, cast_fwd, cast_bwd, host_f, host_b,
                             moe.moe_activation_bytes(model, b, shards, ep, etp, routing, "none", e, g),
                             moe.moe_activation_bytes(model, b, shards, ep, etp, routing, "selective", e, g),

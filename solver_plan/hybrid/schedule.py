@@ -78,6 +78,14 @@ def p2p_send_s(cluster: Cluster, spec: TransformerSpec, b: int, tp: int, dp: int
     return collective(cluster, "p2p", nbytes, 2, 1 if crosses_nodes(cluster, a, z) else 2)
 
 
+def p2p_gather_s(cluster: Cluster, spec: TransformerSpec, b: int, tp: int, state: StateBytes = MIXED_PRECISION) -> float:
+    """One all-gather of a scatter-gathered pipeline tensor over the stage's t tensor-parallel ranks
+    (inside a node): e s b h bytes in all, each rank contributing its 1/t (Megatron-LM 2021's
+    gather_split_1d_tensor, DeepSpeed's PartitionedTensor.full(); how many a runtime runs per micro-batch
+    is `Overlap.p2p_gathers_receiver` / `p2p_gathers_sender`). 0 with t = 1."""
+    return collective(cluster, "all_gather", spec.seq * b * spec.hidden * state.activations, tp, min(tp, cluster.devices_per_node))
+
+
 def pipeline_s(stage_times: list[float], m: int, schedule: str, v: int = 1, weight_times=None) -> float:
     """The pipeline term (module text); zero-bubble schedules need each stage's W (`weight_times`,
     hybrid/zero_bubble.py)."""

@@ -60,6 +60,9 @@ class BlockProfile:
     configs: tuple[tuple[str, str], ...] = field(default=())  # (operator, configuration) of the block
     embed_configs: tuple[tuple[str, str], ...] = field(default=())  # of the embeddings (first stage)
     head_configs: tuple[tuple[str, str], ...] = field(default=())  # of norm, output layer, loss (last stage)
+    # adding one micro-batch's weight gradients into the accumulated ones, where the runtime runs it as
+    # its own kernel (`grad_accumulate_s`): paid by every micro-batch after the first
+    grad_accumulate_s: float = 0.0
 
     @property
     def selective_forward_s(self) -> float:
@@ -167,6 +170,20 @@ def norm_rope_s(cluster: Cluster, spec: TransformerSpec, b: int, tp: int, runtim
     rope = 0.0 if spec.learned_positions else spec.seq * b * (spec.attn_width + spec.kv_width) / tp
     forward, backward = norm_rope_bytes(norms, rope, runtime.kernels.fused_norm_rope)
     return memory_time(cluster.device, forward * scale), memory_time(cluster.device, backward * scale)
+
+
+def grad_accumulate_s(cluster: Cluster, spec: TransformerSpec, tp: int, gradient_bytes: float, runtime) -> float:
+    """Seconds per block and micro-batch (after the first) of adding the new weight gradients into the
+    accumulated ones, where the runtime runs that as a separate kernel (`Kernels.grad_accumulation_add`:
+    autograd's AccumulateGrad, param.grad += new): it reads both and writes one, 3 g P / t HBM bytes for
+    the block's P / t parameters on a device in the gradient dtype (g bytes), memory-bound on the vector
+    unit (`compute_time`); 0 where the weight-gradient GEMM accumulates into the buffer itself
+    (Megatron's gradient_accumulation_fusion) or the runtime does not declare it."""
+    from solver_plan.cost.compute import compute_time
+
+    if not runtime.kernels.grad_accumulation_add:
+        return 0.0
+    return compute_time(cluster, 0.0, 3.0 * gradient_bytes * spec.block_params / tp, unit="vector")
 
 
 def tp_overlap_exposed_s(tp_comm_s: float, gemm_s: float, tp: int, runtime) -> float:
@@ -288,9 +305,11 @@ class BlockCoster:
             ratio = (result.lower_bound / result.objective) if (result.lower_bound and result.objective) else 0.0
         # torchtitan's op-level policy recomputes every second matmul and the element-wise ops: half the forward
         selective = forward["block"] / 2.0 if self.runtime.kernels.selective_policy == "every-other-matmul" else None
+        accumulate = self.compute_scale * grad_accumulate_s(submesh, self.spec, tp, cost_model.precision.gradients.bytes,
+                                                            self.runtime)
         return BlockProfile(tp, b, total["block"], forward["block"], attention_forward, total["embed"], total["head"],
                             comm, result.status, max(0.0, min(1.0, ratio)), selective, tuple(configs["block"]),
-                            tuple(configs["embed"]), tuple(configs["head"]))
+                            tuple(configs["embed"]), tuple(configs["head"]), accumulate)
 
 
 def _reduce_scatter_savings(graph, problem, assignment, cluster: Cluster, cost_model, scope: str) -> float:

@@ -291,6 +291,12 @@ def validate_plan(plan: HybridPlan, cluster: Cluster, enforce_memory: bool = Tru
                                   / split,
                                   2,
                                   1 if inter else 2)
+        # scatter-gather's all-gathers of the whole activation over the stage's t ranks (inside a node)
+        gathers = ((runtime.overlap.p2p_gathers_receiver if s.index > 0 else 0)
+                   + (runtime.overlap.p2p_gathers_sender if s.index < q.pp - 1 else 0))
+        if q.tp > 1 and runtime.overlap.p2p_scatter_gather and gathers:
+            p2p += gathers * collective(cluster, "all_gather", spec.seq // q.cp * q.micro_batch_size * spec.hidden
+                                        * st.activations, q.tp, min(q.tp, cluster.devices_per_node))
         if runtime.overlap.pp_p2p and q.schedule == "interleaved":  # posted asynchronously, under compute
             p2p = 0.0
         if not _close(p2p * q.virtual_stages, s.p2p_s):

@@ -67,6 +67,12 @@ class Kernels:
     # backward): torch DTensor's ColwiseParallel redistributes Shard(1) -> Replicate before the matmul,
     # and autograd keeps the matmul's actual input (hybrid/memory.py)
     sp_saves_gathered_inputs: bool = False
+    # without wgrad_fused, each micro-batch's new weight gradient is added into the accumulated gradient
+    # by a separate memory-bound kernel (autograd's AccumulateGrad: param.grad += new, in place; the
+    # first micro-batch's is assigned): read both, write one, g bytes each, per parameter and micro-batch
+    # after the first (hybrid/stage_cost.grad_accumulate_s). Only runtimes whose accumulation is known to
+    # work so set it; FSDP2 accumulates the 1/dp shard after its reduce-scatter (negligible, not priced)
+    grad_accumulation_add: bool = False
 
 
 @dataclass(frozen=True)
@@ -84,6 +90,12 @@ class Overlap:
     # each tensor-parallel rank sends 1/t of a pipeline activation and the next stage all-gathers it
     # (Megatron's scatter-gather, Narayanan et al. 2021 section 4.1); False: every rank sends all of it
     p2p_scatter_gather: bool = True
+    # ... and the all-gathers (over the stage's t ranks, of the whole e s b h activation) that scatter-gather
+    # costs per micro-batch and stage boundary, on the critical path: on the stage that receives the
+    # activation (it gathers the activation), and on the stage that sent it (it gathers the gradient it
+    # gets back, and, DeepSpeed, its own output, whose data it freed after sending)
+    p2p_gathers_receiver: int = 0
+    p2p_gathers_sender: int = 0
     bucket_elements: float = 0.0
     bucket_elements_per_dp: float = 0.0
     bucket_per_layer: bool = False
@@ -206,7 +218,7 @@ MEGATRON_2021 = RuntimeProfile(
     Kernels(flash_attention=False, attention_dropout=True, causal_skip=False, fused_swiglu=True,
             fused_cross_entropy=False, fp8_gemms=False, wgrad_fused=True),
     Overlap(grad_reduce=False, param_gather=False, sharded_prefetch=False, tp_comm=False, pp_p2p=False,
-            bucket_bytes=40e6),
+            bucket_bytes=40e6, p2p_gathers_receiver=1, p2p_gathers_sender=1),
     MemoryReserve(cuda_context=1.0 * GIB, nccl_per_communicator=NCCL_BYTES_PER_COMMUNICATOR, workspace=0.0,
                   fragmentation=0.05),
     sources=(
@@ -220,6 +232,10 @@ MEGATRON_2021 = RuntimeProfile(
                         "all-reduces after the backward pass (allreduce_gradients)"),
         ("pp_p2p", "megatron/p2p_communication.py: blocking batch_isend_irecv + wait; scatter-gather of the "
                    "activation across tensor-parallel ranks (--scatter-gather-tensors-in-pipeline, default on)"),
+        ("p2p_gathers", "megatron/p2p_communication.py _communicate (2021): with scatter_gather_tensors_in_pipeline "
+                        "each received tensor, the activation on the next stage and its gradient back on the "
+                        "previous one, is mpu.gather_split_1d_tensor'd (an all-gather over the tensor-parallel "
+                        "group) before use: one per micro-batch and boundary on each side"),
         ("bucket", "40 MB buckets (the hybrid model's earlier fixed figure; PyTorch DDP 25 MiB)"),
         ("tensor_parallel", "megatron/mpu/layers.py ColumnParallelLinear / RowParallelLinear (2021-22)"),
         ("cuda_context", "CUDA 11 without lazy loading: about 1 GiB of context and kernels"),
@@ -228,9 +244,9 @@ MEGATRON_2021 = RuntimeProfile(
 DEEPSPEED = RuntimeProfile(
     "deepspeed", "Megatron-DeepSpeed with ZeRO (2022: MT-NLG, BLOOM), unfused attention, fp16/bf16",
     Kernels(flash_attention=False, attention_dropout=True, causal_skip=False, fused_swiglu=False,
-            fused_cross_entropy=False, fp8_gemms=False),
+            fused_cross_entropy=False, fp8_gemms=False, grad_accumulation_add=True),
     Overlap(grad_reduce=False, param_gather=False, sharded_prefetch=True, tp_comm=False, pp_p2p=False,
-            bucket_elements=5e8, p2p_scatter_gather=True),
+            bucket_elements=5e8, p2p_scatter_gather=True, p2p_gathers_receiver=1, p2p_gathers_sender=2),
     MemoryReserve(cuda_context=1.0 * GIB, nccl_per_communicator=NCCL_BYTES_PER_COMMUNICATOR, workspace=0.0,
                   fragmentation=0.10),
     sources=(
@@ -248,6 +264,21 @@ DEEPSPEED = RuntimeProfile(
                                "PartitionedTensor over the slice-parallel (tensor-parallel) group, so each rank sends "
                                "its 1/t, and the receiver's part_input.full() all-gathers it (the earlier entry here, "
                                "'every rank sends its whole tensor', read _exec_send_activations without that step)"),
+        ("p2p_gathers", "deepspeed/runtime/pipe/engine.py (3293cf72a, 2022-01): _exec_forward_pass rebuilds the "
+                        "received input with part_input.full() (all-gather over the slice-parallel group) on every "
+                        "stage but the first, and after sending sets first_output.data = torch.zeros(1) ('Clear the "
+                        "large output data'); _exec_backward_pass then all-gathers the output back "
+                        "(part_output.full()) and the received gradient (part_grad.full()) on every stage but the "
+                        "last: 1 gather on the receiving side, 2 on the sending side, all on the compute stream; "
+                        "p2p.py send/recv are blocking (async_op 'Doesnt support async_op true') and the "
+                        "TrainSchedule issues them before each step's compute, so none overlaps"),
+        ("grad_accumulation_add", "Megatron-DeepSpeed megatron/mpu/layers.py (fd8dd9c0, 2022-01): no "
+                                  "gradient_accumulation_fusion (ColumnParallelLinearWithAsyncAllreduce returns "
+                                  "grad_weight to autograd), so torch's AccumulateGrad "
+                                  "(torch/csrc/autograd/functions/accumulate_grad.h: variable_grad += new_grad) adds "
+                                  "every micro-batch's weight gradient into param.grad (fp16/bf16); DeepSpeed's "
+                                  "FP16_Optimizer.zero_grad sets the gradients to None after the step, so the "
+                                  "first micro-batch's is assigned, not added"),
         ("bucket", "zero_optimization.reduce_bucket_size and allgather_bucket_size default 5e8 elements"),
         ("tensor_parallel", "Megatron-DeepSpeed megatron/mpu/layers.py: Megatron's ColumnParallelLinear / "
                             "RowParallelLinear"),
