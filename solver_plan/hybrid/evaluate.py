@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from solver_plan.cluster import Cluster
-from solver_plan.hybrid import interop, schedule
+from solver_plan.hybrid import contention, interop, schedule
 from solver_plan.hybrid.comm import crosses_nodes
 from solver_plan.hybrid.memory import UNIFORM_RECOMPUTE, StateBytes, stage_memory, stage_params
 from solver_plan.hybrid.model import TransformerSpec
@@ -347,7 +347,8 @@ def price(ctx: Context, par: Parallelism, profile: BlockProfile, memory_limit: f
     terms = schedule.StepTerms(
         pipeline, exposed,
         schedule.embedding_sync_s(cluster, spec, par.tp, pp, ctx.state, par.schedule),
-        max(stage_optimizer_s(ctx, par, p, s.layers) for p, s in zip(params, stages)), raw - exposed)
+        max(stage_optimizer_s(ctx, par, p, s.layers) for p, s in zip(params, stages)), raw - exposed,
+        contention.slowdown_s(raw - exposed, contention.collective_share(cluster.device)))
     if par.offload != "none" and not _host_fits(ctx, max(s.memory.host for s in stages)):
         return None
     return HybridPlan(spec.name, cluster.name, cluster.num_devices, ctx.global_batch, par, tuple(stages), terms,
