@@ -28,7 +28,10 @@ window). The SMs a communication kernel holds, by who launches it:
 A device whose SM count is not known (`DeviceSpec.sm_count` 0), or whose collective CTAs are not
 (`collective_ctas` 0, for NCCL's kernels), gets no contention: the term is 0, never a guess.
 
-Not modelled: HBM bandwidth the communication kernels take from memory-bound kernels (element-wise,
+Not modelled: pipeline and context-parallel point-to-point transfers hidden under compute (megatron-core's
+interleaved p2p, the cp ring): a send to one peer over the network runs NCCL_NCHANNELS_PER_NET_PEER
+CTAs (default 2, NCCL environment documentation; "2 p2p channels per peer" in NVIDIA/nccl issue 1189's
+log), 2 / 132 = 1.5% of an H100 under transfers that are themselves small; HBM bandwidth the communication kernels take from memory-bound kernels (element-wise,
 the optimizer) and wave quantization of a GEMM whose grid no longer fits one wave (NVIDIA developer
 forum thread 337991: a 132-CTA GEMM under a 24-CTA all-gather on an H100 took about twice as long).
 Check against a measurement of the compute itself (not an end-to-end row): "Characterizing
