@@ -2,11 +2,12 @@
 
 Instances: the suite's `random-dag:nodes=N,candidates=6-30,seed=1,memory=binding` (N = 100, 1,000,
 10,000) and an Alpa-shaped chain (`alpa-chain:N`, below) with a binding limit. For each instance and
-planner, one run per time limit; prints status, objective, bound, gap, wall seconds and CPU seconds
+planner, one run per time limit and seed; prints status, objective, bound, gap, wall seconds and CPU seconds
 (this process and its solver workers together: a worker is shut down after each run so its CPU time
 is counted; on a shared machine CPU time is the figure the load changes least), and the harness'
 note on where the time went. Figures, not assertions: they depend on the machine (state how loaded
-it was when quoting them). `--options root_lp=false` compares against the Lagrangian route. Example (a few minutes):
+it was when quoting them). `--options root_lp=false` compares against the Lagrangian route; `--seeds 0 1 2 3`
+runs each limit once per seed. Example (a few minutes):
     python scripts/bench_binding_memory.py --instances random-dag:100 alpa-chain:10000 --limits 60
 The reference planners are skipped above REFERENCE_MAX_NODES (their PuLP model does not fit memory).
 
@@ -22,6 +23,7 @@ bytes (each node's least), P those of the per-node cheapest plan.
 from __future__ import annotations
 
 import argparse
+import itertools
 import math
 import resource
 import sys
@@ -102,9 +104,12 @@ def main(argv=None) -> int:
     parser.add_argument("--planners", nargs="+", default=list(DEFAULT_PLANNERS))
     parser.add_argument("--limits", nargs="+", type=float, default=[60.0, 120.0], help="time limits (s)")
     parser.add_argument("--options", nargs="*", default=[], help="milp options as name=true|false")
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0],
+                        help="seeds (HiGHS' random seed, forest search): one run each; HiGHS' time on one "
+                             "model varies ~2x with it, so compare over several")
     args = parser.parse_args(argv)
     options = {name: value.lower() == "true" for name, value in (o.split("=") for o in args.options)}
-    print(f"{'instance':<18} {'planner':<16} {'limit':>5} {'status':<10} {'objective':>12} {'bound':>12} "
+    print(f"{'instance':<18} {'planner':<16} {'limit':>5} {'seed':>4} {'status':<10} {'objective':>12} {'bound':>12} "
           f"{'gap':>9} {'secs':>7} {'cpu':>7}")
     for name in args.instances:
         problem = instance(name)
@@ -114,16 +119,17 @@ def main(argv=None) -> int:
             if planner.startswith("reference") and problem.num_nodes > REFERENCE_MAX_NODES:
                 print(f"{name:<18} {planner:<16} skipped: the PuLP model does not fit memory", flush=True)
                 continue
-            for limit in args.limits:
+            for limit, seed in itertools.product(args.limits, args.seeds):
                 isolated.shutdown()  # a fresh worker: its CPU time is counted when it ends
                 cpu_before = _cpu_seconds()
                 started = time.perf_counter()
-                result = solve(problem, planner, time_budget(limit), **(options if planner == "milp" else {}))
+                result = solve(problem, planner, time_budget(limit), seed=seed,
+                               **(options if planner == "milp" else {}))
                 wall = time.perf_counter() - started
                 isolated.shutdown()
                 cpu = _cpu_seconds() - cpu_before
                 gap = "-" if result.gap is None else f"{100 * result.gap:.4f}%"
-                print(f"{name:<18} {planner:<16} {limit:>5g} {result.status.value:<10} {_fmt(result.objective):>12} "
+                print(f"{name:<18} {planner:<16} {limit:>5g} {seed:>4} {result.status.value:<10} {_fmt(result.objective):>12} "
                       f"{_fmt(result.lower_bound):>12} {gap:>9} {wall:>7.1f} {cpu:>7.1f}", flush=True)
                 for note in result.notes:
                     if note.startswith(("time:", "lagrangian", "root LP", "first MILP stage")):

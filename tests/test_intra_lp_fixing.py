@@ -162,3 +162,31 @@ def test_fixed_model_without_presolve_keeps_the_optimum():
         assert found == pytest.approx(oracle.objective, rel=1e-7, abs=1e-9), case_id
         checked += 1
     assert checked >= 10
+
+
+def test_no_edge_dropping_relaxation_where_the_root_lp_route_is_planned(monkeypatch):
+    """Where memory can bind and the root LP fits, milp's warm start skips the edge-dropping
+    relaxation (its bound ignores memory; the LP's plan replaces its plan) and still proves the
+    brute-force optimum; with root_lp=false the relaxation runs as before."""
+    from solver_plan.intra import warm_start
+    calls = []
+    relax = warm_start.edge_dropping_relaxation
+
+    def counted(problem, deadline):
+        calls.append(problem.num_nodes)
+        return relax(problem, deadline)
+
+    monkeypatch.setattr(warm_start, "edge_dropping_relaxation", counted)
+    checked = 0
+    for case_id, problem in _binding_cases():
+        oracle = plan_brute(problem)
+        if oracle.status is not Status.OPTIMAL or lp_restriction(problem, Deadline(None), None, 0, _solve_model) is None:
+            continue  # the limit cannot bind here (or nothing fits)
+        result = plan_milp(problem, deadline=time_budget(30))
+        assert not calls, case_id
+        assert result.status is Status.OPTIMAL and result.objective == pytest.approx(oracle.objective), case_id
+        plan_milp(problem, deadline=time_budget(30), root_lp=False)
+        assert calls, case_id
+        calls.clear()
+        checked += 1
+    assert checked >= 10

@@ -73,15 +73,16 @@ def _keep_incumbent_if_better(problem: ConfigProblem, answer: Answer, incumbent,
 
 def run_planner(name: str, problem: ConfigProblem, core: Callable[[ConfigProblem, Context], Answer], *,
                 exact: bool, deadline: Deadline | None = None, seed: int = 0, warm_start=None,
-                options: dict | None = None) -> ConfigResult:
+                options: dict | None = None, seed_relaxation: bool = True) -> ConfigResult:
     """Run `core` with the shared plumbing and return a `ConfigResult` (not yet validated).
-    `deadline` is the caller's budget (None: no limit)."""
+    `deadline` is the caller's budget (None: no limit); `seed_relaxation=False` skips the
+    edge-dropping relaxation of an exact planner's warm start (warm_start.seed_exact)."""
     deadline = start_clock(deadline)
     context = Context(deadline, seed, None, dict(options or {}))
     timings = PhaseTimes()
     relaxation = None
     if exact:
-        relaxation = seed_exact(problem, context, warm_start, timings)
+        relaxation = seed_exact(problem, context, warm_start, timings, seed_relaxation)
     elif warm_start is not None:
         context.incumbent = tuple(int(c) for c in warm_start) if usable_plan(problem, warm_start) else None
     if context.incumbent is not None:

@@ -48,10 +48,13 @@ def best_heuristic_plan(problem: ConfigProblem, warm_start=None, deadline: Deadl
     return plan, source
 
 
-def seed_exact(problem: ConfigProblem, context: Context, warm_start, timings: PhaseTimes) -> Relaxation | None:
+def seed_exact(problem: ConfigProblem, context: Context, warm_start, timings: PhaseTimes,
+               relax: bool = True) -> Relaxation | None:
     """The incumbent of an exact planner (warm start, greedy heuristics, the edge-dropping
     relaxation's plan improved by local search) and the relaxation, within HEURISTIC_SHARE of the
-    time: the exact model always gets the rest, however slow the heuristics are."""
+    time: the exact model always gets the rest, however slow the heuristics are. `relax=False`:
+    no edge-dropping relaxation, for a planner whose own relaxation makes its bound and plan useless
+    (milp's root LP holds the memory rows the edge-dropping bound ignores)."""
     binds = memory_can_bind(problem)
     clock = context.deadline.share(BINDING_HEURISTIC_SHARE if binds else HEURISTIC_SHARE)
     relaxation = None
@@ -59,7 +62,7 @@ def seed_exact(problem: ConfigProblem, context: Context, warm_start, timings: Ph
         # the bound costs a few passes: without time for them, keep the time for a plan. Under a
         # binding limit its bound ignores memory and its plan is only a hint: half the share at most
         relaxation_clock = clock.share(0.5) if binds else clock
-        if time_for_passes(relaxation_clock, problem, 3):
+        if relax and time_for_passes(relaxation_clock, problem, 3):
             relaxation = edge_dropping_relaxation(problem, relaxation_clock)
     if relaxation is not None:
         progress.report(bound=relaxation.lower_bound)
