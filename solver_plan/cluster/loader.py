@@ -27,7 +27,9 @@ relative to a wide one; usually written by `solver-plan calibrate`),
 (a factor on the matrix efficiency curve for that dtype's GEMMs), `fp8_scaling: tensor | block` (how
 the tensor cores scale fp8 operands: one scale per tensor, or hardware block scales as Blackwell's MX
 formats; default tensor), `host_cpu: x86 | grace` (the CPU that issues the device's kernels: default
-x86; grace on the GH200 / GB200 superchips).
+x86; grace on the GH200 / GB200 superchips), `sm_count` and `collective_ctas` (the device's SMs and the
+CTAs one NCCL collective holds on it: the contention of overlapped communication, hybrid/contention.py;
+default 0, not known).
 Optional link keys: `efficiency` (achieved fraction of bandwidth in collectives, default 1),
 `p2p_efficiency` (achieved fraction for one point-to-point copy: redistribution, pipeline stage
 transfers, the simulator's transfers; default: `efficiency`) and, on inter_node, `nics_per_node`
@@ -196,7 +198,8 @@ def _device(dev: Section) -> DeviceSpec:
         attention_efficiency=_attention_curves(dev),
         dtype_efficiency=tuple((Precision.parse(k, dev.path("dtype_efficiency")).value, v)
                                for k, v in _fractions(dev, "dtype_efficiency")),
-        fp8_scaling=_fp8_scaling(dev), host_cpu=_host_cpu(dev))
+        fp8_scaling=_fp8_scaling(dev), host_cpu=_host_cpu(dev),
+        sm_count=dev.integer("sm_count", 0, minimum=0), collective_ctas=dev.integer("collective_ctas", 0, minimum=0))
     dev.close()
     try:
         if peak is None:  # the peak of what the device runs by default

@@ -123,6 +123,14 @@ class DeviceSpec:
     # the CPU of the GH200 / GB200 superchips). It decides the host's seconds per issued kernel
     # (hybrid/moe_host.HOST_CPU_FACTOR)
     host_cpu: str = "x86"
+    # Streaming multiprocessors (AMD: compute units) of the device, from its datasheet; 0: not known.
+    # With `collective_ctas`, the share of the device a concurrent communication kernel holds
+    # (hybrid/contention.py)
+    sm_count: int = 0
+    # CTAs (one per channel, each resident on its own SM) a NCCL collective launches on the device in
+    # its usual topology (8 GPUs on NVLink switches, a NIC per GPU); 0: not known (no contention
+    # priced for the collectives)
+    collective_ctas: int = 0
 
     def __post_init__(self):
         if not (self.peak_flops > 0 and self.memory > 0):
@@ -151,6 +159,11 @@ class DeviceSpec:
         if self.host_cpu not in HOST_CPUS:
             raise ClusterError(f"device {self.name!r}: host_cpu must be one of {', '.join(HOST_CPUS)}, "
                                f"got {self.host_cpu!r}")
+        if not (isinstance(self.sm_count, int) and isinstance(self.collective_ctas, int)
+                and self.sm_count >= 0 and 0 <= self.collective_ctas <= max(self.sm_count, 0)
+                and (self.collective_ctas == 0 or self.sm_count > 0)):
+            raise ClusterError(f"device {self.name!r}: sm_count and collective_ctas must be integers >= 0, "
+                               f"collective_ctas at most sm_count, got {self.sm_count} and {self.collective_ctas}")
         if not (math.isfinite(self.kernel_time_scale) and 0.1 <= self.kernel_time_scale <= 10):
             raise ClusterError(f"device {self.name!r}: kernel_time_scale must be between 0.1 and 10, "
                                f"got {self.kernel_time_scale}")

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from solver_plan.cluster import Cluster
-from solver_plan.hybrid import interop, schedule
+from solver_plan.hybrid import contention, interop, schedule
 from solver_plan.hybrid.comm import crosses_nodes
 from solver_plan.hybrid.memory import UNIFORM_RECOMPUTE, StateBytes, stage_memory, stage_params
 from solver_plan.hybrid.model import TransformerSpec
@@ -347,7 +347,8 @@ def price(ctx: Context, par: Parallelism, profile: BlockProfile, memory_limit: f
     terms = schedule.StepTerms(
         pipeline, exposed,
         schedule.embedding_sync_s(cluster, spec, par.tp, pp, ctx.state, par.schedule),
-        max(stage_optimizer_s(ctx, par, p, s.layers) for p, s in zip(params, stages)), raw - exposed)
+        max(stage_optimizer_s(ctx, par, p, s.layers) for p, s in zip(params, stages)), raw - exposed,
+        contention.slowdown_s(raw - exposed, contention.collective_share(cluster.device)))
     if par.offload != "none" and not _host_fits(ctx, max(s.memory.host for s in stages)):
         return None
     return HybridPlan(spec.name, cluster.name, cluster.num_devices, ctx.global_batch, par, tuple(stages), terms,
@@ -498,17 +499,21 @@ def optimizer_floor(ctx: Context, par: Parallelism, params: float) -> float:
 
 
 def sync_bound(ctx: Context, par: Parallelism, params: float) -> float:
-    """A lower bound on the exposed data-parallel sync of every cut: the parts the runtime does not
-    overlap, for a stage of `params` parameters (the fewest any stage has); overlapped parts may hide
-    entirely, so they count 0."""
+    """A lower bound on the exposed data-parallel sync plus its contention of every cut: for a stage of
+    `params` parameters (the fewest any stage has), the parts the runtime does not overlap, e (overlapped
+    parts may hide entirely, so they count 0), and its unoverlapped sync r: the step pays exposed E >= e
+    and contention s (R - E) with R >= r (`contention.slowdown_s`, share s <= 1), so
+    E + s (R - E) = (1 - s) E + s R >= e + s (r - e)."""
     overlap = ctx.runtime.overlap
     parts = schedule.sync_parts(ctx.cluster, params, par.tp, par.shard, par.state_zero, ctx.state, ctx.runtime,
                                 ctx.spec.layers // par.pp, par.replicate)
     per_microbatch = parts.forward_s + parts.backward_s
+    raw = parts.grad_s + parts.gather_s + par.micro_batches * per_microbatch
     if overlap.sharded_prefetch:
         per_microbatch = parts.backward_s - parts.backward_gather_s if not overlap.grad_reduce else 0.0
-    return ((0.0 if overlap.grad_reduce else parts.grad_s) + (0.0 if overlap.param_gather else parts.gather_s)
-            + par.micro_batches * per_microbatch)
+    exposed = ((0.0 if overlap.grad_reduce else parts.grad_s) + (0.0 if overlap.param_gather else parts.gather_s)
+               + par.micro_batches * per_microbatch)
+    return exposed + contention.slowdown_s(raw - exposed, contention.collective_share(ctx.cluster.device))
 
 
 def memory_floor(ctx: Context, par: Parallelism) -> float:

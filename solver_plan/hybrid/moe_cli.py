@@ -32,7 +32,7 @@ def table(result) -> str:
         lines.append(f"routing {plan.routing}, {capacity} ({100 * plan.dropped_fraction:.1f}% of copies dropped), "
                      f"all-to-all overlap {plan.a2a_overlap}; {plan.tflops_per_device:.0f} model TFLOP/s per device")
         lines.append(f"pipeline {plan.pipeline_s:.3f} s + exposed sync {plan.dp_sync_s:.3f} s + optimizer "
-                     f"{plan.optimizer_s:.3f} s")
+                     f"{plan.optimizer_s:.3f} s + contention of the hidden sync {plan.contention_s:.3f} s")
         for s in plan.stages:
             lines.append(f"  stage {s.index}: layers {s.first_layer}-{s.first_layer + s.layers - 1} "
                          f"({s.moe_layers} MoE), {1e3 * s.time_per_microbatch_s:.1f} ms per micro-batch, "

@@ -26,6 +26,10 @@ on thousands of GPUs are searched by moe_plan.py):
   (schedule.sync_parts / exposed_sync_s, each with its group's stride; under ZeRO-3 the per-micro-batch
   weight all-gathers and gradient reduce-scatters, overlapped as the runtime prefetches, as the dense
   fsdp path prices them; ZeRO-3 with pp > 1 as fsdp.state_zero says) + Adam steps;
+- contention (hybrid/contention.py): the all-to-all the overlap hides slows the layer's compute by
+  hidden x the dispatcher's SMs / the device's (in the layer's time, half forward, half backward), the
+  hidden gradient sync the step by hidden x NCCL's CTAs / SMs (`MoEPlan.contention_s`), the hidden
+  tensor-parallel communication the GEMMs (stage_cost.tp_overlap_exposed_s);
 - `step_breakdown`: the step's seconds by term at the slowest stage (scripts/bench_moe.py prints it);
 - memory per device of each stage: weights, gradients, optimizer (ZeRO-1 = Megatron's distributed
   optimizer: dense over dp, experts over edp; ZeRO-2 gradients, ZeRO-3 / FSDP weights too, with two
@@ -45,7 +49,7 @@ from solver_plan.cost.compute import compute_time
 from solver_plan.cost.routing import parse_load
 from solver_plan.errors import InputError
 from solver_plan.hybrid import memory as mem
-from solver_plan.hybrid import moe, moe_host, schedule
+from solver_plan.hybrid import contention, moe, moe_host, schedule
 from solver_plan.hybrid.moe_model import MoEModel, moe_model
 from solver_plan.hybrid.moe_space import MoEPoint
 
@@ -123,11 +127,12 @@ class MoEPlan:
     a2a_overlap: str
     precision: str
     runtime: str
+    contention_s: float = 0.0  # compute slowed by the hidden gradient sync (hybrid/contention.py)
 
     @property
     def step_time_s(self) -> float:
-        """Predicted step time: pipeline + exposed gradient sync + optimizer step."""
-        return self.pipeline_s + self.dp_sync_s + self.optimizer_s
+        """Predicted step time: pipeline + exposed gradient sync + optimizer step + the sync's contention."""
+        return self.pipeline_s + self.dp_sync_s + self.optimizer_s + self.contention_s
 
     @property
     def memory_per_device_bytes(self) -> float:
@@ -145,6 +150,7 @@ class MoEPlan:
         return {"kind": "moe-hybrid", "schema_version": 1, "model": self.model, "cluster": self.cluster,
                 "devices": self.devices, "global_batch": self.global_batch, "parallelism": self.point.to_dict(),
                 "step_time_s": self.step_time_s, "pipeline_s": self.pipeline_s, "dp_sync_s": self.dp_sync_s,
+                "contention_s": self.contention_s,
                 "optimizer_s": self.optimizer_s, "memory_per_device_bytes": self.memory_per_device_bytes,
                 "model_flops_per_step": self.model_flops, "tflops_per_device": self.tflops_per_device,
                 "routing": self.routing,
@@ -316,7 +322,8 @@ def _dense_terms(ctx: Context, is_moe: bool, tp: int, b: int, cp: int) -> _Dense
                       if shared else 0.0)
         core_fwd, core_bwd = _core_s(ctx, b, tp * cp, cp)
         regions = 1 + (1 if (not is_moe or shared) else 0)  # attention, and the dense MLP / shared expert
-        comm = tp_overlap_exposed_s(regions * _tp_comm_s(ctx, tokens, tp), 3.0 * gemm_fwd, tp, ctx.runtime)
+        comm = tp_overlap_exposed_s(regions * _tp_comm_s(ctx, tokens, tp), 3.0 * gemm_fwd, tp, ctx.runtime,
+                                    ctx.cluster.device)
         comm += _cp_comm_s(ctx, tokens, tp, cp, core_fwd)
         cast_fwd, cast_bwd = _fp8_casts_s(ctx, tokens / tp * sum(k for k, _ in gemms),
                                           tokens / tp * sum(n for _, n in gemms))
@@ -374,6 +381,9 @@ def _price_layer(ctx: Context, is_moe: bool, tp: int, b: int, ep: int, etp: int,
         a2a = moe.exposed_alltoall_s(raw, ctx.a2a_overlap, 3.0 * d.shared_fwd,
                                      3.0 * (gemm_fwd + expert_fwd) + core_fwd + core_bwd)
         a2a += unpaired * (raw - a2a)  # passes the overlap cannot pair keep theirs (moe.unpaired_fraction)
+        # what hides still slows the compute under it: the dispatcher's kernels hold SMs (hybrid/contention.py)
+        slowed = contention.slowdown_s(raw - a2a, contention.dispatch_share(ctx.cluster.device, dispatcher))
+        a2a += slowed
         forward += expert_fwd + (a2a + etp_s) / 2.0 + x.cast_fwd
         backward += 2.0 * expert_fwd + (a2a + etp_s) / 2.0 + x.cast_bwd
         stall_f, stall_b = moe_host.host_stall_s(x.host_f, x.host_b, capacity is None, expert_fwd + x.cast_fwd,
@@ -398,7 +408,8 @@ def _price_layer(ctx: Context, is_moe: bool, tp: int, b: int, ep: int, etp: int,
              "recompute": extra}
     if is_moe:
         terms.update({"router": 3.0 * x.router, "grouped GEMMs": 3.0 * x.grouped,
-                      "permute/unpermute": 3.0 * (expert_fwd - x.grouped - x.router), "all-to-all": a2a,
+                      "permute/unpermute": 3.0 * (expert_fwd - x.grouped - x.router), "all-to-all": a2a - slowed,
+                      "contention (all-to-all)": slowed,
                       "etp comm": etp_s, "fp8 casts": terms["fp8 casts"] + x.cast_fwd + x.cast_bwd,
                       "host issue (experts)": stall_f + stall_b})
     return LayerCost(forward, backward, extra, kept, working, a2a, buffers, tuple(terms.items()))
@@ -561,7 +572,7 @@ def price(ctx: Context, p: MoEPoint, limit: float | None = None, cut: tuple[int,
     first, last = _ends_s(ctx, p)
     p2p = _p2p_s(ctx, p)
     stages, a = [], 0
-    sync = opt = 0.0
+    sync = opt = slowed = 0.0
     slack_f = slack_b = 0.0
     for i, k in enumerate(counts):
         n_moe = sum(ctx.model.moe_layers[a:a + k])
@@ -572,11 +583,13 @@ def price(ctx: Context, p: MoEPoint, limit: float | None = None, cut: tuple[int,
         stages.append(MoEStage(i, a, k, n_moe, t, fwd, stage_memory(ctx, p, n_dense, n_moe, i)))
         dense, experts = _stage_params(ctx, p, n_dense, n_moe, i)
         backward = t - fwd
-        exposed = 0.0  # dense gradients over dp, expert gradients over edp: one after the other on the links
+        exposed = raw = 0.0  # dense gradients over dp, expert gradients over edp: one after the other on the links
         for params, stride, group in ((dense, p.tp, p.dp * p.cp), (experts, p.ep * p.etp, p.edp)):
             parts = schedule.sync_parts(ctx.cluster, params, stride, group, p.state_zero, ctx.state, ctx.runtime, k)
             exposed += schedule.exposed_sync_s(parts, p.micro_batches, fwd, backward, ctx.runtime, slack_f, slack_b)
+            raw += parts.grad_s + parts.gather_s + p.micro_batches * (parts.forward_s + parts.backward_s)
         sync = max(sync, exposed)
+        slowed = max(slowed, contention.slowdown_s(raw - exposed, contention.collective_share(ctx.cluster.device)))
         opt = max(opt, schedule.optimizer_s(ctx.cluster, dense, p.dp * p.cp, p.state_zero, ctx.state)
                   + schedule.optimizer_s(ctx.cluster, experts, p.edp, p.state_zero, ctx.state))
         slack_f += fwd
@@ -587,7 +600,7 @@ def price(ctx: Context, p: MoEPoint, limit: float | None = None, cut: tuple[int,
     load = ctx.routing_load
     return MoEPlan(ctx.model.name, ctx.cluster.name, ctx.cluster.num_devices, ctx.global_batch, p, tuple(stages),
                    pipe, sync, opt, ctx.model.model_flops_per_step(ctx.global_batch), load.name,
-                   load.dropped(p.capacity_factor), ctx.a2a_overlap, ctx.precision, ctx.runtime.name)
+                   load.dropped(p.capacity_factor), ctx.a2a_overlap, ctx.precision, ctx.runtime.name, slowed)
 
 
 def time_bound(ctx: Context, p: MoEPoint) -> float:
@@ -654,5 +667,6 @@ def step_breakdown(ctx: Context, plan: MoEPlan) -> dict[str, float]:
     out["p2p"] = _p2p_s(ctx, p) * p.micro_batches
     out["bubble"] = plan.pipeline_s - slowest.time_per_microbatch_s * p.micro_batches
     out["gradient sync"] = plan.dp_sync_s
+    out["contention (gradient sync)"] = plan.contention_s
     out["optimizer"] = plan.optimizer_s
     return out

@@ -158,7 +158,8 @@ class HybridPlan:
                 "step_time_s": self.step_time_s,
                 "step_terms_s": {"pipeline": self.terms.pipeline_s, "dp_sync": self.terms.dp_sync_s,
                                  "embedding_sync": self.terms.embedding_sync_s, "optimizer": self.terms.optimizer_s,
-                                 "dp_sync_hidden": self.terms.dp_sync_hidden_s},
+                                 "dp_sync_hidden": self.terms.dp_sync_hidden_s,
+                                 "contention": self.terms.contention_s},
                 "memory_per_device_bytes": int(round(self.memory_per_device_bytes)),
                 "memory_limit_bytes": None if self.memory_limit is None else int(self.memory_limit),
                 "model_flops_per_step": self.model_flops_per_step,
@@ -243,8 +244,8 @@ class HybridResult:
                       f"recompute={q.recompute} zero_stage={q.zero_stage} sequence_parallel={q.sequence_parallel}"
                       + (f" offload={q.offload}" if q.offload != "none" else ""),
                       f"step terms: pipeline {p.terms.pipeline_s:.3f} s, dp sync {p.terms.dp_sync_s:.3f} s "
-                      f"({p.terms.dp_sync_hidden_s:.3f} s more hidden under compute), "
-                      f"embedding sync {p.terms.embedding_sync_s:.4f} s, optimizer {p.terms.optimizer_s:.4f} s",
+                      f"({p.terms.dp_sync_hidden_s:.3f} s more hidden under compute, slowing it by "
+                      f"{p.terms.contention_s:.3f} s), embedding sync {p.terms.embedding_sync_s:.4f} s, optimizer {p.terms.optimizer_s:.4f} s",
                       f"memory per device (largest): {format_bytes(p.memory_per_device_bytes)} (allocated "
                       f"{format_bytes(p.peak_stage.memory.allocated)}, reserved {format_bytes(p.peak_stage.memory.reserved)}"
                       f", + CUDA context and NCCL buffers)",

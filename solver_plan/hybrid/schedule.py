@@ -1,6 +1,6 @@
 """Step time of a hybrid plan: pipeline schedule with its bubble, plus what is not overlapped.
 
-    step = pipeline + data-parallel gradient sync + tied-embedding sync + optimizer step
+    step = pipeline + data-parallel gradient sync + tied-embedding sync + optimizer step + contention
 
 - pipeline, with T_i the time of stage i per micro-batch (forward + backward + recomputation + its
   point-to-point transfers) and m micro-batches:
@@ -19,6 +19,8 @@
   next step's first forward, FSDP2 / ZeRO-3 each block's gather and reduce-scatter under its
   neighbours' compute; the term is what is left on the critical path.
 - tied embedding: the first and last stage all-reduce the word-embedding gradient (p > 1).
+- contention: the data-parallel communication hidden under compute slows that compute by the share
+  of the device its kernels hold (hybrid/contention.py: hidden x collective CTAs / SMs).
 - optimizer: Adam reads and writes each local parameter's optimizer state and weight and reads its
   gradient, a memory-bound vector kernel (`compute_time` with those HBM bytes).
 Process order is Megatron's: tensor-parallel ranks adjacent, then data parallel, then pipeline, so
@@ -41,19 +43,20 @@ from solver_plan.runtime import resolve_runtime
 @dataclass(frozen=True)
 class StepTerms:
     """The terms of a step (module docstring for each): pipeline, exposed data-parallel sync, tied-embedding
-    sync, optimizer step, and the data-parallel communication hidden under compute (reported, not in the
-    total).
+    sync, optimizer step, the data-parallel communication hidden under compute (reported, not in the
+    total) and the compute time that hidden communication costs (contention, in the total).
     """
     pipeline_s: float
     dp_sync_s: float  # exposed: after what the runtime overlaps with compute
     embedding_sync_s: float
     optimizer_s: float
     dp_sync_hidden_s: float = 0.0  # data-parallel communication hidden under compute (not in the total)
+    contention_s: float = 0.0  # compute slowed by the hidden dp communication (hybrid/contention.py)
 
     @property
     def total(self) -> float:
-        """Step time: pipeline + exposed dp sync + embedding sync + optimizer."""
-        return self.pipeline_s + self.dp_sync_s + self.embedding_sync_s + self.optimizer_s
+        """Step time: pipeline + exposed dp sync + embedding sync + optimizer + contention."""
+        return self.pipeline_s + self.dp_sync_s + self.embedding_sync_s + self.optimizer_s + self.contention_s
 
 
 def dp_per_node(cluster: Cluster, tp: int, dp: int) -> int:
@@ -192,9 +195,9 @@ def exposed_sync_s(parts: SyncParts, m: int, forward_s: float, backward_s: float
       forward, and in backward the gathers (prefetch) and the reduce-scatters (if the gradient
       reduce overlaps) under the blocks' backward: m x (hidden_behind(forward gather, forward) +
       hidden part of backward + the rest);
-    without overlap, the whole of each (Megatron-LM 2021: after the backward pass). Overlapped
-    collectives also slow the compute they run under (NCCL kernels take SMs and HBM bandwidth);
-    that contention is not modelled."""
+    without overlap, the whole of each (Megatron-LM 2021: after the backward pass). What hides
+    still slows the compute it runs under (its kernels hold SMs): hybrid/contention.py prices that
+    from the hidden part (the unoverlapped `dp_sync_s` less this), `StepTerms.contention_s`."""
     overlap = resolve_runtime(runtime).overlap
     n = parts.pieces
     grad = max(0.0, hidden_behind(parts.grad_s, backward_s, n) - slack_backward_s) if overlap.grad_reduce \

@@ -186,17 +186,23 @@ def grad_accumulate_s(cluster: Cluster, spec: TransformerSpec, tp: int, gradient
     return compute_time(cluster, 0.0, 3.0 * gradient_bytes * spec.block_params / tp, unit="vector")
 
 
-def tp_overlap_exposed_s(tp_comm_s: float, gemm_s: float, tp: int, runtime) -> float:
+def tp_overlap_exposed_s(tp_comm_s: float, gemm_s: float, tp: int, runtime, device=None) -> float:
     """Tensor-parallel communication left on the critical path. Without overlap, all of it. With
     Transformer Engine's userbuffers overlap (`--tp-comm-overlap`, NeMo's tp_comm_overlap), each
     all-gather / reduce-scatter is split into t chunks pipelined with the chunks of its GEMM: the
     first chunk cannot hide (1/t of the communication), the rest hides under the GEMMs as far as
     their time reaches: c / t + max(0, c (t - 1) / t - g), c the block's communication, g its GEMM
     time (TE userbuffers, transformer_engine/pytorch/module/base.py initialize_ub; Wang et al. 2022,
-    "Overlap communication with dependent computation via decomposition")."""
+    "Overlap communication with dependent computation via decomposition"). With the `device`, the
+    hidden part's userbuffers kernels also slow the GEMMs under them (hybrid/contention.py): + hidden x
+    TE_USERBUFFERS_SMS / SMs."""
+    from solver_plan.hybrid import contention
+
     if tp <= 1 or not runtime.overlap.tp_comm or tp_comm_s <= 0:
         return tp_comm_s
-    return tp_comm_s / tp + max(0.0, tp_comm_s * (tp - 1) / tp - gemm_s)
+    exposed = tp_comm_s / tp + max(0.0, tp_comm_s * (tp - 1) / tp - gemm_s)
+    share = contention.tp_overlap_share(device) if device is not None else 0.0
+    return exposed + contention.slowdown_s(tp_comm_s - exposed, share)
 
 
 class BlockCoster:
@@ -296,7 +302,7 @@ class BlockCoster:
                                                     cost_model.precision.activations.bytes)
         total["block"] += self.compute_scale * (eager_forward + eager_backward)
         forward["block"] += self.compute_scale * eager_forward
-        exposed = tp_overlap_exposed_s(comm, gemm, tp, self.runtime)
+        exposed = tp_overlap_exposed_s(comm, gemm, tp, self.runtime, submesh.device)
         total["block"] -= comm - exposed
         forward["block"] -= (comm - exposed) / 2.0  # forward was booked half the communication (above)
         comm = exposed

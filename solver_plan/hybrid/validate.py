@@ -328,7 +328,11 @@ def validate_plan(plan: HybridPlan, cluster: Cluster, enforce_memory: bool = Tru
         optimizer = max(optimizer, step)
     if not _close(optimizer, plan.terms.optimizer_s):
         problems.append(f"optimizer {plan.terms.optimizer_s:.6g} s, re-derived {optimizer:.6g} s")
-    total = pipeline + sync + embedding + optimizer
+    # contention: the hidden dp communication's kernels hold collective_ctas of the device's SMs
+    slowed = hidden * cluster.device.collective_ctas / cluster.device.sm_count if cluster.device.sm_count else 0.0
+    if not _close(slowed, plan.terms.contention_s):
+        problems.append(f"contention {plan.terms.contention_s:.6g} s, re-derived {slowed:.6g} s")
+    total = pipeline + sync + embedding + optimizer + slowed
     if not _close(total, plan.step_time_s):
         problems.append(f"step time {plan.step_time_s:.6g} s, re-derived {total:.6g} s")
     kv = (spec.kv_heads or spec.heads) * spec.head_dim
