@@ -116,7 +116,8 @@ def memory_of(ctx: Context, par: Parallelism, stage: int, layers: int, mode: str
                         sequence_parallel=par.sequence_parallel, zero_stage=par.state_zero, schedule=par.schedule,
                         virtual_stages=par.virtual_stages, state=ctx.state, runtime=ctx.runtime,
                         recompute_layers=recompute_layers, in_flight=in_flight, offload=par.offload,
-                        offload_layers=offload_layers)
+                        offload_layers=offload_layers,
+                        pipelined_fsdp=par.pp > 1 and par.zero_stage >= 2)
 
 
 def _extras(par: Parallelism, profile: BlockProfile) -> list[float]:

@@ -386,6 +386,27 @@ def stream_pool_bytes(root_params: float, layer_params: float, gradients: float,
     return max(0.0, gradients - gradients_live) + state.weights * (max(root_params, layer_params) + layer_params)
 
 
+def stage_pool_bytes(root_params: float, layer_params: float, params: float, dp: int, zero_stage: int,
+                     gradients: float, gradients_live: float, pipelined_fsdp: bool = False,
+                     state: StateBytes = MIXED_PRECISION, runtime=None) -> float:
+    """`stream_pool_bytes` of a stage as its plan runs it. Without a pipeline the caller's `gradients`
+    (the stage's, in `zero_stage`'s sharding) and `gradients_live`. With FSDP under a pipeline
+    (`pipelined_fsdp`: ZeRO-3 with pp > 1, which `fsdp.state_zero` prices as ZeRO-1 so the stage's
+    `zero_stage` is 1 here) the side-stream pools are still FSDP2's: the reduce-scatter pool holds the
+    sharded gradients `reduce_output`, g P / dp (`gradients_bytes` at ZeRO-3, fp32 under FSDP2), which
+    the last micro-batch's reduce-scatter leaves as .grad until zero_grad; none of them is in the
+    allocated peak, whose gradients are the unsharded fp32 accumulation
+    (torch/distributed/fsdp/_fully_shard/_fsdp_param.py FSDPParam.to_accumulated_grad_if_needed:
+    `unsharded_accumulated_grad`, a different tensor on the compute stream), so `gradients_live` is 0;
+    and the all-gather pool holds two units' `all_gather_output` as without a pipeline (the first
+    micro-batch's forward gathers every unit, one prefetched ahead: reshard_after_forward=False under
+    PP, torchtitan 9dec370 parallelize_llama.py apply_fsdp)."""
+    if pipelined_fsdp:
+        return stream_pool_bytes(root_params, layer_params, gradients_bytes(params, dp, 3, state), 0.0, 3,
+                                 state, runtime)
+    return stream_pool_bytes(root_params, layer_params, gradients, gradients_live, zero_stage, state, runtime)
+
+
 @dataclass(frozen=True)
 class StageMemory:
     """Peak bytes on one device of a pipeline stage, by term."""
@@ -464,7 +485,7 @@ def stage_memory(spec: TransformerSpec, *, layers: int, stage: int, pp: int, tp:
                  virtual_stages: int = 1, state: StateBytes = MIXED_PRECISION, runtime=None,
                  cp: int = 1, replicate: int = 1, recompute_layers: int | None = None,
                  in_flight: float | None = None, offload: str = "none",
-                 offload_layers: int | None = None) -> StageMemory:
+                 offload_layers: int | None = None, pipelined_fsdp: bool = False) -> StageMemory:
     """Sum of the terms above for stage `stage` holding `layers` blocks, as `runtime` (None:
     megatron-core) runs them, with its reserve (`runtime_reserve`). With context parallelism `spec`
     is one rank's (s / cp tokens, context_parallel.local_spec) and `dp` the dp x cp ranks sharing
@@ -480,7 +501,8 @@ def stage_memory(spec: TransformerSpec, *, layers: int, stage: int, pp: int, tp:
     optimizer state in host memory (`StageMemory.host`, offload.host_bytes), none of it on the device;
     "activations" (or "both", pp 1): the kept activations of `offload_layers` r of the blocks on the
     host (default: all but one, the least device memory), the device keeping the others and one in
-    transit (offload.device_blocks)."""
+    transit (offload.device_blocks). `pipelined_fsdp`: the plan is FSDP (ZeRO-3) under a pipeline,
+    priced as `zero_stage` 1 (fsdp.state_zero) but with FSDP2's side-stream pools (`stage_pool_bytes`)."""
 
     first, last = stage == 0, stage == head_stage(pp, schedule)
     params = stage_params(spec, layers, first, last, tp, pp)
@@ -518,8 +540,9 @@ def stage_memory(spec: TransformerSpec, *, layers: int, stage: int, pp: int, tp:
                                             cp, replicate))
     all_gradients = gradients_bytes(params, dp, zero_stage, state)
     gradients = gradients_at_peak(all_gradients, acts + working, micro_batches, runtime)
-    reserve["fragmentation"] += stream_pool_bytes(params - layers * spec.block_params / t, spec.block_params / t,
-                                                  all_gradients, gradients, zero_stage, state, runtime)
+    reserve["fragmentation"] += stage_pool_bytes(params - layers * spec.block_params / t, spec.block_params / t,
+                                                 params, dp, zero_stage, all_gradients, gradients, pipelined_fsdp,
+                                                 state, runtime)
     optimizer = optimizer_bytes(params, dp, zero_stage, state)
     if offload in ("optimizer", "both"):
         from solver_plan.hybrid.offload import host_bytes

@@ -179,8 +179,9 @@ def validate_plan(plan: HybridPlan, cluster: Cluster, enforce_memory: bool = Tru
             reserve = runtime.memory
             all_gradients = mem.gradients_bytes(params, shard, zero, st)
             gradients = mem.gradients_at_peak(all_gradients, acts + working, q.micro_batches, runtime)
-            pools = mem.stream_pool_bytes(params - s.layers * spec.block_params / t, spec.block_params / t,
-                                          all_gradients, gradients, zero, st, runtime)
+            pools = mem.stage_pool_bytes(params - s.layers * spec.block_params / t, spec.block_params / t,
+                                         params, shard, zero, all_gradients, gradients,
+                                         q.pp > 1 and q.zero_stage >= 2, st, runtime)
             # optimizer offload: the optimizer state lives in host memory (checked below), not here
             device_optimizer = (0.0 if q.offload in ("optimizer", "both")
                                 else mem.optimizer_bytes(params, shard, zero, st))

@@ -1,0 +1,40 @@
+"""FSDP2's side-stream pools under a pipeline (hybrid/memory.py stage_pool_bytes), checked by hand:
+fsdp.state_zero prices ZeRO-3 with pp > 1 as ZeRO-1 (weights and fp32 gradients whole during the step),
+but the reduce-scatter and all-gather pools of FSDP2 are still reserved beside them."""
+import pytest
+
+from solver_plan.hybrid import memory as mem
+from solver_plan.hybrid.model import TransformerSpec
+
+# tiny Llama-style model: 2 blocks, h 8, ffn 16, 2 heads of 4, 1 kv head, vocab 32, untied
+TINY = TransformerSpec("tiny", layers=2, hidden=8, ffn=16, heads=2, head_dim=4, seq=4, vocab=32, positions=4,
+                       gated_mlp=True, kv_heads=1, rms_norm=True, learned_positions=False, tied_embeddings=False)
+TITAN = mem.runtime_state(mem.MIXED_PRECISION, "torchtitan")  # bf16 weights, fp32 gradients
+
+
+def test_pipelined_pools_by_hand():
+    # 1.6e9 parameters on the stage, 8 shards: sharded fp32 gradients 4 x 1.6e9 / 8 = 8e8 (reduce-scatter
+    # pool); all-gather pool: bf16 root 1e8 or block 2e8, the larger plus a block: 2 x (2e8 + 2e8) = 8e8
+    pools = mem.stage_pool_bytes(1e8, 2e8, 1.6e9, 8, 1, 6.4e9, 6.4e9, True, TITAN, "torchtitan")
+    assert pools == pytest.approx(4 * 1.6e9 / 8 + 2 * (2e8 + 2e8))
+    # the caller's gradients (here the unsharded accumulation, all live) play no part under a pipeline
+    assert mem.stage_pool_bytes(1e8, 2e8, 1.6e9, 8, 1, 0.0, 0.0, True, TITAN, "torchtitan") == pytest.approx(pools)
+    # without the pipelined flag ZeRO-1 has no FSDP units and no pools; Megatron has none either way
+    assert mem.stage_pool_bytes(1e8, 2e8, 1.6e9, 8, 1, 6.4e9, 6.4e9, False, TITAN, "torchtitan") == 0.0
+    assert mem.stage_pool_bytes(1e8, 2e8, 1.6e9, 8, 1, 6.4e9, 6.4e9, True, TITAN, "megatron-core") == 0.0
+    # without a pipeline: stream_pool_bytes with the caller's gradients, as before
+    assert mem.stage_pool_bytes(1e8, 2e8, 1.6e9, 8, 3, 8e8, 2e8, False, TITAN, "torchtitan") == \
+        pytest.approx(6e8 + 8e8)
+
+
+def test_stage_memory_adds_the_pools_to_reserved_only():
+    kw = dict(layers=1, stage=0, pp=2, tp=1, dp=4, micro_batch=1, micro_batches=2, recompute="full",
+              sequence_parallel=False, zero_stage=1, schedule="1f1b", state=TITAN, runtime="torchtitan")
+    plain = mem.stage_memory(TINY, **kw)
+    fsdp = mem.stage_memory(TINY, pipelined_fsdp=True, **kw)
+    assert fsdp.allocated == pytest.approx(plain.allocated)
+    # stage 0 of 2 holds 1 block and the embedding 32 x 8: P = block + 256; root 256, block B
+    block = TINY.block_params
+    params = block + 32 * 8
+    expected = 4 * params / 4 + 2 * (max(32 * 8, block) + block)
+    assert fsdp.reserved - plain.reserved == pytest.approx(expected)
