@@ -338,6 +338,36 @@ def p2p_buffer_bytes(spec: TransformerSpec, b: int, t: int, sequence_parallel: b
     return 4.0 * state.activations * spec.seq * b * spec.hidden / (t if sequence_parallel else 1)
 
 
+def pipeline_buffer_bytes(spec: TransformerSpec, b: int, t: int, sequence_parallel: bool, pp: int,
+                          micro_batches: int, in_flight: float, first: bool, last: bool, virtual_stages: int = 1,
+                          state: StateBytes = MIXED_PRECISION, runtime=None) -> float:
+    """A device's pipeline buffers as `runtime` keeps them: `p2p_buffer_bytes` (a few reused
+    buffers, Megatron), or, under a runtime that keeps them per micro-batch
+    (`MemoryReserve.pipeline_buffers_per_microbatch`: torch.distributed.pipelining's stage, torch
+    1963fc8 stage.py), with x = e s b h (/ t with sequence parallelism) the stage boundary tensor,
+    m micro-batches, f = `in_flight` of them held (per chunk) and v chunks per device:
+    - each chunk with a previous stage (v, less one on the first device) allocates m activation
+      receive buffers (_prepare_forward_infra); the f in flight are the first block's saved input,
+      already in the activations, so (m - f) x each;
+    - each chunk with a next stage (v, less one on the last device) allocates m gradient receive
+      buffers (_prepare_backward_infra) and keeps the f in-flight outputs in fwd_cache, whose
+      producer is the last block and whose consumer is on the next stage: (m + f) x each;
+    - the last device keeps every micro-batch's output, the logits e s b V / t, in output_chunks
+      until the next step (forward_one_chunk; the loss's fp32 tensors, `logits_activation_bytes`,
+      are copies of them): m e s b V / t.
+    None for p = 1."""
+    from solver_plan.runtime import resolve_runtime
+
+    if pp == 1 or not resolve_runtime(runtime).memory.pipeline_buffers_per_microbatch:
+        return p2p_buffer_bytes(spec, b, t, sequence_parallel, pp, state)
+    x = state.activations * spec.seq * b * spec.hidden / (t if sequence_parallel else 1)
+    m, v = float(micro_batches), virtual_stages
+    f = min(float(in_flight), m)
+    receiving, sending = v - (1 if first else 0), v - (1 if last else 0)
+    logits = m * state.activations * spec.seq * b * spec.vocab / t if last else 0.0
+    return receiving * (m - f) * x + sending * (m + f) * x + logits
+
+
 def zero3_gather_bytes(layer_params: float, zero_stage: int, state: StateBytes = MIXED_PRECISION) -> float:
     """ZeRO-3 gathers each layer's full (t-sharded) weights before use and prefetches the next: two
     layers of working weights, 2 w P_layer (Rajbhandari et al. 2020, section 7: constant-size gather
@@ -530,7 +560,9 @@ def stage_memory(spec: TransformerSpec, *, layers: int, stage: int, pp: int, tp:
     # are freed before the last block's backward starts, so the last stage adds the larger of the two
     # (measured: a whole eager decoder's peak is at the loss, data/device/h100-2026-11-26/model-memory.csv)
     working = max(0.0, working - loss)
-    buffers = p2p_buffer_bytes(spec, b, t, sp, pp, state) + zero3_gather_bytes(spec.block_params / t, zero_stage, state)
+    buffers = (pipeline_buffer_bytes(spec, b, t, sp, pp, micro_batches, flight, first, last, virtual_stages, state,
+                                     runtime)
+               + zero3_gather_bytes(spec.block_params / t, zero_stage, state))
     buffers += fsdp_root_bytes(params - layers * spec.block_params / t, zero_stage, state, runtime)
     if cp > 1 and layers:  # kv_piece_bytes of the whole sequence's spec: seq = cp x the rank's
         from dataclasses import replace

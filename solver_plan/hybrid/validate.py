@@ -172,7 +172,8 @@ def validate_plan(plan: HybridPlan, cluster: Cluster, enforce_memory: bool = Tru
             # the loss's peak and a block's backward transients are never live together
             working = max(0.0, mem.recompute_working_bytes(tokens, b, t, mode, sp, st, runtime) - loss)
             dynamic = (acts + working
-                       + mem.p2p_buffer_bytes(tokens, b, t, sp, q.pp, st) + kv
+                       + mem.pipeline_buffer_bytes(tokens, b, t, sp, q.pp, q.micro_batches, flight, s.index == 0,
+                                                   s.head, q.virtual_stages, st, runtime) + kv
                        + mem.zero3_gather_bytes(spec.block_params / t, zero, st)
                        # FSDP2's root unit (what the stage holds besides its blocks) stays unsharded
                        + mem.fsdp_root_bytes(params - s.layers * spec.block_params / t, zero, st, runtime))

@@ -119,12 +119,16 @@ class MemoryReserve:
     - `fragmentation`: the caching allocator's reserved-but-unallocated share of the memory that
       changes during a step (activations, recomputation working set, buffers);
     - `fsdp_stream_pools`: FSDP2 allocates on side streams, whose memory the caching allocator keeps
-      apart from the compute stream's (hybrid/memory.py stream_pool_bytes)."""
+      apart from the compute stream's (hybrid/memory.py stream_pool_bytes);
+    - `pipeline_buffers_per_microbatch`: the pipeline runtime keeps a receive buffer per micro-batch
+      and each micro-batch's stage output until its backward (torch.distributed.pipelining's stage;
+      hybrid/memory.py pipeline_buffer_bytes) instead of a few reused send/receive buffers."""
     cuda_context: float
     nccl_per_communicator: float
     workspace: float
     fragmentation: float
     fsdp_stream_pools: bool = False
+    pipeline_buffers_per_microbatch: bool = False
 
 
 @dataclass(frozen=True)
@@ -295,7 +299,7 @@ TORCHTITAN = RuntimeProfile(
     Overlap(grad_reduce=True, param_gather=True, sharded_prefetch=True, tp_comm=False, pp_p2p=False,
             bucket_per_layer=True),
     MemoryReserve(cuda_context=0.5 * GIB, nccl_per_communicator=NCCL_BYTES_PER_COMMUNICATOR, workspace=64 * MIB,
-                  fragmentation=0.0, fsdp_stream_pools=True),
+                  fragmentation=0.0, fsdp_stream_pools=True, pipeline_buffers_per_microbatch=True),
     sources=(
         ("flash_attention", "torchtitan/models/llama/model.py: F.scaled_dot_product_attention(is_causal=True) "
                             "(flash / cuDNN backend on H100)"),
@@ -337,6 +341,13 @@ TORCHTITAN = RuntimeProfile(
                               "= parameter dtype (fp32), makes the sharded gradients views of it; the caching "
                               "allocator serves a block only to allocations of the stream it was allocated on "
                               "(Block.stream), so both pools stay reserved beside the compute stream's"),
+        ("pipeline_buffers_per_microbatch",
+         "torch/distributed/pipelining/stage.py (torch 1963fc8, the torchtitan 9dec370 runs): "
+         "_prepare_forward_infra and _prepare_backward_infra allocate one activation and one gradient receive "
+         "buffer per micro-batch (_make_tensor_from_meta), live for the whole step (pytorch issue 136380, "
+         "2024-09: 'allocate N buffers when we are using an N microbatch schedule'); forward_one_chunk keeps "
+         "each micro-batch's output in fwd_cache until its backward and, on the last stage, in output_chunks "
+         "until the next step's clear_runtime_states"),
         ("workspace", "two 32 MiB cuBLAS workspaces: PyTorch keys them by handle and stream, and the backward runs "
                       "on the autograd engine's thread with its own handle (measured: an eager block's allocation "
                       "before the step is weights + grads + input + 65 MiB, data/device/h100-2026-11-26/blocks.csv)"),
