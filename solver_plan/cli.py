@@ -258,14 +258,14 @@ def decline_huge_pages() -> None:
     through numpy's own switch where it has one. A user's NUMPY_MADVISE_HUGEPAGE wins."""
     if os.environ.setdefault("NUMPY_MADVISE_HUGEPAGE", "0") != "0":
         return
-    try:
-        from numpy._core.multiarray import _set_madvise_hugepage  # numpy 2
-    except ImportError:
+    for module in ("numpy._core.multiarray", "numpy.core.multiarray"):  # numpy 2, numpy 1.x
         try:
-            from numpy.core.multiarray import _set_madvise_hugepage  # numpy 1.x
+            switch = getattr(importlib.import_module(module), "_set_madvise_hugepage", None)
         except ImportError:
+            continue
+        if switch is not None:
+            switch(False)
             return
-    _set_madvise_hugepage(False)
 
 
 def main(argv: list[str] | None = None) -> int:
