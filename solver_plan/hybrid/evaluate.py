@@ -117,7 +117,7 @@ def memory_of(ctx: Context, par: Parallelism, stage: int, layers: int, mode: str
                         virtual_stages=par.virtual_stages, state=ctx.state, runtime=ctx.runtime,
                         recompute_layers=recompute_layers, in_flight=in_flight, offload=par.offload,
                         offload_layers=offload_layers,
-                        pipelined_fsdp=par.pp > 1 and par.zero_stage >= 2)
+                        pipelined_fsdp=par.state_zero != par.zero_stage)  # fsdp.state_zero's FSDP-under-PP rule
 
 
 def _extras(par: Parallelism, profile: BlockProfile) -> list[float]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from solver_plan.deadline import Deadline, WorkMeter
 from solver_plan.intra.answer import Answer
-from solver_plan.intra.clock import PASS_S_PER_NODE, out_of_budget
+from solver_plan.intra.clock import out_of_budget, time_for_passes
 from solver_plan.intra.context import Context
 from solver_plan.intra.forest_search import improve_by_forests
 from solver_plan.intra.greedy_plans import heuristic_plans
@@ -38,14 +38,14 @@ def _greedy_fallback(problem: ConfigProblem, context: Context, why: str, bound=N
 RELAXATION_PASSES = 3  # whole-problem passes (`clock.PASS_S_PER_NODE`) the relaxation is charged
 
 
-def relaxation_fits(nominal_s: float | None, problem: ConfigProblem) -> bool:
-    """Whether a nominal budget of `nominal_s` seconds (None: unlimited) pays for the relaxation;
+def relaxation_fits(deadline: Deadline, problem: ConfigProblem) -> bool:
+    """Whether `deadline`'s nominal budget left pays for the relaxation (`clock.time_for_passes`);
     without it edge-drop returns the greedy plans."""
-    return nominal_s is None or nominal_s > RELAXATION_PASSES * PASS_S_PER_NODE * problem.num_nodes
+    return time_for_passes(deadline, problem, RELAXATION_PASSES)
 
 
 def _edge_drop_core(problem: ConfigProblem, context: Context) -> Answer:
-    if not relaxation_fits(context.deadline.nominal_left(), problem):
+    if not relaxation_fits(context.deadline, problem):
         return _greedy_fallback(problem, context, "too little time for the relaxation (no bound)")
     relaxation = edge_dropping_relaxation(problem, context.deadline)
     if relaxation is None:

@@ -84,7 +84,7 @@ def _heuristic_plans(problem: ConfigProblem, deadline: Deadline | None = None) -
         if info.exact or name == "mcmc" or info.objective != "sum":
             continue
         left = budget.nominal_left()
-        if name == "edge-drop" and not relaxation_fits(left, problem):
+        if name == "edge-drop" and not relaxation_fits(budget, problem):
             continue  # not a plan lost: it would return the greedy plans, which greedy gives
         if (left is not None and left <= 0.0) or budget.overrun(GRACE_S):
             _skipped.add(name)
