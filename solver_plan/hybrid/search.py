@@ -364,10 +364,11 @@ class _FloorFirst:
 # 1,024 A100s priced 1,604 points and solved 45 blocks in ~9 s in all at a quiet moment, ~3 ms a point).
 BLOCK_SOLVE_S = 0.1
 PRICE_S = 0.003
-# A point's time bound (Llama 3 8B on 64 A100s, torchtitan: 63 us of CPU on the shared machine, 2,000
-# points), charged per point of a group before it is ranked, and one exact zero-bubble schedule
+# A point's time bound (Llama 3 8B on 64 A100s, torchtitan: 25 us of CPU on the shared machine, 2,000
+# points; 63 us before its sync and optimizer terms were memoised, evaluate._bound_terms), charged
+# per point of a group before it is ranked, and one exact zero-bubble schedule
 # (CP-SAT, 4 stages: ~30-40 ms; a zb-exact point prices one per cut, 63 ms a point measured there).
-TIME_BOUND_S = 6e-5
+TIME_BOUND_S = 3e-5
 EXACT_SCHEDULE_S = 0.04
 
 
