@@ -261,6 +261,18 @@ class Deadline:
         unallotted = self.nominal_left()
         return self.share(fraction, floor_s=0.0 if unallotted is None else fraction * unallotted)
 
+    def work_part(self, fraction: float) -> "Deadline":
+        """A child with `fraction` of the nominal budget not yet handed out (handed out now) and no
+        wall clock of its own: it ends with this one. For a piece of work sized by its nominal
+        budget alone (`WorkMeter` counts), whose safety net is then this deadline's end: a
+        wall-clock share, a fraction of the time left, would stop it early on a loaded machine or
+        after a slow start, where the same work fits the nominal budget."""
+        unallotted = self.nominal_left()
+        nominal = None if unallotted is None else unallotted * fraction
+        if nominal is not None:
+            self.allotted_s += nominal
+        return Deadline(None, parent=self, nominal_s=nominal)
+
     def spend(self, seconds: float) -> None:
         """Hand out `seconds` of the nominal budget to work the holder does itself, by a
         deterministic estimate (building the problem), so what follows plans with the rest."""

@@ -26,6 +26,7 @@ from typing import Protocol
 
 import numpy as np
 
+from solver_plan.deadline import WorkMeter
 from solver_plan.intra.answer import Answer
 from solver_plan.intra.forest_search import improve_by_forests
 from solver_plan.intra.lagrangian import ROUNDING_SLACK, lagrangian_dual, restricted
@@ -188,14 +189,18 @@ def best_plan(problem: ConfigProblem, minimisers, incumbent, deadline, seed: int
     cheaper than the best improved so far), each improved by local search (the best then by pair
     exchanges and forest search), and `incumbent`."""
     options = []
-    if minimisers and not problem.memory_ok(minimisers[0]) and not deadline.expired():
-        # the best bound's minimiser breaks the limit by a few percent (at 10,000 operators no
-        # minimiser fits, the minimisers swing between devices): repaired, it is within ~1%
-        repaired = repair_memory(problem, minimisers[0], deadline.share(REPAIR_SHARE), FINE_ROUNDS)
-        if repaired is not None:
-            options.append(improve(problem, repaired, deadline))
+    meter = WorkMeter(deadline)  # the wall clock, past its grace, is only the safety net
     fitting = [plan for plan in minimisers if problem.memory_ok(plan)]
     fitting.sort(key=problem.objective)
+    if minimisers and not problem.memory_ok(minimisers[0]) and not meter.clock_out():
+        # the best bound's minimiser breaks the limit by a few percent (at 10,000 operators no
+        # minimiser fits, the minimisers swing between devices): repaired, it is within ~1%. The
+        # repair's work is counted against its share; it stops there only where a plan that fits
+        # is known (otherwise it may make the only one: only the clock stops it)
+        repaired = repair_memory(problem, minimisers[0], deadline.work_part(REPAIR_SHARE), FINE_ROUNDS,
+                                 optional=incumbent is not None or bool(fitting))
+        if repaired is not None:
+            options.append(improve(problem, repaired, deadline))
     for plan in fitting[:IMPROVED_PLANS]:
         # one already dearer than an improved plan is not worth a pass (at 10,000 operators 2.5 s
         # each, for plans 0.3% dearer: forest search does more with the time)
@@ -204,11 +209,11 @@ def best_plan(problem: ConfigProblem, minimisers, incumbent, deadline, seed: int
     if not options:
         return None if incumbent is None else tuple(incumbent)
     best = min(options, key=problem.objective)
-    if not deadline.expired():  # two nodes at once, where one alone breaks the limit (pair_search)
+    if not meter.clock_out():  # two nodes at once, where one alone breaks the limit (pair_search)
         # at most half of what is left: at 10,000 operators a sweep takes ~1 s and gains a few
         # units (44,142.9 -> 44,134.7 in 7 s), where forest search is then the next try
-        best = improve_by_pairs(problem, best, deadline.share(PAIRS_SHARE))
-    if not deadline.expired():  # exact re-solves of random forests: never worse, memory kept
+        best = improve_by_pairs(problem, best, deadline.work_part(PAIRS_SHARE))
+    if not meter.clock_out():  # exact re-solves of random forests: never worse, memory kept
         best = improve_by_forests(problem, best, deadline, seed=seed)
     if incumbent is not None and problem.objective(incumbent) <= problem.objective(best):
         return tuple(incumbent)
@@ -238,7 +243,7 @@ def lagrangian_restriction(problem: ConfigProblem, deadline, incumbent=None, see
     share = LAGRANGIAN_SHARE
     if entries > LARGE_MODEL_ENTRIES:
         share = LARGE_MODEL_SHARE if with_support else LARGEST_SHARE
-    clock = deadline.share(share)
+    clock = deadline.work_share(share)  # work counts decide; its wall clock lasts at least its nominal share
     upper = None if incumbent is None else problem.objective(incumbent)
     relaxation = lagrangian_dual(problem, clock, upper)
     if relaxation is None:
