@@ -253,3 +253,44 @@ def test_no_repair_runs_where_no_plan_can_fit(monkeypatch):
     monkeypatch.setattr(greedy_plans, "repair_memory", no_repair)
     assert greedy_plans.heuristic_plans(problem, time_budget(LIMIT_S)) == []
     assert solve(problem, "greedy", time_budget(LIMIT_S)).status is Status.INFEASIBLE
+
+
+# --- the exact planners' Lagrangian under a work budget (issue 26, s35) -----------------------------
+# (lagrangian.py, dual_ascent.reparametrise, pair_search, lagrangian_fixing.best_plan: WorkMeter counts)
+
+def test_the_lagrangian_stops_at_its_work_budget_the_same_loaded(monkeypatch):
+    """A nominal budget that pays for a few multiplier steps (a wall clock of 30 s they never reach):
+    the same steps, bound, multipliers and plans idle and loaded, none cut short, and fewer steps and
+    a weaker bound than without a budget."""
+    from solver_plan.deadline import Deadline
+    from solver_plan.intra.lagrangian import lagrangian_dual
+
+    def answer(budget):
+        deadline = Deadline(None, parent=budget, nominal_s=0.1)
+        relaxation = lagrangian_dual(BINDING, deadline)
+        assert not deadline.cut_short
+        return relaxation.steps, relaxation.bound, relaxation.multipliers.tolist(), relaxation.plans
+
+    idle, loaded = _idle_and_loaded(monkeypatch, answer)
+    assert loaded == idle
+    free = lagrangian_dual(BINDING, None)
+    assert idle[0] < free.steps and idle[1] < free.bound
+
+
+@pytest.mark.parametrize("planner", ["cpsat", "milp"])
+def test_exact_planners_give_the_same_answer_on_a_much_slower_machine(monkeypatch, planner):
+    """The flaky runs of the cpsat cases at load 6-8: the Lagrangian's diffusion and ascent were
+    stopped by wall-clock shares (a fraction of the time left), so a slower machine found fewer
+    steps, a different bound and a cut-short note. With a clock 8x slower and 40% of the limit gone
+    (each of those shares then ended before its work), the answer is the idle one."""
+    problem = random_problem(150, seed=4, shape="dag", memory_tightness=0.5)
+
+    def answer(budget):
+        result = solve(problem, planner, budget, seed=3)
+        assert CUT_SHORT_NOTE not in result.notes, result.notes
+        return result.status, result.assignment, result.objective, result.lower_bound
+
+    idle = answer(time_budget(LIMIT_S))
+    monkeypatch.setattr(deadline_module, "clock", _LoadedClock(rate=8.0))
+    loaded = answer(time_budget(LIMIT_S, start=deadline_module.clock() - SPENT * LIMIT_S))
+    assert idle[0].has_solution and loaded == idle
