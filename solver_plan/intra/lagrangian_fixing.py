@@ -31,6 +31,7 @@ from solver_plan.intra.answer import Answer
 from solver_plan.intra.forest_search import improve_by_forests
 from solver_plan.intra.lagrangian import ROUNDING_SLACK, lagrangian_dual, restricted
 from solver_plan.intra.local_search import improve
+from solver_plan.intra.memory import can_fit
 from solver_plan.intra.memory_repair import FINE_ROUNDS, repair_memory
 from solver_plan.intra.pair_search import improve_by_pairs
 from solver_plan.intra.problem import ConfigProblem
@@ -192,11 +193,13 @@ def best_plan(problem: ConfigProblem, minimisers, incumbent, deadline, seed: int
     meter = WorkMeter(deadline)  # the wall clock, past its grace, is only the safety net
     fitting = [plan for plan in minimisers if problem.memory_ok(plan)]
     fitting.sort(key=problem.objective)
-    if minimisers and not problem.memory_ok(minimisers[0]) and not meter.clock_out():
+    if (minimisers and not problem.memory_ok(minimisers[0]) and can_fit(problem) and not meter.clock_out()):
         # the best bound's minimiser breaks the limit by a few percent (at 10,000 operators no
         # minimiser fits, the minimisers swing between devices): repaired, it is within ~1%. The
         # repair's work is counted against its share; it stops there only where a plan that fits
-        # is known (otherwise it may make the only one: only the clock stops it)
+        # is known (otherwise it may make the only one: only the clock stops it). Where no plan can
+        # fit (megatron-1T@64: the closed-form bound is 3.5x the limit) it would only run until the
+        # clock stopped it, and leave the diagnosis that proves INFEASIBLE no time (at 1 s)
         repaired = repair_memory(problem, minimisers[0], deadline.work_part(REPAIR_SHARE), FINE_ROUNDS,
                                  optional=incumbent is not None or bool(fitting))
         if repaired is not None:

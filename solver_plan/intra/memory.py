@@ -56,6 +56,12 @@ def closed_form_bound(problem: ConfigProblem) -> float:
     return float(least.max()) if problem.num_devices else 0.0
 
 
+def can_fit(problem: ConfigProblem) -> bool:
+    """Whether some plan may fit the memory limit: no limit, or the closed-form bound (each node's
+    unavoidable bytes per device) within it. False proves that none does."""
+    return problem.memory_limit is None or closed_form_bound(problem) <= problem.memory_limit * (1 + 1e-9)
+
+
 def min_peak_memory(problem: ConfigProblem, time_limit: float | None = DEFAULT_DIAGNOSIS_TIME_S,
                     limit: float | None = None) -> PeakMemory:
     """Least busiest-device memory over all plans (exact, or a proven lower bound on time-out).
