@@ -294,3 +294,23 @@ def test_exact_planners_give_the_same_answer_on_a_much_slower_machine(monkeypatc
     monkeypatch.setattr(deadline_module, "clock", _LoadedClock(rate=8.0))
     loaded = answer(time_budget(LIMIT_S, start=deadline_module.clock() - SPENT * LIMIT_S))
     assert idle[0].has_solution and loaded == idle
+
+
+def test_a_diagnosis_out_of_time_still_proves_what_the_closed_form_bound_proves():
+    """No wall clock left for the diagnosis: where the closed-form bound is above the limit the
+    answer is INFEASIBLE (the bound proves it, in milliseconds) and not cut short, as with time;
+    where it is not, TIME_LIMIT and cut short, as before."""
+    from solver_plan.deadline import Deadline
+    from solver_plan.intra.answer import Answer
+    from solver_plan.intra.diagnose import diagnose
+    from solver_plan.intra.memory import closed_form_bound
+    from solver_plan.result import Status
+    problem = random_problem(30, seed=0, shape="dag", memory_tightness=0.3)
+    none_fit = problem.with_memory_limit(0.9 * closed_form_bound(problem))
+    spent = Deadline(1e-3)
+    time.sleep(2e-3)
+    proved = diagnose(none_fit, spent, Answer(Status.TIME_LIMIT), "greedy")
+    assert proved.status is Status.INFEASIBLE and not spent.cut_short
+    assert proved.status is diagnose(none_fit, time_budget(LIMIT_S), Answer(Status.TIME_LIMIT), "greedy").status
+    unproved = diagnose(problem, spent, Answer(Status.TIME_LIMIT), "greedy")
+    assert unproved.status is Status.TIME_LIMIT and spent.cut_short
