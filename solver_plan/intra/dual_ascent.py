@@ -101,17 +101,18 @@ class _Padded:
 
 
 def reparametrise(problem: ConfigProblem, deadline: Deadline | None = None,
-                  max_sweeps: int = 200) -> tuple[ConfigProblem, float]:
+                  max_sweeps: int = 200, meter: WorkMeter | None = None) -> tuple[ConfigProblem, float]:
     """(a problem with the same objective on every plan, a proven lower bound on that objective).
     Sweeps until the bound stalls, `max_sweeps`, or `deadline`'s nominal budget cannot pay for the
-    next sweep (SWEEP_UNITS_PER_NODE, SWEEP_UNITS_PER_PADDED_ENTRY): the work that decides the
+    next sweep (SWEEP_UNITS_PER_NODE, SWEEP_UNITS_PER_PADDED_ENTRY; `meter`, when given, a part of
+    that budget): the work that decides the
     answer; the wall clock (past `deadline.GRACE_S`) is the safety net. A problem too wide to pad,
     or a budget that cannot pay for padding it and one sweep, gives the problem back unchanged
     with bound -inf."""
     if not problem.edges:
         return problem, float(sum(c.min() for c in problem.node_costs))
     width = max(len(c) for c in problem.node_costs)
-    meter = WorkMeter(deadline)
+    meter = WorkMeter(deadline) if meter is None else meter
     sweep_units = SWEEP_UNITS_PER_NODE * problem.num_nodes + SWEEP_UNITS_PER_PADDED_ENTRY * len(problem.edges) * width**2
     if len(problem.edges) * width * width > MAX_PADDED_ENTRIES or not meter.affords(2 * sweep_units) or meter.clock_out():
         return problem, -np.inf
