@@ -314,3 +314,24 @@ def test_a_diagnosis_out_of_time_still_proves_what_the_closed_form_bound_proves(
     assert proved.status is diagnose(none_fit, time_budget(LIMIT_S), Answer(Status.TIME_LIMIT), "greedy").status
     unproved = diagnose(problem, spent, Answer(Status.TIME_LIMIT), "greedy")
     assert unproved.status is Status.TIME_LIMIT and spent.cut_short
+
+
+@pytest.mark.parametrize("planner", ["greedy", "edge-drop", "milp", "cpsat", "mcmc"])
+def test_no_planner_searches_where_no_plan_can_fit(monkeypatch, planner):
+    """Where the closed-form bound is above the limit no plan exists: the planner is not run (its
+    search could only end at the clock, megatron-1T on 3,072 devices at 1 s) and the answer is
+    INFEASIBLE with the bound, never cut short, idle or loaded."""
+    from solver_plan.intra.memory import closed_form_bound
+    from solver_plan.result import Status
+    problem = random_problem(40, seed=1, shape="dag", memory_tightness=0.3)
+    problem = problem.with_memory_limit(0.8 * closed_form_bound(problem))
+    options = {"objective": "sum"} if planner == "mcmc" else {}
+
+    def answer(budget):
+        result = solve(problem, planner, budget, seed=2, **options)
+        assert CUT_SHORT_NOTE not in result.notes, result.notes
+        assert any("not run: no plan can fit" in note for note in result.notes), result.notes
+        return result.status, result.assignment
+
+    idle, loaded = _idle_and_loaded(monkeypatch, answer)
+    assert idle == (Status.INFEASIBLE, None) == loaded
