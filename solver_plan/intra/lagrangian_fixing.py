@@ -61,6 +61,11 @@ IMPROVED_PLANS = 4  # fitting minimisers improved by local search (each a pass o
 # candidates=10-30, 16 devices; 1.2 s with 5 steps, CPU). Where it does not
 # fit the share of the nominal budget it would get, it does not start (at 1 s it had ended at 1.67 s).
 LAGRANGIAN_S_PER_ENTRY = 2.5e-7
+# ... plus this per memory entry (node, candidate, device): building them and the multipliers'
+# penalties (0.23 s of CPU at 3.7 M entries, gpt3-175B on 1,024 devices) and pricing them in each of
+# the least run's ~5 forest passes (`lagrangian.STEP_UNITS_PER_MEMORY_ENTRY`): at 1 s that
+# instance's Lagrangian started and was stopped by the clock in its plan's repair.
+LAGRANGIAN_S_PER_MEMORY_ENTRY = 1.2e-7
 
 
 class FixingBounds(Protocol):
@@ -224,11 +229,15 @@ def best_plan(problem: ConfigProblem, minimisers, incumbent, deadline, seed: int
 
 
 def lagrangian_fits(problem: ConfigProblem, nominal_s: float | None) -> bool:
-    """Whether the Lagrangian's least run (LAGRANGIAN_S_PER_ENTRY, from the sizes) fits the share of
-    `nominal_s` it would get."""
+    """Whether the Lagrangian's least run (LAGRANGIAN_S_PER_ENTRY and _PER_MEMORY_ENTRY, from the
+    sizes) fits the share of `nominal_s` it would get."""
+    if nominal_s is None:
+        return True
     entries = sum(m.size for m in problem.edge_costs)
     share = LARGE_MODEL_SHARE if entries > LARGE_MODEL_ENTRIES else LAGRANGIAN_SHARE
-    return nominal_s is None or LAGRANGIAN_S_PER_ENTRY * (entries + problem.num_candidates) <= share * nominal_s
+    memory = sum(len(devices) for node in problem.node_devices for devices in node)
+    least = LAGRANGIAN_S_PER_ENTRY * (entries + problem.num_candidates) + LAGRANGIAN_S_PER_MEMORY_ENTRY * memory
+    return least <= share * nominal_s
 
 
 def lagrangian_restriction(problem: ConfigProblem, deadline, incumbent=None, seed: int = 0,
