@@ -34,12 +34,14 @@ MAX_SWEEPS = 50
 GAIN_TOLERANCE = 1e-9  # relative: a pair must lower the cost by more than this
 # Work units (`deadline.WORK_UNIT_S`, a microsecond of the development machine's CPU), charged to the
 # nominal budget so a loaded machine stops at the same move: building a sweep's changes, per node and
-# per candidate, and trying one improving change against its partners, per change plus per
-# (candidate x device) entry of the bytes array its partners are filtered in. Measured (CPU, random
-# DAGs of 300-3,000 nodes, 1,000-18,000 candidates, 4-16 devices): the build 1.9-22 ms (5 us a node
-# + 0.5 us a candidate: within 10%), a change tried 21-117 us (15 us + 0.0006 us an entry: within 20%).
+# per (candidate x device) entry of its dense bytes array, and trying one improving change against its
+# partners, per change plus per such entry (its partners are filtered in that array). Measured (CPU):
+# the build 1.9-22 ms on random DAGs of 300-3,000 nodes, 1,000-18,000 candidates, 4-16 devices, and
+# 0.70 s on gpt3-175B@1024 (6.9 M entries): 5 us a node + 0.1 us an entry, within 45% (over) on all
+# four; a change tried 21-117 us on those DAGs (15 us + 0.0006 us an entry, within 20%) and 401 us on
+# gpt3-175B@1024, where that rule says 4.2 ms (the partners are capped): over, so fewer are tried.
 BUILD_UNITS_PER_NODE = 5.0
-BUILD_UNITS_PER_CANDIDATE = 0.5
+BUILD_UNITS_PER_ENTRY = 0.1
 TRY_UNITS = 15.0
 TRY_UNITS_PER_ENTRY = 0.0006
 
@@ -119,7 +121,7 @@ def _sweep(problem: ConfigProblem, plan: list[int], adjacency, meter: WorkMeter,
 def improve_by_pairs(problem: ConfigProblem, assignment, deadline=None, max_sweeps: int = MAX_SWEEPS):
     """A plan no worse than `assignment` that fits memory where it did: pair exchanges (module
     docstring) then local search, repeated while a sweep finds a move and `deadline`'s nominal budget
-    pays for the work (BUILD_UNITS_*, TRY_UNITS*, local search's own); the wall clock only stops it
+    pays for the work (BUILD_UNITS_PER_*, TRY_UNITS*, local search's own); the wall clock only stops it
     past the deadline's grace. Without a memory limit, or where the dense bytes array would be too
     big, `assignment` as it is."""
     plan = list(assignment)
@@ -129,7 +131,8 @@ def improve_by_pairs(problem: ConfigProblem, assignment, deadline=None, max_swee
         return tuple(plan)
     adjacency = problem.neighbours()
     meter = WorkMeter(deadline)
-    build_units = BUILD_UNITS_PER_NODE * problem.num_nodes + BUILD_UNITS_PER_CANDIDATE * problem.num_candidates
+    build_units = (BUILD_UNITS_PER_NODE * problem.num_nodes
+                   + BUILD_UNITS_PER_ENTRY * problem.num_candidates * problem.num_devices)
     for _ in range(max_sweeps):
         if not meter.affords(build_units) or meter.clock_out():
             break
