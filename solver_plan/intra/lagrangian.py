@@ -25,14 +25,29 @@ from solver_plan.intra.dual_ascent import ROUNDING_SLACK, reparametrise
 from solver_plan.intra.forest_dp import Forest, spanning_forest
 from solver_plan.intra.problem import ConfigProblem
 
-DIFFUSION_SHARE = 0.3  # of the Lagrangian's time, for the reparametrisation of non-forest graphs
-# of the Lagrangian's time, for the multipliers; the rest finds plans that fit. Measured on
-# random-dag:nodes=10000 binding at 60 s (2 shared cores): 0.55 with REPAIR_SHARE 0.6 left the repair
-# of the best minimiser 7 s (it needs 8 s of CPU: cut, 0.66-0.74% gap); 0.4 with 0.85: the same
-# bound, the repair done, 0.51%.
+# of the Lagrangian's time, for the main reparametrisation of non-forest graphs (by diffusion), and
+# of what is left of the ascent's time for each later one (rare)
+DIFFUSION_SHARE = 0.3
+# of the Lagrangian's time less the main diffusion's, for the multipliers; the rest finds plans that
+# fit. Measured on random-dag:nodes=10000 binding at 60 s (2 shared cores): 0.55 with REPAIR_SHARE
+# 0.6 left the repair of the best minimiser 7 s (it needs 8 s of CPU: cut, 0.66-0.74% gap); 0.4
+# with 0.85: the same bound, the repair done, 0.51%.
 ASCENT_SHARE = 0.4
+# Order on non-forest graphs: FIRST_SWEEPS of diffusion at the multipliers 0, FIRST_STEPS multiplier
+# steps, then the main diffusion at the best multipliers so far (DIFFUSION_SHARE of the nominal time,
+# in sweeps by SWEEP_S_PER_ENTRY), then the other steps. A reparametrisation is best for the costs it
+# diffused: made at the multipliers 0 (as before session 35), it left the penalised problem's forest
+# bound low. random-dag:nodes=10000 binding, CPU (float64 sweeps): 30 sweeps at 0 then 120 steps
+# 43,951.0 in 30.5 s; 5 sweeps, 30 steps, 25 sweeps at the best multipliers, 90 steps 43,981.0 in
+# 28.8 s (the LP bound is 43,993.5).
+FIRST_SWEEPS = 5
+FIRST_STEPS = 30
+# Seconds per sweep per padded edge entry (edges x widest node^2): 30 float32 sweeps of
+# random-dag:nodes=10000 (13.5 M padded entries) took 5.3 s of CPU on the shared 2-core machine.
+SWEEP_S_PER_ENTRY = 1.5e-8
 FITTING_SHARE = 0.25  # of what the ascent leaves, for raising multipliers until a minimiser fits
 MAX_STEPS = 200
+MAX_SWEEPS = 200  # diffusion sweeps of one reparametrisation (it stops earlier once converged)
 # Seconds per multiplier step per edge entry and candidate (one forest pass without marginals):
 # ~0.1 s at 4.2 M edge entries (random-dag:nodes=10000 binding, 2 shared cores). The ascent's steps
 # are its nominal share over this (work decides; the wall clock only stops a slow machine).
@@ -135,10 +150,16 @@ def lagrangian_dual(problem: ConfigProblem, deadline=None, upper_bound: float | 
     keep = spanning_forest(problem.num_nodes, problem.edges, problem.edge_costs)
     exact = bool(keep.all())
     if not exact:  # move edge cost into the nodes first, so cutting edges loses little
-        free, _ = reparametrise(free, _diffusion_budget(deadline))
+        free, _ = reparametrise(free, deadline, max_sweeps=FIRST_SWEEPS)
     forest = Forest(free.node_costs, free.edges, free.edge_costs, keep)
-    ascent = None if deadline is None else deadline.share(ASCENT_SHARE)  # the rest: plans that fit
-    max_steps = min(max_steps, _affordable_steps(problem, None if ascent is None else ascent.nominal_left()))
+    # the main diffusion and the steps; the rest: plans that fit
+    share = ASCENT_SHARE if exact else DIFFUSION_SHARE + (1 - DIFFUSION_SHARE) * ASCENT_SHARE
+    ascent = None if deadline is None else deadline.share(share)
+    nominal = None if ascent is None else ascent.nominal_left()
+    diffusion_s = None if nominal is None else (0.0 if exact else DIFFUSION_SHARE / share * nominal)
+    main_sweeps = _affordable_sweeps(problem, diffusion_s)
+    max_steps = min(max_steps, _affordable_steps(problem, None if nominal is None else nominal - diffusion_s))
+    main_at = min(FIRST_STEPS, max(1, max_steps // 4))  # the step after which the main diffusion runs
     multipliers = np.zeros(problem.num_devices)
     best = None  # (bound, multipliers, the forest (and its costs) that gave it)
     plans: list[tuple[int, ...]] = []
@@ -163,10 +184,13 @@ def lagrangian_dual(problem: ConfigProblem, deadline=None, upper_bound: float | 
             break
         if ascent is not None and ascent.expired():
             break
-        if factor < MIN_STEP_FACTOR:
+        main_due = not exact and rediffused == 0 and steps == main_at
+        if factor < MIN_STEP_FACTOR or main_due:
             if exact or rediffused >= REDIFFUSIONS:
                 break
-            free = _rediffused(free, penalties, best[1], ascent)  # diffusion at the best multipliers
+            # diffusion at the best multipliers: the main one by work, later ones in a time share
+            budget, sweeps = (ascent, main_sweeps) if rediffused == 0 else (_diffusion_budget(ascent), MAX_SWEEPS)
+            free = _rediffused(free, penalties, best[1], budget, sweeps)
             forest = Forest(free.node_costs, free.edges, free.edge_costs, keep)
             multipliers, factor, stall, rediffused = best[1].copy(), 1.0, 0, rediffused + 1
             continue
@@ -197,6 +221,15 @@ def _affordable_steps(problem: ConfigProblem, nominal_s: float | None) -> int:
         return MAX_STEPS
     entries = sum(m.size for m in problem.edge_costs) + problem.num_candidates
     return max(1, int(nominal_s / (STEP_S_PER_ENTRY * entries)))
+
+
+def _affordable_sweeps(problem: ConfigProblem, nominal_s: float | None) -> int:
+    """Diffusion sweeps that fit `nominal_s` by SWEEP_S_PER_ENTRY (at least FIRST_SWEEPS; MAX_SWEEPS
+    unlimited)."""
+    if nominal_s is None or not problem.edges:
+        return MAX_SWEEPS
+    width = max(len(c) for c in problem.node_costs)
+    return max(FIRST_SWEEPS, min(MAX_SWEEPS, int(nominal_s / (SWEEP_S_PER_ENTRY * len(problem.edges) * width * width))))
 
 
 def _diffusion_budget(deadline) -> Deadline | None:
@@ -245,11 +278,12 @@ def _fitting_plans(problem: ConfigProblem, penalties: _Penalties, forest: Forest
     return fitting[::-1]
 
 
-def _rediffused(free: ConfigProblem, penalties: _Penalties, multipliers: np.ndarray, deadline) -> ConfigProblem:
+def _rediffused(free: ConfigProblem, penalties: _Penalties, multipliers: np.ndarray, deadline,
+                max_sweeps: int) -> ConfigProblem:
     """`free` reparametrised again by diffusion of its costs with the multipliers' penalties (an
     exact reparametrisation of `free`: the penalties are taken back out of the node costs)."""
     penalised = penalties.node_costs(free.node_costs, multipliers)
-    again, _ = reparametrise(replace(free, node_costs=tuple(penalised)), _diffusion_budget(deadline))
+    again, _ = reparametrise(replace(free, node_costs=tuple(penalised)), deadline, max_sweeps)
     extra = [p - c for p, c in zip(penalised, free.node_costs)]
     return replace(again, node_costs=tuple(c - e for c, e in zip(again.node_costs, extra)))
 
