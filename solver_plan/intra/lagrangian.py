@@ -189,7 +189,10 @@ def lagrangian_dual(problem: ConfigProblem, deadline=None, upper_bound: float | 
             if exact or rediffused >= REDIFFUSIONS:
                 break
             # diffusion at the best multipliers: the main one by work, later ones in a time share
-            budget, sweeps = (ascent, main_sweeps) if rediffused == 0 else (_diffusion_budget(ascent), MAX_SWEEPS)
+            # (the main one's wall clock its share of the ascent's, so a loaded machine still leaves the
+            # steps after it theirs: at 60 s and load 7 the whole ascent's clock left them one step)
+            budget, sweeps = ((_share(ascent, DIFFUSION_SHARE / share), main_sweeps) if rediffused == 0
+                              else (_diffusion_budget(ascent), MAX_SWEEPS))
             free = _rediffused(free, penalties, best[1], budget, sweeps)
             forest = Forest(free.node_costs, free.edges, free.edge_costs, keep)
             multipliers, factor, stall, rediffused = best[1].copy(), 1.0, 0, rediffused + 1
@@ -232,8 +235,12 @@ def _affordable_sweeps(problem: ConfigProblem, nominal_s: float | None) -> int:
     return max(FIRST_SWEEPS, min(MAX_SWEEPS, int(nominal_s / (SWEEP_S_PER_ENTRY * len(problem.edges) * width * width))))
 
 
+def _share(deadline, fraction: float) -> Deadline | None:
+    return None if deadline is None else deadline.share(fraction)
+
+
 def _diffusion_budget(deadline) -> Deadline | None:
-    return None if deadline is None else deadline.share(DIFFUSION_SHARE)
+    return _share(deadline, DIFFUSION_SHARE)
 
 
 def _fitting_plans(problem: ConfigProblem, penalties: _Penalties, forest: Forest, multipliers,
