@@ -9,6 +9,8 @@ which is far tighter than dropping edges of the original costs.
 
 Vectorised: candidates are padded to the widest node, and nodes are updated one colour class at a
 time (no two nodes of a class share an edge, so a class update is an exact block-coordinate step).
+The sweeps run in float32 (SWEEP_DTYPE); the messages they choose are applied to the original costs
+in float64 and the returned bound is recomputed from the result, so both stay exact.
 """
 from __future__ import annotations
 
