@@ -199,6 +199,13 @@ def test_model_shape_flags():
     unreadable = hybrid_plan(model="no/such/config.json")
     text = export_plan(unreadable, "megatron")
     assert "not expressible: model shape" in text and "--hidden-size" not in command_args(text)
+    configs = REPO_ROOT / "data" / "hf-configs"
+    qwen3 = command_args(export_plan(hybrid_plan(layers=(14, 14), model=str(configs / "qwen3-0.6b.json")), "megatron"))
+    assert {"--qk-layernorm", "--swiglu"} <= set(qwen3) and qwen3["--kv-channels"] == "128"  # 16 x 128 != 1024
+    gemma = export_plan(hybrid_plan(layers=(13, 13), model=str(configs / "gemma-2-2b.json")), "megatron")
+    assert "not expressible: Gemma's norms after the attention" in gemma and "--qk-layernorm" not in command_args(gemma)
+    titan = export_plan(hybrid_plan(layers=(14, 14), model=str(configs / "qwen3-0.6b.json")), "torchtitan")
+    assert "llama3 with q/k norms" in titan and "--module llama3" not in titan
 
 
 def test_recomputation_is_never_dropped():

@@ -89,3 +89,25 @@ def test_pins_and_refusals():
                            memory_limit="none", time_limit=None, runtime="torchtitan")
     assert searched.status == Status.OPTIMAL and searched.plan.parallelism.schedule == "zb-exact"
     assert searched.plan.parallelism.pp <= 4
+
+
+def test_the_free_pattern_answers_where_proven_and_fitting():
+    """A pattern solved without a memory row (exact_zb.free_pattern) answers a query whose bytes and
+    limit it fits, with the period a solve under that limit proves; where it does not fit, the query is
+    solved under its limit (a longer or equal period, never the free pattern)."""
+    from solver_plan.hybrid import exact_zb
+
+    passes = ((1.0, 1.0, 1.0), (1.0, 1.0, 1.0), (1.0, 1.0, 1.0))
+    free = exact_zb.free_pattern(passes)
+    assert free is not None and free.status == "OPTIMAL"
+    static, per_batch = (10.0, 10.0, 10.0), (1.0, 1.0, 1.0)
+    roomy = 10.0 + max(free.in_flight)
+    answer = exact_zb.schedule(passes, static, per_batch, roomy)
+    assert answer is free  # reused, no solve
+    solved = exact_zb._schedule(passes, static, per_batch, roomy)  # what a solve under that limit proves
+    assert solved is not None and solved.period_s == pytest.approx(free.period_s)
+    tight = 10.0 + 1.0  # one micro-batch in flight a stage: the free pattern holds more
+    assert max(free.in_flight) > 1
+    limited = exact_zb.schedule(passes, static, per_batch, tight)
+    assert limited is not free and limited is not None
+    assert max(limited.in_flight) == 1 and limited.period_s >= free.period_s - 1e-12

@@ -48,7 +48,8 @@ from solver_plan.result import Status  # noqa: E402
 
 CONFIGS = data_dir() / "hf-configs"
 PUBLISHED = {k: v for k, v in json.loads((CONFIGS / "published.json").read_text()).items() if not k.startswith("_")}
-DECODERS = ["gpt2", "llama-2-7b", "llama-3-8b", "mistral-7b-v0.1", "qwen2-0.5b", "mixtral-8x7b-v0.1"]
+DECODERS = ["gpt2", "llama-2-7b", "llama-3-8b", "mistral-7b-v0.1", "qwen2-0.5b", "mixtral-8x7b-v0.1", "qwen3-0.6b",
+            "phi-3-mini-4k-instruct", "gemma-2-2b", "gemma-3-1b-pt"]
 
 
 @pytest.mark.parametrize("name", DECODERS)
@@ -58,10 +59,12 @@ def test_hf_parameter_counts_match_published(name):
     assert transformer_spec(str(CONFIGS / f"{name}.json")).total_params == ref["exact"] - ref["omitted"]
 
 
-@pytest.mark.parametrize("name", ["llama-3-8b", "qwen2-0.5b", "mixtral-8x7b-v0.1"])
+@pytest.mark.parametrize("name", ["llama-3-8b", "qwen2-0.5b", "mixtral-8x7b-v0.1", "qwen3-0.6b",
+                                  "phi-3-mini-4k-instruct", "gemma-2-2b", "gemma-3-1b-pt"])
 def test_hf_closed_forms_match_the_one_block_graph(name):
     """Block parameters and matrix FLOPs equal those of the importer's graph of one block (the graph the
-    per-operator solver prices), for GQA, q/k/v biases (qwen2), SwiGLU and experts."""
+    per-operator solver prices), for GQA, q/k/v biases (qwen2), SwiGLU and experts, q/k norms (qwen3,
+    gemma 3), fused projections (phi-3) and sandwich norms with head_dim != hidden / heads (gemma)."""
     spec = transformer_spec(f"{CONFIGS / f'{name}.json'}:seq=64")
     graph = resolve_model(spec.block_spec(2))
     block = [op for op in graph if op.name.startswith(spec.block_scope)]
@@ -120,3 +123,21 @@ def test_plan_of_a_hf_decoder_is_validated(tmp_path):
     assert validate_plan(result.plan, cluster) == []
     assert result.plan.terms.embedding_sync_s == 0.0  # untied: nothing shared between first and last stage
     assert result.plan.parallelism.tp in (1, 2)  # t must divide kv_heads = 2
+
+
+def test_norms_beyond_llamas_add_their_parameters_and_kept_inputs():
+    """Gemma's sandwich norms: 2 more RMS norms a block (2 h) and their inputs kept (4 s b h, 16-bit);
+    q/k norms: 2 head_dim parameters and their inputs (2 s b (a d + kv d)), split over t."""
+    gemma = transformer_spec(str(CONFIGS / "gemma-3-1b-pt.json") + ":seq=256")
+    assert gemma.sandwich_norms and gemma.qk_norm and gemma.tied_embeddings and gemma.head_dim == 256
+    plain = replace(gemma, sandwich_norms=False, qk_norm=False)
+    h, s, d = gemma.hidden, gemma.seq, gemma.head_dim
+    assert gemma.block_params - plain.block_params == 2 * h + 2 * d
+    kept = mem.layer_activation_bytes(gemma, 1, 1, "selective", False) - mem.layer_activation_bytes(plain, 1, 1,
+                                                                                                    "selective", False)
+    assert kept == pytest.approx(2 * 2 * s * h + 2 * s * (gemma.attn_width + gemma.kv_width))
+    split = mem.layer_activation_bytes(gemma, 1, 2, "selective", False) - mem.layer_activation_bytes(plain, 1, 2,
+                                                                                                     "selective", False)
+    assert split == pytest.approx(2 * 2 * s * h + 2 * s * (gemma.attn_width + gemma.kv_width) / 2)
+    assert mem.layer_activation_bytes(gemma, 1, 1, "full", False) == mem.layer_activation_bytes(plain, 1, 1, "full",
+                                                                                                False)

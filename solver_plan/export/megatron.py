@@ -28,6 +28,11 @@ def _model_flags(shape, v, lost: list[str]) -> list[tuple[str, object]]:
         flags += [("--group-query-attention", None), ("--num-query-groups", shape.query_groups)]
     if s.gated_mlp:
         flags.append(("--swiglu", None))
+    if s.qk_norm:
+        flags.append(("--qk-layernorm", None))  # Qwen3's and Gemma 3's RMS norms on q and k per head
+    if s.sandwich_norms:
+        lost.append("Gemma's norms after the attention and after the MLP, and its GeGLU MLP: Megatron-LM's GPT model "
+                    "has neither (--swiglu trains a SwiGLU MLP of the same shape, priced alike)")
     flags.append(("--normalization", "RMSNorm" if s.rms_norm else "LayerNorm"))
     flags.append(("--position-embedding-type", "learned_absolute" if s.learned_positions else "rope"))
     if not s.tied_embeddings:

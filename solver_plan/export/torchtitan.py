@@ -38,7 +38,8 @@ def _module_and_config(shape, v, lost: list[str]) -> list[str]:
                     "that builds it")
         return []
     s = shape.spec
-    llama_like = s.gated_mlp and s.rms_norm and not s.learned_positions and shape.biases == "none" and s.experts == 1
+    llama_like = (s.gated_mlp and s.rms_norm and not s.learned_positions and shape.biases == "none" and s.experts == 1
+                  and not s.qk_norm and not s.sandwich_norms)
     key = (s.hidden, v.layers, s.heads, shape.query_groups, s.ffn, s.vocab)
     described = (f"hidden {s.hidden}, {v.layers} layers, {s.heads} heads ({shape.query_groups} key/value), "
                  f"ffn {s.ffn}, vocabulary {s.vocab}")
@@ -50,7 +51,9 @@ def _module_and_config(shape, v, lost: list[str]) -> list[str]:
                     "config_registry function with it and pass --module llama3 --config <it>")
         return ["--module llama3"]
     family = "mixture-of-experts (Mixtral)" if s.experts > 1 else \
-        "GPT-2 (learned positions, LayerNorm, biases)" if s.learned_positions else "this decoder"
+        "GPT-2 (learned positions, LayerNorm, biases)" if s.learned_positions else \
+        "Gemma (sandwich norms, GeGLU)" if s.sandwich_norms else \
+        "llama3 with q/k norms (Qwen3: a flavor of its qwen3 module of this shape)" if s.qk_norm else "this decoder"
     lost.append(f"--module/--config: torchtitan has no {family} model (it ships llama3, qwen3, deepseek_v3, gpt_oss, "
                 f"...); register one that builds it ({described}) and pass --module/--config for it")
     return []

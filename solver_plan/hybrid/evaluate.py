@@ -40,6 +40,9 @@ class Context:
     # p2p seconds of one stage boundary by (micro-batch, tp, replicas, cp, crosses nodes): the search
     # prices the same few transfers for thousands of points
     p2p_cache: dict = field(default_factory=dict, init=False, compare=False, hash=False, repr=False)  # not copied
+    # `time_bound`'s terms outside the pipeline (sync, embedding sync, optimizer) by the few fields
+    # they read: ~30,000 points of a search share a few hundred of them
+    bound_cache: dict = field(default_factory=dict, init=False, compare=False, hash=False, repr=False)
 
 
 def rank_profile(ctx: Context, par: Parallelism, profile: BlockProfile) -> BlockProfile:
@@ -482,10 +485,20 @@ def time_bound(ctx: Context, par: Parallelism, profile: BlockProfile) -> float:
         pipe = max(m * slowest, total - spec.layers * weight_grad_s(profile) - sum(extras) / 3.0)
     else:
         pipe = total + (m - 1) * slowest
-    params = stage_params(spec, spec.layers // pp, False, False, par.tp, pp)
-    return (pipe + sync_bound(ctx, par, params)
-            + schedule.embedding_sync_s(ctx.cluster, spec, par.tp, pp, ctx.state, par.schedule)
-            + optimizer_floor(ctx, par, params))
+    return pipe + _bound_terms(ctx, par)
+
+
+def _bound_terms(ctx: Context, par: Parallelism) -> float:
+    """`time_bound`'s sync, embedding sync and optimizer terms, for a stage holding floor(L / p)
+    blocks (memoised in `ctx.bound_cache` by every field of the point they read)."""
+    key = (par.tp, par.pp, par.shard, par.state_zero, par.replicate, par.micro_batches, par.offload, par.schedule)
+    if key not in ctx.bound_cache:
+        spec = ctx.spec
+        params = stage_params(spec, spec.layers // par.pp, False, False, par.tp, par.pp)
+        ctx.bound_cache[key] = (sync_bound(ctx, par, params)
+                                + schedule.embedding_sync_s(ctx.cluster, spec, par.tp, par.pp, ctx.state, par.schedule)
+                                + optimizer_floor(ctx, par, params))
+    return ctx.bound_cache[key]
 
 
 def optimizer_floor(ctx: Context, par: Parallelism, params: float) -> float:

@@ -105,9 +105,35 @@ def schedule(passes: tuple[tuple[float, float, float], ...], static: tuple[float
     """The exact periodic zero-bubble schedule of stages with (F, B, W) seconds, static bytes and bytes
     per micro-batch in flight under `memory_limit` (module text); None when some stage cannot hold
     one micro-batch (no period helps) or the scheduler finds no valid pattern. Memoised: the search
-    prices the same stages for many points."""
-    return _schedule(tuple(tuple(map(float, p)) for p in passes), tuple(map(float, static)),
-                     tuple(map(float, per_batch)), None if memory_limit is None else float(memory_limit))
+    prices the same stages for many points.
+
+    The search also prices the same passes under many memory profiles (the points differing only
+    in data parallelism and ZeRO, whose bytes change and whose F, B, W do not): the passes' pattern
+    without a memory row (`free_pattern`) is solved once, and where it is proven (OPTIMAL: the least
+    period of any pattern) and its peaks fit these bytes and this limit, it is this query's answer
+    too -- a memory row only removes patterns, so none has a shorter period -- without a solve."""
+    passes = tuple((float(f), float(b), float(w)) for f, b, w in passes)
+    static, per_batch = tuple(map(float, static)), tuple(map(float, per_batch))
+    free = free_pattern(passes)
+    if free is not None and free.status == "OPTIMAL" and (memory_limit is None or all(
+            s + k * a <= memory_limit for s, k, a in zip(static, free.in_flight, per_batch))):
+        return free
+    return _schedule(passes, static, per_batch, None if memory_limit is None else float(memory_limit))
+
+
+@lru_cache(maxsize=4096)
+def free_pattern(passes: tuple[tuple[float, float, float], ...]) -> ExactSchedule | None:
+    """The passes' exact pattern with no memory limit: each micro-batch one unit of bytes and room
+    for ROOM_FACTOR x pp of them on every stage (more than any zero-bubble pattern holds), so its
+    `in_flight` is each stage's peak count, whatever the stages' bytes."""
+    pp = len(passes)
+    return _schedule(passes, (0.0,) * pp, (1.0,) * pp, float(ROOM_FACTOR * pp))
+
+
+def solves() -> int:
+    """How many exact schedules this process has solved (memoised ones not counted again): the
+    search charges each to its nominal budget."""
+    return _schedule.cache_info().misses
 
 
 @lru_cache(maxsize=4096)

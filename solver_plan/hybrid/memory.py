@@ -137,7 +137,10 @@ def layer_activation_bytes(spec: TransformerSpec, b: int, t: int, recompute: str
     - tensor parallel t: s b h (10 + 24/t + 5 a s/(h t)): the 10 s b h outside the t-split regions stays;
     - tensor + sequence parallel: s b h (34/t + 5 a s/(h t)): everything is split;
     - selective recomputation drops the 5 a s^2 b term (softmax, its dropout, scores: recomputed);
-    - full recomputation keeps only the layer input, 2 s b h (2 s b h / t with sequence parallel).
+    - full recomputation keeps only the layer input, 2 s b h (2 s b h / t with sequence parallel);
+    - sandwich norms (Gemma) add their inputs, 4 s b h with the replicated part; q/k norms (Qwen3,
+      Gemma 3) theirs, 2 s b (a d + kv d) with the split part (the norms' outputs are the Q and K
+      counted above).
     In an e-byte activation dtype: the 2-byte parts x e/2, so 10 s b h -> (8 e/2 + 2) s b h and
     5 a s^2 b -> (4 e/2 + 1) a s^2 b (fp32: 18 s b h and 9 a s^2 b); the rest x e/2.
     As `runtime` (a `RuntimeProfile`; None: megatron-core) runs the block:
@@ -157,11 +160,14 @@ def layer_activation_bytes(spec: TransformerSpec, b: int, t: int, recompute: str
     x = state.activation_scale
     if recompute == "full":
         return x * 2.0 * s * b * h / (t if sequence_parallel else 1)
-    replicated = (x * 8.0 + 2.0) * s * b * h
+    # Gemma's sandwich norms keep their inputs too: the attention's and the MLP's outputs, 4 s b h
+    replicated = (x * (12.0 if spec.sandwich_norms else 8.0) + 2.0) * s * b * h
     mlp = (6.0 if kernels.fused_swiglu else 8.0) * s * b * spec.ffn if spec.gated_mlp else 4.0 * s * b * spec.ffn
     if spec.experts > 1:
         mlp = spec.top_k * (mlp + 2.0 * s * b * h)
-    split = x * (2.0 * s * b * (spec.attn_width + 2 * spec.kv_width) + 2.0 * s * b * spec.attn_width + mlp)
+    # q/k norms (Qwen3, Gemma 3) keep their inputs, the q and k projections' outputs: 2 s b (a d + kv d)
+    qk = 2.0 * s * b * (spec.attn_width + spec.kv_width) if spec.qk_norm else 0.0
+    split = x * (2.0 * s * b * (spec.attn_width + 2 * spec.kv_width) + 2.0 * s * b * spec.attn_width + mlp + qk)
     if recompute == "selective" and kernels.selective_policy == "every-other-matmul":
         return op_selective_bytes(spec, b, t, sequence_parallel, state, kernels)
     if kernels.flash_attention:

@@ -3,7 +3,8 @@
 Hybrid planning works on transformer-block boundaries, so it needs a decoder-only stack of identical
 blocks: a GPT-style zoo spec (`gpt2*`, any llm-shapes model such as `gpt3-175B`, or
 `gpt2:layers=96,hidden=12288,...`) or a Hugging Face config.json of a decoder family the project
-imports (`solver_plan/graph/importers/hf.py`: gpt2, llama, mistral, qwen2, mixtral), e.g.
+imports (`solver_plan/graph/importers/hf.py`: gpt2, llama, mistral, qwen2, qwen3, mixtral, phi3,
+gemma2, gemma3), e.g.
 `data/hf-configs/llama-3-8b.json:seq=4096` (options `seq`, `layers`). The per-operator configuration
 of one block is solved on the project's own graph of the same model with one block (`block_spec`);
 the counts here are closed forms of that graph (checked against it in tests/test_hybrid_model.py,
@@ -12,7 +13,10 @@ and against the published sizes of data/hf-configs/published.json).
 Hugging Face shapes: grouped-query attention (`kv_heads` < `heads`: k and v projections of width
 kv_heads x head_dim, so fewer parameters, FLOPs and stored activations), gated MLPs (SwiGLU: gate,
 up and down matrices, no biases), RMS norms (h parameters, not 2h), rotary positions (no position
-embedding), untied output projections (`tie_word_embeddings: false`), and Mixtral's mixture of
+embedding), untied output projections (`tie_word_embeddings: false`), q/k norms over head_dim
+(Qwen3, Gemma 3: 2 x head_dim parameters a block, their inputs kept), Gemma's "sandwich" norms (an
+RMS norm after the attention and after the MLP too: 4 a block, the two extra inputs kept; its GeGLU
+MLP is a gated MLP), Phi-3's fused projections (the same matrices, stored fused), and Mixtral's mixture of
 experts (`experts` SwiGLU experts per layer, `top_k` of them per token, perfectly balanced routing as
 in hf.py). Expert parallelism is not an outer dimension of the hybrid space: inside a stage the
 per-operator solver may split the experts' grouped weight over the tp submesh (hf.py's expert
@@ -27,9 +31,11 @@ from functools import cached_property
 from solver_plan.errors import InputError
 
 GPT_FAMILY_NOTE = ("hybrid plans need a decoder-only transformer: a GPT-style zoo spec (gpt2, gpt2-*, an llm-shapes "
-                   "model such as gpt3-175B) or a Hugging Face config.json of model_type gpt2, llama, mistral, qwen2 "
-                   "or mixtral")
-HF_DECODERS = ("gpt2", "llama", "mistral", "qwen2", "mixtral")
+                   "model such as gpt3-175B) or a Hugging Face config.json of model_type gpt2, llama, mistral, qwen2, "
+                   "qwen3, mixtral, phi3, gemma2 or gemma3")
+HF_DECODERS = ("gpt2", "llama", "mistral", "qwen2", "qwen3", "mixtral", "phi3", "gemma2", "gemma3", "gemma3_text")
+QK_NORM_FAMILIES = ("qwen3", "gemma3_text")  # RMS norms over head_dim on q and k (hf.py, hf_dense.py)
+GEMMA_FAMILIES = ("gemma2", "gemma3_text")  # sandwich norms, head tied, head_dim 256 unless given
 HF_MAX_DEFAULT_SEQ = 2048  # as hf.py: the config's maximum positions, capped
 
 
@@ -58,6 +64,8 @@ class TransformerSpec:
     tied_embeddings: bool = True
     experts: int = 1  # > 1: a mixture of `experts` gated MLPs per layer, `top_k` per token (Mixtral)
     top_k: int = 1
+    qk_norm: bool = False  # RMS norms over head_dim on the queries and keys (Qwen3, Gemma 3)
+    sandwich_norms: bool = False  # an RMS norm after the attention and after the MLP too (Gemma 2 / 3)
     block_model: str | None = None  # model file of the one-block graph (a config.json); None: zoo gpt2
     block_scope: str = "block0/"
 
@@ -112,10 +120,17 @@ class TransformerSpec:
         one = self.mlp_matrices * h * f + ((f + h) if self.mlp_bias and not self.gated_mlp else 0)
         return one if self.experts == 1 else self.experts * one + h * self.experts
 
+    @property
+    def block_norms(self) -> int:
+        """Norms of a block over the hidden width: before the attention and the MLP, and with sandwich
+        norms after each too."""
+        return 4 if self.sandwich_norms else 2
+
     @cached_property  # priced for every stage of every point of the search
     def block_params(self) -> int:
-        """Attention, MLP (or experts) and two norms."""
-        return self.attention_params + self.mlp_params + 2 * self.norm_params
+        """Attention, MLP (or experts), the block's norms and the q/k norms (2 head_dim, RMS)."""
+        return (self.attention_params + self.mlp_params + self.block_norms * self.norm_params
+                + (2 * self.head_dim if self.qk_norm else 0))
 
     @property
     def token_embedding_params(self) -> int:
@@ -230,16 +245,24 @@ def _hf_spec(model: str) -> TransformerSpec:
                                head_dim=hidden // heads, seq=opts.get("seq", min(positions, HF_MAX_DEFAULT_SEQ)),
                                vocab=cfg.int("vocab_size"), positions=positions, block_model=block_model,
                                block_scope="block0/")
+    if model_type == "gemma3":  # the multimodal config: its language model's keys (hf_dense.py, so the graph's)
+        text = data.get("text_config")
+        if not isinstance(text, dict):
+            raise InputError("model_type 'gemma3' needs a 'text_config' object (the language model)", where)
+        model_type, cfg = "gemma3_text", _Config({"model_type": "gemma3_text", **text}, where)
     hidden, heads = cfg.int("hidden_size"), cfg.int("num_attention_heads")
     positions = cfg.int("max_position_embeddings")
     moe = model_type == "mixtral"
+    gemma = model_type in GEMMA_FAMILIES
     qkv_bias = cfg.bool("attention_bias", model_type == "qwen2")
     return TransformerSpec(
         model.strip(), layers=opts.get("layers", cfg.int("num_hidden_layers")), hidden=hidden,
-        ffn=cfg.int("intermediate_size"), heads=heads, head_dim=cfg.int("head_dim", default=hidden // heads),
+        ffn=cfg.int("intermediate_size"), heads=heads,
+        head_dim=cfg.int("head_dim", default=256 if gemma else hidden // heads),
         seq=opts.get("seq", min(positions, HF_MAX_DEFAULT_SEQ)), vocab=cfg.int("vocab_size"), positions=positions,
         kv_heads=cfg.int("num_key_value_heads", default=heads), gated_mlp=True, qkv_bias=qkv_bias,
         out_bias=cfg.bool("attention_bias", False) if model_type != "qwen2" else False, mlp_bias=False,
-        rms_norm=True, learned_positions=False, tied_embeddings=cfg.bool("tie_word_embeddings", False),
+        rms_norm=True, learned_positions=False, tied_embeddings=cfg.bool("tie_word_embeddings", gemma),
         experts=cfg.int("num_local_experts") if moe else 1, top_k=cfg.int("num_experts_per_tok") if moe else 1,
+        qk_norm=model_type in QK_NORM_FAMILIES, sandwich_norms=gemma,
         block_model=block_model, block_scope="layers.0/")

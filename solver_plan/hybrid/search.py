@@ -20,8 +20,9 @@ from typing import Mapping
 from solver_plan.cluster import Cluster
 from solver_plan.deadline import DEFAULT_TIME_LIMIT_S, Deadline, time_budget
 from solver_plan.errors import InputError
-from solver_plan.hybrid.budget import STANDARD_PRICES, affords, enumerate_within, map_within, price_in_order
+from solver_plan.hybrid.budget import STANDARD_PRICES, affords, enumerate_within, price_in_order
 from solver_plan.hybrid.evaluate import Context, memory_floor, price, time_bound
+from solver_plan.hybrid.floors import FLOOR_S_PER_POINT, MemoryFloors
 from solver_plan.hybrid.memory import gradients_bytes, optimizer_bytes, precision_state, weights_bytes
 from solver_plan.hybrid.model import TransformerSpec, transformer_spec
 from solver_plan.hybrid.offload import optimizer_offloaded
@@ -171,33 +172,16 @@ def plan_hybrid(model, cluster, global_batch: int, *, devices: int | None = None
                                    "fit a node, 2 cp the sequence, ZeRO-2 only without pipelining, ZeRO-3 with it "
                                    "only for FSDP2 runtimes)",))
     bounds = None if limit is None else _state_bounds(ctx, points)
-    floor_s = 0.0 if bounds is None else _floors_seconds(bounds, limit)  # an estimate: decided by size
-    if proof is not None and not _diagnosis_affordable(floor_s, deadline):
-        return _infeasible_by_state(proof, f"bounding the memory of {len(points)} configurations takes about "
-                                           f"{floor_s:.1f} s, over {DIAGNOSIS_SHARE:.0%} of the time budget left",
-                                    start)
-    if limit is not None and not affords(deadline, floor_s):  # decided by size and budget
-        return stopped(f"bounding the memory of {len(points)} configurations takes about {floor_s:.1f} s, more "
-                       "than the time budget left: no configuration searched beyond the standard layout (a longer "
-                       "--time-limit searches them)")
-    floors = None if limit is None else _floors(ctx, points, deadline, bounds)
-    if floors is not None:  # by its estimate: what follows plans with the rest, whatever the clock did
-        deadline.spend(floor_s)
-    if floors is None and proof is not None:  # proven all the same
-        return _infeasible_by_state(proof, f"the time limit was reached while bounding the memory of {len(points)} "
-                                           "configurations", start)
-    if limit is not None and floors is None:
-        return stopped(f"time limit reached while bounding the memory of {len(points)} configurations")
-    fits = points if floors is None else [p for p, floor in zip(points, floors) if floor <= limit]
-    if not fits:
-        return _infeasible(ctx, points, floors, coster, start, validate, deadline=deadline, proof=proof,
-                           bounds=bounds)
-    groups: dict[tuple[int, int], list[Parallelism]] = defaultdict(list)
-    for p in fits:
-        groups[(p.tp, p.micro_batch_size)].append(p)
+    if proof is not None:  # no point fits: the diagnosis bounds every point's memory
+        return _diagnose_state_proof(ctx, points, bounds, coster, start, validate, deadline, proof)
+    floors = MemoryFloors(ctx, points, bounds, deadline)
+    groups: dict[tuple[int, int], list[int]] = defaultdict(list)
+    for i, p in enumerate(points):
+        if bounds is None or bounds[i] <= limit:
+            groups[(p.tp, p.micro_batch_size)].append(i)
     floor = compute_bound(ctx, compute_scale)
     best: HybridPlan | None = first
-    evaluated, pruned = 0, len(points) - len(fits)
+    evaluated, pruned = 0, len(points) - sum(map(len, groups.values()))
     open_bounds: list[float] = []
     # the incumbent's block profile counts towards the proof whether or not its group is visited
     ratios = [] if first is None else [coster.cached()[(first.parallelism.tp,
@@ -208,34 +192,46 @@ def plan_hybrid(model, cluster, global_batch: int, *, devices: int | None = None
     for gi, key in enumerate(order):
         # the nominal budget decides how far the search goes (the same answer on a loaded machine);
         # the wall clock only stops it when the machine is slower than the estimates
-        solved = key in coster.cached()
-        if deadline.expired() or (gi and not solved and not affords(deadline, BLOCK_SOLVE_S)):
-            timed_out = True
-            open_bounds += [floor] * sum(len(groups[k]) > 0 for k in order[gi:])
-            break
+        members = groups[key]
         if best is not None and floor >= best.step_time_s:
-            pruned += len(groups[key])
+            pruned += len(members)
+            continue
+        solved = key in coster.cached()
+        rank_s = len(members) * TIME_BOUND_S + (0.0 if solved else BLOCK_SOLVE_S)
+        # the first block solve always runs (it carries the solver's imports); ranking is charged always
+        affordable = affords(deadline, rank_s if gi else len(members) * TIME_BOUND_S)
+        fitting = None if deadline.expired() or not affordable else floors.any_fits(members)
+        if fitting is None:
+            timed_out = True
+            open_bounds += [floor] * (len(order) - gi)
+            break
+        if not fitting:  # no point of the group fits: its block is not solved
+            pruned += len(members)
             continue
         profile = coster.profile(*key, deadline=deadline)
-        if not solved:
-            deadline.spend(BLOCK_SOLVE_S)
+        deadline.spend(rank_s)
         ratios.append(profile.bound_ratio)
-        ranked = sorted(((time_bound(ctx, p, profile), i, p) for i, p in enumerate(groups[key])))
-        found = price_in_order(((bound, par) for bound, _, par in ranked), _pricer(ctx, profile, limit, deadline),
-                               deadline, PRICE_S, best)
-        best, evaluated = found.best, evaluated + found.priced
-        if found.open_bound is not None:
+        ranked = sorted(((time_bound(ctx, points[i], profile), i) for i in members))
+        pricer = _FloorFirst(ctx, profile, limit, deadline, floors)
+        found = price_in_order(ranked, pricer, deadline, PRICE_S, best)
+        best, evaluated = found.best, evaluated + pricer.priced
+        if found.open_bound is not None:  # the rest of the group stays open
             timed_out = True
             open_bounds.append(found.open_bound)
+            pruned += pricer.over
         else:
-            pruned += len(ranked) - found.priced
+            pruned += len(ranked) - pricer.priced
     runtime = time.perf_counter() - start
     if best is None:
         if timed_out:
             return HybridResult(Status.TIME_LIMIT, None, min(open_bounds, default=floor), runtime, evaluated, pruned,
                                 notes=("time limit reached before any configuration fitted",))
-        return _infeasible(ctx, points, floors, coster, start, validate, evaluated, pruned, deadline=deadline,
-                           proof=proof, bounds=bounds)
+        every = floors.every()
+        if every is None:
+            return HybridResult(Status.TIME_LIMIT, None, floor, runtime, evaluated, pruned,
+                                notes=("time limit reached while bounding the memory of the configurations",))
+        return _infeasible(ctx, points, every, coster, start, validate, evaluated, pruned, deadline=deadline,
+                           bounds=bounds)
     proven = all(r >= 1.0 for r in ratios)
     if timed_out:
         status, bound = Status.TIME_LIMIT, min([best.step_time_s] + open_bounds)
@@ -328,11 +324,38 @@ def _standard_incumbent(ctx: Context, pins: Mapping, offloads: tuple[str, ...], 
 
 
 def _pricer(ctx: Context, profile, limit: float | None, deadline: Deadline):
-    """`price` of a point with the group's block `profile`, PRICE_S charged to the nominal budget."""
+    """`price` of a point with the group's block `profile`, charged to the nominal budget (`charged_price`)."""
     def priced(par: Parallelism) -> HybridPlan | None:
-        deadline.spend(PRICE_S)
-        return price(ctx, par, profile, limit)
+        return charged_price(ctx, par, profile, limit, deadline)
     return priced
+
+
+def charged_price(ctx: Context, par: Parallelism, profile, limit: float | None, deadline: Deadline) -> HybridPlan | None:
+    """`price` of a point, PRICE_S charged to the nominal budget and EXACT_SCHEDULE_S more for each
+    exact zero-bubble schedule it solved (a zb-exact point, one per cut priced; exact_zb memoises
+    them, so only new ones count)."""
+    from solver_plan.hybrid.exact_zb import solves
+
+    before = solves()
+    plan = price(ctx, par, profile, limit)
+    deadline.spend(PRICE_S + (solves() - before) * EXACT_SCHEDULE_S)
+    return plan
+
+
+class _FloorFirst:
+    """The search's pricer of point i of `floors.points`: None without pricing where its memory floor
+    exceeds the limit (counted in `over`), else `charged_price` (counted in `priced`)."""
+
+    def __init__(self, ctx: Context, profile, limit: float | None, deadline: Deadline, floors: MemoryFloors):
+        self.ctx, self.profile, self.limit, self.deadline, self.floors = ctx, profile, limit, deadline, floors
+        self.priced = self.over = 0
+
+    def __call__(self, i: int) -> HybridPlan | None:
+        if not self.floors.fits(i):
+            self.over += 1
+            return None
+        self.priced += 1
+        return charged_price(self.ctx, self.floors.points[i], self.profile, self.limit, self.deadline)
 
 
 # Nominal seconds the search loop is charged (shared 2-core machine): a block's per-operator solve
@@ -341,6 +364,12 @@ def _pricer(ctx: Context, profile, limit: float | None, deadline: Deadline):
 # 1,024 A100s priced 1,604 points and solved 45 blocks in ~9 s in all at a quiet moment, ~3 ms a point).
 BLOCK_SOLVE_S = 0.1
 PRICE_S = 0.003
+# A point's time bound (Llama 3 8B on 64 A100s, torchtitan: 25 us of CPU on the shared machine, 2,000
+# points; 63 us before its sync and optimizer terms were memoised, evaluate._bound_terms), charged
+# per point of a group before it is ranked, and one exact zero-bubble schedule
+# (CP-SAT, 4 stages: ~30-40 ms; a zb-exact point prices one per cut, 63 ms a point measured there).
+TIME_BOUND_S = 3e-5
+EXACT_SCHEDULE_S = 0.04
 
 
 def _cp_pins(spec: TransformerSpec, runtime, pins: dict) -> dict:
@@ -390,14 +419,29 @@ def _points(spec, cluster: Cluster, global_batch: int, pins: dict, deadline: Dea
 
 def _floors(ctx: Context, points: list[Parallelism], deadline: Deadline,
             bounds: list[float] | None = None) -> list[float] | None:
-    """`memory_floor` of every point, once (the search and the INFEASIBLE diagnosis share them),
-    or, where it is above the memory limit already, the point's `state_bound` (a lower bound of
-    its floor, ~50x cheaper: the point is dropped either way, and the diagnosis needs only lower
-    bounds of each point's least need to stop exactly); None when the deadline passes first."""
+    """`memory_floor` of every point, or, where it is above the memory limit already, the point's
+    `state_bound` (a lower bound of its floor, ~50x cheaper: the point is dropped either way, and the
+    diagnosis needs only lower bounds of each point's least need to stop exactly), each floor charged
+    (floors.MemoryFloors); None when the wall clock passes first."""
     bounds = bounds if bounds is not None else _state_bounds(ctx, points)
-    limit = ctx.memory_limit
-    return map_within(list(zip(points, bounds)), lambda pair: pair[1] if limit is not None and pair[1] > limit
-                      else memory_floor(ctx, pair[0]), deadline)
+    return MemoryFloors(ctx, points, bounds, deadline).every()
+
+
+def _diagnose_state_proof(ctx: Context, points: list[Parallelism], bounds: list[float], coster: BlockCoster,
+                          start: float, validate: bool, deadline: Deadline, proof: str) -> HybridResult:
+    """INFEASIBLE, proven by `state_floor` (`proof`) before any point is bounded, with the least memory
+    a configuration needs (`_infeasible`) when bounding every point's memory fits DIAGNOSIS_SHARE of
+    the budget left and the wall clock lets it finish; else the proof alone, saying why."""
+    floor_s = _floors_seconds(bounds, ctx.memory_limit or 0.0)  # an estimate: decided by size
+    if not _diagnosis_affordable(floor_s, deadline):
+        return _infeasible_by_state(proof, f"bounding the memory of {len(points)} configurations takes about "
+                                           f"{floor_s:.1f} s, over {DIAGNOSIS_SHARE:.0%} of the time budget left",
+                                    start)
+    floors = _floors(ctx, points, deadline, bounds)
+    if floors is None:
+        return _infeasible_by_state(proof, f"the time limit was reached while bounding the memory of {len(points)} "
+                                           "configurations", start)
+    return _infeasible(ctx, points, floors, coster, start, validate, deadline=deadline, proof=proof, bounds=bounds)
 
 
 def state_bound(ctx: Context, par: Parallelism) -> float:
@@ -456,9 +500,8 @@ def _state_reason(ctx: Context, least: float, optimizer_on_device: bool) -> str:
             f"already take {least / 1e9:.2f} GB on some device{offloaded}")
 
 
-# Work estimates of the INFEASIBLE diagnosis (shared 2-core machine, megatron-1T:seq=1 on 64 A100s):
-# a point's memory floor (3 stage memories) 30-70 us, its least memory (bisection on the limit) ~10 ms.
-FLOOR_S_PER_POINT = 4e-5
+# Work estimate of the INFEASIBLE diagnosis (shared 2-core machine, megatron-1T:seq=1 on 64 A100s):
+# a point's least memory (bisection on the limit) ~10 ms; its memory floor: floors.FLOOR_S_PER_POINT.
 LEAST_MEMORY_S_PER_POINT = 1e-2
 DIAGNOSIS_SHARE = 0.5  # of the nominal budget left, for bounding every point's memory before the diagnosis
 
