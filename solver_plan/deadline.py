@@ -78,14 +78,20 @@ class WorkMeter:
     can make the only plan fitting memory) charges its work but asks only `clock_out()`; what it
     spends leaves less for the optional work after it. Without a deadline or a limit, unlimited."""
 
-    def __init__(self, deadline: "Deadline | None", unit_s: float = WORK_UNIT_S, budget_s: float | None = None):
+    def __init__(self, deadline: "Deadline | None", unit_s: float = WORK_UNIT_S, budget_s: float | None = None,
+                 parent: "WorkMeter | None" = None):
         self.deadline, self.unit_s = deadline, unit_s
         self.budget_s = budget_s  # nominal seconds this meter may spend at most (None: the deadline's)
+        self.parent = parent  # the meter this one is a `part` of: its work counts there too
         self.units = 0.0  # charged so far
 
     def charge(self, units: float) -> None:
-        """Count `units` of work done, spending their nominal seconds."""
-        self.units += units
+        """Count `units` of work done (here and in the meters this is part of), spending their
+        nominal seconds."""
+        meter: WorkMeter | None = self
+        while meter is not None:
+            meter.units += units
+            meter = meter.parent
         if self.deadline is not None:
             self.deadline.spend(units * self.unit_s)
 
@@ -120,9 +126,10 @@ class WorkMeter:
 
     def part(self, fraction: float) -> "WorkMeter":
         """A meter on the same deadline allowed `fraction` of the nominal budget left now (for one
-        of several pieces of optional work sharing it); the wall clock is the deadline's."""
+        of several pieces of optional work sharing it; what it does not use stays with this one, and
+        what it does counts here too); the wall clock is the deadline's."""
         left = self.left_s()
-        return WorkMeter(self.deadline, self.unit_s, None if left is None else fraction * left)
+        return WorkMeter(self.deadline, self.unit_s, None if left is None else fraction * left, parent=self)
 
 
 def command_budget(seconds: float | None, started: float | None) -> "Deadline":
@@ -260,6 +267,18 @@ class Deadline:
         stop on an idle machine."""
         unallotted = self.nominal_left()
         return self.share(fraction, floor_s=0.0 if unallotted is None else fraction * unallotted)
+
+    def work_part(self, fraction: float) -> "Deadline":
+        """A child with `fraction` of the nominal budget not yet handed out (handed out now) and no
+        wall clock of its own: it ends with this one. For a piece of work sized by its nominal
+        budget alone (`WorkMeter` counts), whose safety net is then this deadline's end: a
+        wall-clock share, a fraction of the time left, would stop it early on a loaded machine or
+        after a slow start, where the same work fits the nominal budget."""
+        unallotted = self.nominal_left()
+        nominal = None if unallotted is None else unallotted * fraction
+        if nominal is not None:
+            self.allotted_s += nominal
+        return Deadline(None, parent=self, nominal_s=nominal)
 
     def spend(self, seconds: float) -> None:
         """Hand out `seconds` of the nominal budget to work the holder does itself, by a

@@ -114,3 +114,16 @@ def test_nominal_limit_is_the_tightest_given_limit_not_what_is_left():
     assert Deadline(None, parent=Deadline(3.0, parent=outer)).nominal_s == 3.0
     assert outer.nominal_s == 10.0 and outer.child().nominal_s == 10.0
     assert Deadline(None).nominal_s is None
+
+
+def test_a_configuration_hash_is_memoised_and_not_carried_to_another_process():
+    """ParallelConfig memoises its hash (thousands of devices per configuration on the largest
+    clusters); a pickled copy (a solver worker's) recomputes it, since string hashes differ between
+    processes, and stays equal and interchangeable as a key."""
+    import pickle
+    from solver_plan.cost.config import ParallelConfig
+    config = ParallelConfig((("sample", 4), ("out", 2)), tuple(range(8)))
+    assert hash(config) == hash(config) and "_hash" in config.__dict__
+    copy = pickle.loads(pickle.dumps(config))
+    assert "_hash" not in copy.__dict__ and copy == config and {config: 1}[copy] == 1
+    assert ParallelConfig((("sample", 4), ("out", 2)), tuple(range(8))) == config

@@ -28,11 +28,12 @@ SPENT = 0.4  # of the limit, gone before the loaded run starts
 class _LoadedClock:
     """The wall clock RATE times faster than the real one: the machine looks RATE times slower."""
 
-    def __init__(self, rate: float = RATE):
-        self.base, self.rate = time.perf_counter(), rate
+    def __init__(self, rate: float = RATE, read=time.perf_counter):
+        self.read = read  # the real clock it speeds up (time.process_time: this process's CPU only)
+        self.base, self.rate = read(), rate
 
     def __call__(self) -> float:
-        return self.base + (time.perf_counter() - self.base) * self.rate
+        return self.base + (self.read() - self.base) * self.rate
 
 
 def _idle_and_loaded(monkeypatch, answer):
@@ -253,3 +254,88 @@ def test_no_repair_runs_where_no_plan_can_fit(monkeypatch):
     monkeypatch.setattr(greedy_plans, "repair_memory", no_repair)
     assert greedy_plans.heuristic_plans(problem, time_budget(LIMIT_S)) == []
     assert solve(problem, "greedy", time_budget(LIMIT_S)).status is Status.INFEASIBLE
+
+
+# --- the exact planners' Lagrangian under a work budget (issue 26, s35) -----------------------------
+# (lagrangian.py, dual_ascent.reparametrise, pair_search, lagrangian_fixing.best_plan: WorkMeter counts)
+
+def test_the_lagrangian_stops_at_its_work_budget_the_same_loaded(monkeypatch):
+    """A nominal budget that pays for a few multiplier steps (a wall clock of 30 s they never reach):
+    the same steps, bound, multipliers and plans idle and loaded, none cut short, and fewer steps and
+    a weaker bound than without a budget."""
+    from solver_plan.deadline import Deadline
+    from solver_plan.intra.lagrangian import lagrangian_dual
+
+    def answer(budget):
+        deadline = Deadline(None, parent=budget, nominal_s=0.1)
+        relaxation = lagrangian_dual(BINDING, deadline)
+        assert not deadline.cut_short
+        return relaxation.steps, relaxation.bound, relaxation.multipliers.tolist(), relaxation.plans
+
+    idle, loaded = _idle_and_loaded(monkeypatch, answer)
+    assert loaded == idle
+    free = lagrangian_dual(BINDING, None)
+    assert idle[0] < free.steps and idle[1] < free.bound
+
+
+@pytest.mark.parametrize("planner", ["cpsat", "milp"])
+def test_exact_planners_give_the_same_answer_on_a_much_slower_machine(monkeypatch, planner):
+    """The flaky runs of the cpsat cases at load 6-8: the Lagrangian's diffusion and ascent were
+    stopped by wall-clock shares (a fraction of the time left), so a slower machine found fewer
+    steps, a different bound and a cut-short note. With a clock 16x slower and 40% of the limit gone
+    (each of those shares then ends before its work: the test fails before s35's change, from 16x
+    on; it passes now up to about 30x, where the work no longer fits the whole limit), the answer
+    is the idle one. The clock reads this process's CPU time, so the machine's own load (a test
+    suite beside it) does not move it."""
+    problem = random_problem(150, seed=4, shape="dag", memory_tightness=0.5)
+
+    def answer(budget):
+        result = solve(problem, planner, budget, seed=3)
+        assert CUT_SHORT_NOTE not in result.notes, result.notes
+        return result.status, result.assignment, result.objective, result.lower_bound
+
+    idle = answer(time_budget(LIMIT_S))
+    monkeypatch.setattr(deadline_module, "clock", _LoadedClock(rate=16.0, read=time.process_time))
+    loaded = answer(time_budget(LIMIT_S, start=deadline_module.clock() - SPENT * LIMIT_S))
+    assert idle[0].has_solution and loaded == idle
+
+
+def test_a_diagnosis_out_of_time_still_proves_what_the_closed_form_bound_proves():
+    """No wall clock left for the diagnosis: where the closed-form bound is above the limit the
+    answer is INFEASIBLE (the bound proves it, in milliseconds) and not cut short, as with time;
+    where it is not, TIME_LIMIT and cut short, as before."""
+    from solver_plan.deadline import Deadline
+    from solver_plan.intra.answer import Answer
+    from solver_plan.intra.diagnose import diagnose
+    from solver_plan.intra.memory import closed_form_bound
+    from solver_plan.result import Status
+    problem = random_problem(30, seed=0, shape="dag", memory_tightness=0.3)
+    none_fit = problem.with_memory_limit(0.9 * closed_form_bound(problem))
+    spent = Deadline(1e-3)
+    time.sleep(2e-3)
+    proved = diagnose(none_fit, spent, Answer(Status.TIME_LIMIT), "greedy")
+    assert proved.status is Status.INFEASIBLE and not spent.cut_short
+    assert proved.status is diagnose(none_fit, time_budget(LIMIT_S), Answer(Status.TIME_LIMIT), "greedy").status
+    unproved = diagnose(problem, spent, Answer(Status.TIME_LIMIT), "greedy")
+    assert unproved.status is Status.TIME_LIMIT and spent.cut_short
+
+
+@pytest.mark.parametrize("planner", ["greedy", "edge-drop", "milp", "cpsat", "mcmc"])
+def test_no_planner_searches_where_no_plan_can_fit(monkeypatch, planner):
+    """Where the closed-form bound is above the limit no plan exists: the planner is not run (its
+    search could only end at the clock, megatron-1T on 3,072 devices at 1 s) and the answer is
+    INFEASIBLE with the bound, never cut short, idle or loaded."""
+    from solver_plan.intra.memory import closed_form_bound
+    from solver_plan.result import Status
+    problem = random_problem(40, seed=1, shape="dag", memory_tightness=0.3)
+    problem = problem.with_memory_limit(0.8 * closed_form_bound(problem))
+    options = {"objective": "sum"} if planner == "mcmc" else {}
+
+    def answer(budget):
+        result = solve(problem, planner, budget, seed=2, **options)
+        assert CUT_SHORT_NOTE not in result.notes, result.notes
+        assert any("not run: no plan can fit" in note for note in result.notes), result.notes
+        return result.status, result.assignment
+
+    idle, loaded = _idle_and_loaded(monkeypatch, answer)
+    assert idle == (Status.INFEASIBLE, None) == loaded

@@ -190,3 +190,21 @@ def test_no_edge_dropping_relaxation_where_the_root_lp_route_is_planned(monkeypa
         calls.clear()
         checked += 1
     assert checked >= 10
+
+
+def test_the_root_lp_stops_at_its_iteration_limit_not_the_clock(monkeypatch):
+    """Issue 26: the root LP's work limit is HiGHS' simplex iteration limit, sized from the nominal
+    budget (lp_iteration_limit). An LP stopped there is not optimal (no route), and not cut short:
+    work decided; with a budget that pays for it the same LP is solved."""
+    from solver_plan.intra import lp_fixing
+    from solver_plan.intra.backends.highs import solve_lp_relaxation
+    problem = random_problem(200, seed=1, shape="dag", memory_tightness=0.5)
+    model = config_model(problem)
+    stopped = solve_lp_relaxation(model, iteration_limit=5)
+    assert stopped.status is Status.TIME_LIMIT and stopped.work_limit
+    solved = solve_lp_relaxation(model, iteration_limit=lp_fixing.lp_iteration_limit(problem, model, 30.0))
+    assert solved.status is Status.OPTIMAL and not solved.work_limit
+    assert lp_fixing.lp_iteration_limit(problem, model, None) is None
+    monkeypatch.setattr(lp_fixing, "lp_iteration_limit", lambda *args: 5)
+    deadline = Deadline(60.0, nominal_s=30.0)
+    assert lp_restriction(problem, deadline, None, 0, _solve_model) is None and not deadline.cut_short

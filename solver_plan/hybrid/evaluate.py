@@ -410,8 +410,13 @@ def host_floor_fits(ctx: Context, par: Parallelism) -> bool:
     most blocks holds at least ceil(L / p) of them (a necessary condition; `price` checks the cut)."""
     if par.offload == "none":
         return True
-    k = -(-ctx.spec.layers // par.pp)
-    return _host_fits(ctx, memory_of(ctx, par, 1 if par.pp > 1 else 0, k, offload_layers=0).host)
+    # the host bytes with no block's activations offloaded: the optimizer state's, by the fields the
+    # stage's parameters (the head's stage: the schedule) and their sharding read, in `bound_cache`
+    key = ("host", par.pp, par.tp, par.shard, par.state_zero, par.offload, par.schedule)  # head_stage reads it
+    if key not in ctx.bound_cache:
+        k = -(-ctx.spec.layers // par.pp)
+        ctx.bound_cache[key] = _host_fits(ctx, memory_of(ctx, par, 1 if par.pp > 1 else 0, k, offload_layers=0).host)
+    return ctx.bound_cache[key]
 
 
 def _fastest_exact_cut(ctx: Context, par: Parallelism, profile: BlockProfile, memory_limit: float | None,

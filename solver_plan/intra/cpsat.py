@@ -5,7 +5,7 @@ Lagrangian relaxation leaves open (lagrangian_fixing), hinted with its plan, wit
 from __future__ import annotations
 
 from solver_plan.errors import InputError
-from solver_plan.deadline import WALL_CLOCK_STOP, Deadline
+from solver_plan.deadline import GRACE_S, WALL_CLOCK_STOP, Deadline
 from solver_plan.intra import isolated
 from solver_plan.intra.answer import Answer
 from solver_plan.intra.context import Context
@@ -47,7 +47,7 @@ def _cpsat_core(problem: ConfigProblem, context: Context) -> Answer:
     budget = context.deadline.nominal_left()  # the budget decides first, so a loaded machine decides alike
     if budget is not None and budget < CPSAT_START_S:
         return _not_run(f"its worker's start-up (about {CPSAT_START_S:.2f} s) exceeds the {budget:.2f} s budget left")
-    if context.deadline.expired():
+    if context.deadline.overrun(GRACE_S):  # the safety net (marks the answer cut short); the budget decided above
         return Answer(Status.TIME_LIMIT, notes=("no time left for CP-SAT after the heuristics",))
     restriction = None
     if context.options.get("lagrangian", True):

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from solver_plan.deadline import Deadline
 from solver_plan.intra.answer import Answer
-from solver_plan.intra.memory import DEFAULT_DIAGNOSIS_TIME_S, min_peak_memory
+from solver_plan.intra.memory import (DEFAULT_DIAGNOSIS_TIME_S, PeakMemory, can_fit, closed_form_bound,
+                                      min_peak_memory)
 from solver_plan.intra.problem import ConfigProblem
 from solver_plan.result import Status
 
@@ -13,7 +14,12 @@ def diagnose(problem: ConfigProblem, deadline: Deadline, answer: Answer, name: s
     """Without a usable plan: INFEASIBLE with the least peak memory, or a plan that fits memory."""
     if problem.memory_limit is None:
         return answer
+    limit = float(problem.memory_limit)
     budget = deadline.remaining()
+    if budget is not None and budget < 0.05 and not can_fit(problem):
+        # the closed-form bound (a few ms, no solver) proves it: the same answer whatever the clock
+        return Answer(Status.INFEASIBLE, None, None, answer.notes + (
+            PeakMemory(closed_form_bound(problem), exact=False).describe(limit),))
     if budget is not None and budget < 0.05:  # no time left to diagnose: say so instead of overrunning
         deadline.mark_cut_short()
         if answer.status is Status.INFEASIBLE:
@@ -22,7 +28,6 @@ def diagnose(problem: ConfigProblem, deadline: Deadline, answer: Answer, name: s
         return Answer(Status.TIME_LIMIT if answer.status is not Status.ERROR else answer.status, None,
                       answer.lower_bound, answer.notes + ("no plan found within the time limit",))
     budget = DEFAULT_DIAGNOSIS_TIME_S if budget is None else min(budget, DEFAULT_DIAGNOSIS_TIME_S)
-    limit = float(problem.memory_limit)
     peak = min_peak_memory(problem, budget, limit)
     if peak.lower_bound > limit * (1 + 1e-9):
         return Answer(Status.INFEASIBLE, None, None, answer.notes + (peak.describe(limit),))

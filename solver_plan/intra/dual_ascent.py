@@ -18,7 +18,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from solver_plan.deadline import Deadline
+from solver_plan.deadline import Deadline, WorkMeter
 from solver_plan.intra.problem import ConfigProblem
 
 PADDING = 1e30  # cost of a padded (non-existent) candidate; never the minimum
@@ -29,6 +29,16 @@ MIN_GAIN = 1e-6  # stop when a sweep raises the bound by less than this fraction
 # 30 sweeps 11.4 -> 5.3 s of CPU), the same bound after them (43,902.613 either way, recomputed in
 # float64); the messages they choose are applied to the original costs in float64 (`_Padded.problem`).
 SWEEP_DTYPE = np.float32
+# Work units (`deadline.WORK_UNIT_S`, a microsecond of the development machine's CPU) of one sweep
+# (every colour class updated, then the bound): per node plus per padded edge entry (edges x widest^2).
+# Measured (CPU, random DAGs, 4 colour classes, float64 sweeps): 0.85-12.8 ms at 300-6,000 nodes of
+# 2-5 candidates, 25 and 126 ms at 1,000 and 3,000 nodes of 10-30 candidates (1.1 M and 3.4 M padded
+# entries); the cost per padded entry grows with the arrays (0.022-0.038 us). In float32 (session
+# 35) 0.013 us at 13.5 M padded entries where float64 took 0.028 us (random-dag:nodes=10000, the
+# same machine and hour): the entry is charged half the float64 rate, still above what was measured.
+# Padding the problem is charged as one sweep.
+SWEEP_UNITS_PER_NODE = 2.0
+SWEEP_UNITS_PER_PADDED_ENTRY = 0.018
 
 
 def _colour_classes(problem: ConfigProblem) -> list[np.ndarray]:
@@ -111,22 +121,29 @@ def exact_bound(problem: ConfigProblem) -> float:
 
 
 def reparametrise(problem: ConfigProblem, deadline: Deadline | None = None,
-                  max_sweeps: int = 200) -> tuple[ConfigProblem, float]:
+                  max_sweeps: int = 200, meter: WorkMeter | None = None) -> tuple[ConfigProblem, float]:
     """(a problem with the same objective on every plan, a proven lower bound on that objective).
-    Sweeps until the bound stalls or `max_sweeps` (the work that decides the answer); `deadline`
-    is the safety net. A problem too wide to pad, or an expired deadline, gives the problem back
-    unchanged with bound -inf."""
+    Sweeps until the bound stalls, `max_sweeps`, or `deadline`'s nominal budget cannot pay for the
+    next sweep (SWEEP_UNITS_PER_NODE, SWEEP_UNITS_PER_PADDED_ENTRY; `meter`, when given, a part of
+    that budget): the work that decides the
+    answer; the wall clock (past `deadline.GRACE_S`) is the safety net. A problem too wide to pad,
+    or a budget that cannot pay for padding it and one sweep, gives the problem back unchanged
+    with bound -inf."""
     if not problem.edges:
         return problem, float(sum(c.min() for c in problem.node_costs))
     width = max(len(c) for c in problem.node_costs)
-    if len(problem.edges) * width * width > MAX_PADDED_ENTRIES or (deadline is not None and deadline.expired()):
+    meter = WorkMeter(deadline) if meter is None else meter
+    sweep_units = SWEEP_UNITS_PER_NODE * problem.num_nodes + SWEEP_UNITS_PER_PADDED_ENTRY * len(problem.edges) * width**2
+    if len(problem.edges) * width * width > MAX_PADDED_ENTRIES or not meter.affords(2 * sweep_units) or meter.clock_out():
         return problem, -np.inf
+    meter.charge(sweep_units)
     padded = _Padded(problem)
     classes = _colour_classes(problem)
     bound = padded.bound()
     for _ in range(max_sweeps):
-        if deadline is not None and deadline.expired():
+        if not meter.affords(sweep_units) or meter.clock_out():
             break
+        meter.charge(sweep_units)
         node_costs = padded.node_costs()
         for members in classes:
             padded.update(members, node_costs)

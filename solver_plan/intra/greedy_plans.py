@@ -14,7 +14,7 @@ import numpy as np
 from solver_plan.deadline import WORK_UNIT_S, WorkMeter
 from solver_plan.intra.local_cost import candidate_costs, pick
 from solver_plan.intra.local_search import improve, node_units
-from solver_plan.intra.memory import closed_form_bound
+from solver_plan.intra.memory import can_fit
 from solver_plan.intra.memory_repair import repair_memory
 from solver_plan.intra.memory_tracker import MemoryTracker
 from solver_plan.intra.problem import ConfigProblem
@@ -159,7 +159,7 @@ def heuristic_plans(problem: ConfigProblem, deadline, refine: bool = True, hint=
         # unavoidable bytes already overflow a device (megatron-1T on 64 devices: a 0.93 s repair,
         # stuck, left the diagnosis that proves INFEASIBLE no time); about one pass of work
         meter.charge(sum(node_units(problem, problem.neighbours())))
-        if closed_form_bound(problem) > problem.memory_limit * (1 + 1e-9):
+        if not can_fit(problem):
             return []
     if problem.memory_limit is not None and not meter.clock_out():
         free = greedy_assignment(problem.with_memory_limit(None), deadline, meter)

@@ -23,6 +23,7 @@ from solver_plan.intra.answer import Answer
 from solver_plan.intra.clock import PhaseTimes, start_clock
 from solver_plan.intra.context import Context, SolverUnavailable
 from solver_plan.intra.diagnose import diagnose
+from solver_plan.intra.memory import can_fit
 from solver_plan.intra.failures import failure_note, log_traceback
 from solver_plan.intra.problem import ConfigProblem
 from solver_plan.intra.warm_start import seed_exact, usable_plan
@@ -78,6 +79,13 @@ def run_planner(name: str, problem: ConfigProblem, core: Callable[[ConfigProblem
     `deadline` is the caller's budget (None: no limit); `seed_relaxation=False` skips the
     edge-dropping relaxation of an exact planner's warm start (warm_start.seed_exact)."""
     deadline = start_clock(deadline)
+    if not can_fit(problem):
+        # each node's unavoidable bytes already overflow a device: no plan exists, so no search (it
+        # could only run until the clock stopped it: megatron-1T on 3,072 devices at 1 s) and the
+        # diagnosis proves INFEASIBLE with the time
+        answer = diagnose(problem, deadline, Answer(Status.TIME_LIMIT, notes=(
+            f"{name} not run: no plan can fit the memory limit",)), name)
+        return _finish(problem, name, answer, deadline)
     context = Context(deadline, seed, None, dict(options or {}))
     timings = PhaseTimes()
     relaxation = None

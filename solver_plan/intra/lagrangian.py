@@ -20,38 +20,44 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from solver_plan.deadline import Deadline
+from solver_plan.deadline import WorkMeter
 from solver_plan.intra.dual_ascent import ROUNDING_SLACK, reparametrise
 from solver_plan.intra.forest_dp import Forest, spanning_forest
 from solver_plan.intra.problem import ConfigProblem
 
-# of the Lagrangian's time, for the main reparametrisation of non-forest graphs (by diffusion), and
-# of what is left of the ascent's time for each later one (rare)
+# of the Lagrangian's time, for the reparametrisation of non-forest graphs (its first sweeps and the
+# main diffusion); a part of the steps' for each later one (rare)
 DIFFUSION_SHARE = 0.3
-# of the Lagrangian's time less the main diffusion's, for the multipliers; the rest finds plans that
-# fit. Measured on random-dag:nodes=10000 binding at 60 s (2 shared cores): 0.55 with REPAIR_SHARE
-# 0.6 left the repair of the best minimiser 7 s (it needs 8 s of CPU: cut, 0.66-0.74% gap); 0.4
-# with 0.85: the same bound, the repair done, 0.51%.
+# of the Lagrangian's time, for the multipliers; the rest finds plans that fit. Measured on
+# random-dag:nodes=10000 binding at 60 s (2 shared cores): 0.55 with REPAIR_SHARE 0.6 left the repair
+# of the best minimiser 7 s (it needs 8 s of CPU: cut, 0.66-0.74% gap); 0.4 with 0.85: the same
+# bound, the repair done, 0.51%.
 ASCENT_SHARE = 0.4
 # Order on non-forest graphs: FIRST_SWEEPS of diffusion at the multipliers 0, FIRST_STEPS multiplier
-# steps, then the main diffusion at the best multipliers so far (DIFFUSION_SHARE of the nominal time,
-# in sweeps by SWEEP_S_PER_ENTRY), then the other steps. A reparametrisation is best for the costs it
-# diffused: made at the multipliers 0 (as before session 35), it left the penalised problem's forest
-# bound low. random-dag:nodes=10000 binding, CPU (float64 sweeps): 30 sweeps at 0 then 120 steps
-# 43,951.0 in 30.5 s; 5 sweeps, 30 steps, 25 sweeps at the best multipliers, 90 steps 43,981.0 in
-# 28.8 s (the LP bound is 43,993.5).
+# steps, then the main diffusion at the best multipliers so far (the rest of DIFFUSION_SHARE), then
+# the other steps. A reparametrisation is best for the costs it diffused: made at the multipliers 0
+# (as before session 35), it left the penalised problem's forest bound low. random-dag:nodes=10000
+# binding, CPU (float64 sweeps): 30 sweeps at 0 then 120 steps 43,951.0 in 30.5 s; 5 sweeps, 30
+# steps, 25 sweeps at the best multipliers, 90 steps 43,981.0 in 28.8 s (the LP bound is 43,993.5).
 FIRST_SWEEPS = 5
 FIRST_STEPS = 30
-# Seconds per sweep per padded edge entry (edges x widest node^2): 30 float32 sweeps of
-# random-dag:nodes=10000 (13.5 M padded entries) took 5.3 s of CPU on the shared 2-core machine.
-SWEEP_S_PER_ENTRY = 1.5e-8
 FITTING_SHARE = 0.25  # of what the ascent leaves, for raising multipliers until a minimiser fits
 MAX_STEPS = 200
-MAX_SWEEPS = 200  # diffusion sweeps of one reparametrisation (it stops earlier once converged)
-# Seconds per multiplier step per edge entry and candidate (one forest pass without marginals):
-# ~0.1 s at 4.2 M edge entries (random-dag:nodes=10000 binding, 2 shared cores). The ascent's steps
-# are its nominal share over this (work decides; the wall clock only stops a slow machine).
-STEP_S_PER_ENTRY = 2.5e-8
+# Work units (`deadline.WORK_UNIT_S`, a microsecond of the development machine's CPU) of one forest
+# pass without marginals (a multiplier step, a raise or a bisection of `_fitting_plans`): per node
+# plus per edge entry and candidate. Measured (CPU, random DAGs with 16 devices): 1.7-34 ms at
+# 300-6,000 nodes of 2-5 candidates (~18 entries a node), 8.7 and 27 ms at 1,000 and 3,000 nodes of
+# 10-30 candidates (533 k and 1.5 M entries): 5.5 us a node + 0.006 us an entry fits all five within
+# 6%; ~0.1 s at 10,000 nodes and 4.2 M entries (random-dag:nodes=10000 binding). Pricing the
+# multipliers into the candidates and the subgradient (the plan's memory per device) add per memory
+# entry (node, candidate, device): 31 ms of a 36 ms step at 3.7 M entries (gpt3-175B on 1,024
+# devices, 1,157 nodes: 0.0084 us an entry), negligible on the random DAGs. The ascent's steps,
+# the fitting minimisers and the pass with marginals are counted against the nominal budget in these
+# units: work decides; the wall clock only stops a slow machine (past `deadline.GRACE_S`).
+STEP_UNITS_PER_NODE = 6.0
+STEP_UNITS_PER_ENTRY = 0.006
+STEP_UNITS_PER_MEMORY_ENTRY = 0.009
+MARGINAL_STEPS = 2.0  # the pass with min-marginals costs this many steps (measured 1.6-1.8)
 # Polyak's target on graphs other than forests: at most this far (relative) above the best bound.
 # The incumbent's cost as target made the steps overshoot when it was far above the bound
 # (random-dag:nodes=10000 binding, 48 s nominal, targets 44,050 / 44,128 / 44,300 / 44,600: bounds
@@ -157,23 +163,27 @@ def lagrangian_dual(problem: ConfigProblem, deadline=None, upper_bound: float | 
     free = problem.with_memory_limit(None)
     keep = spanning_forest(problem.num_nodes, problem.edges, problem.edge_costs)
     exact = bool(keep.all())
-    if not exact:  # move edge cost into the nodes first, so cutting edges loses little
-        free, _ = reparametrise(free, deadline, max_sweeps=FIRST_SWEEPS)
+    whole = WorkMeter(deadline)  # each part's unused budget stays for the next
+    diffusion = None if exact else whole.part(DIFFUSION_SHARE)  # the first sweeps and the main diffusion
+    if diffusion is not None:  # move edge cost into the nodes first, so cutting edges loses little
+        free, _ = reparametrise(free, deadline, max_sweeps=FIRST_SWEEPS, meter=diffusion)
     forest = Forest(free.node_costs, free.edges, free.edge_costs, keep)
-    # the main diffusion and the steps; the rest: plans that fit
-    share = ASCENT_SHARE if exact else DIFFUSION_SHARE + (1 - DIFFUSION_SHARE) * ASCENT_SHARE
-    ascent = None if deadline is None else deadline.share(share)
-    nominal = None if ascent is None else ascent.nominal_left()
-    diffusion_s = None if nominal is None else (0.0 if exact else DIFFUSION_SHARE / share * nominal)
-    main_sweeps = _affordable_sweeps(problem, diffusion_s)
-    max_steps = min(max_steps, _affordable_steps(problem, None if nominal is None else nominal - diffusion_s))
-    main_at = min(FIRST_STEPS, max(1, max_steps // 4))  # the step after which the main diffusion runs
+    # the steps: ASCENT_SHARE of what the diffusion leaves (its part is already reserved); the rest:
+    # plans that fit
+    share = ASCENT_SHARE if exact else ASCENT_SHARE * (1 - DIFFUSION_SHARE)
+    meter, step_units = whole.part(share), forest_pass_units(problem)
+    affordable = meter.left_s()  # the main diffusion after a quarter of the steps, if fewer than 4 x FIRST_STEPS
+    main_at = FIRST_STEPS if affordable is None else min(
+        FIRST_STEPS, max(1, int(affordable / (step_units * meter.unit_s)) // 4))
     multipliers = np.zeros(problem.num_devices)
     best = None  # (bound, multipliers, the forest (and its costs) that gave it)
     plans: list[tuple[int, ...]] = []
     factor, stall, rediffused, steps = 1.0, 0, 0, 0
     while steps < max_steps:
+        if steps and (not meter.affords(step_units) or meter.clock_out()):  # the first step always runs
+            break
         steps += 1
+        meter.charge(step_units)
         solution = forest.solve(penalties.node_costs(forest.node_costs, multipliers), marginals=False)
         value = solution.value - float(multipliers.sum())
         slack = np.where(binding, penalties.slack(solution.plan), 0.0)
@@ -190,18 +200,14 @@ def lagrangian_dual(problem: ConfigProblem, deadline=None, upper_bound: float | 
                 factor, stall = factor / 2, 0
         if upper_bound is not None and best[0] >= upper_bound - CLOSED_GAP * (1.0 + abs(upper_bound)):
             break
-        if ascent is not None and ascent.expired():
-            break
-        main_due = not exact and rediffused == 0 and steps == main_at
+        main_due = diffusion is not None and rediffused == 0 and steps == main_at
         if factor < MIN_STEP_FACTOR or main_due:
-            if exact or rediffused >= REDIFFUSIONS:
+            if diffusion is None or rediffused >= REDIFFUSIONS:
                 break
-            # diffusion at the best multipliers: the main one by work, later ones in a time share
-            # (the main one's wall clock its share of the ascent's, so a loaded machine still leaves the
-            # steps after it theirs: at 60 s and load 7 the whole ascent's clock left them one step)
-            budget, sweeps = ((_share(ascent, DIFFUSION_SHARE / share), main_sweeps) if rediffused == 0
-                              else (_diffusion_budget(ascent), MAX_SWEEPS))
-            free = _rediffused(free, penalties, best[1], budget, sweeps)
+            # at the best multipliers: the main diffusion on the rest of its part, later ones on a part
+            # of the steps'
+            part = diffusion if rediffused == 0 else meter.part(DIFFUSION_SHARE)
+            free = _rediffused(free, penalties, best[1], deadline, part)
             forest = Forest(free.node_costs, free.edges, free.edge_costs, keep)
             multipliers, factor, stall, rediffused = best[1].copy(), 1.0, 0, rediffused + 1
             continue
@@ -216,52 +222,45 @@ def lagrangian_dual(problem: ConfigProblem, deadline=None, upper_bound: float | 
         multipliers = np.maximum(0.0, multipliers + factor * gap / norm * projected)
     value, chosen, forest = best
     rounding = ROUNDING_SLACK * (1.0 + abs(value))
-    if deadline is not None and deadline.expired():
-        # no time for the pass with min-marginals (as long as a step): the bound holds for every
-        # candidate, and fixes none (a 3 s limit at 10,000 operators ended 0.03 s late with it)
+    if not whole.affords(MARGINAL_STEPS * step_units) or whole.clock_out():
+        # no budget for the pass with min-marginals: the bound holds for every candidate, and
+        # fixes none (a 3 s limit at 10,000 operators ended 0.03 s late with it)
         bounds = tuple(np.full(len(costs), value - rounding) for costs in problem.node_costs)
     else:
+        whole.charge(MARGINAL_STEPS * step_units)
         solution = forest.solve(penalties.node_costs(forest.node_costs, chosen))  # the same minimum, with marginals
         bounds = tuple(m - float(chosen.sum()) - rounding for m in solution.min_marginals)
-    fitting_clock = None if deadline is None else deadline.share(FITTING_SHARE)  # the rest: repair
-    plans += _fitting_plans(problem, penalties, forest, chosen, fitting_clock)
+    plans += _fitting_plans(problem, penalties, forest, chosen, whole.part(FITTING_SHARE))  # the rest: repair
     return LagrangianBound(value - rounding, chosen, bounds, tuple(dict.fromkeys(plans)), steps, exact)
 
 
-def _affordable_steps(problem: ConfigProblem, nominal_s: float | None) -> int:
-    """Multiplier steps that fit `nominal_s` by STEP_S_PER_ENTRY (at least one; MAX_STEPS unlimited)."""
-    if nominal_s is None:
-        return MAX_STEPS
+def forest_pass_units(problem: ConfigProblem) -> float:
+    """Work units of one forest pass without marginals on `problem`, with the multipliers priced in
+    and the subgradient (STEP_UNITS_PER_NODE a node, STEP_UNITS_PER_ENTRY an edge entry or
+    candidate, STEP_UNITS_PER_MEMORY_ENTRY a memory entry)."""
     entries = sum(m.size for m in problem.edge_costs) + problem.num_candidates
-    return max(1, int(nominal_s / (STEP_S_PER_ENTRY * entries)))
-
-
-def _affordable_sweeps(problem: ConfigProblem, nominal_s: float | None) -> int:
-    """Diffusion sweeps that fit `nominal_s` by SWEEP_S_PER_ENTRY (at least FIRST_SWEEPS; MAX_SWEEPS
-    unlimited)."""
-    if nominal_s is None or not problem.edges:
-        return MAX_SWEEPS
-    width = max(len(c) for c in problem.node_costs)
-    return max(FIRST_SWEEPS, min(MAX_SWEEPS, int(nominal_s / (SWEEP_S_PER_ENTRY * len(problem.edges) * width * width))))
-
-
-def _share(deadline, fraction: float) -> Deadline | None:
-    return None if deadline is None else deadline.share(fraction)
-
-
-def _diffusion_budget(deadline) -> Deadline | None:
-    return _share(deadline, DIFFUSION_SHARE)
+    memory = len(problem.memory_entries[0]) if problem.memory_limit is not None else 0
+    return (STEP_UNITS_PER_NODE * problem.num_nodes + STEP_UNITS_PER_ENTRY * entries
+            + STEP_UNITS_PER_MEMORY_ENTRY * memory)
 
 
 def _fitting_plans(problem: ConfigProblem, penalties: _Penalties, forest: Forest, multipliers,
-                   deadline) -> list[tuple[int, ...]]:
+                   meter: WorkMeter) -> list[tuple[int, ...]]:
     """Raise the multipliers of the devices over the limit, by a factor 1 + step with the step
     doubling from FIRST_RAISE (plus a floor for those at 0), until the minimiser fits memory; then
-    bisect between the last multipliers that did not fit and the first that did. A fitting
+    bisect between the last multipliers that did not fit and the first that did (each minimiser
+    charged to `meter`, which stops them where it is spent). A fitting
     minimiser is optimal for the memory it uses itself (Everett 1963), so near the best
     multipliers it is a near-optimal plan. Fitting plans, best (least raised) first."""
     binding = binding_devices(problem)
     floor = np.where(binding, max(float(multipliers[binding].mean()), 1e-3), 0.0)
+    units = forest_pass_units(problem)
+
+    def out_of_work() -> bool:  # each minimiser is charged as it starts
+        if not meter.affords(units) or meter.clock_out():
+            return True
+        meter.charge(units)
+        return False
 
     def minimiser(values: np.ndarray):
         plan = forest.solve(penalties.node_costs(forest.node_costs, values), marginals=False).plan
@@ -269,7 +268,7 @@ def _fitting_plans(problem: ConfigProblem, penalties: _Penalties, forest: Forest
 
     low, high, fitting, step = multipliers.copy(), None, [], FIRST_RAISE
     for _ in range(RAISE_STEPS):
-        if deadline is not None and deadline.expired():
+        if out_of_work():
             return fitting
         trial = np.where(binding, low, 0.0)
         plan, over = minimiser(trial)
@@ -283,7 +282,7 @@ def _fitting_plans(problem: ConfigProblem, penalties: _Penalties, forest: Forest
         return fitting
     low = np.where(binding, multipliers, 0.0)  # bisect on the segment from the best multipliers
     for _ in range(BISECTIONS):
-        if deadline is not None and deadline.expired():
+        if out_of_work():
             break
         middle = (low + high) / 2.0
         plan, over = minimiser(middle)
@@ -296,11 +295,12 @@ def _fitting_plans(problem: ConfigProblem, penalties: _Penalties, forest: Forest
 
 
 def _rediffused(free: ConfigProblem, penalties: _Penalties, multipliers: np.ndarray, deadline,
-                max_sweeps: int) -> ConfigProblem:
+                meter: WorkMeter) -> ConfigProblem:
     """`free` reparametrised again by diffusion of its costs with the multipliers' penalties (an
-    exact reparametrisation of `free`: the penalties are taken back out of the node costs)."""
+    exact reparametrisation of `free`: the penalties are taken back out of the node costs), its
+    sweeps charged to `meter`."""
     penalised = penalties.node_costs(free.node_costs, multipliers)
-    again, _ = reparametrise(replace(free, node_costs=tuple(penalised)), deadline, max_sweeps)
+    again, _ = reparametrise(replace(free, node_costs=tuple(penalised)), deadline, meter=meter)
     extra = [p - c for p, c in zip(penalised, free.node_costs)]
     return replace(again, node_costs=tuple(c - e for c, e in zip(again.node_costs, extra)))
 

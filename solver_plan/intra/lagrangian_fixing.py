@@ -26,10 +26,12 @@ from typing import Protocol
 
 import numpy as np
 
+from solver_plan.deadline import WorkMeter
 from solver_plan.intra.answer import Answer
 from solver_plan.intra.forest_search import improve_by_forests
 from solver_plan.intra.lagrangian import ROUNDING_SLACK, lagrangian_dual, restricted
 from solver_plan.intra.local_search import improve
+from solver_plan.intra.memory import can_fit
 from solver_plan.intra.memory_repair import FINE_ROUNDS, repair_memory
 from solver_plan.intra.pair_search import improve_by_pairs
 from solver_plan.intra.problem import ConfigProblem
@@ -59,6 +61,11 @@ IMPROVED_PLANS = 4  # fitting minimisers improved by local search (each a pass o
 # candidates=10-30, 16 devices; 1.2 s with 5 steps, CPU). Where it does not
 # fit the share of the nominal budget it would get, it does not start (at 1 s it had ended at 1.67 s).
 LAGRANGIAN_S_PER_ENTRY = 2.5e-7
+# ... plus this per memory entry (node, candidate, device): building them and the multipliers'
+# penalties (0.23 s of CPU at 3.7 M entries, gpt3-175B on 1,024 devices) and pricing them in each of
+# the least run's ~5 forest passes (`lagrangian.STEP_UNITS_PER_MEMORY_ENTRY`): at 1 s that
+# instance's Lagrangian started and was stopped by the clock in its plan's repair.
+LAGRANGIAN_S_PER_MEMORY_ENTRY = 1.2e-7
 
 
 class FixingBounds(Protocol):
@@ -188,14 +195,20 @@ def best_plan(problem: ConfigProblem, minimisers, incumbent, deadline, seed: int
     cheaper than the best improved so far), each improved by local search (the best then by pair
     exchanges and forest search), and `incumbent`."""
     options = []
-    if minimisers and not problem.memory_ok(minimisers[0]) and not deadline.expired():
-        # the best bound's minimiser breaks the limit by a few percent (at 10,000 operators no
-        # minimiser fits, the minimisers swing between devices): repaired, it is within ~1%
-        repaired = repair_memory(problem, minimisers[0], deadline.share(REPAIR_SHARE), FINE_ROUNDS)
-        if repaired is not None:
-            options.append(improve(problem, repaired, deadline))
+    meter = WorkMeter(deadline)  # the wall clock, past its grace, is only the safety net
     fitting = [plan for plan in minimisers if problem.memory_ok(plan)]
     fitting.sort(key=problem.objective)
+    if (minimisers and not problem.memory_ok(minimisers[0]) and can_fit(problem) and not meter.clock_out()):
+        # the best bound's minimiser breaks the limit by a few percent (at 10,000 operators no
+        # minimiser fits, the minimisers swing between devices): repaired, it is within ~1%. The
+        # repair's work is counted against its share; it stops there only where a plan that fits
+        # is known (otherwise it may make the only one: only the clock stops it). Where no plan can
+        # fit (megatron-1T@64: the closed-form bound is 3.5x the limit) it would only run until the
+        # clock stopped it, and leave the diagnosis that proves INFEASIBLE no time (at 1 s)
+        repaired = repair_memory(problem, minimisers[0], deadline.work_part(REPAIR_SHARE), FINE_ROUNDS,
+                                 optional=incumbent is not None or bool(fitting))
+        if repaired is not None:
+            options.append(improve(problem, repaired, deadline))
     for plan in fitting[:IMPROVED_PLANS]:
         # one already dearer than an improved plan is not worth a pass (at 10,000 operators 2.5 s
         # each, for plans 0.3% dearer: forest search does more with the time)
@@ -204,11 +217,11 @@ def best_plan(problem: ConfigProblem, minimisers, incumbent, deadline, seed: int
     if not options:
         return None if incumbent is None else tuple(incumbent)
     best = min(options, key=problem.objective)
-    if not deadline.expired():  # two nodes at once, where one alone breaks the limit (pair_search)
+    if not meter.clock_out():  # two nodes at once, where one alone breaks the limit (pair_search)
         # at most half of what is left: at 10,000 operators a sweep takes ~1 s and gains a few
         # units (44,142.9 -> 44,134.7 in 7 s), where forest search is then the next try
-        best = improve_by_pairs(problem, best, deadline.share(PAIRS_SHARE))
-    if not deadline.expired():  # exact re-solves of random forests: never worse, memory kept
+        best = improve_by_pairs(problem, best, deadline.work_part(PAIRS_SHARE))
+    if not meter.clock_out():  # exact re-solves of random forests: never worse, memory kept
         best = improve_by_forests(problem, best, deadline, seed=seed)
     if incumbent is not None and problem.objective(incumbent) <= problem.objective(best):
         return tuple(incumbent)
@@ -216,11 +229,15 @@ def best_plan(problem: ConfigProblem, minimisers, incumbent, deadline, seed: int
 
 
 def lagrangian_fits(problem: ConfigProblem, nominal_s: float | None) -> bool:
-    """Whether the Lagrangian's least run (LAGRANGIAN_S_PER_ENTRY, from the sizes) fits the share of
-    `nominal_s` it would get."""
+    """Whether the Lagrangian's least run (LAGRANGIAN_S_PER_ENTRY and _PER_MEMORY_ENTRY, from the
+    sizes) fits the share of `nominal_s` it would get."""
+    if nominal_s is None:
+        return True
     entries = sum(m.size for m in problem.edge_costs)
     share = LARGE_MODEL_SHARE if entries > LARGE_MODEL_ENTRIES else LAGRANGIAN_SHARE
-    return nominal_s is None or LAGRANGIAN_S_PER_ENTRY * (entries + problem.num_candidates) <= share * nominal_s
+    memory = sum(len(devices) for node in problem.node_devices for devices in node)
+    least = LAGRANGIAN_S_PER_ENTRY * (entries + problem.num_candidates) + LAGRANGIAN_S_PER_MEMORY_ENTRY * memory
+    return least <= share * nominal_s
 
 
 def lagrangian_restriction(problem: ConfigProblem, deadline, incumbent=None, seed: int = 0,
@@ -238,7 +255,7 @@ def lagrangian_restriction(problem: ConfigProblem, deadline, incumbent=None, see
     share = LAGRANGIAN_SHARE
     if entries > LARGE_MODEL_ENTRIES:
         share = LARGE_MODEL_SHARE if with_support else LARGEST_SHARE
-    clock = deadline.share(share)
+    clock = deadline.work_share(share)  # work counts decide; its wall clock lasts at least its nominal share
     upper = None if incumbent is None else problem.objective(incumbent)
     relaxation = lagrangian_dual(problem, clock, upper)
     if relaxation is None:

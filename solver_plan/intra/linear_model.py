@@ -312,6 +312,7 @@ class LpSolution:
     column_values: np.ndarray | None = None
     row_duals: np.ndarray | None = None
     objective: float | None = None
+    work_limit: bool = False  # stopped by its deterministic work limit (not the wall clock)
 
 
 def outcome_answer(model: LinearModel, outcome: SolveOutcome):

@@ -56,6 +56,19 @@ def closed_form_bound(problem: ConfigProblem) -> float:
     return float(least.max()) if problem.num_devices else 0.0
 
 
+def can_fit(problem: ConfigProblem) -> bool:
+    """Whether some plan may fit the memory limit: no limit, or the closed-form bound (each node's
+    unavoidable bytes per device) within it. False proves that none does. Memoised on the problem
+    (0.15 s of CPU on megatron-1T's 1,544 operators x 3,072 devices; asked by several steps)."""
+    if problem.memory_limit is None:
+        return True
+    bound = problem.__dict__.get("_closed_form_bound")
+    if bound is None:
+        bound = closed_form_bound(problem)
+        object.__setattr__(problem, "_closed_form_bound", bound)  # a cache, as functools.cached_property keeps
+    return bound <= problem.memory_limit * (1 + 1e-9)
+
+
 def min_peak_memory(problem: ConfigProblem, time_limit: float | None = DEFAULT_DIAGNOSIS_TIME_S,
                     limit: float | None = None) -> PeakMemory:
     """Least busiest-device memory over all plans (exact, or a proven lower bound on time-out).

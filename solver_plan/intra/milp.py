@@ -18,7 +18,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from solver_plan.deadline import Deadline
+from solver_plan.deadline import GRACE_S, Deadline
 from solver_plan.intra import isolated
 from solver_plan.intra.answer import Answer
 from solver_plan.intra.clock import start_clock
@@ -83,7 +83,10 @@ def _milp_core(problem: ConfigProblem, context: Context) -> Answer:
     backend = context.options.get("backend", "highs")
     if backend not in BACKENDS:
         raise InputError(f"unknown MILP backend {backend!r}; expected one of {', '.join(BACKENDS)}", "backend")
-    if context.deadline.expired():
+    nominal = context.deadline.nominal_left()
+    if nominal is not None and nominal < MIN_SOLVER_S:  # the budget decides, idle or loaded
+        return Answer(Status.TIME_LIMIT, notes=("no budget left for the MILP after the heuristics",))
+    if context.deadline.overrun(GRACE_S):  # the safety net (marks the answer cut short)
         return Answer(Status.TIME_LIMIT, notes=("no time left for the MILP after the heuristics",))
     restriction = None
     if context.options.get("lagrangian", True):

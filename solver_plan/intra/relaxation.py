@@ -48,7 +48,7 @@ def edge_dropping_relaxation(problem: ConfigProblem, deadline=None, *, diffuse: 
     problem = problem.with_memory_limit(None)
     diffusion_bound = -np.inf
     if diffuse:
-        problem, diffusion_bound = reparametrise(problem, None if deadline is None else deadline.share(DIFFUSION_SHARE))
+        problem, diffusion_bound = reparametrise(problem, None if deadline is None else deadline.work_part(DIFFUSION_SHARE))
     current, dropped = _residual_problem(problem)
     levels = []
     while True:

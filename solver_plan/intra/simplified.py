@@ -10,6 +10,7 @@ from solver_plan.intra import progress
 from solver_plan.intra.clock import start_clock, time_for_passes
 from solver_plan.intra.context import REPAIR_HINT
 from solver_plan.intra.harness import cost_breakdown_note
+from solver_plan.intra.memory import can_fit
 from solver_plan.intra.problem import ConfigProblem
 from solver_plan.intra.simplify import memory_can_bind, simplify
 from solver_plan.result import ConfigResult, Status
@@ -45,9 +46,13 @@ def run_simplified(problem: ConfigProblem, func: Callable, *, exact: bool, deadl
     `memory_free_first` is False): an unconstrained optimum that fits in memory is the constrained
     optimum; a fitting heuristic plan becomes a warm start."""
     deadline = start_clock(deadline)
+    ran_free = False
     # The memory-free pass costs about as much as the real one: only when time is plentiful (at
     # 10,000 operators and 60 s it took its whole share and gave nothing the Lagrangian does not).
-    if memory_free_first and memory_can_bind(problem) and time_for_passes(deadline, problem, MEMORY_FREE_PASSES):
+    # Nor where no plan can fit memory (`can_fit`): the planner is then not run at all (harness).
+    if (memory_free_first and memory_can_bind(problem) and can_fit(problem)
+            and time_for_passes(deadline, problem, MEMORY_FREE_PASSES)):
+        ran_free = True
         with progress.bounds_only():  # its plans may break memory
             relaxed = _reduce_and_run(problem.with_memory_limit(None), func, deadline.share(MEMORY_FREE_SHARE),
                                       seed, warm_start, options)
@@ -61,6 +66,6 @@ def run_simplified(problem: ConfigProblem, func: Callable, *, exact: bool, deadl
             options = {**options, REPAIR_HINT: relaxed.assignment}  # for the heuristics to repair
     memory_free_s = deadline.elapsed()
     result = _reduce_and_run(problem, func, deadline, seed, warm_start, options)
-    if memory_free_s >= 0.01:
+    if ran_free and memory_free_s >= 0.01:
         result = replace(result, notes=result.notes + (f"memory-free pass first: {memory_free_s:.2f} s",))
     return replace(result, runtime_s=deadline.elapsed())

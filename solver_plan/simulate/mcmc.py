@@ -27,6 +27,7 @@ from solver_plan.errors import InputError
 from solver_plan.intra.answer import Answer
 from solver_plan.intra.clock import start_clock
 from solver_plan.intra.diagnose import diagnose
+from solver_plan.intra.memory import can_fit
 from solver_plan.intra.edge_drop import relaxation_fits
 from solver_plan.intra.memory_tracker import MemoryTracker
 from solver_plan.intra.problem import ConfigProblem
@@ -194,6 +195,11 @@ def plan_mcmc(problem: ConfigProblem, *, deadline: Deadline | None = None, seed:
         objective = "sum"
         notes.append(f"task graph of {problem.num_nodes} operators x {problem.num_devices} devices too big to "
                      f"simulate within the time limit: searched the sum cost model")
+    if not can_fit(problem):  # no plan can fit memory: no start to search from (harness.run_planner likewise)
+        answer = diagnose(problem, deadline, Answer(Status.TIME_LIMIT, notes=(
+            "mcmc not run: no plan can fit the memory limit",)), "mcmc")
+        return ConfigResult("mcmc", answer.status, None, answer.lower_bound, time.perf_counter() - started,
+                            None, answer.notes)
     scorer = (SimulatedObjective(problem, *problem.context, delta=simulation == "delta")
               if objective == "simulator" else SumObjective(problem))
     starts = _initial_candidates(problem, warm_start, rng, deadline)

@@ -27,7 +27,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from solver_plan.deadline import GRACE_S, Deadline
+from solver_plan.deadline import GRACE_S, Deadline, WorkMeter
 from solver_plan.intra import isolated
 from solver_plan.intra.baselines import plan_data_parallel
 from solver_plan.intra.clock import start_clock
@@ -296,7 +296,8 @@ def _seed_only(problem: ConfigProblem, seeds, deadline: Deadline, notes: list[st
     # slower than data parallelism at --time-limit 1
     scored = [(load_breakdown(problem, plan, split), plan, source) for plan, source in dict(seeds).items()]
     parts, plan, source = min(scored, key=lambda item: item[0].objective)
-    if not deadline.expired():
+    meter = WorkMeter(deadline)
+    if not meter.spent() and not meter.clock_out():  # the budget decides; the clock only past its grace
         better = improve_load(problem, split, plan, deadline.work_share(SEARCH_SHARE))
         if better != plan:
             better_parts = load_breakdown(problem, better, split)

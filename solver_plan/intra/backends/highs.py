@@ -144,7 +144,7 @@ def solve_with_highs(model: LinearModel, *, time_limit: float | None = None, sta
 
 
 def solve_lp_relaxation(model: LinearModel, *, time_limit: float | None = None, seed: int = 0,
-                        threads: int | None = None) -> LpSolution:
+                        threads: int | None = None, iteration_limit: int | None = None) -> LpSolution:
     """The LP relaxation of `model` (integrality dropped) by dual simplex: column values and row duals
     in the model's own (unscaled) rows, so that cost - A^T duals are the reduced costs; OPTIMAL only
     when HiGHS proved the LP optimal (stopped by its time limit, HiGHS' duals are of the presolved LP's
@@ -158,11 +158,15 @@ def solve_lp_relaxation(model: LinearModel, *, time_limit: float | None = None, 
     highs.setOptionValue("random_seed", int(seed))
     if threads is not None:
         highs.setOptionValue("threads", int(threads))
+    if iteration_limit is not None:  # the deterministic work limit (the wall clock: the safety net)
+        highs.setOptionValue("simplex_iteration_limit", max(1, int(iteration_limit)))
     _variables_and_constraints(highs, model)
     _run(highs, time_limit)
     status = highs.getModelStatus()
     if status == highspy.HighsModelStatus.kInfeasible:
         return LpSolution(Status.INFEASIBLE)
+    if status == highspy.HighsModelStatus.kIterationLimit:
+        return LpSolution(Status.TIME_LIMIT, work_limit=True)
     if status != highspy.HighsModelStatus.kOptimal:
         return LpSolution(Status.TIME_LIMIT)
     solution = highs.getSolution()
