@@ -44,17 +44,19 @@ def test_pipeline_buffers_per_microbatch_by_hand():
     # TINY: s 4, h 8, V 32; b 1, t 1, bf16: x = 2 x 4 x 8 = 64 bytes, logits 2 x 4 x 32 = 256 bytes
     x, logits = 2 * 4 * 8, 2 * 4 * 32
     args = (TINY, 1, 1, False, 4, 8)  # pp 4, m 8
-    # first device, 1F1B, 4 in flight: no receive side; 8 gradient buffers + 4 outputs in fwd_cache
-    assert mem.pipeline_buffer_bytes(*args, 4, True, False, runtime="torchtitan") == (8 + 4) * x
-    # a middle device, 3 in flight: 8 - 3 activation buffers beyond the first block's inputs, 8 + 3
-    assert mem.pipeline_buffer_bytes(*args, 3, False, False, runtime="torchtitan") == (5 + 11) * x
-    # the last device, 1 in flight: 7 receive buffers, no gradients to receive, all 8 logits kept
-    assert mem.pipeline_buffer_bytes(*args, 1, False, True, runtime="torchtitan") == 7 * x + 8 * logits
+    # at the end of the steady phase (all 8 forwards done, 8 - f backwards), torch 2.6 stage.py:
+    # first device, 1F1B, 4 in flight: no receive side; 8 gradient buffers + 8 outputs in output_chunks
+    assert mem.pipeline_buffer_bytes(*args, 4, True, False, runtime="torchtitan") == (8 + 8) * x
+    # a middle device, 3 in flight: 8 - 3 activation buffers beyond the first block's inputs and the
+    # 8 - 3 finished micro-batches' input gradients (the buffers' .grad); 8 + 8 on the sending side
+    assert mem.pipeline_buffer_bytes(*args, 3, False, False, runtime="torchtitan") == (5 + 5 + 16) * x
+    # the last device, 1 in flight: 7 receive buffers and their 7 .grad, nothing to send, all 8 logits kept
+    assert mem.pipeline_buffer_bytes(*args, 1, False, True, runtime="torchtitan") == 14 * x + 8 * logits
     # interleaved, 2 chunks per device: the first device's second chunk receives, both send
-    assert mem.pipeline_buffer_bytes(*args, 6, True, False, 2, runtime="torchtitan") == (2 + 2 * 14) * x
+    assert mem.pipeline_buffer_bytes(*args, 6, True, False, 2, runtime="torchtitan") == (2 * 2 + 2 * 16) * x
     # Megatron: the four reused send / receive buffers whatever m; none without a pipeline
     assert mem.pipeline_buffer_bytes(*args, 4, True, False, runtime="megatron-core") == 4 * x
     assert mem.pipeline_buffer_bytes(TINY, 1, 1, False, 1, 8, 1, True, True, runtime="torchtitan") == 0.0
     # sequence parallelism splits the boundary tensor over t, not the vocabulary-parallel logits' t
     assert mem.pipeline_buffer_bytes(TINY, 1, 2, True, 4, 8, 1, False, True, runtime="torchtitan") == \
-        7 * x / 2 + 8 * logits / 2
+        14 * x / 2 + 8 * logits / 2

@@ -363,12 +363,16 @@ def price(ctx: Context, par: Parallelism, profile: BlockProfile, memory_limit: f
 def exact_schedule(ctx: Context, par: Parallelism, stages, memory_limit: float | None):
     """The exact periodic zero-bubble schedule of the stages (hybrid/exact_zb.py): their F, B, W and,
     per stage, the bytes with one micro-batch in flight less what one micro-batch adds (the static
-    part) and that per-micro-batch amount, under `memory_limit`; None when none fits."""
+    part) and that per-micro-batch amount, under `memory_limit`; None when none fits. A stage whose
+    finished micro-batches keep more than its in-flight ones (torch pipelining's receive buffers and
+    their .grad, 2 x each, against a block's input under full recomputation: `pipeline_buffer_bytes`)
+    would have a negative amount: it is priced at 0 and the static part at the one-micro-batch bytes,
+    the most it holds at any count (an upper bound)."""
     from solver_plan.hybrid.exact_zb import schedule as exact, stage_passes
 
     one = [memory_of(ctx, par, s.index, s.layers, s.recompute, in_flight=1).total for s in stages]
     two = [memory_of(ctx, par, s.index, s.layers, s.recompute, in_flight=2).total for s in stages]
-    per_batch = tuple(b - a for a, b in zip(one, two))
+    per_batch = tuple(max(0.0, b - a) for a, b in zip(one, two))
     return exact(tuple(stage_passes(s) for s in stages), tuple(a - d for a, d in zip(one, per_batch)), per_batch,
                  memory_limit)
 

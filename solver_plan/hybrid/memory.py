@@ -39,9 +39,13 @@ class StateBytes:
     + moments, sharded by ZeRO in `weights_bytes` ... `optimizer_bytes`), per activation element
     `activations` bytes (the dtype of the tensors between operators).
     `MIXED_PRECISION` is mixed-precision Adam (Rajbhandari et al. 2020, ZeRO, section 3.1:
-    2 + 2 + 12 = 16) with 16-bit activations (Korthikanti et al. 2022), the default of every term."""
+    2 + 2 + 12 = 16) with 16-bit activations (Korthikanti et al. 2022), the default of every term.
+    `compute`: bytes of an element of the GEMMs' input dtype (fp8 1, bf16 2, fp32/tf32 4; None: the
+    working weights' dtype), what a runtime that gathers weights already cast keeps of them
+    (`fp8_gather_saving`)."""
     model: ParameterState
     activations: float
+    compute: float | None = None
     # the model's weights, gradients and optimizer state (master copy + moments), copied as fields:
     # the search reads them in its inner loop
     weights: float = field(init=False, repr=False, compare=False)
@@ -54,6 +58,9 @@ class StateBytes:
         if isinstance(self.activations, bool) or not isinstance(self.activations, (int, float)) \
                 or not self.activations > 0:
             raise InputError(f"must be positive, got {self.activations!r}", "StateBytes.activations")
+        if self.compute is not None and (isinstance(self.compute, bool) or not isinstance(self.compute, (int, float))
+                                         or not self.compute > 0):
+            raise InputError(f"must be positive or None, got {self.compute!r}", "StateBytes.compute")
         for name in ("weights", "gradients", "optimizer"):
             object.__setattr__(self, name, getattr(self.model, name))
 
@@ -67,8 +74,9 @@ def precision_state(precision) -> StateBytes:
     """The `StateBytes` of a `TrainingPrecision` with Adam (`cost.model_state`, one rule for every
     planner): weights w, gradients g, optimizer m + 2 o: mixed bf16/fp16/fp8 2 + 2 + (4 + 8),
     fp32/tf32 4 + 4 + (0 + 8); activations in the precision's activation dtype (2 mixed, 4 fp32;
-    fp8 keeps bf16 activations, Transformer Engine)."""
-    return StateBytes(state_per_parameter(precision, "adam"), float(precision.activations.bytes))
+    fp8 keeps bf16 activations, Transformer Engine); `compute` the GEMMs' dtype (fp8 1)."""
+    return StateBytes(state_per_parameter(precision, "adam"), float(precision.activations.bytes),
+                      float(precision.compute.bytes))
 
 
 MIXED_PRECISION = precision_state(TrainingPrecision.mixed())
@@ -350,17 +358,22 @@ def pipeline_buffer_bytes(spec: TransformerSpec, b: int, t: int, sequence_parall
     """A device's pipeline buffers as `runtime` keeps them: `p2p_buffer_bytes` (a few reused
     buffers, Megatron), or, under a runtime that keeps them per micro-batch
     (`MemoryReserve.pipeline_buffers_per_microbatch`: torch.distributed.pipelining's stage, torch
-    1963fc8 stage.py), with x = e s b h (/ t with sequence parallelism) the stage boundary tensor,
-    m micro-batches, f = `in_flight` of them held (per chunk) and v chunks per device:
+    1963fc8 stage.py; read in torch 2.6.0's, branched from main on 2024-12-13), with x = e s b h
+    (/ t with sequence parallelism) the stage boundary tensor, m micro-batches, f = `in_flight` of
+    them held (per chunk) and v chunks per device, at the last backward that still finds f in flight
+    (the end of the steady phase, when all m forwards are done and m - f backwards):
     - each chunk with a previous stage (v, less one on the first device) allocates m activation
-      receive buffers (_prepare_forward_infra); the f in flight are the first block's saved input,
-      already in the activations, so (m - f) x each;
+      receive buffers (_prepare_forward_infra, requires_grad leaves); the f in flight are the first
+      block's saved input, already in the activations, so (m - f) x each; and autograd accumulates
+      each finished micro-batch's input gradient into its buffer's .grad (stage_backward reads
+      val.grad; stage_backward_input sets inp.grad), which only clear_runtime_states drops at the
+      next step: (m - f) x more, 2 (m - f) x each;
     - each chunk with a next stage (v, less one on the last device) allocates m gradient receive
-      buffers (_prepare_backward_infra) and keeps the f in-flight outputs in fwd_cache, whose
-      producer is the last block and whose consumer is on the next stage: (m + f) x each;
-    - the last device keeps every micro-batch's output, the logits e s b V / t, in output_chunks
-      until the next step (forward_one_chunk; the loss's fp32 tensors, `logits_activation_bytes`,
-      are copies of them): m e s b V / t.
+      buffers (_prepare_backward_infra) and keeps every micro-batch's output in output_chunks
+      (forward_one_chunk appends it on every stage; clear_runtime_states empties it at the next
+      step), all m forwards done: 2 m x each;
+    - the last chunk's outputs are the logits, e s b V / t each, m of them (the loss's fp32 tensors,
+      `logits_activation_bytes`, are copies of them): m e s b V / t.
     None for p = 1."""
     from solver_plan.runtime import resolve_runtime
 
@@ -371,14 +384,46 @@ def pipeline_buffer_bytes(spec: TransformerSpec, b: int, t: int, sequence_parall
     f = min(float(in_flight), m)
     receiving, sending = v - (1 if first else 0), v - (1 if last else 0)
     logits = m * state.activations * spec.seq * b * spec.vocab / t if last else 0.0
-    return receiving * (m - f) * x + sending * (m + f) * x + logits
+    return receiving * 2.0 * (m - f) * x + sending * 2.0 * m * x + logits
 
 
-def zero3_gather_bytes(layer_params: float, zero_stage: int, state: StateBytes = MIXED_PRECISION) -> float:
+def zero3_gather_bytes(layer_params: float, zero_stage: int, state: StateBytes = MIXED_PRECISION,
+                       layer_bytes: float | None = None) -> float:
     """ZeRO-3 gathers each layer's full (t-sharded) weights before use and prefetches the next: two
     layers of working weights, 2 w P_layer (Rajbhandari et al. 2020, section 7: constant-size gather
-    buffers)."""
-    return 2.0 * state.weights * layer_params if zero_stage >= 3 else 0.0
+    buffers); 2 x `layer_bytes` where a gathered layer is not w P_layer (`gathered_block_bytes`)."""
+    if zero_stage < 3:
+        return 0.0
+    return 2.0 * (state.weights * layer_params if layer_bytes is None else layer_bytes)
+
+
+def fp8_gather_saving(spec: TransformerSpec, t: int, state: StateBytes = MIXED_PRECISION, runtime=None) -> float:
+    """Bytes one gathered (unsharded) block holds less on a rank when FSDP all-gathers the fp8 casts of
+    its Linear weights instead of the working weights: (w - c) P_lin / t, with P_lin = the block's
+    weight matrices, h (a d + 2 kv d) + a d h + E k h f (k MLP matrices, E experts; the norms, biases
+    and an MoE router stay in w: Float8Linear keeps its bias in high precision), w the working
+    weights' bytes (2) and c the GEMMs' (`StateBytes.compute`, fp8: 1): on a Llama 3.1 405B block at
+    t = 8, 3.187e9 / 8 bytes (0.37 GiB).
+    Only under a runtime that does so (`RuntimeProfile.fp8_weight_gather`: torchao float8's
+    WeightWithDynamicFloat8CastTensor.fsdp_pre_all_gather all-gathers the fp8 data and
+    fsdp_post_all_gather makes the unsharded parameter a Float8Tensor of it, torchao 0.8.0 float8/
+    fsdp_utils.py; torchtitan float8.enable_fsdp_float8_all_gather) and only when the GEMMs run in a
+    dtype narrower than the weights (c < w); the embeddings, norms and output projection stay in w
+    (torchtitan's float8.py converts every nn.Linear but "output"). 0 otherwise."""
+    from solver_plan.runtime import resolve_runtime
+
+    if not resolve_runtime(runtime).fp8_weight_gather or state.compute is None or state.compute >= state.weights:
+        return 0.0
+    h = spec.hidden
+    matrices = (h * (spec.attn_width + 2 * spec.kv_width) + spec.attn_width * h
+                + max(1, spec.experts) * spec.mlp_matrices * h * spec.ffn)
+    return (state.weights - state.compute) * matrices / t
+
+
+def gathered_block_bytes(spec: TransformerSpec, t: int, state: StateBytes = MIXED_PRECISION, runtime=None) -> float:
+    """Bytes of one block's weights on a rank once FSDP (ZeRO-3) has gathered them: w P_block / t, less
+    `fp8_gather_saving` (c P_lin / t + w (P_block - P_lin) / t under fp8 all-gather)."""
+    return state.weights * spec.block_params / t - fp8_gather_saving(spec, t, state, runtime)
 
 
 def fsdp_root_bytes(root_params: float, zero_stage: int, state: StateBytes = MIXED_PRECISION,
@@ -400,7 +445,8 @@ def fsdp_root_bytes(root_params: float, zero_stage: int, state: StateBytes = MIX
 
 
 def stream_pool_bytes(root_params: float, layer_params: float, gradients: float, gradients_live: float,
-                      zero_stage: int, state: StateBytes = MIXED_PRECISION, runtime=None) -> float:
+                      zero_stage: int, state: StateBytes = MIXED_PRECISION, runtime=None,
+                      layer_bytes: float | None = None) -> float:
     """Reserved bytes of FSDP2's side-stream allocator pools that the allocated peak does not count.
 
     PyTorch's caching allocator hands a freed block only to later allocations on the stream it was
@@ -413,18 +459,20 @@ def stream_pool_bytes(root_params: float, layer_params: float, gradients: float,
     - all-gather copy-in stream: `all_gather_output`, a unit's unsharded parameters in the
       all-gather dtype, held (AllGatherState) until the next unit's all-gather is issued: two units
       at once, the largest pair being the root (`root_params`: the stage's parameters outside its
-      blocks, `fsdp_root_bytes`) with the first block: w (max(P_root, P_layer) + P_layer).
+      blocks, `fsdp_root_bytes`) with the first block: w (max(P_root, P_layer) + P_layer); with a block
+      gathered in `layer_bytes` B instead (`gathered_block_bytes`: fp8 all-gather), max(w P_root, B) + B.
     ZeRO-3 under a runtime whose profile says so (`MemoryReserve.fsdp_stream_pools`); 0 otherwise."""
     from solver_plan.runtime import resolve_runtime
 
     if zero_stage < 3 or not resolve_runtime(runtime).memory.fsdp_stream_pools:
         return 0.0
-    return max(0.0, gradients - gradients_live) + state.weights * (max(root_params, layer_params) + layer_params)
+    block = state.weights * layer_params if layer_bytes is None else layer_bytes
+    return max(0.0, gradients - gradients_live) + max(state.weights * root_params, block) + block
 
 
 def stage_pool_bytes(root_params: float, layer_params: float, params: float, dp: int, zero_stage: int,
                      gradients: float, gradients_live: float, pipelined_fsdp: bool = False,
-                     state: StateBytes = MIXED_PRECISION, runtime=None) -> float:
+                     state: StateBytes = MIXED_PRECISION, runtime=None, layer_bytes: float | None = None) -> float:
     """`stream_pool_bytes` of a stage as its plan runs it. Without a pipeline the caller's `gradients`
     (the stage's, in `zero_stage`'s sharding) and `gradients_live`. With FSDP under a pipeline
     (`pipelined_fsdp`: ZeRO-3 with pp > 1, which `fsdp.state_zero` prices as ZeRO-1 so the stage's
@@ -436,11 +484,13 @@ def stage_pool_bytes(root_params: float, layer_params: float, params: float, dp:
     `unsharded_accumulated_grad`, a different tensor on the compute stream), so `gradients_live` is 0;
     and the all-gather pool holds two units' `all_gather_output` as without a pipeline (the first
     micro-batch's forward gathers every unit, one prefetched ahead: reshard_after_forward=False under
-    PP, torchtitan 9dec370 parallelize_llama.py apply_fsdp)."""
+    PP, torchtitan 9dec370 parallelize_llama.py apply_fsdp). `layer_bytes`: a gathered block's bytes
+    when not w P_layer (`stream_pool_bytes`)."""
     if pipelined_fsdp:
         return stream_pool_bytes(root_params, layer_params, gradients_bytes(params, dp, 3, state), 0.0, 3,
-                                 state, runtime)
-    return stream_pool_bytes(root_params, layer_params, gradients, gradients_live, zero_stage, state, runtime)
+                                 state, runtime, layer_bytes)
+    return stream_pool_bytes(root_params, layer_params, gradients, gradients_live, zero_stage, state, runtime,
+                             layer_bytes)
 
 
 @dataclass(frozen=True)
@@ -566,9 +616,10 @@ def stage_memory(spec: TransformerSpec, *, layers: int, stage: int, pp: int, tp:
     # are freed before the last block's backward starts, so the last stage adds the larger of the two
     # (measured: a whole eager decoder's peak is at the loss, data/device/h100-2026-11-26/model-memory.csv)
     working = max(0.0, working - loss)
+    gathered = gathered_block_bytes(spec, t, state, runtime)  # one block as FSDP gathers it
     buffers = (pipeline_buffer_bytes(spec, b, t, sp, pp, micro_batches, flight, first, last, virtual_stages, state,
                                      runtime)
-               + zero3_gather_bytes(spec.block_params / t, zero_stage, state))
+               + zero3_gather_bytes(spec.block_params / t, zero_stage, state, gathered))
     buffers += fsdp_root_bytes(params - layers * spec.block_params / t, zero_stage, state, runtime)
     if cp > 1 and layers:  # kv_piece_bytes of the whole sequence's spec: seq = cp x the rank's
         from dataclasses import replace
@@ -580,14 +631,28 @@ def stage_memory(spec: TransformerSpec, *, layers: int, stage: int, pp: int, tp:
     gradients = gradients_at_peak(all_gradients, acts + working, micro_batches, runtime)
     reserve["fragmentation"] += stage_pool_bytes(params - layers * spec.block_params / t, spec.block_params / t,
                                                  params, dp, zero_stage, all_gradients, gradients, pipelined_fsdp,
-                                                 state, runtime)
+                                                 state, runtime, gathered)
     optimizer = optimizer_bytes(params, dp, zero_stage, state)
     if offload in ("optimizer", "both"):
         from solver_plan.hybrid.offload import host_bytes
 
         optimizer, host = 0.0, host + host_bytes(params / (dp if zero_stage >= 1 else 1), state)
-    return StageMemory(weights_bytes(params, dp, zero_stage, state), gradients, optimizer, acts, working, buffers,
-                       **reserve, host=host)
+    weights = stage_weights_bytes(spec, params, layers, t, dp, zero_stage, pipelined_fsdp, state, runtime)
+    return StageMemory(weights, gradients, optimizer, acts, working, buffers, **reserve, host=host)
+
+
+def stage_weights_bytes(spec: TransformerSpec, params: float, layers: float, t: int, dp: int, zero_stage: int,
+                        pipelined_fsdp: bool = False, state: StateBytes = MIXED_PRECISION, runtime=None) -> float:
+    """The working weights of a stage of `params` parameters (/ t) holding `layers` blocks:
+    `weights_bytes`, except that FSDP under a pipeline (`pipelined_fsdp`: priced as ZeRO-1, the weights
+    whole, since torchtitan 9dec370 apply_fsdp passes reshard_after_forward=False under PP and torch
+    pipelining's backward_maybe_with_nosync set_reshard_after_backward(False) until the last
+    micro-batch) keeps each block as FSDP gathered it: `layers` x `fp8_gather_saving` less under fp8
+    all-gather."""
+    weights = weights_bytes(params, dp, zero_stage, state)
+    if pipelined_fsdp:
+        weights -= layers * fp8_gather_saving(spec, t, state, runtime)
+    return weights
 
 
 def gradients_at_peak(gradients: float, activations: float, micro_batches: int, runtime=None) -> float:

@@ -23,7 +23,7 @@ from solver_plan.errors import InputError
 from solver_plan.hybrid.budget import STANDARD_PRICES, affords, enumerate_within, price_in_order
 from solver_plan.hybrid.evaluate import Context, memory_floor, price, time_bound
 from solver_plan.hybrid.floors import FLOOR_S_PER_POINT, MemoryFloors
-from solver_plan.hybrid.memory import gradients_bytes, optimizer_bytes, precision_state, weights_bytes
+from solver_plan.hybrid.memory import gradients_bytes, optimizer_bytes, precision_state, stage_weights_bytes
 from solver_plan.hybrid.model import TransformerSpec, transformer_spec
 from solver_plan.hybrid.offload import optimizer_offloaded
 from solver_plan.hybrid.plan import HybridPlan, HybridResult
@@ -448,14 +448,16 @@ def state_bound(ctx: Context, par: Parallelism) -> float:
     """A lower bound on `memory_floor(ctx, par)` from the model state alone: every stage the floor
     looks at holds at least ceil(L / p) blocks, so at least k x block parameters / tp, whose
     weights, optimizer state and gradients (unless the runtime frees them at one micro-batch,
-    `memory.gradients_at_peak`) the point shards as `memory_of` does (`memory.weights_bytes`,
+    `memory.gradients_at_peak`) the point shards as `memory_of` does (`memory.stage_weights_bytes`,
     `optimizer_bytes` unless offloaded, `gradients_bytes`); activations, buffers and the reserve only add."""
     k = -(-ctx.spec.layers // par.pp)
     params = k * ctx.spec.block_params / par.tp
     zero, state = par.state_zero, ctx.state
     freed = par.micro_batches == 1 and ctx.runtime.gradients_freed
     offloaded = optimizer_offloaded(par.offload)  # the optimizer state on the host (hybrid/offload.py)
-    return (weights_bytes(params, par.shard, zero, state)
+    weights = stage_weights_bytes(ctx.spec, params, k, par.tp, par.shard, zero, zero != par.zero_stage, state,
+                                  ctx.runtime)
+    return (weights
             + (0.0 if offloaded else optimizer_bytes(params, par.shard, zero, state))
             + (0.0 if freed else gradients_bytes(params, par.shard, zero, state)))
 

@@ -137,6 +137,8 @@ def validate_plan(plan: HybridPlan, cluster: Cluster, enforce_memory: bool = Tru
         if q.schedule == "zb-exact":  # the pattern's own count, re-derived from its F and W times
             flight = float(min(exact_flight.get(s.index, 1), q.micro_batches))
         b, t, sp = q.micro_batch_size, q.tp, q.sequence_parallel
+        pipelined = q.pp > 1 and q.zero_stage >= 2  # FSDP under a pipeline: ZeRO-1's memory, FSDP2's pools
+        gathered = mem.gathered_block_bytes(spec, t, st, runtime)  # a block as FSDP gathers it (fp8 all-gather)
 
         # communicators the device joins: dp, tp, both pipeline neighbours, the tied-embedding pair
         groups = (int(shard > 1) + int(replicate > 1) + int(q.tp > 1) + (2 if q.pp > 1 else 0)
@@ -174,19 +176,20 @@ def validate_plan(plan: HybridPlan, cluster: Cluster, enforce_memory: bool = Tru
             dynamic = (acts + working
                        + mem.pipeline_buffer_bytes(tokens, b, t, sp, q.pp, q.micro_batches, flight, s.index == 0,
                                                    s.head, q.virtual_stages, st, runtime) + kv
-                       + mem.zero3_gather_bytes(spec.block_params / t, zero, st)
+                       + mem.zero3_gather_bytes(spec.block_params / t, zero, st, gathered)
                        # FSDP2's root unit (what the stage holds besides its blocks) stays unsharded
                        + mem.fsdp_root_bytes(params - s.layers * spec.block_params / t, zero, st, runtime))
             reserve = runtime.memory
             all_gradients = mem.gradients_bytes(params, shard, zero, st)
             gradients = mem.gradients_at_peak(all_gradients, acts + working, q.micro_batches, runtime)
             pools = mem.stage_pool_bytes(params - s.layers * spec.block_params / t, spec.block_params / t,
-                                         params, shard, zero, all_gradients, gradients,
-                                         q.pp > 1 and q.zero_stage >= 2, st, runtime)
+                                         params, shard, zero, all_gradients, gradients, pipelined, st, runtime,
+                                         gathered)
             # optimizer offload: the optimizer state lives in host memory (checked below), not here
             device_optimizer = (0.0 if q.offload in ("optimizer", "both")
                                 else mem.optimizer_bytes(params, shard, zero, st))
-            return (mem.weights_bytes(params, shard, zero, st) + gradients
+            return (mem.stage_weights_bytes(spec, params, s.layers, t, shard, zero, pipelined, st, runtime)
+                    + gradients
                     + device_optimizer + dynamic * (1 + reserve.fragmentation) + pools
                     + reserve.workspace + reserve.cuda_context + groups * reserve.nccl_per_communicator)
 

@@ -67,12 +67,13 @@ TORCH_ZBV = ("pipeline_parallel_schedule ZBVZeroBubble (torch ScheduleZBVZeroBub
              "V-style placement)")
 RUNNERS = {
     "zb-h1": {"torchtitan": TORCH_ZB1P, "torchtitan-compile": TORCH_ZB1P,
+              "torchtitan-compile-fp8-gather": TORCH_ZB1P,
               "zero-bubble-megatron": "sail-sg/zero-bubble-pipeline-parallelism --enable-zb-runtime"},
     "zb-h2": {"zero-bubble-megatron": "sail-sg/zero-bubble-pipeline-parallelism --enable-zb-runtime "
                                       "--zero-bubble-max-pending-backward 2p"},
-    "zb-v": {"torchtitan": TORCH_ZBV, "torchtitan-compile": TORCH_ZBV,
+    "zb-v": {"torchtitan": TORCH_ZBV, "torchtitan-compile": TORCH_ZBV, "torchtitan-compile-fp8-gather": TORCH_ZBV,
              "zero-bubble-megatron": "sail-sg/zero-bubble-pipeline-parallelism --zero-bubble-v-schedule"},
-    EXACT: {"torchtitan": TORCH_CSV, "torchtitan-compile": TORCH_CSV},
+    EXACT: {"torchtitan": TORCH_CSV, "torchtitan-compile": TORCH_CSV, "torchtitan-compile-fp8-gather": TORCH_CSV},
 }
 W_SHARE = {"zb-h1": 2.0, "zb-h2": 3.0, "zb-v": 3.0}
 FILL_SHARE = {"zb-h1": 1.0, "zb-h2": 1.0, "zb-v": 1.0 / V_CHUNKS}  # the fill and drain runs through chunks of 1/v

@@ -13,6 +13,8 @@ fitted to an end-to-end throughput. The hybrid planner prices a plan with one pr
 - deepspeed: Megatron-DeepSpeed with ZeRO as run in 2022 (MT-NLG, BLOOM);
 - torchtitan: PyTorch-native FSDP2 + tensor/pipeline parallelism (torchtitan, 2024-25), eager;
 - torchtitan-compile: the same with torch.compile on each block;
+- torchtitan-compile-fp8-gather: torchtitan-compile whose FSDP all-gathers fp8 block weights (float8
+  all-gather, as torchtitan's Llama 3 405B preset runs);
 - nemo: NVIDIA NeMo 2 performance recipes (Megatron-core with TP communication overlap).
 """
 from __future__ import annotations
@@ -156,6 +158,10 @@ class RuntimeProfile:
     # gradients): with one micro-batch per step they appear during the backward as the activations go
     # (hybrid/memory.py stage_memory)
     gradients_freed: bool = False
+    # FSDP all-gathers the fp8 casts of the blocks' Linear weights when the GEMMs run in fp8 (torchao
+    # float8 with torchtitan's float8.enable_fsdp_float8_all_gather): a gathered block holds them at
+    # 1 byte a parameter, not the working weights' 2 (hybrid/memory.py fp8_gather_saving)
+    fp8_weight_gather: bool = False
     # how the runtime splits a block's weight matrices over the tensor-parallel group: "column-row"
     # (each matrix along one dimension: Megatron's ColumnParallelLinear / RowParallelLinear, torch's
     # ColwiseParallel / RowwiseParallel) or "any" (whatever the per-operator solver picks, 2-D splits
@@ -376,6 +382,23 @@ TORCHTITAN_COMPILE = replace(
         ("rest", "as torchtitan"),
     ))
 
+TORCHTITAN_FP8_GATHER = replace(
+    TORCHTITAN_COMPILE, name="torchtitan-compile-fp8-gather",
+    summary="torchtitan-compile with float8.enable_fsdp_float8_all_gather = true (FSDP gathers fp8 block weights)",
+    fp8_weight_gather=True,
+    sources=(
+        ("fp8_weight_gather",
+         "torchtitan 9dec370 train_configs/llama3_405b.toml: enable_float8_linear, enable_fsdp_float8_all_gather and "
+         "precompute_float8_dynamic_scale_for_fsdp = true (config_manager.py: false by default; the 8B and 70B "
+         "presets enable no float8); torchtitan/float8.py converts every nn.Linear but \"output\" to Float8Linear "
+         "(module_filter_fn) and enables the fp8 all-gather only with FSDP (dp_shard_enabled); torchao 0.8.0 "
+         "(eab345c) float8/fsdp_utils.py WeightWithDynamicFloat8CastTensor.fsdp_pre_all_gather all-gathers "
+         "float8_tensor._data (1 byte) and fsdp_post_all_gather makes the unsharded parameter a Float8Tensor of "
+         "that gathered data, so FSDP2 holds no bf16 copy; float8_linear.py cast_weight_to_float8_t then uses it "
+         "as is (tensor_already_casted_to_fp8)"),
+        ("rest", "as torchtitan-compile"),
+    ))
+
 NEMO = replace(
     MEGATRON_CORE, name="nemo",
     summary="NVIDIA NeMo 2 performance recipes (Megatron-core, Transformer Engine, TP communication overlap)",
@@ -391,7 +414,7 @@ NEMO = replace(
     ))
 
 RUNTIMES: dict[str, RuntimeProfile] = {p.name: p for p in (MEGATRON_CORE, MEGATRON_2021, DEEPSPEED, TORCHTITAN,
-                                                              TORCHTITAN_COMPILE, NEMO)}
+                                                              TORCHTITAN_COMPILE, TORCHTITAN_FP8_GATHER, NEMO)}
 DEFAULT_RUNTIME = MEGATRON_CORE
 
 
