@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -49,3 +50,18 @@ def test_no_time_means_no_change():
     problem = random_problem(30, seed=1, shape="dag")
     unchanged, bound = reparametrise(problem, Deadline(1.0, start=time.perf_counter() - 2.0))
     assert unchanged is problem and bound == -np.inf
+
+
+def test_float32_sweeps_keep_the_reparametrisation_and_its_bound_exact():
+    # costs of very different sizes, so float32 rounding of the sweeps is far from float64's: the
+    # messages it chose are applied in float64, and the bound is that of the returned costs
+    problem = random_problem(40, seed=7, shape="dag", min_candidates=3, max_candidates=8)
+    scaled = replace(problem, node_costs=tuple(c * 1e4 + 1e-3 for c in problem.node_costs))
+    reparametrised, bound = reparametrise(scaled)
+    least = sum(float(c.min()) for c in reparametrised.node_costs) + sum(float(m.min()) for m in reparametrised.edge_costs)
+    assert bound == least
+    rng = np.random.default_rng(1)
+    for _ in range(20):
+        plan = [int(rng.integers(len(c))) for c in scaled.node_costs]
+        assert reparametrised.objective(plan) == pytest.approx(scaled.objective(plan), rel=1e-12, abs=1e-9)
+        assert bound <= scaled.objective(plan) + 1e-9

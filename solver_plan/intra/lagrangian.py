@@ -25,12 +25,22 @@ from solver_plan.intra.dual_ascent import ROUNDING_SLACK, reparametrise
 from solver_plan.intra.forest_dp import Forest, spanning_forest
 from solver_plan.intra.problem import ConfigProblem
 
-DIFFUSION_SHARE = 0.3  # of the Lagrangian's time, for the reparametrisation of non-forest graphs
+# of the Lagrangian's time, for the reparametrisation of non-forest graphs (its first sweeps and the
+# main diffusion); a part of the steps' for each later one (rare)
+DIFFUSION_SHARE = 0.3
 # of the Lagrangian's time, for the multipliers; the rest finds plans that fit. Measured on
 # random-dag:nodes=10000 binding at 60 s (2 shared cores): 0.55 with REPAIR_SHARE 0.6 left the repair
 # of the best minimiser 7 s (it needs 8 s of CPU: cut, 0.66-0.74% gap); 0.4 with 0.85: the same
 # bound, the repair done, 0.51%.
 ASCENT_SHARE = 0.4
+# Order on non-forest graphs: FIRST_SWEEPS of diffusion at the multipliers 0, FIRST_STEPS multiplier
+# steps, then the main diffusion at the best multipliers so far (the rest of DIFFUSION_SHARE), then
+# the other steps. A reparametrisation is best for the costs it diffused: made at the multipliers 0
+# (as before session 35), it left the penalised problem's forest bound low. random-dag:nodes=10000
+# binding, CPU (float64 sweeps): 30 sweeps at 0 then 120 steps 43,951.0 in 30.5 s; 5 sweeps, 30
+# steps, 25 sweeps at the best multipliers, 90 steps 43,981.0 in 28.8 s (the LP bound is 43,993.5).
+FIRST_SWEEPS = 5
+FIRST_STEPS = 30
 FITTING_SHARE = 0.25  # of what the ascent leaves, for raising multipliers until a minimiser fits
 MAX_STEPS = 200
 # Work units (`deadline.WORK_UNIT_S`, a microsecond of the development machine's CPU) of one forest
@@ -48,6 +58,14 @@ STEP_UNITS_PER_NODE = 6.0
 STEP_UNITS_PER_ENTRY = 0.006
 STEP_UNITS_PER_MEMORY_ENTRY = 0.009
 MARGINAL_STEPS = 2.0  # the pass with min-marginals costs this many steps (measured 1.6-1.8)
+# Polyak's target on graphs other than forests: at most this far (relative) above the best bound.
+# The incumbent's cost as target made the steps overshoot when it was far above the bound
+# (random-dag:nodes=10000 binding, 48 s nominal, targets 44,050 / 44,128 / 44,300 / 44,600: bounds
+# 43,992.2 / 43,988.2 / 43,984.4 / 43,956.1; this cap: 43,988.1 whatever the incumbent). On forests
+# (exact inner minimum) the incumbent stays the target: alpa-chain:10000 binding, whose dual gap is
+# ~0, ended unproven with the cap (bound 40,517.8 after 96 steps, 57,783 candidates open, where the
+# incumbent as target proves it optimal with 10,075 open).
+TARGET_GAP = 0.003
 STALL_STEPS = 6  # steps without a better bound before the step length is halved
 MIN_STEP_FACTOR = 1e-3
 RAISE_STEPS = 12  # raises of the multipliers over the limit (together up to ~3e4 x), until a minimiser fits
@@ -146,10 +164,17 @@ def lagrangian_dual(problem: ConfigProblem, deadline=None, upper_bound: float | 
     keep = spanning_forest(problem.num_nodes, problem.edges, problem.edge_costs)
     exact = bool(keep.all())
     whole = WorkMeter(deadline)  # each part's unused budget stays for the next
-    if not exact:  # move edge cost into the nodes first, so cutting edges loses little
-        free, _ = reparametrise(free, deadline, meter=whole.part(DIFFUSION_SHARE))
+    diffusion = None if exact else whole.part(DIFFUSION_SHARE)  # the first sweeps and the main diffusion
+    if diffusion is not None:  # move edge cost into the nodes first, so cutting edges loses little
+        free, _ = reparametrise(free, deadline, max_sweeps=FIRST_SWEEPS, meter=diffusion)
     forest = Forest(free.node_costs, free.edges, free.edge_costs, keep)
-    meter, step_units = whole.part(ASCENT_SHARE), forest_pass_units(problem)  # the rest: plans that fit
+    # the steps: ASCENT_SHARE of what the diffusion leaves (its part is already reserved); the rest:
+    # plans that fit
+    share = ASCENT_SHARE if exact else ASCENT_SHARE * (1 - DIFFUSION_SHARE)
+    meter, step_units = whole.part(share), forest_pass_units(problem)
+    affordable = meter.left_s()  # the main diffusion after a quarter of the steps, if fewer than 4 x FIRST_STEPS
+    main_at = FIRST_STEPS if affordable is None else min(
+        FIRST_STEPS, max(1, int(affordable / (step_units * meter.unit_s)) // 4))
     multipliers = np.zeros(problem.num_devices)
     best = None  # (bound, multipliers, the forest (and its costs) that gave it)
     plans: list[tuple[int, ...]] = []
@@ -175,10 +200,14 @@ def lagrangian_dual(problem: ConfigProblem, deadline=None, upper_bound: float | 
                 factor, stall = factor / 2, 0
         if upper_bound is not None and best[0] >= upper_bound - CLOSED_GAP * (1.0 + abs(upper_bound)):
             break
-        if factor < MIN_STEP_FACTOR:
-            if exact or rediffused >= REDIFFUSIONS:
+        main_due = diffusion is not None and rediffused == 0 and steps == main_at
+        if factor < MIN_STEP_FACTOR or main_due:
+            if diffusion is None or rediffused >= REDIFFUSIONS:
                 break
-            free = _rediffused(free, penalties, best[1], deadline, meter.part(DIFFUSION_SHARE))  # at the best multipliers
+            # at the best multipliers: the main diffusion on the rest of its part, later ones on a part
+            # of the steps'
+            part = diffusion if rediffused == 0 else meter.part(DIFFUSION_SHARE)
+            free = _rediffused(free, penalties, best[1], deadline, part)
             forest = Forest(free.node_costs, free.edges, free.edge_costs, keep)
             multipliers, factor, stall, rediffused = best[1].copy(), 1.0, 0, rediffused + 1
             continue
@@ -187,6 +216,8 @@ def lagrangian_dual(problem: ConfigProblem, deadline=None, upper_bound: float | 
         if norm == 0.0:  # the minimiser fits memory with no multiplier pushing: the bound is the optimum
             break
         target = upper_bound if upper_bound is not None else best[0] + 0.01 * (1.0 + abs(best[0]))
+        if not exact:  # at most TARGET_GAP above the best bound: it moves up with the bound
+            target = min(target, best[0] + TARGET_GAP * (1.0 + abs(best[0])))
         gap = max(target - value, 1e-9 * (1.0 + abs(value)))
         multipliers = np.maximum(0.0, multipliers + factor * gap / norm * projected)
     value, chosen, forest = best
