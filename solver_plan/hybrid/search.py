@@ -333,7 +333,10 @@ def _pricer(ctx: Context, profile, limit: float | None, deadline: Deadline):
 def charged_price(ctx: Context, par: Parallelism, profile, limit: float | None, deadline: Deadline) -> HybridPlan | None:
     """`price` of a point, PRICE_S charged to the nominal budget and EXACT_SCHEDULE_S more for each
     exact zero-bubble schedule it solved (a zb-exact point, one per cut priced; exact_zb memoises
-    them, so only new ones count)."""
+    them, so only new ones count). The memo lives as long as the process: a command (and each batch
+    job, a forked worker) starts without it, while a second search in one Python process finds the
+    first one's schedules solved and is charged less for them, so under a binding limit it may
+    search further."""
     from solver_plan.hybrid.exact_zb import solves
 
     before = solves()
