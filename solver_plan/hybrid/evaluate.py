@@ -40,8 +40,8 @@ class Context:
     # p2p seconds of one stage boundary by (micro-batch, tp, replicas, cp, crosses nodes): the search
     # prices the same few transfers for thousands of points
     p2p_cache: dict = field(default_factory=dict, init=False, compare=False, hash=False, repr=False)  # not copied
-    # `time_bound`'s terms outside the pipeline (sync, embedding sync, optimizer) by the few fields
-    # they read: ~30,000 points of a search share a few hundred of them
+    # `time_bound`'s terms outside the pipeline (sync, embedding sync, optimizer) and `host_floor_fits`
+    # ("host" keys), by the few fields they read: ~30,000 points of a search share a few hundred of them
     bound_cache: dict = field(default_factory=dict, init=False, compare=False, hash=False, repr=False)
 
 

@@ -35,7 +35,7 @@ GPT_FAMILY_NOTE = ("hybrid plans need a decoder-only transformer: a GPT-style zo
                    "qwen3, mixtral, phi3, gemma2 or gemma3")
 HF_DECODERS = ("gpt2", "llama", "mistral", "qwen2", "qwen3", "mixtral", "phi3", "gemma2", "gemma3", "gemma3_text")
 QK_NORM_FAMILIES = ("qwen3", "gemma3_text")  # RMS norms over head_dim on q and k (hf.py, hf_dense.py)
-GEMMA_FAMILIES = ("gemma2", "gemma3_text")  # sandwich norms, head tied, head_dim 256 unless given
+GEMMA_FAMILIES = ("gemma2", "gemma3_text")  # sandwich norms, head tied, hf_dense.GEMMA_HEAD_DIM unless given
 HF_MAX_DEFAULT_SEQ = 2048  # as hf.py: the config's maximum positions, capped
 
 
@@ -221,6 +221,7 @@ def _hf_spec(model: str) -> TransformerSpec:
     shapes are those of the graph the block is solved on."""
     from solver_plan.graph.importers.graph_file import model_file_parts
     from solver_plan.graph.importers.hf import _Config, _options, config_file, read_config
+    from solver_plan.graph.importers.hf_dense import GEMMA_HEAD_DIM, gemma_language_config
 
     path, raw = config_file(model)
     where = str(path)
@@ -245,11 +246,8 @@ def _hf_spec(model: str) -> TransformerSpec:
                                head_dim=hidden // heads, seq=opts.get("seq", min(positions, HF_MAX_DEFAULT_SEQ)),
                                vocab=cfg.int("vocab_size"), positions=positions, block_model=block_model,
                                block_scope="block0/")
-    if model_type == "gemma3":  # the multimodal config: its language model's keys (hf_dense.py, so the graph's)
-        text = data.get("text_config")
-        if not isinstance(text, dict):
-            raise InputError("model_type 'gemma3' needs a 'text_config' object (the language model)", where)
-        model_type, cfg = "gemma3_text", _Config({"model_type": "gemma3_text", **text}, where)
+    cfg = gemma_language_config(cfg)  # gemma3's language model, as the graph reads it
+    model_type = cfg.data["model_type"]
     hidden, heads = cfg.int("hidden_size"), cfg.int("num_attention_heads")
     positions = cfg.int("max_position_embeddings")
     moe = model_type == "mixtral"
@@ -258,7 +256,7 @@ def _hf_spec(model: str) -> TransformerSpec:
     return TransformerSpec(
         model.strip(), layers=opts.get("layers", cfg.int("num_hidden_layers")), hidden=hidden,
         ffn=cfg.int("intermediate_size"), heads=heads,
-        head_dim=cfg.int("head_dim", default=256 if gemma else hidden // heads),
+        head_dim=cfg.int("head_dim", default=GEMMA_HEAD_DIM if gemma else hidden // heads),
         seq=opts.get("seq", min(positions, HF_MAX_DEFAULT_SEQ)), vocab=cfg.int("vocab_size"), positions=positions,
         kv_heads=cfg.int("num_key_value_heads", default=heads), gated_mlp=True, qkv_bias=qkv_bias,
         out_bias=cfg.bool("attention_bias", False) if model_type != "qwen2" else False, mlp_bias=False,

@@ -62,16 +62,26 @@ def _mlp(b: GraphBuilder, x: Tensor, ffn: int, kind: str, bias: bool) -> Tensor:
 
 
 # --- Gemma 2 and Gemma 3 -------------------------------------------------------------------------
+GEMMA_HEAD_DIM = 256  # Gemma's head_dim where the config leaves it out (transformers' Gemma2Config default)
+
+
+def gemma_language_config(cfg: _Config) -> _Config:
+    """The language model's config: gemma3's multimodal config holds it in `text_config` (read as
+    gemma3_text; the vision tower is left out); any other config as it is."""
+    if cfg.data.get("model_type") != "gemma3":
+        return cfg
+    text = cfg.data.get("text_config")
+    if not isinstance(text, dict):
+        raise InputError("model_type 'gemma3' needs a 'text_config' object (the language model)", cfg.where)
+    return _Config({"model_type": "gemma3_text", **text}, cfg.where)
+
+
 def _gemma(cfg: _Config, opts: dict, name: str) -> Graph:
-    if cfg.data.get("model_type") == "gemma3":  # the multimodal config: the language model's keys
-        text = cfg.data.get("text_config")
-        if not isinstance(text, dict):
-            raise InputError("model_type 'gemma3' needs a 'text_config' object (the language model)", cfg.where)
-        cfg = _Config({"model_type": "gemma3_text", **text}, cfg.where)
+    cfg = gemma_language_config(cfg)
     qk_norm = cfg.data["model_type"] != "gemma2"
     hidden, heads = cfg.int("hidden_size"), cfg.int("num_attention_heads")
     kv_heads = cfg.int("num_key_value_heads", default=heads)
-    head_dim = cfg.int("head_dim", default=256)
+    head_dim = cfg.int("head_dim", default=GEMMA_HEAD_DIM)
     _divides(cfg, kv_heads, heads, "num_key_value_heads", "num_attention_heads")
     kind = activation(cfg, "hidden_activation", "hidden_act", default="gelu_pytorch_tanh")
     ffn, vocab = cfg.int("intermediate_size"), cfg.int("vocab_size")
