@@ -1,0 +1,265 @@
+"""Allocator traces on one GPU: every allocation and free of a few training steps, to check an
+allocator simulation against (the mechanism behind reserved-but-unallocated memory).
+
+    python scripts/trace_allocator.py --out DIR [--alloc-conf expandable_segments:True] [--dry-run]
+
+For each case it records PyTorch's allocator history (torch.cuda.memory._record_memory_history)
+from an empty allocator (after gc.collect() and empty_cache()) through building the model and two
+training steps, and writes
+- `<case>.csv.gz`: one row per allocator event of the caching allocator's trace (action: alloc,
+  free_requested, free_completed, segment_map, segment_unmap, segment_alloc, segment_free; address,
+  size, stream; `where`: the innermost Python frame of this kit or torch.nn / torch.autograd that
+  asked, empty for the autograd engine's C++ thread);
+- `summary.json`: per case the peak allocated and reserved bytes of the second step
+  (torch.cuda.max_memory_allocated / max_memory_reserved after reset_peak_memory_stats), the number of
+  events, the allocator setting, device and versions.
+
+Cases (the kit's builders, scripts/measure_device.py):
+- `decoder-128k`, `decoder-32k`: the kit's eager whole decoder (model-memory.csv's cases);
+- `fsdp-128k`: the kit's FSDP2 one-rank decoder (fsdp-memory.csv's first case);
+- `stage-1f1b`: one pipeline stage as torchtitan runs stage 0 of pp stages under 1F1B: `layers`
+  torchtitan blocks with full activation checkpointing, fp32 parameters under bf16 autocast (fp32
+  gradients accumulated over the micro-batches, as FSDP2 accumulates unsharded fp32 gradients while
+  gradient sync is off), one receive buffer per micro-batch for its input and one for its output's
+  gradient allocated at the step's start (torch.distributed.pipelining's per-micro-batch buffers),
+  each micro-batch's output kept until its backward; forwards and backwards in 1F1B order.
+`--dry-run` writes the files from a synthetic trace (no torch) so the writers are tested on CPU.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import gc
+import gzip
+import json
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+
+EVENT_COLUMNS = ("seq", "action", "addr", "size", "stream", "where")
+KEPT_ACTIONS = ("alloc", "free_requested", "free_completed", "segment_map", "segment_unmap", "segment_alloc",
+                "segment_free")
+
+
+@dataclass(frozen=True)
+class StageCase:
+    """Stage 0 of `pp` stages under 1F1B: `micro_batches` micro-batches, min(pp, micro_batches) in flight."""
+    layers: int
+    pp: int
+    micro_batches: int
+    batch: int
+    seq: int
+    hidden: int
+    heads: int
+    kv_heads: int
+    ffn: int
+
+
+def plan_cases():
+    import measure_device as kit
+    decoder_128k = kit.ModelCase(2, 1, 8192, 4096, 32, 8, 14336, 128256)
+    decoder_32k = kit.ModelCase(2, 2, 4096, 4096, 32, 8, 14336, 32000)
+    return {
+        "decoder-128k": decoder_128k,
+        "decoder-32k": decoder_32k,
+        "fsdp-128k": kit.FsdpCase(kit.ModelCase(4, 1, 8192, 4096, 32, 8, 14336, 128256)),
+        "stage-1f1b": StageCase(layers=4, pp=4, micro_batches=8, batch=1, seq=8192, hidden=4096, heads=32,
+                                kv_heads=8, ffn=14336),
+        "stage-1f1b-deep": StageCase(layers=8, pp=8, micro_batches=16, batch=1, seq=8192, hidden=4096, heads=32,
+                                     kv_heads=8, ffn=14336),
+    }
+
+
+def one_f_one_b(pp: int, micro_batches: int, stage: int = 0) -> list[tuple[str, int]]:
+    """The order of ('F', i) and ('B', i) stage `stage` of `pp` runs under 1F1B."""
+    warmup = min(pp - stage, micro_batches)
+    order, f, b = [], 0, 0
+    for _ in range(warmup):
+        order.append(("F", f))
+        f += 1
+    while b < micro_batches:
+        order.append(("B", b))
+        b += 1
+        if f < micro_batches:
+            order.append(("F", f))
+            f += 1
+    return order
+
+
+def _where(frames) -> str:
+    for frame in frames or ():
+        name = str(frame.get("filename", ""))
+        if name.endswith(("trace_allocator.py", "measure_device.py")) or "/torch/nn/" in name \
+                or "/torch/autograd/" in name or "/torch/utils/checkpoint" in name or "/fsdp/" in name \
+                or "/torch/optim/" in name:
+            return f"{Path(name).name}:{frame.get('line')}:{frame.get('name')}"
+    return ""
+
+
+def events_of(snapshot) -> list[dict]:
+    trace = snapshot["device_traces"][0] if snapshot.get("device_traces") else []
+    rows = []
+    for i, event in enumerate(trace):
+        if event.get("action") not in KEPT_ACTIONS:
+            continue
+        rows.append({"seq": i, "action": event["action"], "addr": int(event.get("addr", 0)),
+                     "size": int(event.get("size", 0)), "stream": int(event.get("stream", 0)),
+                     "where": _where(event.get("frames"))})
+    return rows
+
+
+def write_events(path: Path, rows: list[dict]) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    with gzip.open(tmp, "wt", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=EVENT_COLUMNS)
+        writer.writeheader()
+        writer.writerows(rows)
+    os.replace(tmp, path)
+
+
+def run_case(torch, name, case) -> tuple[dict, list[dict]]:
+    import measure_device as kit
+    gc.collect()
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    before = torch.cuda.memory_allocated()
+    torch.cuda.memory._record_memory_history(enabled="all", context="alloc", stacks="python", max_entries=2_000_000)
+    if isinstance(case, StageCase):
+        step = stage_step(torch, case)
+    elif isinstance(case, kit.FsdpCase):
+        step = fsdp_step(torch, kit, case)
+    else:
+        step = decoder_step(torch, kit, case)
+    step()
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    step()
+    torch.cuda.synchronize()
+    peak, reserved = torch.cuda.max_memory_allocated(), torch.cuda.max_memory_reserved()
+    snapshot = torch.cuda.memory._snapshot()
+    torch.cuda.memory._record_memory_history(enabled=None)
+    rows = events_of(snapshot)
+    del step
+    gc.collect()
+    return {"peak_allocated_bytes": peak, "peak_reserved_bytes": reserved, "allocated_before_bytes": before,
+            "events": len(rows)}, rows
+
+
+def decoder_step(torch, kit, case):
+    model = kit.make_model(torch, case)
+    loss_of = kit.decoder_loss(torch, model, case)
+
+    def step():
+        model.zero_grad(set_to_none=False)
+        loss_of().backward()
+    return step
+
+
+def fsdp_step(torch, kit, case):
+    import torch.distributed as dist
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+    if not dist.is_initialized():
+        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+        os.environ.setdefault("MASTER_PORT", "29517")
+        dist.init_process_group("nccl", rank=0, world_size=1)
+    model = kit.make_model(torch, case.model).float()
+    policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    for block in model.blocks:
+        fully_shard(block, mp_policy=policy)
+    fully_shard(model, mp_policy=policy)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)
+    loss_of = kit.decoder_loss(torch, model, case.model)
+
+    def step():
+        loss_of().backward()
+        opt.step()
+        opt.zero_grad()
+    return step
+
+
+def stage_step(torch, case: StageCase):
+    import measure_device as kit
+    import torch.nn as nn
+    block_case = kit.BlockCase("titan", case.batch, case.seq, case.hidden, case.heads, case.kv_heads, case.ffn,
+                               ac="full")
+    blocks = nn.Sequential(*(kit.make_titan_block(torch, block_case) for _ in range(case.layers))).float()
+    shape = (case.batch, case.seq, case.hidden)
+
+    def step():
+        for p in blocks.parameters():
+            p.grad = None
+        inputs = [torch.randn(shape, device="cuda", dtype=torch.bfloat16) for _ in range(case.micro_batches)]
+        grads_in = [torch.empty(shape, device="cuda", dtype=torch.bfloat16) for _ in range(case.micro_batches)]
+        outputs = {}
+        for kind, i in one_f_one_b(case.pp, case.micro_batches):
+            if kind == "F":
+                x = inputs[i].requires_grad_(True)
+                with torch.autocast("cuda", dtype=torch.bfloat16):
+                    outputs[i] = blocks(x)
+            else:
+                out = outputs.pop(i)
+                grad = grads_in[i].normal_()
+                out.backward(grad if grad.dtype == out.dtype else grad.to(out.dtype))
+                inputs[i].grad = None
+    return step
+
+
+def dry_rows() -> list[dict]:
+    """A synthetic trace in the recorded format: one segment mapped, two blocks allocated and freed."""
+    mib = 1 << 20
+    return [{"seq": 0, "action": "segment_map", "addr": 0, "size": 20 * mib, "stream": 0, "where": ""},
+            {"seq": 1, "action": "alloc", "addr": 0, "size": 4 * mib, "stream": 0, "where": "dry"},
+            {"seq": 2, "action": "alloc", "addr": 4 * mib, "size": 8 * mib, "stream": 0, "where": "dry"},
+            {"seq": 3, "action": "free_requested", "addr": 0, "size": 4 * mib, "stream": 0, "where": "dry"},
+            {"seq": 4, "action": "free_completed", "addr": 0, "size": 4 * mib, "stream": 0, "where": "dry"}]
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--alloc-conf", default="expandable_segments:True",
+                        help="PYTORCH_CUDA_ALLOC_CONF, set before torch is imported (default expandable_segments:True, "
+                             "as torchtitan's launcher sets it)")
+    parser.add_argument("--cases", default="all", help="comma-separated case names (default all)")
+    parser.add_argument("--dry-run", action="store_true")
+    args = parser.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    cases = plan_cases()
+    if args.cases != "all":
+        wanted = args.cases.split(",")
+        unknown = [c for c in wanted if c not in cases]
+        if unknown:
+            parser.error(f"unknown case(s) {unknown}; known: {sorted(cases)}")
+        cases = {k: v for k, v in cases.items() if k in wanted}
+    summary: dict = {"alloc_conf": args.alloc_conf, "dry_run": args.dry_run, "cases": {}}
+    if args.dry_run:
+        for name in cases:
+            rows = dry_rows()
+            write_events(out / f"{name}.csv.gz", rows)
+            summary["cases"][name] = {"peak_allocated_bytes": 12 << 20, "peak_reserved_bytes": 20 << 20,
+                                      "allocated_before_bytes": 0, "events": len(rows)}
+    else:
+        os.environ["PYTORCH_CUDA_ALLOC_CONF"] = args.alloc_conf
+        import torch
+        summary.update(device=torch.cuda.get_device_name(), torch=torch.__version__, cuda=torch.version.cuda)
+        for name, case in cases.items():
+            try:
+                figures, rows = run_case(torch, name, case)
+            except Exception as exc:  # one failing case must not lose the others' traces
+                summary["cases"][name] = {"error": f"{type(exc).__name__}: {exc}"}
+                print(name, "failed:", exc, flush=True)
+                continue
+            write_events(out / f"{name}.csv.gz", rows)
+            summary["cases"][name] = figures
+            print(name, json.dumps(figures), flush=True)
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
