@@ -59,6 +59,43 @@ class StageCase:
     ffn: int
 
 
+@dataclass(frozen=True)
+class TensorParallelStageCase:
+    """Rank 0 of a `tp`-way tensor-parallel group (sequence parallel, torchtitan's apply_tp plan) on a
+    fake process group (torch.testing's FakeStore, backend "fake": collectives move no data, every
+    buffer is allocated as on a real rank), holding `layers` blocks of stage 0 of `pp` under 1F1B with
+    full activation checkpointing; bf16 parameters and gradients."""
+    layers: int
+    tp: int
+    pp: int
+    micro_batches: int
+    batch: int
+    seq: int
+    hidden: int
+    heads: int
+    kv_heads: int
+    ffn: int
+
+
+@dataclass(frozen=True)
+class LossParallelCase:
+    """The loss as torchtitan computes it under tensor parallelism (loss_parallel, the output layer
+    ColwiseParallel with Shard(-1) logits), rank 0 of a fake `tp`-way group: F.cross_entropy on the
+    fp32 cast of the vocabulary-sharded bf16 logits, the prediction dropped before backward."""
+    tokens: int
+    hidden: int
+    vocab: int
+    tp: int
+
+
+@dataclass(frozen=True)
+class ShardedFsdpCase:
+    """The kit's FSDP2 decoder (`case`, a measure_device.FsdpCase) sharded over `world` ranks of a fake
+    process group, rank 0: its all-gather and reduce-scatter buffers as on a real rank."""
+    case: object
+    world: int
+
+
 def plan_cases():
     import measure_device as kit
     decoder_128k = kit.ModelCase(2, 1, 8192, 4096, 32, 8, 14336, 128256)
@@ -69,6 +106,10 @@ def plan_cases():
         "fsdp-128k": kit.FsdpCase(kit.ModelCase(4, 1, 8192, 4096, 32, 8, 14336, 128256)),
         "stage-1f1b": StageCase(layers=4, pp=4, micro_batches=8, batch=1, seq=8192, hidden=4096, heads=32,
                                 kv_heads=8, ffn=14336),
+        "fsdp8-128k": ShardedFsdpCase(kit.FsdpCase(kit.ModelCase(4, 1, 8192, 4096, 32, 8, 14336, 128256)), 8),
+        "loss-parallel": LossParallelCase(tokens=4 * 8192, hidden=16384, vocab=128256, tp=8),
+        "tp-stage-1f1b": TensorParallelStageCase(layers=4, tp=8, pp=8, micro_batches=8, batch=4, seq=8192,
+                                                 hidden=16384, heads=128, kv_heads=8, ffn=53248),
         "stage-1f1b-deep": StageCase(layers=8, pp=8, micro_batches=16, batch=1, seq=8192, hidden=4096, heads=32,
                                      kv_heads=8, ffn=14336),
     }
@@ -112,6 +153,52 @@ def events_of(snapshot) -> list[dict]:
     return rows
 
 
+@dataclass(frozen=True)
+class Replay:
+    """Peaks of a trace replayed event by event: bytes allocated and bytes mapped (reserved), over all
+    streams together and per stream (each stream's own maxima)."""
+    allocated: int
+    mapped: int
+    streams: dict
+
+
+def replay(rows) -> Replay:
+    """Replays allocator events (`events_of` rows or read_events): an alloc adds its size to its stream,
+    a free_completed takes it off, segment_map / segment_alloc add mapped bytes, segment_unmap /
+    segment_free take them off."""
+    live: dict[int, tuple[int, int]] = {}
+    allocated: dict[int, int] = {}
+    mapped: dict[int, int] = {}
+    peaks: dict[int, list[int]] = {}
+    total_allocated = total_mapped = peak_allocated = peak_mapped = 0
+    for row in rows:
+        action, addr, size, stream = row["action"], int(row["addr"]), int(row["size"]), int(row["stream"])
+        if action == "alloc":
+            live[addr] = (size, stream)
+            allocated[stream] = allocated.get(stream, 0) + size
+            total_allocated += size
+        elif action == "free_completed" and addr in live:
+            size, stream = live.pop(addr)
+            allocated[stream] -= size
+            total_allocated -= size
+        elif action in ("segment_map", "segment_alloc"):
+            mapped[stream] = mapped.get(stream, 0) + size
+            total_mapped += size
+        elif action in ("segment_unmap", "segment_free"):
+            mapped[stream] = mapped.get(stream, 0) - size
+            total_mapped -= size
+        peak = peaks.setdefault(stream, [0, 0])
+        peak[0], peak[1] = max(peak[0], allocated.get(stream, 0)), max(peak[1], mapped.get(stream, 0))
+        peak_allocated, peak_mapped = max(peak_allocated, total_allocated), max(peak_mapped, total_mapped)
+    return Replay(peak_allocated, peak_mapped, {k: tuple(v) for k, v in peaks.items()})
+
+
+def read_events(path: Path) -> list[dict]:
+    """The rows `write_events` wrote."""
+    with gzip.open(path, "rt", newline="") as f:
+        return list(csv.DictReader(f))
+
+
 def write_events(path: Path, rows: list[dict]) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
     with gzip.open(tmp, "wt", newline="") as f:
@@ -130,6 +217,12 @@ def run_case(torch, name, case) -> tuple[dict, list[dict]]:
     torch.cuda.memory._record_memory_history(enabled="all", context="alloc", stacks="python", max_entries=2_000_000)
     if isinstance(case, StageCase):
         step = stage_step(torch, case)
+    elif isinstance(case, TensorParallelStageCase):
+        step = tp_stage_step(torch, case, "cuda")
+    elif isinstance(case, ShardedFsdpCase):
+        step = fsdp_step(torch, kit, case.case, world=case.world)
+    elif isinstance(case, LossParallelCase):
+        step = loss_parallel_step(torch, case, "cuda")
     elif isinstance(case, kit.FsdpCase):
         step = fsdp_step(torch, kit, case)
     else:
@@ -159,18 +252,21 @@ def decoder_step(torch, kit, case):
     return step
 
 
-def fsdp_step(torch, kit, case):
+def fsdp_step(torch, kit, case, world: int = 1):
     import torch.distributed as dist
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
-    if not dist.is_initialized():
+    mesh = None
+    if world > 1:
+        mesh = fake_mesh(torch, world, "cuda")
+    elif not dist.is_initialized():
         os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
         os.environ.setdefault("MASTER_PORT", "29517")
         dist.init_process_group("nccl", rank=0, world_size=1)
     model = kit.make_model(torch, case.model).float()
     policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
     for block in model.blocks:
-        fully_shard(block, mp_policy=policy)
-    fully_shard(model, mp_policy=policy)
+        fully_shard(block, mp_policy=policy, mesh=mesh)
+    fully_shard(model, mp_policy=policy, mesh=mesh)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)
     loss_of = kit.decoder_loss(torch, model, case.model)
 
@@ -204,6 +300,127 @@ def stage_step(torch, case: StageCase):
                 out = outputs.pop(i)
                 grad = grads_in[i].normal_()
                 out.backward(grad if grad.dtype == out.dtype else grad.to(out.dtype))
+                inputs[i].grad = None
+    return step
+
+
+def fake_mesh(torch, tp: int, device: str):
+    """A `tp`-rank device mesh on torch's fake process group (rank 0; collectives move no data)."""
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+    if dist.is_initialized():
+        dist.destroy_process_group()
+    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=tp)
+    return init_device_mesh(device, (tp,))
+
+
+def loss_parallel_step(torch, case: LossParallelCase, device: str):
+    import torch.nn.functional as F
+    from torch.distributed.tensor import DTensor, Shard
+    from torch.distributed.tensor.parallel import loss_parallel
+    mesh = fake_mesh(torch, case.tp, device)
+    x = torch.randn(case.tokens, case.hidden, device=device, dtype=torch.bfloat16, requires_grad=True)
+    w = torch.randn(case.vocab // case.tp, case.hidden, device=device, dtype=torch.bfloat16, requires_grad=True)
+    labels = torch.randint(0, case.vocab, (case.tokens,), device=device)
+
+    def step():
+        x.grad, w.grad = None, None
+        pred = DTensor.from_local(x @ w.t(), mesh, [Shard(-1)])
+        with loss_parallel():
+            loss = F.cross_entropy(pred.float(), labels)
+            del pred
+            loss.backward()
+    return step
+
+
+def make_tp_block(torch, case: TensorParallelStageCase, mesh, device: str):
+    """torchtitan's TransformerBlock (no rotary embedding) parallelised as its apply_tp does, under full
+    activation checkpointing."""
+    import torch.nn as nn
+    import torch.nn.functional as F
+    from torch.distributed.tensor import Replicate, Shard
+    from torch.distributed.tensor.parallel import (ColwiseParallel, PrepareModuleInput, RowwiseParallel,
+                                                   SequenceParallel, parallelize_module)
+    from torch.utils.checkpoint import checkpoint
+    h, a, kv, f = case.hidden, case.heads, case.kv_heads, case.ffn
+    d = h // a
+
+    class Attention(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.wq, self.wk = nn.Linear(h, a * d, bias=False), nn.Linear(h, kv * d, bias=False)
+            self.wv, self.wo = nn.Linear(h, kv * d, bias=False), nn.Linear(a * d, h, bias=False)
+
+        def forward(self, x):
+            b, s = x.shape[0], x.shape[1]
+            q = self.wq(x).view(b, s, -1, d)
+            k, v = self.wk(x).view(b, s, -1, d), self.wv(x).view(b, s, -1, d)
+            rep = q.shape[2] // k.shape[2]
+            k, v = k.repeat_interleave(rep, dim=2), v.repeat_interleave(rep, dim=2)
+            o = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                                               is_causal=True)
+            return self.wo(o.transpose(1, 2).reshape(b, s, -1))
+
+    class FeedForward(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w1, self.w3 = nn.Linear(h, f, bias=False), nn.Linear(h, f, bias=False)
+            self.w2 = nn.Linear(f, h, bias=False)
+
+        def forward(self, x):
+            return self.w2(F.silu(self.w1(x)) * self.w3(x))
+
+    class Inner(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.attention_norm, self.ffn_norm = nn.RMSNorm(h), nn.RMSNorm(h)
+            self.attention, self.feed_forward = Attention(), FeedForward()
+
+        def forward(self, x):
+            x = x + self.attention(self.attention_norm(x))
+            return x + self.feed_forward(self.ffn_norm(x))
+
+    inner = Inner().to(device=device, dtype=torch.bfloat16)
+    parallelize_module(inner, mesh, {
+        "attention_norm": SequenceParallel(),
+        "attention": PrepareModuleInput(input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),)),
+        "attention.wq": ColwiseParallel(), "attention.wk": ColwiseParallel(), "attention.wv": ColwiseParallel(),
+        "attention.wo": RowwiseParallel(output_layouts=Shard(1)),
+        "ffn_norm": SequenceParallel(),
+        "feed_forward": PrepareModuleInput(input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),)),
+        "feed_forward.w1": ColwiseParallel(), "feed_forward.w3": ColwiseParallel(),
+        "feed_forward.w2": RowwiseParallel(output_layouts=Shard(1)),
+    })
+
+    class Checkpointed(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, x):
+            return checkpoint(self.inner, x, use_reentrant=False)
+    return Checkpointed()
+
+
+def tp_stage_step(torch, case: TensorParallelStageCase, device: str):
+    import torch.nn as nn
+    mesh = fake_mesh(torch, case.tp, device)
+    blocks = nn.Sequential(*(make_tp_block(torch, case, mesh, device) for _ in range(case.layers)))
+    shape = (case.batch, case.seq // case.tp, case.hidden)  # sequence-parallel: the block's input is a shard
+
+    def step():
+        for p in blocks.parameters():
+            p.grad = None
+        inputs = [torch.randn(shape, device=device, dtype=torch.bfloat16) for _ in range(case.micro_batches)]
+        grads_in = [torch.empty(shape, device=device, dtype=torch.bfloat16) for _ in range(case.micro_batches)]
+        outputs = {}
+        for kind, i in one_f_one_b(case.pp, case.micro_batches):
+            if kind == "F":
+                outputs[i] = blocks(inputs[i].requires_grad_(True))
+            else:
+                out = outputs.pop(i)
+                out.backward(grads_in[i].normal_().to(out.dtype))
                 inputs[i].grad = None
     return step
 

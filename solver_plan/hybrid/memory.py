@@ -309,6 +309,20 @@ def loss_stage_bytes(tokens: float, hidden: int, vocab: int, t: int, sequence_pa
             + logits * tokens * vocab / t)
 
 
+def loss_hole_bytes(logits: float, loss: float, working: float, runtime=None) -> float:
+    """Reserved-but-unallocated bytes the loss adds to a last stage's peak, for `logits` logit elements
+    per device (s b V / t), the loss's bytes `loss` at its peak and the backward working set `working`
+    that never coexists with it: a hole H = `Kernels.loss_hole_bytes_per_logit` x logits at the loss's
+    peak, so the reserved peak is max(working, loss + H) where the allocated one is max(working, loss).
+    Measured (data/device/h200-2026-11-27-alloc/traces-expandable, every event of PyTorch's caching
+    allocator): torchtitan's loss F.cross_entropy(pred.float()) frees the bf16 prediction (2 B a logit)
+    and its fp32 cast (4) before backward; the backward's first fp32 tensor takes the cast's place, the
+    second does not fit the 2 B left and extends the segment, so the prediction's bytes stay a hole until
+    the loss's tensors are freed (the eager decoders, FSDP2 at world sizes 1 and 8, loss_parallel)."""
+    hole = _kernels(runtime).loss_hole_bytes_per_logit * logits
+    return max(working, loss + hole) - max(working, loss)
+
+
 # --- micro-batches in flight (Narayanan et al. 2021 sections 2.2.1-2.2.2; Korthikanti 4.2.3) ---
 def in_flight_microbatches(stage: int, pp: int, m: int, schedule: str, v: int = 1) -> float:
     """Micro-batches whose activations stage `stage` (0-based) holds at its peak, in units of the
@@ -446,7 +460,7 @@ def fsdp_root_bytes(root_params: float, zero_stage: int, state: StateBytes = MIX
 
 def stream_pool_bytes(root_params: float, layer_params: float, gradients: float, gradients_live: float,
                       zero_stage: int, state: StateBytes = MIXED_PRECISION, runtime=None,
-                      layer_bytes: float | None = None) -> float:
+                      layer_bytes: float | None = None, gather_pool: bool = True) -> float:
     """Reserved bytes of FSDP2's side-stream allocator pools that the allocated peak does not count.
 
     PyTorch's caching allocator hands a freed block only to later allocations on the stream it was
@@ -460,14 +474,20 @@ def stream_pool_bytes(root_params: float, layer_params: float, gradients: float,
       all-gather dtype, held (AllGatherState) until the next unit's all-gather is issued: two units
       at once, the largest pair being the root (`root_params`: the stage's parameters outside its
       blocks, `fsdp_root_bytes`) with the first block: w (max(P_root, P_layer) + P_layer); with a block
-      gathered in `layer_bytes` B instead (`gathered_block_bytes`: fp8 all-gather), max(w P_root, B) + B.
-    ZeRO-3 under a runtime whose profile says so (`MemoryReserve.fsdp_stream_pools`); 0 otherwise."""
+      gathered in `layer_bytes` B instead (`gathered_block_bytes`: fp8 all-gather), max(w P_root, B) + B;
+      `gather_pool` False: none (a one-rank shard group, below).
+    ZeRO-3 under a runtime whose profile says so (`MemoryReserve.fsdp_stream_pools`); 0 otherwise.
+    Measured (data/device/h200-2026-11-27-alloc/traces-expandable, allocator traces of the kit's FSDP2
+    decoder): the reduce-scatter stream's pool is 4 B x P / dp at world sizes 1 (7.70 GB) and 8 (0.965
+    GB, a fake 8-rank group); the all-gather outputs have their own stream's pool at world size 8 (2.81
+    GB mapped against 2.54 priced) but are allocated on the compute stream at world size 1."""
     from solver_plan.runtime import resolve_runtime
 
     if zero_stage < 3 or not resolve_runtime(runtime).memory.fsdp_stream_pools:
         return 0.0
     block = state.weights * layer_params if layer_bytes is None else layer_bytes
-    return max(0.0, gradients - gradients_live) + max(state.weights * root_params, block) + block
+    gathered = max(state.weights * root_params, block) + block if gather_pool else 0.0
+    return max(0.0, gradients - gradients_live) + gathered
 
 
 def stage_pool_bytes(root_params: float, layer_params: float, params: float, dp: int, zero_stage: int,
@@ -488,9 +508,9 @@ def stage_pool_bytes(root_params: float, layer_params: float, params: float, dp:
     when not w P_layer (`stream_pool_bytes`)."""
     if pipelined_fsdp:
         return stream_pool_bytes(root_params, layer_params, gradients_bytes(params, dp, 3, state), 0.0, 3,
-                                 state, runtime, layer_bytes)
+                                 state, runtime, layer_bytes, gather_pool=dp > 1)
     return stream_pool_bytes(root_params, layer_params, gradients, gradients_live, zero_stage, state, runtime,
-                             layer_bytes)
+                             layer_bytes, gather_pool=dp > 1)
 
 
 @dataclass(frozen=True)
@@ -612,6 +632,7 @@ def stage_memory(spec: TransformerSpec, *, layers: int, stage: int, pp: int, tp:
     loss = logits_activation_bytes(spec, b, t, sp, state, runtime) if last else 0.0
     acts += loss  # logits live one micro-batch
     working = recompute_working_bytes(spec, b, t, recompute, sp, state, runtime) if layers else 0.0
+    hole = loss_hole_bytes(spec.seq * b * spec.vocab / t, loss, working, runtime) if last else 0.0
     # the loss's peak and a block's backward transients never coexist: the logits and their gradient
     # are freed before the last block's backward starts, so the last stage adds the larger of the two
     # (measured: a whole eager decoder's peak is at the loss, data/device/h100-2026-11-26/model-memory.csv)
@@ -629,9 +650,9 @@ def stage_memory(spec: TransformerSpec, *, layers: int, stage: int, pp: int, tp:
                                             cp, replicate))
     all_gradients = gradients_bytes(params, dp, zero_stage, state)
     gradients = gradients_at_peak(all_gradients, acts + working, micro_batches, runtime)
-    reserve["fragmentation"] += stage_pool_bytes(params - layers * spec.block_params / t, spec.block_params / t,
-                                                 params, dp, zero_stage, all_gradients, gradients, pipelined_fsdp,
-                                                 state, runtime, gathered)
+    reserve["fragmentation"] += hole + stage_pool_bytes(
+        params - layers * spec.block_params / t, spec.block_params / t, params, dp, zero_stage, all_gradients,
+        gradients, pipelined_fsdp, state, runtime, gathered)
     optimizer = optimizer_bytes(params, dp, zero_stage, state)
     if offload in ("optimizer", "both"):
         from solver_plan.hybrid.offload import host_bytes
