@@ -96,6 +96,23 @@ class ShardedFsdpCase:
     world: int
 
 
+@dataclass(frozen=True)
+class TensorParallelHeadCase:
+    """The last pipeline stage (or a whole model without pipelining) as rank 0 of torchtitan's `tp`-way
+    tensor parallelism on a fake process group: `layers` blocks under full activation checkpointing,
+    the final RMSNorm (SequenceParallel), the output projection ColwiseParallel(input_layouts=Shard(1),
+    output_layouts=Shard(-1)) and the loss under loss_parallel, one micro-batch, bf16 parameters."""
+    layers: int
+    tp: int
+    batch: int
+    seq: int
+    hidden: int
+    heads: int
+    kv_heads: int
+    ffn: int
+    vocab: int
+
+
 def plan_cases():
     import measure_device as kit
     decoder_128k = kit.ModelCase(2, 1, 8192, 4096, 32, 8, 14336, 128256)
@@ -110,6 +127,10 @@ def plan_cases():
         "loss-parallel": LossParallelCase(tokens=4 * 8192, hidden=16384, vocab=128256, tp=8),
         "tp-stage-1f1b": TensorParallelStageCase(layers=4, tp=8, pp=8, micro_batches=8, batch=4, seq=8192,
                                                  hidden=16384, heads=128, kv_heads=8, ffn=53248),
+        "tp-head-70b": TensorParallelHeadCase(layers=4, tp=8, batch=16, seq=8192, hidden=8192, heads=64, kv_heads=8,
+                                              ffn=28672, vocab=128256),
+        "tp-head-405b": TensorParallelHeadCase(layers=4, tp=8, batch=4, seq=8192, hidden=16384, heads=128,
+                                               kv_heads=8, ffn=53248, vocab=128256),
         "stage-1f1b-deep": StageCase(layers=8, pp=8, micro_batches=16, batch=1, seq=8192, hidden=4096, heads=32,
                                      kv_heads=8, ffn=14336),
     }
@@ -223,6 +244,8 @@ def run_case(torch, name, case) -> tuple[dict, list[dict]]:
         step = fsdp_step(torch, kit, case.case, world=case.world)
     elif isinstance(case, LossParallelCase):
         step = loss_parallel_step(torch, case, "cuda")
+    elif isinstance(case, TensorParallelHeadCase):
+        step = tp_head_step(torch, case, "cuda")
     elif isinstance(case, kit.FsdpCase):
         step = fsdp_step(torch, kit, case)
     else:
@@ -422,6 +445,44 @@ def tp_stage_step(torch, case: TensorParallelStageCase, device: str):
                 out = outputs.pop(i)
                 out.backward(grads_in[i].normal_().to(out.dtype))
                 inputs[i].grad = None
+    return step
+
+
+def tp_head_step(torch, case: TensorParallelHeadCase, device: str):
+    import torch.nn as nn
+    import torch.nn.functional as F
+    from torch.distributed.tensor import Shard
+    from torch.distributed.tensor.parallel import (ColwiseParallel, SequenceParallel, loss_parallel,
+                                                   parallelize_module)
+    mesh = fake_mesh(torch, case.tp, device)
+    dims = TensorParallelStageCase(case.layers, case.tp, 1, 1, case.batch, case.seq, case.hidden, case.heads,
+                                   case.kv_heads, case.ffn)
+
+    class Head(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.blocks = nn.Sequential(*(make_tp_block(torch, dims, mesh, device) for _ in range(case.layers)))
+            self.norm = nn.RMSNorm(case.hidden).to(device=device, dtype=torch.bfloat16)
+            self.output = nn.Linear(case.hidden, case.vocab, bias=False).to(device=device, dtype=torch.bfloat16)
+
+        def forward(self, x):
+            return self.output(self.norm(self.blocks(x)))
+    head = Head()
+    parallelize_module(head, mesh, {
+        "norm": SequenceParallel(),
+        "output": ColwiseParallel(input_layouts=Shard(1), output_layouts=Shard(-1), use_local_output=False)})
+    shape = (case.batch, case.seq // case.tp, case.hidden)
+    labels = torch.randint(0, case.vocab, (case.batch * case.seq,), device=device)
+
+    def step():
+        for p in head.parameters():
+            p.grad = None
+        x = torch.randn(shape, device=device, dtype=torch.bfloat16, requires_grad=True)
+        pred = head(x)
+        with loss_parallel():
+            loss = F.cross_entropy(pred.flatten(0, 1).float(), labels)
+            del pred  # torchtitan's train step drops the prediction before backward
+            loss.backward()
     return step
 
 

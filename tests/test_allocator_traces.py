@@ -44,7 +44,7 @@ def _fsdp_memory(case, dp):
 
 
 @pytest.mark.parametrize("name", ["decoder-128k", "decoder-32k", "fsdp-128k", "fsdp8-128k", "loss-parallel",
-                                  "tp-stage-1f1b", "stage-1f1b", "stage-1f1b-deep"])
+                                  "tp-stage-1f1b", "tp-head-70b", "tp-head-405b", "stage-1f1b", "stage-1f1b-deep"])
 def test_traces_replay_to_the_measured_peaks(name):
     """Each trace is complete: replaying its events gives the peaks torch reported for the case, less
     what was allocated before recording began (the cuBLAS workspace an earlier case left, and the pages
@@ -118,23 +118,44 @@ def test_eager_decoder_reserved_within_3_percent(row):
     assert allocated + hole == pytest.approx(int(row["peak_reserved_bytes"]), rel=0.03)
 
 
-def test_tensor_parallel_stage_allocated_within_2_percent():
-    """A Llama 3.1 405B stage as one rank of torchtitan's TP 8 (sequence parallel, full recomputation,
-    4 blocks, 8 micro-batches in flight under 1F1B, bf16 parameters and gradients, a receive buffer per
-    micro-batch for the input and for the output's gradient) on a fake 8-rank group: stage_memory's
-    allocated peak (a first stage's in-flight micro-batches, no embedding) against the measured one.
-    Its reserved peak is 10% above (1.9 GB of holes left by the backward's gathered inputs and MLP
-    tensors), which the model does not price: recorded in docs/hybrid.md, not asserted here."""
+def _tensor_parallel_memory(layers, batch, hidden, heads, ffn, stage, pp, micro_batches, in_flight=None):
     from solver_plan.cost.model_state import ParameterState
     from solver_plan.hybrid import memory as mem
     kit, _ = _scripts()
-    block = kit.BlockCase("titan", 4, 8192, 16384, 128, 8, 53248, ac="full")
-    spec = replace(kit.block_spec(block), layers=4, vocab=128256, tied_embeddings=False)
-    state = mem.StateBytes(ParameterState(weights=2.0, gradients=2.0), activations=2.0)
-    m = mem.stage_memory(spec, layers=4, stage=1, pp=8, tp=8, dp=1, micro_batch=4, micro_batches=8,
-                         recompute="full", sequence_parallel=True, zero_stage=0, schedule="1f1b", state=state,
-                         runtime="torchtitan", in_flight=8)
-    assert m.allocated == pytest.approx(_replay("tp-stage-1f1b").allocated, rel=0.02)
+    block = kit.BlockCase("titan", batch, 8192, hidden, heads, 8, ffn, ac="full")
+    spec = replace(kit.block_spec(block), layers=layers, vocab=128256, tied_embeddings=False)
+    state = mem.StateBytes(ParameterState(weights=2.0, gradients=2.0), activations=2.0)  # bf16, no optimizer
+    return mem.stage_memory(spec, layers=layers, stage=stage, pp=pp, tp=8, dp=1, micro_batch=batch,
+                            micro_batches=micro_batches, recompute="full", sequence_parallel=True, zero_stage=0,
+                            schedule="1f1b", state=state, runtime="torchtitan", in_flight=in_flight)
+
+
+def test_tensor_parallel_stage_within_6_percent():
+    """A Llama 3.1 405B stage as one rank of torchtitan's TP 8 (sequence parallel, full recomputation,
+    4 blocks, 8 micro-batches in flight under 1F1B, bf16 parameters and gradients, a receive buffer per
+    micro-batch for the input and for the output's gradient) on a fake 8-rank group: stage_memory's
+    allocated peak (a first stage's in-flight micro-batches, no embedding) within 2% (-1.3%), its
+    reserved peak (+ one whole-sequence gathered input left as a hole, `gathered_input_hole_bytes`)
+    within 6% (-5.3%; -10.5% without the hole; the rest of the 1.9 GB of holes are MLP-sized, not
+    priced)."""
+    m = _tensor_parallel_memory(4, 4, 16384, 128, 53248, stage=1, pp=8, micro_batches=8, in_flight=8)
+    r = _replay("tp-stage-1f1b")
+    assert m.allocated == pytest.approx(r.allocated, rel=0.02)
+    assert m.reserved == pytest.approx(r.mapped, rel=0.06)
+
+
+@pytest.mark.parametrize("name,batch,hidden,heads,ffn", [("tp-head-70b", 16, 8192, 64, 28672),
+                                                         ("tp-head-405b", 4, 16384, 128, 53248)])
+def test_tensor_parallel_last_stage_within_5_percent(name, batch, hidden, heads, ffn):
+    """torchtitan's last stage under TP 8 (4 blocks with full recomputation, the final norm, the output
+    projection with Shard(-1) logits and loss_parallel, one micro-batch) at Llama 3 70B's shapes with
+    local batch 16 (the 70B fp8 run of torchtitan's docs/performance.md) and 405B's with 4: allocated
+    within 2% and reserved (+ the loss's hole + one gathered input's hole) within 5% (-16% and -6%
+    without the holes). The emulation has no pipeline receive buffers: the model's are taken off."""
+    m = _tensor_parallel_memory(4, batch, hidden, heads, ffn, stage=1, pp=2, micro_batches=1)
+    r = _replay(name)
+    assert m.allocated - m.buffers == pytest.approx(r.allocated, rel=0.02)
+    assert m.reserved - m.buffers == pytest.approx(r.mapped, rel=0.05)
 
 
 def test_tracer_dry_run_and_schedule(tmp_path):

@@ -323,6 +323,21 @@ def loss_hole_bytes(logits: float, loss: float, working: float, runtime=None) ->
     return max(working, loss + hole) - max(working, loss)
 
 
+def gathered_input_hole_bytes(elements: float, t: int, sequence_parallel: bool, state: StateBytes = MIXED_PRECISION,
+                              runtime=None) -> float:
+    """Reserved-but-unallocated bytes a stage of blocks under tensor and sequence parallelism (t > 1)
+    adds to its peak: `MemoryReserve.gathered_input_holes` x e x `elements` (s b h, a whole sequence's
+    block input). Measured (data/device/h200-2026-11-27-alloc/traces-expandable: tp-head-70b,
+    tp-head-405b, tp-stage-1f1b, rank 0 of torchtitan's TP 8 on a fake process group): one freed
+    whole-sequence tensor of e s b h bytes, DTensor's all-gather of a sequence-sharded input, stays a
+    hole between live blocks at the peak (2.147 GB of 2.147; 1.141 and 0.990 of 1.074)."""
+    from solver_plan.runtime import resolve_runtime
+
+    if t <= 1 or not sequence_parallel:
+        return 0.0
+    return resolve_runtime(runtime).memory.gathered_input_holes * state.activations * elements
+
+
 # --- micro-batches in flight (Narayanan et al. 2021 sections 2.2.1-2.2.2; Korthikanti 4.2.3) ---
 def in_flight_microbatches(stage: int, pp: int, m: int, schedule: str, v: int = 1) -> float:
     """Micro-batches whose activations stage `stage` (0-based) holds at its peak, in units of the
@@ -633,6 +648,8 @@ def stage_memory(spec: TransformerSpec, *, layers: int, stage: int, pp: int, tp:
     acts += loss  # logits live one micro-batch
     working = recompute_working_bytes(spec, b, t, recompute, sp, state, runtime) if layers else 0.0
     hole = loss_hole_bytes(spec.seq * b * spec.vocab / t, loss, working, runtime) if last else 0.0
+    if layers:
+        hole += gathered_input_hole_bytes(spec.seq * b * spec.hidden, t, sp, state, runtime)
     # the loss's peak and a block's backward transients never coexist: the logits and their gradient
     # are freed before the last block's backward starts, so the last stage adds the larger of the two
     # (measured: a whole eager decoder's peak is at the loss, data/device/h100-2026-11-26/model-memory.csv)

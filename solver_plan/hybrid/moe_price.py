@@ -479,6 +479,8 @@ def stage_memory(ctx: Context, p: MoEPoint, n_dense: int, n_moe: int, stage: int
         acts += loss / max(flight, 1.0)
     working = max(dense_cost.working_bytes if n_dense else 0.0, moe_cost.working_bytes if n_moe else 0.0)
     hole = mem.loss_hole_bytes(tokens * model.vocab / p.tp, loss, working, ctx.runtime) if loss else 0.0
+    if n_dense + n_moe:
+        hole += mem.gathered_input_hole_bytes(tokens * model.hidden, p.tp, True, st, ctx.runtime)
     buffers = mem.p2p_buffer_bytes(model, p.micro_batch_size, p.shards, True, p.pp, st)  # reads seq and hidden
     if n_moe:
         buffers += moe_cost.buffer_bytes

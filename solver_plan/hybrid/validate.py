@@ -174,6 +174,8 @@ def validate_plan(plan: HybridPlan, cluster: Cluster, enforce_memory: bool = Tru
             # the loss's peak and a block's backward transients are never live together
             working = mem.recompute_working_bytes(tokens, b, t, mode, sp, st, runtime)
             hole = mem.loss_hole_bytes(tokens.seq * b * tokens.vocab / t, loss, working, runtime) if s.head else 0.0
+            if s.layers:
+                hole += mem.gathered_input_hole_bytes(tokens.seq * b * tokens.hidden, t, sp, st, runtime)
             working = max(0.0, working - loss)
             dynamic = (acts + working
                        + mem.pipeline_buffer_bytes(tokens, b, t, sp, q.pp, q.micro_batches, flight, s.index == 0,

@@ -129,13 +129,17 @@ class MemoryReserve:
       apart from the compute stream's (hybrid/memory.py stream_pool_bytes);
     - `pipeline_buffers_per_microbatch`: the pipeline runtime keeps a receive buffer per micro-batch
       and each micro-batch's stage output until its backward (torch.distributed.pipelining's stage;
-      hybrid/memory.py pipeline_buffer_bytes) instead of a few reused send/receive buffers."""
+      hybrid/memory.py pipeline_buffer_bytes) instead of a few reused send/receive buffers;
+    - `gathered_input_holes`: with tensor and sequence parallelism, how many whole-sequence gathered
+      block inputs (e s b h each) the allocator leaves mapped but unused at the peak
+      (hybrid/memory.py gathered_input_hole_bytes)."""
     cuda_context: float
     nccl_per_communicator: float
     workspace: float
     fragmentation: float
     fsdp_stream_pools: bool = False
     pipeline_buffers_per_microbatch: bool = False
+    gathered_input_holes: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -310,7 +314,8 @@ TORCHTITAN = RuntimeProfile(
     Overlap(grad_reduce=True, param_gather=True, sharded_prefetch=True, tp_comm=False, pp_p2p=False,
             bucket_per_layer=True),
     MemoryReserve(cuda_context=0.5 * GIB, nccl_per_communicator=NCCL_BYTES_PER_COMMUNICATOR, workspace=64 * MIB,
-                  fragmentation=0.0, fsdp_stream_pools=True, pipeline_buffers_per_microbatch=True),
+                  fragmentation=0.0, fsdp_stream_pools=True, pipeline_buffers_per_microbatch=True,
+                  gathered_input_holes=1.0),
     sources=(
         ("flash_attention", "torchtitan/models/llama/model.py: F.scaled_dot_product_attention(is_causal=True) "
                             "(flash / cuDNN backend on H100)"),
@@ -355,6 +360,14 @@ TORCHTITAN = RuntimeProfile(
                           "CUDACachingAllocator.cpp ExpandableSegment), so no share of the compute stream's memory "
                           "is priced beyond the side-stream pools; holes that stay between live blocks are not "
                           "modelled (a lower bound)"),
+        ("gathered_input_holes", "measured: allocator traces of rank 0 of torchtitan's TP 8 with sequence "
+                                 "parallelism on a fake 8-rank group, one H200 under expandable segments "
+                                 "(data/device/h200-2026-11-27-alloc/traces-expandable): at the peak one freed "
+                                 "whole-sequence tensor of e s b h bytes stays a hole between live blocks (2.147 GB "
+                                 "of 2.147 in tp-head-70b, 1.141 of 1.074 in tp-head-405b, 0.990 of 1.074 in "
+                                 "tp-stage-1f1b): DTensor's all-gather of a sequence-sharded input (Shard(1) -> "
+                                 "Replicate) allocates the whole sequence, which is freed under full "
+                                 "recomputation and not reused by the larger tensors allocated after it"),
         ("fsdp_stream_pools", "torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py: foreach_all_gather allocates "
                               "all_gather_output (the unit's unsharded bf16 parameters) on all_gather_copy_in_stream; "
                               "foreach_reduce allocates reduce_output on reduce_scatter_stream and, with reduce dtype "
