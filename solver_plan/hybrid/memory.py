@@ -429,8 +429,9 @@ def zero3_gather_bytes(layer_params: float, zero_stage: int, state: StateBytes =
 def fp8_gather_saving(spec: TransformerSpec, t: int, state: StateBytes = MIXED_PRECISION, runtime=None) -> float:
     """Bytes one gathered (unsharded) block holds less on a rank when FSDP all-gathers the fp8 casts of
     its Linear weights instead of the working weights: (w - c) P_lin / t, with P_lin = the block's
-    weight matrices, h (a d + 2 kv d) + a d h + E k h f (k MLP matrices, E experts; the norms, biases
-    and an MoE router stay in w: Float8Linear keeps its bias in high precision), w the working
+    weight matrices (`TransformerSpec.block_matrix_params`, h (a d + 2 kv d) + a d h + E k h f: k MLP
+    matrices, E experts; the norms, biases and an MoE router stay in w: Float8Linear keeps its bias in
+    high precision), w the working
     weights' bytes (2) and c the GEMMs' (`StateBytes.compute`, fp8: 1): on a Llama 3.1 405B block at
     t = 8, 3.187e9 / 8 bytes (0.37 GiB).
     Only under a runtime that does so (`RuntimeProfile.fp8_weight_gather`: torchao float8's
@@ -443,10 +444,7 @@ def fp8_gather_saving(spec: TransformerSpec, t: int, state: StateBytes = MIXED_P
 
     if not resolve_runtime(runtime).fp8_weight_gather or state.compute is None or state.compute >= state.weights:
         return 0.0
-    h = spec.hidden
-    matrices = (h * (spec.attn_width + 2 * spec.kv_width) + spec.attn_width * h
-                + max(1, spec.experts) * spec.mlp_matrices * h * spec.ffn)
-    return (state.weights - state.compute) * matrices / t
+    return (state.weights - state.compute) * spec.block_matrix_params / t
 
 
 def gathered_block_bytes(spec: TransformerSpec, t: int, state: StateBytes = MIXED_PRECISION, runtime=None) -> float:
