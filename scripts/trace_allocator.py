@@ -22,7 +22,15 @@ Cases (the kit's builders, scripts/measure_device.py):
   gradients accumulated over the micro-batches, as FSDP2 accumulates unsharded fp32 gradients while
   gradient sync is off), one receive buffer per micro-batch for its input and one for its output's
   gradient allocated at the step's start (torch.distributed.pipelining's per-micro-batch buffers),
-  each micro-batch's output kept until its backward; forwards and backwards in 1F1B order.
+  each micro-batch's output kept until its backward; forwards and backwards in 1F1B order
+  (`stage-1f1b-deep`: 8 blocks, 16 micro-batches);
+- on torch's fake process group (torch.testing's FakeStore, backend "fake": collectives move no data,
+  every buffer is allocated as on a real rank), rank 0 of: `fsdp8-128k` (the FSDP2 decoder over 8
+  ranks), `loss-parallel` (torchtitan's loss under loss_parallel, TP 8), `tp-stage-1f1b` (torchtitan's
+  TP 8 with sequence parallelism, 405B's block shapes, a first stage under 1F1B), `tp-head-70b` and
+  `tp-head-405b` (a last stage: blocks, final norm, output layer with Shard(-1) logits, loss_parallel).
+`replay` gives a trace's peaks (all streams and per stream): tests/test_allocator_traces.py checks
+the memory model's reserved-memory terms against them.
 `--dry-run` writes the files from a synthetic trace (no torch) so the writers are tested on CPU.
 """
 from __future__ import annotations
