@@ -17,6 +17,7 @@ from solver_plan.hybrid.context_parallel import kv_buffer_bytes
 from solver_plan.hybrid.model import TransformerSpec
 from solver_plan.hybrid.stages import held_layers
 from solver_plan.hybrid.zero_bubble import ZERO_BUBBLE, head_stage, in_flight as zero_bubble_in_flight
+from solver_plan.runtime.profiles import resolve_runtime
 
 UNIFORM_RECOMPUTE = ("none", "selective", "full")  # least to most recomputation (and time)
 # "per-stage": each stage uses the least recomputation that fits its own memory (evaluate.py)
@@ -26,8 +27,6 @@ SCHEDULES = ("1f1b", "interleaved", "gpipe", "zb-h1", "zb-h2", "zb-v", "zb-exact
 
 
 def _kernels(runtime):
-    from solver_plan.runtime import resolve_runtime
-
     return resolve_runtime(runtime).kernels
 
 
@@ -89,8 +88,6 @@ def runtime_state(state: StateBytes, runtime) -> StateBytes:
     for FSDP2 (`sharded_fp32_params`) the fp32 sharded parameter doubling as the master copy
     (2 + 4 + 10 = 16: the 2 bytes of working weights are what the all-gather moves). Unchanged in
     fp32 training."""
-    from solver_plan.runtime import resolve_runtime
-
     runtime = resolve_runtime(runtime)
     model = state.model.for_runtime(fp32_gradients=runtime.fp32_gradients,
                                     sharded_fp32_params=runtime.sharded_fp32_params)
@@ -331,8 +328,6 @@ def gathered_input_hole_bytes(elements: float, t: int, sequence_parallel: bool, 
     tp-head-405b, tp-stage-1f1b, rank 0 of torchtitan's TP 8 on a fake process group): one freed
     whole-sequence tensor of e s b h bytes, DTensor's all-gather of a sequence-sharded input, stays a
     hole between live blocks at the peak (2.147 GB of 2.147; 1.141 and 0.990 of 1.074)."""
-    from solver_plan.runtime import resolve_runtime
-
     if t <= 1 or not sequence_parallel:
         return 0.0
     return resolve_runtime(runtime).memory.gathered_input_holes * state.activations * elements
@@ -404,8 +399,6 @@ def pipeline_buffer_bytes(spec: TransformerSpec, b: int, t: int, sequence_parall
     - the last chunk's outputs are the logits, e s b V / t each, m of them (the loss's fp32 tensors,
       `logits_activation_bytes`, are copies of them): m e s b V / t.
     None for p = 1."""
-    from solver_plan.runtime import resolve_runtime
-
     if pp == 1 or not resolve_runtime(runtime).memory.pipeline_buffers_per_microbatch:
         return p2p_buffer_bytes(spec, b, t, sequence_parallel, pp, state)
     x = state.activations * spec.seq * b * spec.hidden / (t if sequence_parallel else 1)
@@ -440,8 +433,6 @@ def fp8_gather_saving(spec: TransformerSpec, t: int, state: StateBytes = MIXED_P
     fsdp_utils.py; torchtitan float8.enable_fsdp_float8_all_gather) and only when the GEMMs run in a
     dtype narrower than the weights (c < w); the embeddings, norms and output projection stay in w
     (torchtitan's float8.py converts every nn.Linear but "output"). 0 otherwise."""
-    from solver_plan.runtime import resolve_runtime
-
     if not resolve_runtime(runtime).fp8_weight_gather or state.compute is None or state.compute >= state.weights:
         return 0.0
     return (state.weights - state.compute) * spec.block_matrix_params / t
@@ -464,8 +455,6 @@ def fsdp_root_bytes(root_params: float, zero_stage: int, state: StateBytes = MIX
     torch/distributed/_composable/fsdp/_fsdp_state.py FSDPState._lazy_init; the fully_shard docs:
     reshard_after_forward None -> False for the root). Only runtimes whose profile says so
     (`RuntimeProfile.fsdp_root_unsharded`), with ZeRO-3; nothing otherwise."""
-    from solver_plan.runtime import resolve_runtime
-
     if zero_stage < 3 or not resolve_runtime(runtime).fsdp_root_unsharded:
         return 0.0
     return state.weights * root_params
@@ -494,8 +483,6 @@ def stream_pool_bytes(root_params: float, layer_params: float, gradients: float,
     decoder): the reduce-scatter stream's pool is 4 B x P / dp at world sizes 1 (7.70 GB) and 8 (0.965
     GB, a fake 8-rank group); the all-gather outputs have their own stream's pool at world size 8 (2.81
     GB mapped against 2.54 priced) but are allocated on the compute stream at world size 1."""
-    from solver_plan.runtime import resolve_runtime
-
     if zero_stage < 3 or not resolve_runtime(runtime).memory.fsdp_stream_pools:
         return 0.0
     block = state.weights * layer_params if layer_bytes is None else layer_bytes
@@ -592,8 +579,6 @@ def runtime_reserve(runtime, dynamic_bytes: float, communicator_count: int) -> d
     workspace, fragmentation = the profile's fraction of the memory that changes during a step
     (`dynamic_bytes`: activations, backward working set, buffers), the CUDA context, and NCCL
     buffers per communicator."""
-    from solver_plan.runtime import resolve_runtime
-
     reserve = resolve_runtime(runtime).memory
     return {"workspace": reserve.workspace, "fragmentation": reserve.fragmentation * dynamic_bytes,
             "cuda_context": reserve.cuda_context, "nccl": reserve.nccl_per_communicator * communicator_count}
@@ -623,6 +608,7 @@ def stage_memory(spec: TransformerSpec, *, layers: int, stage: int, pp: int, tp:
     transit (offload.device_blocks). `pipelined_fsdp`: the plan is FSDP (ZeRO-3) under a pipeline,
     priced as `zero_stage` 1 (fsdp.state_zero) but with FSDP2's side-stream pools (`stage_pool_bytes`)."""
 
+    runtime = resolve_runtime(runtime)  # once: every term below reads the profile
     first, last = stage == 0, stage == head_stage(pp, schedule)
     params = stage_params(spec, layers, first, last, tp, pp)
     b, t, sp = micro_batch, tp, sequence_parallel
@@ -699,8 +685,6 @@ def gradients_at_peak(gradients: float, activations: float, micro_batches: int, 
     (m > 1), or a persistent gradient buffer, the gradients are there at every peak. Measured with
     FSDP2 on one H100 (data/device/h100-2026-11-26/fsdp-memory.csv): a whole decoder's peak
     allocation is its fp32 parameters and Adam moments plus the activations, without gradients."""
-    from solver_plan.runtime import resolve_runtime
-
     if micro_batches == 1 and resolve_runtime(runtime).gradients_freed:
         return max(0.0, gradients - activations)
     return gradients
