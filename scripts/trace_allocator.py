@@ -54,17 +54,23 @@ KEPT_ACTIONS = ("alloc", "free_requested", "free_completed", "segment_map", "seg
 
 
 @dataclass(frozen=True)
-class StageCase:
-    """Stage 0 of `pp` stages under 1F1B: `micro_batches` micro-batches, min(pp, micro_batches) in flight."""
-    layers: int
-    pp: int
-    micro_batches: int
+class Shapes:
+    """A micro-batch's and a block's shapes: batch, sequence, hidden, heads, key/value heads, MLP width."""
     batch: int
     seq: int
     hidden: int
     heads: int
     kv_heads: int
     ffn: int
+
+
+@dataclass(frozen=True)
+class StageCase:
+    """Stage 0 of `pp` stages under 1F1B: `micro_batches` micro-batches, min(pp, micro_batches) in flight."""
+    layers: int
+    pp: int
+    micro_batches: int
+    shapes: Shapes
 
 
 @dataclass(frozen=True)
@@ -77,12 +83,7 @@ class TensorParallelStageCase:
     tp: int
     pp: int
     micro_batches: int
-    batch: int
-    seq: int
-    hidden: int
-    heads: int
-    kv_heads: int
-    ffn: int
+    shapes: Shapes
 
 
 @dataclass(frozen=True)
@@ -112,13 +113,12 @@ class TensorParallelHeadCase:
     output_layouts=Shard(-1)) and the loss under loss_parallel, one micro-batch, bf16 parameters."""
     layers: int
     tp: int
-    batch: int
-    seq: int
-    hidden: int
-    heads: int
-    kv_heads: int
-    ffn: int
+    shapes: Shapes
     vocab: int
+
+
+LLAMA_8B_BLOCK = Shapes(batch=1, seq=8192, hidden=4096, heads=32, kv_heads=8, ffn=14336)
+LLAMA_405B_BLOCK = Shapes(batch=4, seq=8192, hidden=16384, heads=128, kv_heads=8, ffn=53248)
 
 
 def plan_cases():
@@ -129,18 +129,14 @@ def plan_cases():
         "decoder-128k": decoder_128k,
         "decoder-32k": decoder_32k,
         "fsdp-128k": kit.FsdpCase(kit.ModelCase(4, 1, 8192, 4096, 32, 8, 14336, 128256)),
-        "stage-1f1b": StageCase(layers=4, pp=4, micro_batches=8, batch=1, seq=8192, hidden=4096, heads=32,
-                                kv_heads=8, ffn=14336),
+        "stage-1f1b": StageCase(layers=4, pp=4, micro_batches=8, shapes=LLAMA_8B_BLOCK),
         "fsdp8-128k": ShardedFsdpCase(kit.FsdpCase(kit.ModelCase(4, 1, 8192, 4096, 32, 8, 14336, 128256)), 8),
         "loss-parallel": LossParallelCase(tokens=4 * 8192, hidden=16384, vocab=128256, tp=8),
-        "tp-stage-1f1b": TensorParallelStageCase(layers=4, tp=8, pp=8, micro_batches=8, batch=4, seq=8192,
-                                                 hidden=16384, heads=128, kv_heads=8, ffn=53248),
-        "tp-head-70b": TensorParallelHeadCase(layers=4, tp=8, batch=16, seq=8192, hidden=8192, heads=64, kv_heads=8,
-                                              ffn=28672, vocab=128256),
-        "tp-head-405b": TensorParallelHeadCase(layers=4, tp=8, batch=4, seq=8192, hidden=16384, heads=128,
-                                               kv_heads=8, ffn=53248, vocab=128256),
-        "stage-1f1b-deep": StageCase(layers=8, pp=8, micro_batches=16, batch=1, seq=8192, hidden=4096, heads=32,
-                                     kv_heads=8, ffn=14336),
+        "tp-stage-1f1b": TensorParallelStageCase(layers=4, tp=8, pp=8, micro_batches=8, shapes=LLAMA_405B_BLOCK),
+        "tp-head-70b": TensorParallelHeadCase(layers=4, tp=8, shapes=Shapes(16, 8192, 8192, 64, 8, 28672),
+                                              vocab=128256),
+        "tp-head-405b": TensorParallelHeadCase(layers=4, tp=8, shapes=LLAMA_405B_BLOCK, vocab=128256),
+        "stage-1f1b-deep": StageCase(layers=8, pp=8, micro_batches=16, shapes=LLAMA_8B_BLOCK),
     }
 
 
@@ -308,31 +304,36 @@ def fsdp_step(torch, kit, case, world: int = 1):
     return step
 
 
+def run_one_f_one_b(torch, blocks, shape, pp: int, micro_batches: int, device: str, autocast: bool):
+    """One step of a first stage under 1F1B: a receive buffer per micro-batch for its input and one for
+    its output's gradient allocated at the start (torch.distributed.pipelining's), each output kept
+    until its backward, the parameters' gradients accumulated over the micro-batches."""
+    import contextlib
+    for p in blocks.parameters():
+        p.grad = None
+    inputs = [torch.randn(shape, device=device, dtype=torch.bfloat16) for _ in range(micro_batches)]
+    grads_in = [torch.empty(shape, device=device, dtype=torch.bfloat16) for _ in range(micro_batches)]
+    outputs = {}
+    for kind, i in one_f_one_b(pp, micro_batches):
+        if kind == "F":
+            scope = torch.autocast(device, dtype=torch.bfloat16) if autocast else contextlib.nullcontext()
+            with scope:
+                outputs[i] = blocks(inputs[i].requires_grad_(True))
+        else:
+            out = outputs.pop(i)
+            grad = grads_in[i].normal_()
+            out.backward(grad if grad.dtype == out.dtype else grad.to(out.dtype))
+            inputs[i].grad = None
+
+
 def stage_step(torch, case: StageCase):
     import measure_device as kit
     import torch.nn as nn
-    block_case = kit.BlockCase("titan", case.batch, case.seq, case.hidden, case.heads, case.kv_heads, case.ffn,
-                               ac="full")
+    sh = case.shapes
+    block_case = kit.BlockCase("titan", sh.batch, sh.seq, sh.hidden, sh.heads, sh.kv_heads, sh.ffn, ac="full")
     blocks = nn.Sequential(*(kit.make_titan_block(torch, block_case) for _ in range(case.layers))).float()
-    shape = (case.batch, case.seq, case.hidden)
-
-    def step():
-        for p in blocks.parameters():
-            p.grad = None
-        inputs = [torch.randn(shape, device="cuda", dtype=torch.bfloat16) for _ in range(case.micro_batches)]
-        grads_in = [torch.empty(shape, device="cuda", dtype=torch.bfloat16) for _ in range(case.micro_batches)]
-        outputs = {}
-        for kind, i in one_f_one_b(case.pp, case.micro_batches):
-            if kind == "F":
-                x = inputs[i].requires_grad_(True)
-                with torch.autocast("cuda", dtype=torch.bfloat16):
-                    outputs[i] = blocks(x)
-            else:
-                out = outputs.pop(i)
-                grad = grads_in[i].normal_()
-                out.backward(grad if grad.dtype == out.dtype else grad.to(out.dtype))
-                inputs[i].grad = None
-    return step
+    return lambda: run_one_f_one_b(torch, blocks, (sh.batch, sh.seq, sh.hidden), case.pp, case.micro_batches,
+                                   "cuda", autocast=True)
 
 
 def fake_mesh(torch, tp: int, device: str):
@@ -365,7 +366,7 @@ def loss_parallel_step(torch, case: LossParallelCase, device: str):
     return step
 
 
-def make_tp_block(torch, case: TensorParallelStageCase, mesh, device: str):
+def make_tp_block(torch, case: Shapes, mesh, device: str):
     """torchtitan's TransformerBlock (no rotary embedding) parallelised as its apply_tp does, under full
     activation checkpointing."""
     import torch.nn as nn
@@ -437,23 +438,10 @@ def make_tp_block(torch, case: TensorParallelStageCase, mesh, device: str):
 def tp_stage_step(torch, case: TensorParallelStageCase, device: str):
     import torch.nn as nn
     mesh = fake_mesh(torch, case.tp, device)
-    blocks = nn.Sequential(*(make_tp_block(torch, case, mesh, device) for _ in range(case.layers)))
-    shape = (case.batch, case.seq // case.tp, case.hidden)  # sequence-parallel: the block's input is a shard
-
-    def step():
-        for p in blocks.parameters():
-            p.grad = None
-        inputs = [torch.randn(shape, device=device, dtype=torch.bfloat16) for _ in range(case.micro_batches)]
-        grads_in = [torch.empty(shape, device=device, dtype=torch.bfloat16) for _ in range(case.micro_batches)]
-        outputs = {}
-        for kind, i in one_f_one_b(case.pp, case.micro_batches):
-            if kind == "F":
-                outputs[i] = blocks(inputs[i].requires_grad_(True))
-            else:
-                out = outputs.pop(i)
-                out.backward(grads_in[i].normal_().to(out.dtype))
-                inputs[i].grad = None
-    return step
+    sh = case.shapes
+    blocks = nn.Sequential(*(make_tp_block(torch, sh, mesh, device) for _ in range(case.layers)))
+    shape = (sh.batch, sh.seq // case.tp, sh.hidden)  # sequence-parallel: the block's input is a shard
+    return lambda: run_one_f_one_b(torch, blocks, shape, case.pp, case.micro_batches, device, autocast=False)
 
 
 def tp_head_step(torch, case: TensorParallelHeadCase, device: str):
@@ -463,15 +451,14 @@ def tp_head_step(torch, case: TensorParallelHeadCase, device: str):
     from torch.distributed.tensor.parallel import (ColwiseParallel, SequenceParallel, loss_parallel,
                                                    parallelize_module)
     mesh = fake_mesh(torch, case.tp, device)
-    dims = TensorParallelStageCase(case.layers, case.tp, 1, 1, case.batch, case.seq, case.hidden, case.heads,
-                                   case.kv_heads, case.ffn)
+    sh = case.shapes
 
     class Head(nn.Module):
         def __init__(self):
             super().__init__()
-            self.blocks = nn.Sequential(*(make_tp_block(torch, dims, mesh, device) for _ in range(case.layers)))
-            self.norm = nn.RMSNorm(case.hidden).to(device=device, dtype=torch.bfloat16)
-            self.output = nn.Linear(case.hidden, case.vocab, bias=False).to(device=device, dtype=torch.bfloat16)
+            self.blocks = nn.Sequential(*(make_tp_block(torch, sh, mesh, device) for _ in range(case.layers)))
+            self.norm = nn.RMSNorm(sh.hidden).to(device=device, dtype=torch.bfloat16)
+            self.output = nn.Linear(sh.hidden, case.vocab, bias=False).to(device=device, dtype=torch.bfloat16)
 
         def forward(self, x):
             return self.output(self.norm(self.blocks(x)))
@@ -479,8 +466,8 @@ def tp_head_step(torch, case: TensorParallelHeadCase, device: str):
     parallelize_module(head, mesh, {
         "norm": SequenceParallel(),
         "output": ColwiseParallel(input_layouts=Shard(1), output_layouts=Shard(-1), use_local_output=False)})
-    shape = (case.batch, case.seq // case.tp, case.hidden)
-    labels = torch.randint(0, case.vocab, (case.batch * case.seq,), device=device)
+    shape = (sh.batch, sh.seq // case.tp, sh.hidden)
+    labels = torch.randint(0, case.vocab, (sh.batch * sh.seq,), device=device)
 
     def step():
         for p in head.parameters():
