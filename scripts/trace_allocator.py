@@ -46,6 +46,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
 EVENT_COLUMNS = ("seq", "action", "addr", "size", "stream", "where")
@@ -216,6 +217,49 @@ def replay(rows) -> Replay:
         peak[0], peak[1] = max(peak[0], allocated.get(stream, 0)), max(peak[1], mapped.get(stream, 0))
         peak_allocated, peak_mapped = max(peak_allocated, total_allocated), max(peak_mapped, total_mapped)
     return Replay(peak_allocated, peak_mapped, {k: tuple(v) for k, v in peaks.items()})
+
+
+def predicted_memory(name: str):
+    """(allocated, reserved) bytes hybrid/memory.py predicts for trace case `name`, or None where no
+    stage of the model matches it (loss-parallel is the loss alone; the stage-1f1b cases train fp32
+    parameters under autocast, whose cast weights the model does not price). The TP last stages have
+    no pipeline receive buffers: the model's (`StageMemory.buffers` of a last stage) are taken off."""
+    import measure_device as kit
+    case = plan_cases()[name]
+    if isinstance(case, kit.ModelCase):
+        m = kit.model_memory(case)
+    elif isinstance(case, kit.FsdpCase):
+        m = kit.fsdp_memory(case)
+    elif isinstance(case, ShardedFsdpCase):
+        m = kit.fsdp_memory(case.case, dp=case.world)
+    elif isinstance(case, TensorParallelStageCase):  # a first stage's micro-batches in flight, no embedding
+        m = tensor_parallel_memory(case.shapes, case.tp, case.layers, stage=1, pp=case.pp,
+                                   micro_batches=case.micro_batches, in_flight=min(case.pp, case.micro_batches))
+    elif isinstance(case, TensorParallelHeadCase):
+        m = tensor_parallel_memory(case.shapes, case.tp, case.layers, stage=1, pp=2, micro_batches=1,
+                                   vocab=case.vocab)
+        return m.allocated - m.buffers, m.reserved - m.buffers
+    else:
+        return None
+    return m.allocated, m.reserved
+
+
+def tensor_parallel_memory(shapes: Shapes, tp: int, layers: int, stage: int, pp: int, micro_batches: int,
+                           in_flight=None, vocab: int = 128256):
+    """stage_memory of torchtitan blocks of `shapes` under TP `tp` with sequence parallelism and full
+    recomputation, bf16 parameters and gradients, no optimizer (the traces' tensor-parallel cases)."""
+    from dataclasses import replace
+
+    import measure_device as kit
+    from solver_plan.cost.model_state import ParameterState
+    from solver_plan.hybrid import memory as mem
+    block = kit.BlockCase("titan", shapes.batch, shapes.seq, shapes.hidden, shapes.heads, shapes.kv_heads,
+                          shapes.ffn, ac="full")
+    spec = replace(kit.block_spec(block), layers=layers, vocab=vocab, tied_embeddings=False)
+    state = mem.StateBytes(ParameterState(weights=2.0, gradients=2.0), activations=2.0)
+    return mem.stage_memory(spec, layers=layers, stage=stage, pp=pp, tp=tp, dp=1, micro_batch=shapes.batch,
+                            micro_batches=micro_batches, recompute="full", sequence_parallel=True, zero_stage=0,
+                            schedule="1f1b", state=state, runtime="torchtitan", in_flight=in_flight)
 
 
 def read_events(path: Path) -> list[dict]:
