@@ -38,10 +38,11 @@ def _uses_closed(problem, plan, closed) -> bool:
                for (u, v), matrix in zip(problem.edges, closed))
 
 
-def _solve_model(sub, start, deadline):
+def _solve_model(sub, start, deadline, gap=None):
     model = config_model(sub)
     outcome = isolated.call("highspy", "solver_plan.intra.backends.highs", "solve_with_highs", model=model,
-                            start_values=None if start is None else encode(model, sub, start))
+                            start_values=None if start is None else encode(model, sub, start),
+                            **({} if gap is None else {"mip_rel_gap": gap}))
     return outcome_answer(model, outcome)
 
 

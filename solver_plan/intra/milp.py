@@ -90,8 +90,8 @@ def _milp_core(problem: ConfigProblem, context: Context) -> Answer:
         return Answer(Status.TIME_LIMIT, notes=("no time left for the MILP after the heuristics",))
     restriction = None
     if context.options.get("lagrangian", True):
-        def solve_sub(sub: ConfigProblem, start, deadline) -> Answer:
-            return _solve_model(sub, start, deadline, context, backend)
+        def solve_sub(sub: ConfigProblem, start, deadline, gap: float | None = None) -> Answer:
+            return _solve_model(sub, start, deadline, context, backend, gap=gap)
         if context.options.get("root_lp", True):
             restriction = lp_restriction(problem, context.deadline, context.incumbent, context.seed, solve_sub)
         if restriction is None:
@@ -141,7 +141,9 @@ def too_big_note(problem: ConfigProblem, limit: float | None) -> str | None:
 
 
 def _solve_model(problem: ConfigProblem, incumbent, deadline, context: Context, backend: str,
-                 closed_pairs=None) -> Answer:
+                 closed_pairs=None, gap: float | None = None) -> Answer:
+    """The MILP of `problem` from `incumbent` within `deadline`, stopped within the relative `gap`
+    of its bound where one is given (HiGHS only: CBC ignores it; None: proven optimal)."""
     skip = too_big_note(problem, context.deadline.nominal_s)
     if skip is not None:
         return Answer(Status.TIME_LIMIT, notes=(skip,))
@@ -163,7 +165,7 @@ def _solve_model(problem: ConfigProblem, incumbent, deadline, context: Context, 
         outcome = isolated.call("highspy", "solver_plan.intra.backends.highs", "solve_with_highs", timeout=remaining,
                                 model=model, time_limit=solver_limit, start_values=start, seed=context.seed,
                                 relax_first=context.options.get("relax_first", True) and not fixed,
-                                presolve=not fixed)
+                                presolve=not fixed, **({} if gap is None else {"mip_rel_gap": gap}))
         return outcome_answer(model, outcome)
     try:
         outcome = call_in_subprocess(_solve_in_child, (model, PULP_SOLVERS[backend], remaining, start), remaining)
