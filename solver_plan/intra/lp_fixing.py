@@ -16,7 +16,8 @@ the y columns closed by a plan 0.11% above the LP bound, and HiGHS proves the re
 root or in a few nodes, where the whole model took 500 nodes).
 
 The plan: the MILP on the candidates the LP solution uses (its support, ~1.6 per node, with the
-incumbent's: support_plan), a few hundred columns solved in well under a second, then local and forest search.
+incumbent's: support_plan), a few hundred columns stopped within SUPPORT_GAP of their bound in well
+under a second, then local search, pair exchanges and forest search.
 The LP is solved when its estimated time (from the model's size) fits LP_SHARE of the nominal
 budget; larger models take the Lagrangian route (lagrangian_fixing), whose bound needs no LP.
 """
