@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from solver_plan.errors import InputError
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 
@@ -162,10 +163,11 @@ def _solve_model(problem: ConfigProblem, incumbent, deadline, context: Context, 
         # a model reduced by the root LP's reduced costs: its LP optimum is known not to be integral,
         # and presolve finds little left to do (see solve_with_highs)
         fixed = closed_pairs is not None
+        stop: dict[str, Any] = {} if gap is None else {"mip_rel_gap": gap}  # else solve_with_highs' default
         outcome = isolated.call("highspy", "solver_plan.intra.backends.highs", "solve_with_highs", timeout=remaining,
                                 model=model, time_limit=solver_limit, start_values=start, seed=context.seed,
                                 relax_first=context.options.get("relax_first", True) and not fixed,
-                                presolve=not fixed, **({} if gap is None else {"mip_rel_gap": gap}))
+                                presolve=not fixed, **stop)
         return outcome_answer(model, outcome)
     try:
         outcome = call_in_subprocess(_solve_in_child, (model, PULP_SOLVERS[backend], remaining, start), remaining)
