@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from solver_plan.errors import InputError
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 
@@ -90,8 +91,8 @@ def _milp_core(problem: ConfigProblem, context: Context) -> Answer:
         return Answer(Status.TIME_LIMIT, notes=("no time left for the MILP after the heuristics",))
     restriction = None
     if context.options.get("lagrangian", True):
-        def solve_sub(sub: ConfigProblem, start, deadline) -> Answer:
-            return _solve_model(sub, start, deadline, context, backend)
+        def solve_sub(sub: ConfigProblem, start, deadline, gap: float | None = None) -> Answer:
+            return _solve_model(sub, start, deadline, context, backend, gap=gap)
         if context.options.get("root_lp", True):
             restriction = lp_restriction(problem, context.deadline, context.incumbent, context.seed, solve_sub)
         if restriction is None:
@@ -141,7 +142,9 @@ def too_big_note(problem: ConfigProblem, limit: float | None) -> str | None:
 
 
 def _solve_model(problem: ConfigProblem, incumbent, deadline, context: Context, backend: str,
-                 closed_pairs=None) -> Answer:
+                 closed_pairs=None, gap: float | None = None) -> Answer:
+    """The MILP of `problem` from `incumbent` within `deadline`, stopped within the relative `gap`
+    of its bound where one is given (HiGHS only: CBC ignores it; None: proven optimal)."""
     skip = too_big_note(problem, context.deadline.nominal_s)
     if skip is not None:
         return Answer(Status.TIME_LIMIT, notes=(skip,))
@@ -160,10 +163,11 @@ def _solve_model(problem: ConfigProblem, incumbent, deadline, context: Context, 
         # a model reduced by the root LP's reduced costs: its LP optimum is known not to be integral,
         # and presolve finds little left to do (see solve_with_highs)
         fixed = closed_pairs is not None
+        stop: dict[str, Any] = {} if gap is None else {"mip_rel_gap": gap}  # else solve_with_highs' default
         outcome = isolated.call("highspy", "solver_plan.intra.backends.highs", "solve_with_highs", timeout=remaining,
                                 model=model, time_limit=solver_limit, start_values=start, seed=context.seed,
                                 relax_first=context.options.get("relax_first", True) and not fixed,
-                                presolve=not fixed)
+                                presolve=not fixed, **stop)
         return outcome_answer(model, outcome)
     try:
         outcome = call_in_subprocess(_solve_in_child, (model, PULP_SOLVERS[backend], remaining, start), remaining)
