@@ -111,3 +111,39 @@ def test_the_free_pattern_answers_where_proven_and_fitting():
     limited = exact_zb.schedule(passes, static, per_batch, tight)
     assert limited is not free and limited is not None
     assert max(limited.in_flight) == 1 and limited.period_s >= free.period_s - 1e-12
+
+
+def test_in_flight_caps_by_hand():
+    """The scheduler's memory row as caps on the micro-batches in flight: floor((M - static) / A) in
+    its memory units (one byte below 1e7 of limit), at most ROOM_FACTOR x pp, ROOM_FACTOR x pp without
+    a limit or without per-batch bytes, below 1 where a stage cannot hold one micro-batch."""
+    from solver_plan.hybrid.exact_zb import in_flight_caps
+
+    assert in_flight_caps((10.0, 30.0), (7.0, 4.0), 40.0) == (4, 2)
+    assert in_flight_caps((10.0, 20.0), (5.0, 0.0), 40.0) == (4, 4)  # 6 capped at 2 x 2; no batch bytes
+    assert in_flight_caps((10.0, 20.0), (5.0, 5.0), None) == (4, 4)
+    assert in_flight_caps((38.0, 10.0), (5.0, 5.0), 40.0)[0] < 1
+    # 80 GB: 8,000-byte units; 60 GB static, 4.5 GB a micro-batch: 20e9 / 4.5e9 -> 4 of at most 2 x 3
+    assert in_flight_caps((60e9, 70e9, 79e9), (4.5e9, 4.5e9, 4.5e9), 80e9) == (4, 2, 0)
+
+
+def test_queries_with_the_same_caps_share_one_solve():
+    """Byte profiles that allow the same micro-batches in flight on every stage are one scheduling
+    problem: the second is answered from the first's solve, the same schedule, which fits its own bytes;
+    and the canonical solve agrees with a solve of the raw bytes on the period (both proven)."""
+    from solver_plan.hybrid import exact_zb
+
+    passes = ((1.0, 1.2, 0.8), (1.1, 1.0, 1.0), (0.9, 1.1, 0.9))
+    first = exact_zb.schedule(passes, (10.0, 10.0, 10.0), (2.0, 2.0, 2.0), 14.5)  # caps (2, 2, 2)
+    solves = exact_zb.solves()
+    second = exact_zb.schedule(passes, (100.0, 40.0, 70.0), (10.0, 30.0, 15.0), 125.0)  # caps (2, 2, 3) -> no
+    assert exact_zb.in_flight_caps((100.0, 40.0, 70.0), (10.0, 30.0, 15.0), 125.0) == (2, 2, 3)
+    third = exact_zb.schedule(passes, (100.0, 40.0, 70.0), (10.0, 30.0, 25.0), 120.0)  # caps (2, 2, 2)
+    assert third is first and exact_zb.solves() == solves + (second is not first)
+    for fixed, batch, limit, answer in [((10.0,) * 3, (2.0,) * 3, 14.5, first),
+                                        ((100.0, 40.0, 70.0), (10.0, 30.0, 25.0), 120.0, third)]:
+        assert all(s + k * a <= limit for s, k, a in zip(fixed, answer.in_flight, batch))
+    raw = exact_zb._schedule(passes, (10.0, 10.0, 10.0), (2.0, 2.0, 2.0), 14.5)
+    assert raw is not None and first is not None
+    if raw.status == first.status == "OPTIMAL":
+        assert raw.period_s == pytest.approx(first.period_s)

@@ -107,18 +107,50 @@ def schedule(passes: tuple[tuple[float, float, float], ...], static: tuple[float
     one micro-batch (no period helps) or the scheduler finds no valid pattern. Memoised: the search
     prices the same stages for many points.
 
-    The search also prices the same passes under many memory profiles (the points differing only
-    in data parallelism and ZeRO, whose bytes change and whose F, B, W do not): the passes' pattern
-    without a memory row (`free_pattern`) is solved once, and where it is proven (OPTIMAL: the least
-    period of any pattern) and its peaks fit these bytes and this limit, it is this query's answer
-    too -- a memory row only removes patterns, so none has a shorter period -- without a solve."""
+    With one stage a processor the scheduler's memory row of stage i reads: its micro-batches in
+    flight at most c_i = floor((M - static_i) / A_i), in the integer memory units it counts in
+    (`in_flight_caps`), so the answer depends on the bytes only through the caps: the search's points
+    that differ only in data parallelism and ZeRO (whose bytes change and whose F, B, W do not) mostly
+    share them, and each (passes, caps) is solved once (`_capped`). The passes' pattern without a
+    memory row (`free_pattern`, every cap ROOM_FACTOR x pp) is solved first; where it is proven
+    (OPTIMAL: the least period of any pattern) and holds no more than the caps, it is this query's
+    answer too -- a memory row only removes patterns, so none has a shorter period -- without a solve."""
     passes = tuple((float(f), float(b), float(w)) for f, b, w in passes)
-    static, per_batch = tuple(map(float, static)), tuple(map(float, per_batch))
+    caps = in_flight_caps(tuple(map(float, static)), tuple(map(float, per_batch)), memory_limit)
     free = free_pattern(passes)
-    if free is not None and free.status == "OPTIMAL" and (memory_limit is None or all(
-            s + k * a <= memory_limit for s, k, a in zip(static, free.in_flight, per_batch))):
+    if free is not None and free.status == "OPTIMAL" and all(k <= c for k, c in zip(free.in_flight, caps)):
         return free
-    return _schedule(passes, static, per_batch, None if memory_limit is None else float(memory_limit))
+    return _capped(passes, caps)
+
+
+def in_flight_caps(static: tuple[float, ...], per_batch: tuple[float, ...],
+                   memory_limit: float | None) -> tuple[int, ...]:
+    """The most micro-batches each stage may hold under the scheduler's memory row, counted as
+    pipeline/exact_schedule.py counts it (bytes rounded to its memory unit: the static part and a
+    micro-batch's bytes up, the limit down), at most ROOM_FACTOR x pp (`free_pattern`'s room: more
+    than any zero-bubble pattern holds); ROOM_FACTOR x pp everywhere without a limit."""
+    from solver_plan.pipeline.ticks import memory_unit
+
+    room = ROOM_FACTOR * len(static)
+    if memory_limit is None:
+        return (room,) * len(static)
+    unit = memory_unit(memory_limit)
+    limit = int(math.floor(memory_limit / unit + 1e-9))
+    caps = []
+    for fixed, batch in zip(static, per_batch):
+        base, stored = int(math.ceil(fixed / unit - 1e-9)), int(math.ceil(batch / unit - 1e-9))
+        caps.append(room if stored == 0 else max(-1, min(room, (limit - base) // stored)))
+    return tuple(caps)
+
+
+def _capped(passes, caps: tuple[int, ...]) -> ExactSchedule | None:
+    """`_schedule` of the canonical instance with these caps: stage i static C - c_i, one unit a
+    micro-batch, limit C = max(caps) (one byte a memory unit: the scheduler's row is then exactly
+    count_i <= c_i)."""
+    if min(caps) < 1:
+        return None  # some stage cannot hold one micro-batch: no period helps
+    top = max(caps)
+    return _schedule(passes, tuple(float(top - c) for c in caps), (1.0,) * len(caps), float(top))
 
 
 @lru_cache(maxsize=4096)
@@ -126,8 +158,7 @@ def free_pattern(passes: tuple[tuple[float, float, float], ...]) -> ExactSchedul
     """The passes' exact pattern with no memory limit: each micro-batch one unit of bytes and room
     for ROOM_FACTOR x pp of them on every stage (more than any zero-bubble pattern holds), so its
     `in_flight` is each stage's peak count, whatever the stages' bytes."""
-    pp = len(passes)
-    return _schedule(passes, (0.0,) * pp, (1.0,) * pp, float(ROOM_FACTOR * pp))
+    return _capped(passes, (ROOM_FACTOR * len(passes),) * len(passes))
 
 
 def solves() -> int:
