@@ -183,6 +183,7 @@ class Deadline:
         self.allotted_s = 0.0  # nominal seconds handed to shares so far
         self.cut_short = False
         self.charges_parent = False  # `spend` also spends from the parent (`child(charges_parent=True)`)
+        self.handed_out = False  # its nominal budget was handed out of the parent's (`share`, `work_part`)
 
     def nominal_left(self) -> float | None:
         """The nominal budget not yet handed to shares (None: unlimited)."""
@@ -256,9 +257,11 @@ class Deadline:
             self.allotted_s += nominal
         left = self.remaining()
         if left is None:
-            return Deadline(None, parent=self, nominal_s=nominal)
-        budget = max(min(left, floor_s), left * fraction)
-        return Deadline(max(budget, 1e-6), parent=self, nominal_s=nominal)
+            made = Deadline(None, parent=self, nominal_s=nominal)
+        else:
+            made = Deadline(max(max(min(left, floor_s), left * fraction), 1e-6), parent=self, nominal_s=nominal)
+        made.handed_out = nominal is not None
+        return made
 
     def work_share(self, fraction: float) -> "Deadline":
         """`share(fraction)` whose wall clock lasts at least its nominal seconds (never past this
@@ -278,16 +281,26 @@ class Deadline:
         nominal = None if unallotted is None else unallotted * fraction
         if nominal is not None:
             self.allotted_s += nominal
-        return Deadline(None, parent=self, nominal_s=nominal)
+        made = Deadline(None, parent=self, nominal_s=nominal)
+        made.handed_out = nominal is not None
+        return made
 
     def spend(self, seconds: float) -> None:
         """Hand out `seconds` of the nominal budget to work the holder does itself, by a
-        deterministic estimate (building the problem), so what follows plans with the rest."""
+        deterministic estimate (building the problem), so what follows plans with the rest. What a
+        share spends beyond its budget (work that must run, as a greedy pass making the only plan)
+        is spent from its parent's too: the work after it plans with what is really left."""
+        seconds = max(0.0, seconds)
         unallotted = self.nominal_left()
+        overdraft = 0.0
         if unallotted is not None:
-            self.allotted_s += min(max(0.0, seconds), unallotted)
-        if self.charges_parent and self.parent is not None:
-            self.parent.spend(seconds)
+            self.allotted_s += min(seconds, unallotted)
+            overdraft = max(0.0, seconds - unallotted)
+        if self.parent is not None:
+            if self.charges_parent:
+                self.parent.spend(seconds)
+            elif self.handed_out and overdraft > 0.0:
+                self.parent.spend(overdraft)
 
     def ending_early(self, reserve_s: float) -> "Deadline":
         """A child ending `reserve_s` earlier (at most a quarter of the budget), for the work that

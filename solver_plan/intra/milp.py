@@ -1,9 +1,10 @@
 """One-hot MILP planner (see linear_model for the formulation).
 
-Backends (option backend=): "highs" (default; highspy, HiGHS' time limit plus a cancelSolve
-watchdog; in process unless ortools was loaded first, see isolated) and "cbc" (PuLP + CBC, in a
-forked subprocess whose process group is killed at the wall-clock limit, because CBC can overrun
-its own limit). Both solve the LP relaxation first and accept an integral LP optimum as proven.
+Backends (option backend=): "highs" (default; highspy in its worker, see isolated: work limits sized
+from the nominal budget, `highs_work`, decide where it stops; HiGHS' time limit, a watchdog and the
+worker's kill are the safety net, and a stop by them marks the answer cut short) and "cbc" (PuLP +
+CBC, in a forked subprocess whose process group is killed at the wall-clock limit, because CBC can
+overrun its own limit). Both solve the LP relaxation first and accept an integral LP optimum as proven.
 
 Under a memory limit that can bind (option lagrangian, default on) a relaxation runs first: the root
 LP (lp_fixing, option root_lp, default on) where its estimated time fits half the budget, else the
