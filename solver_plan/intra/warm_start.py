@@ -8,7 +8,7 @@ from solver_plan.intra import progress
 from solver_plan.intra.clock import PhaseTimes, time_for_passes
 from solver_plan.intra.context import REPAIR_HINT, Context
 from solver_plan.intra.forest_search import improve_by_forests
-from solver_plan.intra.greedy_plans import heuristic_plans
+from solver_plan.intra.greedy_plans import greedy_pass_seconds, heuristic_plans
 from solver_plan.intra.local_search import improve
 from solver_plan.intra.problem import ConfigProblem
 from solver_plan.intra.relaxation import Relaxation, edge_dropping_relaxation
@@ -27,6 +27,10 @@ BINDING_HEURISTIC_SHARE = 0.15
 # them short and left their unvisited nodes at least memory), and the exact model keeps the rest
 # whatever the heuristics do.
 HEURISTIC_WALL_SHARE = 0.4
+# ... or, where longer, the greedy pass and the reserving greedy (which must run) at their nominal
+# cost (`greedy_pass_seconds`) plus the share (at 3 s on 10,000 operators, 1.0-1.8 s of CPU for the
+# heuristics, loaded: 40% of the time left cut their reserving greedy short)
+MUST_RUN_PASSES = 2
 
 
 def usable_plan(problem: ConfigProblem, assignment) -> bool:
@@ -65,9 +69,10 @@ def seed_exact(problem: ConfigProblem, context: Context, warm_start, timings: Ph
     # sized by work (`WorkMeter`) from its nominal share; what the greedy passes that must run spend
     # beyond it is spent from the exact model's budget (`Deadline.spend`), and its wall clock, the
     # safety net, lasts HEURISTIC_WALL_SHARE of the time left
-    left = context.deadline.remaining()
-    clock = context.deadline.share(BINDING_HEURISTIC_SHARE if binds else HEURISTIC_SHARE,
-                                   floor_s=0.0 if left is None else HEURISTIC_WALL_SHARE * left)
+    left, fraction = context.deadline.remaining(), BINDING_HEURISTIC_SHARE if binds else HEURISTIC_SHARE
+    nominal = context.deadline.nominal_left()
+    must_run = MUST_RUN_PASSES * greedy_pass_seconds(problem) + (0.0 if nominal is None else fraction * nominal)
+    clock = context.deadline.share(fraction, floor_s=0.0 if left is None else max(HEURISTIC_WALL_SHARE * left, must_run))
     relaxation = None
     with timings.phase("relaxation"):
         # the bound costs a few passes: without time for them, keep the time for a plan. Under a
