@@ -12,8 +12,7 @@ import pytest
 from solver_plan import deadline as deadline_module
 from solver_plan.deadline import CUT_SHORT_NOTE, Deadline, time_budget
 from solver_plan.intra.backends.highs import solve_with_highs
-from solver_plan.intra.highs_work import (WORK_LIMIT_NOTE, highs_work_limits, lp_iteration_limit, mip_check_limit,
-                                          stopped_by_clock)
+from solver_plan.intra.highs_work import WORK_LIMIT_NOTE, lp_iteration_limit, mip_check_limit, stopped_by_clock
 from solver_plan.intra.linear_model import config_model
 from solver_plan.intra.solve import solve
 from solver_plan.planners import load_builtin_planners
@@ -58,7 +57,7 @@ def test_a_stop_by_the_clock_is_told_apart():
 
 def test_work_limits_grow_with_the_budget_and_shrink_with_the_model(hard_model):
     small = config_model(resolve_problem("random-dag:nodes=10,candidates=2-4,seed=1,memory=binding"))
-    assert highs_work_limits(hard_model, None) == {"iteration_limit": None, "check_limit": None}
+    assert mip_check_limit(hard_model, None) is None and lp_iteration_limit(hard_model, None) is None
     assert mip_check_limit(hard_model, 0.0) == 1 and lp_iteration_limit(hard_model, 0.0) == 1
     assert mip_check_limit(hard_model, 2.0) > mip_check_limit(hard_model, 1.0) > 1
     assert mip_check_limit(small, 1.0) > mip_check_limit(hard_model, 1.0)

@@ -59,10 +59,3 @@ def mip_check_limit(model: LinearModel, nominal_s: float | None) -> int | None:
     if units <= root:
         return max(1, int(units / (ROOT_CHECK_UNITS_PER_NONZERO * nonzeros)))
     return ROOT_CHECKS + int((units - root) / (CHECK_UNITS_PER_NONZERO * nonzeros))
-
-
-def highs_work_limits(model: LinearModel, nominal_s: float | None) -> dict[str, int | None]:
-    """`solve_with_highs`' work-limit arguments for `model` from a nominal budget (None: none): the
-    LP's iterations (the relaxation solved first, or a model without integer columns) and the MIP's
-    checks."""
-    return {"iteration_limit": lp_iteration_limit(model, nominal_s), "check_limit": mip_check_limit(model, nominal_s)}

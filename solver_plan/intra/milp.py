@@ -26,7 +26,7 @@ from solver_plan.intra.clock import start_clock
 from solver_plan.intra.context import Context
 from solver_plan.intra.failures import failure_note
 from solver_plan.intra.harness import run_planner
-from solver_plan.intra.highs_work import highs_work_limits, stopped_by_clock
+from solver_plan.intra.highs_work import lp_iteration_limit, mip_check_limit, stopped_by_clock
 from solver_plan.intra.subprocess_guard import call_in_subprocess
 from solver_plan.intra.warm_start import BINDING_HEURISTIC_SHARE
 from solver_plan.intra.lagrangian_fixing import LARGE_MODEL_ENTRIES, Restriction, lagrangian_restriction
@@ -167,11 +167,13 @@ def _solve_model(problem: ConfigProblem, incumbent, deadline, context: Context, 
         relax_first = context.options.get("relax_first", True) and not fixed
         # the work limits from the nominal budget left after the build: they decide; the clock stops
         nominal = deadline.nominal_left()
-        limits = highs_work_limits(model, None if nominal is None else nominal - config_model_seconds(problem))
+        budget = None if nominal is None else nominal - config_model_seconds(problem)
         try:
             outcome = isolated.call("highspy", "solver_plan.intra.backends.highs", "solve_with_highs",
                                     timeout=remaining, model=model, time_limit=solver_limit, start_values=start,
-                                    seed=context.seed, relax_first=relax_first, presolve=not fixed, **limits)
+                                    seed=context.seed, relax_first=relax_first, presolve=not fixed,
+                                    iteration_limit=lp_iteration_limit(model, budget),
+                                    check_limit=mip_check_limit(model, budget))
         except TimeoutError:  # the worker killed at the wall clock: the clock decided
             deadline.mark_cut_short()
             raise

@@ -33,7 +33,7 @@ from solver_plan.intra.baselines import plan_data_parallel
 from solver_plan.intra.clock import start_clock
 from solver_plan.intra.failures import failure_note
 from solver_plan.intra.greedy_plans import greedy_pass_seconds
-from solver_plan.intra.highs_work import highs_work_limits, stopped_by_clock
+from solver_plan.intra.highs_work import lp_iteration_limit, mip_check_limit, stopped_by_clock
 from solver_plan.intra.linear_model import decode
 from solver_plan.intra.load_objective import (LoadModelExpired, encode_load, load_breakdown, load_model,
                                               split_edges, topological_order)
@@ -156,7 +156,8 @@ def _highs(model, clock: Deadline, start=None, seed=0, relax_first=True):
     try:
         outcome = isolated.call("highspy", "solver_plan.intra.backends.highs", "solve_with_highs", timeout=remaining,
                                 model=model, time_limit=solver_limit, start_values=start, seed=seed,
-                                relax_first=relax_first, **highs_work_limits(model, clock.nominal_left()))
+                                relax_first=relax_first, iteration_limit=lp_iteration_limit(model, clock.nominal_left()),
+                                check_limit=mip_check_limit(model, clock.nominal_left()))
     except TimeoutError:
         clock.mark_cut_short()
         raise
