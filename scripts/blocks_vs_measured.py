@@ -1,6 +1,7 @@
 """The hybrid model's block time and peak memory against the blocks the device kit measured.
 
     python scripts/blocks_vs_measured.py [--runs data/device/h100-2026-11-26 data/device/h200-2026-11-26]
+        [--traces data/device/h200-2026-11-27-alloc/traces-expandable]
 
 For each block of each run's blocks.csv (eager PyTorch, bf16, one GPU; scripts/measure_device.py
 make_block): the forward + backward time the hybrid planner prices for that block on one device of
@@ -10,6 +11,7 @@ and the peak allocation the memory model predicts (the kit's predicted column). 
 nothing is fitted here. Caveats printed with the table: the kit's blocks use torch's own RMSNorm /
 LayerNorm modules and no rotary embedding, where the torchtitan profile prices torchtitan's eager
 fp32 RMSNorm and rotary chains, so the eager profile overprices the GPT-style blocks' norms.
+Then the allocator-trace cases: allocated and reserved peaks against the memory model.
 """
 from __future__ import annotations
 
@@ -35,6 +37,8 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", nargs="+", type=Path,
                         default=[ROOT / "data/device/h100-2026-11-26", ROOT / "data/device/h200-2026-11-26"])
+    parser.add_argument("--traces", type=Path, default=ROOT / "data/device/h200-2026-11-27-alloc/traces-expandable",
+                        help="allocator traces to compare (scripts/trace_allocator.py; skipped when absent)")
     args = parser.parse_args(argv)
     import warnings
 
@@ -72,7 +76,30 @@ def main(argv=None) -> int:
         print(f"{key}: median |error| {absolute[len(absolute) // 2]:.1%}, worst {absolute[-1]:.1%} over {len(values)} blocks")
     print("caveat: the kit's blocks use torch's RMSNorm/LayerNorm modules and no rotary embedding; the torchtitan "
           "profile prices torchtitan's eager fp32 RMSNorm and rotary chains (GPT-style blocks read slow under it)")
+    if args.traces.is_dir():
+        print()
+        print_traces(args.traces)
     return 0
+
+
+def print_traces(folder: Path) -> None:
+    """Allocated and reserved peaks of the allocator-trace cases (scripts/trace_allocator.py,
+    torch's figures of the second step) against hybrid/memory.py (`trace_allocator.predicted_memory`)."""
+    import json
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import trace_allocator
+
+    summary = json.loads((folder / "summary.json").read_text())
+    print(f"Allocator traces ({folder.relative_to(ROOT)}, {summary.get('alloc_conf')}, {summary.get('device')}):")
+    print()
+    print("| case | allocated measured | predicted | reserved measured | predicted |")
+    print("|---|---|---|---|---|")
+    for name, case in summary["cases"].items():
+        predicted = trace_allocator.predicted_memory(name)
+        allocated, reserved = case["peak_allocated_bytes"], case["peak_reserved_bytes"]
+        cells = ("not modelled", "not modelled") if predicted is None else tuple(
+            f"{p / GIB:.2f} GiB ({p / m - 1:+.1%})" for p, m in zip(predicted, (allocated, reserved)))
+        print(f"| {name} | {allocated / GIB:.2f} GiB | {cells[0]} | {reserved / GIB:.2f} GiB | {cells[1]} |")
 
 
 if __name__ == "__main__":

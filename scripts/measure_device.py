@@ -278,12 +278,9 @@ def model_spec(case: ModelCase):
                    tied_embeddings=False)
 
 
-def predicted_model_terms(case: ModelCase) -> dict[str, float]:
-    """What torch.cuda.max_memory_allocated should show for one forward + backward of the whole
-    decoder (bf16 weights and gradients, no optimizer): hybrid/memory.py stage_memory of the one
-    stage (p = t = dp = 1, one micro-batch) under the torchtitan runtime, by term: weights and
-    gradients, activations (the blocks', the embedding's output, the loss's logits), the backward
-    working set beyond the loss's peak, the GEMM workspaces."""
+def model_memory(case: ModelCase):
+    """hybrid/memory.py stage_memory of the whole decoder as one stage (p = t = dp = 1, one micro-batch)
+    under the torchtitan runtime, bf16 weights and gradients, no optimizer."""
     from dataclasses import replace
 
     from solver_plan.cost.model_state import ParameterState
@@ -293,22 +290,37 @@ def predicted_model_terms(case: ModelCase) -> dict[str, float]:
     # the kit keeps the gradients allocated between steps (zero_grad(set_to_none=False)), as a runtime
     # with a persistent gradient buffer does; torchtitan itself drops them (its FSDP2 case measures that)
     runtime = replace(resolve_runtime("torchtitan"), gradients_freed=False)
-    m = mem.stage_memory(model_spec(case), layers=case.layers, stage=0, pp=1, tp=1, dp=1, micro_batch=case.batch,
-                         micro_batches=1, recompute="none", sequence_parallel=False, zero_stage=0, schedule="1f1b",
-                         state=state, runtime=runtime)
+    return mem.stage_memory(model_spec(case), layers=case.layers, stage=0, pp=1, tp=1, dp=1, micro_batch=case.batch,
+                            micro_batches=1, recompute="none", sequence_parallel=False, zero_stage=0,
+                            schedule="1f1b", state=state, runtime=runtime)
+
+
+def predicted_model_terms(case: ModelCase) -> dict[str, float]:
+    """What torch.cuda.max_memory_allocated should show for one forward + backward of the whole
+    decoder (`model_memory`), by term: weights and gradients, activations (the blocks', the
+    embedding's output, the loss's logits), the backward working set beyond the loss's peak, the GEMM
+    workspaces."""
+    m = model_memory(case)
     return {"state": m.weights + m.gradients, "activations": m.activations, "working": m.recompute_working,
             "buffers": m.buffers, "workspace": m.workspace}
 
 
-def predicted_fsdp_terms(case: FsdpCase) -> dict[str, float]:
-    """stage_memory of the one stage (p = t = dp = 1, one micro-batch) with ZeRO-3 under the torchtitan
-    runtime and its state (runtime_state: fp32 sharded parameters, fp32 gradients, Adam moments)."""
+def fsdp_memory(case: FsdpCase, dp: int = 1):
+    """stage_memory of the one stage (p = t = 1, one micro-batch) with ZeRO-3 over `dp` ranks under the
+    torchtitan runtime and its state (runtime_state: fp32 sharded parameters, fp32 gradients, Adam
+    moments)."""
     from solver_plan.hybrid import memory as mem
     from solver_plan.runtime import resolve_runtime
     state = mem.runtime_state(mem.MIXED_PRECISION, resolve_runtime("torchtitan"))
-    m = mem.stage_memory(model_spec(case.model), layers=case.model.layers, stage=0, pp=1, tp=1, dp=1,
-                         micro_batch=case.model.batch, micro_batches=1, recompute="none", sequence_parallel=False,
-                         zero_stage=3, schedule="1f1b", state=state, runtime="torchtitan")
+    return mem.stage_memory(model_spec(case.model), layers=case.model.layers, stage=0, pp=1, tp=1, dp=dp,
+                            micro_batch=case.model.batch, micro_batches=1, recompute="none",
+                            sequence_parallel=False, zero_stage=3, schedule="1f1b", state=state,
+                            runtime="torchtitan")
+
+
+def predicted_fsdp_terms(case: FsdpCase) -> dict[str, float]:
+    """`fsdp_memory` on one rank, by term."""
+    m = fsdp_memory(case)
     return {"weights": m.weights, "gradients": m.gradients, "optimizer": m.optimizer, "activations": m.activations,
             "working": m.recompute_working, "buffers": m.buffers, "workspace": m.workspace}
 

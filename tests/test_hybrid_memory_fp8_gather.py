@@ -108,3 +108,20 @@ def test_the_validator_and_the_state_bound_follow_the_fp8_gather():
     points = search._points(spec, cluster, 8, {}, Deadline(None), ("none",))
     assert any(p.state_zero != p.zero_stage for p in points)  # FSDP under a pipeline is among them
     assert all(search.state_bound(ctx, p) <= memory_floor(ctx, p) * (1 + 1e-12) for p in points)
+
+
+def test_block_matrix_params_by_hand():
+    """The block's weight matrices alone: a Llama-3-8B-shaped block (h 4096, 32 heads of 128, 8 kv heads,
+    SwiGLU f 14336): 4096 x (4096 + 2 x 1024) + 4096 x 4096 + 3 x 4096 x 14336, below block_params by its
+    two norms (no biases); an MoE block counts every expert's matrices, not its router."""
+    from dataclasses import replace
+
+    from solver_plan.hybrid.model import TransformerSpec
+    spec = TransformerSpec("b", layers=1, hidden=4096, ffn=14336, heads=32, head_dim=128, seq=8192, vocab=128256,
+                           positions=8192, gated_mlp=True, kv_heads=8, rms_norm=True, learned_positions=False,
+                           qkv_bias=False, out_bias=False, mlp_bias=False)
+    expected = 4096 * (4096 + 2 * 1024) + 4096 * 4096 + 3 * 4096 * 14336
+    assert spec.block_matrix_params == expected
+    assert spec.block_params - spec.block_matrix_params == 2 * spec.norm_params
+    moe = replace(spec, experts=8)
+    assert moe.block_matrix_params == expected + 7 * 3 * 4096 * 14336

@@ -65,4 +65,11 @@ def test_fsdp2_side_stream_pools_by_hand():
     params = TINY.total_params
     root = params - 2 * TINY.block_params
     expected = 4.0 * params / 4 - titan.gradients + 2.0 * (max(root, TINY.block_params) + TINY.block_params)
+    # and the loss's hole: the bf16 prediction's 2 B a logit, s b V = 4 x 1 x 32 (the loss is the peak here)
+    expected += 2.0 * 4 * 1 * 32
     assert titan.reserved - titan.allocated == pytest.approx(expected)
+    # a one-rank shard group keeps FSDP2's all-gather outputs on the compute stream: the reduce-scatter pool
+    # (and the loss's hole) only
+    one = mem.stage_memory(TINY, tp=1, zero_stage=3, runtime="torchtitan", state=state, **{**KW, "dp": 1})
+    assert one.reserved - one.allocated == pytest.approx(4.0 * params - one.gradients + 2.0 * 4 * 1 * 32)
+    assert mem.stream_pool_bytes(1e9, 2e8, 4e9, 0.0, 3, runtime="torchtitan", gather_pool=False) == 4e9

@@ -17,6 +17,7 @@ from solver_plan.hybrid.context_parallel import kv_buffer_bytes
 from solver_plan.hybrid.model import TransformerSpec
 from solver_plan.hybrid.stages import held_layers
 from solver_plan.hybrid.zero_bubble import ZERO_BUBBLE, head_stage, in_flight as zero_bubble_in_flight
+from solver_plan.runtime.profiles import resolve_runtime
 
 UNIFORM_RECOMPUTE = ("none", "selective", "full")  # least to most recomputation (and time)
 # "per-stage": each stage uses the least recomputation that fits its own memory (evaluate.py)
@@ -26,8 +27,6 @@ SCHEDULES = ("1f1b", "interleaved", "gpipe", "zb-h1", "zb-h2", "zb-v", "zb-exact
 
 
 def _kernels(runtime):
-    from solver_plan.runtime import resolve_runtime
-
     return resolve_runtime(runtime).kernels
 
 
@@ -89,8 +88,6 @@ def runtime_state(state: StateBytes, runtime) -> StateBytes:
     for FSDP2 (`sharded_fp32_params`) the fp32 sharded parameter doubling as the master copy
     (2 + 4 + 10 = 16: the 2 bytes of working weights are what the all-gather moves). Unchanged in
     fp32 training."""
-    from solver_plan.runtime import resolve_runtime
-
     runtime = resolve_runtime(runtime)
     model = state.model.for_runtime(fp32_gradients=runtime.fp32_gradients,
                                     sharded_fp32_params=runtime.sharded_fp32_params)
@@ -309,6 +306,33 @@ def loss_stage_bytes(tokens: float, hidden: int, vocab: int, t: int, sequence_pa
             + logits * tokens * vocab / t)
 
 
+def loss_hole_bytes(logits: float, loss: float, working: float, runtime=None) -> float:
+    """Reserved-but-unallocated bytes the loss adds to a last stage's peak, for `logits` logit elements
+    per device (s b V / t), the loss's bytes `loss` at its peak and the backward working set `working`
+    that never coexists with it: a hole H = `Kernels.loss_hole_bytes_per_logit` x logits at the loss's
+    peak, so the reserved peak is max(working, loss + H) where the allocated one is max(working, loss).
+    Measured (data/device/h200-2026-11-27-alloc/traces-expandable, every event of PyTorch's caching
+    allocator): torchtitan's loss F.cross_entropy(pred.float()) frees the bf16 prediction (2 B a logit)
+    and its fp32 cast (4) before backward; the backward's first fp32 tensor takes the cast's place, the
+    second does not fit the 2 B left and extends the segment, so the prediction's bytes stay a hole until
+    the loss's tensors are freed (the eager decoders, FSDP2 at world sizes 1 and 8, loss_parallel)."""
+    hole = _kernels(runtime).loss_hole_bytes_per_logit * logits
+    return max(working, loss + hole) - max(working, loss)
+
+
+def gathered_input_hole_bytes(elements: float, t: int, sequence_parallel: bool, state: StateBytes = MIXED_PRECISION,
+                              runtime=None) -> float:
+    """Reserved-but-unallocated bytes a stage of blocks under tensor and sequence parallelism (t > 1)
+    adds to its peak: `MemoryReserve.gathered_input_holes` x e x `elements` (s b h, a whole sequence's
+    block input). Measured (data/device/h200-2026-11-27-alloc/traces-expandable: tp-head-70b,
+    tp-head-405b, tp-stage-1f1b, rank 0 of torchtitan's TP 8 on a fake process group): one freed
+    whole-sequence tensor of e s b h bytes, DTensor's all-gather of a sequence-sharded input, stays a
+    hole between live blocks at the peak (2.147 GB of 2.147; 1.141 and 0.990 of 1.074)."""
+    if t <= 1 or not sequence_parallel:
+        return 0.0
+    return resolve_runtime(runtime).memory.gathered_input_holes * state.activations * elements
+
+
 # --- micro-batches in flight (Narayanan et al. 2021 sections 2.2.1-2.2.2; Korthikanti 4.2.3) ---
 def in_flight_microbatches(stage: int, pp: int, m: int, schedule: str, v: int = 1) -> float:
     """Micro-batches whose activations stage `stage` (0-based) holds at its peak, in units of the
@@ -375,8 +399,6 @@ def pipeline_buffer_bytes(spec: TransformerSpec, b: int, t: int, sequence_parall
     - the last chunk's outputs are the logits, e s b V / t each, m of them (the loss's fp32 tensors,
       `logits_activation_bytes`, are copies of them): m e s b V / t.
     None for p = 1."""
-    from solver_plan.runtime import resolve_runtime
-
     if pp == 1 or not resolve_runtime(runtime).memory.pipeline_buffers_per_microbatch:
         return p2p_buffer_bytes(spec, b, t, sequence_parallel, pp, state)
     x = state.activations * spec.seq * b * spec.hidden / (t if sequence_parallel else 1)
@@ -400,8 +422,9 @@ def zero3_gather_bytes(layer_params: float, zero_stage: int, state: StateBytes =
 def fp8_gather_saving(spec: TransformerSpec, t: int, state: StateBytes = MIXED_PRECISION, runtime=None) -> float:
     """Bytes one gathered (unsharded) block holds less on a rank when FSDP all-gathers the fp8 casts of
     its Linear weights instead of the working weights: (w - c) P_lin / t, with P_lin = the block's
-    weight matrices, h (a d + 2 kv d) + a d h + E k h f (k MLP matrices, E experts; the norms, biases
-    and an MoE router stay in w: Float8Linear keeps its bias in high precision), w the working
+    weight matrices (`TransformerSpec.block_matrix_params`, h (a d + 2 kv d) + a d h + E k h f: k MLP
+    matrices, E experts; the norms, biases and an MoE router stay in w: Float8Linear keeps its bias in
+    high precision), w the working
     weights' bytes (2) and c the GEMMs' (`StateBytes.compute`, fp8: 1): on a Llama 3.1 405B block at
     t = 8, 3.187e9 / 8 bytes (0.37 GiB).
     Only under a runtime that does so (`RuntimeProfile.fp8_weight_gather`: torchao float8's
@@ -410,14 +433,9 @@ def fp8_gather_saving(spec: TransformerSpec, t: int, state: StateBytes = MIXED_P
     fsdp_utils.py; torchtitan float8.enable_fsdp_float8_all_gather) and only when the GEMMs run in a
     dtype narrower than the weights (c < w); the embeddings, norms and output projection stay in w
     (torchtitan's float8.py converts every nn.Linear but "output"). 0 otherwise."""
-    from solver_plan.runtime import resolve_runtime
-
     if not resolve_runtime(runtime).fp8_weight_gather or state.compute is None or state.compute >= state.weights:
         return 0.0
-    h = spec.hidden
-    matrices = (h * (spec.attn_width + 2 * spec.kv_width) + spec.attn_width * h
-                + max(1, spec.experts) * spec.mlp_matrices * h * spec.ffn)
-    return (state.weights - state.compute) * matrices / t
+    return (state.weights - state.compute) * spec.block_matrix_params / t
 
 
 def gathered_block_bytes(spec: TransformerSpec, t: int, state: StateBytes = MIXED_PRECISION, runtime=None) -> float:
@@ -437,8 +455,6 @@ def fsdp_root_bytes(root_params: float, zero_stage: int, state: StateBytes = MIX
     torch/distributed/_composable/fsdp/_fsdp_state.py FSDPState._lazy_init; the fully_shard docs:
     reshard_after_forward None -> False for the root). Only runtimes whose profile says so
     (`RuntimeProfile.fsdp_root_unsharded`), with ZeRO-3; nothing otherwise."""
-    from solver_plan.runtime import resolve_runtime
-
     if zero_stage < 3 or not resolve_runtime(runtime).fsdp_root_unsharded:
         return 0.0
     return state.weights * root_params
@@ -446,7 +462,7 @@ def fsdp_root_bytes(root_params: float, zero_stage: int, state: StateBytes = MIX
 
 def stream_pool_bytes(root_params: float, layer_params: float, gradients: float, gradients_live: float,
                       zero_stage: int, state: StateBytes = MIXED_PRECISION, runtime=None,
-                      layer_bytes: float | None = None) -> float:
+                      layer_bytes: float | None = None, gather_pool: bool = True) -> float:
     """Reserved bytes of FSDP2's side-stream allocator pools that the allocated peak does not count.
 
     PyTorch's caching allocator hands a freed block only to later allocations on the stream it was
@@ -460,14 +476,18 @@ def stream_pool_bytes(root_params: float, layer_params: float, gradients: float,
       all-gather dtype, held (AllGatherState) until the next unit's all-gather is issued: two units
       at once, the largest pair being the root (`root_params`: the stage's parameters outside its
       blocks, `fsdp_root_bytes`) with the first block: w (max(P_root, P_layer) + P_layer); with a block
-      gathered in `layer_bytes` B instead (`gathered_block_bytes`: fp8 all-gather), max(w P_root, B) + B.
-    ZeRO-3 under a runtime whose profile says so (`MemoryReserve.fsdp_stream_pools`); 0 otherwise."""
-    from solver_plan.runtime import resolve_runtime
-
+      gathered in `layer_bytes` B instead (`gathered_block_bytes`: fp8 all-gather), max(w P_root, B) + B;
+      `gather_pool` False: none (a one-rank shard group, below).
+    ZeRO-3 under a runtime whose profile says so (`MemoryReserve.fsdp_stream_pools`); 0 otherwise.
+    Measured (data/device/h200-2026-11-27-alloc/traces-expandable, allocator traces of the kit's FSDP2
+    decoder): the reduce-scatter stream's pool is 4 B x P / dp at world sizes 1 (7.70 GB) and 8 (0.965
+    GB, a fake 8-rank group); the all-gather outputs have their own stream's pool at world size 8 (2.81
+    GB mapped against 2.54 priced) but are allocated on the compute stream at world size 1."""
     if zero_stage < 3 or not resolve_runtime(runtime).memory.fsdp_stream_pools:
         return 0.0
     block = state.weights * layer_params if layer_bytes is None else layer_bytes
-    return max(0.0, gradients - gradients_live) + max(state.weights * root_params, block) + block
+    gathered = max(state.weights * root_params, block) + block if gather_pool else 0.0
+    return max(0.0, gradients - gradients_live) + gathered
 
 
 def stage_pool_bytes(root_params: float, layer_params: float, params: float, dp: int, zero_stage: int,
@@ -488,9 +508,9 @@ def stage_pool_bytes(root_params: float, layer_params: float, params: float, dp:
     when not w P_layer (`stream_pool_bytes`)."""
     if pipelined_fsdp:
         return stream_pool_bytes(root_params, layer_params, gradients_bytes(params, dp, 3, state), 0.0, 3,
-                                 state, runtime, layer_bytes)
+                                 state, runtime, layer_bytes, gather_pool=dp > 1)
     return stream_pool_bytes(root_params, layer_params, gradients, gradients_live, zero_stage, state, runtime,
-                             layer_bytes)
+                             layer_bytes, gather_pool=dp > 1)
 
 
 @dataclass(frozen=True)
@@ -559,8 +579,6 @@ def runtime_reserve(runtime, dynamic_bytes: float, communicator_count: int) -> d
     workspace, fragmentation = the profile's fraction of the memory that changes during a step
     (`dynamic_bytes`: activations, backward working set, buffers), the CUDA context, and NCCL
     buffers per communicator."""
-    from solver_plan.runtime import resolve_runtime
-
     reserve = resolve_runtime(runtime).memory
     return {"workspace": reserve.workspace, "fragmentation": reserve.fragmentation * dynamic_bytes,
             "cuda_context": reserve.cuda_context, "nccl": reserve.nccl_per_communicator * communicator_count}
@@ -590,6 +608,7 @@ def stage_memory(spec: TransformerSpec, *, layers: int, stage: int, pp: int, tp:
     transit (offload.device_blocks). `pipelined_fsdp`: the plan is FSDP (ZeRO-3) under a pipeline,
     priced as `zero_stage` 1 (fsdp.state_zero) but with FSDP2's side-stream pools (`stage_pool_bytes`)."""
 
+    runtime = resolve_runtime(runtime)  # once: every term below reads the profile
     first, last = stage == 0, stage == head_stage(pp, schedule)
     params = stage_params(spec, layers, first, last, tp, pp)
     b, t, sp = micro_batch, tp, sequence_parallel
@@ -612,6 +631,9 @@ def stage_memory(spec: TransformerSpec, *, layers: int, stage: int, pp: int, tp:
     loss = logits_activation_bytes(spec, b, t, sp, state, runtime) if last else 0.0
     acts += loss  # logits live one micro-batch
     working = recompute_working_bytes(spec, b, t, recompute, sp, state, runtime) if layers else 0.0
+    hole = loss_hole_bytes(spec.seq * b * spec.vocab / t, loss, working, runtime) if last else 0.0
+    if layers:
+        hole += gathered_input_hole_bytes(spec.seq * b * spec.hidden, t, sp, state, runtime)
     # the loss's peak and a block's backward transients never coexist: the logits and their gradient
     # are freed before the last block's backward starts, so the last stage adds the larger of the two
     # (measured: a whole eager decoder's peak is at the loss, data/device/h100-2026-11-26/model-memory.csv)
@@ -629,9 +651,9 @@ def stage_memory(spec: TransformerSpec, *, layers: int, stage: int, pp: int, tp:
                                             cp, replicate))
     all_gradients = gradients_bytes(params, dp, zero_stage, state)
     gradients = gradients_at_peak(all_gradients, acts + working, micro_batches, runtime)
-    reserve["fragmentation"] += stage_pool_bytes(params - layers * spec.block_params / t, spec.block_params / t,
-                                                 params, dp, zero_stage, all_gradients, gradients, pipelined_fsdp,
-                                                 state, runtime, gathered)
+    reserve["fragmentation"] += hole + stage_pool_bytes(
+        params - layers * spec.block_params / t, spec.block_params / t, params, dp, zero_stage, all_gradients,
+        gradients, pipelined_fsdp, state, runtime, gathered)
     optimizer = optimizer_bytes(params, dp, zero_stage, state)
     if offload in ("optimizer", "both"):
         from solver_plan.hybrid.offload import host_bytes
@@ -663,8 +685,6 @@ def gradients_at_peak(gradients: float, activations: float, micro_batches: int, 
     (m > 1), or a persistent gradient buffer, the gradients are there at every peak. Measured with
     FSDP2 on one H100 (data/device/h100-2026-11-26/fsdp-memory.csv): a whole decoder's peak
     allocation is its fp32 parameters and Adam moments plus the activations, without gradients."""
-    from solver_plan.runtime import resolve_runtime
-
     if micro_batches == 1 and resolve_runtime(runtime).gradients_freed:
         return max(0.0, gradients - activations)
     return gradients

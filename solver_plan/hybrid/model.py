@@ -121,6 +121,13 @@ class TransformerSpec:
         return one if self.experts == 1 else self.experts * one + h * self.experts
 
     @property
+    def block_matrix_params(self) -> int:
+        """The block's weight matrices alone (what an fp8 GEMM casts): q, k, v and the output projection,
+        h (a d + 2 kv d) + a d h, and the MLP's, E k h f (k matrices, E experts); no biases, norms or router."""
+        h, w, kv = self.hidden, self.attn_width, self.kv_width
+        return h * (w + 2 * kv) + w * h + max(1, self.experts) * self.mlp_matrices * h * self.ffn
+
+    @property
     def block_norms(self) -> int:
         """Norms of a block over the hidden width: before the attention and the MLP, and with sandwich
         norms after each too."""

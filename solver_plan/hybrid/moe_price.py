@@ -472,16 +472,22 @@ def stage_memory(ctx: Context, p: MoEPoint, n_dense: int, n_moe: int, stage: int
     acts = n_dense * dense_cost.activation_bytes + n_moe * moe_cost.activation_bytes
     if stage == 0:
         acts += (st.activations + 1.0) * tokens * model.hidden / p.tp
+    loss = 0.0
     if stage == p.pp - 1:
         # tokens enter split over tp (Megatron-core's sequence parallelism; moe.py), the loss's as the dense one's
-        acts += mem.loss_stage_bytes(tokens, model.hidden, model.vocab, p.tp, True, st, ctx.runtime) / max(flight, 1.0)
+        loss = mem.loss_stage_bytes(tokens, model.hidden, model.vocab, p.tp, True, st, ctx.runtime)
+        acts += loss / max(flight, 1.0)
     working = max(dense_cost.working_bytes if n_dense else 0.0, moe_cost.working_bytes if n_moe else 0.0)
+    hole = mem.loss_hole_bytes(tokens * model.vocab / p.tp, loss, working, ctx.runtime) if loss else 0.0
+    if n_dense + n_moe:
+        hole += mem.gathered_input_hole_bytes(tokens * model.hidden, p.tp, True, st, ctx.runtime)
     buffers = mem.p2p_buffer_bytes(model, p.micro_batch_size, p.shards, True, p.pp, st)  # reads seq and hidden
     if n_moe:
         buffers += moe_cost.buffer_bytes
     groups = (mem.communicators(p.tp, p.dp, p.pp, model.tied_embeddings) + (p.cp > 1) + (p.ep > 1) + (p.etp > 1)
               + (p.edp > 1))
     reserve = mem.runtime_reserve(ctx.runtime, acts * flight + working + buffers, groups)
+    reserve["fragmentation"] += hole
     zero = p.state_zero
     buffers += _zero3_buffer_bytes(ctx, p, n_dense, n_moe, stage, dense, zero)
     w, g, o = moe.expert_state(experts, p.edp, zero, st)

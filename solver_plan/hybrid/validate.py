@@ -172,7 +172,11 @@ def validate_plan(plan: HybridPlan, cluster: Cluster, enforce_memory: bool = Tru
             loss = mem.logits_activation_bytes(tokens, b, t, sp, st, runtime) if s.head else 0.0
             acts += loss
             # the loss's peak and a block's backward transients are never live together
-            working = max(0.0, mem.recompute_working_bytes(tokens, b, t, mode, sp, st, runtime) - loss)
+            working = mem.recompute_working_bytes(tokens, b, t, mode, sp, st, runtime)
+            hole = mem.loss_hole_bytes(tokens.seq * b * tokens.vocab / t, loss, working, runtime) if s.head else 0.0
+            if s.layers:
+                hole += mem.gathered_input_hole_bytes(tokens.seq * b * tokens.hidden, t, sp, st, runtime)
+            working = max(0.0, working - loss)
             dynamic = (acts + working
                        + mem.pipeline_buffer_bytes(tokens, b, t, sp, q.pp, q.micro_batches, flight, s.index == 0,
                                                    s.head, q.virtual_stages, st, runtime) + kv
@@ -190,7 +194,7 @@ def validate_plan(plan: HybridPlan, cluster: Cluster, enforce_memory: bool = Tru
                                 else mem.optimizer_bytes(params, shard, zero, st))
             return (mem.stage_weights_bytes(spec, params, s.layers, t, shard, zero, pipelined, st, runtime)
                     + gradients
-                    + device_optimizer + dynamic * (1 + reserve.fragmentation) + pools
+                    + device_optimizer + dynamic * (1 + reserve.fragmentation) + pools + hole
                     + reserve.workspace + reserve.cuda_context + groups * reserve.nccl_per_communicator)
 
         mode = s.recompute if s.recompute in order else q.recompute

@@ -57,6 +57,11 @@ class Kernels:
     # ... with the vocabulary split over t > 1 tensor-parallel ranks, if the runtime then runs another
     # loss (torch's loss_parallel): None keeps loss_bytes_per_logit
     loss_parallel_bytes_per_logit: float | None = None
+    # bytes per logit the caching allocator leaves mapped but unused at the loss's peak: a loss that casts
+    # the 16-bit prediction to fp32 and drops the prediction before backward leaves a hole of its bytes (2)
+    # that the backward's fp32 tensors (4 bytes a logit) cannot fill (hybrid/memory.py loss_hole_bytes);
+    # 0 where no such hole was measured (fused or in-place losses)
+    loss_hole_bytes_per_logit: float = 0.0
     # what "selective" recomputation recomputes: "attention" (Megatron: the attention core, Korthikanti
     # et al. 2022 section 5) or "every-other-matmul" (torchtitan's op-level selective checkpointing:
     # saves every second matmul output and the attention output, recomputes the rest)
@@ -124,13 +129,17 @@ class MemoryReserve:
       apart from the compute stream's (hybrid/memory.py stream_pool_bytes);
     - `pipeline_buffers_per_microbatch`: the pipeline runtime keeps a receive buffer per micro-batch
       and each micro-batch's stage output until its backward (torch.distributed.pipelining's stage;
-      hybrid/memory.py pipeline_buffer_bytes) instead of a few reused send/receive buffers."""
+      hybrid/memory.py pipeline_buffer_bytes) instead of a few reused send/receive buffers;
+    - `gathered_input_holes`: with tensor and sequence parallelism, how many whole-sequence gathered
+      block inputs (e s b h each) the allocator leaves mapped but unused at the peak
+      (hybrid/memory.py gathered_input_hole_bytes)."""
     cuda_context: float
     nccl_per_communicator: float
     workspace: float
     fragmentation: float
     fsdp_stream_pools: bool = False
     pipeline_buffers_per_microbatch: bool = False
+    gathered_input_holes: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -300,12 +309,13 @@ TORCHTITAN = RuntimeProfile(
     "torchtitan", "torchtitan: FSDP2 (fully_shard per block) + tensor / pipeline parallel, SDPA flash attention",
     Kernels(flash_attention=True, attention_dropout=False, causal_skip=True, fused_swiglu=False,
             fused_cross_entropy=False, fp8_gemms=True, attention_backend="flash2", fused_norm_rope=False,
-            loss_bytes_per_logit=12.0, loss_parallel_bytes_per_logit=16.0,
+            loss_bytes_per_logit=12.0, loss_parallel_bytes_per_logit=16.0, loss_hole_bytes_per_logit=2.0,
             selective_policy="every-other-matmul", sp_saves_gathered_inputs=True),
     Overlap(grad_reduce=True, param_gather=True, sharded_prefetch=True, tp_comm=False, pp_p2p=False,
             bucket_per_layer=True),
     MemoryReserve(cuda_context=0.5 * GIB, nccl_per_communicator=NCCL_BYTES_PER_COMMUNICATOR, workspace=64 * MIB,
-                  fragmentation=0.0, fsdp_stream_pools=True, pipeline_buffers_per_microbatch=True),
+                  fragmentation=0.0, fsdp_stream_pools=True, pipeline_buffers_per_microbatch=True,
+                  gathered_input_holes=1.0),
     sources=(
         ("flash_attention", "torchtitan/models/llama/model.py: F.scaled_dot_product_attention(is_causal=True) "
                             "(flash / cuDNN backend on H100)"),
@@ -321,6 +331,15 @@ TORCHTITAN = RuntimeProfile(
                                           "distributed/tensor/parallel/loss.py _nll_loss_and_log_softmax_backward, "
                                           "returns (grad_input + torch.exp(x)) * grad_output: the saved fp32 "
                                           "log-probabilities x, zeros_like(x), exp(x) and their sum live at once (16)"),
+        ("loss_hole_bytes_per_logit", "measured: PyTorch's allocator traces on one H200 under expandable segments "
+                                      "(data/device/h200-2026-11-27-alloc/traces-expandable: decoder-128k, "
+                                      "decoder-32k, fsdp-128k, fsdp8-128k, loss-parallel): the bf16 prediction and "
+                                      "its fp32 cast are freed before backward, the backward's first fp32 tensor "
+                                      "takes the cast's place and the second, which does not fit the prediction's "
+                                      "2 bytes a logit left below it, extends the segment: reserved exceeds "
+                                      "allocated by the prediction's bytes at the loss's peak (2.101 GB of 2.101 "
+                                      "at 8192 x 128256 logits; 0.524 of 0.524 at 8192 x 32000; under "
+                                      "loss_parallel 1.07 GB at 32768 x 16032 local logits, 2.04 a logit)"),
         ("sp_saves_gathered_inputs", "torchtitan parallelize_llama.py apply_tp: \"output\": ColwiseParallel("
                                      "input_layouts=Shard(1), ...), and PrepareModuleInput(Shard(1) -> Replicate) before "
                                      "attention and feed_forward; torch/distributed/tensor/parallel/style.py "
@@ -341,6 +360,14 @@ TORCHTITAN = RuntimeProfile(
                           "CUDACachingAllocator.cpp ExpandableSegment), so no share of the compute stream's memory "
                           "is priced beyond the side-stream pools; holes that stay between live blocks are not "
                           "modelled (a lower bound)"),
+        ("gathered_input_holes", "measured: allocator traces of rank 0 of torchtitan's TP 8 with sequence "
+                                 "parallelism on a fake 8-rank group, one H200 under expandable segments "
+                                 "(data/device/h200-2026-11-27-alloc/traces-expandable): at the peak one freed "
+                                 "whole-sequence tensor of e s b h bytes stays a hole between live blocks (2.147 GB "
+                                 "of 2.147 in tp-head-70b, 1.141 of 1.074 in tp-head-405b, 0.990 of 1.074 in "
+                                 "tp-stage-1f1b): DTensor's all-gather of a sequence-sharded input (Shard(1) -> "
+                                 "Replicate) allocates the whole sequence, which is freed under full "
+                                 "recomputation and not reused by the larger tensors allocated after it"),
         ("fsdp_stream_pools", "torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py: foreach_all_gather allocates "
                               "all_gather_output (the unit's unsharded bf16 parameters) on all_gather_copy_in_stream; "
                               "foreach_reduce allocates reduce_output on reduce_scatter_stream and, with reduce dtype "
