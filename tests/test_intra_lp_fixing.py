@@ -12,7 +12,8 @@ from solver_plan.deadline import Deadline, time_budget
 from solver_plan.intra import isolated
 from solver_plan.intra.brute import plan_brute
 from solver_plan.intra.linear_model import config_model, encode, outcome_answer
-from solver_plan.intra.lp_fixing import lp_relaxation, lp_restriction, safe_bound
+from solver_plan.intra.answer import Answer
+from solver_plan.intra.lp_fixing import SUPPORT_GAP, lp_relaxation, lp_restriction, safe_bound
 from solver_plan.intra.milp import plan_milp
 from solver_plan.intra.random_instances import random_problem
 from solver_plan.result import Status
@@ -38,10 +39,11 @@ def _uses_closed(problem, plan, closed) -> bool:
                for (u, v), matrix in zip(problem.edges, closed))
 
 
-def _solve_model(sub, start, deadline):
+def _solve_model(sub, start, deadline, gap=None):
     model = config_model(sub)
     outcome = isolated.call("highspy", "solver_plan.intra.backends.highs", "solve_with_highs", model=model,
-                            start_values=None if start is None else encode(model, sub, start))
+                            start_values=None if start is None else encode(model, sub, start),
+                            **({} if gap is None else {"mip_rel_gap": gap}))
     return outcome_answer(model, outcome)
 
 
@@ -106,11 +108,13 @@ def test_model_with_closed_pairs_is_the_problem_without_them():
         encode(config_model(problem, closed_pairs=closed), problem, (0,) * problem.num_nodes, closed)
 
 
-def test_lp_restriction_keeps_an_optimal_plan_and_a_valid_bound():
+def _restrictions_keep_the_optimum(solve) -> int:
+    """Cases where lp_restriction (support MILP by `solve`) kept brute force's optimum open with
+    valid bounds; asserts on every case it checks."""
     checked = 0
     for case_id, problem in _binding_cases():
         oracle = plan_brute(problem)
-        restriction = lp_restriction(problem, Deadline(None), None, 0, _solve_model)
+        restriction = lp_restriction(problem, Deadline(None), None, 0, solve)
         if restriction is None or oracle.status is not Status.OPTIMAL:
             continue
         assert restriction.bound <= oracle.objective + 1e-9, case_id
@@ -121,6 +125,54 @@ def test_lp_restriction_keeps_an_optimal_plan_and_a_valid_bound():
         best = min(problem.objective(restriction.decode(plan)) for plan in plans)
         assert best == pytest.approx(oracle.objective), case_id
         assert restriction.problem_bound(best) <= oracle.objective + 1e-9, case_id
+        checked += 1
+    return checked
+
+
+def test_lp_restriction_keeps_an_optimal_plan_and_a_valid_bound():
+    assert _restrictions_keep_the_optimum(_solve_model) >= 10
+
+
+def test_a_support_plan_stopped_short_of_its_optimum_still_leaves_the_optimum_open():
+    """The MILP on the LP's support is asked to stop within SUPPORT_GAP of its bound: whatever plan
+    it then returns (here the dearest plan that fits on the support), the restriction built from it
+    still holds the brute-force optimum and a valid bound (a worse incumbent only fixes less)."""
+    gaps = []
+
+    def dearest(sub, start, deadline, gap=None):
+        gaps.append(gap)
+        fitting = [plan for plan in _plans(sub) if sub.memory_ok(plan)]
+        return Answer(Status.FEASIBLE, max(fitting, key=sub.objective)) if fitting else Answer(Status.INFEASIBLE)
+
+    assert _restrictions_keep_the_optimum(dearest) >= 10
+    assert gaps and set(gaps) == {SUPPORT_GAP}
+
+
+def test_milp_gives_the_support_gap_to_the_support_milp_only(monkeypatch):
+    """In milp's LP route the MILP on the LP's support gets HiGHS' mip_rel_gap = SUPPORT_GAP; the
+    model the fixing leaves is solved to proven optimality (HiGHS' default gap): the optimum stays
+    brute force's."""
+    calls = []
+    call = isolated.call
+
+    def recorded(library, module, function, **kwargs):
+        calls.append((function, kwargs.get("mip_rel_gap"), kwargs.get("presolve", True)))
+        return call(library, module, function, **kwargs)
+
+    monkeypatch.setattr(isolated, "call", recorded)
+    checked = 0
+    for case_id, problem in _binding_cases():
+        oracle = plan_brute(problem)
+        if oracle.status is not Status.OPTIMAL:
+            continue
+        calls.clear()
+        result = plan_milp(problem, deadline=time_budget(30))
+        if not any(function == "solve_lp_relaxation" for function, _, _ in calls):
+            continue  # no LP route here (the limit cannot bind)
+        assert result.status is Status.OPTIMAL and result.objective == pytest.approx(oracle.objective), case_id
+        milps = [(gap, presolve) for function, gap, presolve in calls if function == "solve_with_highs"]
+        assert milps and milps[0] == (SUPPORT_GAP, True), case_id  # the support's MILP comes first
+        assert all(gap is None for gap, presolve in milps if not presolve), case_id  # the fixed model's
         checked += 1
     assert checked >= 10
 

@@ -24,7 +24,7 @@ def _binding_cases():
             if problem.memory_limit is not None and plan_brute(problem).status is Status.OPTIMAL]
 
 
-def _brute_solve(sub, start, deadline):
+def _brute_solve(sub, start, deadline, gap=None):
     return plan_brute(sub)
 
 
@@ -50,7 +50,7 @@ def test_support_plan_uses_the_support_and_the_incumbent_only_and_is_their_optim
 
 
 def test_a_support_solver_killed_at_the_wall_clock_gives_no_plan():
-    def killed(sub, start, deadline):
+    def killed(sub, start, deadline, gap=None):
         raise TimeoutError("the solver process did not answer in time")
 
     problem = random_problem(5, seed=1, shape="dag", memory_tightness=0.6)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from solver_plan.errors import InputError
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 
@@ -92,8 +93,8 @@ def _milp_core(problem: ConfigProblem, context: Context) -> Answer:
         return Answer(Status.TIME_LIMIT, notes=("no time left for the MILP after the heuristics",))
     restriction = None
     if context.options.get("lagrangian", True):
-        def solve_sub(sub: ConfigProblem, start, deadline) -> Answer:
-            return _solve_model(sub, start, deadline, context, backend)
+        def solve_sub(sub: ConfigProblem, start, deadline, gap: float | None = None) -> Answer:
+            return _solve_model(sub, start, deadline, context, backend, gap=gap)
         if context.options.get("root_lp", True):
             restriction = lp_restriction(problem, context.deadline, context.incumbent, context.seed, solve_sub)
         if restriction is None:
@@ -145,7 +146,9 @@ def too_big_note(problem: ConfigProblem, limit: float | None) -> str | None:
 
 
 def _solve_model(problem: ConfigProblem, incumbent, deadline, context: Context, backend: str,
-                 closed_pairs=None) -> Answer:
+                 closed_pairs=None, gap: float | None = None) -> Answer:
+    """The MILP of `problem` from `incumbent` within `deadline`, stopped within the relative `gap`
+    of its bound where one is given (HiGHS only: CBC ignores it; None: proven optimal)."""
     skip = too_big_note(problem, context.deadline.nominal_s)
     if skip is not None:
         return Answer(Status.TIME_LIMIT, notes=(skip,))
@@ -168,12 +171,13 @@ def _solve_model(problem: ConfigProblem, incumbent, deadline, context: Context, 
         # the work limits from the nominal budget left after the build: they decide; the clock stops
         nominal = deadline.nominal_left()
         budget = None if nominal is None else nominal - config_model_seconds(problem)
+        stop: dict[str, Any] = {} if gap is None else {"mip_rel_gap": gap}  # else solve_with_highs' default
         try:
             outcome = isolated.call("highspy", "solver_plan.intra.backends.highs", "solve_with_highs",
                                     timeout=remaining, model=model, time_limit=solver_limit, start_values=start,
                                     seed=context.seed, relax_first=relax_first, presolve=not fixed,
                                     iteration_limit=lp_iteration_limit(model, budget),
-                                    check_limit=mip_check_limit(model, budget))
+                                    check_limit=mip_check_limit(model, budget), **stop)
         except TimeoutError:  # the worker killed at the wall clock: the clock decided
             deadline.mark_cut_short()
             raise

@@ -16,12 +16,17 @@ from solver_plan.intra.answer import Answer
 from solver_plan.intra.lagrangian import restricted
 from solver_plan.intra.problem import ConfigProblem
 
-SolveModel = Callable[[ConfigProblem, "tuple[int, ...] | None", object], Answer]
+# solve(sub, start, deadline, gap): the sub-problem's MILP from a start plan within a deadline, stopped
+# once its plan is within the relative `gap` of its bound (None: to proven optimality)
+SolveModel = Callable[[ConfigProblem, "tuple[int, ...] | None", object, "float | None"], Answer]
 
 
-def support_plan(problem: ConfigProblem, support, incumbent, deadline, solve: SolveModel) -> tuple[int, ...] | None:
+def support_plan(problem: ConfigProblem, support, incumbent, deadline, solve: SolveModel,
+                 gap: float | None = None) -> tuple[int, ...] | None:
     """The MILP's plan on `support` (per node, candidate indices) with the incumbent's choices, in
-    original indices, or None (also when the solver was killed at the wall clock). `solve` solves a (sub)problem's MILP from a start plan within a deadline."""
+    original indices, or None (also when the solver was killed at the wall clock). `solve` solves a
+    (sub)problem's MILP from a start plan within a deadline, stopping within the relative `gap` of
+    its bound (None: proven optimal on the support)."""
     choices = [set(map(int, s)) for s in support]
     if incumbent is not None:
         for node, choice in enumerate(incumbent):
@@ -32,7 +37,7 @@ def support_plan(problem: ConfigProblem, support, incumbent, deadline, solve: So
     sub = restricted(problem, picked)
     start = None if incumbent is None else tuple(int(np.searchsorted(picked[i], c)) for i, c in enumerate(incumbent))
     try:
-        answer = solve(sub, start, deadline)
+        answer = solve(sub, start, deadline, gap)
     except TimeoutError:  # the solver's worker killed at the wall clock (a loaded machine): no plan from it
         deadline.mark_cut_short()
         return None
