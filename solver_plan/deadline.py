@@ -55,6 +55,13 @@ def process_started() -> float:
 # is none at all, and a command's limit allows 10% + 0.5 s of slack (issue 26's target) for it.
 GRACE_S = 0.2
 
+# ... and for a share of a budget (`Deadline.share`, `work_share`), this fraction of its own length
+# where longer: its work is sized by estimates (each within ~25%), whose drift over a long share
+# exceeds GRACE_S (at 60 s, a 9 s share's last step ran 1.81 s of CPU against 1.65 s nominal and was
+# stopped 0.2 s past the share's end). The command's own deadline keeps GRACE_S, so the command
+# still ends within its limit + GRACE_S; a share running late leaves the work after it less.
+SHARE_GRACE_FRACTION = 0.1
+
 # Nominal seconds a command's process spends before its work (interpreter, imports, parsing the
 # command line; measured 0.2-0.3 s on an idle machine with compiled byte-code): handed out of every
 # command's nominal budget by a fixed amount, so its work decisions leave room for it whatever the
@@ -183,6 +190,7 @@ class Deadline:
         self.allotted_s = 0.0  # nominal seconds handed to shares so far
         self.cut_short = False
         self.charges_parent = False  # `spend` also spends from the parent (`child(charges_parent=True)`)
+        self.handed_out = False  # its nominal budget was handed out of the parent's (`share`, `work_part`)
 
     def nominal_left(self) -> float | None:
         """The nominal budget not yet handed to shares (None: unlimited)."""
@@ -230,13 +238,20 @@ class Deadline:
         return own if above is None else min(own, above)
 
     def overrun(self, grace_s: float) -> bool:
-        """Whether the wall clock is more than `grace_s` past this deadline's end: for work that
-        is worth finishing a little late (a problem half built is no problem at all) within the
-        slack a command's limit allows. A True answer marks the deadline `cut_short`, as `expired`."""
-        end = self.end()
-        if end is not None and clock() > end + grace_s:
-            self.mark_cut_short()
-            return True
+        """Whether the wall clock is more than `grace_s` past this deadline's end or an ancestor's
+        (for a share handed out of its parent's budget: `grace_s` or SHARE_GRACE_FRACTION of its own
+        length, whichever is longer): for work that is worth finishing a little late (a problem half
+        built is no problem at all) within the slack a command's limit allows. A True answer marks
+        the deadline `cut_short`, as `expired`."""
+        now = clock()
+        deadline: Deadline | None = self
+        while deadline is not None:
+            if deadline.time_limit is not None:
+                grace = max(grace_s, SHARE_GRACE_FRACTION * deadline.time_limit) if deadline.handed_out else grace_s
+                if now > deadline.start + deadline.time_limit + grace:
+                    self.mark_cut_short()
+                    return True
+            deadline = deadline.parent
         return False
 
     def mark_cut_short(self) -> None:
@@ -256,9 +271,11 @@ class Deadline:
             self.allotted_s += nominal
         left = self.remaining()
         if left is None:
-            return Deadline(None, parent=self, nominal_s=nominal)
-        budget = max(min(left, floor_s), left * fraction)
-        return Deadline(max(budget, 1e-6), parent=self, nominal_s=nominal)
+            made = Deadline(None, parent=self, nominal_s=nominal)
+        else:
+            made = Deadline(max(max(min(left, floor_s), left * fraction), 1e-6), parent=self, nominal_s=nominal)
+        made.handed_out = nominal is not None
+        return made
 
     def work_share(self, fraction: float) -> "Deadline":
         """`share(fraction)` whose wall clock lasts at least its nominal seconds (never past this
@@ -278,16 +295,26 @@ class Deadline:
         nominal = None if unallotted is None else unallotted * fraction
         if nominal is not None:
             self.allotted_s += nominal
-        return Deadline(None, parent=self, nominal_s=nominal)
+        made = Deadline(None, parent=self, nominal_s=nominal)
+        made.handed_out = nominal is not None
+        return made
 
     def spend(self, seconds: float) -> None:
         """Hand out `seconds` of the nominal budget to work the holder does itself, by a
-        deterministic estimate (building the problem), so what follows plans with the rest."""
+        deterministic estimate (building the problem), so what follows plans with the rest. What a
+        share spends beyond its budget (work that must run, as a greedy pass making the only plan)
+        is spent from its parent's too: the work after it plans with what is really left."""
+        seconds = max(0.0, seconds)
         unallotted = self.nominal_left()
+        overdraft = 0.0
         if unallotted is not None:
-            self.allotted_s += min(max(0.0, seconds), unallotted)
-        if self.charges_parent and self.parent is not None:
-            self.parent.spend(seconds)
+            self.allotted_s += min(seconds, unallotted)
+            overdraft = max(0.0, seconds - unallotted)
+        if self.parent is not None:
+            if self.charges_parent:
+                self.parent.spend(seconds)
+            elif self.handed_out and overdraft > 0.0:
+                self.parent.spend(overdraft)
 
     def ending_early(self, reserve_s: float) -> "Deadline":
         """A child ending `reserve_s` earlier (at most a quarter of the budget), for the work that

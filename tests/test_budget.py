@@ -111,6 +111,30 @@ def test_shares_hand_out_the_nominal_budget_whatever_the_clock(monkeypatch):
     assert shares() == idle == pytest.approx((30.0, 35.0, 35.0, 26.25))
 
 
+def test_what_a_share_spends_beyond_its_budget_is_spent_from_its_parent():
+    """Work that must run (a greedy pass making the only plan) can cost more than its share: the
+    excess comes out of the parent's budget, so what follows plans with what is left (s36). Only
+    for children whose budget was handed out of the parent's (share, work_share, work_part); a
+    budget of its own (a planner's clock not charging its caller, a Deadline made with nominal_s)
+    leaves the parent alone, and a child charging its parent charges it once."""
+    budget = time_budget(10.0)
+    heuristics = budget.share(0.2)  # 2 s handed out
+    heuristics.spend(3.5)  # 1.5 s beyond it
+    assert heuristics.nominal_left() == 0.0 and budget.nominal_left() == pytest.approx(6.5)
+    part = budget.work_part(0.5)  # 3.25 s handed out
+    inner = part.work_share(0.5)  # 1.625 s handed out of the part
+    inner.spend(2.625)  # 1 s beyond it: out of the part, which has 1.625 left
+    assert part.nominal_left() == pytest.approx(0.625) and budget.nominal_left() == pytest.approx(3.25)
+    part.spend(1.625)  # 1 s beyond what the part has left: out of the budget
+    assert budget.nominal_left() == pytest.approx(2.25)
+    for own in (budget.child(), Deadline(None, parent=budget, nominal_s=0.5)):
+        own.spend(5.0)
+        assert budget.nominal_left() == pytest.approx(2.25)
+    charging = budget.child(charges_parent=True)
+    charging.spend(1.0)
+    assert budget.nominal_left() == pytest.approx(1.25)
+
+
 def test_overrun_means_past_the_earliest_end_by_more_than_the_grace():
     outer = time_budget(10.0, start=deadline_module.clock() - 11.0)  # ended 1 s ago
     inner = Deadline(100.0, parent=outer)  # ends with its parent

@@ -255,7 +255,7 @@ def lagrangian_restriction(problem: ConfigProblem, deadline, incumbent=None, see
     share = LAGRANGIAN_SHARE
     if entries > LARGE_MODEL_ENTRIES:
         share = LARGE_MODEL_SHARE if with_support else LARGEST_SHARE
-    clock = deadline.work_share(share)  # work counts decide; its wall clock lasts at least its nominal share
+    clock = deadline.work_part(share)  # work counts decide; the wall clock is the caller's
     upper = None if incumbent is None else problem.objective(incumbent)
     relaxation = lagrangian_dual(problem, clock, upper)
     if relaxation is None:

@@ -111,23 +111,31 @@ class _LoadState:
         return False
 
 
-# Nominal seconds one tried move costs per node of the problem (a move that passes the busiest-device
-# filter re-times the whole graph): gpt3-175B on 64 devices, 1,160 nodes, 3-6 ms a move on a
-# shared 2-core machine.
-MOVE_S_PER_NODE = 4e-6
+# Nominal seconds one tried move costs per node of the problem, plus per node and device (a move
+# that passes the busiest-device filter re-times the whole graph, over per-device arrays): measured
+# (CPU, shared 2-core machine, milp-load at 10 s) 3.7 ms a move on gpt3-175B with 1,160 nodes on 64
+# devices and 23.9 ms with 1,157 nodes on 1,024 (where 4 us a node alone had the clock stop its
+# search at 3 s: 70 moves afforded took 1.7 s).
+MOVE_S_PER_NODE = 2.0e-6
+MOVE_S_PER_NODE_DEVICE = 1.8e-8
+
+
+def move_seconds(problem: ConfigProblem) -> float:
+    """Nominal seconds of one tried move (MOVE_S_PER_NODE + MOVE_S_PER_NODE_DEVICE x devices, a node)."""
+    return max(1, problem.num_nodes) * (MOVE_S_PER_NODE + MOVE_S_PER_NODE_DEVICE * problem.num_devices)
 
 
 def move_budget(problem: ConfigProblem, deadline: Deadline) -> int | None:
     """How many moves the nominal budget of `deadline` affords (None: unlimited; at least one pass's
     first move)."""
     budget = deadline.nominal_left()
-    return None if budget is None else max(1, int(budget / (MOVE_S_PER_NODE * max(1, problem.num_nodes))))
+    return None if budget is None else max(1, int(budget / move_seconds(problem)))
 
 
 def improve_load(problem: ConfigProblem, split: EdgeSplit, assignment, deadline: Deadline) -> tuple[int, ...]:
     """Local search (module text) until no single-node change helps or the moves its nominal budget
     affords (`move_budget`) are tried: the same plan on a loaded machine; the wall clock only stops
-    it earlier, GRACE_S past the deadline, on a machine slower than MOVE_S_PER_NODE (marking the
+    it earlier, GRACE_S past the deadline, on a machine slower than `move_seconds` (marking the
     deadline cut short)."""
     state = _LoadState(problem, split, assignment)
     moves_left = move_budget(problem, deadline)

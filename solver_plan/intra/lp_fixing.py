@@ -27,8 +27,7 @@ import time
 from dataclasses import dataclass
 import numpy as np
 
-from solver_plan.deadline import WORK_UNIT_S
-from solver_plan.intra import isolated
+from solver_plan.intra import highs_work, isolated
 from solver_plan.intra.lagrangian import ROUNDING_SLACK, binding_devices, candidates_below, fixing_threshold
 from solver_plan.intra.lagrangian_fixing import Restriction, best_plan, restrict_by
 from solver_plan.intra.linear_model import (LinearModel, LpSolution, ModelBuildCut, config_model, config_model_elements,
@@ -56,14 +55,9 @@ SUPPORT_VALUE = 1e-6  # an LP value above this puts the candidate in the support
 # either, seeds 0-3; random-dag:1000: 1.2 -> 0.8 s, the same plan). Not for the Lagrangian's support
 # at 10,000 operators, whose MILP is stopped by the clock well short of such a gap.
 SUPPORT_GAP = 2e-3
-# Work units (`deadline.WORK_UNIT_S`, a microsecond of the development machine's CPU) of one dual
-# simplex iteration without presolve, per iteration plus per non-zero of the model: measured (CPU,
-# one thread, random DAGs of 300-3,000 nodes, 28 k-531 k non-zeros) 16-57 us an iteration (14 us +
-# 0.08 us per thousand non-zeros: within 25%). The LP's iteration limit is its share of the nominal
-# budget (less the model's build) at this rate, so whether the LP finishes, and so which route the
+# The LP's iteration limit is its share of the nominal budget (less the model's build) at
+# `highs_work.LP_ITERATION_UNITS` an iteration, so whether the LP finishes, and so which route the
 # planner takes, is decided by work; HiGHS' time limit is the safety net.
-LP_ITERATION_UNITS = 14.0
-LP_ITERATION_UNITS_PER_NONZERO = 8e-5
 
 
 @dataclass(frozen=True, eq=False)
@@ -147,11 +141,9 @@ def lp_fits(problem: ConfigProblem, nominal_s: float | None) -> bool:
 
 def lp_iteration_limit(problem: ConfigProblem, model: LinearModel, nominal_s: float | None) -> int | None:
     """Simplex iterations `nominal_s` pays for after building the model (`config_model_seconds`), at
-    LP_ITERATION_UNITS (+ _PER_NONZERO) each (None: unlimited)."""
-    if nominal_s is None:
-        return None
-    per_iteration = (LP_ITERATION_UNITS + LP_ITERATION_UNITS_PER_NONZERO * len(model.values)) * WORK_UNIT_S
-    return max(1, int(max(0.0, nominal_s - config_model_seconds(problem)) / per_iteration))
+    `highs_work.lp_iteration_limit`'s rate (None: unlimited)."""
+    return None if nominal_s is None else highs_work.lp_iteration_limit(
+        model, max(0.0, nominal_s - config_model_seconds(problem)))
 
 
 def lp_restriction(problem: ConfigProblem, deadline, incumbent, seed: int, solve: SolveModel) -> Restriction | None:

@@ -1,9 +1,10 @@
 """One-hot MILP planner (see linear_model for the formulation).
 
-Backends (option backend=): "highs" (default; highspy, HiGHS' time limit plus a cancelSolve
-watchdog; in process unless ortools was loaded first, see isolated) and "cbc" (PuLP + CBC, in a
-forked subprocess whose process group is killed at the wall-clock limit, because CBC can overrun
-its own limit). Both solve the LP relaxation first and accept an integral LP optimum as proven.
+Backends (option backend=): "highs" (default; highspy in its worker, see isolated: work limits sized
+from the nominal budget, `highs_work`, decide where it stops; HiGHS' time limit, a watchdog and the
+worker's kill are the safety net, and a stop by them marks the answer cut short) and "cbc" (PuLP +
+CBC, in a forked subprocess whose process group is killed at the wall-clock limit, because CBC can
+overrun its own limit). Both solve the LP relaxation first and accept an integral LP optimum as proven.
 
 Under a memory limit that can bind (option lagrangian, default on) a relaxation runs first: the root
 LP (lp_fixing, option root_lp, default on) where its estimated time fits half the budget, else the
@@ -26,6 +27,7 @@ from solver_plan.intra.clock import start_clock
 from solver_plan.intra.context import Context
 from solver_plan.intra.failures import failure_note
 from solver_plan.intra.harness import run_planner
+from solver_plan.intra.highs_work import lp_iteration_limit, mip_check_limit, stopped_by_clock
 from solver_plan.intra.subprocess_guard import call_in_subprocess
 from solver_plan.intra.warm_start import BINDING_HEURISTIC_SHARE
 from solver_plan.intra.lagrangian_fixing import LARGE_MODEL_ENTRIES, Restriction, lagrangian_restriction
@@ -111,7 +113,9 @@ def _milp_core(problem: ConfigProblem, context: Context) -> Answer:
             f"MILP not built: {restriction.open_entries()} edge entries left open, over the "
             f"{LARGE_MODEL_ENTRIES} a MILP can do anything with in time",)))
     first = _solve_restricted(problem, restriction, context.deadline.share(FIRST_STAGE_SHARE), context, backend)
-    if first.status is Status.OPTIMAL or first.assignment is None or context.deadline.expired():
+    left = context.deadline.nominal_left()  # the budget decides; the clock only past its grace
+    if (first.status is Status.OPTIMAL or first.assignment is None or (left is not None and left < MIN_SOLVER_S)
+            or context.deadline.overrun(GRACE_S)):
         return first
     tighter = restriction.tightened(problem, first.assignment, "first MILP stage")
     second = _solve_restricted(problem, tighter, context.deadline, context, backend)
@@ -163,11 +167,22 @@ def _solve_model(problem: ConfigProblem, incumbent, deadline, context: Context, 
         # a model reduced by the root LP's reduced costs: its LP optimum is known not to be integral,
         # and presolve finds little left to do (see solve_with_highs)
         fixed = closed_pairs is not None
+        relax_first = context.options.get("relax_first", True) and not fixed
+        # the work limits from the nominal budget left after the build: they decide; the clock stops
+        nominal = deadline.nominal_left()
+        budget = None if nominal is None else nominal - config_model_seconds(problem)
         stop: dict[str, Any] = {} if gap is None else {"mip_rel_gap": gap}  # else solve_with_highs' default
-        outcome = isolated.call("highspy", "solver_plan.intra.backends.highs", "solve_with_highs", timeout=remaining,
-                                model=model, time_limit=solver_limit, start_values=start, seed=context.seed,
-                                relax_first=context.options.get("relax_first", True) and not fixed,
-                                presolve=not fixed, **stop)
+        try:
+            outcome = isolated.call("highspy", "solver_plan.intra.backends.highs", "solve_with_highs",
+                                    timeout=remaining, model=model, time_limit=solver_limit, start_values=start,
+                                    seed=context.seed, relax_first=relax_first, presolve=not fixed,
+                                    iteration_limit=lp_iteration_limit(model, budget),
+                                    check_limit=mip_check_limit(model, budget), **stop)
+        except TimeoutError:  # the worker killed at the wall clock: the clock decided
+            deadline.mark_cut_short()
+            raise
+        if stopped_by_clock(outcome.status, outcome.notes):
+            deadline.mark_cut_short()
         return outcome_answer(model, outcome)
     try:
         outcome = call_in_subprocess(_solve_in_child, (model, PULP_SOLVERS[backend], remaining, start), remaining)

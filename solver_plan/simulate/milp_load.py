@@ -33,6 +33,7 @@ from solver_plan.intra.baselines import plan_data_parallel
 from solver_plan.intra.clock import start_clock
 from solver_plan.intra.failures import failure_note
 from solver_plan.intra.greedy_plans import greedy_pass_seconds
+from solver_plan.intra.highs_work import lp_iteration_limit, mip_check_limit, stopped_by_clock
 from solver_plan.intra.linear_model import decode
 from solver_plan.intra.load_objective import (LoadModelExpired, encode_load, load_breakdown, load_model,
                                               split_edges, topological_order)
@@ -146,19 +147,30 @@ def model_seconds(problem: ConfigProblem) -> float:
     return model_entries(problem) * BUILD_S_PER_ENTRY + device_terms(problem) * BUILD_S_PER_DEVICE_TERM
 
 
-def _highs(model, time_limit, start=None, seed=0, relax_first=True):
-    remaining = time_limit
+def _highs(model, clock: Deadline, start=None, seed=0, relax_first=True):
+    """HiGHS on `model` within `clock`: its work limits from the nominal budget (`highs_work`), the
+    wall clock the safety net (a stop by it marks `clock` cut short)."""
+    remaining = clock.remaining()
     # margin for shipping a model of ~10^5 columns to the worker, and the LP phase's overrun
     solver_limit = None if remaining is None else max(0.05, 0.85 * remaining - 1.0)
-    return isolated.call("highspy", "solver_plan.intra.backends.highs", "solve_with_highs", timeout=remaining,
-                         model=model, time_limit=solver_limit, start_values=start, seed=seed, relax_first=relax_first)
+    try:
+        outcome = isolated.call("highspy", "solver_plan.intra.backends.highs", "solve_with_highs", timeout=remaining,
+                                model=model, time_limit=solver_limit, start_values=start, seed=seed,
+                                relax_first=relax_first, iteration_limit=lp_iteration_limit(model, clock.nominal_left()),
+                                check_limit=mip_check_limit(model, clock.nominal_left()))
+    except TimeoutError:
+        clock.mark_cut_short()
+        raise
+    if stopped_by_clock(outcome.status, outcome.notes):
+        clock.mark_cut_short()
+    return outcome
 
 
 def _relaxation(problem, load, deadline: Deadline, seed: int, notes: list[str]):
     """(LP bound or None, plans from rounding the LP optimum and improving them by local search)."""
     lp = replace(load.model, integer=np.zeros_like(load.model.integer))
     try:
-        outcome = _highs(lp, deadline.share(LP_SHARE).remaining(), relax_first=False)
+        outcome = _highs(lp, deadline.share(LP_SHARE), relax_first=False)
     except Exception as exc:  # the rounding is a heuristic: without it the MILP still runs
         notes.append(failure_note("LP relaxation", exc))
         return None, []
@@ -223,7 +235,7 @@ def plan_milp_load(problem: ConfigProblem, *, deadline: Deadline | None = None, 
         start = encode_load(load, problem, incumbent) if incumbent is not None else None
         try:
             # the LP was solved above: by default go straight to branch and bound
-            outcome = _highs(load.model, remaining, start, seed, options.get("relax_first", False))
+            outcome = _highs(load.model, milp_clock, start, seed, options.get("relax_first", False))
         except TimeoutError as exc:  # killed at the wall clock: the seed plan stands
             outcome = None
             notes.append(failure_note("HiGHS", exc))

@@ -1,21 +1,39 @@
 """HiGHS backend (highspy, in process) for a `LinearModel`.
 
-Wall clock: HiGHS' own `time_limit`, plus a watchdog timer that calls `cancelSolve` if HiGHS
-overruns it by more than a grace period. The LP relaxation is solved first; an integral LP optimum
-is accepted as proven optimal without branching.
+Work limits (deterministic): `iteration_limit`, simplex iterations of the LP relaxation (HiGHS'
+`simplex_iteration_limit`), and `check_limit`, the MIP's limit checks. HiGHS' MIP solver ignores
+the iteration limit and its node limit does not bound the root, where the one-hot models spend
+most of their time; but it calls a MIP interrupt callback at each of its limit checks (between root
+cut rounds and heuristics, and at each node), in the same order on every run: so a callback counting
+them and interrupting at the `check_limit`-th stops HiGHS at the same point, with the same answer,
+on an idle and a loaded machine (highspy 1.16 gives the callback no iteration count, only nodes and
+bounds). What no check covers: the MIP's presolve and first root LP, and the stretch between two
+checks (measured up to seconds, a restart's root); a caller sizes the limit from its nominal budget
+and the model's size, and the wall clock stops what runs longer.
+Wall clock (the safety net): HiGHS' own `time_limit`, plus a watchdog timer that interrupts HiGHS
+if it overruns it by more than a grace period. The LP relaxation is solved first; an integral LP
+optimum is accepted as proven optimal without branching.
 """
 from __future__ import annotations
 
 import threading
 import time
+from dataclasses import replace
 
 import highspy
 import numpy as np
 
+from solver_plan.intra.highs_work import WORK_LIMIT_NOTE
 from solver_plan.intra.linear_model import LinearModel, LpSolution, SolveOutcome, is_integral, row_scales
 from solver_plan.result import Status
 
 WATCHDOG_GRACE_S = 0.5
+# One thread, in every call of a worker (HiGHS fixes its thread count for the process at its first
+# solve): HiGHS calls the MIP interrupt callback only outside its parallel sections, so with more
+# threads how many checks a MIP makes follows the threads' timing (measured: 145 and 435 checks in
+# two 11 s runs of one model; one thread: 1,000 and 1,000), and the work limit would not be
+# deterministic. The dual simplex runs one thread either way.
+THREADS = 1
 FEASIBILITY_TOLERANCE = 1e-7  # HiGHS' primal_feasibility_tolerance default
 
 
@@ -60,13 +78,13 @@ def _set_integrality(highs: highspy.Highs, model: LinearModel, integer: bool) ->
         highs.changeColsIntegrality(len(columns), columns, np.full(len(columns), kind))
 
 
-def _run(highs: highspy.Highs, time_limit: float | None) -> None:
+def _run(highs: highspy.Highs, time_limit: float | None, stop: "_WorkStop | None" = None) -> None:
     """Run with HiGHS' time limit and a watchdog that interrupts a solver overrunning it."""
     if time_limit is None:
         highs.run()
         return
     highs.setOptionValue("time_limit", max(0.01, float(time_limit)))
-    watchdog = threading.Timer(time_limit + WATCHDOG_GRACE_S, highs.cancelSolve)
+    watchdog = threading.Timer(time_limit + WATCHDOG_GRACE_S, highs.cancelSolve if stop is None else stop.cancel)
     watchdog.daemon = True
     watchdog.start()
     try:
@@ -96,10 +114,51 @@ def _decode(highs: highspy.Highs, model: LinearModel, status, mip: bool) -> Solv
                         (f"HiGHS stopped with {highs.modelStatusToString(status)}",))
 
 
+class _WorkStop:
+    """The MIP's deterministic stop: a MIP interrupt callback that interrupts HiGHS at its
+    `limit`-th limit check (None: only at the watchdog's `cancel`, the wall clock). Subscribed
+    through highspy's callback events where they exist (1.8 and later), else through `setCallback` /
+    `startCallback` (1.7). It must never raise: an exception in a callback fails the solve."""
+
+    def __init__(self, highs: highspy.Highs, limit: int | None):
+        self.limit, self.checks, self.cancelled = limit, 0, False
+        if hasattr(highs, "cbMipInterrupt"):
+            highs.cbMipInterrupt.subscribe(self._event)
+        else:  # highspy 1.7: one user callback, the callback kinds started by type
+            highs.setCallback(self._callback, None)
+            highs.startCallback(highspy.cb.HighsCallbackType.kCallbackMipInterrupt)
+
+    @property
+    def reached(self) -> bool:
+        """Whether the work limit was reached (not the wall clock)."""
+        return self.limit is not None and self.checks >= self.limit and not self.cancelled
+
+    def _interrupts(self) -> bool:
+        self.checks += 1
+        return self.cancelled or (self.limit is not None and self.checks >= self.limit)
+
+    def _event(self, event) -> None:
+        if self._interrupts():
+            event.interrupt()
+
+    def _callback(self, callback_type, message, data_out, data_in, user_data) -> None:
+        if self._interrupts() and data_in is not None:
+            data_in.user_interrupt = True
+
+    def cancel(self) -> None:
+        """The watchdog's stop (the wall clock): interrupt at HiGHS' next check."""
+        self.cancelled = True
+
+
 def solve_with_highs(model: LinearModel, *, time_limit: float | None = None, start_values=None,
                      relax_first: bool = True, seed: int = 0, mip_rel_gap: float = 1e-7,
-                     threads: int | None = None, presolve: bool = True) -> SolveOutcome:
-    """Solve `model` within `time_limit` seconds in total (LP phase and MILP phase together).
+                     threads: int | None = THREADS, presolve: bool = True,
+                     iteration_limit: int | None = None, check_limit: int | None = None) -> SolveOutcome:
+    """Solve `model` within `time_limit` seconds in total (LP phase and MILP phase together), the
+    safety net, and the deterministic work limits (module text; None: none): `iteration_limit`
+    simplex iterations for the LP relaxation (or the model itself, without integer columns),
+    `check_limit` limit checks for the MIP. A stop by a work limit is TIME_LIMIT with WORK_LIMIT_NOTE
+    among its notes, so the caller knows the wall clock did not decide.
     `presolve=False` for a model already reduced by reduced-cost fixing (lp_fixing): HiGHS' presolve
     then removes little and its restarts solve the root LP again (measured on the fixed model of
     random-dag:100 binding: 11.7 s -> 4.9 s of CPU, the same optimum). Measured and not kept on
@@ -121,11 +180,17 @@ def solve_with_highs(model: LinearModel, *, time_limit: float | None = None, sta
     if time_limit is not None:  # building the model counts against the limit
         time_limit = max(0.01, time_limit - (time.perf_counter() - started))
         started = time.perf_counter()
+    if iteration_limit is not None:  # the LP relaxation's (a MIP ignores it; a model without integers keeps it)
+        highs.setOptionValue("simplex_iteration_limit", max(1, int(iteration_limit)))
+    lp_bound = None  # the LP relaxation's optimum: a bound where the MIP stops before proving one
     if relax_first:
         _run(highs, time_limit)
         status = highs.getModelStatus()
         if status == highspy.HighsModelStatus.kInfeasible:
             return SolveOutcome(Status.INFEASIBLE, notes=("LP relaxation infeasible",))
+        if status == highspy.HighsModelStatus.kIterationLimit:
+            return SolveOutcome(Status.TIME_LIMIT, notes=(
+                f"{WORK_LIMIT_NOTE}: the LP relaxation used its {iteration_limit} simplex iterations",))
         relaxed = _decode(highs, model, status, mip=False)
         if relaxed.status == Status.OPTIMAL and is_integral(model, relaxed.x_values):
             return SolveOutcome(Status.OPTIMAL, relaxed.x_values, relaxed.objective, relaxed.objective,
@@ -134,17 +199,30 @@ def solve_with_highs(model: LinearModel, *, time_limit: float | None = None, sta
             time_limit -= time.perf_counter() - started
             if time_limit <= 0:
                 return SolveOutcome(Status.TIME_LIMIT, None, None, relaxed.bound, ("time out after the LP relaxation",))
+        lp_bound = relaxed.bound
+        if iteration_limit is not None and model.integer.any():
+            highs.setOptionValue("simplex_iteration_limit", highspy.kHighsIInf)
     _set_integrality(highs, model, True)
     if start_values is not None:
         solution = highspy.HighsSolution()
         solution.col_value = list(map(float, start_values))
         highs.setSolution(solution)
-    _run(highs, time_limit)
-    return _decode(highs, model, highs.getModelStatus(), mip=True)
+    stop = _WorkStop(highs, check_limit)
+    _run(highs, time_limit, stop)
+    if highs.getModelStatus() == highspy.HighsModelStatus.kIterationLimit:  # a model without integers
+        return SolveOutcome(Status.TIME_LIMIT, notes=(
+            f"{WORK_LIMIT_NOTE}: the LP used its {iteration_limit} simplex iterations",))
+    outcome = _decode(highs, model, highs.getModelStatus(), mip=True)
+    if outcome.bound is None and lp_bound is not None and outcome.status is not Status.INFEASIBLE:
+        outcome = replace(outcome, bound=lp_bound)
+    if stop.reached and outcome.status is Status.TIME_LIMIT:
+        outcome = replace(outcome, notes=outcome.notes + (
+            f"{WORK_LIMIT_NOTE}: {stop.checks} limit checks, {highs.getInfo().mip_node_count} nodes",))
+    return outcome
 
 
 def solve_lp_relaxation(model: LinearModel, *, time_limit: float | None = None, seed: int = 0,
-                        threads: int | None = None, iteration_limit: int | None = None) -> LpSolution:
+                        threads: int | None = THREADS, iteration_limit: int | None = None) -> LpSolution:
     """The LP relaxation of `model` (integrality dropped) by dual simplex: column values and row duals
     in the model's own (unscaled) rows, so that cost - A^T duals are the reduced costs; OPTIMAL only
     when HiGHS proved the LP optimal (stopped by its time limit, HiGHS' duals are of the presolved LP's
