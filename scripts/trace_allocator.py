@@ -48,6 +48,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
+import measure_device as kit  # noqa: E402  (the kit's builders and cases, a script beside this one)
 
 EVENT_COLUMNS = ("seq", "action", "addr", "size", "stream", "where")
 KEPT_ACTIONS = ("alloc", "free_requested", "free_completed", "segment_map", "segment_unmap", "segment_alloc",
@@ -55,36 +56,18 @@ KEPT_ACTIONS = ("alloc", "free_requested", "free_completed", "segment_map", "seg
 
 
 @dataclass(frozen=True)
-class Shapes:
-    """A micro-batch's and a block's shapes: batch, sequence, hidden, heads, key/value heads, MLP width."""
-    batch: int
-    seq: int
-    hidden: int
-    heads: int
-    kv_heads: int
-    ffn: int
-
-
-@dataclass(frozen=True)
 class StageCase:
-    """Stage 0 of `pp` stages under 1F1B: `micro_batches` micro-batches, min(pp, micro_batches) in flight."""
+    """Stage 0 of `pp` stages under 1F1B (`micro_batches` micro-batches, min(pp, micro_batches) in
+    flight), `layers` torchtitan blocks of `shapes` under full activation checkpointing. With `tp` = 1:
+    fp32 parameters under bf16 autocast, one GPU. With `tp` > 1: rank 0 of a `tp`-way tensor-parallel
+    group (sequence parallel, torchtitan's apply_tp plan) on a fake process group (torch.testing's
+    FakeStore, backend "fake": collectives move no data, every buffer is allocated as on a real rank),
+    bf16 parameters and gradients."""
     layers: int
     pp: int
     micro_batches: int
-    shapes: Shapes
-
-
-@dataclass(frozen=True)
-class TensorParallelStageCase:
-    """Rank 0 of a `tp`-way tensor-parallel group (sequence parallel, torchtitan's apply_tp plan) on a
-    fake process group (torch.testing's FakeStore, backend "fake": collectives move no data, every
-    buffer is allocated as on a real rank), holding `layers` blocks of stage 0 of `pp` under 1F1B with
-    full activation checkpointing; bf16 parameters and gradients."""
-    layers: int
-    tp: int
-    pp: int
-    micro_batches: int
-    shapes: Shapes
+    shapes: kit.BlockCase  # the block's shapes (its style and checkpointing are the case's own)
+    tp: int = 1
 
 
 @dataclass(frozen=True)
@@ -114,16 +97,16 @@ class TensorParallelHeadCase:
     output_layouts=Shard(-1)) and the loss under loss_parallel, one micro-batch, bf16 parameters."""
     layers: int
     tp: int
-    shapes: Shapes
+    shapes: kit.BlockCase  # the block's shapes (its style and checkpointing are the case's own)
     vocab: int
 
 
-LLAMA_8B_BLOCK = Shapes(batch=1, seq=8192, hidden=4096, heads=32, kv_heads=8, ffn=14336)
-LLAMA_405B_BLOCK = Shapes(batch=4, seq=8192, hidden=16384, heads=128, kv_heads=8, ffn=53248)
+LLAMA_8B_BLOCK = kit.BlockCase("titan", batch=1, seq=8192, hidden=4096, heads=32, kv_heads=8, ffn=14336, ac="full")
+LLAMA_405B_BLOCK = kit.BlockCase("titan", batch=4, seq=8192, hidden=16384, heads=128, kv_heads=8, ffn=53248,
+                                 ac="full")
 
 
 def plan_cases():
-    import measure_device as kit
     decoder_128k = kit.ModelCase(2, 1, 8192, 4096, 32, 8, 14336, 128256)
     decoder_32k = kit.ModelCase(2, 2, 4096, 4096, 32, 8, 14336, 32000)
     return {
@@ -133,9 +116,9 @@ def plan_cases():
         "stage-1f1b": StageCase(layers=4, pp=4, micro_batches=8, shapes=LLAMA_8B_BLOCK),
         "fsdp8-128k": ShardedFsdpCase(kit.FsdpCase(kit.ModelCase(4, 1, 8192, 4096, 32, 8, 14336, 128256)), 8),
         "loss-parallel": LossParallelCase(tokens=4 * 8192, hidden=16384, vocab=128256, tp=8),
-        "tp-stage-1f1b": TensorParallelStageCase(layers=4, tp=8, pp=8, micro_batches=8, shapes=LLAMA_405B_BLOCK),
-        "tp-head-70b": TensorParallelHeadCase(layers=4, tp=8, shapes=Shapes(16, 8192, 8192, 64, 8, 28672),
-                                              vocab=128256),
+        "tp-stage-1f1b": StageCase(layers=4, pp=8, micro_batches=8, shapes=LLAMA_405B_BLOCK, tp=8),
+        "tp-head-70b": TensorParallelHeadCase(layers=4, tp=8, shapes=kit.BlockCase("titan", 16, 8192, 8192, 64, 8, 28672,
+                                                                                  ac="full"), vocab=128256),
         "tp-head-405b": TensorParallelHeadCase(layers=4, tp=8, shapes=LLAMA_405B_BLOCK, vocab=128256),
         "stage-1f1b-deep": StageCase(layers=8, pp=8, micro_batches=16, shapes=LLAMA_8B_BLOCK),
     }
@@ -224,7 +207,6 @@ def predicted_memory(name: str):
     stage of the model matches it (loss-parallel is the loss alone; the stage-1f1b cases train fp32
     parameters under autocast, whose cast weights the model does not price). The TP last stages have
     no pipeline receive buffers: the model's (`StageMemory.buffers` of a last stage) are taken off."""
-    import measure_device as kit
     case = plan_cases()[name]
     if isinstance(case, kit.ModelCase):
         m = kit.model_memory(case)
@@ -232,7 +214,7 @@ def predicted_memory(name: str):
         m = kit.fsdp_memory(case)
     elif isinstance(case, ShardedFsdpCase):
         m = kit.fsdp_memory(case.case, dp=case.world)
-    elif isinstance(case, TensorParallelStageCase):  # a first stage's micro-batches in flight, no embedding
+    elif isinstance(case, StageCase) and case.tp > 1:  # a first stage's micro-batches in flight, no embedding
         m = tensor_parallel_memory(case.shapes, case.tp, case.layers, stage=1, pp=case.pp,
                                    micro_batches=case.micro_batches, in_flight=min(case.pp, case.micro_batches))
     elif isinstance(case, TensorParallelHeadCase):
@@ -244,18 +226,15 @@ def predicted_memory(name: str):
     return m.allocated, m.reserved
 
 
-def tensor_parallel_memory(shapes: Shapes, tp: int, layers: int, stage: int, pp: int, micro_batches: int,
+def tensor_parallel_memory(shapes, tp: int, layers: int, stage: int, pp: int, micro_batches: int,
                            in_flight=None, vocab: int = 128256):
     """stage_memory of torchtitan blocks of `shapes` under TP `tp` with sequence parallelism and full
     recomputation, bf16 parameters and gradients, no optimizer (the traces' tensor-parallel cases)."""
     from dataclasses import replace
 
-    import measure_device as kit
     from solver_plan.cost.model_state import ParameterState
     from solver_plan.hybrid import memory as mem
-    block = kit.BlockCase("titan", shapes.batch, shapes.seq, shapes.hidden, shapes.heads, shapes.kv_heads,
-                          shapes.ffn, ac="full")
-    spec = replace(kit.block_spec(block), layers=layers, vocab=vocab, tied_embeddings=False)
+    spec = replace(kit.block_spec(shapes), layers=layers, vocab=vocab, tied_embeddings=False)
     state = mem.StateBytes(ParameterState(weights=2.0, gradients=2.0), activations=2.0)
     return mem.stage_memory(spec, layers=layers, stage=stage, pp=pp, tp=tp, dp=1, micro_batch=shapes.batch,
                             micro_batches=micro_batches, recompute="full", sequence_parallel=True, zero_stage=0,
@@ -278,16 +257,13 @@ def write_events(path: Path, rows: list[dict]) -> None:
 
 
 def run_case(torch, name, case) -> tuple[dict, list[dict]]:
-    import measure_device as kit
     gc.collect()
     torch.cuda.synchronize()
     torch.cuda.empty_cache()
     before = torch.cuda.memory_allocated()
     torch.cuda.memory._record_memory_history(enabled="all", context="alloc", stacks="python", max_entries=2_000_000)
     if isinstance(case, StageCase):
-        step = stage_step(torch, case)
-    elif isinstance(case, TensorParallelStageCase):
-        step = tp_stage_step(torch, case, "cuda")
+        step = stage_step(torch, case) if case.tp == 1 else tp_stage_step(torch, case, "cuda")
     elif isinstance(case, ShardedFsdpCase):
         step = fsdp_step(torch, kit, case.case, world=case.world)
     elif isinstance(case, LossParallelCase):
@@ -371,11 +347,9 @@ def run_one_f_one_b(torch, blocks, shape, pp: int, micro_batches: int, device: s
 
 
 def stage_step(torch, case: StageCase):
-    import measure_device as kit
     import torch.nn as nn
     sh = case.shapes
-    block_case = kit.BlockCase("titan", sh.batch, sh.seq, sh.hidden, sh.heads, sh.kv_heads, sh.ffn, ac="full")
-    blocks = nn.Sequential(*(kit.make_titan_block(torch, block_case) for _ in range(case.layers))).float()
+    blocks = nn.Sequential(*(kit.make_titan_block(torch, sh) for _ in range(case.layers))).float()
     return lambda: run_one_f_one_b(torch, blocks, (sh.batch, sh.seq, sh.hidden), case.pp, case.micro_batches,
                                    "cuda", autocast=True)
 
@@ -410,7 +384,7 @@ def loss_parallel_step(torch, case: LossParallelCase, device: str):
     return step
 
 
-def make_tp_block(torch, case: Shapes, mesh, device: str):
+def make_tp_block(torch, case, mesh, device: str):
     """torchtitan's TransformerBlock (no rotary embedding) parallelised as its apply_tp does, under full
     activation checkpointing."""
     import torch.nn as nn
@@ -479,7 +453,7 @@ def make_tp_block(torch, case: Shapes, mesh, device: str):
     return Checkpointed()
 
 
-def tp_stage_step(torch, case: TensorParallelStageCase, device: str):
+def tp_stage_step(torch, case: StageCase, device: str):
     import torch.nn as nn
     mesh = fake_mesh(torch, case.tp, device)
     sh = case.shapes
