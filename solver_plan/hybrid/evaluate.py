@@ -43,12 +43,22 @@ class Context:
     # `time_bound`'s terms outside the pipeline (sync, embedding sync, optimizer) and `host_floor_fits`
     # ("host" keys), by the few fields they read: ~30,000 points of a search share a few hundred of them
     bound_cache: dict = field(default_factory=dict, init=False, compare=False, hash=False, repr=False)
+    # `rank_profile` by (the profile's identity, cp): (profile, the rank's profile); the profile is kept so
+    # that its identity cannot be reused while the entry lives
+    rank_cache: dict = field(default_factory=dict, init=False, compare=False, hash=False, repr=False)
 
 
 def rank_profile(ctx: Context, par: Parallelism, profile: BlockProfile) -> BlockProfile:
     """The block profile of one rank: the whole sequence's, or with context parallelism 1/cp of it plus
-    the exposed key/value exchange (context_parallel.scaled_profile)."""
-    return scaled_profile(profile, ctx.cluster, ctx.spec, par.cp, ctx.state.activations, ctx.runtime)
+    the exposed key/value exchange (context_parallel.scaled_profile). Memoised per context: the search
+    asks for the same few (profile, cp) tens of thousands of times."""
+    key = (id(profile), par.cp)
+    hit = ctx.rank_cache.get(key)
+    if hit is not None and hit[0] is profile:
+        return hit[1]
+    local = scaled_profile(profile, ctx.cluster, ctx.spec, par.cp, ctx.state.activations, ctx.runtime)
+    ctx.rank_cache[key] = (profile, local)
+    return local
 
 
 def layer_s(par: Parallelism, profile: BlockProfile, mode: str | None = None) -> tuple[float, float]:
