@@ -129,16 +129,16 @@ def in_flight_caps(static: tuple[float, ...], per_batch: tuple[float, ...],
     pipeline/exact_schedule.py counts it (bytes rounded to its memory unit: the static part and a
     micro-batch's bytes up, the limit down), at most ROOM_FACTOR x pp (`free_pattern`'s room: more
     than any zero-bubble pattern holds); ROOM_FACTOR x pp everywhere without a limit."""
-    from solver_plan.pipeline.ticks import memory_unit
+    from solver_plan.pipeline.ticks import limit_memory_units, memory_unit, to_memory_units
 
     room = ROOM_FACTOR * len(static)
     if memory_limit is None:
         return (room,) * len(static)
     unit = memory_unit(memory_limit)
-    limit = int(math.floor(memory_limit / unit + 1e-9))
+    limit = limit_memory_units(memory_limit, unit)
     caps = []
     for fixed, batch in zip(static, per_batch):
-        base, stored = int(math.ceil(fixed / unit - 1e-9)), int(math.ceil(batch / unit - 1e-9))
+        base, stored = to_memory_units(fixed, unit), to_memory_units(batch, unit)
         caps.append(room if stored == 0 else max(-1, min(room, (limit - base) // stored)))
     return tuple(caps)
 

@@ -26,7 +26,7 @@ from solver_plan.pipeline.pattern import PeriodicPattern
 from solver_plan.pipeline.period_search import search_period
 from solver_plan.work import WorkBudget
 from solver_plan.pipeline.problem import ChainProblem
-from solver_plan.pipeline.ticks import memory_unit, tick_for, to_ticks
+from solver_plan.pipeline.ticks import limit_memory_units, memory_unit, tick_for, to_memory_units, to_ticks
 from solver_plan.pipeline.validate import validate
 from solver_plan.result import Status
 
@@ -158,8 +158,8 @@ class JointModel:
     def _memory(self, H):
         problem, m, L, P = self.problem, self.model, self.problem.layers, self.problem.processors
         unit = memory_unit(problem.memory)
-        size = lambda b: int(math.ceil(b / unit - 1e-9))
-        limit = int(math.floor(problem.memory / unit + 1e-9))
+        size = lambda b: to_memory_units(b, unit)
+        limit = limit_memory_units(problem.memory, unit)
         weights = [size(problem.state_memory(j, j)) for j in range(L)]  # model state per layer
         stored = [size(problem.stored(j, j)) for j in range(L)]
         buffer = [size(2 * problem.cut(i)) for i in range(L - 1)]

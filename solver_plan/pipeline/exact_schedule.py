@@ -11,7 +11,6 @@ schedule gives the first feasible period and the hints.
 """
 from __future__ import annotations
 
-import math
 import time
 
 from solver_plan.pipeline import modulo_greedy, onef1b
@@ -23,7 +22,7 @@ from solver_plan.pipeline.problem import ChainProblem
 from solver_plan.pipeline.solvers import cp_model
 from solver_plan.pipeline.schedule_result import ScheduleResult, finish, memory_infeasible
 from solver_plan.pipeline.split_backward import release_index
-from solver_plan.pipeline.ticks import memory_unit, tick_for, to_ticks
+from solver_plan.pipeline.ticks import limit_memory_units, memory_unit, tick_for, to_memory_units, to_ticks
 from solver_plan.work import WorkBudget
 from solver_plan.result import Status
 
@@ -69,13 +68,13 @@ class PeriodModel:
     def _memory(self, durations, minimise: bool):
         ops, m = self.ops, self.model
         unit = memory_unit(ops.memory_limit)
-        stored = [int(math.ceil(a / unit - 1e-9)) for a in ops.stored]
-        limit = int(math.floor(ops.memory_limit / unit + 1e-9))
+        stored = [to_memory_units(a, unit) for a in ops.stored]
+        limit = limit_memory_units(ops.memory_limit, unit)
         peaks = []
         for p, static in ops.static:
             stages = [s for s, q in enumerate(ops.stage_processor) if q == p]
             here = [i for i, op in enumerate(ops.operations) if op.resource == processor_name(p)]
-            base = int(math.ceil(static / unit - 1e-9))
+            base = to_memory_units(static, unit)
             peak = m.new_int_var(0, limit, f"peak_{p}") if minimise else None
             for o in here:
                 terms = []

@@ -18,3 +18,14 @@ def to_ticks(seconds: float, tick: float) -> int:
 def memory_unit(limit: float) -> float:
     """Bytes per integer memory unit: exact for small integer instances, ~1e7 levels otherwise."""
     return max(1.0, limit / 1e7)
+
+
+def to_memory_units(size: float, unit: float) -> int:
+    """Bytes rounded up to whole memory units (static parts and stored bytes: a pattern valid in units
+    stays valid in bytes)."""
+    return int(math.ceil(size / unit - 1e-9))
+
+
+def limit_memory_units(limit: float, unit: float) -> int:
+    """A memory limit rounded down to whole memory units."""
+    return int(math.floor(limit / unit + 1e-9))
