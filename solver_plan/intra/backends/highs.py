@@ -35,6 +35,9 @@ WATCHDOG_GRACE_S = 0.5
 # deterministic. The dual simplex runs one thread either way.
 THREADS = 1
 FEASIBILITY_TOLERANCE = 1e-7  # HiGHS' primal_feasibility_tolerance default
+# A MIP stopped by its time limit or an interrupt (kHighsInterrupt, a keyboard interrupt, is newer than highspy 1.7)
+_STOPPED = tuple(getattr(highspy.HighsModelStatus, name) for name in ("kTimeLimit", "kInterrupt", "kHighsInterrupt")
+                 if hasattr(highspy.HighsModelStatus, name))
 
 
 def _variables_and_constraints(highs: highspy.Highs, model: LinearModel) -> None:
@@ -84,7 +87,12 @@ def _run(highs: highspy.Highs, time_limit: float | None, stop: "_WorkStop | None
         highs.run()
         return
     highs.setOptionValue("time_limit", max(0.01, float(time_limit)))
-    watchdog = threading.Timer(time_limit + WATCHDOG_GRACE_S, highs.cancelSolve if stop is None else stop.cancel)
+    # highspy 1.7 has no cancelSolve: HiGHS' own time limit is then the LP's only stop
+    cancel = getattr(highs, "cancelSolve", None) if stop is None else stop.cancel
+    if cancel is None:
+        highs.run()
+        return
+    watchdog = threading.Timer(time_limit + WATCHDOG_GRACE_S, cancel)
     watchdog.daemon = True
     watchdog.start()
     try:
@@ -108,7 +116,7 @@ def _decode(highs: highspy.Highs, model: LinearModel, status, mip: bool) -> Solv
     bound = info.mip_dual_bound if np.isfinite(info.mip_dual_bound) else None
     if status == model_status.kOptimal:
         return SolveOutcome(Status.OPTIMAL, x_values, objective, bound)
-    if status in (model_status.kTimeLimit, model_status.kInterrupt, model_status.kHighsInterrupt):
+    if status in _STOPPED:
         return SolveOutcome(Status.TIME_LIMIT, x_values, objective, bound)
     return SolveOutcome(Status.ERROR if x_values is None else Status.FEASIBLE, x_values, objective, bound,
                         (f"HiGHS stopped with {highs.modelStatusToString(status)}",))
@@ -138,8 +146,9 @@ class _WorkStop:
         return self.cancelled or (self.limit is not None and self.checks >= self.limit)
 
     def _event(self, event) -> None:
-        if self._interrupts():
-            event.interrupt()
+        # the flag itself: highspy 1.8-1.9's events have no interrupt() (1.10 added it, setting this flag)
+        if self._interrupts() and event.data_in is not None:
+            event.data_in.user_interrupt = True
 
     def _callback(self, callback_type, message, data_out, data_in, user_data) -> None:
         if self._interrupts() and data_in is not None:
