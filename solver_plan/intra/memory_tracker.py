@@ -25,7 +25,6 @@ class MemoryTracker:
         self.used = np.zeros(problem.num_devices)
         self.reserved = np.zeros(problem.num_devices)
         self._least: dict[int, np.ndarray] = {}
-        self._devices: dict[int, tuple[np.ndarray, np.ndarray] | None] = {}
         if self.limit is None:
             return
         if assignment is None:
@@ -74,24 +73,12 @@ class MemoryTracker:
         base = self.used + self.reserved
         if undecided:
             base = base - self.least(node)
-        every = self._candidate_devices(node) if len(choices) == count else None
+        every = self.problem.candidate_devices(node) if len(choices) == count else None
         if every is not None and list(choices) == list(range(count)):  # every candidate: one gather, one reduction
-            devices, starts = every
+            devices, starts = every  # (random-dag:10000: the greedy pass 0.56-0.60 -> 0.30-0.34 s of CPU)
             return np.maximum.reduceat(base[devices], starts) + np.asarray(self.problem.node_memory[node]) - self.limit
         arrays = self.problem.device_arrays[node]
         return np.array([base[arrays[c]].max() + self.problem.node_memory[node][c] - self.limit for c in choices])
-
-    def _candidate_devices(self, node: int) -> tuple[np.ndarray, np.ndarray] | None:
-        """The node's candidates' devices end to end and where each candidate's start (None where a
-        candidate uses no device: `reduceat` would not give its empty maximum's error). Per node,
-        once: `overflow` then takes 2 numpy calls instead of 3 a candidate (10,000 operators x 20
-        candidates: the greedy pass 0.65-0.69 -> 0.50-0.52 s of CPU, the same plan)."""
-        if node not in self._devices:
-            arrays = self.problem.device_arrays[node]
-            sizes = [len(a) for a in arrays]
-            self._devices[node] = None if 0 in sizes else (
-                np.concatenate(arrays), np.concatenate([[0], np.cumsum(sizes[:-1])]).astype(np.intp))
-        return self._devices[node]
 
     def fits_change(self, node: int, old: int, new: int, tolerance: float = 1e-6) -> bool:
         """Whether a decided node can move from candidate `old` to `new` within the limit."""

@@ -207,7 +207,32 @@ class ConfigProblem:
         through = np.cumsum(np.add.reduceat(lengths, candidate_at[:-1])) if len(flat) else np.zeros(0, dtype=np.int64)
         return flat, lengths, counts, candidate_at, through
 
-    @property
+    def candidate_devices(self, node: int) -> tuple[np.ndarray, np.ndarray] | None:
+        """The devices of `node`'s candidates end to end, and where each candidate's start among
+        them (for one `np.maximum.reduceat` over all the node's candidates); None where one of them
+        uses no device (`reduceat` would not see its empty set). Slices of one array for the whole
+        problem where candidates use few devices, else joined per call."""
+        flat, lengths, counts, candidate_at, through = self._candidate_devices
+        low, high = int(candidate_at[node]), int(candidate_at[node + 1])
+        if self._few_devices_a_candidate:
+            devices, entry_at, empty = self._device_entries
+            if empty[node]:
+                return None
+            first = entry_at[low]
+            return devices[first:entry_at[high]], entry_at[low:high] - first
+        if not lengths[low:high].all():
+            return None
+        return np.concatenate(flat[low:high]), np.concatenate([[0], np.cumsum(lengths[low:high - 1])])
+
+    @functools.cached_property
+    def _device_entries(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Every candidate's devices end to end, where each candidate's start (and the end), and
+        whether each node has a candidate without devices."""
+        flat, lengths, counts, candidate_at, through = self._candidate_devices
+        entry_at = np.concatenate([[0], np.cumsum(lengths)]).astype(np.intp)
+        return np.concatenate(flat), entry_at, np.minimum.reduceat(lengths, candidate_at[:-1]) == 0
+
+    @functools.cached_property
     def _few_devices_a_candidate(self) -> bool:
         """Whether the memory tables are computed over (node, candidate, device) entries, a chunk of
         nodes at a time, rather than node by node with one numpy call a candidate: where candidates
