@@ -35,7 +35,7 @@ WATCHDOG_GRACE_S = 0.5
 # deterministic. The dual simplex runs one thread either way.
 THREADS = 1
 FEASIBILITY_TOLERANCE = 1e-7  # HiGHS' primal_feasibility_tolerance default
-# A MIP stopped by its time limit or an interrupt (kHighsInterrupt, a keyboard interrupt, is newer than highspy 1.7)
+# A MIP stopped by its time limit or an interrupt (kHighsInterrupt, a keyboard interrupt: highspy 1.13 has it, 1.11 not)
 _STOPPED = tuple(getattr(highspy.HighsModelStatus, name) for name in ("kTimeLimit", "kInterrupt", "kHighsInterrupt")
                  if hasattr(highspy.HighsModelStatus, name))
 
@@ -122,6 +122,11 @@ def _decode(highs: highspy.Highs, model: LinearModel, status, mip: bool) -> Solv
                         (f"HiGHS stopped with {highs.modelStatusToString(status)}",))
 
 
+def _out_of_iterations(what: str, iteration_limit: int | None) -> SolveOutcome:
+    """`what` (an LP) stopped by its simplex iteration limit: the work limit, not the clock."""
+    return SolveOutcome(Status.TIME_LIMIT, notes=(f"{WORK_LIMIT_NOTE}: {what} used its {iteration_limit} simplex iterations",))
+
+
 class _WorkStop:
     """The MIP's deterministic stop: a MIP interrupt callback that interrupts HiGHS at its
     `limit`-th limit check (None: only at the watchdog's `cancel`, the wall clock). Subscribed
@@ -198,8 +203,7 @@ def solve_with_highs(model: LinearModel, *, time_limit: float | None = None, sta
         if status == highspy.HighsModelStatus.kInfeasible:
             return SolveOutcome(Status.INFEASIBLE, notes=("LP relaxation infeasible",))
         if status == highspy.HighsModelStatus.kIterationLimit:
-            return SolveOutcome(Status.TIME_LIMIT, notes=(
-                f"{WORK_LIMIT_NOTE}: the LP relaxation used its {iteration_limit} simplex iterations",))
+            return _out_of_iterations("the LP relaxation", iteration_limit)
         relaxed = _decode(highs, model, status, mip=False)
         if relaxed.status == Status.OPTIMAL and is_integral(model, relaxed.x_values):
             return SolveOutcome(Status.OPTIMAL, relaxed.x_values, relaxed.objective, relaxed.objective,
@@ -219,8 +223,7 @@ def solve_with_highs(model: LinearModel, *, time_limit: float | None = None, sta
     stop = _WorkStop(highs, check_limit)
     _run(highs, time_limit, stop)
     if highs.getModelStatus() == highspy.HighsModelStatus.kIterationLimit:  # a model without integers
-        return SolveOutcome(Status.TIME_LIMIT, notes=(
-            f"{WORK_LIMIT_NOTE}: the LP used its {iteration_limit} simplex iterations",))
+        return _out_of_iterations("the LP", iteration_limit)
     outcome = _decode(highs, model, highs.getModelStatus(), mip=True)
     if outcome.bound is None and lp_bound is not None and outcome.status is not Status.INFEASIBLE:
         outcome = replace(outcome, bound=lp_bound)
