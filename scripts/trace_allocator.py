@@ -28,7 +28,14 @@ Cases (the kit's builders, scripts/measure_device.py):
   every buffer is allocated as on a real rank), rank 0 of: `fsdp8-128k` (the FSDP2 decoder over 8
   ranks), `loss-parallel` (torchtitan's loss under loss_parallel, TP 8), `tp-stage-1f1b` (torchtitan's
   TP 8 with sequence parallelism, 405B's block shapes, a first stage under 1F1B), `tp-head-70b` and
-  `tp-head-405b` (a last stage: blocks, final norm, output layer with Shard(-1) logits, loss_parallel).
+  `tp-head-405b` (a last stage: blocks, final norm, output layer with Shard(-1) logits, loss_parallel),
+  `fsdp-tp-stage-1f1b` (FSDP2 x TP x PP as torchtitan runs 405B: rank 0 of a fake (dp 8, tp 8) mesh,
+  the tp-stage-1f1b blocks in fp32 under fully_shard(reshard_after_forward=False) with bf16 compute
+  and fp32 reduction, gradient sync off until the last micro-batch, AdamW; `-32k`: micro-batches of one
+  32,768-token sequence, the same tokens as 4 of 8,192), and the same stage run by
+  torch.distributed.pipelining's own PipelineStage and schedule on a fake (pp 8, dp 8, tp 8) mesh:
+  `torch-1f1b` (Schedule1F1B, stage 0) and `torch-interleaved` (ScheduleInterleaved1F1B, 2 chunks of 2
+  blocks, stages 0 and 8 of 16).
 `replay` gives a trace's peaks (all streams and per stream): tests/test_allocator_traces.py checks
 the memory model's reserved-memory terms against them.
 `--dry-run` writes the files from a synthetic trace (no torch) so the writers are tested on CPU.
@@ -42,7 +49,7 @@ import gzip
 import json
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -101,6 +108,30 @@ class TensorParallelHeadCase:
     vocab: int
 
 
+@dataclass(frozen=True)
+class PipelinedFsdpCase:
+    """A pipeline stage as torchtitan runs FSDP2 x TP x PP (`stage`: a StageCase with tp > 1), rank 0 of
+    a fake (`dp`, tp) mesh: every block its own fully_shard over the dp dimension and the stage module
+    the root, all with reshard_after_forward=False (torchtitan 9dec370 apply_fsdp under PP), fp32
+    parameters with MixedPrecisionPolicy(bf16, reduce fp32); torch.distributed.pipelining's FSDP
+    protocol (stage.py backward_maybe_with_nosync): every backward but the step's last with
+    requires_gradient_sync, is_last_backward and reshard_after_backward False, so the unsharded fp32
+    gradients accumulate; then AdamW's step and zero_grad."""
+    stage: StageCase
+    dp: int
+
+
+@dataclass(frozen=True)
+class TorchScheduleCase:
+    """`PipelinedFsdpCase`'s stage run by torch.distributed.pipelining itself: PipelineStage and
+    Schedule1F1B (`virtual_stages` 1: one stage of `layers` blocks, stage 0 of pp) or
+    ScheduleInterleaved1F1B (v > 1: v chunks of layers / v blocks, stages 0, pp, ... of v pp), rank 0 of
+    a fake (pp, dp, tp) mesh; each chunk its own FSDP2 root, as torchtitan wraps model chunks. The
+    schedule's own buffers and FSDP protocol, not the emulation's."""
+    fsdp: PipelinedFsdpCase
+    virtual_stages: int = 1
+
+
 LLAMA_8B_BLOCK = kit.BlockCase("titan", batch=1, seq=8192, hidden=4096, heads=32, kv_heads=8, ffn=14336, ac="full")
 LLAMA_405B_BLOCK = kit.BlockCase("titan", batch=4, seq=8192, hidden=16384, heads=128, kv_heads=8, ffn=53248,
                                  ac="full")
@@ -121,6 +152,16 @@ def plan_cases():
                                                                                   ac="full"), vocab=128256),
         "tp-head-405b": TensorParallelHeadCase(layers=4, tp=8, shapes=LLAMA_405B_BLOCK, vocab=128256),
         "stage-1f1b-deep": StageCase(layers=8, pp=8, micro_batches=16, shapes=LLAMA_8B_BLOCK),
+        "fsdp-tp-stage-1f1b": PipelinedFsdpCase(StageCase(layers=4, pp=8, micro_batches=8, shapes=LLAMA_405B_BLOCK,
+                                                          tp=8), dp=8),
+        "fsdp-tp-stage-1f1b-32k": PipelinedFsdpCase(StageCase(layers=4, pp=8, micro_batches=8, tp=8,
+                                                              shapes=replace(LLAMA_405B_BLOCK, batch=1, seq=32768)),
+                                                    dp=8),
+        "torch-1f1b": TorchScheduleCase(PipelinedFsdpCase(StageCase(layers=4, pp=8, micro_batches=8,
+                                                                    shapes=LLAMA_405B_BLOCK, tp=8), dp=8)),
+        "torch-interleaved": TorchScheduleCase(PipelinedFsdpCase(StageCase(layers=4, pp=8, micro_batches=8,
+                                                                           shapes=LLAMA_405B_BLOCK, tp=8), dp=8),
+                                               virtual_stages=2),
     }
 
 
@@ -221,6 +262,10 @@ def predicted_memory(name: str):
         m = tensor_parallel_memory(case.shapes, case.tp, case.layers, stage=1, pp=2, micro_batches=1,
                                    vocab=case.vocab)
         return m.allocated - m.buffers, m.reserved - m.buffers
+    elif isinstance(case, PipelinedFsdpCase):
+        m = pipelined_fsdp_memory(case)
+    elif isinstance(case, TorchScheduleCase):
+        m = pipelined_fsdp_memory(case.fsdp, case.virtual_stages)
     else:
         return None
     return m.allocated, m.reserved
@@ -230,8 +275,6 @@ def tensor_parallel_memory(shapes, tp: int, layers: int, stage: int, pp: int, mi
                            in_flight=None, vocab: int = 128256):
     """stage_memory of torchtitan blocks of `shapes` under TP `tp` with sequence parallelism and full
     recomputation, bf16 parameters and gradients, no optimizer (the traces' tensor-parallel cases)."""
-    from dataclasses import replace
-
     from solver_plan.cost.model_state import ParameterState
     from solver_plan.hybrid import memory as mem
     spec = replace(kit.block_spec(shapes), layers=layers, vocab=vocab, tied_embeddings=False)
@@ -239,6 +282,26 @@ def tensor_parallel_memory(shapes, tp: int, layers: int, stage: int, pp: int, mi
     return mem.stage_memory(spec, layers=layers, stage=stage, pp=pp, tp=tp, dp=1, micro_batch=shapes.batch,
                             micro_batches=micro_batches, recompute="full", sequence_parallel=True, zero_stage=0,
                             schedule="1f1b", state=state, runtime="torchtitan", in_flight=in_flight)
+
+
+def pipelined_fsdp_memory(case: PipelinedFsdpCase, virtual_stages: int = 1):
+    """stage_memory of the case as the hybrid planner prices FSDP under a pipeline (hybrid/evaluate.py
+    memory_of: ZeRO-3 priced as fsdp.state_zero's 1 with `pipelined_fsdp`), torchtitan's runtime and
+    state (fp32 sharded parameters, fp32 gradients, Adam moments): a stage without embedding or output
+    layer (stage 1: its receive buffers are those of micro-batches not in flight, none when all m are)
+    holding the first stage's micro-batches in flight under 1F1B, or under the interleaved schedule
+    with `virtual_stages` chunks (all m x v chunk passes for m = p: the same block-micro-batches)."""
+    from solver_plan.hybrid import memory as mem
+    from solver_plan.runtime import resolve_runtime
+    st = case.stage
+    spec = replace(kit.block_spec(st.shapes), layers=st.layers, tied_embeddings=False)
+    state = mem.runtime_state(mem.MIXED_PRECISION, resolve_runtime("torchtitan"))
+    schedule = "1f1b" if virtual_stages == 1 else "interleaved"
+    return mem.stage_memory(spec, layers=st.layers, stage=1, pp=st.pp, tp=st.tp, dp=case.dp,
+                            micro_batch=st.shapes.batch, micro_batches=st.micro_batches, recompute="full",
+                            sequence_parallel=True, zero_stage=1, schedule=schedule,
+                            virtual_stages=virtual_stages, state=state, runtime="torchtitan",
+                            in_flight=min(st.pp, st.micro_batches), pipelined_fsdp=True)
 
 
 def read_events(path: Path) -> list[dict]:
@@ -262,7 +325,11 @@ def run_case(torch, name, case) -> tuple[dict, list[dict]]:
     torch.cuda.empty_cache()
     before = torch.cuda.memory_allocated()
     torch.cuda.memory._record_memory_history(enabled="all", context="alloc", stacks="python", max_entries=2_000_000)
-    if isinstance(case, StageCase):
+    if isinstance(case, TorchScheduleCase):
+        step = torch_schedule_step(torch, case, "cuda")
+    elif isinstance(case, PipelinedFsdpCase):
+        step = pipelined_fsdp_step(torch, case, "cuda")
+    elif isinstance(case, StageCase):
         step = stage_step(torch, case) if case.tp == 1 else tp_stage_step(torch, case, "cuda")
     elif isinstance(case, ShardedFsdpCase):
         step = fsdp_step(torch, kit, case.case, world=case.world)
@@ -324,13 +391,18 @@ def fsdp_step(torch, kit, case, world: int = 1):
     return step
 
 
-def run_one_f_one_b(torch, blocks, shape, pp: int, micro_batches: int, device: str, autocast: bool):
+def run_one_f_one_b(torch, blocks, shape, pp: int, micro_batches: int, device: str, autocast: bool,
+                    before_backward=None):
     """One step of a first stage under 1F1B: a receive buffer per micro-batch for its input and one for
     its output's gradient allocated at the start (torch.distributed.pipelining's), each output kept
-    until its backward, the parameters' gradients accumulated over the micro-batches."""
+    until its backward, the parameters' gradients accumulated over the micro-batches.
+    `before_backward(last)`: called before each backward, `last` True for the step's last one (the
+    pipelined FSDP protocol); without it the gradients are dropped at the start."""
     import contextlib
-    for p in blocks.parameters():
-        p.grad = None
+    if before_backward is None:
+        for p in blocks.parameters():
+            p.grad = None
+    done = 0
     inputs = [torch.randn(shape, device=device, dtype=torch.bfloat16) for _ in range(micro_batches)]
     grads_in = [torch.empty(shape, device=device, dtype=torch.bfloat16) for _ in range(micro_batches)]
     outputs = {}
@@ -342,6 +414,9 @@ def run_one_f_one_b(torch, blocks, shape, pp: int, micro_batches: int, device: s
         else:
             out = outputs.pop(i)
             grad = grads_in[i].normal_()
+            done += 1
+            if before_backward is not None:
+                before_backward(done == micro_batches)
             out.backward(grad if grad.dtype == out.dtype else grad.to(out.dtype))
             inputs[i].grad = None
 
@@ -354,15 +429,20 @@ def stage_step(torch, case: StageCase):
                                    "cuda", autocast=True)
 
 
-def fake_mesh(torch, tp: int, device: str):
-    """A `tp`-rank device mesh on torch's fake process group (rank 0; collectives move no data)."""
+def fake_mesh(torch, tp: int, device: str, dp: int = 1, pp: int = 1):
+    """A `tp`-rank device mesh on torch's fake process group (rank 0; collectives move no data); with
+    `dp` > 1 a (dp, tp) mesh named ("dp", "tp"), tp fastest; with `pp` > 1 a (pp, dp, tp) one."""
     import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
     from torch.testing._internal.distributed.fake_pg import FakeStore
     if dist.is_initialized():
         dist.destroy_process_group()
-    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=tp)
-    return init_device_mesh(device, (tp,))
+    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=tp * dp * pp)
+    if pp > 1:
+        return init_device_mesh(device, (pp, dp, tp), mesh_dim_names=("pp", "dp", "tp"))
+    if dp == 1:
+        return init_device_mesh(device, (tp,))
+    return init_device_mesh(device, (dp, tp), mesh_dim_names=("dp", "tp"))
 
 
 def loss_parallel_step(torch, case: LossParallelCase, device: str):
@@ -384,9 +464,9 @@ def loss_parallel_step(torch, case: LossParallelCase, device: str):
     return step
 
 
-def make_tp_block(torch, case, mesh, device: str):
+def make_tp_block(torch, case, mesh, device: str, dtype=None):
     """torchtitan's TransformerBlock (no rotary embedding) parallelised as its apply_tp does, under full
-    activation checkpointing."""
+    activation checkpointing; parameters in `dtype` (default bf16)."""
     import torch.nn as nn
     import torch.nn.functional as F
     from torch.distributed.tensor import Replicate, Shard
@@ -431,7 +511,7 @@ def make_tp_block(torch, case, mesh, device: str):
             x = x + self.attention(self.attention_norm(x))
             return x + self.feed_forward(self.ffn_norm(x))
 
-    inner = Inner().to(device=device, dtype=torch.bfloat16)
+    inner = Inner().to(device=device, dtype=dtype or torch.bfloat16)
     parallelize_module(inner, mesh, {
         "attention_norm": SequenceParallel(),
         "attention": PrepareModuleInput(input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),)),
@@ -460,6 +540,68 @@ def tp_stage_step(torch, case: StageCase, device: str):
     blocks = nn.Sequential(*(make_tp_block(torch, sh, mesh, device) for _ in range(case.layers)))
     shape = (sh.batch, sh.seq // case.tp, sh.hidden)  # sequence-parallel: the block's input is a shard
     return lambda: run_one_f_one_b(torch, blocks, shape, case.pp, case.micro_batches, device, autocast=False)
+
+
+def pipelined_fsdp_step(torch, case: PipelinedFsdpCase, device: str):
+    import torch.nn as nn
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+    st, sh = case.stage, case.stage.shapes
+    mesh = fake_mesh(torch, st.tp, device, dp=case.dp)
+    blocks = nn.Sequential(*(make_tp_block(torch, sh, mesh["tp"], device, dtype=torch.float32)
+                             for _ in range(st.layers)))
+    policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    for block in blocks:
+        fully_shard(block, mesh=mesh["dp"], mp_policy=policy, reshard_after_forward=False)
+    fully_shard(blocks, mesh=mesh["dp"], mp_policy=policy, reshard_after_forward=False)
+    opt = torch.optim.AdamW(blocks.parameters(), lr=1e-4, foreach=True)
+
+    def before_backward(last: bool):  # torch.distributed.pipelining's backward_maybe_with_nosync
+        blocks.set_is_last_backward(last)
+        blocks.set_requires_gradient_sync(last)
+        blocks.set_reshard_after_backward(last)
+
+    def step():
+        run_one_f_one_b(torch, blocks, (sh.batch, sh.seq // st.tp, sh.hidden), st.pp, st.micro_batches, device,
+                        autocast=False, before_backward=before_backward)
+        opt.step()
+        opt.zero_grad()
+    return step
+
+
+def torch_schedule_step(torch, case: TorchScheduleCase, device: str):
+    import torch.nn as nn
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+    from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleInterleaved1F1B
+    st, sh, v = case.fsdp.stage, case.fsdp.stage.shapes, case.virtual_stages
+    mesh = fake_mesh(torch, st.tp, device, dp=case.fsdp.dp, pp=st.pp)
+    policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    local = (sh.batch, sh.seq // st.tp, sh.hidden)  # a micro-batch's sequence-parallel shard
+    chunks, stages = [], []
+    for j in range(v):
+        chunk = nn.Sequential(*(make_tp_block(torch, sh, mesh["tp"], device, dtype=torch.float32)
+                                for _ in range(st.layers // v)))
+        for block in chunk:
+            fully_shard(block, mesh=mesh["dp"], mp_policy=policy, reshard_after_forward=False)
+        fully_shard(chunk, mesh=mesh["dp"], mp_policy=policy, reshard_after_forward=False)
+        meta = torch.empty(local, device=device, dtype=torch.bfloat16)
+        output = torch.empty(local, device=device, dtype=torch.bfloat16, requires_grad=True)  # its gradient comes back
+        chunks.append(chunk)
+        stages.append(PipelineStage(chunk, j * st.pp, v * st.pp, torch.device(device), input_args=(meta,),
+                                    output_args=(output,), group=mesh["pp"].get_group()))
+    # a loss function makes the schedule run backward (only the last stage, not this rank's, calls it)
+    loss = lambda output, target: output.float().sum()  # noqa: E731
+    schedule = (Schedule1F1B(stages[0], n_microbatches=st.micro_batches, loss_fn=loss) if v == 1
+                else ScheduleInterleaved1F1B(stages, n_microbatches=st.micro_batches, loss_fn=loss))
+    opt = torch.optim.AdamW([p for c in chunks for p in c.parameters()], lr=1e-4, foreach=True)
+    batch = torch.randn((sh.batch * st.micro_batches, *local[1:]), device=device, dtype=torch.bfloat16)
+
+    def step():
+        schedule.step(batch)
+        if any(p.grad is None for c in chunks for p in c.parameters()):
+            raise RuntimeError("the schedule ran no backward: a parameter has no gradient")
+        opt.step()
+        opt.zero_grad()
+    return step
 
 
 def tp_head_step(torch, case: TensorParallelHeadCase, device: str):

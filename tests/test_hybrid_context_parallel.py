@@ -10,7 +10,8 @@ from solver_plan.cluster import resolve_cluster
 from solver_plan.errors import InputError
 from solver_plan.hybrid import evaluate, plan_hybrid
 from solver_plan.hybrid.comm import collective
-from solver_plan.hybrid.context_parallel import exchange_s, kv_buffer_bytes, local_spec, scaled_profile
+from solver_plan.hybrid.context_parallel import (exchange_s, kv_buffer_bytes, local_spec, ring_overhead_s,
+                                                   scaled_profile)
 from solver_plan.hybrid.evaluate import Context, memory_of, price
 from solver_plan.hybrid.memory import runtime_state, state_bytes
 from solver_plan.hybrid.model import transformer_spec
@@ -64,10 +65,16 @@ def test_exchange_by_hand():
     spec = transformer_spec(LONG)
     cluster = CLUSTER
     piece = 2 * 2.0 * 8192 / 4 * 1 * 256
-    # all-gather: the whole K and V gathered, their gradients reduce-scattered, nothing hidden
-    forward, backward = exchange_s(cluster, spec, 1, 1, 4, 2.0, 1.0, "torchtitan")
-    assert forward == pytest.approx(collective(cluster, "all_gather", 4 * piece, 4, 4))
-    assert backward == pytest.approx(collective(cluster, "reduce_scatter", 4 * piece, 4, 4))
+    # all-gather: the whole K and V gathered under the rank's own piece (1/16 of the attention's
+    # forward here, 2.5x that in backward), their gradients reduce-scattered after the backward
+    gather = collective(cluster, "all_gather", 4 * piece, 4, 4)
+    scatter = collective(cluster, "reduce_scatter", 4 * piece, 4, 4)
+    forward, backward = exchange_s(cluster, spec, 1, 1, 4, 2.0, 0.0, "torchtitan")
+    assert forward == pytest.approx(gather)
+    assert backward == pytest.approx(gather + scatter)
+    forward, backward = exchange_s(cluster, spec, 1, 1, 4, 2.0, 16 * gather / 2, "torchtitan")
+    assert forward == pytest.approx(gather / 2)
+    assert backward == pytest.approx(scatter)  # 2.5 x half the gather covers it
     # ring: 3 steps, each hiding its piece under 1/16 of the attention's forward
     send = collective(cluster, "p2p", piece, 2, 2)
     forward, backward = exchange_s(cluster, spec, 1, 1, 4, 2.0, 0.0, "megatron-core")
@@ -77,6 +84,25 @@ def test_exchange_by_hand():
     # a ring across nodes (tp 8 x cp 4 > a node of 8) pays the inter-node link
     across = exchange_s(cluster, spec, 1, 8, 4, 2.0, 0.0, "megatron-core")[0]
     assert across == pytest.approx(3 * collective(cluster, "p2p", piece / 8, 2, 1))
+
+
+def test_torchtitan_exchanges_keys_and_values_repeated_to_the_query_heads():
+    # grouped-query attention, 8 heads and 2 key/value heads of 32: torchtitan repeats K and V to the
+    # 8 heads before the SDPA call that context parallelism replaces, Megatron-core exchanges 2
+    spec = replace(transformer_spec(LONG), kv_heads=2)
+    assert spec.kv_width == 64 and spec.attn_width == 256
+    assert kv_buffer_bytes(spec, 1, 1, 4, 2.0, "torchtitan") == pytest.approx(2 * 4 * 2 * 2.0 * 2048 * 256)
+    assert kv_buffer_bytes(spec, 1, 1, 4, 2.0, "megatron-core") == pytest.approx(4 * 2 * 2.0 * 2048 * 64)
+
+
+def test_ring_bookkeeping_by_hand():
+    # torch's context_parallel, measured: forward 1.07 and backward 1.04 of the rank's kernels alone
+    attention = 0.8  # the whole sequence's attention forward; a rank's share is 0.2
+    forward, backward = ring_overhead_s(attention, 4, "torchtitan")
+    assert forward == pytest.approx(0.07 * 0.2)
+    assert backward == pytest.approx(0.04 * 2.5 * 0.2)
+    assert ring_overhead_s(attention, 1, "torchtitan") == (0.0, 0.0)
+    assert ring_overhead_s(attention, 4, "megatron-core") == (0.0, 0.0)  # not measured there
 
 
 def test_a_rank_computes_one_cp_th_of_the_block():

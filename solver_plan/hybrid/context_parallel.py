@@ -24,17 +24,26 @@ Keys and values reach every rank by the runtime's method (`method`):
 - "all-gather" (Llama 3, Dubey et al. 2024 section 3.3.2: "all-gather the key and value tensors
   ... then compute attention output for the local query tensor chunk"; torchtitan's default
   context_parallel_rotate_method allgather): one all-gather of K and V, 2 e s b (kv d) / t bytes
-  whole, before the attention, and a reduce-scatter of their gradients after its backward, not
-  overlapped (small under grouped-query attention: kv heads << heads).
+  whole, issued before the rank attends to its own piece and waited for after it (torch's
+  _templated_ring_attention: exchange_buffers at step 0, next_buffer at step 1), so it hides under
+  that step, 1/cp of the rank's attention, in forward and again in backward (which gathers K and V
+  anew under a step of 2.5x the forward's); the reduce-scatter of their gradients after the
+  backward is not overlapped.
 Grouped-query attention with fewer key/value heads than cp is no constraint: the split is along the
-sequence, and the exchanged bytes are those of the kv heads. Ulysses (all-to-all over heads) is not
-in any profile here.
+sequence, and the exchanged bytes are those of the kv heads, or of all heads where the runtime
+repeats K and V to the query heads before the attention call that context parallelism replaces
+(`Kernels.kv_repeated`: torchtitan; `exchanged_width`). The ring's bookkeeping (merging each step's
+partial output by its log-sum-exp, accumulating gradients in fp32) makes a rank's attention slower
+than its kernels alone by the runtime's measured factors (`Kernels.cp_attention_overhead`, forward
+and backward; torch's context_parallel: 1.07 and 1.04, data/device/h200-2026-11-27-pp-cp). Ulysses
+(all-to-all over heads) is not in any profile here.
 """
 from __future__ import annotations
 
 from dataclasses import replace
 
 from solver_plan.cluster import Cluster
+from solver_plan.cost.kernels import FLASH_BACKWARD_RATIO
 from solver_plan.hybrid.comm import collective
 from solver_plan.hybrid.model import TransformerSpec
 
@@ -73,9 +82,18 @@ def local_spec(spec: TransformerSpec, cp: int) -> TransformerSpec:
     return spec if cp == 1 else replace(spec, seq=spec.seq // cp)
 
 
-def kv_piece_bytes(spec: TransformerSpec, b: int, tp: int, cp: int, element_bytes: float) -> float:
-    """K and V of one rank's tokens on one tensor-parallel rank: 2 e (s / cp) b (kv d) / t."""
-    return 2.0 * element_bytes * spec.seq / cp * b * spec.kv_width / tp
+def exchanged_width(spec: TransformerSpec, runtime) -> int:
+    """Elements a token of K (and of V) has where the runtime's context parallelism exchanges them: kv d,
+    or a d where the runtime repeats K and V to the query heads first (`Kernels.kv_repeated`)."""
+    from solver_plan.runtime import resolve_runtime
+
+    return spec.attn_width if resolve_runtime(runtime).kernels.kv_repeated else spec.kv_width
+
+
+def kv_piece_bytes(spec: TransformerSpec, b: int, tp: int, cp: int, element_bytes: float, runtime=None) -> float:
+    """K and V of one rank's tokens on one tensor-parallel rank: 2 e (s / cp) b w / t, w the
+    `exchanged_width` (kv d; a d where K and V are repeated to the query heads)."""
+    return 2.0 * element_bytes * spec.seq / cp * b * exchanged_width(spec, runtime) / tp
 
 
 def kv_buffer_bytes(spec: TransformerSpec, b: int, tp: int, cp: int, element_bytes: float, runtime) -> float:
@@ -84,7 +102,7 @@ def kv_buffer_bytes(spec: TransformerSpec, b: int, tp: int, cp: int, element_byt
     whole K and V and, in backward, their gradients, 2 cp pieces. None for cp = 1."""
     if cp == 1:
         return 0.0
-    piece = kv_piece_bytes(spec, b, tp, cp, element_bytes)
+    piece = kv_piece_bytes(spec, b, tp, cp, element_bytes, runtime)
     return (2.0 * cp if method(runtime) == "all-gather" else 4.0) * piece
 
 
@@ -93,29 +111,49 @@ def exchange_s(cluster: Cluster, spec: TransformerSpec, b: int, tp: int, cp: int
     """(forward, backward) seconds of one layer's key/value exchange left on one rank's critical
     path, per micro-batch (module text). `attention_forward_s`: the whole sequence's attention
     forward on a tp submesh (the block profile's); the rank's share is 1/cp of it, 1/cp^2 a ring
-    step; backward windows are twice the forward's (the fused kernel's backward runs 2.5x)."""
+    step (and the all-gather's own piece); backward windows are twice the forward's for the ring
+    (the fused kernel's backward runs 2.5x) and FLASH_BACKWARD_RATIO times for the all-gather."""
     if cp == 1:
         return 0.0, 0.0
     per_node = max(1, min(cp, cluster.devices_per_node // tp))
-    piece = kv_piece_bytes(spec, b, tp, cp, element_bytes)
+    piece = kv_piece_bytes(spec, b, tp, cp, element_bytes, runtime)
+    step = attention_forward_s / cp / cp
     if method(runtime) == "all-gather":
         whole = piece * cp
-        return (collective(cluster, "all_gather", whole, cp, per_node),
-                collective(cluster, "reduce_scatter", whole, cp, per_node))
-    step = attention_forward_s / cp / cp
+        gather = collective(cluster, "all_gather", whole, cp, per_node)
+        return (max(0.0, gather - step),
+                max(0.0, gather - FLASH_BACKWARD_RATIO * step)
+                + collective(cluster, "reduce_scatter", whole, cp, per_node))
     send = collective(cluster, "p2p", piece, 2, 1 if per_node < cp else 2)
     backward = collective(cluster, "p2p", 2.0 * piece, 2, 1 if per_node < cp else 2)
     return (cp - 1) * max(0.0, send - step), (cp - 1) * max(0.0, backward - 2.0 * step)
 
 
+def ring_overhead_s(attention_forward_s: float, cp: int, runtime) -> tuple[float, float]:
+    """(forward, backward) seconds a cp rank's attention takes beyond its kernels alone: (f - 1) A and
+    (g - 1) r A, with A = `attention_forward_s` / cp the rank's share of the whole sequence's attention
+    forward, r = FLASH_BACKWARD_RATIO its backward's multiple and (f, g) the runtime's measured
+    `Kernels.cp_attention_overhead` (module text); none for cp = 1."""
+    from solver_plan.runtime import resolve_runtime
+
+    if cp == 1:
+        return 0.0, 0.0
+    forward, backward = resolve_runtime(runtime).kernels.cp_attention_overhead
+    share = attention_forward_s / cp
+    return (forward - 1.0) * share, (backward - 1.0) * FLASH_BACKWARD_RATIO * share
+
+
 def scaled_profile(profile, cluster: Cluster, spec: TransformerSpec, cp: int, element_bytes: float, runtime):
     """The block profile of one cp rank: every time of the whole-sequence profile / cp (load-balanced
-    work), plus the exposed key/value exchange (`exchange_s`) on the block, its forward (full
-    recomputation repeats it) and, for selective recomputation of the attention core, its forward."""
+    work), plus the exposed key/value exchange (`exchange_s`) and the ring's bookkeeping
+    (`ring_overhead_s`) on the block, their forward parts on its forward (full recomputation repeats
+    it) and, for selective recomputation of the attention core, on the attention's forward."""
     if cp == 1:
         return profile
     forward, backward = exchange_s(cluster, spec, profile.micro_batch, profile.tp, cp, element_bytes,
                                    profile.attention_forward_s, runtime)
+    ring_forward, ring_backward = ring_overhead_s(profile.attention_forward_s, cp, runtime)
+    forward, backward = forward + ring_forward, backward + ring_backward
     selective = None if profile.selective_s is None else profile.selective_s / cp
     return replace(profile, block_s=profile.block_s / cp + forward + backward,
                    block_forward_s=profile.block_forward_s / cp + forward,

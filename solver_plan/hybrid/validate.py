@@ -144,10 +144,12 @@ def validate_plan(plan: HybridPlan, cluster: Cluster, enforce_memory: bool = Tru
         groups = (int(shard > 1) + int(replicate > 1) + int(q.tp > 1) + (2 if q.pp > 1 else 0)
                   + int(q.pp > 1 and spec.tied_embeddings and head_index > 0) + int(q.cp > 1))
         # with cp a rank keeps s / cp tokens of every activation, and the exchange's K and V pieces,
-        # 2 e (s / cp) b (kv d) / t each: 4 for the ring (in use and arriving, and their gradients),
-        # 2 cp for the all-gather (whole K, V and their gradients)
+        # 2 e (s / cp) b (kv d) / t each (a d where the runtime repeats K and V to the query heads
+        # first): 4 for the ring (in use and arriving, and their gradients), 2 cp for the all-gather
+        # (whole K, V and their gradients)
         tokens = replace(spec, seq=spec.seq // q.cp)
-        piece = 2 * st.activations * tokens.seq * b * tokens.kv_width / t
+        width = tokens.attn_width if runtime.kernels.kv_repeated else tokens.kv_width
+        piece = 2 * st.activations * tokens.seq * b * width / t
         kv = 0.0 if q.cp == 1 else piece * (2 * q.cp if cp_method(runtime) == "all-gather" else 4)
 
         held = s.layers * flight

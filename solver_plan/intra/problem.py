@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from solver_plan.cost.config import ParallelConfig
+if TYPE_CHECKING:  # annotations only: the HiGHS worker imports this module, and solver_plan.cost's
+    # package (collectives, cluster, YAML) added ~0.1 s to each worker's start (issue 28)
+    from solver_plan.cost.config import ParallelConfig
 
 
 DENSE_MEMORY_ENTRIES = 20_000_000  # nodes x devices above which per-node tables are not materialised

@@ -80,6 +80,14 @@ class Kernels:
     # after the first (hybrid/stage_cost.grad_accumulate_s). Only runtimes whose accumulation is known to
     # work so set it; FSDP2 accumulates the 1/dp shard after its reduce-scatter (negligible, not priced)
     grad_accumulation_add: bool = False
+    # keys and values repeated to the query heads before the attention call (torchtitan's repeat_kv ahead
+    # of F.scaled_dot_product_attention): a context-parallel exchange around that call moves and holds
+    # heads x d elements a token, not kv_heads x d (hybrid/context_parallel.py exchanged_width)
+    kv_repeated: bool = False
+    # (forward, backward) time of a context-parallel rank's attention over the same rank's kernels
+    # called alone: the runtime's ring bookkeeping (partial outputs merged by their log-sum-exp,
+    # gradients accumulated in fp32); (1, 1) where not measured (hybrid/context_parallel.py)
+    cp_attention_overhead: tuple[float, float] = (1.0, 1.0)
 
 
 @dataclass(frozen=True)
@@ -310,7 +318,8 @@ TORCHTITAN = RuntimeProfile(
     Kernels(flash_attention=True, attention_dropout=False, causal_skip=True, fused_swiglu=False,
             fused_cross_entropy=False, fp8_gemms=True, attention_backend="flash2", fused_norm_rope=False,
             loss_bytes_per_logit=12.0, loss_parallel_bytes_per_logit=16.0, loss_hole_bytes_per_logit=2.0,
-            selective_policy="every-other-matmul", sp_saves_gathered_inputs=True),
+            selective_policy="every-other-matmul", sp_saves_gathered_inputs=True, kv_repeated=True,
+            cp_attention_overhead=(1.07, 1.04)),
     Overlap(grad_reduce=True, param_gather=True, sharded_prefetch=True, tp_comm=False, pp_p2p=False,
             bucket_per_layer=True),
     MemoryReserve(cuda_context=0.5 * GIB, nccl_per_communicator=NCCL_BYTES_PER_COMMUNICATOR, workspace=64 * MIB,
@@ -321,6 +330,14 @@ TORCHTITAN = RuntimeProfile(
                             "(flash / cuDNN backend on H100)"),
         ("fused_swiglu", "torchtitan FeedForward: w2(F.silu(w1(x)) * w3(x)) in eager mode (torch.compile optional)"),
         ("fp8_gemms", "torchtitan float8 training (torchao.float8, --float8.enable_fsdp_float8_all_gather)"),
+        ("kv_repeated", "torchtitan/models/llama/model.py Attention.forward (9dec370): keys = repeat_kv(xk, n_rep), "
+                        "values = repeat_kv(xv, n_rep), then F.scaled_dot_product_attention, the call torch's "
+                        "context_parallel replaces"),
+        ("cp_attention_overhead", "measured: scripts/time_context_parallel.py on one H200, torch 2.11 "
+                                  "(data/device/h200-2026-11-27-pp-cp/cp): rank 0 of torch's context_parallel on "
+                                  "a fake 2-8 rank group, flash backend, 32,768 tokens a rank, Llama 3 8B heads, "
+                                  "against the same rank's kernels called alone: forward 1.067-1.069, backward "
+                                  "1.039-1.044 (cuDNN backend 1.10-1.11 and 1.05-1.07)"),
         ("attention_backend", "PyTorch SDPA tries its flash backend first: the bundled FlashAttention-2 "
                               "(torch 2.2+, aten/src/ATen/native/transformers/cuda/flash_attn)"),
         ("fused_norm_rope", "torchtitan/models/llama/model.py (eager): RMSNorm in fp32 (x.float(), pow, mean, rsqrt, "
