@@ -37,8 +37,11 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", nargs="+", type=Path,
                         default=[ROOT / "data/device/h100-2026-11-26", ROOT / "data/device/h200-2026-11-26"])
-    parser.add_argument("--traces", type=Path, default=ROOT / "data/device/h200-2026-11-27-alloc/traces-expandable",
-                        help="allocator traces to compare (scripts/trace_allocator.py; skipped when absent)")
+    parser.add_argument("--traces", nargs="+", type=Path,
+                        default=[ROOT / "data/device/h200-2026-11-27-alloc/traces-expandable",
+                                 ROOT / "data/device/h200-2026-11-27-pp-cp/traces"],
+                        help="folders of allocator traces to compare (scripts/trace_allocator.py; each skipped "
+                             "when absent)")
     args = parser.parse_args(argv)
     import warnings
 
@@ -76,15 +79,17 @@ def main(argv=None) -> int:
         print(f"{key}: median |error| {absolute[len(absolute) // 2]:.1%}, worst {absolute[-1]:.1%} over {len(values)} blocks")
     print("caveat: the kit's blocks use torch's RMSNorm/LayerNorm modules and no rotary embedding; the torchtitan "
           "profile prices torchtitan's eager fp32 RMSNorm and rotary chains (GPT-style blocks read slow under it)")
-    if args.traces.is_dir():
-        print()
-        print_traces(args.traces)
+    for folder in args.traces:
+        if folder.is_dir():
+            print()
+            print_traces(folder)
     return 0
 
 
 def print_traces(folder: Path) -> None:
     """Allocated and reserved peaks of the allocator-trace cases (scripts/trace_allocator.py,
-    torch's figures of the second step) against hybrid/memory.py (`trace_allocator.predicted_memory`)."""
+    torch's figures of the second step, less what an earlier case of the same call left allocated)
+    against hybrid/memory.py (`trace_allocator.predicted_memory`)."""
     import json
     sys.path.insert(0, str(ROOT / "scripts"))
     import trace_allocator
@@ -96,7 +101,8 @@ def print_traces(folder: Path) -> None:
     print("|---|---|---|---|---|")
     for name, case in summary["cases"].items():
         predicted = trace_allocator.predicted_memory(name)
-        allocated, reserved = case["peak_allocated_bytes"], case["peak_reserved_bytes"]
+        before = case.get("allocated_before_bytes", 0)
+        allocated, reserved = case["peak_allocated_bytes"] - before, case["peak_reserved_bytes"] - before
         cells = ("not modelled", "not modelled") if predicted is None else tuple(
             f"{p / GIB:.2f} GiB ({p / m - 1:+.1%})" for p, m in zip(predicted, (allocated, reserved)))
         print(f"| {name} | {allocated / GIB:.2f} GiB | {cells[0]} | {reserved / GIB:.2f} GiB | {cells[1]} |")

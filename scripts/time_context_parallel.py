@@ -128,21 +128,13 @@ def torch_cp_time(torch, cp: int, local: int, warmup: int, repeats: int) -> tupl
     from torch.distributed.tensor.experimental import context_parallel
     mesh = fake_mesh(torch, cp)
     q, k, v = (t.detach() for t in qkv(torch, cp * local, requires_grad=False))
-    fwd, bwd = [], []
+
+    def run():  # fresh leaves of the rank's (sharded) buffers each time
+        ql, kl, vl = (t.detach().clone().requires_grad_(True) for t in (q, k, v))
+        return (lambda: F.scaled_dot_product_attention(ql, kl, vl, is_causal=True),
+                lambda out: out.backward(torch.ones_like(out)))
     with context_parallel(mesh, buffers=[q, k, v], buffer_seq_dims=[2, 2, 2]):
-        for i in range(warmup + repeats):
-            ql, kl, vl = (t.detach().clone().requires_grad_(True) for t in (q, k, v))
-            start, mid, end = (torch.cuda.Event(enable_timing=True) for _ in range(3))
-            start.record()
-            out = F.scaled_dot_product_attention(ql, kl, vl, is_causal=True)
-            mid.record()
-            out.backward(torch.ones_like(out))
-            end.record()
-            torch.cuda.synchronize()
-            if i >= warmup:
-                fwd.append(start.elapsed_time(mid))
-                bwd.append(mid.elapsed_time(end))
-    return statistics.median(fwd), statistics.median(bwd)
+        return timed(torch, run, warmup, repeats)
 
 
 def measure(torch, row: dict, warmup: int, repeats: int) -> tuple[float, float]:
