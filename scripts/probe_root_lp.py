@@ -232,12 +232,14 @@ def open_counts(problem, model, result: dict, plan_cost: float) -> str:
     """Candidates and edge pairs the safe bound's reduced costs leave open below `plan_cost`."""
     solution = LpSolution(Status.OPTIMAL, result["values"], result["duals"], result["objective"])
     relaxation = lp_relaxation(problem, model, solution)
-    candidates = sum(len(c) for c in relaxation.open_candidates(plan_cost))
+    open_ = relaxation.open_candidates(plan_cost)
+    candidates = sum(len(c) for c in open_)
+    several = sum(len(c) > 1 for c in open_)
     closed = relaxation.closed_pairs(problem, plan_cost)
     pairs = sum(int(m.size) for m in closed if m is not None)
     shut = sum(int(m.sum()) for m in closed if m is not None)
     return (f"open below {plan_cost:.10g}: {candidates:,} of {relaxation.num_candidates:,} candidates, "
-            f"{pairs - shut:,} of {pairs:,} pairs")
+            f"{pairs - shut:,} of {pairs:,} pairs; {several:,} of {len(open_):,} nodes with more than one open")
 
 
 def main(argv=None) -> int:
