@@ -242,6 +242,20 @@ def open_counts(problem, model, result: dict, plan_cost: float) -> str:
             f"{pairs - shut:,} of {pairs:,} pairs; {several:,} of {len(open_):,} nodes with more than one open")
 
 
+def fixed_problem(problem, model, duals: np.ndarray, plan_cost: float):
+    """The problem and model `lp_fixing.restrict_by` would build from these duals against a plan of
+    cost `plan_cost` (without the plan itself: its candidates are not kept open by force)."""
+    from solver_plan.intra.lagrangian import restricted
+    from solver_plan.intra.lagrangian_fixing import _without_closed_rows
+    solution = LpSolution(Status.OPTIMAL, np.zeros(model.num_columns), duals, 0.0)
+    relaxation = lp_relaxation(problem, model, solution)
+    closed = relaxation.closed_pairs(problem, plan_cost)
+    choices = _without_closed_rows(problem, relaxation.open_candidates(plan_cost), closed)
+    closed = tuple(None if c is None else c[np.ix_(choices[u], choices[v])] for (u, v), c in zip(problem.edges, closed))
+    fixed = restricted(problem, choices)
+    return fixed, config_model(fixed, closed_pairs=closed)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--instance", default="random-dag:10000")
@@ -256,6 +270,8 @@ def main(argv=None) -> int:
     parser.add_argument("--presolve", default="off", choices=["on", "off"])
     parser.add_argument("--option", nargs="*", default=[], help="extra HiGHS options name=value (float if it parses)")
     parser.add_argument("--plan-cost", type=float, default=None)
+    parser.add_argument("--fixed", action="store_true",
+                        help="after the first colgen method, run the others on the model its duals fix against --plan-cost")
     parser.add_argument("--save", default=None, help="folder for duals and HiGHS logs")
     args = parser.parse_args(argv)
     extra: dict = {}
@@ -273,6 +289,7 @@ def main(argv=None) -> int:
           f"({time.process_time() - started:.1f} s of CPU to build)", flush=True)
     if args.save:
         os.makedirs(args.save, exist_ok=True)
+    fixed_done = False
     for method in args.methods:
         if method == "colgen":
             cpu, wall = time.process_time(), time.perf_counter()
@@ -280,9 +297,14 @@ def main(argv=None) -> int:
                                        args.add_below)
             print(f"colgen   safe bound {result.get('bound', float('nan')):.10g} wall {time.perf_counter() - wall:.1f} s "
                   f"CPU {time.process_time() - cpu:.1f} s", flush=True)
-            if "duals" in result and args.plan_cost is not None:
+            if "duals" in result and args.plan_cost is not None and not fixed_done:
                 result["values"], result["objective"] = np.zeros(model.num_columns), result["bound"]
                 print(f"#   {open_counts(problem, model, result, args.plan_cost)}", flush=True)
+                if args.fixed and not fixed_done:
+                    problem, model = fixed_problem(problem, model, result["duals"], args.plan_cost)
+                    fixed_done = True
+                    print(f"# fixed model: {problem.num_candidates:,} candidates; {model.num_columns:,} columns, "
+                          f"{model.num_rows:,} rows, {len(model.values):,} non-zeros", flush=True)
             continue
         log = None if args.save is None else os.path.join(args.save, f"{method}.log")
         result = solve_root(model, method, args.time_limit, args.threads, args.presolve, log, extra)
@@ -290,7 +312,7 @@ def main(argv=None) -> int:
         print(f"{method:<8} {result['status']:<22} objective {result['objective']:.10g} safe bound "
               f"{'-' if bound is None else f'{bound:.10g}'} iterations simplex {result['simplex']} ipm {result['ipm']} "
               f"pdlp {result['pdlp']} wall {result['wall']:.1f} s CPU {result['cpu']:.1f} s", flush=True)
-        if bound is not None and args.plan_cost is not None:
+        if bound is not None and args.plan_cost is not None and not fixed_done:
             print(f"#   {open_counts(problem, model, result, args.plan_cost)}", flush=True)
         if bound is not None and args.save:
             np.save(os.path.join(args.save, f"{method}.npy"), result["duals"])
