@@ -93,6 +93,8 @@ def test_torchtitan_exchanges_keys_and_values_repeated_to_the_query_heads():
     assert spec.kv_width == 64 and spec.attn_width == 256
     assert kv_buffer_bytes(spec, 1, 1, 4, 2.0, "torchtitan") == pytest.approx(2 * 4 * 2 * 2.0 * 2048 * 256)
     assert kv_buffer_bytes(spec, 1, 1, 4, 2.0, "megatron-core") == pytest.approx(4 * 2 * 2.0 * 2048 * 64)
+    # Meta's stack all-gathers the grouped-query K and V (Dubey et al. 2024, section 3.3.2)
+    assert kv_buffer_bytes(spec, 1, 1, 4, 2.0, "llama3-meta") == pytest.approx(2 * 4 * 2 * 2.0 * 2048 * 64)
 
 
 def test_ring_bookkeeping_by_hand():
@@ -203,10 +205,10 @@ def test_llama3_405b_at_128k_tokens_on_16384_gpus_needs_cp():
     8 kv heads)."""
     fix = {"dp": 8, "tp": 8, "pp": 16, "cp": 16, "zero_stage": 1, "sequence_parallel": True, "micro_batch_size": 1,
            "recompute": "full"}
-    with_cp = evaluate(LLAMA_128K, META, 128, fix, runtime="torchtitan")
+    with_cp = evaluate(LLAMA_128K, META, 128, fix, runtime="llama3-meta")
     assert with_cp.status == Status.FEASIBLE
     assert with_cp.plan.memory_per_device_bytes < 80e9
-    without = evaluate(LLAMA_128K, META, 128, {**fix, "cp": 1, "dp": 1, "pp": 16}, runtime="torchtitan",
+    without = evaluate(LLAMA_128K, META, 128, {**fix, "cp": 1, "dp": 1, "pp": 16}, runtime="llama3-meta",
                        memory_limit="none")
     assert without.plan.stages[1].memory.activations == pytest.approx(
         16 * with_cp.plan.stages[1].memory.activations, rel=1e-9)

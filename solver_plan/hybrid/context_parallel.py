@@ -56,7 +56,7 @@ def method(runtime) -> str:
     from solver_plan.runtime import resolve_runtime
 
     name = resolve_runtime(runtime).name
-    return "all-gather" if name.startswith("torchtitan") else "ring"
+    return "all-gather" if name.startswith("torchtitan") or name == "llama3-meta" else "ring"
 
 
 def supports(runtime) -> bool:

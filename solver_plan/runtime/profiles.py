@@ -443,6 +443,22 @@ TORCHTITAN_FP8_GATHER = replace(
         ("rest", "as torchtitan-compile"),
     ))
 
+LLAMA3_META = replace(
+    TORCHTITAN, name="llama3-meta",
+    summary="Meta's Llama 3 training stack as Dubey et al. 2024 describe it (section 3.3): FSDP without "
+            "resharding after forward, TP, PP, CP by all-gather of the grouped-query K and V; torchtitan's kernels",
+    kernels=replace(TORCHTITAN.kernels, kv_repeated=False, cp_attention_overhead=(1.0, 1.0)),
+    sources=(
+        ("kv_repeated", "Dubey et al. 2024 (arXiv 2407.21783) section 3.3.2, context parallelism: \"we first "
+                        "all-gather the key (K) and value (V) tensors\" and chose that over a ring because \"with "
+                        "grouped query attention (GQA), the K and V tensors are much smaller than Q\": the exchange "
+                        "moves the 8 key/value heads, not K and V repeated to the query heads (torchtitan's)"),
+        ("cp_attention_overhead", "not measured for Meta's stack: 1 (torch's context_parallel's measured factors "
+                                  "are torchtitan's)"),
+        ("rest", "as torchtitan: the PyTorch FSDP / TP / PP stack the paper's section 3.3 describes (its FSDP "
+                 "\"does not reshard after forward\", as torchtitan under PP)"),
+    ))
+
 NEMO = replace(
     MEGATRON_CORE, name="nemo",
     summary="NVIDIA NeMo 2 performance recipes (Megatron-core, Transformer Engine, TP communication overlap)",
@@ -458,7 +474,8 @@ NEMO = replace(
     ))
 
 RUNTIMES: dict[str, RuntimeProfile] = {p.name: p for p in (MEGATRON_CORE, MEGATRON_2021, DEEPSPEED, TORCHTITAN,
-                                                              TORCHTITAN_COMPILE, TORCHTITAN_FP8_GATHER, NEMO)}
+                                                              TORCHTITAN_COMPILE, TORCHTITAN_FP8_GATHER, LLAMA3_META,
+                                                              NEMO)}
 DEFAULT_RUNTIME = MEGATRON_CORE
 
 

@@ -35,6 +35,9 @@ WATCHDOG_GRACE_S = 0.5
 # deterministic. The dual simplex runs one thread either way.
 THREADS = 1
 FEASIBILITY_TOLERANCE = 1e-7  # HiGHS' primal_feasibility_tolerance default
+# A MIP stopped by its time limit or an interrupt (kHighsInterrupt, a keyboard interrupt: highspy 1.13 has it, 1.11 not)
+_STOPPED = tuple(getattr(highspy.HighsModelStatus, name) for name in ("kTimeLimit", "kInterrupt", "kHighsInterrupt")
+                 if hasattr(highspy.HighsModelStatus, name))
 
 
 def _variables_and_constraints(highs: highspy.Highs, model: LinearModel) -> None:
@@ -84,7 +87,12 @@ def _run(highs: highspy.Highs, time_limit: float | None, stop: "_WorkStop | None
         highs.run()
         return
     highs.setOptionValue("time_limit", max(0.01, float(time_limit)))
-    watchdog = threading.Timer(time_limit + WATCHDOG_GRACE_S, highs.cancelSolve if stop is None else stop.cancel)
+    # highspy 1.7 has no cancelSolve: HiGHS' own time limit is then the LP's only stop
+    cancel = getattr(highs, "cancelSolve", None) if stop is None else stop.cancel
+    if cancel is None:
+        highs.run()
+        return
+    watchdog = threading.Timer(time_limit + WATCHDOG_GRACE_S, cancel)
     watchdog.daemon = True
     watchdog.start()
     try:
@@ -108,10 +116,15 @@ def _decode(highs: highspy.Highs, model: LinearModel, status, mip: bool) -> Solv
     bound = info.mip_dual_bound if np.isfinite(info.mip_dual_bound) else None
     if status == model_status.kOptimal:
         return SolveOutcome(Status.OPTIMAL, x_values, objective, bound)
-    if status in (model_status.kTimeLimit, model_status.kInterrupt, model_status.kHighsInterrupt):
+    if status in _STOPPED:
         return SolveOutcome(Status.TIME_LIMIT, x_values, objective, bound)
     return SolveOutcome(Status.ERROR if x_values is None else Status.FEASIBLE, x_values, objective, bound,
                         (f"HiGHS stopped with {highs.modelStatusToString(status)}",))
+
+
+def _out_of_iterations(what: str, iteration_limit: int | None) -> SolveOutcome:
+    """`what` (an LP) stopped by its simplex iteration limit: the work limit, not the clock."""
+    return SolveOutcome(Status.TIME_LIMIT, notes=(f"{WORK_LIMIT_NOTE}: {what} used its {iteration_limit} simplex iterations",))
 
 
 class _WorkStop:
@@ -138,8 +151,9 @@ class _WorkStop:
         return self.cancelled or (self.limit is not None and self.checks >= self.limit)
 
     def _event(self, event) -> None:
-        if self._interrupts():
-            event.interrupt()
+        # the flag itself: highspy 1.8-1.9's events have no interrupt() (1.10 added it, setting this flag)
+        if self._interrupts() and event.data_in is not None:
+            event.data_in.user_interrupt = True
 
     def _callback(self, callback_type, message, data_out, data_in, user_data) -> None:
         if self._interrupts() and data_in is not None:
@@ -189,8 +203,7 @@ def solve_with_highs(model: LinearModel, *, time_limit: float | None = None, sta
         if status == highspy.HighsModelStatus.kInfeasible:
             return SolveOutcome(Status.INFEASIBLE, notes=("LP relaxation infeasible",))
         if status == highspy.HighsModelStatus.kIterationLimit:
-            return SolveOutcome(Status.TIME_LIMIT, notes=(
-                f"{WORK_LIMIT_NOTE}: the LP relaxation used its {iteration_limit} simplex iterations",))
+            return _out_of_iterations("the LP relaxation", iteration_limit)
         relaxed = _decode(highs, model, status, mip=False)
         if relaxed.status == Status.OPTIMAL and is_integral(model, relaxed.x_values):
             return SolveOutcome(Status.OPTIMAL, relaxed.x_values, relaxed.objective, relaxed.objective,
@@ -210,8 +223,7 @@ def solve_with_highs(model: LinearModel, *, time_limit: float | None = None, sta
     stop = _WorkStop(highs, check_limit)
     _run(highs, time_limit, stop)
     if highs.getModelStatus() == highspy.HighsModelStatus.kIterationLimit:  # a model without integers
-        return SolveOutcome(Status.TIME_LIMIT, notes=(
-            f"{WORK_LIMIT_NOTE}: the LP used its {iteration_limit} simplex iterations",))
+        return _out_of_iterations("the LP", iteration_limit)
     outcome = _decode(highs, model, highs.getModelStatus(), mip=True)
     if outcome.bound is None and lp_bound is not None and outcome.status is not Status.INFEASIBLE:
         outcome = replace(outcome, bound=lp_bound)
