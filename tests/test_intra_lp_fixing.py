@@ -82,6 +82,36 @@ def test_safe_bound_holds_for_any_row_duals(seed):
             assert bound <= min(feasible) + 1e-9, case_id
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_fixing_bounds_hold_for_approximate_duals(seed):
+    """An approximate dual (an interior-point iterate without crossover, PDLP, a perturbed optimum)
+    never fixes a candidate or pair of a plan: lp_relaxation's per-candidate and per-pair bounds,
+    from the LP's duals perturbed at several scales, stay at or below every fitting plan's cost that
+    uses them (brute force), and the whole bound below the optimum."""
+    rng = np.random.default_rng(seed)
+    checked = 0
+    for case_id, problem in _binding_cases()[seed::3]:
+        model, solution = _lp(problem)
+        if solution.status is not Status.OPTIMAL:
+            continue
+        feasible = [plan for plan in _plans(problem) if problem.memory_ok(plan)]
+        for scale in (1e-3, 0.1, 1.0):
+            noise = scale * (1.0 + np.abs(solution.row_duals)) * rng.normal(size=model.num_rows)
+            approximate = type(solution)(Status.OPTIMAL, solution.column_values, solution.row_duals + noise,
+                                         solution.objective)
+            relaxation = lp_relaxation(problem, model, approximate)
+            for plan in feasible:
+                cost = problem.objective(plan)
+                assert relaxation.bound <= cost + 1e-9, case_id
+                for node, choice in enumerate(plan):
+                    assert relaxation.candidate_bounds[node][choice] <= cost + 1e-9, (case_id, scale, plan)
+                for (u, v), bounds in zip(problem.edges, relaxation.pair_bounds):
+                    if bounds is not None:
+                        assert bounds[plan[u], plan[v]] <= cost + 1e-9, (case_id, scale, plan)
+        checked += bool(feasible)
+    assert checked >= 3
+
+
 def test_model_with_closed_pairs_is_the_problem_without_them():
     rng = np.random.default_rng(7)
     checked = 0
