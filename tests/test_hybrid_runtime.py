@@ -29,6 +29,8 @@ def test_profiles_name_a_source_for_their_facts():
     for profile in RUNTIMES.values():
         assert profile.sources and all(fact and source for fact, source in profile.sources)
         assert 0 <= profile.memory.fragmentation < 1 and profile.memory.cuda_context > 0
+    with pytest.raises(InputError, match="cp_exchange"):
+        replace(RUNTIMES["torchtitan"], cp_exchange="ulysses")
     with pytest.raises(InputError, match="unknown runtime"):
         resolve_runtime("megatron-2099")
 

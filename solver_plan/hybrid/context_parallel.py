@@ -51,12 +51,11 @@ MIN_SEARCHED_CHUNK = 2048  # tokens a cp rank keeps, at least, in the unpinned s
 
 
 def method(runtime) -> str:
-    """The runtime's key/value exchange: all-gather for torchtitan (PyTorch context_parallel's default
-    rotate method) and Meta's stack, the ring elsewhere."""
+    """The runtime's key/value exchange (`RuntimeProfile.cp_exchange`): all-gather for torchtitan
+    (PyTorch context_parallel's default rotate method) and Meta's stack, the ring elsewhere."""
     from solver_plan.runtime import resolve_runtime
 
-    name = resolve_runtime(runtime).name
-    return "all-gather" if name.startswith("torchtitan") or name == "llama3-meta" else "ring"
+    return resolve_runtime(runtime).cp_exchange
 
 
 def supports(runtime) -> bool:

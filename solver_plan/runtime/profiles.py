@@ -184,11 +184,17 @@ class RuntimeProfile:
     # ColwiseParallel / RowwiseParallel) or "any" (whatever the per-operator solver picks, 2-D splits
     # included: only a runtime executing per-operator plans, e.g. DTensor, runs those)
     tensor_parallel: str = "column-row"
+    # how context parallelism brings every rank the keys and values (hybrid/context_parallel.py): "ring"
+    # (cp - 1 point-to-point steps under the attention: Megatron-core / Transformer Engine p2p) or
+    # "all-gather" (one all-gather of K and V: torch's context_parallel default, Llama 3's)
+    cp_exchange: str = "ring"
 
     def __post_init__(self):
         if self.tensor_parallel not in ("column-row", "any"):
             raise InputError(f"tensor_parallel must be column-row or any, got {self.tensor_parallel!r}",
                              "tensor_parallel")
+        if self.cp_exchange not in ("ring", "all-gather"):
+            raise InputError(f"cp_exchange must be ring or all-gather, got {self.cp_exchange!r}", "cp_exchange")
 
     def to_dict(self) -> dict:
         """JSON-ready dict of the profile's name, kernels, overlap and memory reserve."""
@@ -325,7 +331,10 @@ TORCHTITAN = RuntimeProfile(
     MemoryReserve(cuda_context=0.5 * GIB, nccl_per_communicator=NCCL_BYTES_PER_COMMUNICATOR, workspace=64 * MIB,
                   fragmentation=0.0, fsdp_stream_pools=True, pipeline_buffers_per_microbatch=True,
                   gathered_input_holes=1.0),
+    cp_exchange="all-gather",
     sources=(
+        ("cp_exchange", "torchtitan job config context_parallel_rotate_method, default \"allgather\" (torch's "
+                        "context_parallel _RotateMethod.ALL_GATHER)"),
         ("flash_attention", "torchtitan/models/llama/model.py: F.scaled_dot_product_attention(is_causal=True) "
                             "(flash / cuDNN backend on H100)"),
         ("fused_swiglu", "torchtitan FeedForward: w2(F.silu(w1(x)) * w3(x)) in eager mode (torch.compile optional)"),
