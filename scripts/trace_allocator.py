@@ -542,17 +542,25 @@ def tp_stage_step(torch, case: StageCase, device: str):
     return lambda: run_one_f_one_b(torch, blocks, shape, case.pp, case.micro_batches, device, autocast=False)
 
 
-def pipelined_fsdp_step(torch, case: PipelinedFsdpCase, device: str):
+def pipelined_fsdp_blocks(torch, shapes, layers: int, mesh, device: str):
+    """`layers` TP blocks (`make_tp_block` on mesh["tp"]) in fp32, each its own fully_shard over
+    mesh["dp"] and their Sequential the root, as torchtitan 9dec370's apply_fsdp wraps a pipeline
+    stage: reshard_after_forward=False, bf16 compute, fp32 reduction."""
     import torch.nn as nn
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
-    st, sh = case.stage, case.stage.shapes
-    mesh = fake_mesh(torch, st.tp, device, dp=case.dp)
-    blocks = nn.Sequential(*(make_tp_block(torch, sh, mesh["tp"], device, dtype=torch.float32)
-                             for _ in range(st.layers)))
+    blocks = nn.Sequential(*(make_tp_block(torch, shapes, mesh["tp"], device, dtype=torch.float32)
+                             for _ in range(layers)))
     policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
     for block in blocks:
         fully_shard(block, mesh=mesh["dp"], mp_policy=policy, reshard_after_forward=False)
     fully_shard(blocks, mesh=mesh["dp"], mp_policy=policy, reshard_after_forward=False)
+    return blocks
+
+
+def pipelined_fsdp_step(torch, case: PipelinedFsdpCase, device: str):
+    st, sh = case.stage, case.stage.shapes
+    mesh = fake_mesh(torch, st.tp, device, dp=case.dp)
+    blocks = pipelined_fsdp_blocks(torch, sh, st.layers, mesh, device)
     opt = torch.optim.AdamW(blocks.parameters(), lr=1e-4, foreach=True)
 
     def before_backward(last: bool):  # torch.distributed.pipelining's backward_maybe_with_nosync
@@ -569,20 +577,13 @@ def pipelined_fsdp_step(torch, case: PipelinedFsdpCase, device: str):
 
 
 def torch_schedule_step(torch, case: TorchScheduleCase, device: str):
-    import torch.nn as nn
-    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
     from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleInterleaved1F1B
     st, sh, v = case.fsdp.stage, case.fsdp.stage.shapes, case.virtual_stages
     mesh = fake_mesh(torch, st.tp, device, dp=case.fsdp.dp, pp=st.pp)
-    policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
     local = (sh.batch, sh.seq // st.tp, sh.hidden)  # a micro-batch's sequence-parallel shard
     chunks, stages = [], []
-    for j in range(v):
-        chunk = nn.Sequential(*(make_tp_block(torch, sh, mesh["tp"], device, dtype=torch.float32)
-                                for _ in range(st.layers // v)))
-        for block in chunk:
-            fully_shard(block, mesh=mesh["dp"], mp_policy=policy, reshard_after_forward=False)
-        fully_shard(chunk, mesh=mesh["dp"], mp_policy=policy, reshard_after_forward=False)
+    for j in range(v):  # torchtitan wraps each model chunk on its own
+        chunk = pipelined_fsdp_blocks(torch, sh, st.layers // v, mesh, device)
         meta = torch.empty(local, device=device, dtype=torch.bfloat16)
         output = torch.empty(local, device=device, dtype=torch.bfloat16, requires_grad=True)  # its gradient comes back
         chunks.append(chunk)

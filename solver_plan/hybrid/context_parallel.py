@@ -46,6 +46,7 @@ from solver_plan.cluster import Cluster
 from solver_plan.cost.kernels import FLASH_BACKWARD_RATIO
 from solver_plan.hybrid.comm import collective
 from solver_plan.hybrid.model import TransformerSpec
+from solver_plan.runtime.profiles import resolve_runtime
 
 MIN_SEARCHED_CHUNK = 2048  # tokens a cp rank keeps, at least, in the unpinned search (module docs/hybrid.md)
 
@@ -53,15 +54,11 @@ MIN_SEARCHED_CHUNK = 2048  # tokens a cp rank keeps, at least, in the unpinned s
 def method(runtime) -> str:
     """The runtime's key/value exchange (`RuntimeProfile.cp_exchange`): all-gather for torchtitan
     (PyTorch context_parallel's default rotate method) and Meta's stack, the ring elsewhere."""
-    from solver_plan.runtime import resolve_runtime
-
     return resolve_runtime(runtime).cp_exchange
 
 
 def supports(runtime) -> bool:
     """Whether the runtime can run cp > 1: fused attention (module text)."""
-    from solver_plan.runtime import resolve_runtime
-
     return resolve_runtime(runtime).kernels.flash_attention
 
 
@@ -84,8 +81,6 @@ def local_spec(spec: TransformerSpec, cp: int) -> TransformerSpec:
 def exchanged_width(spec: TransformerSpec, runtime) -> int:
     """Elements a token of K (and of V) has where the runtime's context parallelism exchanges them: kv d,
     or a d where the runtime repeats K and V to the query heads first (`Kernels.kv_repeated`)."""
-    from solver_plan.runtime import resolve_runtime
-
     return spec.attn_width if resolve_runtime(runtime).kernels.kv_repeated else spec.kv_width
 
 
@@ -133,8 +128,6 @@ def ring_overhead_s(attention_forward_s: float, cp: int, runtime) -> tuple[float
     (g - 1) r A, with A = `attention_forward_s` / cp the rank's share of the whole sequence's attention
     forward, r = FLASH_BACKWARD_RATIO its backward's multiple and (f, g) the runtime's measured
     `Kernels.cp_attention_overhead` (module text); none for cp = 1."""
-    from solver_plan.runtime import resolve_runtime
-
     if cp == 1:
         return 0.0, 0.0
     forward, backward = resolve_runtime(runtime).kernels.cp_attention_overhead

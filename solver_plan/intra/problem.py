@@ -160,11 +160,12 @@ class ConfigProblem:
                 if common.size:
                     least[node, common] = float(np.min(memory))
             return least
+        all_counts, candidate_at = self._candidate_devices[2:4]
         for first, last, node, device, amount in self._entry_chunks():
             chunk = last - first
             covering = np.bincount(node * self.num_devices + device, minlength=chunk * self.num_devices)
-            counts = np.array([len(c) for c in self.node_costs[first:last]])
-            starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+            counts = all_counts[first:last]
+            starts = candidate_at[first:last] - candidate_at[first]
             fewest = np.minimum.reduceat(np.concatenate(self.node_memory[first:last]).astype(float), starts)
             least[first:last] = np.where(covering.reshape(chunk, self.num_devices) == counts[:, None],
                                          fewest[:, None], 0.0)
