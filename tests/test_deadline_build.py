@@ -127,3 +127,52 @@ def test_a_configuration_hash_is_memoised_and_not_carried_to_another_process():
     copy = pickle.loads(pickle.dumps(config))
     assert "_hash" not in copy.__dict__ and copy == config and {config: 1}[copy] == 1
     assert ParallelConfig((("sample", 4), ("out", 2)), tuple(range(8))) == config
+
+
+def _two_node_problem(memory_limit, capped):
+    from solver_plan.intra.problem import ConfigProblem
+    cfgs = tuple(build_config_problem(GRAPH, CLUSTER).candidates[0][:2])
+    return ConfigProblem(
+        names=("a", "b"), candidates=(cfgs, cfgs), node_costs=(np.array([1.0, 2.0]), np.array([3.0, 1.0])),
+        node_memory=(np.array([5.0, 4.0]), np.array([5.0, 4.0])),
+        node_devices=(tuple(c.devices for c in cfgs), tuple(c.devices for c in cfgs)),
+        edges=((0, 1),), edge_costs=(np.array([[0.0, 1.0], [1.0, 0.0]]),), num_devices=CLUSTER.num_devices,
+        memory_limit=memory_limit, capped_candidates=capped)
+
+
+@pytest.mark.parametrize("planner", ["milp", "greedy", "brute", "elimination"])
+def test_a_proof_on_candidates_the_time_limit_capped_is_not_claimed_for_the_request(planner):
+    """INFEASIBLE among the candidates built is TIME_LIMIT (more candidates may fit), OPTIMAL among
+    them is FEASIBLE without a bound; the same problem built whole keeps its proofs."""
+    from solver_plan.intra.solve import solve
+    from solver_plan.result import Status
+    assert build_config_problem(GRAPH, CLUSTER).capped_candidates is None
+    tight = [solve(_two_node_problem(1.0, capped), planner) for capped in (None, 2)]
+    assert tight[0].status is Status.INFEASIBLE
+    assert tight[1].status is Status.TIME_LIMIT and tight[1].assignment is None
+    assert "none fits among the at most 2 candidates per operator" in tight[1].notes[0]
+    loose = [solve(_two_node_problem(None, capped), planner) for capped in (None, 2)]
+    if loose[0].status is Status.OPTIMAL:
+        assert loose[1].status is Status.FEASIBLE and loose[1].lower_bound is None
+        assert loose[1].objective == loose[0].objective and any("optimal among" in n for n in loose[1].notes)
+
+
+def test_a_capped_build_keeps_each_operators_least_memory_candidate(monkeypatch):
+    """The cap keeps the enumeration's first candidates and, in the last place, the one needing the
+    least memory per device where it is not among them: a memory-bound request keeps a plan that fits
+    if the full problem's least-memory plan fits."""
+    assert build.capped_choice([5.0, 4.0, 3.0, 1.0, 2.0], 3) == [0, 1, 3]
+    assert build.capped_choice([5.0, 1.0, 3.0, 1.0], 3) == [0, 1, 2]
+    full = build_config_problem(GRAPH, CLUSTER)
+    counts = np.array([len(c) for c in full.candidates])
+    pairs = np.array([(GRAPH.topological_order.index(e.src), GRAPH.topological_order.index(e.dst))
+                      for e in GRAPH.edges], dtype=np.int64)
+    scale = 4.0 / build_seconds(counts, pairs, 48)
+    monkeypatch.setattr(build, "S_PER_CANDIDATE", build.S_PER_CANDIDATE * scale)
+    monkeypatch.setattr(build, "S_PER_EDGE_ENTRY", build.S_PER_EDGE_ENTRY * scale)
+    capped = build_config_problem(GRAPH, CLUSTER, deadline=Deadline(None, parent=Deadline(5.0)))
+    assert capped.capped_candidates is not None
+    for i, configs in enumerate(capped.candidates):
+        assert len(configs) <= capped.capped_candidates
+        assert min(capped.node_memory[i]) == min(full.node_memory[i])
+        assert list(configs[:len(configs) - 1]) == list(full.candidates[i][:len(configs) - 1])

@@ -210,13 +210,22 @@ class CostModel:
         """`NodeCost` of `op` under `cfg`, memoised on the operator's signature and the configuration
         (identical layers price once).
         """
+        return self.nodes(graph, op, (cfg,))[0]
+
+    def nodes(self, graph: Graph, op: Operator, configs: Sequence[ParallelConfig]) -> list[NodeCost]:
+        """`node` for each of `configs`, the operator's part of the memo key taken once (a build
+        costs every candidate of every operator: 37,056 on megatron-1T at 3,072 devices)."""
         grads = tuple(needs_gradient(graph, op, i) for i in range(len(op.inputs)))
         kept = op.name in self._kept_outputs(graph)
-        key = (op_signature(op, graph), op.measured, op.activation_bytes_override, grads, kept, cfg)
-        cost = self._nodes.get(key)
-        if cost is None:
-            cost = self._nodes[key] = self._node(graph, op, cfg, grads, kept)
-        return cost
+        prefix = (op_signature(op, graph), op.measured, op.activation_bytes_override, grads, kept)
+        costs = []
+        for cfg in configs:
+            key = (*prefix, cfg)
+            cost = self._nodes.get(key)
+            if cost is None:
+                cost = self._nodes[key] = self._node(graph, op, cfg, grads, kept)
+            costs.append(cost)
+        return costs
 
     def _node(self, graph: Graph, op: Operator, cfg: ParallelConfig, grads: tuple[bool, ...],
               kept: bool = True) -> NodeCost:

@@ -3,7 +3,9 @@
 Building counts against the command's deadline, deterministically: before any cost is computed, the
 work of the build (candidates costed + redistribution-matrix entries, at measured seconds per unit)
 is compared with `BUILD_SHARE` of the command's nominal time limit, and the candidates per operator
-are capped (one cap for all, the largest that fits, at least `FEW_CANDIDATES`) until it fits. The cap
+are capped (one cap for all, the largest that fits, at least `FEW_CANDIDATES`; each operator keeps its
+least-memory candidate, `capped_choice`) until it fits, and the problem says so (`capped_candidates`:
+a proof on it holds for the candidates built, not for the request, `intra.solve`). The cap
 depends only on the instance and the limit (fixed seconds per unit of work, never measured on this
 machine), so the same command builds the same problem on an idle or a loaded machine. The wall
 clock only stops: a build still running `grace_s` (BUILD_GRACE_S + BUILD_GRACE_SHARE of the
@@ -45,13 +47,26 @@ class BuildStopped(Exception):
     on. The message says how far the build got and why (the front door's TIME_LIMIT note)."""
 
 
+def capped_choice(memory_bytes, cap: int) -> list[int]:
+    """Which of an operator's enumerated candidates (in the enumeration's order, whose prefix holds
+    the required single-device and data-parallel ones) a build capped at `cap` keeps: the first
+    `cap`, except that the one needing the least memory per device takes the last place when it is
+    not among them. The enumeration's order knows nothing of memory (at 3,072 devices megatron-1T's
+    first 4 split its q, k, v by input features, each device holding the whole output: no plan fit
+    80 GB where the 6th candidate, split by output features, fits), so a cap keeping only the prefix
+    could leave a memory-bound problem with no plan that more candidates would have."""
+    least = min(range(len(memory_bytes)), key=lambda j: (memory_bytes[j], j))
+    return list(range(cap)) if least < cap else [*range(cap - 1), least]
+
+
 def build_seconds(counts: np.ndarray, edge_pairs: np.ndarray, cap: int, devices: int = CALIBRATION_DEVICES) -> float:
     """Estimated build time with at most `cap` candidates per operator (`counts`: each operator's
     enumerated candidates; `edge_pairs`: (source, destination) operator indices, one per tensor)."""
     kept = np.minimum(counts, cap).astype(float)
     entries = float(np.dot(kept[edge_pairs[:, 0]], kept[edge_pairs[:, 1]])) if len(edge_pairs) else 0.0
     per_entry = S_PER_EDGE_ENTRY * max(1.0, devices / CALIBRATION_DEVICES)
-    return S_PER_CANDIDATE * float(kept.sum()) + per_entry * entries
+    # every enumerated candidate is costed, kept or not (`capped_choice` needs each one's memory)
+    return S_PER_CANDIDATE * float(counts.sum()) + per_entry * entries
 
 
 def candidate_cap(counts: np.ndarray, edge_pairs: np.ndarray, max_candidates: int, budget_s: float | None,
@@ -100,9 +115,10 @@ def build_config_problem(graph: Graph, cluster: Cluster, memory_limit: float | N
         if stopped():
             raise BuildStopped(_stopped_note(f"{done} of {len(order)} operators costed", estimate_s))
         op = graph.op(name)
+        node_costs = cost_model.nodes(graph, op, configs)
         if len(configs) > planned:
-            configs = enumerate_configs(op, graph, cluster.num_devices, max_candidates=planned, all_devices=all_devices)
-        node_costs = [cost_model.node(graph, op, cfg) for cfg in configs]
+            kept = capped_choice([cost.memory_bytes for cost in node_costs], planned)
+            configs, node_costs = [configs[j] for j in kept], [node_costs[j] for j in kept]
         candidates.append(tuple(configs))
         costs.append(np.array([c.seconds for c in node_costs], dtype=float))
         memory.append(np.array([c.memory_bytes for c in node_costs], dtype=float))
@@ -125,7 +141,8 @@ def build_config_problem(graph: Graph, cluster: Cluster, memory_limit: float | N
         node_memory=tuple(memory), node_devices=tuple(tuple(cfg.devices for cfg in c) for c in candidates),
         edges=pairs, edge_costs=tuple(np.asarray(edge_matrices[p], dtype=float) for p in pairs),
         num_devices=cluster.num_devices, memory_limit=memory_limit, name=graph.name,
-        context=(graph, cluster, cost_model), notes=notes)
+        context=(graph, cluster, cost_model), notes=notes,
+        capped_candidates=planned if bool((counts > planned).any()) else None)
 
 
 def _stopped_note(progress: str, estimate_s: float) -> str:

@@ -52,6 +52,10 @@ class ConfigProblem:
     # What building the problem had to give up (e.g. candidates cut at the time limit); shown with
     # every result on it.
     notes: tuple[str, ...] = ()
+    # The candidates per operator the time limit cut the build to (None: every candidate the request
+    # allows was built). A proof on a capped problem (optimal, infeasible) holds for the candidates
+    # built, not for the request: `intra.solve` reports it as such.
+    capped_candidates: int | None = None
 
     def __post_init__(self):
         n = len(self.names)

@@ -44,12 +44,30 @@ def solve(problem: ConfigProblem, planner: str = "milp", deadline: Deadline | No
         result = info.func(problem, deadline=clock, seed=seed, warm_start=warm_start, **options)
     if problem.notes:
         result = result.with_notes(*problem.notes)
+    if problem.capped_candidates is not None:
+        result = proven_for_candidates_built(problem, result)
     if clock is not None and clock.cut_short:  # the wall clock, not the work budget, ended some work:
         # an unproven plan is the best so far at the time limit (a proof stands whatever the clock)
         result = result.with_notes(CUT_SHORT_NOTE)
         if result.status is Status.FEASIBLE:
             result = replace(result, status=Status.TIME_LIMIT)
     return checked(problem, replace(result, objective_kind=info.objective))  # what its objective measures
+
+
+def proven_for_candidates_built(problem: ConfigProblem, result: ConfigResult) -> ConfigResult:
+    """A proof on a problem whose candidates the time limit capped (`capped_candidates`) holds for
+    the candidates built, not for the request: INFEASIBLE becomes TIME_LIMIT (no plan fitted among
+    them; more time builds more, and one of those may fit) and OPTIMAL becomes FEASIBLE without its
+    bound (a bound over the candidates built is none over the request), each saying so."""
+    built = f"at most {problem.capped_candidates} candidates per operator, all the time limit allowed to build"
+    if result.status is Status.INFEASIBLE:
+        return replace(result, status=Status.TIME_LIMIT, notes=(
+            f"no plan within the time limit: none fits among the {built}; that proves nothing about the "
+            "rest (a longer time limit builds more candidates), nor do the notes below",) + result.notes)
+    if result.status is Status.OPTIMAL:
+        return replace(result, status=Status.FEASIBLE, lower_bound=None).with_notes(
+            f"optimal among the {built}; not a bound for the rest (a longer time limit builds more candidates)")
+    return result
 
 
 def checked(problem: ConfigProblem, result: ConfigResult) -> ConfigResult:
