@@ -118,7 +118,7 @@ def build_config_problem(graph: Graph, cluster: Cluster, memory_limit: float | N
         node_costs = cost_model.nodes(graph, op, configs)
         if len(configs) > planned:
             kept = capped_choice([cost.memory_bytes for cost in node_costs], planned)
-            configs, node_costs = [configs[j] for j in kept], [node_costs[j] for j in kept]
+            configs, node_costs = tuple(configs[j] for j in kept), [node_costs[j] for j in kept]
         candidates.append(tuple(configs))
         costs.append(np.array([c.seconds for c in node_costs], dtype=float))
         memory.append(np.array([c.memory_bytes for c in node_costs], dtype=float))
