@@ -157,10 +157,10 @@ def test_a_proof_on_candidates_the_time_limit_capped_is_not_claimed_for_the_requ
         assert loose[1].objective == loose[0].objective and any("optimal among" in n for n in loose[1].notes)
 
 
-def test_a_capped_build_keeps_each_operators_least_memory_candidate(monkeypatch):
-    """The cap keeps the enumeration's first candidates and, in the last place, the one needing the
-    least memory per device where it is not among them: a memory-bound request keeps a plan that fits
-    if the full problem's least-memory plan fits."""
+def test_a_capped_build_keeps_each_operators_least_memory_candidate_where_its_first_cannot_fit(monkeypatch):
+    """The cap keeps the enumeration's first candidates; where no plan of theirs can fit the memory
+    limit, each operator's least-memory candidate takes the last place: a memory-bound request keeps
+    a plan that fits if the full problem's least-memory plan fits."""
     assert build.capped_choice([5.0, 4.0, 3.0, 1.0, 2.0], 3) == [0, 1, 3]
     assert build.capped_choice([5.0, 1.0, 3.0, 1.0], 3) == [0, 1, 2]
     full = build_config_problem(GRAPH, CLUSTER)
@@ -170,9 +170,40 @@ def test_a_capped_build_keeps_each_operators_least_memory_candidate(monkeypatch)
     scale = 4.0 / build_seconds(counts, pairs, 48)
     monkeypatch.setattr(build, "S_PER_CANDIDATE", build.S_PER_CANDIDATE * scale)
     monkeypatch.setattr(build, "S_PER_EDGE_ENTRY", build.S_PER_EDGE_ENTRY * scale)
-    capped = build_config_problem(GRAPH, CLUSTER, deadline=Deadline(None, parent=Deadline(5.0)))
-    assert capped.capped_candidates is not None
-    for i, configs in enumerate(capped.candidates):
-        assert len(configs) <= capped.capped_candidates
-        assert min(capped.node_memory[i]) == min(full.node_memory[i])
+
+    def capped(memory_limit):
+        problem = build_config_problem(GRAPH, CLUSTER, memory_limit, deadline=Deadline(None, parent=Deadline(5.0)))
+        assert problem.capped_candidates is not None
+        return problem
+
+    roomy = capped(None)  # no limit: the enumeration's first candidates
+    for i, configs in enumerate(roomy.candidates):
+        assert list(configs) == list(full.candidates[i][:len(configs)])
+    least = sum(min(m[[0 in d for d in devs]], default=0.0) for m, devs in
+                zip(roomy.node_memory, roomy.node_devices))  # device 0's floor over the first candidates
+    tight = capped(0.5 * least)
+    for i, configs in enumerate(tight.candidates):
+        assert len(configs) <= tight.capped_candidates
+        assert min(tight.node_memory[i]) == min(full.node_memory[i])
         assert list(configs[:len(configs) - 1]) == list(full.candidates[i][:len(configs) - 1])
+
+
+def test_megatron_1T_on_3072_devices_capped_to_4_candidates_keeps_a_plan_that_fits():
+    """Its first 4 candidates split q, k, v by input features (each device holding the whole output):
+    device 0 needs at least 7.1 GB for two blocks. Under half of that, the capped build keeps each
+    operator's least-memory candidate and a plan fits; the first 4 alone are no plan (TIME_LIMIT: the
+    request's other candidates may fit, so not INFEASIBLE)."""
+    from dataclasses import replace
+
+    from solver_plan.graph.resolve import resolve_model
+    from solver_plan.intra.solve import solve
+    from solver_plan.result import Status
+    graph, cluster = resolve_model("megatron-1T:layers=2"), resolve_cluster("a100-80gb-superpod", 3072)
+    first = build_config_problem(graph, cluster, deadline=Deadline(100.0, nominal_s=0.01))
+    floor = sum(min(m[[0 in d for d in devs]], default=0.0) for m, devs in zip(first.node_memory, first.node_devices))
+    assert first.capped_candidates == 4 and floor > 7e9
+    limit = 0.5 * floor
+    kept = build_config_problem(graph, cluster, limit, deadline=Deadline(100.0, nominal_s=0.01))
+    assert kept.capped_candidates == 4
+    assert solve(kept, "greedy").status is Status.FEASIBLE
+    assert solve(replace(first, memory_limit=limit), "greedy").status is Status.TIME_LIMIT
