@@ -24,15 +24,21 @@ def _signature(problem):
     return [tuple(repr(cfg) for cfg in configs) for configs in problem.candidates]
 
 
-def test_same_limit_same_problem_however_much_time_was_already_spent(monkeypatch):
+def _slow_build(monkeypatch):
+    """The whole problem, with the build's units of work made slow (monkeypatch): the full build is
+    estimated at 4 s, over 25% of a 5 s limit, so a 5 s limit caps the candidates."""
     full = build_config_problem(GRAPH, CLUSTER)
     counts = np.array([len(c) for c in full.candidates])
     pairs = np.array([(GRAPH.topological_order.index(e.src), GRAPH.topological_order.index(e.dst))
                       for e in GRAPH.edges], dtype=np.int64)
-    # as if each unit of work were slow: the full build is estimated at 4 s, over 25% of a 5 s limit
     scale = 4.0 / build_seconds(counts, pairs, 48)
     monkeypatch.setattr(build, "S_PER_CANDIDATE", build.S_PER_CANDIDATE * scale)
     monkeypatch.setattr(build, "S_PER_EDGE_ENTRY", build.S_PER_EDGE_ENTRY * scale)
+    return full
+
+
+def test_same_limit_same_problem_however_much_time_was_already_spent(monkeypatch):
+    full = _slow_build(monkeypatch)
     fresh = build_config_problem(GRAPH, CLUSTER, deadline=Deadline(None, parent=Deadline(5.0)))
     # as on a loaded machine: 2 s of the limit already gone before building starts
     late = build_config_problem(GRAPH, CLUSTER, deadline=Deadline(5.0, start=time.perf_counter() - 2.0))
@@ -79,13 +85,7 @@ def test_a_loaded_machine_builds_the_same_problem_or_none(monkeypatch):
         problem = build_config_problem(GRAPH, CLUSTER, deadline=Deadline(None, parent=Deadline(limit)))
         return _signature(problem), problem.notes, [m.tolist() for m in problem.edge_costs]
 
-    full = build_config_problem(GRAPH, CLUSTER)
-    counts = np.array([len(c) for c in full.candidates])
-    pairs = np.array([(GRAPH.topological_order.index(e.src), GRAPH.topological_order.index(e.dst))
-                      for e in GRAPH.edges], dtype=np.int64)
-    scale = 4.0 / build_seconds(counts, pairs, 48)  # the full build estimated at 4 s: capped at a 5 s limit
-    monkeypatch.setattr(build, "S_PER_CANDIDATE", build.S_PER_CANDIDATE * scale)
-    monkeypatch.setattr(build, "S_PER_EDGE_ENTRY", build.S_PER_EDGE_ENTRY * scale)
+    _slow_build(monkeypatch)
     idle = [signatures(limit) for limit in (30.0, 5.0)]
     assert idle[1][0] != idle[0][0] and "candidates per operator" in idle[1][1][0]
     monkeypatch.setattr(deadline_module, "clock", _FastClock(3.0))
@@ -163,13 +163,7 @@ def test_a_capped_build_keeps_each_operators_least_memory_candidate_where_its_fi
     a plan that fits if the full problem's least-memory plan fits."""
     assert build.capped_choice([5.0, 4.0, 3.0, 1.0, 2.0], 3) == [0, 1, 3]
     assert build.capped_choice([5.0, 1.0, 3.0, 1.0], 3) == [0, 1, 2]
-    full = build_config_problem(GRAPH, CLUSTER)
-    counts = np.array([len(c) for c in full.candidates])
-    pairs = np.array([(GRAPH.topological_order.index(e.src), GRAPH.topological_order.index(e.dst))
-                      for e in GRAPH.edges], dtype=np.int64)
-    scale = 4.0 / build_seconds(counts, pairs, 48)
-    monkeypatch.setattr(build, "S_PER_CANDIDATE", build.S_PER_CANDIDATE * scale)
-    monkeypatch.setattr(build, "S_PER_EDGE_ENTRY", build.S_PER_EDGE_ENTRY * scale)
+    full = _slow_build(monkeypatch)
 
     def capped(memory_limit):
         problem = build_config_problem(GRAPH, CLUSTER, memory_limit, deadline=Deadline(None, parent=Deadline(5.0)))
