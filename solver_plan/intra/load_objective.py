@@ -144,7 +144,7 @@ class EdgeSplit:
     `charged[i]` = node i's device time (its cost less gradient sync) plus the a and b of its
     edges (a heuristic price of a candidate), `moved[i]` = the a and b of its edges alone (what
     its devices' links are charged before residuals). `residual[j]` is None
-    where R is zero everywhere (`has_residual[j]` False), made on first use: only the load MILP
+    where R is zero everywhere, made on first use: only the load MILP
     reads whole residuals, a plan's breakdown and local search one entry of an edge each
     (`residual_at`), and 6 million entries at 10,000 nodes took 0.2-0.3 s to hold. `sync[i]` is
     the gradient-sync part of each candidate's cost, and `device_time[i]` the rest."""
@@ -153,7 +153,6 @@ class EdgeSplit:
     row_part: tuple[np.ndarray, ...]
     column_part: tuple[np.ndarray, ...]
     matrices: tuple[np.ndarray, ...]  # the problem's edge matrices M (not copies)
-    has_residual: np.ndarray  # (edges,) bool: R has a non-zero entry
     sync: tuple[np.ndarray, ...]
     device_time: tuple[np.ndarray, ...]
     tails: tuple = ()  # (node, descendant mask) of the tail nodes, see `tail_nodes`
@@ -166,13 +165,12 @@ class EdgeSplit:
     @functools.cached_property
     def residual(self) -> tuple[np.ndarray | None, ...]:
         """R = (M - a[:, None]) - b[None, :] of every edge, None where zero everywhere."""
-        return tuple((m - a[:, None]) - b[None, :] if has else None
-                     for m, a, b, has in zip(self.matrices, self.row_part, self.column_part, self.has_residual.tolist()))
+        residuals = ((m - a[:, None]) - b[None, :] for m, a, b in zip(self.matrices, self.row_part, self.column_part))
+        return tuple(r if r.max() > 0 else None for r in residuals)
 
     def residual_at(self, edge: int, k: int, l: int) -> float:
-        """R[k, l] of one edge: the same two subtractions as `residual`, so the same bits."""
-        if not self.has_residual[edge]:
-            return 0.0
+        """R[k, l] of one edge: the same two subtractions as `residual`, so the same bits (0.0 where
+        `residual[edge]` is None)."""
         return (self.matrices[edge].item(k, l) - self.row_part[edge].item(k)) - self.column_part[edge].item(l)
 
     @property
@@ -303,14 +301,10 @@ def _split_edges(problem: ConfigProblem) -> EdgeSplit:
     targets = np.array([v for _, v in problem.edges], dtype=np.int64)
     rows: list = [None] * num_edges
     columns: list = [None] * num_edges
-    has_residual = np.zeros(num_edges, dtype=bool)
     for members in _shape_groups(problem):
         stack = np.stack([problem.edge_costs[j] for j in members])
         row_min = stack.min(axis=2)
-        stack = stack - row_min[:, :, None]
-        column_min = stack.min(axis=1)
-        stack -= column_min[:, None, :]  # the residuals, dropped after this shape
-        has_residual[members] = stack.reshape(len(members), -1).max(axis=1) > 0
+        column_min = (stack - row_min[:, :, None]).min(axis=1)
         for i, j in enumerate(members.tolist()):
             rows[j], columns[j] = row_min[i], column_min[i]
     charged_flat = device_flat.copy()
@@ -338,7 +332,7 @@ def _split_edges(problem: ConfigProblem) -> EdgeSplit:
     layout = _Layout(starts, device_flat, moved_flat, sync_flat, sources, targets,
                      tuple(tuple(out) for out in outgoing), None if order is None else tuple(order),
                      row_flat, np.cumsum(k_u) - k_u, column_flat, np.cumsum(k_v) - k_v)
-    split = EdgeSplit(charged, moved, tuple(rows), tuple(columns), tuple(problem.edge_costs), has_residual, sync,
+    split = EdgeSplit(charged, moved, tuple(rows), tuple(columns), tuple(problem.edge_costs), sync,
                       device_time, sync_devices=sync_owners(problem), layout=layout)
     return replace(split, tails=tuple(tail_nodes(problem, split)))
 
