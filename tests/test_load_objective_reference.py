@@ -4,6 +4,7 @@ reference: the same bits, not merely close (the validator recomputes what a plan
 import numpy as np
 import pytest
 
+from solver_plan.intra import load_objective
 from solver_plan.intra.load_objective import load_breakdown, split_edges, sync_owners, sync_parts, topological_order
 from solver_plan.intra.load_search import _LoadState
 from solver_plan.intra.random_instances import random_problem
@@ -28,6 +29,21 @@ def _reference_split(problem):
     moved = [c - t for c, t in zip(charged, device_time)]
     return dict(charged=charged, moved=moved, row_part=rows, column_part=columns, residual=residuals,
                 sync=list(sync), device_time=device_time)
+
+
+def _reference_device_tail(problem, plan, split, reference):
+    """max over tail nodes v and devices d of v of: the device time on d of v and its descendants
+    (summed in node order) + v's sync."""
+    work = np.zeros((problem.num_nodes, problem.num_devices))
+    for node, choice in enumerate(plan):
+        work[node, list(problem.node_devices[node][choice])] = reference["device_time"][node][choice]
+    best = 0.0
+    for v, mask in split.tails:
+        on = work[mask].sum(axis=0)
+        own = list(problem.node_devices[v][plan[v]])
+        if own:
+            best = max(best, float(on[own].max()) + float(reference["sync"][v][plan[v]]))
+    return best
 
 
 def _reference_breakdown(problem, plan, reference):
@@ -74,8 +90,10 @@ def _problems():
                           max_candidates=8)[0]
 
 
+@pytest.mark.parametrize("cells", [load_objective.UNION_CELLS, 64])  # 64: the unions' masks a few edges at a time
 @pytest.mark.parametrize("problem", list(_problems()), ids=lambda p: p.name)
-def test_split_and_breakdown_are_the_loops_bit_for_bit(problem):
+def test_split_and_breakdown_are_the_loops_bit_for_bit(problem, cells, monkeypatch):
+    monkeypatch.setattr(load_objective, "UNION_CELLS", cells)
     split = split_edges(problem)
     reference = _reference_split(problem)
     for field, expected in reference.items():
@@ -96,6 +114,7 @@ def test_split_and_breakdown_are_the_loops_bit_for_bit(problem):
         assert np.array_equal(parts.device_busy, busy) and np.array_equal(parts.moved, moved)
         assert np.array_equal(parts.link_busy, links)
         assert (parts.critical_path, parts.sync_tail, parts.total) == (critical, sync_tail, total)
+        assert parts.device_tail == _reference_device_tail(problem, plan, split, reference)
         # local search starts from the same vectors and value
         state = _LoadState(problem, split, plan)
         assert np.array_equal(state.busy, busy) and np.array_equal(state.moved, moved)

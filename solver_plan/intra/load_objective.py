@@ -376,24 +376,35 @@ def _chosen_devices(used: list, num_devices: int) -> tuple[np.ndarray, np.ndarra
     return devices, lengths
 
 
+UNION_CELLS = 1 << 20  # (edge, device) cells of the union masks made at once: 1 MB
+
+
 def _residual_devices(layout: _Layout, plan: np.ndarray, weights: list[float], devices: np.ndarray,
                       lengths: np.ndarray, num_devices: int) -> tuple[np.ndarray, np.ndarray]:
     """(device, amount) pairs of the plan's non-zero edge residuals R[k, l] = (M[k, l] - a[k]) - b[l]
     (`EdgeSplit.residual`'s subtractions), each on the union of its two candidates' devices, edges
-    in order (a device's amounts then add in the loop's order)."""
+    in order (a device's amounts then add in the loop's order). The unions are rows of a boolean
+    (edge, device) mask, UNION_CELLS at a time: sorting (edge, device) keys instead took 0.24 s on
+    megatron-1T's 2,055 edges over 3,072 devices."""
     k, l = plan[layout.sources], plan[layout.targets]
     amount = (np.asarray(weights, dtype=float) - layout.rows[layout.row_starts + k]) - layout.columns[layout.column_starts + l]
     chosen = np.flatnonzero(amount)
     if not len(chosen):
         return np.zeros(0, dtype=np.int64), np.zeros(0)
     first = np.cumsum(lengths) - lengths
-    keys = []
-    for ends in (layout.sources[chosen], layout.targets[chosen]):
-        count = lengths[ends]
-        at = np.repeat(first[ends], count) + _ramp(count)
-        keys.append(np.repeat(np.arange(len(chosen), dtype=np.int64), count) * num_devices + devices[at])
-    union = np.unique(np.concatenate(keys))  # by edge, then device: each device of the union once
-    return union % num_devices, amount[chosen][union // num_devices]
+    step = max(1, UNION_CELLS // max(1, num_devices))
+    found_devices, found_amounts = [], []
+    for begin in range(0, len(chosen), step):
+        edges = chosen[begin:begin + step]
+        mask = np.zeros((len(edges), num_devices), dtype=bool)
+        for ends in (layout.sources[edges], layout.targets[edges]):
+            count = lengths[ends]
+            at = np.repeat(first[ends], count) + _ramp(count)
+            mask[np.repeat(np.arange(len(edges)), count), devices[at]] = True
+        row, device = np.nonzero(mask)  # by edge, then device: each device of the union once
+        found_devices.append(device)
+        found_amounts.append(amount[edges][row])
+    return np.concatenate(found_devices), np.concatenate(found_amounts)
 
 
 def load_breakdown(problem: ConfigProblem, assignment, split: EdgeSplit | None = None) -> LoadBreakdown:
@@ -482,7 +493,7 @@ def _device_tail(problem: ConfigProblem, assignment, split: EdgeSplit) -> float:
         work[node, arrays[node][choice]] = split.device_time[node][choice]
     best = 0.0
     for v, mask in nodes:
-        on = work[mask].sum(axis=0)
+        on = work.sum(axis=0, where=mask[:, None])  # the masked rows' sum in row order, without copying them
         own = arrays[v][assignment[v]]
         if len(own):
             best = max(best, float(on[own].max()) + float(split.sync[v][assignment[v]]))
