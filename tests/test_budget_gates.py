@@ -16,7 +16,7 @@ from solver_plan.intra.solve import solve
 from solver_plan.intra.validate import validate_config_result
 from solver_plan.planners import load_builtin_planners
 from solver_plan.result import Status
-from solver_plan.simulate.milp_load import LEAST_PLAN_S_PER_NODE
+from solver_plan.simulate.milp_load import least_plan_seconds
 from solver_plan.suite.generators import generation_seconds, resolve_problem
 
 load_builtin_planners()
@@ -66,7 +66,7 @@ def test_cpsat_runs_when_the_budget_pays_its_start_up():
 
 def test_milp_load_answers_without_a_plan_when_the_budget_cannot_pay_for_one(monkeypatch):
     problem = resolve_problem("random-dag:nodes=10000,candidates=3,seed=1,devices=4")
-    least = LEAST_PLAN_S_PER_NODE * problem.num_nodes
+    least = least_plan_seconds(problem)
     assert least > 0.3  # the budget below plus the grace stays under it
 
     def answer():
@@ -85,7 +85,7 @@ def test_milp_load_plans_from_data_parallelism_when_the_budget_pays_for_no_greed
     from solver_plan.intra.greedy_plans import greedy_pass_seconds
     from solver_plan.intra.load_objective import load_objective
     problem = resolve_problem("random-dag:nodes=10000,candidates=10-30,seed=1,memory=binding,devices=16")
-    budget = LEAST_PLAN_S_PER_NODE * problem.num_nodes + 0.05
+    budget = least_plan_seconds(problem) + 0.05
     assert budget < greedy_pass_seconds(problem)
 
     def answer():

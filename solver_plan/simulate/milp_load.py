@@ -116,20 +116,37 @@ def _seeds(problem: ConfigProblem, warm_start, deadline: Deadline,
     return seeds
 
 
-# The least work for any plan, charged by these estimates, per operator: the seed (data parallelism,
-# the edge split and the seeds' load breakdowns, charged up front so what follows plans with the
-# rest) and the finish (the plan's load breakdown and the validator's recomputation, kept back by
-# `Deadline.ending_early`). Measured as CPU (each step timed inside a 1 s job, three runs, 2-core
-# machine at load average 2.2) on random-dag:nodes=10000,candidates=10-30,memory=binding,devices=16:
-# the seed 0.29-0.32 s (data parallelism 0.08-0.10 s, the greedy pass estimate 0.025 s, the edge
-# split 0.16 s, the seed's breakdown 0.025-0.035 s), the finish 0.03-0.045 s. Before the split and
-# breakdown were array code (b053265) the same least work took 1.65 s, so at 1 s this job refused.
-SEED_S_PER_NODE = 3e-5
-FINISH_S_PER_NODE = 5e-6
-# A nominal budget below their sum by more than GRACE_S answers TIME_LIMIT without a plan, saying so,
-# rather than overrun the limit by seconds; on small problems a plan costs milliseconds and an
-# expired budget still gets one.
-LEAST_PLAN_S_PER_NODE = SEED_S_PER_NODE + FINISH_S_PER_NODE
+# The least work for any plan, charged by these estimates per operator and per operator and device
+# (data parallelism puts every operator on every device; a breakdown's per-device sums and the
+# validator's memory check read each of them): the seed (data parallelism, the edge split and the
+# seeds' load breakdowns, charged up front so what follows plans with the rest) and the finish (the
+# plan's load breakdown and the validator's recomputation, kept back by `Deadline.ending_early`).
+# Measured as CPU on the 2-core machine at load average 1.8-2.2 (each step timed in a fresh
+# process, least of three; the constants carry a 1.5x margin): the seed 0.21 s and the finish 0.022 s on
+# random-dag:nodes=10000,candidates=10-30,memory=binding,devices=16 (inside a 1 s job 0.29-0.32 s
+# and 0.03-0.045 s), 0.26 s and 0.063 s on megatron-1T over 3,072 devices (1,544 operators, 4.7
+# million operator-devices), 0.10 s and 0.017 s on gpt3-175B over 1,024. Before the split and the
+# breakdown were array code (b053265) the 10,000-operator DAG's least work took 1.65 s, and at 1 s
+# that job refused.
+SEED_S_PER_NODE, SEED_S_PER_NODE_DEVICE = 3e-5, 7e-8
+FINISH_S_PER_NODE, FINISH_S_PER_NODE_DEVICE = 5e-6, 2e-8
+
+
+def seed_seconds(problem: ConfigProblem) -> float:
+    """Nominal seconds of the seed's least work (SEED_S_PER_NODE and SEED_S_PER_NODE_DEVICE)."""
+    return problem.num_nodes * (SEED_S_PER_NODE + SEED_S_PER_NODE_DEVICE * problem.num_devices)
+
+
+def finish_seconds(problem: ConfigProblem) -> float:
+    """Nominal seconds of scoring and validating the plan (FINISH_S_PER_NODE and FINISH_S_PER_NODE_DEVICE)."""
+    return problem.num_nodes * (FINISH_S_PER_NODE + FINISH_S_PER_NODE_DEVICE * problem.num_devices)
+
+
+def least_plan_seconds(problem: ConfigProblem) -> float:
+    """The least work for any plan: `seed_seconds` + `finish_seconds`. A nominal budget below it by
+    more than GRACE_S answers TIME_LIMIT without a plan, saying so, rather than overrun the limit by
+    seconds; on small problems a plan costs milliseconds and an expired budget still gets one."""
+    return seed_seconds(problem) + finish_seconds(problem)
 
 
 def model_entries(problem: ConfigProblem) -> int:
@@ -208,14 +225,14 @@ def plan_milp_load(problem: ConfigProblem, *, deadline: Deadline | None = None, 
     """`deadline`: the caller's budget (time already spent counts). On a time-out the best plan so
     far comes back (TIME_LIMIT) with the LP bound when there was time for it."""
     clock = start_clock(deadline)
-    budget, least = clock.nominal_left(), LEAST_PLAN_S_PER_NODE * problem.num_nodes
+    budget, least = clock.nominal_left(), least_plan_seconds(problem)
     if budget is not None and budget + GRACE_S < least:  # decided by the budget: the same answer idle or loaded
         return ConfigResult(NAME, Status.TIME_LIMIT, runtime_s=clock.elapsed(), notes=(
             f"no plan: the least work for one on {problem.num_nodes:,} operators (a seed, its load breakdown "
             f"and validation, about {least:.2f} s) exceeds the {budget:.2f} s budget left",))
     # keep time to score the plan and validate it afterwards; the seed's work is charged up front
-    deadline = clock.ending_early(FINISH_S_PER_NODE * problem.num_nodes)
-    deadline.spend(SEED_S_PER_NODE * problem.num_nodes)
+    deadline = clock.ending_early(finish_seconds(problem))
+    deadline.spend(seed_seconds(problem))
     if topological_order(problem) is None:
         return ConfigResult(NAME, Status.ERROR, runtime_s=deadline.elapsed(),
                             notes=("the load objective needs acyclic edges (a critical path)",))
