@@ -4,13 +4,15 @@ because the plan it returns is chosen by the execution simulator (below).
 
 Registered with simplify=False: node and edge elimination are exact for a sum only (a folded node
 forgets which devices its members ran on). Warm start: the cheaper under the load objective of the
-sum optimum (`milp`, given a share of the time), the greedy plans, data parallelism, and roundings of the LP
-optimum, with parallel branches moved onto disjoint device halves, each improved by local search
-(`intra/load_search.py`: the LP relaxation of a max objective is
-too weak for branch and bound to close on real graphs in a minute); HiGHS then improves the best
-with part of what time is left. The LP optimum is a proven lower bound. The
+sum optimum (`milp`, given a share of the time), the greedy plans (where the budget pays for a
+greedy pass), data parallelism, and roundings of the LP optimum, with parallel branches moved onto
+disjoint device halves, each improved by local search (`intra/load_search.py`: the LP relaxation of
+a max objective is too weak for branch and bound to close on real graphs in a minute); HiGHS then
+improves the best with part of what time is left. The LP optimum is a proven lower bound. The
 reported objective and bound are those of the load objective, which the validator recomputes
-(`objective="load"` in the registry).
+(`objective="load"` in the registry). The least work for a plan (data parallelism scored and
+validated, `least_plan_seconds`) is charged to the budget by its estimate; a budget below it answers
+TIME_LIMIT without a plan, one just above it (1 s on 10,000 operators) the data-parallel seed.
 
 Where the problem can be simulated (one node per operator, graph in `problem.context`, a task
 graph small enough: `refine.py`), the plan returned is chosen by the execution simulator,
