@@ -42,7 +42,7 @@ class _LoadState:
         self.incident: list[list[tuple[int, int, bool]]] = problem.neighbours()
         self.memory = problem.device_memory(self.plan)
         # the breakdown's busy and moved vectors: the sums the loop over nodes, then edges, made
-        # (each device's amounts in that order), at 10,000 nodes in 0.03 s instead of 0.15 s
+        # (each device's amounts in that order): 0.03 s instead of 0.09 s on the 10,000-operator DAG
         parts = load_breakdown(problem, self.plan, split)
         self.busy, self.moved = parts.device_busy.copy(), parts.moved.copy()
         self.total = parts.total

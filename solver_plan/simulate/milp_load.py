@@ -77,8 +77,9 @@ def sum_seed_fits(problem: ConfigProblem, nominal_s: float | None, pass_s: float
 # The greedy plans are sought when the nominal budget left pays for this many greedy passes
 # (`greedy_pass_seconds`; the pass, once started, runs to its end), or when data parallelism breaks
 # memory (they are then the only way to a plan). Below it, data parallelism is the seed: at 1 s on
-# the 10,000-operator DAG (0.3 s left, a pass charged 1.04 s) the greedy passes had run past the
-# budget by 0.6 s of CPU, so the clock, not the budget, decided what came back.
+# the 10,000-operator DAG (0.3 s left, a pass charged 1.04 s) the greedy passes took the job to 1.4 s
+# of CPU idle and were cut short by the clock under a profiler: the clock, not the budget, decided
+# what came back.
 GREEDY_SEED_PASSES = 1.0
 
 
