@@ -346,8 +346,8 @@ def _tail_times(problem: ConfigProblem, assignment, order, split: EdgeSplit,
                 weights: list[float] | None = None) -> np.ndarray:
     """Longest path from every node to the end of the DAG, the node included (node time = its
     device time, edge time = M[k, l]): the forward pass from the node on and the backward pass back
-    to it, so its gradients exist no earlier than that. (Python floats over the cached outgoing
-    edges: the same additions and comparisons as numpy's, a third of the time.)"""
+    to it, so its gradients exist no earlier than that. (Python floats over the split's cached
+    outgoing edges: the same additions and comparisons, so the same bits, as numpy scalars.)"""
     layout = _layout(problem, split)
     plan = [int(c) for c in assignment]
     weight = _edge_weights(problem, plan) if weights is None else weights
@@ -369,7 +369,7 @@ def _edge_weights(problem: ConfigProblem, plan: list[int]) -> list[float]:
     return [m.item(plan[u], plan[v]) for (u, v), m in zip(problem.edges, problem.edge_costs)]
 
 
-def _chosen_devices(used: list, num_devices: int) -> tuple[np.ndarray, np.ndarray]:
+def _chosen_devices(used: list) -> tuple[np.ndarray, np.ndarray]:
     """(devices of every chosen candidate concatenated in node order, how many each)."""
     lengths = np.fromiter(map(len, used), dtype=np.int64, count=len(used))
     devices = np.concatenate(used).astype(np.int64) if used else np.zeros(0, dtype=np.int64)
@@ -419,7 +419,7 @@ def load_breakdown(problem: ConfigProblem, assignment, split: EdgeSplit | None =
     at = layout.starts[:-1] + plan
     arrays = problem.device_arrays
     used = [arrays[node][choice] for node, choice in enumerate(plan.tolist())]
-    devices, lengths = _chosen_devices(used, problem.num_devices)
+    devices, lengths = _chosen_devices(used)
     busy = _per_device(problem.num_devices, devices, np.repeat(layout.device_time[at], lengths))
     weights = _edge_weights(problem, plan.tolist())
     edge_devices, edge_amounts = _residual_devices(layout, plan, weights, devices, lengths, problem.num_devices)
@@ -443,12 +443,10 @@ def plan_links(problem: ConfigProblem, split: EdgeSplit, plan: np.ndarray, chose
     if split.sync_devices is None:
         if chosen is None:
             arrays = problem.device_arrays
-            chosen = _chosen_devices([arrays[node][choice] for node, choice in enumerate(plan.tolist())],
-                                     problem.num_devices)
+            chosen = _chosen_devices([arrays[node][choice] for node, choice in enumerate(plan.tolist())])
         devices, lengths = chosen
     else:
-        devices, lengths = _chosen_devices([split.sync_devices[node][choice] for node, choice in enumerate(plan.tolist())],
-                                           problem.num_devices)
+        devices, lengths = _chosen_devices([split.sync_devices[node][choice] for node, choice in enumerate(plan.tolist())])
     return _per_device(problem.num_devices, devices, np.repeat(sync, lengths))
 
 
