@@ -16,7 +16,7 @@ from solver_plan.intra.solve import solve
 from solver_plan.intra.validate import validate_config_result
 from solver_plan.planners import load_builtin_planners
 from solver_plan.result import Status
-from solver_plan.simulate.milp_load import LEAST_PLAN_S_PER_NODE
+from solver_plan.simulate.milp_load import least_plan_seconds
 from solver_plan.suite.generators import generation_seconds, resolve_problem
 
 load_builtin_planners()
@@ -65,8 +65,8 @@ def test_cpsat_runs_when_the_budget_pays_its_start_up():
 
 
 def test_milp_load_answers_without_a_plan_when_the_budget_cannot_pay_for_one(monkeypatch):
-    problem = resolve_problem("random-dag:nodes=3000,candidates=3,seed=1,devices=4")
-    least = LEAST_PLAN_S_PER_NODE * problem.num_nodes
+    problem = resolve_problem("random-dag:nodes=10000,candidates=3,seed=1,devices=4")
+    least = least_plan_seconds(problem)
     assert least > 0.3  # the budget below plus the grace stays under it
 
     def answer():
@@ -76,6 +76,28 @@ def test_milp_load_answers_without_a_plan_when_the_budget_cannot_pay_for_one(mon
         assert result.status is Status.TIME_LIMIT and result.assignment is None
         assert any(note.startswith("no plan: the least work for one") for note in result.notes), result.notes
     assert idle.notes == loaded.notes
+
+
+def test_milp_load_plans_from_data_parallelism_when_the_budget_pays_for_no_greedy_pass(monkeypatch):
+    """Issue 26: above its least work (the seed, its load breakdown, validation) but below a greedy
+    pass, milp-load returns the data-parallel seed scored by the load objective, decided by the
+    budget: the same plan idle and loaded, validated, and never worse than data parallelism."""
+    from solver_plan.intra.greedy_plans import greedy_pass_seconds
+    from solver_plan.intra.load_objective import load_objective
+    problem = resolve_problem("random-dag:nodes=10000,candidates=10-30,seed=1,memory=binding,devices=16")
+    budget = least_plan_seconds(problem) + 0.05
+    assert budget < greedy_pass_seconds(problem)
+
+    def answer():
+        return solve(problem, "milp-load", deadline=_nominal(budget))
+    idle, loaded = _idle_and_loaded(monkeypatch, answer)
+    data_parallel = solve(problem, "data-parallel")
+    for result in (idle, loaded):
+        assert result.assignment is not None and result.status in (Status.FEASIBLE, Status.TIME_LIMIT), result.notes
+        assert any(note.startswith("greedy plans not sought") for note in result.notes), result.notes
+        assert validate_config_result(problem, result) == []
+        assert result.objective <= load_objective(problem, data_parallel.assignment)
+    assert (idle.assignment, idle.objective, idle.notes) == (loaded.assignment, loaded.objective, loaded.notes)
 
 
 def test_milp_load_plans_a_small_problem_even_on_an_empty_budget():

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import pytest
 
 from solver_plan.deadline import Deadline
@@ -82,15 +81,6 @@ def test_least_memory_is_the_smallest_limit_that_fits():
         return min(caps) >= 1 and sum(caps) >= ctx.spec.layers
 
     assert fits(need) and not fits(need * (1 - 1e-6))
-
-
-def test_union_of_device_sets_matches_numpy():
-    from solver_plan.intra.load_objective import _union
-    rng = np.random.default_rng(3)
-    for _ in range(200):
-        a = rng.choice(64, size=rng.integers(1, 64), replace=False)
-        b = a.copy() if rng.random() < 0.3 else rng.choice(64, size=rng.integers(1, 64), replace=False)
-        assert sorted(_union(a, b, 64).tolist()) == np.union1d(a, b).tolist()
 
 
 def test_exact_joint_skips_a_model_too_large_for_its_limit_the_same_way_every_time():

@@ -47,6 +47,7 @@ configuration variables (solved by `milp-load`, see `simulate/milp_load.py`).
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -143,19 +144,34 @@ class EdgeSplit:
     `charged[i]` = node i's device time (its cost less gradient sync) plus the a and b of its
     edges (a heuristic price of a candidate), `moved[i]` = the a and b of its edges alone (what
     its devices' links are charged before residuals). `residual[j]` is None
-    where R is zero everywhere. `sync[i]` is the gradient-sync part of each candidate's cost, and
-    `device_time[i]` the rest."""
+    where R is zero everywhere, made on first use: only the load MILP
+    reads whole residuals, a plan's breakdown and local search one entry of an edge each
+    (`residual_at`), and 6 million entries at 10,000 nodes took 0.2-0.3 s to hold. `sync[i]` is
+    the gradient-sync part of each candidate's cost, and `device_time[i]` the rest."""
     charged: tuple[np.ndarray, ...]
     moved: tuple[np.ndarray, ...]
     row_part: tuple[np.ndarray, ...]
     column_part: tuple[np.ndarray, ...]
-    residual: tuple[np.ndarray | None, ...]
+    matrices: tuple[np.ndarray, ...]  # the problem's edge matrices M (not copies)
     sync: tuple[np.ndarray, ...]
     device_time: tuple[np.ndarray, ...]
     tails: tuple = ()  # (node, descendant mask) of the tail nodes, see `tail_nodes`
     # per node and candidate, the devices charged with its sync: all of its devices, or under bulk
     # owner-based sync the owners (first device) of its replica groups; None: all of its devices
     sync_devices: tuple | None = None
+    # what every load breakdown of the problem reads, computed once with the split (`_Layout`)
+    layout: "_Layout | None" = None
+
+    @functools.cached_property
+    def residual(self) -> tuple[np.ndarray | None, ...]:
+        """R = (M - a[:, None]) - b[None, :] of every edge, None where zero everywhere."""
+        residuals = ((m - a[:, None]) - b[None, :] for m, a, b in zip(self.matrices, self.row_part, self.column_part))
+        return tuple(r if r.max() > 0 else None for r in residuals)
+
+    def residual_at(self, edge: int, k: int, l: int) -> float:
+        """R[k, l] of one edge: the same two subtractions as `residual`, so the same bits (0.0 where
+        `residual[edge]` is None)."""
+        return (self.matrices[edge].item(k, l) - self.row_part[edge].item(k)) - self.column_part[edge].item(l)
 
     @property
     def bulk(self) -> bool:
@@ -230,74 +246,208 @@ def split_edges(problem: ConfigProblem) -> EdgeSplit:
     return split
 
 
+@dataclass(frozen=True, eq=False)
+class _Layout:
+    """The problem's arrays as a load breakdown reads them, made once per split: every candidate's
+    device time, moved and sync seconds flat (node i's at `starts[i]:starts[i + 1]`), the edges'
+    ends, each node's outgoing edges, a topological order (None: the edges hold a cycle), and every
+    edge's row and column minima flat (edge j's at `row_starts[j] + k`, `column_starts[j] + l`), so
+    a plan's edge parts are a gather."""
+    starts: np.ndarray
+    device_time: np.ndarray
+    moved: np.ndarray
+    sync: np.ndarray
+    sources: np.ndarray
+    targets: np.ndarray
+    outgoing: tuple[tuple[int, ...], ...]
+    order: tuple[int, ...] | None
+    rows: np.ndarray
+    row_starts: np.ndarray
+    columns: np.ndarray
+    column_starts: np.ndarray
+
+
+def _shape_groups(problem: ConfigProblem) -> list[np.ndarray]:
+    """Edge indices grouped by the shape of their matrix, each group in edge order."""
+    if not problem.edges:
+        return []
+    shapes = np.array([m.shape for m in problem.edge_costs], dtype=np.int64)
+    key = shapes[:, 0] * (int(shapes[:, 1].max()) + 1) + shapes[:, 1]
+    by_key = np.argsort(key, kind="stable")
+    cuts = np.flatnonzero(np.diff(key[by_key])) + 1
+    return np.split(by_key, cuts)
+
+
+def _ramp(lengths: np.ndarray) -> np.ndarray:
+    """0..n-1 for every n in `lengths`, concatenated."""
+    total = int(lengths.sum())
+    return np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+
+
 def _split_edges(problem: ConfigProblem) -> EdgeSplit:
+    """The split of every edge matrix, a shape of matrices at a time (the loop over 15,000 edges took
+    0.25-0.34 s at 10,000 nodes). Bit for bit the loop's: the same minima and subtractions entry
+    by entry, and each candidate's charged seconds add its edges' parts in edge order (`np.add.at`
+    adds in index order), as `charged[u] += row_min; charged[v] += column_min` did per edge."""
     sync = sync_parts(problem)
-    device_time = tuple(np.asarray(c, dtype=float) - s for c, s in zip(problem.node_costs, sync))
-    charged = [t.copy() for t in device_time]
-    rows, columns, residuals = [], [], []
-    for (u, v), matrix in zip(problem.edges, problem.edge_costs):
-        row_min = matrix.min(axis=1)
-        column_min = (matrix - row_min[:, None]).min(axis=0)
-        residual = matrix - row_min[:, None] - column_min[None, :]
-        charged[u] += row_min
-        charged[v] += column_min
-        rows.append(row_min)
-        columns.append(column_min)
-        residuals.append(residual if residual.max() > 0 else None)
-    moved = tuple(c - t for c, t in zip(charged, device_time))
-    split = EdgeSplit(tuple(charged), moved, tuple(rows), tuple(columns), tuple(residuals), sync, device_time,
-                      sync_devices=sync_owners(problem))
+    counts = np.fromiter(map(len, problem.node_costs), dtype=np.int64, count=problem.num_nodes)
+    starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    flat = np.concatenate([np.asarray(c, dtype=float) for c in problem.node_costs]) if problem.num_nodes \
+        else np.zeros(0)
+    sync_flat = np.concatenate(sync) if problem.num_nodes else np.zeros(0)
+    device_flat = flat - sync_flat
+    num_edges = len(problem.edges)
+    sources = np.array([u for u, _ in problem.edges], dtype=np.int64)
+    targets = np.array([v for _, v in problem.edges], dtype=np.int64)
+    rows: list = [None] * num_edges
+    columns: list = [None] * num_edges
+    for members in _shape_groups(problem):
+        stack = np.stack([problem.edge_costs[j] for j in members])
+        row_min = stack.min(axis=2)
+        column_min = (stack - row_min[:, :, None]).min(axis=1)
+        for i, j in enumerate(members.tolist()):
+            rows[j], columns[j] = row_min[i], column_min[i]
+    charged_flat = device_flat.copy()
+    k_u, k_v = counts[sources], counts[targets]
+    row_flat = np.concatenate(rows) if num_edges else np.zeros(0)
+    column_flat = np.concatenate(columns) if num_edges else np.zeros(0)
+    if num_edges:
+        # per edge its source's row minima, then its target's column minima, edges in order
+        block = np.cumsum(k_u + k_v) - (k_u + k_v)
+        index, amount = np.empty(int((k_u + k_v).sum()), dtype=np.int64), np.empty(int((k_u + k_v).sum()))
+        at_u = np.repeat(block, k_u) + _ramp(k_u)
+        at_v = np.repeat(block + k_u, k_v) + _ramp(k_v)
+        index[at_u] = np.repeat(starts[sources], k_u) + _ramp(k_u)
+        index[at_v] = np.repeat(starts[targets], k_v) + _ramp(k_v)
+        amount[at_u] = row_flat
+        amount[at_v] = column_flat
+        np.add.at(charged_flat, index, amount)
+    moved_flat = charged_flat - device_flat
+    bounds = list(zip(starts[:-1].tolist(), starts[1:].tolist()))  # per node: views of the flat arrays
+    charged, moved, device_time = (tuple(flat[a:b] for a, b in bounds) for flat in (charged_flat, moved_flat, device_flat))
+    outgoing: list[list[int]] = [[] for _ in range(problem.num_nodes)]
+    for j, u in enumerate(sources.tolist()):
+        outgoing[u].append(j)
+    order = topological_order(problem)
+    layout = _Layout(starts, device_flat, moved_flat, sync_flat, sources, targets,
+                     tuple(tuple(out) for out in outgoing), None if order is None else tuple(order),
+                     row_flat, np.cumsum(k_u) - k_u, column_flat, np.cumsum(k_v) - k_v)
+    split = EdgeSplit(charged, moved, tuple(rows), tuple(columns), tuple(problem.edge_costs), sync,
+                      device_time, sync_devices=sync_owners(problem), layout=layout)
     return replace(split, tails=tuple(tail_nodes(problem, split)))
 
 
-def _tail_times(problem: ConfigProblem, assignment, order: list[int], split: EdgeSplit) -> np.ndarray:
+def _layout(problem: ConfigProblem, split: EdgeSplit) -> _Layout:
+    """The split's layout (a split made without one, as by hand: made from the problem's)."""
+    return split.layout if split.layout is not None else split_edges(problem).layout
+
+
+def _tail_times(problem: ConfigProblem, assignment, order, split: EdgeSplit,
+                weights: list[float] | None = None) -> np.ndarray:
     """Longest path from every node to the end of the DAG, the node included (node time = its
     device time, edge time = M[k, l]): the forward pass from the node on and the backward pass back
-    to it, so its gradients exist no earlier than that."""
-    outgoing: list[list[int]] = [[] for _ in range(problem.num_nodes)]
-    for j, (u, _) in enumerate(problem.edges):
-        outgoing[u].append(j)
-    tail = np.zeros(problem.num_nodes)
+    to it, so its gradients exist no earlier than that. (Python floats over the split's cached
+    outgoing edges: the same additions and comparisons, so the same bits, as numpy scalars.)"""
+    layout = _layout(problem, split)
+    plan = [int(c) for c in assignment]
+    weight = _edge_weights(problem, plan) if weights is None else weights
+    own = layout.device_time[layout.starts[:-1] + np.asarray(plan, dtype=np.int64)].tolist() if plan else []
+    targets, outgoing = layout.targets.tolist(), layout.outgoing
+    tail = [0.0] * problem.num_nodes
     for u in reversed(order):
         after = 0.0
         for j in outgoing[u]:
-            v = problem.edges[j][1]
-            after = max(after, float(problem.edge_costs[j][assignment[u], assignment[v]]) + tail[v])
-        tail[u] = float(split.device_time[u][assignment[u]]) + after
-    return tail
+            through = weight[j] + tail[targets[j]]
+            if through > after:
+                after = through
+        tail[u] = own[u] + after
+    return np.array(tail, dtype=float)
+
+
+def _edge_weights(problem: ConfigProblem, plan: list[int]) -> list[float]:
+    """M[k, l] of every edge at the plan's pair of candidates."""
+    return [m.item(plan[u], plan[v]) for (u, v), m in zip(problem.edges, problem.edge_costs)]
+
+
+def _chosen_devices(used: list) -> tuple[np.ndarray, np.ndarray]:
+    """(devices of every chosen candidate concatenated in node order, how many each)."""
+    lengths = np.fromiter(map(len, used), dtype=np.int64, count=len(used))
+    devices = np.concatenate(used).astype(np.int64) if used else np.zeros(0, dtype=np.int64)
+    return devices, lengths
+
+
+UNION_CELLS = 1 << 20  # (edge, device) cells of the union masks made at once: 1 MB
+
+
+def _residual_devices(layout: _Layout, plan: np.ndarray, weights: list[float], devices: np.ndarray,
+                      lengths: np.ndarray, num_devices: int) -> tuple[np.ndarray, np.ndarray]:
+    """(device, amount) pairs of the plan's non-zero edge residuals R[k, l] = (M[k, l] - a[k]) - b[l]
+    (`EdgeSplit.residual`'s subtractions), each on the union of its two candidates' devices, edges
+    in order (a device's amounts then add in the loop's order). The unions are rows of a boolean
+    (edge, device) mask, UNION_CELLS at a time: sorting (edge, device) keys instead took 0.24 s on
+    megatron-1T's 2,055 edges over 3,072 devices."""
+    k, l = plan[layout.sources], plan[layout.targets]
+    amount = (np.asarray(weights, dtype=float) - layout.rows[layout.row_starts + k]) - layout.columns[layout.column_starts + l]
+    chosen = np.flatnonzero(amount)
+    if not len(chosen):
+        return np.zeros(0, dtype=np.int64), np.zeros(0)
+    first = np.cumsum(lengths) - lengths
+    step = max(1, UNION_CELLS // max(1, num_devices))
+    found_devices, found_amounts = [], []
+    for begin in range(0, len(chosen), step):
+        edges = chosen[begin:begin + step]
+        mask = np.zeros((len(edges), num_devices), dtype=bool)
+        for ends in (layout.sources[edges], layout.targets[edges]):
+            count = lengths[ends]
+            at = np.repeat(first[ends], count) + _ramp(count)
+            mask[np.repeat(np.arange(len(edges)), count), devices[at]] = True
+        row, device = np.nonzero(mask)  # by edge, then device: each device of the union once
+        found_devices.append(device)
+        found_amounts.append(amount[edges][row])
+    return np.concatenate(found_devices), np.concatenate(found_amounts)
 
 
 def load_breakdown(problem: ConfigProblem, assignment, split: EdgeSplit | None = None) -> LoadBreakdown:
     """Busy time of every device, critical path and sum of `assignment` (see the module text)."""
     split = split or split_edges(problem)
-    order = _require_dag(problem)
-    # per-device sums by bincount over (device, amount) pairs in the loops' order (nodes, then edges
-    # on the union of their two device sets): python loops over devices took ~1 s on 1,024 devices
+    layout = _layout(problem, split)
+    if layout.order is None:
+        raise ValueError(f"load objective: the edges of {problem.name!r} contain a cycle (no critical path)")
+    # per-device sums by bincount over (device, amount) pairs in node order, then edge order (the
+    # residuals, on the union of their two device sets), each device's amounts added in that order
+    plan = np.asarray([int(c) for c in assignment], dtype=np.int64)
+    at = layout.starts[:-1] + plan
     arrays = problem.device_arrays
-    used = [arrays[node][choice] for node, choice in enumerate(assignment)]
-    own = [float(split.device_time[node][choice]) for node, choice in enumerate(assignment)]
-    moved = [float(split.moved[node][choice]) for node, choice in enumerate(assignment)]
-    sync_amounts = [float(split.sync[node][choice]) for node, choice in enumerate(assignment)]
-    busy = _per_device(problem.num_devices, used, [np.full(len(d), a) for d, a in zip(used, own)])
-    devices, amounts = list(used), [np.full(len(d), a) for d, a in zip(used, moved)]
-    for (u, v), residual in zip(problem.edges, split.residual):
-        if residual is None:
-            continue
-        k, l = assignment[u], assignment[v]
-        amount = float(residual[k, l])
-        if amount:
-            both = _union(arrays[u][k], arrays[v][l], problem.num_devices)
-            devices.append(both)
-            amounts.append(np.full(len(both), amount))
-    moving = _per_device(problem.num_devices, devices, amounts)
-    on = [split.sync_on(problem, node, choice) for node, choice in enumerate(assignment)]
-    links = _per_device(problem.num_devices, on, [np.full(len(d), a) for d, a in zip(on, sync_amounts)])
-    tail = _tail_times(problem, assignment, order, split)
+    used = [arrays[node][choice] for node, choice in enumerate(plan.tolist())]
+    devices, lengths = _chosen_devices(used)
+    busy = _per_device(problem.num_devices, devices, np.repeat(layout.device_time[at], lengths))
+    weights = _edge_weights(problem, plan.tolist())
+    edge_devices, edge_amounts = _residual_devices(layout, plan, weights, devices, lengths, problem.num_devices)
+    moving = _per_device(problem.num_devices, np.concatenate([devices, edge_devices]),
+                         np.concatenate([np.repeat(layout.moved[at], lengths), edge_amounts]))
+    sync = layout.sync[at]
+    links = plan_links(problem, split, plan, (devices, lengths))
+    tail = _tail_times(problem, plan, layout.order, split, weights)
     critical = float(tail.max()) if problem.num_nodes else 0.0
-    sync = np.array([split.sync[node][choice] for node, choice in enumerate(assignment)])
     sync_tail = float((tail + sync).max()) if problem.num_nodes else 0.0
     return LoadBreakdown(busy, critical, problem.objective(assignment), links, sync_tail,
                          _device_tail(problem, assignment, split), split.bulk, moving)
+
+
+def plan_links(problem: ConfigProblem, split: EdgeSplit, plan: np.ndarray, chosen=None) -> np.ndarray:
+    """Gradient sync charged to each device's links under `plan` (an int array): each candidate's
+    sync on the devices `EdgeSplit.sync_on` names, nodes in order. `chosen`: the plan's
+    (devices, lengths) from `_chosen_devices`, where the caller has them."""
+    layout = _layout(problem, split)
+    sync = layout.sync[layout.starts[:-1] + plan]
+    if split.sync_devices is None:
+        if chosen is None:
+            arrays = problem.device_arrays
+            chosen = _chosen_devices([arrays[node][choice] for node, choice in enumerate(plan.tolist())])
+        devices, lengths = chosen
+    else:
+        devices, lengths = _chosen_devices([split.sync_devices[node][choice] for node, choice in enumerate(plan.tolist())])
+    return _per_device(problem.num_devices, devices, np.repeat(sync, lengths))
 
 
 TAIL_NODES = 16  # operators with the largest gradient sync that get a device-tail bound
@@ -307,7 +457,9 @@ TAIL_MAX_NODES = 3000  # above this many operators the descendant sets are not b
 def tail_nodes(problem: ConfigProblem, split: EdgeSplit) -> list[tuple[int, np.ndarray]]:
     """(node, mask of the node and its descendants) for the TAIL_NODES nodes of largest possible
     gradient sync (none for problems without sync or beyond TAIL_MAX_NODES)."""
-    heaviest = [float(s.max()) if len(s) else 0.0 for s in split.sync]
+    layout = _layout(problem, split)
+    heaviest = (np.maximum.reduceat(layout.sync, layout.starts[:-1]).tolist() if len(layout.sync) and all(map(len, split.sync))
+                else [float(s.max()) if len(s) else 0.0 for s in split.sync])
     chosen = [i for i in sorted(range(problem.num_nodes), key=lambda i: (-heaviest[i], i))[:TAIL_NODES]
               if heaviest[i] > 0]
     if not chosen or problem.num_nodes > TAIL_MAX_NODES:
@@ -339,30 +491,16 @@ def _device_tail(problem: ConfigProblem, assignment, split: EdgeSplit) -> float:
         work[node, arrays[node][choice]] = split.device_time[node][choice]
     best = 0.0
     for v, mask in nodes:
-        on = work[mask].sum(axis=0)
+        on = work.sum(axis=0, where=mask[:, None])  # the masked rows' sum in row order, without copying them
         own = arrays[v][assignment[v]]
         if len(own):
             best = max(best, float(on[own].max()) + float(split.sync[v][assignment[v]]))
     return best
 
 
-def _union(a: np.ndarray, b: np.ndarray, num_devices: int) -> np.ndarray:
-    """The devices of two candidates, each once: usually the same set (as is), else by a mask
-    (np.union1d sorts: 2,000 edges on 3,072 devices took 1.6 s, a mask is ~50x faster)."""
-    if a is b or (len(a) == len(b) and np.array_equal(a, b)):
-        return a
-    mask = np.zeros(num_devices, dtype=bool)
-    mask[a] = True
-    mask[b] = True
-    return np.flatnonzero(mask)
-
-
-def _per_device(num_devices: int, devices: list, amounts: list) -> np.ndarray:
+def _per_device(num_devices: int, devices: np.ndarray, amounts: np.ndarray) -> np.ndarray:
     """Sum of amounts per device (each device's amounts added in the order given)."""
-    if not devices:
-        return np.zeros(num_devices)
-    return np.bincount(np.concatenate(devices).astype(np.int64), weights=np.concatenate(amounts),
-                       minlength=num_devices).astype(float)
+    return np.bincount(devices, weights=amounts, minlength=num_devices).astype(float)
 
 
 def load_objective(problem: ConfigProblem, assignment) -> float:

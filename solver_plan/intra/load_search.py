@@ -22,7 +22,8 @@ from __future__ import annotations
 import numpy as np
 
 from solver_plan.deadline import GRACE_S, Deadline
-from solver_plan.intra.load_objective import SUM_WEIGHT, EdgeSplit, _device_tail, _tail_times, topological_order
+from solver_plan.intra.load_objective import (SUM_WEIGHT, EdgeSplit, _device_tail, _tail_times, load_breakdown,
+                                              plan_links, topological_order)
 from solver_plan.intra.problem import ConfigProblem
 
 
@@ -35,41 +36,37 @@ class _LoadState:
 
     def __init__(self, problem: ConfigProblem, split: EdgeSplit, assignment):
         self.problem, self.split = problem, split
-        self.plan = list(assignment)
-        self.order = topological_order(problem)
+        self.plan = [int(c) for c in assignment]
+        self.order = topological_order(problem) if split.layout is None or split.layout.order is None \
+            else split.layout.order
         self.incident: list[list[tuple[int, int, bool]]] = problem.neighbours()
-        self.busy = np.zeros(problem.num_devices)
-        self.moved = np.zeros(problem.num_devices)
         self.memory = problem.device_memory(self.plan)
-        arrays = problem.device_arrays  # one array of distinct devices per candidate
-        for node, choice in enumerate(self.plan):
-            self.busy[arrays[node][choice]] += split.device_time[node][choice]
-            self.moved[arrays[node][choice]] += split.moved[node][choice]
-        for j, (u, v) in enumerate(problem.edges):
-            self._add_edge(j, u, v, self.plan[u], self.plan[v], self.moved, 1.0)
-        self.total = problem.objective(self.plan)
-        self.value = self._value(self.busy, self.moved, self.plan)
+        # the breakdown's busy and moved vectors: the sums the loop over nodes, then edges, made
+        # (each device's amounts in that order): 0.03 s instead of 0.09 s on the 10,000-operator DAG
+        parts = load_breakdown(problem, self.plan, split)
+        self.busy, self.moved = parts.device_busy.copy(), parts.moved.copy()
+        self.total = parts.total
+        self.value = parts.objective
 
     def _add_edge(self, j, u, v, k, l, busy, sign) -> None:
-        residual = self.split.residual[j]
-        if residual is None or residual[k, l] == 0:
+        amount = self.split.residual_at(j, k, l)
+        if amount == 0:
             return
         first, second = self.problem.node_devices[u][k], self.problem.node_devices[v][l]
         if len(first) + len(second) > MANY_DEVICES:  # thousands of devices: numpy, not a Python loop
             arrays = self.problem.device_arrays
-            busy[np.union1d(arrays[u][k], arrays[v][l])] += sign * residual[k, l]
+            busy[np.union1d(arrays[u][k], arrays[v][l])] += sign * amount
             return
         for d in set(first) | set(second):
-            busy[d] += sign * residual[k, l]
+            busy[d] += sign * amount
 
     def _value(self, busy, moved, plan) -> float:
         tail = _tail_times(self.problem, plan, self.order, self.split) if plan else np.zeros(1)
         sync = np.array([self.split.sync[node][choice] for node, choice in enumerate(plan)]) if plan else np.zeros(1)
         critical = max(float((tail + sync).max()),  # >= the critical path itself (sync >= 0)
                        _device_tail(self.problem, plan, self.split) if plan else 0.0)
-        links = np.zeros(self.problem.num_devices)
-        for node, choice in enumerate(plan):
-            links[self.split.sync_on(self.problem, node, choice)] += self.split.sync[node][choice]
+        links = plan_links(self.problem, self.split, np.asarray(plan, dtype=np.int64)) if plan \
+            else np.zeros(self.problem.num_devices)
         # bulk owner-based sync: an owner's copies follow its backward work (load_objective text)
         busiest = float((busy + links).max()) if self.split.bulk else float(busy.max())
         return max(busiest, float(moved.max()), float(links.max()), critical) + SUM_WEIGHT * self.problem.objective(plan)

@@ -4,13 +4,15 @@ because the plan it returns is chosen by the execution simulator (below).
 
 Registered with simplify=False: node and edge elimination are exact for a sum only (a folded node
 forgets which devices its members ran on). Warm start: the cheaper under the load objective of the
-sum optimum (`milp`, given a share of the time), the greedy plans, data parallelism, and roundings of the LP
-optimum, with parallel branches moved onto disjoint device halves, each improved by local search
-(`intra/load_search.py`: the LP relaxation of a max objective is
-too weak for branch and bound to close on real graphs in a minute); HiGHS then improves the best
-with part of what time is left. The LP optimum is a proven lower bound. The
+sum optimum (`milp`, given a share of the time), the greedy plans (where the budget pays for a
+greedy pass), data parallelism, and roundings of the LP optimum, with parallel branches moved onto
+disjoint device halves, each improved by local search (`intra/load_search.py`: the LP relaxation of
+a max objective is too weak for branch and bound to close on real graphs in a minute); HiGHS then
+improves the best with part of what time is left. The LP optimum is a proven lower bound. The
 reported objective and bound are those of the load objective, which the validator recomputes
-(`objective="load"` in the registry).
+(`objective="load"` in the registry). The least work for a plan (data parallelism scored and
+validated, `least_plan_seconds`) is charged to the budget by its estimate; a budget below it answers
+TIME_LIMIT without a plan, one just above it (1 s on 10,000 operators) the data-parallel seed.
 
 Where the problem can be simulated (one node per operator, graph in `problem.context`, a task
 graph small enough: `refine.py`), the plan returned is chosen by the execution simulator,
@@ -37,7 +39,7 @@ from solver_plan.intra.highs_work import lp_iteration_limit, mip_check_limit, st
 from solver_plan.intra.linear_model import decode
 from solver_plan.intra.load_objective import (LoadModelExpired, encode_load, load_breakdown, load_model,
                                               split_edges, topological_order)
-from solver_plan.intra.load_search import branch_moves, improve_load, lp_roundings
+from solver_plan.intra.load_search import branch_moves, improve_load, lp_roundings, move_seconds
 from solver_plan.intra.memory import min_peak_memory
 from solver_plan.intra.problem import ConfigProblem
 from solver_plan.intra.solve import solve
@@ -66,9 +68,19 @@ MAX_MODEL_ENTRIES = 1_000_000
 SUM_SEED_PASSES = 8.0
 
 
-def sum_seed_fits(problem: ConfigProblem, nominal_s: float | None) -> bool:
-    """Whether a nominal share of `nominal_s` seconds pays for the sum optimum's seed (None: unlimited)."""
-    return nominal_s is None or nominal_s >= SUM_SEED_PASSES * greedy_pass_seconds(problem)
+def sum_seed_fits(problem: ConfigProblem, nominal_s: float | None, pass_s: float | None = None) -> bool:
+    """Whether a nominal share of `nominal_s` seconds pays for the sum optimum's seed (None: unlimited);
+    `pass_s`: `greedy_pass_seconds(problem)` where known (it walks every node's neighbours)."""
+    return nominal_s is None or nominal_s >= SUM_SEED_PASSES * (greedy_pass_seconds(problem) if pass_s is None else pass_s)
+
+
+# The greedy plans are sought when the nominal budget left pays for this many greedy passes
+# (`greedy_pass_seconds`; the pass, once started, runs to its end), or when data parallelism breaks
+# memory (they are then the only way to a plan). Below it, data parallelism is the seed: at 1 s on
+# the 10,000-operator DAG (0.3 s left, a pass charged 1.04 s) the greedy passes took the job to 1.4 s
+# of CPU idle and were cut short by the clock under a profiler: the clock, not the budget, decided
+# what came back.
+GREEDY_SEED_PASSES = 1.0
 
 
 def _seeds(problem: ConfigProblem, warm_start, deadline: Deadline,
@@ -76,38 +88,68 @@ def _seeds(problem: ConfigProblem, warm_start, deadline: Deadline,
     seeds = []
     if warm_start is not None and usable_plan(problem, tuple(int(c) for c in warm_start)):
         seeds.append((tuple(int(c) for c in warm_start), "warm start"))
+    # data parallelism, the baseline every plan is compared with: under a tight clock the sum
+    # planner's greedy plan can be far worse under the load objective (single-device operators pile
+    # onto one device), and this seed costs one candidate lookup per node (None: it breaks memory)
+    data_parallel = plan_data_parallel(problem).assignment
+    pass_s, nominal = greedy_pass_seconds(problem), deadline.nominal_left()
+    greedy = data_parallel is None or nominal is None or nominal >= GREEDY_SEED_PASSES * pass_s
     # the sum optimum gets its share of the budget, where that pays for its heuristics' greedy passes
     # (a share too small for them only ran into the wall clock, and HiGHS with no time left)
     share = deadline.share(SUM_SHARE)
     summed = None
-    if sum_seed_fits(problem, share.nominal_left()):
+    if sum_seed_fits(problem, share.nominal_left(), pass_s):
         summed = solve(problem, "milp", deadline=share)
     elif notes is not None:
         notes.append("sum optimum (milp) not sought: its share of the budget does not pay for its heuristics")
     if summed is not None and summed.assignment is not None:
         seeds.append((tuple(summed.assignment), "sum optimum (milp)"))
     # the sum planner already kept the best greedy plan: run the heuristics only without its answer
-    plan, source = best_heuristic_plan(problem, None, deadline) if summed is None or summed.assignment is None \
-        else (None, "")
+    plan, source = None, ""
+    if (summed is None or summed.assignment is None) and greedy:
+        plan, source = best_heuristic_plan(problem, None, deadline)
+    elif summed is None or summed.assignment is None:
+        if notes is not None:
+            notes.append(f"greedy plans not sought: the budget left does not pay for a greedy pass "
+                         f"(about {pass_s:.2f} s)")
     if plan is not None:
         seeds.append((plan, source))
-    # data parallelism, the baseline every plan is compared with: under a tight clock the sum
-    # planner's greedy plan can be far worse under the load objective (single-device operators pile
-    # onto one device), and this seed costs one candidate lookup per node
-    data_parallel = plan_data_parallel(problem)
-    if data_parallel.assignment is not None:
-        seeds.append((tuple(data_parallel.assignment), "data parallel"))
+    if data_parallel is not None:
+        seeds.append((tuple(data_parallel), "data parallel"))
     return seeds
 
 
-FINISH_S_PER_NODE = 2e-4  # a load breakdown and the validator's recomputation, ~0.6 s at 10,000 nodes
-# The least work for any plan: a seed (data parallelism or a greedy plan), the edge split and one
-# load breakdown to score it, and the validator's recomputation: measured 1.65 s CPU at 10,000 nodes
-# (random-dag:nodes=10000,candidates=10-30, shared 2-core machine). A nominal budget below it
-# by more than GRACE_S answers TIME_LIMIT without a plan, saying so, rather than overrun the limit by
-# seconds (that job at --time-limit 1 took 1.7-2.8 s for the data-parallel plan); on small problems
-# a plan costs milliseconds and an expired budget still gets one.
-LEAST_PLAN_S_PER_NODE = 1.6e-4
+# The least work for any plan, charged by these estimates per operator and per operator and device
+# (data parallelism puts every operator on every device; a breakdown's per-device sums and the
+# validator's memory check read each of them): the seed (data parallelism, the edge split and the
+# seeds' load breakdowns, charged up front so what follows plans with the rest) and the finish (the
+# plan's load breakdown and the validator's recomputation, kept back by `Deadline.ending_early`).
+# Measured as CPU on the 2-core machine at load average 1.8-2.2 (each step timed in a fresh
+# process, least of three; the constants carry a 1.5x margin): the seed 0.21 s and the finish 0.022 s on
+# random-dag:nodes=10000,candidates=10-30,memory=binding,devices=16 (inside a 1 s job 0.29-0.32 s
+# and 0.03-0.045 s), 0.26 s and 0.063 s on megatron-1T over 3,072 devices (1,544 operators, 4.7
+# million operator-devices), 0.10 s and 0.017 s on gpt3-175B over 1,024. Before the split and the
+# breakdown were array code (b053265) the 10,000-operator DAG's least work took 1.65 s, and at 1 s
+# that job refused.
+SEED_S_PER_NODE, SEED_S_PER_NODE_DEVICE = 3e-5, 7e-8
+FINISH_S_PER_NODE, FINISH_S_PER_NODE_DEVICE = 5e-6, 2e-8
+
+
+def seed_seconds(problem: ConfigProblem) -> float:
+    """Nominal seconds of the seed's least work (SEED_S_PER_NODE and SEED_S_PER_NODE_DEVICE)."""
+    return problem.num_nodes * (SEED_S_PER_NODE + SEED_S_PER_NODE_DEVICE * problem.num_devices)
+
+
+def finish_seconds(problem: ConfigProblem) -> float:
+    """Nominal seconds of scoring and validating the plan (FINISH_S_PER_NODE and FINISH_S_PER_NODE_DEVICE)."""
+    return problem.num_nodes * (FINISH_S_PER_NODE + FINISH_S_PER_NODE_DEVICE * problem.num_devices)
+
+
+def least_plan_seconds(problem: ConfigProblem) -> float:
+    """The least work for any plan: `seed_seconds` + `finish_seconds`. A nominal budget below it by
+    more than GRACE_S answers TIME_LIMIT without a plan, saying so, rather than overrun the limit by
+    seconds; on small problems a plan costs milliseconds and an expired budget still gets one."""
+    return seed_seconds(problem) + finish_seconds(problem)
 
 
 def model_entries(problem: ConfigProblem) -> int:
@@ -186,13 +228,14 @@ def plan_milp_load(problem: ConfigProblem, *, deadline: Deadline | None = None, 
     """`deadline`: the caller's budget (time already spent counts). On a time-out the best plan so
     far comes back (TIME_LIMIT) with the LP bound when there was time for it."""
     clock = start_clock(deadline)
-    budget, least = clock.nominal_left(), LEAST_PLAN_S_PER_NODE * problem.num_nodes
+    budget, least = clock.nominal_left(), least_plan_seconds(problem)
     if budget is not None and budget + GRACE_S < least:  # decided by the budget: the same answer idle or loaded
         return ConfigResult(NAME, Status.TIME_LIMIT, runtime_s=clock.elapsed(), notes=(
             f"no plan: the least work for one on {problem.num_nodes:,} operators (a seed, its load breakdown "
             f"and validation, about {least:.2f} s) exceeds the {budget:.2f} s budget left",))
-    # keep time to score the plan and validate it afterwards
-    deadline = clock.ending_early(FINISH_S_PER_NODE * problem.num_nodes)
+    # keep time to score the plan and validate it afterwards; the seed's work is charged up front
+    deadline = clock.ending_early(finish_seconds(problem))
+    deadline.spend(seed_seconds(problem))
     if topological_order(problem) is None:
         return ConfigResult(NAME, Status.ERROR, runtime_s=deadline.elapsed(),
                             notes=("the load objective needs acyclic edges (a critical path)",))
@@ -292,6 +335,18 @@ def _by_simulation(problem: ConfigProblem, seeds, incumbent, source: str, deadli
     return plan, origin
 
 
+# Local search from the best seed runs when its share pays for this many tried moves (`move_seconds`):
+# fewer try the candidates of the first few operators only (1 s on the 10,000-operator DAG paid 5,
+# each a re-timing of the graph: the wall clock, not the budget, then decided whether they ran).
+LEAST_SEARCH_MOVES = 64
+
+
+def search_fits(problem: ConfigProblem, deadline: Deadline) -> bool:
+    """Whether SEARCH_SHARE of the nominal budget left pays for LEAST_SEARCH_MOVES local-search moves."""
+    budget = deadline.nominal_left()
+    return budget is None or SEARCH_SHARE * budget >= LEAST_SEARCH_MOVES * move_seconds(problem)
+
+
 def _seed_only(problem: ConfigProblem, seeds, deadline: Deadline, notes: list[str]) -> ConfigResult:
     """The best seed under the load objective, improved by load local search while time is left."""
     if not seeds:  # no heuristic plan fits memory: say whether any plan could (as the harness does)
@@ -309,7 +364,7 @@ def _seed_only(problem: ConfigProblem, seeds, deadline: Deadline, notes: list[st
     scored = [(load_breakdown(problem, plan, split), plan, source) for plan, source in dict(seeds).items()]
     parts, plan, source = min(scored, key=lambda item: item[0].objective)
     meter = WorkMeter(deadline)
-    if not meter.spent() and not meter.clock_out():  # the budget decides; the clock only past its grace
+    if search_fits(problem, deadline) and not meter.clock_out():  # the budget decides; the clock only past its grace
         better = improve_load(problem, split, plan, deadline.work_share(SEARCH_SHARE))
         if better != plan:
             better_parts = load_breakdown(problem, better, split)
