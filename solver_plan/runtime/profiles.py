@@ -15,7 +15,8 @@ fitted to an end-to-end throughput. The hybrid planner prices a plan with one pr
 - torchtitan-compile: the same with torch.compile on each block;
 - torchtitan-compile-fp8-gather: torchtitan-compile whose FSDP all-gathers fp8 block weights (float8
   all-gather, as torchtitan's Llama 3 405B preset runs);
-- nemo: NVIDIA NeMo 2 performance recipes (Megatron-core with TP communication overlap).
+- nemo: NVIDIA NeMo 2 performance recipes (Megatron-core with TP communication overlap);
+- llm-foundry: MosaicML LLM Foundry's MPT on Composer 0.17 with PyTorch FSDP1 (data parallelism only).
 """
 from __future__ import annotations
 
@@ -482,9 +483,93 @@ NEMO = replace(
         ("rest", "as megatron-core"),
     ))
 
+# LLM Foundry as its H100 benchmarks ran it (scripts/train/benchmarking/README.md of mosaicml/llm-foundry
+# 5e85bd62d, 2024-01-06: setup.py pins mosaicml (Composer) >=0.17.2,<0.18 and torch 2.1.0; the gpu-flash2
+# extra installs flash-attn 2.4.2). Composer wraps every MPTBlock in its own FSDP1 unit and the model in the
+# root unit, as torchtitan does with FSDP2, so the overlap rules are torchtitan's; the kernels and the
+# allocator set-up are MPT's and differ (see `sources`). FSDP1 differs from FSDP2 where it matters here:
+# flat parameters per unit, one process group for all-gathers and reduce-scatters (they queue behind each
+# other), backward prefetch BACKWARD_POST (the next unit's all-gather issued after the current unit's
+# gradients) instead of FSDP2's prefetch before the unit's backward, and no expandable segments.
+LLM_FOUNDRY = replace(
+    TORCHTITAN, name="llm-foundry",
+    summary="MosaicML LLM Foundry MPT on Composer 0.17 + PyTorch FSDP1 (one unit per block), triton flash "
+            "attention, fused cross entropy; data parallelism only",
+    kernels=Kernels(flash_attention=True, attention_dropout=False, causal_skip=True, fused_swiglu=False,
+                    fused_cross_entropy=True, fp8_gemms=False, attention_backend="flash2", fused_norm_rope=True,
+                    loss_bytes_per_logit=2.0),
+    memory=MemoryReserve(cuda_context=0.5 * GIB, nccl_per_communicator=NCCL_BYTES_PER_COMMUNICATOR,
+                         workspace=64 * MIB, fragmentation=0.05),
+    cp_exchange="ring",
+    sources=(
+        ("flash_attention", "llm-foundry 5e85bd62d scripts/train/yamls/pretrain/mpt-*.yaml attn_config.attn_impl: "
+                            "triton, and submit_benchmarks.py --attn_impl default 'triton' (the benchmark sweep "
+                            "sweep.sh sets none): llmfoundry/models/layers/attention.py triton_flash_attn_fn calls "
+                            "llmfoundry/models/layers/flash_attn_triton.py flash_attn_func, FlashAttention's "
+                            "algorithm in Triton (no s x s scores in HBM)"),
+        ("causal_skip", "flash_attn_triton.py _fwd_kernel: end_n = min((start_m + 1) BLOCK_M, seqlen_k) when "
+                        "IS_CAUSAL; _bwd_kernel_one_col_block: begin_m from start_n when IS_CAUSAL"),
+        ("attention_backend", "flash2: the large-scale benchmarks' sweep.py runs attn_impl flash (flash_attn_fn, "
+                              "flash-attn 2.4.2's flash_attn_varlen_func) for 1b-7b and 70b; the Triton kernel "
+                              "(for triton-pre-mlir, a 2022 Triton) has no H100 curve and is priced with the same "
+                              "FlashAttention-2 curve (its algorithm)"),
+        ("attention_dropout", "configuration_mpt.py attn_config attn_pdrop default 0; triton_flash_attn_fn raises "
+                              "'Dropout not implemented for attn_impl: triton'"),
+        ("fused_norm_rope", "submit_benchmarks.py mod_parameters sets model.norm_type = 'low_precision_layernorm' "
+                            "(also configuration_mpt.py's default): llmfoundry/models/layers/norm.py LPLayerNorm "
+                            "runs F.layer_norm on the bf16 input with autocast off, one kernel; learned position "
+                            "embeddings (learned_pos_emb default True), no rotary"),
+        ("fused_swiglu", "no gated MLP: ffn_type mptmlp, up_proj -> GELU -> down_proj (llmfoundry/models/layers/ffn.py)"),
+        ("fused_cross_entropy", "modeling_mpt.py ComposerMPTCausalLM: loss_fn default 'fused_crossentropy' = "
+                                "flash_attn.losses.cross_entropy.CrossEntropyLoss (flash-attn 2.4.2, Triton) on "
+                                "the bf16 logits (tied wte(out, True) under autocast), no fp32 copy: its gradient "
+                                "in the logits' dtype (2 B/logit)"),
+        ("loss_bytes_per_logit", "2: flash-attn 2.4.2 flash_attn/losses/cross_entropy.py (Triton) saves the bf16 "
+                                 "logits and the row log-sum-exp and writes the gradient in the logits' dtype "
+                                 "(the fused kernel's figure, as nemo's)"),
+        ("fp8_gemms", "the H100 BF16 table runs precision amp_bf16 (amp_fp8 needs Transformer Engine layers)"),
+        ("fp32_gradients", "Composer v0.17.2 (7e0e40a) composer/trainer/mosaic_fsdp_utils.py get_mixed_precision: "
+                           "mixed_precision 'DEFAULT' (dist_strategy.py default, the table's MP Mode) -> "
+                           "param_dtype = bf16 (amp_bf16), reduce_dtype = float32, buffer_dtype = bf16"),
+        ("sharded_fp32_params", "torch 2.1 FSDP1 MixedPrecision: the FlatParameter's local shard stays fp32 and "
+                                "is the optimizer's parameter; the bf16 _mp_shard cast for the all-gather is freed "
+                                "after it (flat_param.py _free_low_precision_sharded_param)"),
+        ("fsdp_root_unsharded", "torch 2.1 torch/distributed/fsdp/_runtime_utils.py _post_forward_reshard: 'Do "
+                                "not free the root's parameters in the post-forward for FULL_SHARD' (not "
+                                "state._is_root); the root unit holds wte, wpe and norm_f (Composer wraps the "
+                                "model, MPT's fsdp_wrap_fn each MPTBlock)"),
+        ("gradients_freed", "Composer v0.17.2 composer/trainer/trainer.py _train_microbatches: "
+                            "optimizer.zero_grad(set_to_none=True) before each batch"),
+        ("grad_reduce", "FSDP1 reduce-scatters each unit's gradients in its post-backward hook on the "
+                        "post-backward stream; Composer applies no_sync only to DDP (trainer.py "
+                        "_train_microbatch: sync_context is nullcontext for FSDP), so every micro-batch reduces"),
+        ("sharded_prefetch", "Composer dist_strategy.py set_fsdp_default: backward_prefetch 'BACKWARD_POST', "
+                             "forward_prefetch False, limit_all_gathers True (sweep.py, the 128-512 GPU runs: "
+                             "BACKWARD_PRE, forward_prefetch true); FSDP1 issues each unit's all-gather from the "
+                             "CPU ahead of the GPU (limit_all_gathers keeps two in flight) and in backward "
+                             "prefetches the next unit after (POST) or before (PRE) the current unit's gradients: "
+                             "one flag here, under the previous block in both passes"),
+        ("param_gather", "SHARD_GRAD_OP (ZeRO-2): FSDP1 all-gathers each unit's parameters in its forward "
+                         "pre-hook, issued ahead as under FULL_SHARD, and keeps them through backward "
+                         "(RESHARD_AFTER_FORWARD_HANDLE_STRATEGIES holds FULL_SHARD and HYBRID_SHARD only)"),
+        ("bucket", "modeling_mpt.py MPTPreTrainedModel.fsdp_wrap_fn: isinstance(module, MPTBlock) (one FSDP unit "
+                   "per block); activation_checkpointing_fn the same (full recomputation of the block)"),
+        ("grad_accumulation_add", "FSDP1 adds each micro-batch's reduced gradient into the 1/dp shard "
+                                  "(_accumulate_sharded_gradient): negligible, not priced"),
+        ("fragmentation", "PyTorch's caching allocator without expandable segments (Composer sets no "
+                          "PYTORCH_CUDA_ALLOC_CONF): megatron-core's 5% share, not measured for FSDP1"),
+        ("fsdp_stream_pools", "FSDP1 also allocates on side streams (unsharded flat parameters on the unshard "
+                              "stream, sharded gradients on the post-backward stream), but hybrid/memory.py "
+                              "stream_pool_bytes is FSDP2's measured layout: not priced (a lower bound)"),
+        ("cp_exchange", "Composer 0.17 runs no context, tensor or pipeline parallelism (FSDP only)"),
+        ("workspace", "as torchtitan: two 32 MiB cuBLAS workspaces (eager PyTorch, autograd's own thread)"),
+        ("cuda_context", "torch 2.1.0 on CUDA 12.1 with lazy module loading (PyTorch's default), as megatron-core"),
+        ("rest", "as torchtitan: FSDP unit per block, reduce-scatter under backward"),
+    ))
+
 RUNTIMES: dict[str, RuntimeProfile] = {p.name: p for p in (MEGATRON_CORE, MEGATRON_2021, DEEPSPEED, TORCHTITAN,
                                                               TORCHTITAN_COMPILE, TORCHTITAN_FP8_GATHER, LLAMA3_META,
-                                                              NEMO)}
+                                                              NEMO, LLM_FOUNDRY)}
 DEFAULT_RUNTIME = MEGATRON_CORE
 
 

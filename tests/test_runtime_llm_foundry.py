@@ -1,0 +1,75 @@
+"""The llm-foundry runtime profile (Composer + PyTorch FSDP1, MPT) and LLM Foundry's published H100 runs
+(data/published/runs-2022-2025.yaml, source llmfoundry2024_h100): the profile resolves by name and names a
+source for every fact it sets; each row's batch arithmetic and parameter count agree with the table, and
+its pinned configuration is priced with the validator agreeing (errors against the measurements:
+scripts/hybrid_vs_published.py, docs/hybrid-accuracy.md)."""
+from dataclasses import MISSING, fields
+from pathlib import Path
+
+import pytest
+import yaml
+
+from solver_plan.hybrid import evaluate
+from solver_plan.hybrid.model import transformer_spec
+from solver_plan.result import Status
+from solver_plan.runtime import RUNTIMES, resolve_runtime, runtime_names
+from solver_plan.runtime.profiles import NCCL_BYTES_PER_COMMUNICATOR, RuntimeProfile
+
+RUNS = yaml.safe_load((Path(__file__).resolve().parents[1] / "data/published/runs-2022-2025.yaml").read_text())
+FOUNDRY = [p for p in RUNS["points"] if p.get("runtime") == "llm-foundry"]
+
+
+def _set_facts(obj) -> list[str]:
+    """Fields of a profile part that say something: a value other than the field's default (a required
+    field: other than False / 0 / "")."""
+    out = []
+    for f in fields(obj):
+        value = getattr(obj, f.name)
+        if isinstance(value, (tuple, RuntimeProfile)) or f.name in ("name", "summary", "sources", "kernels",
+                                                                      "overlap", "memory"):
+            continue
+        default = f.default if f.default is not MISSING else type(value)()
+        if value != default:
+            out.append(f.name)
+    return out
+
+
+def test_llm_foundry_resolves_by_name():
+    profile = resolve_runtime(" LLM-Foundry ")
+    assert profile is RUNTIMES["llm-foundry"] and "llm-foundry" in runtime_names()
+    # FSDP1 with Composer's DEFAULT mixed precision: bf16 compute, fp32 reduce, fp32 sharded parameters
+    assert profile.fp32_gradients and profile.sharded_fp32_params and profile.overlap.bucket_per_layer
+    assert profile.kernels.flash_attention and profile.kernels.fused_cross_entropy and not profile.kernels.fp8_gemms
+
+
+def test_llm_foundry_names_a_source_for_every_fact_it_sets():
+    profile = RUNTIMES["llm-foundry"]
+    keys = [fact for fact, source in profile.sources if source]
+    facts = _set_facts(profile) + _set_facts(profile.kernels) + _set_facts(profile.overlap) + [
+        name for name in _set_facts(profile.memory)
+        if not (name == "nccl_per_communicator" and profile.memory.nccl_per_communicator == NCCL_BYTES_PER_COMMUNICATOR)]
+    missing = [name for name in facts if not any(name == key or name.startswith(key) for key in keys)]
+    assert not missing, missing
+
+
+def test_llm_foundry_rows_match_their_table():
+    assert 8 <= len(FOUNDRY) <= 12
+    source = RUNS["sources"]["llmfoundry2024_h100"]
+    assert source["url"].startswith("https://github.com/mosaicml/llm-foundry/blob/")
+    assert {p["fix"]["zero_stage"] for p in FOUNDRY} == {2, 3} and {p["fix"]["recompute"] for p in FOUNDRY} == {"none", "full"}
+    for p in FOUNDRY:
+        fix = p["fix"]
+        assert p["source"] == "llmfoundry2024_h100" and fix["dp"] == p["gpus"] and fix["tp"] == fix["pp"] == 1
+        assert p["global_batch"] == p["gpus"] * fix["micro_batch_size"] * p["grad_accum"], p["name"]
+        spec = transformer_spec(p["model"])
+        assert spec.positions == spec.seq  # MPT's learned positions: max_seq_len = the row's sequence
+        assert spec.total_params == p["num_params"], p["name"]
+
+
+@pytest.mark.parametrize("point", FOUNDRY, ids=lambda p: p["name"])
+def test_llm_foundry_row_is_priced_and_validated(point):
+    result = evaluate(point["model"], point["cluster"], point["global_batch"], point["fix"], memory_limit="none",
+                      runtime=point["runtime"], precision=point["precision"])
+    assert result.status == Status.FEASIBLE, result.notes
+    assert result.notes[-1].startswith("validator: step time and memory re-derived")
+    assert result.plan.devices == point["gpus"] and result.plan.parallelism.zero_stage == point["fix"]["zero_stage"]
