@@ -73,3 +73,36 @@ def test_llm_foundry_row_is_priced_and_validated(point):
     assert result.status == Status.FEASIBLE, result.notes
     assert result.notes[-1].startswith("validator: step time and memory re-derived")
     assert result.plan.devices == point["gpus"] and result.plan.parallelism.zero_stage == point["fix"]["zero_stage"]
+
+
+def test_the_search_offers_llm_foundry_only_what_composer_runs():
+    """Composer 0.17 runs FSDP1 over all ranks only (no tensor, pipeline or context parallelism; ZeRO 0,
+    2 or 3): the unpinned search recommends such a plan, where without the restriction it chose tp, pp,
+    cp or ZeRO-1 on these rows; a pinned dimension the runtime lacks is still priced (a what-if)."""
+    from solver_plan.hybrid import plan_hybrid
+    profile = resolve_runtime("llm-foundry")
+    assert profile.dimensions == () and profile.zero_stages == (0, 2, 3)
+    assert {"dimensions", "zero_stages"} <= {fact for fact, _ in profile.sources}
+    assert not profile.runs_layout({"tp": 2, "pp": 1, "cp": 1}, 3) and not profile.runs_layout({"tp": 1}, 1)
+    assert profile.runs_layout({"tp": 1, "pp": 1, "cp": 1}, 2) and profile.runs_layout({"tp": 2}, None) is False
+    assert resolve_runtime("megatron-core").runs_layout({"tp": 8, "pp": 4, "cp": 2}, 1)
+    row = next(p for p in FOUNDRY if "x8 seq 8192" in p["name"])
+    free = plan_hybrid(row["model"], "h100-80gb-superpod", row["global_batch"], devices=row["gpus"], time_limit=30,
+                       runtime="llm-foundry", precision="bf16")
+    assert free.status is Status.OPTIMAL
+    par = free.plan.parallelism
+    assert (par.tp, par.pp, par.cp) == (1, 1, 1) and par.zero_stage in (0, 2, 3)
+    pinned = plan_hybrid(row["model"], "h100-80gb-superpod", row["global_batch"], devices=row["gpus"], time_limit=30,
+                         runtime="llm-foundry", precision="bf16", fix={"tp": 2, "zero_stage": 1})
+    assert pinned.plan is not None and (pinned.plan.parallelism.tp, pinned.plan.parallelism.zero_stage) == (2, 1)
+
+
+def test_a_runtime_profile_refuses_unknown_dimensions_and_stages():
+    from dataclasses import replace
+
+    from solver_plan.errors import InputError
+    base = resolve_runtime("torchtitan")
+    with pytest.raises(InputError, match="dimensions"):
+        replace(base, dimensions=("tp", "ep"))
+    with pytest.raises(InputError, match="zero_stages"):
+        replace(base, zero_stages=())

@@ -248,12 +248,18 @@ def plan_hybrid(model, cluster, global_batch: int, *, devices: int | None = None
 
 def _runnable(ctx: Context, points: list[Parallelism], pins: Mapping) -> list[Parallelism]:
     """The points the runtime can run: ZeRO-3 with pp only on FSDP2 runtimes, zero-bubble schedules
-    where the runtime runs them (or pinned), offload where some stage's state fits the host memory."""
+    where the runtime runs them (or pinned), model-parallel dimensions and ZeRO stages the runtime has
+    (`RuntimeProfile.runs_layout`; a pinned one stands: a what-if), offload where some stage's state
+    fits the host memory."""
     from solver_plan.hybrid.evaluate import host_floor_fits
     from solver_plan.hybrid.fsdp import allowed
     from solver_plan.hybrid.zero_bubble import runs
-    return [p for p in points if allowed(ctx.runtime, p.zero_stage, p.pp)
-            and (runs(ctx.runtime, p.schedule) or "schedule" in pins) and host_floor_fits(ctx, p)]
+    runtime = ctx.runtime
+    return [p for p in points if allowed(runtime, p.zero_stage, p.pp)
+            and (runs(runtime, p.schedule) or "schedule" in pins)
+            and runtime.runs_layout({key: getattr(p, key) for key in ("tp", "pp", "cp") if key not in pins},
+                                    p.zero_stage if "zero_stage" not in pins else None)
+            and host_floor_fits(ctx, p)]
 
 
 def _time_limit(ctx: Context, best: HybridPlan | None, bound: float, start: float, why: str,

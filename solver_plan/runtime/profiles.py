@@ -31,6 +31,7 @@ from solver_plan.units import GIB, MIB
 # 4194304; src/include/comm.h DEFAULT_LL128_BUFFSIZE), over 16 channels (NCCL's usual count on an
 # 8-GPU NVSwitch node with 8 NICs; NCCL_MAX_NCHANNELS caps it). 2 x 16 x 8.75 MiB = 280 MiB.
 NCCL_BYTES_PER_COMMUNICATOR = 2 * 16 * 8.75 * MIB
+MODEL_PARALLEL_DIMENSIONS = ("tp", "pp", "cp")  # what RuntimeProfile.dimensions names
 # Left free of the device's memory when the limit is the device's (`--memory-limit device`): a
 # planning margin for what no term models (allocator spikes, a data loader's pinned staging,
 # profiler buffers), so that plans do not fill HBM to 99%. A policy, not a runtime fact.
@@ -189,6 +190,11 @@ class RuntimeProfile:
     # (cp - 1 point-to-point steps under the attention: Megatron-core / Transformer Engine p2p) or
     # "all-gather" (one all-gather of K and V: torch's context_parallel default, Llama 3's)
     cp_exchange: str = "ring"
+    # The model-parallel dimensions the runtime runs, of "tp", "pp" and "cp" (None: every one the planner
+    # prices), and the ZeRO stages (None: 0-3): the hybrid search offers no plan outside them unless the
+    # user pins it (hybrid/search.py _runnable), so what it recommends is what the runtime can run
+    dimensions: tuple[str, ...] | None = None
+    zero_stages: tuple[int, ...] | None = None
 
     def __post_init__(self):
         if self.tensor_parallel not in ("column-row", "any"):
@@ -196,6 +202,19 @@ class RuntimeProfile:
                              "tensor_parallel")
         if self.cp_exchange not in ("ring", "all-gather"):
             raise InputError(f"cp_exchange must be ring or all-gather, got {self.cp_exchange!r}", "cp_exchange")
+        if self.dimensions is not None and not set(self.dimensions) <= set(MODEL_PARALLEL_DIMENSIONS):
+            raise InputError(f"dimensions must be among {', '.join(MODEL_PARALLEL_DIMENSIONS)}, got "
+                             f"{self.dimensions!r}", "dimensions")
+        if self.zero_stages is not None and not (self.zero_stages and set(self.zero_stages) <= {0, 1, 2, 3}):
+            raise InputError(f"zero_stages must be some of 0-3, got {self.zero_stages!r}", "zero_stages")
+
+    def runs_layout(self, degrees: dict[str, int], zero_stage: int | None) -> bool:
+        """Whether the runtime runs a plan of these model-parallel `degrees` ("tp", "pp", "cp": degree)
+        and ZeRO stage (None: not asked): every dimension above 1 among `dimensions`, the stage among
+        `zero_stages`."""
+        if self.dimensions is not None and any(d > 1 and name not in self.dimensions for name, d in degrees.items()):
+            return False
+        return self.zero_stages is None or zero_stage is None or zero_stage in self.zero_stages
 
     def to_dict(self) -> dict:
         """JSON-ready dict of the profile's name, kernels, overlap and memory reserve."""
@@ -500,7 +519,7 @@ LLM_FOUNDRY = replace(
                     loss_bytes_per_logit=2.0),
     memory=MemoryReserve(cuda_context=0.5 * GIB, nccl_per_communicator=NCCL_BYTES_PER_COMMUNICATOR,
                          workspace=64 * MIB, fragmentation=0.05),
-    cp_exchange="ring",
+    cp_exchange="ring", dimensions=(), zero_stages=(0, 2, 3),
     sources=(
         ("flash_attention", "llm-foundry 5e85bd62d scripts/train/yamls/pretrain/mpt-*.yaml attn_config.attn_impl: "
                             "triton, and submit_benchmarks.py --attn_impl default 'triton' (the benchmark sweep "
@@ -562,6 +581,12 @@ LLM_FOUNDRY = replace(
                               "stream, sharded gradients on the post-backward stream), but hybrid/memory.py "
                               "stream_pool_bytes is FSDP2's measured layout: not priced (a lower bound)"),
         ("cp_exchange", "Composer 0.17 runs no context, tensor or pipeline parallelism (FSDP only)"),
+        ("dimensions", "none: Composer v0.17.2's parallelism is DDP or FSDP1 over all ranks (composer/trainer/"
+                       "dist_strategy.py prepare_ddp_module, prepare_fsdp_module); no tensor, pipeline or context "
+                       "parallel module (tensor parallelism entered Composer in 0.21)"),
+        ("zero_stages", "0, 2, 3: Composer v0.17.2 composer/trainer/mosaic_fsdp_utils.py SHARDING_MAP: NO_SHARD "
+                        "(0), SHARD_GRAD_OP (2), FULL_SHARD (3), with torch >= 2.1 HYBRID_SHARD and "
+                        "_HYBRID_SHARD_ZERO2 (the same stages within a shard group): no ZeRO-1"),
         ("workspace", "as torchtitan: two 32 MiB cuBLAS workspaces (eager PyTorch, autograd's own thread)"),
         ("cuda_context", "torch 2.1.0 on CUDA 12.1 with lazy module loading (PyTorch's default), as megatron-core"),
         ("rest", "as torchtitan: FSDP unit per block, reduce-scatter under backward"),
