@@ -66,6 +66,8 @@ def brute_force(model: str, cluster, batch: int) -> list[tuple[float, float]]:
                     continue
                 if zero >= 2 and pp > 1:
                     continue
+                if RUNTIME.zero_stages is not None and zero not in RUNTIME.zero_stages:
+                    continue  # the ZeRO stages the runtime runs (megatron-2021: 0 and 1)
                 try:
                     par = Parallelism(dp, tp, pp, b, m, v, recompute, zero, sp, schedule)
                 except InputError:

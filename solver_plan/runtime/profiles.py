@@ -274,7 +274,13 @@ MEGATRON_2021 = RuntimeProfile(
             bucket_bytes=40e6, p2p_gathers_receiver=1, p2p_gathers_sender=1),
     MemoryReserve(cuda_context=1.0 * GIB, nccl_per_communicator=NCCL_BYTES_PER_COMMUNICATOR, workspace=0.0,
                   fragmentation=0.05),
+    dimensions=("tp", "pp"), zero_stages=(0, 1),
     sources=(
+        ("dimensions", "tensor and pipeline parallelism: context parallelism entered Megatron-LM in 2023 "
+                       "(80590f9894, 2023-08-09, 'create processor group for context parallelism')"),
+        ("zero_stages", "0, or 1 with the distributed optimizer (Float16DistributedOptimizer, 329fe5820f "
+                        "2022-02-10; megatron/optimizer/distrib_optimizer.py, 28b63ec78b 2022-03-09): no "
+                        "sharded gradients or parameters in the Megatron-LM of 2021-22"),
         ("flash_attention", "megatron/model/transformer.py CoreAttention (2021-22): baddbmm scores, "
                             "FusedScaleMaskSoftmax, attention_dropout, bmm; flash attention came in 2023 (--use-flash-attn)"),
         ("attention_dropout", "megatron/arguments.py --attention-dropout default 0.1; Korthikanti et al. 2022 "
@@ -302,7 +308,11 @@ DEEPSPEED = RuntimeProfile(
             bucket_elements=5e8, p2p_scatter_gather=True, p2p_gathers_receiver=1, p2p_gathers_sender=2),
     MemoryReserve(cuda_context=1.0 * GIB, nccl_per_communicator=NCCL_BYTES_PER_COMMUNICATOR, workspace=0.0,
                   fragmentation=0.10),
+    dimensions=("tp", "pp"),
     sources=(
+        ("dimensions", "tensor and pipeline parallelism (Megatron's mpu and DeepSpeed's PipelineModule, 2022); "
+                       "no context parallelism (DeepSpeed-Ulysses' head all-to-all came in 2023 and is not the "
+                       "ring / all-gather context parallelism priced here)"),
         ("flash_attention", "Megatron-DeepSpeed megatron/model/transformer.py CoreAttention (2022); "
                             "--use-flash-attn only from 2023"),
         ("grad_reduce", "DeepSpeed config zero_optimization.overlap_comm: default false for stages 1 and 2 "
