@@ -18,8 +18,8 @@ incumbent's: support_plan), a few hundred columns stopped within SUPPORT_GAP of 
 under a second, then local search, pair exchanges and forest search.
 The LP is solved when its estimated time (from the model's size) fits LP_SHARE of the nominal
 budget; larger models take the Lagrangian route (lagrangian_fixing), whose bound needs no LP. It is
-solved by column generation (column_generation.py, in the HiGHS worker) from COLGEN_MIN_ELEMENTS
-up, whose duals prove its optimum as the safe bound of the duals it returns: the same bound,
+solved by column generation (column_generation.py, in the HiGHS worker) where the nodes have
+COLGEN_MIN_MEAN_CANDIDATES candidates on average, whose duals prove its optimum as the safe bound of the duals it returns: the same bound,
 fixing and plan as dual simplex on the whole model, in less time (measured in the constants' text).
 """
 from __future__ import annotations
@@ -46,10 +46,10 @@ from solver_plan.units import format_seconds
 # with HiGHS' presolve; without it (solve_lp_relaxation, issue 28) 3.0 us and 4.3 us (0.49 s, 5.1-5.8
 # s): kept, so the LP route covers the same sizes as before (a larger one is unmeasured).
 S_PER_LP_ELEMENT = 1.2e-5
-# Column generation instead of dual simplex on the whole model from this many elements up, and its
-# seconds per element (COLGEN_ELEMENT_S_PLACEHOLDER)
-COLGEN_MIN_ELEMENTS = 0
-S_PER_COLGEN_ELEMENT = S_PER_LP_ELEMENT
+# Column generation instead of dual simplex on the whole model where the nodes have this many
+# candidates on average, and its seconds per element (measured s38, below)
+COLGEN_MIN_MEAN_CANDIDATES = 8.0
+S_PER_COLGEN_ELEMENT = 5e-6
 LP_SHARE = 0.5  # of the nominal time: the LP (and the plan from its support) must fit in it
 SUPPORT_SHARE = 0.25  # of the time left after the LP, for the MILP on the LP's support
 IMPROVE_SHARE = 0.15  # of the time left then, for repair, local and forest search of its plan
@@ -129,8 +129,8 @@ def lp_relaxation(problem: ConfigProblem, model: LinearModel, solution: LpSoluti
 
 
 def by_columns(problem: ConfigProblem) -> bool:
-    """Whether the root LP is solved by column generation (COLGEN_MIN_ELEMENTS) or dual simplex."""
-    return config_model_elements(problem) >= COLGEN_MIN_ELEMENTS
+    """Whether the root LP is solved by column generation (COLGEN_MIN_MEAN_CANDIDATES) or dual simplex."""
+    return problem.num_candidates >= COLGEN_MIN_MEAN_CANDIDATES * max(1, problem.num_nodes)
 
 
 def lp_fits(problem: ConfigProblem, nominal_s: float | None) -> bool:
