@@ -15,7 +15,7 @@ from solver_plan.deadline import time_budget
 from solver_plan.intra import isolated
 from solver_plan.intra.column_generation import safe_bound, seed_candidates
 from solver_plan.intra.linear_model import config_model
-from solver_plan.intra.lp_fixing import lp_relaxation
+from solver_plan.intra.lp_fixing import by_columns, lp_relaxation
 from solver_plan.intra.random_instances import random_problem
 from solver_plan.intra.solve import solve
 from solver_plan.result import Status
@@ -27,15 +27,17 @@ def _lp(model, function, **kwargs):
     return isolated.call("highspy", BACKEND, function, model=model, **kwargs)
 
 
-def _binding(nodes: int, seed: int, tightness: float, shape: str = "dag"):
-    return random_problem(nodes, seed=seed, shape=shape, memory_tightness=tightness, max_candidates=8)
+def _binding(nodes: int, seed: int, tightness: float, shape: str = "dag", candidates=(2, 8)):
+    return random_problem(nodes, seed=seed, shape=shape, memory_tightness=tightness,
+                          min_candidates=candidates[0], max_candidates=candidates[1])
 
 
 def _small_binding_problems():
-    """20-60 nodes, limits that bind (some infeasible), three shapes."""
-    return [(f"{shape}-n{n}-s{seed}-t{t}", _binding(n, seed, t, shape))
-            for (shape, n), seed, t in itertools.product(
-                (("dag", 40), ("series_parallel", 30), ("chain", 60), ("dag", 20)), range(3), (0.3, 0.5))]
+    """20-60 nodes of 2-8 or 8-16 candidates, limits that bind (some infeasible), three shapes."""
+    return [(f"{shape}-n{n}-s{seed}-t{t}-k{k}", _binding(n, seed, t, shape, k))
+            for (shape, n), seed, t, k in itertools.product(
+                (("dag", 40), ("series_parallel", 30), ("chain", 60), ("dag", 20)), range(2), (0.3, 0.5),
+                ((2, 8), (8, 16)))]
 
 
 def _plans(problem):
@@ -75,6 +77,11 @@ def test_column_generation_from_a_start_plan():
         by_columns = _lp(model, "solve_lp_by_columns", start=start)
         assert by_columns.status is Status.OPTIMAL, case_id
         assert by_columns.objective == pytest.approx(whole.objective, rel=1e-7, abs=1e-7), case_id
+
+
+def test_dual_simplex_where_nodes_have_few_candidates():
+    assert not by_columns(_binding(40, 0, 0.3))
+    assert by_columns(_binding(40, 0, 0.3, candidates=(8, 16)))
 
 
 def test_work_limit_stops_column_generation_the_same_way_each_time():
@@ -145,9 +152,10 @@ def test_column_lp_adds_columns_and_resolves_warm():
 
 @pytest.mark.parametrize("seed", range(3))
 def test_milp_with_column_generation_agrees_with_reference_highs(seed):
-    """milp's LP route (column generation from COLGEN_MIN_ELEMENTS: every model here) proves the
-    optimum reference-highs proves, on binding instances of 30-50 operators."""
-    problem = _binding(30 + 10 * seed, seed, 0.35)
+    """milp's LP route (column generation: 8-16 candidates a node, over COLGEN_MIN_MEAN_CANDIDATES)
+    proves the optimum reference-highs proves, on binding instances of 20-30 operators."""
+    problem = _binding(20 + 5 * seed, seed, 0.35, candidates=(8, 16))
+    assert by_columns(problem)
     ours = solve(problem, "milp", deadline=time_budget(60))
     reference = solve(problem, "reference-highs", deadline=time_budget(60))
     assert ours.status is reference.status, (ours.notes, reference.notes)
