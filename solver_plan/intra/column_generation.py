@@ -36,16 +36,17 @@ from solver_plan.result import Status
 SEED_CHEAPEST = 2  # cheapest candidates per node in the first LP (3: slower at 10,000 operators, s37)
 COMPLETION_PASSES = 2  # of complete_duals: the bound after the second pass was the better (s37)
 ADD_LIMIT = 50_000  # negative columns priced in per round, most negative first
-MAX_ROUNDS = 40  # rounds at most (6 at 10,000 operators, 4-7 at 100-3,000: s37, s38)
+MAX_ROUNDS = 40  # rounds at most (6 at 10,000 operators, 4-6 at 30-3,000: s37, s38)
 # A column joins when its reduced cost is below this (HiGHS' dual feasibility tolerance is 1e-7: the
 # LP's own columns may sit that far below 0, and re-adding them would loop)
 ADD_BELOW = -1e-7
 PRICED_OUT_GAP = 1e-7  # relative: the safe bound this close to the restricted LP's optimum is its optimum
 # Work units (deadline.WORK_UNIT_S) of one pricing round per non-zero of the model: the safe bound
 # and the dual completion (COMPLETION_PASSES x 2 + 1 passes over the non-zeros); measured s38
-# (scripts/probe_root_lp.py --methods colgen: `pricing` CPU per round over the model's non-zeros,
-# random-dag:1000 and 3000 binding, shared 2-core machine) 0.17-0.25 us, taken 0.3.
-PRICING_UNITS_PER_NONZERO = 0.3
+# (scripts/probe_root_lp.py --methods colgen: each round's pricing CPU over the model's non-zeros,
+# random-dag:30-3000 and alpa-chain:1000-10000 binding, shared 2-core machine, load ~2.5) 0.05-0.18
+# us, taken 0.25 (s37's rounds at 10,000 operators: ~2 s for 9.4 M non-zeros, 0.21 us).
+PRICING_UNITS_PER_NONZERO = 0.25
 
 
 class ColumnLp(Protocol):

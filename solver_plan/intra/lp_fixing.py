@@ -48,8 +48,16 @@ from solver_plan.units import format_seconds
 # s): kept, so the LP route covers the same sizes as before (a larger one is unmeasured).
 S_PER_LP_ELEMENT = 1.2e-5
 # Column generation instead of dual simplex on the whole model where the nodes have this many
-# candidates on average, and its seconds per element (measured s38, below)
+# candidates on average: measured s38 (CPU of the LP alone, one thread, shared 2-core machine at load
+# ~2.5), column generation against dual simplex: random DAGs of 2-8 candidates (mean 5; 10-5,000
+# nodes) 1.2-1.9x slower (2.8 against 1.7 ms at 10 nodes, 2.9 against 2.5 s at 5,000), of 2-16
+# (mean 9, 2,000 nodes) 1.8 against 2.4 s, random-dag's 6-30 (mean 16-18) 1.1-2.2x faster from 10
+# to 3,000 nodes (0.3 against 0.5 s at 100, 2.9 against 5.1 s at 1,000, 18.5 against session 37's
+# 34.8 s at 3,000), alpa-chain's (mean 9) the same (0.3 s at 1,000, 8.3 and 8.2 s at 10,000).
 COLGEN_MIN_MEAN_CANDIDATES = 8.0
+# Its seconds per element of config_model_elements: measured 2.1 us (random-dag:1000), 4.4 us
+# (random-dag:3000) and 5.1 us (random-dag:10000, s37) of CPU; taken 5 us, so that random-dag:3000
+# (4.2 M elements) fits half of a 60 s budget and random-dag:10000 does not fit half of 120 s.
 S_PER_COLGEN_ELEMENT = 5e-6
 LP_SHARE = 0.5  # of the nominal time: the LP (and the plan from its support) must fit in it
 SUPPORT_SHARE = 0.25  # of the time left after the LP, for the MILP on the LP's support
