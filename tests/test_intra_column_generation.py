@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from intra_cases import tiny_cases
+from test_intra_lp_fixing import assert_bounds_below_plans
 from solver_plan.deadline import time_budget
 from solver_plan.intra import isolated
 from solver_plan.intra.column_generation import safe_bound, seed_candidates
@@ -105,14 +106,7 @@ def test_fixing_with_column_generation_duals_never_cuts_a_fitting_plan():
             continue
         relaxation = lp_relaxation(problem, model, solution)
         feasible = [plan for plan in _plans(problem) if problem.memory_ok(plan)]
-        for plan in feasible:
-            cost = problem.objective(plan)
-            assert relaxation.bound <= cost + 1e-9, case_id
-            for node, choice in enumerate(plan):
-                assert relaxation.candidate_bounds[node][choice] <= cost + 1e-9, (case_id, plan)
-            for (u, v), bounds in zip(problem.edges, relaxation.pair_bounds):
-                if bounds is not None:
-                    assert bounds[plan[u], plan[v]] <= cost + 1e-9, (case_id, plan)
+        assert_bounds_below_plans(problem, relaxation, feasible, case_id)
         checked += bool(feasible)
     assert checked >= 10
 

@@ -266,6 +266,13 @@ def solve_lp_relaxation(model: LinearModel, *, time_limit: float | None = None, 
         highs.setOptionValue("simplex_iteration_limit", max(1, int(iteration_limit)))
     _variables_and_constraints(highs, model)
     _run(highs, time_limit)
+    return _lp_answer(highs, model.num_columns, np.arange(model.num_columns), row_scales(model))
+
+
+def _lp_answer(highs: highspy.Highs, num_columns: int, columns: np.ndarray, scale: np.ndarray) -> LpSolution:
+    """The LP HiGHS just ran: OPTIMAL with the values of the model's `columns` (HiGHS' columns, in
+    order; the model's others 0) and the row duals unscaled (HiGHS saw row i times `scale[i]`), or
+    INFEASIBLE, or TIME_LIMIT (work_limit: its simplex iteration limit, else the wall clock)."""
     status = highs.getModelStatus()
     if status == highspy.HighsModelStatus.kInfeasible:
         return LpSolution(Status.INFEASIBLE)
@@ -274,8 +281,10 @@ def solve_lp_relaxation(model: LinearModel, *, time_limit: float | None = None, 
     if status != highspy.HighsModelStatus.kOptimal:
         return LpSolution(Status.TIME_LIMIT)
     solution = highs.getSolution()
-    duals = np.asarray(solution.row_dual) * row_scales(model)  # HiGHS saw row i times its scale
-    return LpSolution(Status.OPTIMAL, np.asarray(solution.col_value), duals, highs.getInfo().objective_function_value)
+    values = np.zeros(num_columns)
+    values[columns] = np.asarray(solution.col_value)
+    return LpSolution(Status.OPTIMAL, values, np.asarray(solution.row_dual) * scale,
+                      highs.getInfo().objective_function_value)
 
 
 class ColumnLp:
@@ -322,18 +331,7 @@ class ColumnLp:
                                   highspy.kHighsIInf if iteration_limit is None else max(1, int(iteration_limit)))
         _run(self.highs, time_limit)
         self.iterations += int(self.highs.getInfo().simplex_iteration_count)
-        status = self.highs.getModelStatus()
-        if status == highspy.HighsModelStatus.kInfeasible:
-            return LpSolution(Status.INFEASIBLE)
-        if status == highspy.HighsModelStatus.kIterationLimit:
-            return LpSolution(Status.TIME_LIMIT, work_limit=True)
-        if status != highspy.HighsModelStatus.kOptimal:
-            return LpSolution(Status.TIME_LIMIT)
-        solution = self.highs.getSolution()
-        values = np.zeros(self.model.num_columns)
-        values[self._added] = np.asarray(solution.col_value)
-        duals = np.asarray(solution.row_dual) * self._scale  # HiGHS saw row i times its scale
-        return LpSolution(Status.OPTIMAL, values, duals, self.highs.getInfo().objective_function_value)
+        return _lp_answer(self.highs, self.model.num_columns, self._added, self._scale)
 
 
 def solve_lp_by_columns(model: LinearModel, *, time_limit: float | None = None, seed: int = 0,
