@@ -54,9 +54,12 @@ class ColumnLp(Protocol):
 
     iterations: int  # simplex iterations of every solve so far
 
-    def add_columns(self, columns: np.ndarray) -> None: ...
+    def add_columns(self, columns: np.ndarray) -> None:
+        """The model's `columns` (indices, none added before) join the LP."""
 
-    def solve(self, iteration_limit: int | None = None, time_limit: float | None = None) -> LpSolution: ...
+    def solve(self, iteration_limit: int | None = None, time_limit: float | None = None) -> LpSolution:
+        """The LP on the columns added so far: column values in the model's columns (0 for those not
+        added), row duals in its unscaled rows; TIME_LIMIT with work_limit at `iteration_limit`."""
 
 
 def safe_bound(model: LinearModel, row_duals: np.ndarray) -> tuple[float, np.ndarray]:
