@@ -17,10 +17,11 @@ The plan: the MILP on the candidates the LP solution uses (its support, ~1.6 per
 incumbent's: support_plan), a few hundred columns stopped within SUPPORT_GAP of their bound in well
 under a second, then local search, pair exchanges and forest search.
 The LP is solved when its estimated time (from the model's size) fits LP_SHARE of the nominal
-budget; larger models take the Lagrangian route (lagrangian_fixing), whose bound needs no LP. It is
-solved by column generation (column_generation.py, in the HiGHS worker) where the nodes have
-COLGEN_MIN_MEAN_CANDIDATES candidates on average, whose duals prove its optimum as the safe bound of the duals it returns: the same bound,
-fixing and plan as dual simplex on the whole model, in less time (measured in the constants' text).
+budget; larger models take the Lagrangian route (lagrangian_fixing), whose bound needs no LP. Where
+the nodes have COLGEN_MIN_MEAN_CANDIDATES or more candidates on average the LP is solved by column
+generation (column_generation.py, in the HiGHS worker), else by dual simplex on the whole model:
+the same LP optimum, proven by the safe bound of the duals it returns, the duals the fixing uses;
+in less time there (measured in the constants' text).
 """
 from __future__ import annotations
 
@@ -176,12 +177,12 @@ def lp_restriction(problem: ConfigProblem, deadline, incumbent, seed: int, solve
         model = config_model(problem, clock)
     except ModelBuildCut:
         return None
+    columns = by_columns(problem)
+    # the incumbent's candidates in column generation's first LP: a plan fits in it
+    extra: dict = {} if not columns or incumbent is None else {
+        "start": [int(model.node_offsets[node]) + int(choice) for node, choice in enumerate(incumbent)]}
     remaining = clock.remaining()
     try:
-        columns = by_columns(problem)
-        # the incumbent's candidates in column generation's first LP: a plan fits in it
-        extra: dict = {} if not columns or incumbent is None else {
-            "start": [int(model.node_offsets[node]) + int(choice) for node, choice in enumerate(incumbent)]}
         solution = isolated.call("highspy", "solver_plan.intra.backends.highs",
                                  "solve_lp_by_columns" if columns else "solve_lp_relaxation",
                                  timeout=remaining, model=model, seed=seed,
