@@ -13,8 +13,8 @@ and the model's size, and the wall clock stops what runs longer.
 Wall clock (the safety net): HiGHS' own `time_limit`, plus a watchdog timer that interrupts HiGHS
 if it overruns it by more than a grace period. The LP relaxation is solved first; an integral LP
 optimum is accepted as proven optimal without branching. `ColumnLp` is the one stateful object: an
-LP whose columns join between warm solves, for column generation (`solve_lp_by_columns`); its
-iteration limit covers all its solves together.
+LP whose columns join between warm solves, for column generation (`solve_lp_by_columns`, whose
+iteration limit covers all its solves and pricing rounds together).
 """
 from __future__ import annotations
 
