@@ -15,8 +15,9 @@ from test_intra_lp_fixing import assert_bounds_below_plans
 from solver_plan.deadline import time_budget
 from solver_plan.intra import isolated
 from solver_plan.intra.column_generation import safe_bound, seed_candidates
-from solver_plan.intra.linear_model import config_model
-from solver_plan.intra.lp_fixing import by_columns, lp_relaxation
+from solver_plan.intra.linear_model import config_model, config_model_elements
+from solver_plan.intra.lp_fixing import (LP_SHARE, S_PER_COLGEN_ELEMENT, S_PER_LP_ELEMENT, by_columns, lp_fits,
+                                         lp_relaxation)
 from solver_plan.intra.random_instances import random_problem
 from solver_plan.intra.solve import solve
 from solver_plan.result import Status
@@ -85,6 +86,17 @@ def test_dual_simplex_where_nodes_have_few_candidates():
     assert by_columns(_binding(40, 0, 0.3, candidates=(8, 16)))
 
 
+@pytest.mark.parametrize("shape", ["chain", "dag"])
+def test_lp_route_sized_at_column_generations_rate_only_off_forests(shape):
+    """lp_fits takes column generation's rate where it is used and the graph has a cycle; on a forest
+    (a chain) dual simplex's, so the routes there stay as before (the Lagrangian is exact there)."""
+    problem = _binding(40, 0, 0.3, shape, (8, 16))
+    assert by_columns(problem)
+    # a budget whose LP share fits column generation's estimate but not dual simplex's
+    nominal = config_model_elements(problem) * (S_PER_LP_ELEMENT + S_PER_COLGEN_ELEMENT) / 2 / LP_SHARE
+    assert lp_fits(problem, nominal) is (shape == "dag")
+
+
 def test_work_limit_stops_column_generation_the_same_way_each_time():
     problem = _binding(60, 1, 0.4)
     model = config_model(problem)
@@ -115,7 +127,7 @@ _TWO_BATCHES = """
 import sys
 import numpy as np
 from solver_plan.intra.backends.highs import ColumnLp, solve_lp_relaxation
-from solver_plan.intra.linear_model import config_model
+from solver_plan.intra.linear_model import config_model, config_model_elements
 from solver_plan.intra.random_instances import random_problem
 from solver_plan.result import Status
 model = config_model(random_problem(40, seed=2, shape="dag", memory_tightness=0.4, max_candidates=8))

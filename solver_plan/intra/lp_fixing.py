@@ -151,8 +151,10 @@ def lp_fits(problem: ConfigProblem, nominal_s: float | None) -> bool:
     in 21.4 s against 30.6 s), so there the routes stay as dual simplex's estimate chose them."""
     if nominal_s is None:
         return True
-    forest = spanning_forest(problem.num_nodes, problem.edges, problem.edge_costs).all()
-    rate = S_PER_COLGEN_ELEMENT if by_columns(problem) and not forest else S_PER_LP_ELEMENT
+    # as many edges as nodes or more: a cycle, without the spanning forest's pass over the edges
+    cycle = by_columns(problem) and (len(problem.edges) >= problem.num_nodes or not spanning_forest(
+        problem.num_nodes, problem.edges, problem.edge_costs).all())
+    rate = S_PER_COLGEN_ELEMENT if cycle else S_PER_LP_ELEMENT
     return rate * config_model_elements(problem) <= LP_SHARE * nominal_s
 
 
