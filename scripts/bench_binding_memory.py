@@ -1,7 +1,8 @@
 """Exact per-operator planners where the memory limit binds, beside the plain one-hot formulation.
 
 Instances: the suite's `random-dag:nodes=N,candidates=6-30,seed=1,memory=binding` (N = 100, 1,000,
-10,000) and an Alpa-shaped chain (`alpa-chain:N`, below) with a binding limit. For each instance and
+10,000; any N, e.g. `random-dag:3000`, which milp's LP route takes at 60 s by column generation)
+and an Alpa-shaped chain (`alpa-chain:N`, below) with a binding limit. For each instance and
 planner, one run per time limit and seed; prints status, objective, bound, gap, wall seconds and CPU seconds
 (this process and its solver workers together: a worker is shut down after each run so its CPU time
 is counted; on a shared machine CPU time is the figure the load changes least), and the harness'

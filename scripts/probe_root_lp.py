@@ -3,8 +3,10 @@
 Builds the one-hot model of the simplified `bench_binding_memory` instance (`config_model`, as
 milp's root LP route does) and solves its LP relaxation with HiGHS in this process, one method per
 run: dual simplex as milp does it (`simplex`), the interior-point method without or with crossover
-(`ipm-off`, `ipm-on`: IPX) or PDLP (`pdlp`). Prints, per method: HiGHS' status and objective, the
-safe bound `lp_fixing.safe_bound` computes from the returned row duals (valid for any duals, so an
+(`ipm-off`, `ipm-on`: IPX), PDLP (`pdlp`) or column generation as milp's LP route runs it in its
+worker (`colgen`: column_generation.py on the backend's ColumnLp, each round logged with its
+pricing CPU per non-zero, the figure behind `PRICING_UNITS_PER_NONZERO`). Prints, per method: HiGHS'
+status and objective, the safe bound `column_generation.safe_bound` computes from the returned row duals (valid for any duals, so an
 approximate dual, as from an IPM without crossover or PDLP, never claims more than it proves),
 iterations, wall seconds and CPU seconds of this process (HiGHS' threads included), one thread
 unless `--threads`. With `--plan-cost C`, also how many candidates and edge pairs the safe bound's
@@ -25,9 +27,11 @@ import highspy
 import numpy as np
 
 from bench_binding_memory import instance
-from solver_plan.intra.backends.highs import _variables_and_constraints
-from solver_plan.intra.linear_model import LinearModel, LpSolution, config_model, row_scales
-from solver_plan.intra.lp_fixing import lp_relaxation, safe_bound
+from solver_plan.intra import column_generation as column_generation_module
+from solver_plan.intra.backends.highs import ColumnLp, _variables_and_constraints
+from solver_plan.intra.column_generation import safe_bound
+from solver_plan.intra.linear_model import LpSolution, config_model, row_scales
+from solver_plan.intra.lp_fixing import lp_relaxation
 from solver_plan.intra.simplify import simplify
 from solver_plan.result import Status
 
@@ -70,161 +74,29 @@ def solve_root(model, method: str, time_limit: float, threads: int, presolve: st
     return out
 
 
-def pair_ends(model) -> np.ndarray:
-    """Per y column of `model` (after its x columns), the x columns of its two ends: each y column sits
-    in two marginal rows, sum_l y[k, l] - x[u, k] = 0, whose -1 entry is its end's x column."""
-    num_x = model.num_decode_columns
-    marginal = (model.columns < num_x) & (model.values == -1.0)
-    row_x = np.full(model.num_rows, -1, dtype=np.int64)
-    row_x[model.rows[marginal]] = model.columns[marginal]
-    pair = model.columns >= num_x
-    order = np.argsort(model.columns[pair], kind="stable")
-    return row_x[model.rows[pair][order]].reshape(-1, 2)
+def column_generation(model, add_limit: int, log=print) -> dict:
+    """The root LP by `column_generation.column_generation` (milp's route from
+    `lp_fixing.COLGEN_MIN_ELEMENTS`) on the backend's `ColumnLp`, in this process, logging each
+    round; `add_limit` replaces `ADD_LIMIT` for this run."""
+    original = column_generation_module.ADD_LIMIT
+    column_generation_module.ADD_LIMIT = add_limit
+    started = time.process_time()
 
-
-def column_submodel(model, keep: np.ndarray):
-    """`model` on the columns where `keep` (x columns first), every row kept (so row duals map 1:1)."""
-    index = np.cumsum(keep) - 1
-    entries = keep[model.columns]
-    num_x = int(keep[:model.num_decode_columns].sum())
-    offsets = np.searchsorted(np.flatnonzero(keep[:model.num_decode_columns]), model.node_offsets)
-    return LinearModel(model.cost[keep], model.offset, model.lower[keep], model.upper[keep], model.integer[keep],
-                       model.rows[entries], index[model.columns[entries]], model.values[entries], model.row_lower,
-                       model.row_upper, num_x, offsets)
-
-
-def complete_duals(model, duals: np.ndarray, rows: np.ndarray, ends: np.ndarray, passes: int
-                   ) -> tuple[np.ndarray, float, list]:
-    """Duals of the marginal `rows` the restricted LP left empty (sum_l y[k, l] - x[u, k] = 0 with
-    x[u, k] not in it): each set to the least reduced cost of its pair columns without it, so that
-    none of them is negative and x[u, k] gets what any plan using it must pay on that edge (as a
-    min-marginal); a pair column sits in one row of each end, so the rows at the edges' first ends
-    are set first, then those at their second ends, `passes` times. Any duals give a valid bound, so
-    this only decides how tight it is. Returns the best duals, their safe bound and each step's bound."""
-    duals = duals.copy()
-    chosen = np.zeros(model.num_rows, dtype=bool)
-    chosen[rows] = True
-    entries = chosen[model.rows] & (model.columns >= model.num_decode_columns)
-    e_rows, e_columns = model.rows[entries], model.columns[entries]
-    row_x = np.full(model.num_rows, -1, dtype=np.int64)
-    marginal = (model.columns < model.num_decode_columns) & (model.values == -1.0)
-    row_x[model.rows[marginal]] = model.columns[marginal]
-    first_end = row_x[e_rows] == ends[e_columns - model.num_decode_columns, 0]
-    best, best_duals, history = -np.inf, duals.copy(), []
-    for _ in range(passes):
-        for side in (first_end, ~first_end):
-            _, reduced = safe_bound(model, duals)
-            own = reduced[e_columns[side]] + duals[e_rows[side]]  # the pair's reduced cost without this row
-            least = np.full(model.num_rows, np.inf)
-            np.minimum.at(least, e_rows[side], own)
-            touched = np.isfinite(least)
-            duals[touched] = least[touched]
-            bound, _ = safe_bound(model, duals)
-            history.append(bound)
-            if bound > best:
-                best, best_duals = bound, duals.copy()
-    return best_duals, best, history
-
-
-class WarmLp:
-    """HiGHS in this process on all rows of `model` and a growing set of its columns (added with
-    addCols, so each solve starts from the last basis), rows scaled as the backend scales the whole
-    model; row duals returned unscaled."""
-
-    def __init__(self, model):
-        self.model, self.scale = model, row_scales(model)
-        order = np.lexsort((model.rows, model.columns))
-        self.starts = np.searchsorted(model.columns[order], np.arange(model.num_columns + 1))
-        self.index = model.rows[order].astype(np.int32)
-        self.value = model.values[order] * self.scale[model.rows[order]]
-        self.highs = highspy.Highs()
-        for name, value in (("output_flag", False), ("presolve", "off"), ("threads", 1)):
-            self.highs.setOptionValue(name, value)
-        infinity = self.highs.getInfinity()
-        lp = highspy.HighsLp()
-        lp.num_col_, lp.num_row_ = 0, model.num_rows
-        lp.row_lower_ = np.where(np.isinf(model.row_lower), -infinity, model.row_lower * self.scale)
-        lp.row_upper_ = np.where(np.isinf(model.row_upper), infinity, model.row_upper * self.scale)
-        lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
-        lp.a_matrix_.start_ = np.zeros(1, dtype=np.int32)
-        self.highs.passModel(lp)
-
-    def add(self, columns: np.ndarray) -> None:
-        """Columns (indices of the model) joining the LP."""
-        lengths = self.starts[columns + 1] - self.starts[columns]
-        starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int32)
-        take = np.repeat(self.starts[columns] - starts, lengths) + np.arange(int(lengths.sum()))
-        self.highs.addCols(len(columns), self.model.cost[columns], self.model.lower[columns], self.model.upper[columns],
-                           int(lengths.sum()), starts, self.index[take], self.value[take])
-
-    def solve(self) -> LpSolution:
-        """The LP on the columns added so far."""
-        self.highs.run()
-        if self.highs.getModelStatus() != highspy.HighsModelStatus.kOptimal:
-            return LpSolution(Status.TIME_LIMIT)
-        solution = self.highs.getSolution()
-        return LpSolution(Status.OPTIMAL, np.asarray(solution.col_value), np.asarray(solution.row_dual) * self.scale,
-                          self.highs.getInfo().objective_function_value)
-
-
-def column_generation(problem, model, seed_per_node: int, passes: int, rounds: int, add_limit: int,
-                      add_below: float = -1e-9, log=print) -> dict:
-    """The root LP by column generation: the LP on a few candidates per node (the `seed_per_node`
-    cheapest and the least-memory one) and the pairs between them, its duals completed on the rows it
-    left empty (complete_duals), every column priced on the whole model; columns whose reduced cost is
-    negative (for a pair column: its ends) join, until the whole model's safe bound reaches the
-    restricted LP's optimum (then that is the LP's optimum) or `rounds` rounds."""
-    warm = WarmLp(model)
-    in_lp = np.zeros(model.num_columns, dtype=bool)
-    num_x = model.num_decode_columns
-    ends = pair_ends(model)
-    keep_x = np.zeros(num_x, dtype=bool)
-    memory = np.bincount(model.columns[model.rows >= 0], weights=np.where(
-        model.row_upper[model.rows] > 1.0, model.values, 0.0), minlength=model.num_columns)[:num_x]
-    for start, stop in zip(model.node_offsets[:-1], model.node_offsets[1:]):
-        costs = model.cost[start:stop]
-        keep_x[start + np.argsort(costs, kind="stable")[:seed_per_node]] = True
-        keep_x[start + int(np.argmin(memory[start:stop]))] = True
-    out: dict = {"rounds": []}
-    cpu0, wall0 = time.process_time(), time.perf_counter()
-    for round_ in range(rounds):
-        keep = np.concatenate([keep_x, keep_x[ends[:, 0]] & keep_x[ends[:, 1]]])
-        warm.add(np.flatnonzero(keep & ~in_lp))
-        in_lp |= keep
-        lp_cpu = time.process_time()
-        solution = warm.solve()
-        lp_cpu = time.process_time() - lp_cpu
-        if solution.status is not Status.OPTIMAL:
-            log(f"#   round {round_}: restricted LP {solution.status}")
-            return out
-        has_entry = np.zeros(model.num_rows, dtype=bool)
-        has_entry[model.rows[keep[model.columns]]] = True
-        empty = np.flatnonzero(~has_entry & (model.row_lower == model.row_upper))
-        dual_cpu = time.process_time()
-        duals, bound, history = complete_duals(model, solution.row_duals, empty, ends, passes)
-        _, reduced = safe_bound(model, duals)
-        dual_cpu = time.process_time() - dual_cpu
-        negative = np.flatnonzero(reduced < add_below)
-        add = np.zeros(num_x, dtype=bool)
-        worst = negative[np.argsort(reduced[negative])[:add_limit]]
-        x_cols = worst[worst < num_x]
-        add[x_cols] = True
-        y_ends = ends[worst[worst >= num_x] - num_x].ravel()
-        add[y_ends] = True
-        add &= ~keep_x
-        row = {"round": round_, "x": int(keep_x.sum()), "columns": int(keep.sum()), "lp": solution.objective,
-               "bound": bound, "history": history, "lp_cpu": lp_cpu, "dual_cpu": dual_cpu,
-               "negative": len(negative), "added": int(add.sum()), "cpu": time.process_time() - cpu0,
-               "wall": time.perf_counter() - wall0}
-        out["rounds"].append(row)
-        log(f"#   round {round_}: {row['x']:,} candidates, {row['columns']:,} columns; restricted LP "
-            f"{solution.objective:.10g} ({lp_cpu:.1f} s CPU); safe bound {bound:.10g} (passes "
-            f"{' '.join(f'{h:.6g}' for h in history)}; {dual_cpu:.1f} s CPU); {len(negative):,} negative "
-            f"reduced costs, {row['added']:,} candidates added; total {row['cpu']:.1f} s CPU, {row['wall']:.1f} s wall")
-        out.update(duals=duals, bound=bound, values=None)
-        if bound >= solution.objective - 1e-7 * (1 + abs(solution.objective)) or not add.any():
-            break
-        keep_x |= add
+    def report(row: dict) -> None:
+        log(f"#   round {row['round']}: {row['candidates']:,} candidates, {row['columns']:,} columns; restricted LP "
+            f"{row['objective']:.10g}; safe bound {row['bound']:.10g} (pricing {row['pricing_cpu']:.2f} s CPU, "
+            f"{row['pricing_cpu'] / max(1, len(model.values)) * 1e6:.3f} us a non-zero); {row['negative']:,} negative "
+            f"reduced costs; {row['iterations']:,} simplex iterations; total {time.process_time() - started:.1f} s CPU",
+            flush=True)
+    try:
+        lp = ColumnLp(model)
+        solution, rounds = column_generation_module.column_generation(model, lp, report=report)
+    finally:
+        column_generation_module.ADD_LIMIT = original
+    out: dict = {"status": solution.status, "rounds": rounds}
+    if solution.status is Status.OPTIMAL:
+        out["duals"] = solution.row_duals
+        out["bound"], _ = safe_bound(model, solution.row_duals)
     return out
 
 
@@ -260,11 +132,8 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--instance", default="random-dag:10000")
     parser.add_argument("--methods", nargs="+", default=["ipm-off"], choices=sorted(METHODS) + ["colgen"])
-    parser.add_argument("--seed-per-node", type=int, default=2, help="colgen: cheapest candidates per node to start")
-    parser.add_argument("--passes", type=int, default=2, help="colgen: dual completion passes")
-    parser.add_argument("--rounds", type=int, default=20, help="colgen: rounds at most")
-    parser.add_argument("--add-below", type=float, default=-1e-9, help="colgen: price in columns below this reduced cost")
-    parser.add_argument("--add-limit", type=int, default=50_000, help="colgen: most negative columns priced in a round")
+    parser.add_argument("--add-limit", type=int, default=column_generation_module.ADD_LIMIT,
+                        help="colgen: most negative columns priced in a round")
     parser.add_argument("--time-limit", type=float, default=600.0)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--presolve", default="off", choices=["on", "off"])
@@ -293,10 +162,10 @@ def main(argv=None) -> int:
     for method in args.methods:
         if method == "colgen":
             cpu, wall = time.process_time(), time.perf_counter()
-            result = column_generation(problem, model, args.seed_per_node, args.passes, args.rounds, args.add_limit,
-                                       args.add_below)
-            print(f"colgen   safe bound {result.get('bound', float('nan')):.10g} wall {time.perf_counter() - wall:.1f} s "
-                  f"CPU {time.process_time() - cpu:.1f} s", flush=True)
+            result = column_generation(model, args.add_limit)
+            print(f"colgen   {result['status'].value:<22} safe bound {result.get('bound', float('nan')):.10g} rounds "
+                  f"{result['rounds']} wall {time.perf_counter() - wall:.1f} s CPU {time.process_time() - cpu:.1f} s",
+                  flush=True)
             if "duals" in result and args.plan_cost is not None and not fixed_done:
                 result["values"], result["objective"] = np.zeros(model.num_columns), result["bound"]
                 print(f"#   {open_counts(problem, model, result, args.plan_cost)}", flush=True)

@@ -2,11 +2,9 @@
 restricted to the candidates and candidate pairs the LP's reduced costs leave open (exact).
 
 For any row duals pi of the one-hot model min c z, lo <= A z <= up, 0 <= z <= 1 (linear_model), with
-reduced costs r = c - A^T pi, every solution z satisfies
-    c z = pi (A z) + r z >= sum_i (pi_i lo_i if pi_i > 0 else pi_i up_i) + sum_j min(0, r_j) =: B,
-pi_i taken as 0 where its sign would need a side the row lacks (a memory row has no lower side). B is
-computed here from the model's own arrays and the LP solver's duals, so it is a proven bound whatever
-the solver's tolerances did (a safe dual bound: Neumaier and Shcherbina 2004). Fixing column j at 1
+reduced costs r = c - A^T pi, the safe bound B (column_generation.safe_bound) is computed from the
+model's own arrays and the LP solver's duals, so it is a proven bound whatever the solver's
+tolerances did (a safe dual bound: Neumaier and Shcherbina 2004). Fixing column j at 1
 raises it by max(0, r_j), at 0 by max(0, -r_j); so a candidate (x column, with its node's other
 candidates at 0) or a pair of candidates on an edge (y column, with both ends) whose raised bound
 reaches a known plan's cost is in no cheaper plan: reduced-cost fixing, as MILP solvers do it at
@@ -19,7 +17,11 @@ The plan: the MILP on the candidates the LP solution uses (its support, ~1.6 per
 incumbent's: support_plan), a few hundred columns stopped within SUPPORT_GAP of their bound in well
 under a second, then local search, pair exchanges and forest search.
 The LP is solved when its estimated time (from the model's size) fits LP_SHARE of the nominal
-budget; larger models take the Lagrangian route (lagrangian_fixing), whose bound needs no LP.
+budget; larger models take the Lagrangian route (lagrangian_fixing), whose bound needs no LP. Where
+the nodes have COLGEN_MIN_MEAN_CANDIDATES or more candidates on average the LP is solved by column
+generation (column_generation.py, in the HiGHS worker), else by dual simplex on the whole model:
+the same LP optimum, proven by the safe bound of the duals it returns, the duals the fixing uses;
+in less time there (measured in the constants' text).
 """
 from __future__ import annotations
 
@@ -28,6 +30,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from solver_plan.intra import highs_work, isolated
+from solver_plan.intra.column_generation import safe_bound
+from solver_plan.intra.forest_dp import spanning_forest
 from solver_plan.intra.lagrangian import ROUNDING_SLACK, binding_devices, candidates_below, fixing_threshold
 from solver_plan.intra.lagrangian_fixing import Restriction, best_plan, restrict_by
 from solver_plan.intra.linear_model import (LinearModel, LpSolution, ModelBuildCut, config_model, config_model_elements,
@@ -44,6 +48,18 @@ from solver_plan.units import format_seconds
 # with HiGHS' presolve; without it (solve_lp_relaxation, issue 28) 3.0 us and 4.3 us (0.49 s, 5.1-5.8
 # s): kept, so the LP route covers the same sizes as before (a larger one is unmeasured).
 S_PER_LP_ELEMENT = 1.2e-5
+# Column generation instead of dual simplex on the whole model where the nodes have this many
+# candidates on average: measured s38 (CPU of the LP alone, one thread, shared 2-core machine at load
+# ~2.5), column generation against dual simplex: random DAGs of 2-8 candidates (mean 5; 10-5,000
+# nodes) 1.2-1.9x slower (2.8 against 1.7 ms at 10 nodes, 2.9 against 2.5 s at 5,000), of 2-16
+# (mean 9, 2,000 nodes) 1.8 against 2.4 s, random-dag's 6-30 (mean 16-18) 1.1-2.2x faster from 10
+# to 3,000 nodes (0.3 against 0.5 s at 100, 2.9 against 5.1 s at 1,000, 18.5 against session 37's
+# 34.8 s at 3,000), alpa-chain's (mean 9) the same (0.3 s at 1,000, 8.3 and 8.2 s at 10,000).
+COLGEN_MIN_MEAN_CANDIDATES = 8.0
+# Its seconds per element of config_model_elements: measured 2.1 us (random-dag:1000), 4.4 us
+# (random-dag:3000) and 5.1 us (random-dag:10000, s37) of CPU; taken 5 us, so that random-dag:3000
+# (4.2 M elements) fits half of a 60 s budget and random-dag:10000 does not fit half of 120 s.
+S_PER_COLGEN_ELEMENT = 5e-6
 LP_SHARE = 0.5  # of the nominal time: the LP (and the plan from its support) must fit in it
 SUPPORT_SHARE = 0.25  # of the time left after the LP, for the MILP on the LP's support
 IMPROVE_SHARE = 0.15  # of the time left then, for repair, local and forest search of its plan
@@ -98,18 +114,6 @@ class LpRelaxation:
         return tuple(closed)
 
 
-def safe_bound(model: LinearModel, row_duals: np.ndarray) -> tuple[float, np.ndarray]:
-    """The bound B of the module docstring and the reduced costs r, from `row_duals` (any values)."""
-    duals = np.where((row_duals > 0) & np.isinf(model.row_lower), 0.0, row_duals)
-    duals = np.where((duals < 0) & np.isinf(model.row_upper), 0.0, duals)
-    reduced = model.cost - np.bincount(model.columns, weights=model.values * duals[model.rows],
-                                       minlength=model.num_columns)
-    side = np.where(duals > 0, model.row_lower, model.row_upper)
-    rows = float(np.sum(np.where(duals != 0, duals * np.where(np.isfinite(side), side, 0.0), 0.0)))
-    columns = float(np.sum(np.where(reduced < 0, reduced * model.upper, reduced * model.lower)))
-    return model.offset + rows + columns, reduced
-
-
 def lp_relaxation(problem: ConfigProblem, model: LinearModel, solution: LpSolution) -> LpRelaxation:
     """Bounds from an optimal LP `solution` of `model` (= config_model(problem), no closed pairs).
     Columns are 0 <= z <= 1, so fixing z_j = 1 adds max(0, r_j) and z_j = 0 adds max(0, -r_j)."""
@@ -134,9 +138,24 @@ def lp_relaxation(problem: ConfigProblem, model: LinearModel, solution: LpSoluti
     return LpRelaxation(bound, tuple(bound + extra for extra in candidate_extra), tuple(pair_bounds), values)
 
 
+def by_columns(problem: ConfigProblem) -> bool:
+    """Whether the root LP is solved by column generation (COLGEN_MIN_MEAN_CANDIDATES) or dual simplex."""
+    return problem.num_candidates >= COLGEN_MIN_MEAN_CANDIDATES * max(1, problem.num_nodes)
+
+
 def lp_fits(problem: ConfigProblem, nominal_s: float | None) -> bool:
-    """Whether the root LP's estimated time (from the model's size) fits LP_SHARE of `nominal_s`."""
-    return nominal_s is None or S_PER_LP_ELEMENT * config_model_elements(problem) <= LP_SHARE * nominal_s
+    """Whether the root LP's estimated time (from the model's size) fits LP_SHARE of `nominal_s`: at
+    column generation's rate where `by_columns` and the graph has a cycle, else at dual simplex's.
+    On a forest the Lagrangian route's inner minimum is exact, and it beat the LP route where only
+    column generation's rate let the LP in (alpa-chain:10000 binding at 60 s, s38: proven optimal
+    in 21.4 s against 30.6 s), so there the routes stay as dual simplex's estimate chose them."""
+    if nominal_s is None:
+        return True
+    # as many edges as nodes or more: a cycle, without the spanning forest's pass over the edges
+    cycle = by_columns(problem) and (len(problem.edges) >= problem.num_nodes or not spanning_forest(
+        problem.num_nodes, problem.edges, problem.edge_costs).all())
+    rate = S_PER_COLGEN_ELEMENT if cycle else S_PER_LP_ELEMENT
+    return rate * config_model_elements(problem) <= LP_SHARE * nominal_s
 
 
 def lp_iteration_limit(problem: ConfigProblem, model: LinearModel, nominal_s: float | None) -> int | None:
@@ -160,12 +179,18 @@ def lp_restriction(problem: ConfigProblem, deadline, incumbent, seed: int, solve
         model = config_model(problem, clock)
     except ModelBuildCut:
         return None
+    columns = by_columns(problem)
+    # the incumbent's candidates in column generation's first LP: a plan fits in it
+    extra: dict = {} if not columns or incumbent is None else {
+        "start": [int(model.node_offsets[node]) + int(choice) for node, choice in enumerate(incumbent)]}
     remaining = clock.remaining()
     try:
-        solution = isolated.call("highspy", "solver_plan.intra.backends.highs", "solve_lp_relaxation",
+        solution = isolated.call("highspy", "solver_plan.intra.backends.highs",
+                                 "solve_lp_by_columns" if columns else "solve_lp_relaxation",
                                  timeout=remaining, model=model, seed=seed,
                                  iteration_limit=lp_iteration_limit(problem, model, clock.nominal_left()),
-                                 time_limit=None if remaining is None else max(0.05, 0.9 * remaining - 0.2))
+                                 time_limit=None if remaining is None else max(0.05, 0.9 * remaining - 0.2),
+                                 **extra)
     except TimeoutError:  # the wall clock (a loaded machine): the Lagrangian route with what is left
         clock.mark_cut_short()
         return None
@@ -181,6 +206,7 @@ def lp_restriction(problem: ConfigProblem, deadline, incumbent, seed: int, solve
         found = tuple(int(np.argmax(relaxation.values[node])) for node in range(problem.num_nodes))
     plan = best_plan(problem, [found], incumbent, deadline.work_share(IMPROVE_SHARE), seed)  # sized by work
     source = "given" if incumbent is not None and plan is not None and plan == tuple(incumbent) else "LP support"
-    note = (f"root LP: bound {relaxation.bound:.10g} in {format_seconds(lp_seconds)}, plan from its support "
+    note = (f"root LP{' by column generation' if columns else ''}: bound {relaxation.bound:.10g} in "
+            f"{format_seconds(lp_seconds)}, plan from its support "
             f"in {format_seconds(time.perf_counter() - started - lp_seconds)}")
     return restrict_by(problem, relaxation, plan, source, note)

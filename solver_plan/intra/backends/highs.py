@@ -12,7 +12,9 @@ checks (measured up to seconds, a restart's root); a caller sizes the limit from
 and the model's size, and the wall clock stops what runs longer.
 Wall clock (the safety net): HiGHS' own `time_limit`, plus a watchdog timer that interrupts HiGHS
 if it overruns it by more than a grace period. The LP relaxation is solved first; an integral LP
-optimum is accepted as proven optimal without branching.
+optimum is accepted as proven optimal without branching. `ColumnLp` is the one stateful object: an
+LP whose columns join between warm solves, for column generation (`solve_lp_by_columns`, whose
+iteration limit covers all its solves and pricing rounds together).
 """
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ from dataclasses import replace
 import highspy
 import numpy as np
 
-from solver_plan.intra.highs_work import WORK_LIMIT_NOTE
+from solver_plan.intra.highs_work import LP_ITERATION_UNITS, LP_ITERATION_UNITS_PER_NONZERO, WORK_LIMIT_NOTE
 from solver_plan.intra.linear_model import LinearModel, LpSolution, SolveOutcome, is_integral, row_scales
 from solver_plan.result import Status
 
@@ -40,31 +42,39 @@ _STOPPED = tuple(getattr(highspy.HighsModelStatus, name) for name in ("kTimeLimi
                  if hasattr(highspy.HighsModelStatus, name))
 
 
-def _variables_and_constraints(highs: highspy.Highs, model: LinearModel) -> None:
-    """Column-wise matrix from the model's coordinates (sorted by column, then row), rows with large
+def _scaled_rows(model: LinearModel, infinity: float):
+    """HiGHS' row bounds and column-wise matrix (starts, indices, values) of `model`, rows with large
     coefficients scaled (`row_scales`); a scaled inequality's non-zero bounds are tightened by HiGHS'
     feasibility tolerance, so a plan HiGHS accepts keeps the unscaled memory limit exactly."""
     order = np.lexsort((model.rows, model.columns))
     columns = model.columns[order]
     starts = np.searchsorted(columns, np.arange(model.num_columns + 1)).astype(np.int32)
-    infinity = highs.getInfinity()
     scale = row_scales(model)
     # tighten inequality rows with a non-zero bound (memory limits); equality rows and rows
     # bounded by 0 (the min-peak model's peak rows, whose value is a reported bound) stay as they are
     inequality = (scale != 1.0) & (model.row_lower < model.row_upper)
     row_lower = model.row_lower * scale + np.where(inequality & (model.row_lower != 0), FEASIBILITY_TOLERANCE, 0.0)
     row_upper = model.row_upper * scale - np.where(inequality & (model.row_upper != 0), FEASIBILITY_TOLERANCE, 0.0)
+    row_lower = np.where(np.isinf(model.row_lower), -infinity, row_lower)
+    row_upper = np.where(np.isinf(model.row_upper), infinity, row_upper)
+    return row_lower, row_upper, starts, model.rows[order].astype(np.int32), model.values[order] * scale[model.rows[order]]
+
+
+def _variables_and_constraints(highs: highspy.Highs, model: LinearModel) -> None:
+    """The whole model, rows scaled as `_scaled_rows` says."""
+    infinity = highs.getInfinity()
+    row_lower, row_upper, starts, index, value = _scaled_rows(model, infinity)
     lp = highspy.HighsLp()
     lp.num_col_ = model.num_columns
     lp.num_row_ = model.num_rows
     lp.col_lower_ = model.lower
     lp.col_upper_ = np.where(np.isinf(model.upper), infinity, model.upper)
-    lp.row_lower_ = np.where(np.isinf(model.row_lower), -infinity, row_lower)
-    lp.row_upper_ = np.where(np.isinf(model.row_upper), infinity, row_upper)
+    lp.row_lower_ = row_lower
+    lp.row_upper_ = row_upper
     lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
     lp.a_matrix_.start_ = starts
-    lp.a_matrix_.index_ = model.rows[order].astype(np.int32)
-    lp.a_matrix_.value_ = model.values[order] * scale[model.rows[order]]
+    lp.a_matrix_.index_ = index
+    lp.a_matrix_.value_ = value
     _objective(lp, model)
     highs.passModel(lp)
 
@@ -233,6 +243,17 @@ def solve_with_highs(model: LinearModel, *, time_limit: float | None = None, sta
     return outcome
 
 
+def _lp_highs(seed: int, threads: int | None) -> highspy.Highs:
+    """HiGHS for an LP relaxation: no output, no presolve (solve_lp_relaxation says why)."""
+    highs = highspy.Highs()
+    highs.setOptionValue("output_flag", False)
+    highs.setOptionValue("presolve", "off")
+    highs.setOptionValue("random_seed", int(seed))
+    if threads is not None:
+        highs.setOptionValue("threads", int(threads))
+    return highs
+
+
 def solve_lp_relaxation(model: LinearModel, *, time_limit: float | None = None, seed: int = 0,
                         threads: int | None = THREADS, iteration_limit: int | None = None) -> LpSolution:
     """The LP relaxation of `model` (integrality dropped) by dual simplex: column values and row duals
@@ -242,16 +263,18 @@ def solve_lp_relaxation(model: LinearModel, *, time_limit: float | None = None, 
     model has little for it to remove, and dual simplex on the model as it is took 0.49 s of CPU
     instead of 1.28 s (random-dag:100 binding) and 5.5 s instead of 12.6 s (random-dag:1000), the
     same optimum; the duals are then the model's own rows' directly."""
-    highs = highspy.Highs()
-    highs.setOptionValue("output_flag", False)
-    highs.setOptionValue("presolve", "off")
-    highs.setOptionValue("random_seed", int(seed))
-    if threads is not None:
-        highs.setOptionValue("threads", int(threads))
+    highs = _lp_highs(seed, threads)
     if iteration_limit is not None:  # the deterministic work limit (the wall clock: the safety net)
         highs.setOptionValue("simplex_iteration_limit", max(1, int(iteration_limit)))
     _variables_and_constraints(highs, model)
     _run(highs, time_limit)
+    return _lp_answer(highs, model.num_columns, np.arange(model.num_columns), row_scales(model))
+
+
+def _lp_answer(highs: highspy.Highs, num_columns: int, columns: np.ndarray, scale: np.ndarray) -> LpSolution:
+    """The LP HiGHS just ran: OPTIMAL with the values of the model's `columns` (HiGHS' columns, in
+    order; the model's others 0) and the row duals unscaled (HiGHS saw row i times `scale[i]`), or
+    INFEASIBLE, or TIME_LIMIT (work_limit: its simplex iteration limit, else the wall clock)."""
     status = highs.getModelStatus()
     if status == highspy.HighsModelStatus.kInfeasible:
         return LpSolution(Status.INFEASIBLE)
@@ -260,5 +283,78 @@ def solve_lp_relaxation(model: LinearModel, *, time_limit: float | None = None, 
     if status != highspy.HighsModelStatus.kOptimal:
         return LpSolution(Status.TIME_LIMIT)
     solution = highs.getSolution()
-    duals = np.asarray(solution.row_dual) * row_scales(model)  # HiGHS saw row i times its scale
-    return LpSolution(Status.OPTIMAL, np.asarray(solution.col_value), duals, highs.getInfo().objective_function_value)
+    values = np.zeros(num_columns)
+    values[columns] = np.asarray(solution.col_value)
+    return LpSolution(Status.OPTIMAL, values, np.asarray(solution.row_dual) * scale,
+                      highs.getInfo().objective_function_value)
+
+
+class ColumnLp:
+    """The LP relaxation of `model` on all its rows and the columns added so far
+    (`column_generation.ColumnLp`): the rows are handed to HiGHS once (scaled as the whole model's,
+    `_scaled_rows`), columns join with addCols, and each solve starts from the last one's basis (the
+    new columns enter non-basic at 0, so that basis stays primal feasible). Column values and row
+    duals come back in the model's own columns (0 for those not added) and unscaled rows. Work limit:
+    `solve`'s iteration limit, simplex iterations of that solve; `iterations` counts them all."""
+
+    def __init__(self, model: LinearModel, *, seed: int = 0, threads: int | None = THREADS):
+        self.model, self.iterations = model, 0
+        self.highs = _lp_highs(seed, threads)
+        infinity = self.highs.getInfinity()
+        row_lower, row_upper, self._starts, self._index, self._value = _scaled_rows(model, infinity)
+        self._scale = row_scales(model)
+        self._upper = np.where(np.isinf(model.upper), infinity, model.upper)
+        self._added = np.zeros(0, dtype=np.int64)  # model columns, in the LP's order
+        lp = highspy.HighsLp()
+        lp.num_col_, lp.num_row_ = 0, model.num_rows
+        lp.row_lower_, lp.row_upper_ = row_lower, row_upper
+        lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+        lp.a_matrix_.start_ = np.zeros(1, dtype=np.int32)
+        lp.offset_ = model.offset
+        self.highs.passModel(lp)
+
+    def add_columns(self, columns: np.ndarray) -> None:
+        """The model's `columns` (indices, none added before) join the LP."""
+        columns = np.asarray(columns, dtype=np.int64)
+        if not len(columns):
+            return
+        lengths = self._starts[columns + 1] - self._starts[columns]
+        starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int32)
+        take = np.repeat(self._starts[columns] - starts, lengths) + np.arange(int(lengths.sum()))
+        self.highs.addCols(len(columns), self.model.cost[columns], self.model.lower[columns], self._upper[columns],
+                           int(lengths.sum()), starts, self._index[take], self._value[take])
+        self._added = np.concatenate([self._added, columns])
+
+    def solve(self, iteration_limit: int | None = None, time_limit: float | None = None) -> LpSolution:
+        """The LP on the columns added so far, from the last basis: OPTIMAL, INFEASIBLE, or TIME_LIMIT
+        (work_limit when `iteration_limit` simplex iterations stopped it, else the wall clock's
+        `time_limit` seconds)."""
+        self.highs.setOptionValue("simplex_iteration_limit",
+                                  highspy.kHighsIInf if iteration_limit is None else max(1, int(iteration_limit)))
+        _run(self.highs, time_limit)
+        self.iterations += int(self.highs.getInfo().simplex_iteration_count)
+        return _lp_answer(self.highs, self.model.num_columns, self._added, self._scale)
+
+
+def solve_lp_by_columns(model: LinearModel, *, time_limit: float | None = None, seed: int = 0,
+                        threads: int | None = THREADS, iteration_limit: int | None = None,
+                        start=None) -> LpSolution:
+    """`solve_lp_relaxation`'s answer by column generation (column_generation.py) on a `ColumnLp`,
+    from `start` (x columns of a plan that fits, or None): OPTIMAL with the completed duals whose safe
+    bound is the LP's optimum. Work limit: `iteration_limit` simplex iterations, each pricing round
+    charged its `PRICING_UNITS_PER_NONZERO` in iterations (highs_work's rate on the whole model);
+    `time_limit` the safety net. Where the first restricted LP is infeasible (no `start` and its
+    seed candidates do not fit), the whole LP by `solve_lp_relaxation` with what is left."""
+    from solver_plan.intra import column_generation  # pure numpy; here so that the worker alone imports it
+    started = time.perf_counter()
+    time_left = (lambda: None) if time_limit is None else (lambda: time_limit - (time.perf_counter() - started))
+    per_iteration = LP_ITERATION_UNITS + LP_ITERATION_UNITS_PER_NONZERO * len(model.values)
+    pricing = int(np.ceil(column_generation.PRICING_UNITS_PER_NONZERO * len(model.values) / per_iteration))
+    lp = ColumnLp(model, seed=seed, threads=threads)
+    solution, _ = column_generation.column_generation(
+        model, lp, start=None if start is None else np.asarray(start), iteration_limit=iteration_limit,
+        pricing_iterations=pricing, time_left=time_left)
+    if solution.status is not Status.INFEASIBLE:
+        return solution
+    return solve_lp_relaxation(model, time_limit=time_left(), seed=seed, threads=threads,
+                               iteration_limit=None if iteration_limit is None else max(1, iteration_limit - lp.iterations))
