@@ -80,8 +80,7 @@ def build_seconds(counts: np.ndarray, edge_pairs: np.ndarray, cap: int, devices:
     kept = np.minimum(counts, cap).astype(float)
     entries = float(np.dot(kept[edge_pairs[:, 0]], kept[edge_pairs[:, 1]])) if len(edge_pairs) else 0.0
     per_entry = S_PER_EDGE_ENTRY * max(1.0, devices / CALIBRATION_DEVICES)
-    # every enumerated candidate is costed, kept or not (`capped_choice` needs each one's memory)
-    return S_PER_CANDIDATE * float(counts.sum()) + per_entry * entries
+    return S_PER_CANDIDATE * float(kept.sum()) + per_entry * entries
 
 
 def candidate_cap(counts: np.ndarray, edge_pairs: np.ndarray, max_candidates: int, budget_s: float | None,
@@ -129,10 +128,20 @@ def build_config_problem(graph: Graph, cluster: Cluster, memory_limit: float | N
     for done, (name, configs) in enumerate(zip(order, enumerated)):
         if stopped():
             raise BuildStopped(_stopped_note(f"{done} of {len(order)} operators costed", estimate_s))
-        priced.append(cost_model.nodes(graph, graph.op(name), configs))
-    # the enumeration's first candidates, unless no plan of theirs can fit: then each operator's
-    # least-memory candidate takes the last place
+        priced.append(cost_model.nodes(graph, graph.op(name), configs[:planned]))
+    # the enumeration's first candidates, unless no plan of theirs can fit: then every candidate is
+    # costed (the extra work charged, decided by the costs alone) and each operator's least-memory
+    # one takes the last place
     least_memory = memory_limit is not None and prefix_cannot_fit(enumerated, priced, planned, memory_limit)
+    if least_memory:
+        if deadline is not None:
+            deadline.spend(S_PER_CANDIDATE * float((counts - np.minimum(counts, planned)).sum()))
+        for done, (name, configs) in enumerate(zip(order, enumerated)):
+            if stopped():
+                raise BuildStopped(_stopped_note(f"{done} of {len(order)} operators' other candidates costed",
+                                                 estimate_s))
+            if len(configs) > planned:
+                priced[done] = cost_model.nodes(graph, graph.op(name), configs)
     candidates, costs, memory = [], [], []
     for configs, node_costs in zip(enumerated, priced):
         if len(configs) > planned:
