@@ -361,8 +361,13 @@ TORCHTITAN = RuntimeProfile(
     MemoryReserve(cuda_context=0.5 * GIB, nccl_per_communicator=NCCL_BYTES_PER_COMMUNICATOR, workspace=64 * MIB,
                   fragmentation=0.0, fsdp_stream_pools=True, pipeline_buffers_per_microbatch=True,
                   gathered_input_holes=1.0),
-    cp_exchange="all-gather",
+    cp_exchange="all-gather", zero_stages=(0, 2, 3),
     sources=(
+        ("zero_stages", "0, 2, 3: torchtitan's data parallelism is DDP (data_parallel_replicate_degree alone), FSDP2 "
+                        "(data_parallel_shard_degree; fully_shard per block) or both (HSDP); its "
+                        "fsdp_reshard_after_forward 'never' keeps the gathered weights through backward (ZeRO-2's "
+                        "traffic); nothing shards the optimizer state alone (no ZeRO-1); with pp > 1 its FSDP is "
+                        "priced as ZeRO-1's traffic and memory (hybrid/fsdp.py state_zero)"),
         ("cp_exchange", "torchtitan job config context_parallel_rotate_method, default \"allgather\" (torch's "
                         "context_parallel _RotateMethod.ALL_GATHER)"),
         ("flash_attention", "torchtitan/models/llama/model.py: F.scaled_dot_product_attention(is_causal=True) "
