@@ -201,3 +201,19 @@ def test_megatron_1T_on_3072_devices_capped_to_4_candidates_keeps_a_plan_that_fi
     assert kept.capped_candidates == 4
     assert solve(kept, "greedy").status is Status.FEASIBLE
     assert solve(replace(first, memory_limit=limit), "greedy").status is Status.TIME_LIMIT
+
+
+def test_memory_alone_is_the_memory_of_the_full_pricing():
+    """`CostModel.node_memory` (what a capped build chooses by) gives every candidate the very bytes
+    `CostModel.nodes` does, on a transformer (attention, weights, tied embedding) and an MLP."""
+    from solver_plan.cost.enumerate import enumerate_configs
+    from solver_plan.cost.model import CostModel
+    from solver_plan.graph.resolve import resolve_model
+    for graph, cluster in ((GRAPH, CLUSTER), (resolve_model("gpt2:layers=2,hidden=256,heads=4,seq=128,batch=8"),
+                                              resolve_cluster("a100-80gb-superpod", 64))):
+        for runtime in ("megatron-core", "megatron-2021"):  # fused and unfused attention
+            model = CostModel(cluster, runtime=runtime)
+            for name in graph.topological_order:
+                op = graph.op(name)
+                configs = enumerate_configs(op, graph, cluster.num_devices)
+                assert model.node_memory(graph, op, configs) == [c.memory_bytes for c in model.nodes(graph, op, configs)]

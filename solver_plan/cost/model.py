@@ -173,6 +173,7 @@ class CostModel:
         self._latency_by_level = np.array([0.0, cluster.alpha(LinkLevel.INTRA_NODE),
                                            cluster.alpha(LinkLevel.INTER_NODE) if inter else 0.0])
         self._nodes: dict[tuple, NodeCost] = {}
+        self._memories: dict[tuple, float] = {}  # `node_memory`, by `nodes' key
         self._edges: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
         self._kept: dict[int, tuple[Graph, frozenset[str]]] = {}  # by id: hashing a Graph is O(graph)
 
@@ -232,7 +233,6 @@ class CostModel:
         layout = op_layout(op, graph)
         shards = cfg.num_shards  # replicas repeat the work, they do not divide it
         q_x = (1.0 + BACKWARD_FACTOR) * op.flops / shards
-        out_shapes = tuple(t.shape for t in op.outputs)
         in_shapes = tuple(graph.tensor(t).shape for t in op.inputs)
         out_tiles = self._output_tiles(op, cfg, layout)
         if op.measured is not None:
@@ -241,13 +241,44 @@ class CostModel:
             compute_s = self.compute_seconds(graph, op, cfg, layout, out_tiles, q_x)
         q_c, comm_s = self._collectives(op, cfg, layout, out_tiles, in_shapes, grads)
         q_p, sync_s, shard_params = self._parameter_sync(op, cfg, layout)
+        memory = self._memory(graph, op, cfg, out_tiles, shard_params, kept)
+        return NodeCost(q_x, q_c, q_p, compute_s, comm_s, sync_s, compute_s + comm_s + sync_s, memory)
+
+    def node_memory(self, graph: Graph, op: Operator, configs: Sequence[ParallelConfig]) -> list[float]:
+        """`NodeCost.memory_bytes` of `op` under each of `configs` without its times (the collectives'
+        groups on thousands of devices cost most of a node's pricing): the same figures as `nodes`
+        (one `_memory` for both), for choosing among candidates by memory alone."""
+        grads = tuple(needs_gradient(graph, op, i) for i in range(len(op.inputs)))
+        kept = op.name in self._kept_outputs(graph)
+        prefix = (op_signature(op, graph), op.measured, op.activation_bytes_override, grads, kept)
+        layout = op_layout(op, graph)
+        out = []
+        for cfg in configs:
+            key = (*prefix, cfg)  # `nodes`' key: a node priced whole already knows its memory
+            memory = self._memories.get(key)
+            if memory is None:
+                cost = self._nodes.get(key)
+                if cost is not None:
+                    memory = cost.memory_bytes
+                else:
+                    shard = 0.0 if op.params == 0 else op.params / math.prod(cfg.degree(n) for n in layout.weight_dims)
+                    memory = self._memory(graph, op, cfg, self._output_tiles(op, cfg, layout), shard, kept)
+                self._memories[key] = memory
+            out.append(memory)
+        return out
+
+    def _memory(self, graph: Graph, op: Operator, cfg: ParallelConfig, out_tiles: Sequence[int],
+                shard_params: float, kept: bool) -> float:
+        """Bytes `op` holds on each device of `cfg`: its parameter shard's model state, its kept
+        output tile's activations, and unfused attention's scores."""
+        out_shapes = tuple(t.shape for t in op.outputs)
         kept_share = sum(out_tiles) / sum(math.prod(s) for s in out_shapes) if kept else 0.0
         memory = (shard_params * self.parameter_bytes()
                   + op.activation_bytes * self.activation_scale(op) * kept_share)
         if op.op_type == OpType.ATTENTION and not self.fused_attention(op):
             memory += attention_score_memory(self._score_elements(graph, op, cfg), self.element_bytes(op.dtype_bytes),
                                              self._attention_dropout(op))
-        return NodeCost(q_x, q_c, q_p, compute_s, comm_s, sync_s, compute_s + comm_s + sync_s, memory)
+        return memory
 
     def compute_seconds(self, graph: Graph, op: Operator, cfg: ParallelConfig, layout: OpLayout,
                         out_tiles: Sequence[int], q_x: float) -> float:

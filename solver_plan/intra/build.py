@@ -129,11 +129,10 @@ def build_config_problem(graph: Graph, cluster: Cluster, memory_limit: float | N
         if stopped():
             raise BuildStopped(_stopped_note(f"{done} of {len(order)} operators costed", estimate_s))
         priced.append(cost_model.nodes(graph, graph.op(name), configs[:planned]))
-    # the enumeration's first candidates, unless no plan of theirs can fit: then every candidate is
-    # costed (the extra work charged, decided by the costs alone) and each operator's least-memory
-    # one takes the last place
-    least_memory = memory_limit is not None and prefix_cannot_fit(enumerated, priced, planned, memory_limit)
-    if least_memory:
+    # the enumeration's first candidates, unless no plan of theirs can fit: then each operator's
+    # least-memory candidate takes the last place, found by pricing every candidate's memory (the
+    # extra work charged as candidates costed, decided by the costs alone)
+    if memory_limit is not None and prefix_cannot_fit(enumerated, priced, planned, memory_limit):
         if deadline is not None:
             deadline.spend(S_PER_CANDIDATE * float((counts - np.minimum(counts, planned)).sum()))
         for done, (name, configs) in enumerate(zip(order, enumerated)):
@@ -141,13 +140,13 @@ def build_config_problem(graph: Graph, cluster: Cluster, memory_limit: float | N
                 raise BuildStopped(_stopped_note(f"{done} of {len(order)} operators' other candidates costed",
                                                  estimate_s))
             if len(configs) > planned:
-                priced[done] = cost_model.nodes(graph, graph.op(name), configs)
+                op = graph.op(name)
+                kept = capped_choice(cost_model.node_memory(graph, op, configs), planned)
+                enumerated[done] = tuple(configs[j] for j in kept)
+                priced[done] = cost_model.nodes(graph, op, enumerated[done])
     candidates, costs, memory = [], [], []
     for configs, node_costs in zip(enumerated, priced):
-        if len(configs) > planned:
-            kept = (capped_choice([cost.memory_bytes for cost in node_costs], planned) if least_memory
-                    else list(range(planned)))
-            configs, node_costs = tuple(configs[j] for j in kept), [node_costs[j] for j in kept]
+        configs = configs[:planned]
         candidates.append(tuple(configs))
         costs.append(np.array([c.seconds for c in node_costs], dtype=float))
         memory.append(np.array([c.memory_bytes for c in node_costs], dtype=float))
