@@ -95,6 +95,13 @@ def test_the_search_offers_llm_foundry_only_what_composer_runs():
     pinned = plan_hybrid(row["model"], "h100-80gb-superpod", row["global_batch"], devices=row["gpus"], time_limit=30,
                          runtime="llm-foundry", precision="bf16", fix={"tp": 2, "zero_stage": 1})
     assert pinned.plan is not None and (pinned.plan.parallelism.tp, pinned.plan.parallelism.zero_stage) == (2, 1)
+    assert any("llm-foundry does not run tp=2, zero_stage=1" in note for note in pinned.notes)
+    assert not any("does not run" in note for note in free.notes)
+    from solver_plan.hybrid import evaluate as evaluate_pinned
+    what_if = evaluate_pinned(row["model"], "h100-80gb-superpod", row["global_batch"],
+                              {"dp": 4, "tp": 2, "pp": 1, "micro_batch_size": 1, "zero_stage": 3},
+                              runtime="llm-foundry", precision="bf16")
+    assert any("does not run tp=2 (it runs data parallelism alone, ZeRO 0/2/3)" in note for note in what_if.notes)
 
 
 def test_a_runtime_profile_refuses_unknown_dimensions_and_stages():

@@ -15,6 +15,7 @@ import heapq
 import math
 import time
 from collections import defaultdict
+from dataclasses import replace
 from typing import Mapping
 
 from solver_plan.cluster import Cluster
@@ -119,10 +120,42 @@ def compute_bound(ctx: Context, compute_scale: float = 1.0) -> float:
     return scale * ctx.spec.model_flops_per_step(ctx.global_batch) / (ctx.cluster.num_devices * peak)
 
 
+def unrun_pins_note(runtime, pins: Mapping) -> str | None:
+    """A note where pinned degrees or a pinned ZeRO stage are what `runtime` does not run
+    (`RuntimeProfile.runs_layout`): priced all the same, as a what-if. None otherwise."""
+    from solver_plan.runtime import resolve_runtime
+
+    profile = resolve_runtime(runtime)
+    asked = [f"{key}={pins[key]}" for key in ("tp", "pp", "cp") if key in pins
+             and not profile.runs_layout({key: int(pins[key])}, None)]
+    if "zero_stage" in pins and not profile.runs_layout({}, int(pins["zero_stage"])):
+        asked.append(f"zero_stage={pins['zero_stage']}")
+    if not asked:
+        return None
+    return (f"runtime {profile.name} does not run {', '.join(asked)} (it runs "
+            f"{'/'.join(profile.dimensions) if profile.dimensions else 'data parallelism alone'}"
+            f"{'' if profile.zero_stages is None else ', ZeRO ' + '/'.join(map(str, profile.zero_stages))}): "
+            "priced all the same, as a what-if")
+
+
 def plan_hybrid(model, cluster, global_batch: int, *, devices: int | None = None,
                 time_limit: float | None = DEFAULT_TIME_LIMIT_S, memory_limit="device",
                 fix: Mapping | None = None, planner: str = "milp", deadline: Deadline | None = None,
                 validate: bool = True, compute_scale: float = 1.0, precision=None, runtime=None) -> HybridResult:
+    """Best hybrid plan of `model` (zoo spec or TransformerSpec) on `cluster` (name, YAML path or
+    Cluster; `devices` = its first N) for `global_batch` sequences per optimizer step (`_search`),
+    with a note where `fix` pins what the runtime does not run (`unrun_pins_note`)."""
+    result = _search(model, cluster, global_batch, devices=devices, time_limit=time_limit,
+                     memory_limit=memory_limit, fix=fix, planner=planner, deadline=deadline, validate=validate,
+                     compute_scale=compute_scale, precision=precision, runtime=runtime)
+    note = unrun_pins_note(runtime, check_fix(fix or {}))
+    return result if note is None else replace(result, notes=result.notes + (note,))
+
+
+def _search(model, cluster, global_batch: int, *, devices: int | None = None,
+            time_limit: float | None = DEFAULT_TIME_LIMIT_S, memory_limit="device",
+            fix: Mapping | None = None, planner: str = "milp", deadline: Deadline | None = None,
+            validate: bool = True, compute_scale: float = 1.0, precision=None, runtime=None) -> HybridResult:
     """Best hybrid plan of `model` (zoo spec or TransformerSpec) on `cluster` (name, YAML path or
     Cluster; `devices` = its first N) for `global_batch` sequences per optimizer step.
     `compute_scale` multiplies every kernel time of the cost core (1.0: its curves as they are; see
@@ -400,7 +433,6 @@ def _cp_pins(spec: TransformerSpec, runtime, pins: dict) -> dict:
 def _checked(result: HybridResult, ctx: Context, validate: bool) -> HybridResult:
     if not validate or result.plan is None:
         return result
-    from dataclasses import replace
 
     from solver_plan.hybrid.validate import validate_plan
 
@@ -684,6 +716,10 @@ def evaluate(model, cluster, global_batch: int, parallelism, *, memory_limit="de
     plan = price(ctx, parallelism, profile, limit)
     status = Status.FEASIBLE
     notes = ["what-if evaluation of a given configuration"]
+    unrun = unrun_pins_note(ctx.runtime, {"tp": parallelism.tp, "pp": parallelism.pp, "cp": parallelism.cp,
+                                          "zero_stage": parallelism.zero_stage})
+    if unrun is not None:
+        notes.append(unrun)
     if plan is None:
         plan = price(ctx, parallelism, profile, None)
         if plan is None:
