@@ -13,7 +13,7 @@ from solver_plan.errors import InputError, check_positive
 from solver_plan.graph.ir import Graph
 from solver_plan.intra.build import DEFAULT_MAX_CANDIDATES, BuildStopped, build_config_problem
 from solver_plan.intra.problem import ConfigProblem
-from solver_plan.intra.solve import solve
+from solver_plan.intra.solve import checked, solve
 from solver_plan.keyvalues import parse_option_pairs, parse_option_value  # noqa: F401 (parse_option_value: re-exported)
 from solver_plan.plan import Plan, decode_plan
 from solver_plan.requests import BASELINES, UNLIMITED, PlanRequest
@@ -66,7 +66,9 @@ def answer_plan(request: PlanRequest, deadline: Deadline | None = None, *, progr
         problem, cost_model = prepare_problem(graph, cluster, memory_limit, request.max_candidates, deadline,
                                               precision=request.precision, all_devices=request.all_devices,
                                               runtime=request.runtime)
-    except BuildStopped as stopped:  # the wall clock passed during the build: no problem, no plan
+    except BuildStopped as stopped:  # the wall clock passed during the build: its one plan, or none
+        if stopped.problem is not None:
+            return _one_plan_report(request, graph, cluster, stopped.problem, time.perf_counter() - started)
         return _stopped_report(request, graph, cluster, memory_limit, str(stopped), time.perf_counter() - started)
     if on_problem is not None:
         on_problem(graph, cluster, problem, cost_model, time.perf_counter() - started)
@@ -82,6 +84,26 @@ def answer_plan(request: PlanRequest, deadline: Deadline | None = None, *, progr
     if request.baselines:
         report = _with_baselines(report, info, deadline)
     return report
+
+
+def _one_plan_report(request: PlanRequest, graph: Graph, cluster: Cluster, problem: ConfigProblem,
+                     runtime_s: float) -> PlanReport:
+    """The answer when the deadline passed while pricing redistributions (`build.one_candidate_problem`):
+    its only plan, TIME_LIMIT and cut short, objective the sum of its costs, validated as every plan is;
+    without a plan where it does not fit the memory limit, saying by how much."""
+    plan = (0,) * problem.num_nodes
+    cost_model = problem.context[2]
+    if problem.memory_ok(plan):
+        result = ConfigResult(request.planner, Status.TIME_LIMIT, objective=problem.objective(plan),
+                              runtime_s=runtime_s, assignment=plan, notes=(*problem.notes, CUT_SHORT_NOTE))
+    else:
+        need = float(problem.device_memory(plan).max())
+        result = ConfigResult(request.planner, Status.TIME_LIMIT, runtime_s=runtime_s, notes=(
+            *problem.notes, f"no plan: that one needs {need / 1e9:.2f} GB on its busiest device, over the limit",
+            CUT_SHORT_NOTE))
+    result = checked(problem, result)
+    return PlanReport(request, decode_plan(graph, cluster, problem, result, cost_model), graph, cluster, problem,
+                      cost_model, result)
 
 
 def _stopped_report(request: PlanRequest, graph: Graph, cluster: Cluster, memory_limit, why: str,

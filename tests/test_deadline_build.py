@@ -217,3 +217,41 @@ def test_memory_alone_is_the_memory_of_the_full_pricing():
                 op = graph.op(name)
                 configs = enumerate_configs(op, graph, cluster.num_devices)
                 assert model.node_memory(graph, op, configs) == [c.memory_bytes for c in model.nodes(graph, op, configs)]
+
+
+def _clock_passing_after(monkeypatch, checks: int):
+    """Deadline.overrun answers False for the first `checks` calls, then True: the wall clock
+    passing at a chosen point of the build."""
+    calls = {"n": 0}
+
+    def overrun(self, grace_s=0.0):
+        calls["n"] += 1
+        return calls["n"] > checks
+
+    monkeypatch.setattr(Deadline, "overrun", overrun)
+
+
+def test_a_build_stopped_while_pricing_redistributions_answers_its_one_plan(monkeypatch):
+    """The operators all costed, the clock passing during the redistributions: each operator's
+    least-memory candidate, its edges priced one pair each, comes back as a validated TIME_LIMIT
+    plan (never a proof); under a limit that plan does not fit, no plan and by how much."""
+    from solver_plan.deadline import CUT_SHORT_NOTE, time_budget
+    from solver_plan.planning import answer_plan
+    from solver_plan.requests import PlanRequest
+    from solver_plan.result import Status
+    _clock_passing_after(monkeypatch, len(GRAPH.topological_order) + 1)  # one edge priced, then stopped
+    report = answer_plan(PlanRequest(GRAPH, CLUSTER, "greedy"), time_budget(10.0))
+    result, problem = report.result, report.problem
+    assert result.status is Status.TIME_LIMIT and result.assignment == (0,) * len(GRAPH.topological_order)
+    assert problem.capped_candidates == 1 and all(len(c) == 1 for c in problem.candidates)
+    assert result.objective == pytest.approx(problem.objective(result.assignment))
+    assert CUT_SHORT_NOTE in result.notes and any("one candidate per operator kept" in n for n in result.notes)
+    full = build_config_problem(GRAPH, CLUSTER)  # what the same (uncapped) build would have made
+    for i, configs in enumerate(problem.candidates):  # the least-memory candidate of each operator
+        j = full.candidates[i].index(configs[0])
+        assert full.node_memory[i][j] == min(full.node_memory[i]) == problem.node_memory[i][0]
+        assert full.node_costs[i][j] == problem.node_costs[i][0]
+    _clock_passing_after(monkeypatch, len(GRAPH.topological_order) + 1)
+    tight = answer_plan(PlanRequest(GRAPH, CLUSTER, "greedy", memory_limit=1.0), time_budget(10.0))
+    assert tight.result.status is Status.TIME_LIMIT and tight.result.assignment is None
+    assert any("no plan: that one needs" in n for n in tight.result.notes)

@@ -10,8 +10,9 @@ depends only on the instance and the limit (fixed seconds per unit of work, neve
 machine), so the same command builds the same problem on an idle or a loaded machine. The wall
 clock only stops: a build still running `grace_s` (BUILD_GRACE_S + BUILD_GRACE_SHARE of the
 limit, within the slack a command's limit allows) after the command's deadline raises
-`BuildStopped` (the front door answers TIME_LIMIT without a plan, saying how far the build got);
-it never changes which candidates are built. A build finished in its grace leaves the planner no
+`BuildStopped` (the front door answers TIME_LIMIT without a plan, saying how far the build got, or
+with the one plan of `one_candidate_problem` where every operator was costed already); it never
+changes which candidates are built. A build finished in its grace leaves the planner no
 time: it answers its first plan (TIME_LIMIT, cut short), which beats none.
 """
 from __future__ import annotations
@@ -44,7 +45,13 @@ CALIBRATION_DEVICES = 64
 
 class BuildStopped(Exception):
     """The command's deadline passed while the problem was being built: there is no problem to plan
-    on. The message says how far the build got and why (the front door's TIME_LIMIT note)."""
+    on. The message says how far the build got and why (the front door's TIME_LIMIT note);
+    `problem`, where the operators were all costed when it stopped, is what the build can still give
+    (`one_candidate_problem`), else None."""
+
+    def __init__(self, message: str, problem: ConfigProblem | None = None):
+        super().__init__(message)
+        self.problem = problem
 
 
 def prefix_cannot_fit(enumerated, priced, cap: int, memory_limit: float) -> bool:
@@ -153,8 +160,9 @@ def build_config_problem(graph: Graph, cluster: Cluster, memory_limit: float | N
     edge_matrices: dict[tuple[int, int], np.ndarray] = {}
     for done, edge in enumerate(graph.edges):
         if stopped():
-            raise BuildStopped(_stopped_note(f"{done} of {len(graph.edges)} tensors' redistribution priced",
-                                             estimate_s))
+            why = _stopped_note(f"{done} of {len(graph.edges)} tensors' redistribution priced", estimate_s)
+            raise BuildStopped(why, one_candidate_problem(graph, cluster, cost_model, candidates, costs, memory,
+                                                          memory_limit, why))
         u, v = index[edge.src], index[edge.dst]
         matrix = cost_model.edge_matrix(graph, edge, candidates[u], candidates[v])
         edge_matrices[(u, v)] = edge_matrices[(u, v)] + matrix if (u, v) in edge_matrices else matrix
@@ -171,6 +179,32 @@ def build_config_problem(graph: Graph, cluster: Cluster, memory_limit: float | N
         num_devices=cluster.num_devices, memory_limit=memory_limit, name=graph.name,
         context=(graph, cluster, cost_model), notes=notes,
         capped_candidates=planned if bool((counts > planned).any()) else None)
+
+
+def one_candidate_problem(graph: Graph, cluster: Cluster, cost_model: CostModel, candidates, costs, memory,
+                          memory_limit: float | None, why: str) -> ConfigProblem:
+    """What a build stopped by the clock while pricing redistributions can still give, its operators all
+    costed: each operator's least-memory candidate among those costed (the plan likeliest to fit), and
+    its tensors priced one pair each (an edge is k^2 times less work than its k x k matrix, so this
+    ends within the slack the limit allows; no work budget is left to decide by). One candidate: its
+    only plan is TIME_LIMIT at best, never a proof (`capped_candidates` = 1)."""
+    index = {name: i for i, name in enumerate(graph.topological_order)}
+    pick = [int(np.argmin(m)) for m in memory]
+    chosen = [(configs[j],) for configs, j in zip(candidates, pick)]
+    edge_matrices: dict[tuple[int, int], np.ndarray] = {}
+    for edge in graph.edges:
+        u, v = index[edge.src], index[edge.dst]
+        matrix = cost_model.edge_matrix(graph, edge, chosen[u], chosen[v])
+        edge_matrices[(u, v)] = edge_matrices[(u, v)] + matrix if (u, v) in edge_matrices else matrix
+    pairs = tuple(sorted(edge_matrices))
+    return ConfigProblem(
+        names=tuple(graph.topological_order), candidates=tuple(chosen),
+        node_costs=tuple(c[[j]] for c, j in zip(costs, pick)), node_memory=tuple(m[[j]] for m, j in zip(memory, pick)),
+        node_devices=tuple((c[0].devices,) for c in chosen), edges=pairs,
+        edge_costs=tuple(np.asarray(edge_matrices[p], dtype=float) for p in pairs), num_devices=cluster.num_devices,
+        memory_limit=memory_limit, name=graph.name, context=(graph, cluster, cost_model),
+        notes=(why.replace(": no plan", "") + ": one candidate per operator kept, its least-memory one",),
+        capped_candidates=1)
 
 
 def _stopped_note(progress: str, estimate_s: float) -> str:
