@@ -13,19 +13,32 @@ MAX_PASSES = 20
 # Work units (`deadline.WORK_UNIT_S`, a microsecond of the development machine's CPU) of visiting
 # one node: pricing its candidates against its neighbours, 11-14 us measured (one pass of gpt3-175B on
 # 64 and 1,024 devices, megatron-1T on 64, random-dag:nodes=10000); under a memory limit, also
-# moving its bytes and checking each candidate's: 20 more, plus a quarter per candidate x (1 +
-# degree) (measured 37-52 us a visit on the same four).
+# moving its bytes and checking each candidate's devices (one gather and `maximum.reduceat` over
+# the node's (candidate, device) entries, `MemoryTracker.overflow`): 20 more, plus MEMORY_UNITS_PER_ENTRY
+# an entry. s38 greedy (scripts/bench_greedy_charge.py, one `improve` pass, least of three): 18-23
+# us a visit under a limit on the suite's problems and the models on 64 devices (17-61 entries a
+# node on the suite, 550 on the models), 41 us on gpt3-175B over 1,024 devices (5,860 entries a
+# node), 56 us on megatron-1T over 3,072 (10,800): 0.003 us an entry beyond the ~22 us, and no
+# term in candidates x degree (the fit gave 0.00-0.02 us a candidate-price; the quarter unit a
+# price it replaces charged 52 us on the 10,000-node DAG, 2.4x its 22, and 54 on megatron-1T
+# over 3,072 devices, under its 56).
 VISIT_UNITS = 12.0
 MEMORY_VISIT_UNITS = 20.0
-MEMORY_UNITS_PER_PRICE = 0.25
+MEMORY_UNITS_PER_ENTRY = 0.005
 
 
-def node_units(problem: ConfigProblem, adjacency) -> list[float]:
-    """Work units of visiting each node once (VISIT_UNITS, and the memory terms under a limit)."""
+def device_entries(problem: ConfigProblem, node: int) -> int:
+    """(candidate, device) pairs of `node`: the devices its candidates use, counted per candidate."""
+    return sum(map(len, problem.node_devices[node]))
+
+
+def node_units(problem: ConfigProblem) -> list[float]:
+    """Work units of visiting each node once: VISIT_UNITS, and under a memory limit MEMORY_VISIT_UNITS
+    + MEMORY_UNITS_PER_ENTRY x its `device_entries` (its memory check reads each of them once)."""
     if problem.memory_limit is None:
         return [VISIT_UNITS] * problem.num_nodes
-    return [VISIT_UNITS + MEMORY_VISIT_UNITS + MEMORY_UNITS_PER_PRICE * len(candidates) * (1 + len(adjacency[node]))
-            for node, candidates in enumerate(problem.candidates)]
+    return [VISIT_UNITS + MEMORY_VISIT_UNITS + MEMORY_UNITS_PER_ENTRY * device_entries(problem, node)
+            for node in range(problem.num_nodes)]
 
 
 def improve(problem: ConfigProblem, assignment, deadline: Deadline | None = None, max_passes: int = MAX_PASSES,
@@ -38,7 +51,7 @@ def improve(problem: ConfigProblem, assignment, deadline: Deadline | None = None
     plan = list(assignment)
     adjacency = problem.neighbours()
     meter = WorkMeter(deadline) if meter is None else meter
-    units = node_units(problem, adjacency)
+    units = node_units(problem)
     memory = MemoryTracker(problem, plan)
     for _ in range(max_passes):
         changed = False
