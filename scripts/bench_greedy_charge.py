@@ -4,16 +4,22 @@
 (under a memory limit, from the least-memory plan; charged as greedy is) and of one pass of
 `improve` (charged `node_units` a node), each on a fresh copy of the problem (its caches --
 visiting order, device arrays, neighbours -- not yet built: "cold"; "warm" repeats the pass on the
-same copy). Then a least-squares fit of each greedy step's time (timed between the pass's charges)
+same copy), under a deadline nested as a job's (a command's budget, a job's within it, a planner's
+child charging it; limits far off), so each step's charges and clock checks are counted as in a job.
+Then a least-squares fit of each greedy step's time (timed between the pass's charges)
 on its candidates x (1 + degree), the shape of `local_search.node_units`' memory term.
 
 Instances: the suite's random-dag 100 / 1,000 / 10,000, series-parallel 300, skip-chain 1,000
 (binding and none), and the per-operator problems of gpt3-175B on 64 and 1,024 devices and
 megatron-1T on 64 and 3,072 (a100-80gb-superpod, `prepare_problem`, with the device's memory and
-without a limit). Run it niced on a quiet machine and record `uptime` beside it:
+without a limit). `--in-job PLANNER LIMIT` instead answers each instance with PLANNER at LIMIT
+seconds (as `bench_cpu_clock.py` does, the memory-bound variants) and prints, for each greedy,
+reserving-greedy, improve and repair call inside the job, its CPU seconds against the nominal
+seconds it charged (its meter's units), the job's whole CPU at the end. Run it niced on a quiet machine and record `uptime` beside it:
 
     nice python scripts/bench_greedy_charge.py
     nice python scripts/bench_greedy_charge.py --instances dag-10000-binding --repeats 5
+    nice python scripts/bench_greedy_charge.py --instances dag-10000-binding --in-job greedy 3
 """
 from __future__ import annotations
 
@@ -25,12 +31,13 @@ import time
 
 import numpy as np
 
-from solver_plan.deadline import WORK_UNIT_S, WorkMeter
+from solver_plan.deadline import WORK_UNIT_S, WorkMeter, command_budget, time_budget
 from solver_plan.intra.greedy_plans import (greedy_assignment, greedy_pass_seconds, least_memory_plan,
                                             reserving_greedy)
 from solver_plan.intra.local_search import improve, node_units
 
 SUPERPOD = "a100-80gb-superpod"
+FAR_S = 1e5  # the deadlines' limit: never reached, so every pass runs to its end
 SUITE = {
     "dag-100": "random-dag:nodes=100,candidates=6-30,seed=1,memory={memory},devices=8",
     "dag-1000": "random-dag:nodes=1000,candidates=6-30,seed=2,memory={memory},devices=8",
@@ -69,16 +76,22 @@ def stripped(problem) -> bytes:
 
 
 class StepClock(WorkMeter):
-    """An unlimited meter that also notes the time of each charge: a pass charges once a node, at
-    the start of its step, so consecutive notes time one step."""
+    """A meter that also notes the time of each charge: a pass charges once a node, at the start of
+    its step, so consecutive notes time one step."""
 
     def __init__(self):
-        super().__init__(None)
+        super().__init__(job_deadline())
         self.times: list[float] = []
 
     def charge(self, units: float) -> None:
         self.times.append(time.perf_counter())
         super().charge(units)
+
+
+def job_deadline():
+    """A planner's deadline inside a job inside a command, as `solve` gets it, with a far limit."""
+    command = time_budget(FAR_S)
+    return time_budget(FAR_S, within=command).child(charges_parent=True)
 
 
 def cpu(run) -> tuple[float, object]:
@@ -99,7 +112,7 @@ def measure(instance: str, repeats: int) -> dict:
     steps = None
     for _ in range(repeats):
         fresh = pickle.loads(blob)
-        seconds, plan = cpu(lambda: greedy_assignment(fresh))
+        seconds, plan = cpu(lambda: greedy_assignment(fresh, job_deadline()))
         cold.append(seconds)
         clock = StepClock()
         seconds, _ = cpu(lambda: greedy_assignment(fresh, meter=clock))
@@ -108,8 +121,8 @@ def measure(instance: str, repeats: int) -> dict:
         steps = step if steps is None else np.minimum(steps, step)
         if fresh.memory_limit is not None:
             reference = least_memory_plan(fresh)
-            reserve.append(cpu(lambda: reserving_greedy(fresh, reference))[0])
-        visits.append(cpu(lambda: improve(fresh, plan, max_passes=1))[0])
+            reserve.append(cpu(lambda: reserving_greedy(fresh, reference, job_deadline()))[0])
+        visits.append(cpu(lambda: improve(fresh, plan, job_deadline(), max_passes=1))[0])
     row.update(cold=min(cold), warm=min(warm), reserve=min(reserve) if reserve else None, improve=min(visits))
     row["fit"] = fit(problem, adjacency, steps)
     return row
@@ -128,11 +141,52 @@ def fit(problem, adjacency, steps) -> dict:
             "constant_us": float(constant), "per_price_us": float(per_price), "mean_price": float(prices.mean())}
 
 
+TRACED = ("greedy_assignment", "reserving_greedy", "improve", "repair_memory")
+
+
+def in_job(instance: str, planner: str, limit: float) -> list[tuple[str, float, float]]:
+    """(loop, CPU seconds, nominal seconds charged) of each traced call while a job answers
+    `instance` with `planner` at `limit` seconds, then ("job", its CPU, the limit)."""
+    from solver_plan.intra import greedy_plans
+    calls: list[tuple[str, float, float]] = []
+
+    def traced(name, loop):
+        def run(*args, **kwargs):
+            meter = kwargs.get("meter") or next((a for a in args if isinstance(a, WorkMeter)), None)
+            units = 0.0 if meter is None else meter.units
+            seconds, out = cpu(lambda: loop(*args, **kwargs))
+            calls.append((name, seconds, 0.0 if meter is None else (meter.units - units) * meter.unit_s))
+            return out
+        return run
+    for name in TRACED:
+        setattr(greedy_plans, name, traced(name, getattr(greedy_plans, name)))
+    started = time.process_time()
+    name, memory = instance.rsplit("-", 1)
+    if name in SUITE:
+        from solver_plan.suite.run import answer_problem
+        answer_problem(SUITE[name].format(memory=memory), planner, time_limit=limit)
+    else:
+        from solver_plan.planning import UNLIMITED, answer_plan
+        from solver_plan.requests import PlanRequest
+        model, devices = MODELS[name]
+        request = PlanRequest(model, SUPERPOD, planner, devices=devices, time_limit=limit,
+                              memory_limit=None if memory == "binding" else UNLIMITED)
+        answer_plan(request, command_budget(limit, None))
+    calls.append(("job", time.process_time() - started, limit))
+    return calls
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--instances", nargs="+", default=list(INSTANCES), choices=INSTANCES, metavar="INSTANCE")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--in-job", nargs=2, metavar=("PLANNER", "LIMIT"))
     args = parser.parse_args(argv)
+    if args.in_job:
+        for instance in args.instances:
+            for loop, seconds, nominal in in_job(instance, args.in_job[0], float(args.in_job[1])):
+                print(f"{instance:<24} {loop:<18} cpu {seconds:6.3f} nominal {nominal:6.3f}", flush=True)
+        return 0
     print(f"{'instance':<24} {'nodes':>6} {'cands':>7} {'nominal':>8} {'cold':>7} {'warm':>7} {'ratio':>6} "
           f"{'reserve':>7} {'visits':>8} {'improve':>7} {'ratio':>6} | {'step us':>7} {'fit c':>6} "
           f"{'fit/price':>9} {'price':>6}")

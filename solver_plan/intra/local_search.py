@@ -22,8 +22,8 @@ MAX_PASSES = 20
 # term in candidates x degree (the fit gave 0.00-0.02 us a candidate-price; the quarter unit a
 # price it replaces charged 52 us on the 10,000-node DAG, 2.4x its 22, and 54 on megatron-1T
 # over 3,072 devices, under its 56).
-VISIT_UNITS = 12.0
-MEMORY_VISIT_UNITS = 20.0
+VISIT_UNITS = 20.0
+MEMORY_VISIT_UNITS = 18.0
 MEMORY_UNITS_PER_ENTRY = 0.005
 
 
