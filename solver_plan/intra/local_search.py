@@ -11,17 +11,18 @@ MAX_PASSES = 20
 
 
 # Work units (`deadline.WORK_UNIT_S`, a microsecond of the development machine's CPU) of visiting
-# one node: pricing its candidates against its neighbours, 11-14 us measured (one pass of gpt3-175B on
-# 64 and 1,024 devices, megatron-1T on 64, random-dag:nodes=10000); under a memory limit, also
-# moving its bytes and checking each candidate's devices (one gather and `maximum.reduceat` over
-# the node's (candidate, device) entries, `MemoryTracker.overflow`): 20 more, plus MEMORY_UNITS_PER_ENTRY
-# an entry. s38 greedy (scripts/bench_greedy_charge.py, one `improve` pass, least of three): 18-23
-# us a visit under a limit on the suite's problems and the models on 64 devices (17-61 entries a
-# node on the suite, 550 on the models), 41 us on gpt3-175B over 1,024 devices (5,860 entries a
-# node), 56 us on megatron-1T over 3,072 (10,800): 0.003 us an entry beyond the ~22 us, and no
-# term in candidates x degree (the fit gave 0.00-0.02 us a candidate-price; the quarter unit a
-# price it replaces charged 52 us on the 10,000-node DAG, 2.4x its 22, and 54 on megatron-1T
-# over 3,072 devices, under its 56).
+# one node: pricing its candidates against its neighbours, and the meter's charge and clock check;
+# under a memory limit, also moving its bytes and checking each candidate's devices (one gather and
+# `maximum.reduceat` over the node's (candidate, device) entries, `MemoryTracker.overflow`), a
+# fixed part and MEMORY_UNITS_PER_ENTRY an entry (`device_entries`). s38 greedy
+# (scripts/bench_greedy_charge.py; CPU, least of three, 2 shared cores at load 1.4-2.2): one pass
+# under a job's deadline 14-16 us a visit without a limit, 24-29 with one (17-61 entries a node on
+# the suite's problems, 550 on the models over 64 devices), 41-44 on gpt3-175B over 1,024 devices
+# (5,860 entries), 56-63 on megatron-1T over 3,072 (10,800): 0.003 us an entry, no term in
+# candidates x degree (its fit: 0.00-0.02 us a candidate-price); inside jobs (`--in-job`) 16-22
+# us without a limit and 38-52 with one on the DAG and gpt3-175B over 1,024 devices. The quarter
+# unit a candidate-price these replace charged 52 us a visit on the 10,000-node DAG and 54 on
+# megatron-1T over 3,072 devices; 12 units a visit was under the jobs' 16-22.
 VISIT_UNITS = 20.0
 MEMORY_VISIT_UNITS = 18.0
 MEMORY_UNITS_PER_ENTRY = 0.005
