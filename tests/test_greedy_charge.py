@@ -12,7 +12,7 @@ from solver_plan.intra.greedy_plans import (GREEDY_TABLE_UNITS_PER_ENTRY, GREEDY
                                             greedy_pass_seconds, greedy_units, least_memory_plan,
                                             reserving_greedy)
 from solver_plan.intra.local_search import (MEMORY_UNITS_PER_ENTRY, MEMORY_VISIT_UNITS, VISIT_UNITS,
-                                            device_entries, improve, node_units)
+                                            device_entries, improve, node_units, tracker_units)
 from solver_plan.suite.generators import resolve_problem
 
 BINDING = "random-dag:nodes=200,candidates=6-12,seed=3,memory=binding,devices=8"
@@ -21,7 +21,7 @@ BINDING = "random-dag:nodes=200,candidates=6-12,seed=3,memory=binding,devices=8"
 def test_a_visit_is_charged_by_its_device_entries_under_a_memory_limit():
     problem = resolve_problem(BINDING)
     entries = [sum(len(devices) for devices in problem.node_devices[node]) for node in range(problem.num_nodes)]
-    assert [device_entries(problem, node) for node in range(problem.num_nodes)] == entries
+    assert device_entries(problem).tolist() == entries
     assert node_units(problem) == pytest.approx(
         [VISIT_UNITS + MEMORY_VISIT_UNITS + MEMORY_UNITS_PER_ENTRY * e for e in entries])
     assert node_units(problem.with_memory_limit(None)) == [VISIT_UNITS] * problem.num_nodes
@@ -38,7 +38,7 @@ def test_a_visit_costs_the_same_whatever_the_node_degree():
 def test_the_greedy_pass_adds_its_unavoidable_memory_table_under_a_limit():
     problem = resolve_problem(BINDING)
     visits = [GREEDY_VISITS * units for units in node_units(problem)]
-    table = [GREEDY_TABLE_UNITS_PER_ENTRY * device_entries(problem, node) for node in range(problem.num_nodes)]
+    table = [GREEDY_TABLE_UNITS_PER_ENTRY * e for e in device_entries(problem)]
     assert greedy_units(problem) == pytest.approx([v + t for v, t in zip(visits, table)])
     assert greedy_units(problem, table=False) == pytest.approx(visits)
     free = problem.with_memory_limit(None)
@@ -56,4 +56,5 @@ def test_each_pass_charges_what_its_units_say():
     improve(problem, plan, max_passes=1, meter=improve_meter)
     assert greedy_meter.units * WORK_UNIT_S == pytest.approx(greedy_pass_seconds(problem))
     assert reserving_meter.units < greedy_meter.units
-    assert improve_meter.units == pytest.approx(sum(node_units(problem)))
+    assert improve_meter.units == pytest.approx(tracker_units(problem, plan) + sum(node_units(problem)))
+    assert tracker_units(problem, plan) > 0 and tracker_units(problem.with_memory_limit(None), plan) == 0

@@ -86,7 +86,7 @@ def greedy_units(problem: ConfigProblem, table: bool = True) -> list[float]:
     visits = [GREEDY_VISITS * units for units in node_units(problem)]
     if problem.memory_limit is None or not table:
         return visits
-    return [units + GREEDY_TABLE_UNITS_PER_ENTRY * device_entries(problem, node) for node, units in enumerate(visits)]
+    return (np.asarray(visits) + GREEDY_TABLE_UNITS_PER_ENTRY * device_entries(problem)).tolist()
 
 
 def greedy_pass_seconds(problem: ConfigProblem) -> float:
