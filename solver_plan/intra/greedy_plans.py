@@ -13,7 +13,7 @@ import numpy as np
 
 from solver_plan.deadline import WORK_UNIT_S, WorkMeter
 from solver_plan.intra.local_cost import candidate_costs, pick
-from solver_plan.intra.local_search import improve, node_units
+from solver_plan.intra.local_search import device_entries, improve, node_units
 from solver_plan.intra.memory import can_fit
 from solver_plan.intra.memory_repair import repair_memory
 from solver_plan.intra.memory_tracker import MemoryTracker
@@ -63,15 +63,36 @@ def _visiting_order(problem: ConfigProblem) -> tuple[int, ...]:
     return tuple(order)
 
 
-# A greedy step costs about two local-search visits of the node (`local_search.node_units`): it also
-# tracks the undecided nodes' unavoidable memory (measured 67-124 us a step under a memory limit,
-# 16-24 us without, on the problems of local_search's measurements).
+# A greedy step and its share of the pass's set-up cost about two local-search visits of the node
+# (`local_search.node_units`): the step itself one (it prices and checks the same candidates;
+# measured 10-12 us a step without a memory limit, 17-24 under one, 36-50 on 1,024-3,072 devices,
+# as `improve`'s visits), the set-up another (the visiting order, the neighbour lists and device
+# arrays, built on a problem's first pass: 7-10 us a node). Under a memory limit the pass also
+# builds the undecided nodes' unavoidable memory (`MemoryTracker`, `least_memory_matrix`, not
+# cached: a table of nodes x devices, an intersection of each node's candidates' devices):
+# GREEDY_TABLE_UNITS_PER_ENTRY a (candidate, device) entry (`local_search.device_entries`).
+# s38 greedy (scripts/bench_greedy_charge.py, a pass on a fresh copy of the problem, CPU, least of
+# three): 0.11 s on gpt3-175B over 1,024 devices (6.8 million entries), 0.19 s on megatron-1T over
+# 3,072 (16.7 million), where the pass took 0.27 and 0.43 s against 0.125 and 0.167 s charged by
+# the visits alone; 0.04 s on the 10,000-node DAG (0.6 million).
 GREEDY_VISITS = 2.0
+GREEDY_TABLE_UNITS_PER_ENTRY = 0.03
+
+
+def greedy_units(problem: ConfigProblem, table: bool = True) -> list[float]:
+    """Work units of each node's greedy step: GREEDY_VISITS `node_units`, plus under a memory limit
+    GREEDY_TABLE_UNITS_PER_ENTRY x its `device_entries` (its part of the unavoidable-memory table;
+    `table=False` for `reserving_greedy`, which tracks the whole plan's memory instead)."""
+    visits = [GREEDY_VISITS * units for units in node_units(problem)]
+    if problem.memory_limit is None or not table:
+        return visits
+    return (np.asarray(visits) + GREEDY_TABLE_UNITS_PER_ENTRY * device_entries(problem)).tolist()
 
 
 def greedy_pass_seconds(problem: ConfigProblem) -> float:
-    """Nominal seconds of one greedy pass (GREEDY_VISITS visits a node, `deadline.WORK_UNIT_S` a unit)."""
-    return GREEDY_VISITS * sum(node_units(problem, problem.neighbours())) * WORK_UNIT_S
+    """Nominal seconds of one greedy pass (`greedy_units`, `deadline.WORK_UNIT_S` a unit); the
+    reserving pass is charged no more (measured 0.02-0.16 s where this pass took 0.04-0.43 s)."""
+    return sum(greedy_units(problem)) * WORK_UNIT_S
 
 
 def greedy_assignment(problem: ConfigProblem, deadline=None, meter: WorkMeter | None = None) -> tuple[int, ...]:
@@ -82,7 +103,7 @@ def greedy_assignment(problem: ConfigProblem, deadline=None, meter: WorkMeter | 
     order = visiting_order(problem)
     adjacency = problem.neighbours()
     meter = WorkMeter(deadline) if meter is None else meter
-    units = [GREEDY_VISITS * u for u in node_units(problem, adjacency)]
+    units = greedy_units(problem)
     plan = [0] * problem.num_nodes
     decided = np.zeros(problem.num_nodes, dtype=bool)
     memory = MemoryTracker(problem)
@@ -114,11 +135,12 @@ def reserving_greedy(problem: ConfigProblem, reference, deadline=None,
     choice). The plain greedy only reserves each undecided node's unavoidable memory, which is 0 on
     most devices, and can paint itself into a corner: measured on the suite's 1,000-node binding
     instances, it broke the limit while the least-memory plan fitted. Charged to `meter` as
-    `greedy_assignment` is, and likewise stopped only by the wall clock."""
+    `greedy_assignment` is, less the unavoidable-memory table it does not build (`greedy_units`),
+    and likewise stopped only by the wall clock."""
     order = visiting_order(problem)
     adjacency = problem.neighbours()
     meter = WorkMeter(deadline) if meter is None else meter
-    units = [GREEDY_VISITS * u for u in node_units(problem, adjacency)]
+    units = greedy_units(problem, table=False)
     plan = [int(c) for c in reference]
     decided = np.zeros(problem.num_nodes, dtype=bool)
     usage = problem.device_memory(plan)
@@ -169,7 +191,7 @@ def heuristic_plans(problem: ConfigProblem, deadline, refine: bool = True, hint=
         # a repair that must run (no plan fits yet) is pointless where no plan can fit: each node's
         # unavoidable bytes already overflow a device (megatron-1T on 64 devices: a 0.93 s repair,
         # stuck, left the diagnosis that proves INFEASIBLE no time); about one pass of work
-        meter.charge(sum(node_units(problem, problem.neighbours())))
+        meter.charge(sum(node_units(problem)))
         if not can_fit(problem):
             return []
     # The unconstrained pass only feeds the repairs, which are optional once a plan fits: then it

@@ -22,9 +22,14 @@ STALE_FRACTION = 0.5
 # a look at each node's bytes on the devices over the limit, and for each node holding some, its
 # candidates' usage on every device and their prices: fitted to four repairs of the unconstrained
 # greedy plan (gpt3-175B on 64 and 1,024 devices, megatron-1T on 64, random-dag:nodes=10000 on 16:
-# 0.07-0.71 s; 1,157-26,197 nodes priced, 27-155 us each, the most devices the dearest).
+# 0.07-0.71 s; 1,157-26,197 nodes priced, 27-155 us each, the most devices the dearest). Re-measured
+# inside jobs in s38 (scripts/bench_greedy_charge.py --in-job greedy 3 and 10, load 0.5-1.0): on
+# random-dag:nodes=10000 over 16 devices the repair took 2.3x its charge (0.44 s of CPU against 0.187,
+# 2.43 against 1.05), on gpt3-175B over 1,024 devices 0.67x (0.24 against 0.356): the fixed part of a
+# pricing (a dozen numpy calls on k x devices arrays, candidate_costs over the neighbours) is ~75 us,
+# not 30; the device term stands (the large meshes were over-charged already).
 SCAN_UNITS = 1.0
-PRICE_UNITS = 30.0
+PRICE_UNITS = 75.0
 PRICE_UNITS_PER_DEVICE = 0.12
 # Re-ranking after each fifth of the excess is removed: on random-dag:nodes=10000 binding a minimiser
 # 3-10% over repaired in 11-35 rounds and 3-8 s of CPU to plans ~0.2-2% cheaper than with one ranking
