@@ -216,9 +216,7 @@ class CostModel:
     def nodes(self, graph: Graph, op: Operator, configs: Sequence[ParallelConfig]) -> list[NodeCost]:
         """`node` for each of `configs`, the operator's part of the memo key taken once (a build
         costs every candidate of every operator: 37,056 on megatron-1T at 3,072 devices)."""
-        grads = tuple(needs_gradient(graph, op, i) for i in range(len(op.inputs)))
-        kept = op.name in self._kept_outputs(graph)
-        prefix = (op_signature(op, graph), op.measured, op.activation_bytes_override, grads, kept)
+        prefix, grads, kept = self._node_key(graph, op)
         costs = []
         for cfg in configs:
             key = (*prefix, cfg)
@@ -227,6 +225,13 @@ class CostModel:
                 cost = self._nodes[key] = self._node(graph, op, cfg, grads, kept)
             costs.append(cost)
         return costs
+
+    def _node_key(self, graph: Graph, op: Operator) -> tuple[tuple, tuple[bool, ...], bool]:
+        """The operator's part of the node memo key (`nodes`, `node_memory`: identical layers share
+        it), with the inputs needing a gradient and whether its outputs are kept."""
+        grads = tuple(needs_gradient(graph, op, i) for i in range(len(op.inputs)))
+        kept = op.name in self._kept_outputs(graph)
+        return (op_signature(op, graph), op.measured, op.activation_bytes_override, grads, kept), grads, kept
 
     def _node(self, graph: Graph, op: Operator, cfg: ParallelConfig, grads: tuple[bool, ...],
               kept: bool = True) -> NodeCost:
@@ -248,9 +253,7 @@ class CostModel:
         """`NodeCost.memory_bytes` of `op` under each of `configs` without its times (the collectives'
         groups on thousands of devices cost most of a node's pricing): the same figures as `nodes`
         (one `_memory` for both), for choosing among candidates by memory alone."""
-        grads = tuple(needs_gradient(graph, op, i) for i in range(len(op.inputs)))
-        kept = op.name in self._kept_outputs(graph)
-        prefix = (op_signature(op, graph), op.measured, op.activation_bytes_override, grads, kept)
+        prefix, _, kept = self._node_key(graph, op)
         layout = op_layout(op, graph)
         out = []
         for cfg in configs:

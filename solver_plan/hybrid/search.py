@@ -288,10 +288,12 @@ def _runnable(ctx: Context, points: list[Parallelism], pins: Mapping) -> list[Pa
     from solver_plan.hybrid.fsdp import allowed
     from solver_plan.hybrid.zero_bubble import runs
     runtime = ctx.runtime
+    restricted = runtime.dimensions is not None or runtime.zero_stages is not None  # else every layout runs
     return [p for p in points if allowed(runtime, p.zero_stage, p.pp)
             and (runs(runtime, p.schedule) or "schedule" in pins)
-            and runtime.runs_layout({key: getattr(p, key) for key in ("tp", "pp", "cp") if key not in pins},
-                                    p.zero_stage if "zero_stage" not in pins else None)
+            and (not restricted or runtime.runs_layout(
+                {key: getattr(p, key) for key in ("tp", "pp", "cp") if key not in pins},
+                p.zero_stage if "zero_stage" not in pins else None))
             and host_floor_fits(ctx, p)]
 
 

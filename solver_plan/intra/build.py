@@ -157,16 +157,12 @@ def build_config_problem(graph: Graph, cluster: Cluster, memory_limit: float | N
         candidates.append(tuple(configs))
         costs.append(np.array([c.seconds for c in node_costs], dtype=float))
         memory.append(np.array([c.memory_bytes for c in node_costs], dtype=float))
-    edge_matrices: dict[tuple[int, int], np.ndarray] = {}
-    for done, edge in enumerate(graph.edges):
+    def check(done: int) -> None:
         if stopped():
             why = _stopped_note(f"{done} of {len(graph.edges)} tensors' redistribution priced", estimate_s)
             raise BuildStopped(why, one_candidate_problem(graph, cluster, cost_model, candidates, costs, memory,
                                                           memory_limit, why))
-        u, v = index[edge.src], index[edge.dst]
-        matrix = cost_model.edge_matrix(graph, edge, candidates[u], candidates[v])
-        edge_matrices[(u, v)] = edge_matrices[(u, v)] + matrix if (u, v) in edge_matrices else matrix
-    pairs = tuple(sorted(edge_matrices))
+    pairs, edge_costs = _redistributions(graph, cost_model, candidates, check)
     notes: tuple[str, ...] = ()
     if planned < max_candidates:
         notes += (f"at most {planned} candidates per operator (not {max_candidates}): the estimated build work "
@@ -175,10 +171,25 @@ def build_config_problem(graph: Graph, cluster: Cluster, memory_limit: float | N
     return ConfigProblem(
         names=tuple(order), candidates=tuple(candidates), node_costs=tuple(costs),
         node_memory=tuple(memory), node_devices=tuple(tuple(cfg.devices for cfg in c) for c in candidates),
-        edges=pairs, edge_costs=tuple(np.asarray(edge_matrices[p], dtype=float) for p in pairs),
-        num_devices=cluster.num_devices, memory_limit=memory_limit, name=graph.name,
-        context=(graph, cluster, cost_model), notes=notes,
+        edges=pairs, edge_costs=edge_costs, num_devices=cluster.num_devices, memory_limit=memory_limit,
+        name=graph.name, context=(graph, cluster, cost_model), notes=notes,
         capped_candidates=planned if bool((counts > planned).any()) else None)
+
+
+def _redistributions(graph: Graph, cost_model: CostModel, candidates, check=None):
+    """(operator pairs, their seconds matrices) of every tensor between `candidates` (per operator, in
+    topological order): several tensors between one pair summed into one matrix; `check(done)` is
+    called before each tensor (the build's clock check)."""
+    index = {name: i for i, name in enumerate(graph.topological_order)}
+    edge_matrices: dict[tuple[int, int], np.ndarray] = {}
+    for done, edge in enumerate(graph.edges):
+        if check is not None:
+            check(done)
+        u, v = index[edge.src], index[edge.dst]
+        matrix = cost_model.edge_matrix(graph, edge, candidates[u], candidates[v])
+        edge_matrices[(u, v)] = edge_matrices[(u, v)] + matrix if (u, v) in edge_matrices else matrix
+    pairs = tuple(sorted(edge_matrices))
+    return pairs, tuple(np.asarray(edge_matrices[p], dtype=float) for p in pairs)
 
 
 def one_candidate_problem(graph: Graph, cluster: Cluster, cost_model: CostModel, candidates, costs, memory,
@@ -188,20 +199,14 @@ def one_candidate_problem(graph: Graph, cluster: Cluster, cost_model: CostModel,
     its tensors priced one pair each (an edge is k^2 times less work than its k x k matrix, so this
     ends within the slack the limit allows; no work budget is left to decide by). One candidate: its
     only plan is TIME_LIMIT at best, never a proof (`capped_candidates` = 1)."""
-    index = {name: i for i, name in enumerate(graph.topological_order)}
     pick = [int(np.argmin(m)) for m in memory]
     chosen = [(configs[j],) for configs, j in zip(candidates, pick)]
-    edge_matrices: dict[tuple[int, int], np.ndarray] = {}
-    for edge in graph.edges:
-        u, v = index[edge.src], index[edge.dst]
-        matrix = cost_model.edge_matrix(graph, edge, chosen[u], chosen[v])
-        edge_matrices[(u, v)] = edge_matrices[(u, v)] + matrix if (u, v) in edge_matrices else matrix
-    pairs = tuple(sorted(edge_matrices))
+    pairs, edge_costs = _redistributions(graph, cost_model, chosen)
     return ConfigProblem(
         names=tuple(graph.topological_order), candidates=tuple(chosen),
         node_costs=tuple(c[[j]] for c, j in zip(costs, pick)), node_memory=tuple(m[[j]] for m, j in zip(memory, pick)),
-        node_devices=tuple((c[0].devices,) for c in chosen), edges=pairs,
-        edge_costs=tuple(np.asarray(edge_matrices[p], dtype=float) for p in pairs), num_devices=cluster.num_devices,
+        node_devices=tuple((c[0].devices,) for c in chosen), edges=pairs, edge_costs=edge_costs,
+        num_devices=cluster.num_devices,
         memory_limit=memory_limit, name=graph.name, context=(graph, cluster, cost_model),
         notes=(why.replace(": no plan", "") + ": one candidate per operator kept, its least-memory one",),
         capped_candidates=1)
