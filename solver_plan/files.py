@@ -22,6 +22,7 @@ import tempfile
 from pathlib import Path
 
 from solver_plan.errors import InputError
+from solver_plan.jsontext import json_text
 from solver_plan.units import MIB
 
 MAX_INPUT_BYTES = 64 * MIB  # far above any JSON input of ours; refuse before parsing gigabytes
@@ -269,7 +270,7 @@ INDENT_MAX_CHARS = 1_000_000
 def write_json_atomic(path: str | Path, data: dict) -> None:
     """Write `data` as JSON to `path` atomically (see `write_text_atomic`): indented, unless its
     compact form exceeds INDENT_MAX_CHARS (decided by size, never by the clock)."""
-    text = json.dumps(data)
+    text = json_text(data)
     if len(text) <= INDENT_MAX_CHARS:
         text = json.dumps(data, indent=2)
     write_text_atomic(path, text + "\n")

@@ -15,6 +15,7 @@ from solver_plan.cluster import Cluster
 from solver_plan.cost.model import CostModel
 from solver_plan.graph.ir import Graph
 from solver_plan.intra.problem import ConfigProblem
+from solver_plan.jsontext import shared
 from solver_plan.result import CONFIG_SCHEMA_VERSION, ConfigResult, Envelope, Objective, Status, with_envelope
 from solver_plan.units import format_bytes, format_seconds
 
@@ -95,7 +96,10 @@ class Plan:
                         self.notes, (self.solver_failure or "",))
 
     def to_dict(self) -> dict:
-        """JSON-ready dict of the plan (the CLI's --out file), with the envelope's keys first."""
+        """JSON-ready dict of the plan (the CLI's --out file), with the envelope's keys first. Equal
+        device lists are one list object (`jsontext.shared`: the writer encodes each once; a plan over
+        thousands of devices repeats a few), so do not change them in place."""
+        pool: dict[tuple, list] = {}
         return with_envelope(self.envelope, {
             "schema_version": SCHEMA_VERSION, "model": self.model, "cluster": self.cluster,
             "planner": self.planner, "status": self.status.value, "objective_s": self.objective_s,
@@ -105,7 +109,7 @@ class Plan:
             "solver_failure": self.solver_failure,
             "device_memory_bytes": list(self.device_memory_bytes),
             "operators": [{
-                "name": op.name, "type": op.op_type, "degrees": dict(op.degrees), "devices": list(op.devices),
+                "name": op.name, "type": op.op_type, "degrees": dict(op.degrees), "devices": shared(tuple(op.devices), pool),
                 "compute_s": op.compute_s, "comm_bytes": op.comm_bytes, "sync_bytes": op.sync_bytes,
                 "comm_s": op.comm_s, "sync_s": op.sync_s, "memory_bytes": op.memory_bytes,
             } for op in self.operators],

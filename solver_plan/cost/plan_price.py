@@ -42,11 +42,14 @@ def price_plan(graph: Graph, cost_model: CostModel, configs: Mapping[str, Parall
     model = cost_model.fresh()
     memory = np.zeros(cost_model.cluster.num_devices)
     operators = 0.0
+    on_devices: dict[tuple[int, ...], float] = {}  # bytes per device set, each added to its devices once
     for name in graph.topological_order:
         cfg = configs[name]
         cost = model.node(graph, graph.op(name), cfg)
         operators += cost.seconds
-        np.add.at(memory, np.asarray(cfg.devices, dtype=np.int64), cost.memory_bytes)
+        on_devices[cfg.devices] = on_devices.get(cfg.devices, 0.0) + cost.memory_bytes
+    for devices, amount in on_devices.items():  # a configuration's devices are distinct
+        memory[np.asarray(devices, dtype=np.int64)] += amount
     # one pair per edge, memoised on the fresh model by the edge's signature (as `model.node` is):
     # a model's repeated blocks price each pair once (gpt3-175B's 1,543 edges: 0.4 s -> 0.02 s)
     redistribution = sum(float(model.edge_matrices(graph, edge, (configs[edge.src],), (configs[edge.dst],))[1][0, 0])

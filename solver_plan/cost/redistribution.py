@@ -31,8 +31,8 @@ def _padded(cfgs: Sequence[ParallelConfig], boxes: Sequence[np.ndarray]) -> tupl
 def _single_node(cfg: ParallelConfig, devices_per_node: int) -> int:
     """The node holding all of the configuration's devices, or -1 when they span several.
     (A node index, not a node bitmask: a bitmask overflows int64 from 64 nodes on.)"""
-    nodes = {d // devices_per_node for d in cfg.devices}
-    return nodes.pop() if len(nodes) == 1 else -1
+    low, high = min(cfg.devices) // devices_per_node, max(cfg.devices) // devices_per_node
+    return low if low == high else -1
 
 
 _ROW_HASH = np.random.default_rng(20261123).integers(1, 2**62, size=64, dtype=np.int64) | 1

@@ -69,12 +69,15 @@ def device_table(cfg: ParallelConfig, boxes: np.ndarray, num_devices: int) -> np
 
 def first_on_node(cfg: ParallelConfig, boxes: np.ndarray, num_devices: int, devices_per_node: int) -> np.ndarray:
     """(num_devices,) True on the first device of each node holding each distinct box of `cfg`,
-    so summing over these devices counts every replicated box once per node."""
+    so summing over these devices counts every replicated box once per node. (One sort of the
+    (node, box) rows, first occurrences kept by a stable sort: a Python loop over 3,072 devices took
+    1.4 ms a configuration, 0.16 s of a 1 s limit on megatron-1T.)"""
+    devices = np.asarray(cfg.devices, dtype=np.int64)
+    keys = np.concatenate([(devices // devices_per_node)[:, None], boxes.reshape(len(devices), -1)], axis=1)
+    order = np.lexsort(keys.T[::-1])  # stable: equal rows keep their positions' order
+    ordered = keys[order]
+    starts = np.ones(len(order), dtype=bool)
+    starts[1:] = (ordered[1:] != ordered[:-1]).any(axis=1)
     mask = np.zeros(num_devices, dtype=bool)
-    seen = set()
-    for position, device in enumerate(cfg.devices):
-        key = (device // devices_per_node, boxes[position].tobytes())
-        if key not in seen:
-            seen.add(key)
-            mask[device] = True
+    mask[devices[order[starts]]] = True
     return mask

@@ -268,12 +268,23 @@ class ConfigProblem:
                 break
 
     def device_memory(self, assignment) -> np.ndarray:
-        """Bytes on each device under an assignment."""
+        """Bytes on each device under an assignment. Operators on one device array (`device_arrays`
+        shares the equal ones) are summed first, then each sum added to its devices once (a
+        configuration's devices are distinct): megatron-1T's 1,544 operators over 3,072 devices use
+        three arrays, 3.1 million entries that one bincount took 0.05 s to add."""
         arrays = self.device_arrays
-        used = [arrays[i][c] for i, c in enumerate(assignment)]
-        amounts = np.repeat([float(self.node_memory[i][c]) for i, c in enumerate(assignment)], [len(u) for u in used])
-        used = np.concatenate(used) if used else np.zeros(0, dtype=np.int64)
-        return np.bincount(used, weights=amounts, minlength=self.num_devices).astype(float)
+        sums: dict[int, list] = {}
+        for i, c in enumerate(assignment):
+            devices, amount = arrays[i][c], float(self.node_memory[i][c])
+            found = sums.get(id(devices))
+            if found is None:
+                sums[id(devices)] = [devices, amount]
+            else:
+                found[1] += amount
+        memory = np.zeros(self.num_devices)
+        for devices, amount in sums.values():
+            memory[devices] += amount
+        return memory
 
     def memory_ok(self, assignment, tolerance: float = 1e-6) -> bool:
         """Whether no device holds more than the memory limit (relative `tolerance`) under the plan."""
