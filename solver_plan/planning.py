@@ -67,9 +67,7 @@ def answer_plan(request: PlanRequest, deadline: Deadline | None = None, *, progr
                                               precision=request.precision, all_devices=request.all_devices,
                                               runtime=request.runtime)
     except BuildStopped as stopped:  # the wall clock passed during the build: its one plan, or none
-        if stopped.problem is not None:
-            return _one_plan_report(request, graph, cluster, stopped.problem, time.perf_counter() - started)
-        return _stopped_report(request, graph, cluster, memory_limit, str(stopped), time.perf_counter() - started)
+        return _one_plan_report(request, graph, cluster, stopped.problem, time.perf_counter() - started)
     if on_problem is not None:
         on_problem(graph, cluster, problem, cost_model, time.perf_counter() - started)
     with Progress(request.planner, enabled=progress):
@@ -88,9 +86,9 @@ def answer_plan(request: PlanRequest, deadline: Deadline | None = None, *, progr
 
 def _one_plan_report(request: PlanRequest, graph: Graph, cluster: Cluster, problem: ConfigProblem,
                      runtime_s: float) -> PlanReport:
-    """The answer when the deadline passed while pricing redistributions (`build.one_candidate_problem`):
-    its only plan, TIME_LIMIT and cut short, objective the sum of its costs, validated as every plan is;
-    without a plan where it does not fit the memory limit, saying by how much."""
+    """The answer when the deadline passed during the build (`build.one_candidate_problem`): its only
+    plan, TIME_LIMIT and cut short, objective the sum of its costs, validated as every plan is; without
+    a plan where it does not fit the memory limit, saying by how much."""
     plan = (0,) * problem.num_nodes
     cost_model = problem.context[2]
     if problem.memory_ok(plan):
@@ -102,20 +100,6 @@ def _one_plan_report(request: PlanRequest, graph: Graph, cluster: Cluster, probl
             *problem.notes, f"no plan: that one needs {need / 1e9:.2f} GB on its busiest device, over the limit",
             CUT_SHORT_NOTE))
     result = checked(problem, result)
-    return PlanReport(request, decode_plan(graph, cluster, problem, result, cost_model), graph, cluster, problem,
-                      cost_model, result)
-
-
-def _stopped_report(request: PlanRequest, graph: Graph, cluster: Cluster, memory_limit, why: str,
-                    runtime_s: float) -> PlanReport:
-    """The answer when the deadline passed while building the problem: TIME_LIMIT without a plan,
-    on an empty problem (nothing was built to plan on), the note saying why."""
-    cost_model = problem_cost_model(graph, cluster, request.precision, runtime=request.runtime)
-    problem = ConfigProblem(names=(), candidates=(), node_costs=(), node_memory=(), node_devices=(), edges=(),
-                            edge_costs=(), num_devices=cluster.num_devices,
-                            memory_limit=_memory_bytes(memory_limit, cluster), name=graph.name,
-                            notes=(why,))
-    result = ConfigResult(request.planner, Status.TIME_LIMIT, runtime_s=runtime_s, notes=(why, CUT_SHORT_NOTE))
     return PlanReport(request, decode_plan(graph, cluster, problem, result, cost_model), graph, cluster, problem,
                       cost_model, result)
 

@@ -56,8 +56,8 @@ def test_a_budget_given_in_seconds_works_and_a_share_ends_with_its_parent():
 
 
 def test_building_past_the_deadline_stops_without_changing_what_is_built():
-    """Issue 26: the wall clock only stops the build (BuildStopped, answered as TIME_LIMIT without a
-    plan); it no longer cuts the candidates to a few per operator (formerly this test's subject)."""
+    """Issue 26: the wall clock only stops the build (BuildStopped, answered as TIME_LIMIT with its one
+    plan at most); it no longer cuts the candidates to a few per operator (formerly this test's subject)."""
     from solver_plan.intra.build import BuildStopped
     graph = build_model("mlp:layers=3,hidden=256,batch=64")
     cluster = resolve_cluster("v100x8-nvlink")

@@ -49,8 +49,8 @@ def test_same_limit_same_problem_however_much_time_was_already_spent(monkeypatch
 
 
 def test_the_wall_clock_stops_the_build_and_the_answer_says_why():
-    """Past the deadline and its grace the build stops (no problem, hence no plan: TIME_LIMIT with
-    the reason), rather than going on with fewer candidates than the budget decided; within the
+    """Past the deadline and its grace the build stops (TIME_LIMIT with the reason, its one plan
+    validated), rather than going on with fewer candidates than the budget decided; within the
     grace it finishes the very problem the budget decided."""
     late = build_config_problem(GRAPH, CLUSTER, deadline=Deadline(10.0, start=time.perf_counter() - 10.5))
     assert _signature(late) == _signature(build_config_problem(GRAPH, CLUSTER, deadline=Deadline(10.0)))
@@ -62,9 +62,10 @@ def test_the_wall_clock_stops_the_build_and_the_answer_says_why():
     from solver_plan.result import Status
     report = answer_plan(PlanRequest(GRAPH, CLUSTER, "greedy"),
                          time_budget(10.0, start=deadline_module.clock() - 15.0))
-    assert report.result.status is Status.TIME_LIMIT and report.result.assignment is None
-    assert report.plan.operators == () and CUT_SHORT_NOTE in report.plan.notes
-    assert any("while building the problem" in note for note in report.plan.notes)
+    assert report.result.status is Status.TIME_LIMIT and report.result.assignment is not None
+    assert len(report.plan.operators) == len(GRAPH.topological_order) and CUT_SHORT_NOTE in report.plan.notes
+    assert any("while building the problem (0 of" in note for note in report.plan.notes)
+    assert report.problem.capped_candidates == 1
 
 
 class _FastClock:
@@ -255,3 +256,25 @@ def test_a_build_stopped_while_pricing_redistributions_answers_its_one_plan(monk
     tight = answer_plan(PlanRequest(GRAPH, CLUSTER, "greedy", memory_limit=1.0), time_budget(10.0))
     assert tight.result.status is Status.TIME_LIMIT and tight.result.assignment is None
     assert any("no plan: that one needs" in n for n in tight.result.notes)
+
+
+def test_a_build_stopped_while_costing_operators_answers_its_one_plan(monkeypatch):
+    """The clock passing after two operators are costed: every operator keeps its least-memory
+    candidate of all it has, costed as the full build costs it; the plan is a validated TIME_LIMIT
+    plan (never a proof)."""
+    from solver_plan.deadline import CUT_SHORT_NOTE, time_budget
+    from solver_plan.planning import answer_plan
+    from solver_plan.requests import PlanRequest
+    from solver_plan.result import Status
+    _clock_passing_after(monkeypatch, 2)
+    report = answer_plan(PlanRequest(GRAPH, CLUSTER, "greedy"), time_budget(10.0))
+    result, problem = report.result, report.problem
+    assert result.status is Status.TIME_LIMIT and result.assignment == (0,) * len(GRAPH.topological_order)
+    assert problem.capped_candidates == 1 and all(len(c) == 1 for c in problem.candidates)
+    assert result.objective == pytest.approx(problem.objective(result.assignment))
+    assert CUT_SHORT_NOTE in result.notes and any("2 of" in n and "operators costed" in n for n in result.notes)
+    full = build_config_problem(GRAPH, CLUSTER, max_candidates=10**6)  # every candidate
+    for i, configs in enumerate(problem.candidates):
+        j = full.candidates[i].index(configs[0])
+        assert full.node_memory[i][j] == min(full.node_memory[i]) == problem.node_memory[i][0]
+        assert full.node_costs[i][j] == problem.node_costs[i][0]

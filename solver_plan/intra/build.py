@@ -46,10 +46,9 @@ CALIBRATION_DEVICES = 64
 class BuildStopped(Exception):
     """The command's deadline passed while the problem was being built: there is no problem to plan
     on. The message says how far the build got and why (the front door's TIME_LIMIT note);
-    `problem`, where the operators were all costed when it stopped, is what the build can still give
-    (`one_candidate_problem`), else None."""
+    `problem` is what the build can still give (`one_candidate_problem`)."""
 
-    def __init__(self, message: str, problem: ConfigProblem | None = None):
+    def __init__(self, message: str, problem: ConfigProblem):
         super().__init__(message)
         self.problem = problem
 
@@ -134,7 +133,8 @@ def build_config_problem(graph: Graph, cluster: Cluster, memory_limit: float | N
     priced = []
     for done, (name, configs) in enumerate(zip(order, enumerated)):
         if stopped():
-            raise BuildStopped(_stopped_note(f"{done} of {len(order)} operators costed", estimate_s))
+            why = _stopped_note(f"{done} of {len(order)} operators costed", estimate_s)
+            raise BuildStopped(why, _least_memory_problem(graph, cluster, cost_model, enumerated, memory_limit, why))
         priced.append(cost_model.nodes(graph, graph.op(name), configs[:planned]))
     # the enumeration's first candidates, unless no plan of theirs can fit: then each operator's
     # least-memory candidate takes the last place, found by pricing every candidate's memory (the
@@ -144,19 +144,16 @@ def build_config_problem(graph: Graph, cluster: Cluster, memory_limit: float | N
             deadline.spend(S_PER_CANDIDATE * float((counts - np.minimum(counts, planned)).sum()))
         for done, (name, configs) in enumerate(zip(order, enumerated)):
             if stopped():
-                raise BuildStopped(_stopped_note(f"{done} of {len(order)} operators' other candidates costed",
-                                                 estimate_s))
+                why = _stopped_note(f"{done} of {len(order)} operators' other candidates costed", estimate_s)
+                raise BuildStopped(why, _least_memory_problem(graph, cluster, cost_model, enumerated, memory_limit,
+                                                              why))
             if len(configs) > planned:
                 op = graph.op(name)
                 kept = capped_choice(cost_model.node_memory(graph, op, configs), planned)
                 enumerated[done] = tuple(configs[j] for j in kept)
                 priced[done] = cost_model.nodes(graph, op, enumerated[done])
-    candidates, costs, memory = [], [], []
-    for configs, node_costs in zip(enumerated, priced):
-        configs = configs[:planned]
-        candidates.append(tuple(configs))
-        costs.append(np.array([c.seconds for c in node_costs], dtype=float))
-        memory.append(np.array([c.memory_bytes for c in node_costs], dtype=float))
+    candidates = [tuple(configs[:planned]) for configs in enumerated]
+    costs, memory = _cost_arrays(priced)
     def check(done: int) -> None:
         if stopped():
             why = _stopped_note(f"{done} of {len(graph.edges)} tensors' redistribution priced", estimate_s)
@@ -174,6 +171,27 @@ def build_config_problem(graph: Graph, cluster: Cluster, memory_limit: float | N
         edges=pairs, edge_costs=edge_costs, num_devices=cluster.num_devices, memory_limit=memory_limit,
         name=graph.name, context=(graph, cluster, cost_model), notes=notes,
         capped_candidates=planned if bool((counts > planned).any()) else None)
+
+
+def _least_memory_problem(graph: Graph, cluster: Cluster, cost_model: CostModel, enumerated, memory_limit,
+                          why: str) -> ConfigProblem:
+    """What a build stopped while costing operators can still give (`one_candidate_problem`): each
+    operator's least-memory candidate of all it has (`CostModel.node_memory`, memory alone, a fraction
+    of full pricing; memoised for those already priced), then that one priced. The plan likeliest to
+    fit, found by the costs alone."""
+    chosen, priced = [], []
+    for name, configs in zip(graph.topological_order, enumerated):
+        op = graph.op(name)
+        best = (configs[int(np.argmin(cost_model.node_memory(graph, op, configs)))],)
+        chosen.append(best)
+        priced.append(cost_model.nodes(graph, op, best))
+    return one_candidate_problem(graph, cluster, cost_model, chosen, *_cost_arrays(priced), memory_limit, why)
+
+
+def _cost_arrays(priced) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Each operator's candidates' seconds and bytes as arrays, from their `NodeCost`s."""
+    return ([np.array([c.seconds for c in node_costs], dtype=float) for node_costs in priced],
+            [np.array([c.memory_bytes for c in node_costs], dtype=float) for node_costs in priced])
 
 
 def _redistributions(graph: Graph, cost_model: CostModel, candidates, check=None):
@@ -194,11 +212,12 @@ def _redistributions(graph: Graph, cost_model: CostModel, candidates, check=None
 
 def one_candidate_problem(graph: Graph, cluster: Cluster, cost_model: CostModel, candidates, costs, memory,
                           memory_limit: float | None, why: str) -> ConfigProblem:
-    """What a build stopped by the clock while pricing redistributions can still give, its operators all
-    costed: each operator's least-memory candidate among those costed (the plan likeliest to fit), and
-    its tensors priced one pair each (an edge is k^2 times less work than its k x k matrix, so this
-    ends within the slack the limit allows; no work budget is left to decide by). One candidate: its
-    only plan is TIME_LIMIT at best, never a proof (`capped_candidates` = 1)."""
+    """What a build stopped by the clock can still give: each operator's least-memory candidate among
+    those costed (the plan likeliest to fit; `candidates`, `costs` and `memory` are what was costed,
+    one candidate for the operators the clock left uncosted), and its tensors priced one pair each (an
+    edge is k^2 times less work than its k x k matrix, so this ends within the slack the limit allows;
+    no work budget is left to decide by). One candidate: its only plan is TIME_LIMIT at best, never a
+    proof (`capped_candidates` = 1)."""
     pick = [int(np.argmin(m)) for m in memory]
     chosen = [(configs[j],) for configs, j in zip(candidates, pick)]
     pairs, edge_costs = _redistributions(graph, cost_model, chosen)
