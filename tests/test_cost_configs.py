@@ -150,3 +150,23 @@ def test_tiles_of_every_candidate_partition_each_tensor(batch, seq, hidden, devi
             boxes = tile_boxes(cfg, layout.names, axes, shape)
             distinct = np.unique(boxes.reshape(len(boxes), -1), axis=0)
             assert box_volume(distinct.reshape(-1, len(shape), 2)).sum() == math.prod(shape)
+
+
+def _degree_assignments_by_loop(dims, count):
+    """The definition, one candidate degree at a time (the reference for the divisor-based enumeration)."""
+    if not dims:
+        return [()] if count == 1 else []
+    return [(degree,) + tail for degree in range(1, count + 1) if count % degree == 0 and dims[0].size % degree == 0
+            for tail in _degree_assignments_by_loop(dims[1:], count // degree)]
+
+
+def test_degree_assignments_equal_the_definition_in_order():
+    import random
+
+    from solver_plan.cost.dims import Dimension
+    rng = random.Random(1)
+    for _ in range(500):
+        dims = tuple(Dimension(f"d{i}", rng.choice([1, 2, 3, 6, 12, 64, 96, 1000, 2048, 50257]), "attribute")
+                     for i in range(rng.randint(0, 4)))
+        count = rng.choice([1, 2, 3, 6, 8, 96, 1024, 3072])
+        assert degree_assignments(dims, count) == _degree_assignments_by_loop(dims, count)
