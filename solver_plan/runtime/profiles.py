@@ -349,6 +349,32 @@ DEEPSPEED = RuntimeProfile(
                           "assumed 10%, to be replaced by a measurement (scripts/measure_device.py)"),
     ))
 
+# DeepSpeed's BF16_Optimizer (bf16.enabled, ZeRO stage 0: "bf16 must use z0! it implements its own zero
+# stage 1 equivalent"), written for BigScience's BLOOM in 2022 and merged into DeepSpeed (0.6): the pipeline
+# engine and kernels of `deepspeed`, but gradients accumulated and reduced in an fp32 buffer of the whole
+# model (not sharded), the master weights and Adam moments sharded over data parallelism (ZeRO-1).
+DEEPSPEED_BF16 = replace(
+    DEEPSPEED, name="deepspeed-bf16",
+    summary="Megatron-DeepSpeed with DeepSpeed's BF16_Optimizer (2022-: BLOOM): fp32 gradient buffer, ZeRO-1 "
+            "master and moments, unfused attention",
+    fp32_gradients=True, zero_stages=(1,),
+    sources=(
+        ("fp32_gradients", "bigscience-workshop/bigscience train/tr11-176B-ml/README.md (00327f8), Deepspeed config: "
+                           "\"The new BF16_Optimizer accumulates grads in fp32. It doesn't shard the static fp32 "
+                           "buffer it reuses, which consumes 4 bytes * params of additional memory\"; DeepSpeed "
+                           "deepspeed/runtime/bf16_optimizer.py (2022): fp32_groups_gradients_flat = "
+                           "torch.zeros_like(the flat fp32 copy of the whole group), get_grads_for_reduction returns "
+                           "it (the data-parallel reduction moves fp32)"),
+        ("zero_stages", "the same README: 'ZERO_STAGE=0 # important: bf16 must use z0! it implements its own zero "
+                        "stage 1 equivalent' (the optimizer's param_groups hold this rank's partition of the fp32 "
+                        "copy): ZeRO-1 in this model's terms"),
+        ("grad_accumulation_add", "bf16_optimizer.py backward: clear_lp_grads() then loss.backward(), then "
+                                  "update_hp_grads adds each bf16 gradient into the fp32 buffer (2 + 4 + 4 bytes a "
+                                  "parameter every micro-batch); priced as deepspeed's bf16 add (3 x 2 bytes, all "
+                                  "but the first micro-batch): under by 4 bytes a parameter and micro-batch"),
+        ("rest", "as deepspeed (the pipeline engine, p2p gathers, unoverlapped gradient reduction, kernels)"),
+    ))
+
 TORCHTITAN = RuntimeProfile(
     "torchtitan", "torchtitan: FSDP2 (fully_shard per block) + tensor / pipeline parallel, SDPA flash attention",
     Kernels(flash_attention=True, attention_dropout=False, causal_skip=True, fused_swiglu=False,
@@ -607,7 +633,8 @@ LLM_FOUNDRY = replace(
         ("rest", "as torchtitan: FSDP unit per block, reduce-scatter under backward"),
     ))
 
-RUNTIMES: dict[str, RuntimeProfile] = {p.name: p for p in (MEGATRON_CORE, MEGATRON_2021, DEEPSPEED, TORCHTITAN,
+RUNTIMES: dict[str, RuntimeProfile] = {p.name: p for p in (MEGATRON_CORE, MEGATRON_2021, DEEPSPEED, DEEPSPEED_BF16,
+                                                              TORCHTITAN,
                                                               TORCHTITAN_COMPILE, TORCHTITAN_FP8_GATHER, LLAMA3_META,
                                                               NEMO, LLM_FOUNDRY)}
 DEFAULT_RUNTIME = MEGATRON_CORE
