@@ -266,6 +266,22 @@ MEGATRON_CORE = RuntimeProfile(
                            "with fp32 grads take 18 bytes per parameter, 6 + 12/d with the distributed optimizer"),
     ), fp32_gradients=True)
 
+# Megatron-LM's own H100 scaling runs (README "Training Speed and Scalability", 937571cf, 2024-07): megatron-core
+# with every overlap flag on, tensor-parallel communication included (Transformer Engine userbuffers).
+MEGATRON_CORE_TP_OVERLAP = replace(
+    MEGATRON_CORE, name="megatron-core-tp-overlap",
+    summary="Megatron-core with --tp-comm-overlap (Transformer Engine userbuffers) besides the data-parallel and "
+            "pipeline overlap",
+    overlap=replace(MEGATRON_CORE.overlap, tp_comm=True),
+    sources=(
+        ("tp_comm", "NVIDIA/Megatron-LM README.md (937571cf, 2024-07-15), Training Speed and Scalability: 'We perform "
+                    "fine-grained overlapping of data-parallel (--overlap-grad-reduce --overlap-param-gather), "
+                    "tensor-parallel (--tp-comm-overlap) and pipeline-parallel communication (enabled by default) "
+                    "with computation'; --tp-comm-overlap needs sequence parallelism (megatron/training/"
+                    "arguments.py)"),
+        ("rest", "as megatron-core"),
+    ))
+
 MEGATRON_2021 = RuntimeProfile(
     "megatron-2021", "Megatron-LM of Narayanan et al. 2021 and Korthikanti et al. 2022 (no flash attention)",
     Kernels(flash_attention=False, attention_dropout=True, causal_skip=False, fused_swiglu=True,
@@ -633,7 +649,7 @@ LLM_FOUNDRY = replace(
         ("rest", "as torchtitan: FSDP unit per block, reduce-scatter under backward"),
     ))
 
-RUNTIMES: dict[str, RuntimeProfile] = {p.name: p for p in (MEGATRON_CORE, MEGATRON_2021, DEEPSPEED, DEEPSPEED_BF16,
+RUNTIMES: dict[str, RuntimeProfile] = {p.name: p for p in (MEGATRON_CORE, MEGATRON_CORE_TP_OVERLAP, MEGATRON_2021, DEEPSPEED, DEEPSPEED_BF16,
                                                               TORCHTITAN,
                                                               TORCHTITAN_COMPILE, TORCHTITAN_FP8_GATHER, LLAMA3_META,
                                                               NEMO, LLM_FOUNDRY)}
