@@ -107,7 +107,8 @@ def test_the_plan_command_says_what_its_objective_is(capsys):
 @pytest.mark.parametrize("name", ["operators-mlp.json", "operators-gpt2.json", "operators-gpt2-alldevices.json"])
 def test_committed_plans_are_unchanged_but_for_the_envelope(name):
     """The committed per-operator plans (tests/fixtures/plans, written before the envelope; regenerated
-    once when attention became the runtime's fused kernel, cost/attention.py, and the plan named its runtime) come out
+    once when attention became the runtime's fused kernel, cost/attention.py, and the plan named its runtime,
+    and once when megatron-core's loss became its counted kernels, s39: same configurations) come out
     of today's planner key for key; only the envelope's keys are new (runtime_s is a timing)."""
     from solver_plan.api import load_cluster, plan
     old = json.loads((FIXTURES / name).read_text())

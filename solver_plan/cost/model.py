@@ -297,6 +297,8 @@ class CostModel:
             return sum(self._attention_from_tiles(graph, op, cfg, layout, out_tiles))
         element = self.element_bytes(op.dtype_bytes)
         in_tiles = self._input_tiles(graph, op, cfg, layout)
+        if op.op_type == OpType.SOFTMAX_CE and self.kernels.loss_kernel_bytes_per_logit:
+            return sum(self._loss_from_tiles(op, cfg, in_tiles[0]))
         weights = op.params / math.prod(cfg.degree(name) for name in layout.weight_dims)
         if op.op_type == OpType.EMBEDDING:  # a lookup reads the rows it gathers, not the whole table
             weights = min(weights, sum(out_tiles))
@@ -367,6 +369,28 @@ class CostModel:
             backend=self.kernels.attention_backend, dtype=dtype, query_length=op.outputs[0].shape[1],
             score_elements=self._score_elements(graph, op, cfg), element_bytes=element,
             dropout=self._attention_dropout(op))
+
+    # --- the loss --------------------------------------------------------------------------
+    def loss_seconds(self, graph: Graph, op: Operator, cfg: ParallelConfig) -> tuple[float, float] | None:
+        """(forward, backward) seconds of loss `op` under `cfg` on the busiest device where the runtime's
+        loss kernels were counted (`Kernels.loss_kernel_bytes_per_logit`), else None (the graph's
+        roofline, `compute_seconds`, which is their sum when they exist)."""
+        if (op.op_type != OpType.SOFTMAX_CE or not self.kernels.loss_kernel_bytes_per_logit or op.measured is not None
+                or self.cluster.w_override is not None):
+            return None
+        layout = op_layout(op, graph)
+        return self._loss_from_tiles(op, cfg, self._input_tiles(graph, op, cfg, layout)[0])
+
+    def _loss_from_tiles(self, op: Operator, cfg: ParallelConfig, logits: float) -> tuple[float, float]:
+        """Each of the runtime's loss kernels as one memory-bound pass of its bytes a logit over the
+        logits' tile on the busiest device (`logits` elements), with its launch (`compute_time`); the loss's
+        FLOPs (`graph.ops`: 6 a logit) go with the first forward kernel, on the vector unit."""
+        forward, backward = self.kernels.loss_kernel_bytes_per_logit
+        flops = [op.flops / cfg.num_shards] + [0.0] * (len(forward) - 1)
+        return (sum(compute_time(self.cluster, f, logits * b, unit="vector", dtype=self.precision.compute)
+                    for f, b in zip(flops, forward)),
+                sum(compute_time(self.cluster, 0.0, logits * b, unit="vector", dtype=self.precision.compute)
+                    for b in backward))
 
     @staticmethod
     def _score_elements(graph: Graph, op: Operator, cfg: ParallelConfig) -> float:

@@ -143,14 +143,18 @@ def _compute_s(cluster: Cluster, cost_model, graph, op, cfg, scale: float = 1.0,
     roofline time (forward kernel + backward of two kernels its size, `CostModel.compute_seconds`,
     the one source of kernel times) split 1 : 2; the attention core as the runtime's kernel runs it
     (`CostModel.attention_seconds`, i.e. `cost.attention`: a causal fused kernel at the device's
-    measured efficiency, the scores' HBM passes of an unfused one), plus fp8 casts (`fp8_cast_s`).
+    measured efficiency, the scores' HBM passes of an unfused one), the loss as the runtime's kernels
+    move its logits (`CostModel.loss_seconds`), plus fp8 casts (`fp8_cast_s`).
     The cost model carries `runtime`'s kernels (`BlockCoster` builds it so)."""
     from solver_plan.runtime import resolve_runtime
 
     runtime = resolve_runtime(runtime)
     forward_casts, backward_casts = fp8_cast_s(cluster, graph, op, cfg, cost_model, runtime)
+    loss = cost_model.loss_seconds(graph, op, cfg)
     if op.op_type == OpType.ATTENTION:
         forward, backward = cost_model.attention_seconds(graph, op, cfg)
+    elif loss is not None:  # the runtime's loss kernels, counted in its code
+        forward, backward = loss
     else:
         one = cost_model.node(graph, op, cfg).compute_s / 3.0
         forward, backward = one, 2.0 * one

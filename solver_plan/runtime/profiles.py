@@ -64,6 +64,11 @@ class Kernels:
     # that the backward's fp32 tensors (4 bytes a logit) cannot fill (hybrid/memory.py loss_hole_bytes);
     # 0 where no such hole was measured (fused or in-place losses)
     loss_hole_bytes_per_logit: float = 0.0
+    # the runtime's loss kernels where its code was read: (forward kernels, backward kernels), each kernel's
+    # HBM bytes per logit (cost/model.py loss_seconds: one launch and one memory-bound pass each); an
+    # unfused loss makes several passes over an fp32 copy of the logits. () keeps the graph's roofline (the
+    # loss operator reads its logits and writes a scalar)
+    loss_kernel_bytes_per_logit: tuple[tuple[float, ...], ...] = ()
     # what "selective" recomputation recomputes: "attention" (Megatron: the attention core, Korthikanti
     # et al. 2022 section 5) or "every-other-matmul" (torchtitan's op-level selective checkpointing:
     # saves every second matmul output and the attention output, recomputes the rest)
@@ -207,6 +212,10 @@ class RuntimeProfile:
                              f"{self.dimensions!r}", "dimensions")
         if self.zero_stages is not None and not (self.zero_stages and set(self.zero_stages) <= {0, 1, 2, 3}):
             raise InputError(f"zero_stages must be some of 0-3, got {self.zero_stages!r}", "zero_stages")
+        loss = self.kernels.loss_kernel_bytes_per_logit
+        if loss and not (len(loss) == 2 and all(phase and all(x >= 0 for x in phase) for phase in loss)):
+            raise InputError(f"loss_kernel_bytes_per_logit must be () or (forward, backward) kernels' bytes >= 0, "
+                             f"got {loss!r}", "loss_kernel_bytes_per_logit")
 
     def runs_layout(self, degrees: dict[str, int], zero_stage: int | None) -> bool:
         """Whether the runtime runs a plan of these model-parallel `degrees` ("tp", "pp", "cp": degree)
@@ -227,7 +236,8 @@ class RuntimeProfile:
 MEGATRON_CORE = RuntimeProfile(
     "megatron-core", "Megatron-LM with Megatron-core and Transformer Engine (2024-25), pretrain_gpt.py",
     Kernels(flash_attention=True, attention_dropout=False, causal_skip=True, fused_swiglu=True,
-            fused_cross_entropy=False, fp8_gemms=True, attention_backend="cudnn", wgrad_fused=True),
+            fused_cross_entropy=False, fp8_gemms=True, attention_backend="cudnn", wgrad_fused=True,
+            loss_kernel_bytes_per_logit=((6.0, 4.0, 8.0, 8.0, 4.0, 8.0), (8.0, 6.0))),
     Overlap(grad_reduce=True, param_gather=True, sharded_prefetch=False, tp_comm=False, pp_p2p=True,
             bucket_elements=40e6, bucket_elements_per_dp=1e6),
     MemoryReserve(cuda_context=0.5 * GIB, nccl_per_communicator=NCCL_BYTES_PER_COMMUNICATOR, workspace=64 * MIB,
@@ -264,6 +274,12 @@ MEGATRON_CORE = RuntimeProfile(
         ("fp32_gradients", "megatron/training/arguments.py: with --bf16, accumulate_allreduce_grads_in_fp32 is set "
                            "(fp32 main_grad buffers, reduced in fp32); docs/source/distrib_optimizer.md: bf16 params "
                            "with fp32 grads take 18 bytes per parameter, 6 + 12/d with the distributed optimizer"),
+        ("loss_kernel_bytes_per_logit", "megatron/core/tensor_parallel/cross_entropy.py (937571cf, 2024-07; the "
+                                        "unfused path, --cross-entropy-loss-fusion off by default): forward "
+                                        ".float() (read 2, write 4), max (read 4), subtract in place (8), exp in "
+                                        "place (8), sum (4), divide in place (8); backward grad_input.mul_ (8) "
+                                        "and the cast back to the bf16 logits' gradient (read 4, write 2); the "
+                                        "per-token gathers and the scalar loss are not counted"),
     ), fp32_gradients=True)
 
 # Megatron-LM's own H100 scaling runs (README "Training Speed and Scalability", 937571cf, 2024-07): megatron-core
@@ -548,12 +564,14 @@ LLAMA3_META = replace(
 NEMO = replace(
     MEGATRON_CORE, name="nemo",
     summary="NVIDIA NeMo 2 performance recipes (Megatron-core, Transformer Engine, TP communication overlap)",
-    kernels=replace(MEGATRON_CORE.kernels, fused_cross_entropy=True, loss_bytes_per_logit=2.0),
+    kernels=replace(MEGATRON_CORE.kernels, fused_cross_entropy=True, loss_bytes_per_logit=2.0,
+                    loss_kernel_bytes_per_logit=()),
     overlap=replace(MEGATRON_CORE.overlap, tp_comm=True),
     sources=(
         ("tp_comm", "nemo/collections/llm/recipes (performance mode): tp_comm_overlap=True with "
                     "MegatronCommOverlapCallback (Transformer Engine userbuffers)"),
         ("fused_cross_entropy", "nemo/collections/llm/gpt/model/base.py GPTConfig.cross_entropy_loss_fusion = True"),
+        ("loss_kernel_bytes_per_logit", "the fused loss's passes were not counted: the graph's roofline"),
         ("grad_reduce", "MegatronCommOverlapCallback: overlap_grad_reduce, overlap_param_gather with the "
                         "distributed optimizer"),
         ("rest", "as megatron-core"),
