@@ -404,7 +404,7 @@ def stage_optimizer_s(ctx: Context, par: Parallelism, params: float, layers: int
     (schedule.optimizer_s), or with optimizer offload the host's step with its copies down and up,
     pipelined over the gradient buckets (offload.step_s)."""
     if par.offload in ("none", "activations"):
-        return schedule.optimizer_s(ctx.cluster, params, par.shard, par.state_zero, ctx.state)
+        return schedule.optimizer_s(ctx.cluster, params, par.shard, par.state_zero, ctx.state, ctx.runtime)
     from solver_plan.hybrid.offload import step_s
 
     pieces = schedule.buckets(params, par.shard, ctx.state, ctx.runtime, layers)
@@ -525,7 +525,7 @@ def optimizer_floor(ctx: Context, par: Parallelism, params: float) -> float:
     the device's Adam, or offloaded, the longest of its copy down, host step and copy up
     (offload.step_s is at least that, and each grows with the parameters)."""
     if par.offload in ("none", "activations"):
-        return schedule.optimizer_s(ctx.cluster, params, par.shard, par.state_zero, ctx.state)
+        return schedule.optimizer_s(ctx.cluster, params, par.shard, par.state_zero, ctx.state, ctx.runtime)
     from solver_plan.hybrid.offload import parts_s
 
     return max(parts_s(ctx.cluster.host, params / par.shard, ctx.state))

@@ -186,6 +186,20 @@ def grad_accumulate_s(cluster: Cluster, spec: TransformerSpec, tp: int, gradient
     return compute_time(cluster, 0.0, 3.0 * gradient_bytes * spec.block_params / tp, unit="vector")
 
 
+def train_metric_s(cluster: Cluster, spec: TransformerSpec, micro_batch: int, tp: int, runtime) -> float:
+    """Seconds per micro-batch, on the stage holding the output layer, of the training metrics the
+    runtime computes from the logits outside the loss (`Kernels.metric_bytes_per_logit`: Composer's
+    train metrics, two eager fp32 cross entropies for LLM Foundry): memory-bound passes of that many
+    HBM bytes over the b s V / t logit elements of a device (the vocabulary split over t), priced on the
+    vector unit (`compute_time`); 0 where the runtime declares none."""
+    from solver_plan.cost.compute import compute_time
+
+    per_logit = runtime.kernels.metric_bytes_per_logit
+    if per_logit <= 0:
+        return 0.0
+    return compute_time(cluster, 0.0, per_logit * micro_batch * spec.seq * spec.vocab / tp, unit="vector")
+
+
 def tp_overlap_exposed_s(tp_comm_s: float, gemm_s: float, tp: int, runtime, device=None) -> float:
     """Tensor-parallel communication left on the critical path. Without overlap, all of it. With
     Transformer Engine's userbuffers overlap (`--tp-comm-overlap`, NeMo's tp_comm_overlap), each
@@ -302,6 +316,7 @@ class BlockCoster:
                                                     cost_model.precision.activations.bytes)
         total["block"] += self.compute_scale * (eager_forward + eager_backward)
         forward["block"] += self.compute_scale * eager_forward
+        total["head"] += self.compute_scale * train_metric_s(submesh, self.spec, b, tp, self.runtime)
         exposed = tp_overlap_exposed_s(comm, gemm, tp, self.runtime, submesh.device)
         total["block"] -= comm - exposed
         forward["block"] -= (comm - exposed) / 2.0  # forward was booked half the communication (above)
