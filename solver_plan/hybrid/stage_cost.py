@@ -63,6 +63,9 @@ class BlockProfile:
     # adding one micro-batch's weight gradients into the accumulated ones, where the runtime runs it as
     # its own kernel (`grad_accumulate_s`): paid by every micro-batch after the first
     grad_accumulate_s: float = 0.0
+    # preparing the block's gradient for its reduction, where the runtime does it as kernels of their own
+    # (`grad_reduce_prep_s`): paid by every micro-batch whose gradients are reduced
+    grad_reduce_prep_s: float = 0.0
 
     @property
     def selective_forward_s(self) -> float:
@@ -184,6 +187,21 @@ def grad_accumulate_s(cluster: Cluster, spec: TransformerSpec, tp: int, gradient
     if not runtime.kernels.grad_accumulation_add:
         return 0.0
     return compute_time(cluster, 0.0, 3.0 * gradient_bytes * spec.block_params / tp, unit="vector")
+
+
+def grad_reduce_prep_s(cluster: Cluster, spec: TransformerSpec, tp: int, runtime) -> float:
+    """Seconds per block and micro-batch of the memory-bound kernels the runtime runs on a block's
+    unsharded gradient before reducing it (`Kernels.grad_reduce_prep_bytes`, FSDP1: flatten, cast to
+    the reduce dtype, pre-divide): that many HBM bytes for each of the block's P / t parameters on a
+    device, on the vector unit (`compute_time`). They run on FSDP's post-backward stream beside the next
+    block's backward; as elementwise kernels that fill the SMs they take their time from it, so the term
+    is added to the backward, not hidden. 0 where the runtime declares none."""
+    from solver_plan.cost.compute import compute_time
+
+    per_param = runtime.kernels.grad_reduce_prep_bytes
+    if per_param <= 0:
+        return 0.0
+    return compute_time(cluster, 0.0, per_param * spec.block_params / tp, unit="vector")
 
 
 def train_metric_s(cluster: Cluster, spec: TransformerSpec, micro_batch: int, tp: int, runtime) -> float:
@@ -328,9 +346,10 @@ class BlockCoster:
         selective = forward["block"] / 2.0 if self.runtime.kernels.selective_policy == "every-other-matmul" else None
         accumulate = self.compute_scale * grad_accumulate_s(submesh, self.spec, tp, cost_model.precision.gradients.bytes,
                                                             self.runtime)
+        prep = self.compute_scale * grad_reduce_prep_s(submesh, self.spec, tp, self.runtime)
         return BlockProfile(tp, b, total["block"], forward["block"], attention_forward, total["embed"], total["head"],
                             comm, result.status, max(0.0, min(1.0, ratio)), selective, tuple(configs["block"]),
-                            tuple(configs["embed"]), tuple(configs["head"]), accumulate)
+                            tuple(configs["embed"]), tuple(configs["head"]), accumulate, prep)
 
 
 def _reduce_scatter_savings(graph, problem, assignment, cluster: Cluster, cost_model, scope: str) -> float:

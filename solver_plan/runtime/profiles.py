@@ -82,6 +82,11 @@ class Kernels:
     # after the first (hybrid/stage_cost.grad_accumulate_s). Only runtimes whose accumulation is known to
     # work so set it; FSDP2 accumulates the 1/dp shard after its reduce-scatter (negligible, not priced)
     grad_accumulation_add: bool = False
+    # HBM bytes per parameter of a block that the runtime moves on the device, every micro-batch whose
+    # gradients it reduces, to prepare the block's unsharded gradient for the reduction (FSDP1: gather the
+    # per-parameter gradients into the flat gradient, cast it to the reduce dtype, pre-divide it in place;
+    # hybrid/stage_cost.grad_reduce_prep_s); 0 where none is declared
+    grad_reduce_prep_bytes: float = 0.0
     # keys and values repeated to the query heads before the attention call (torchtitan's repeat_kv ahead
     # of F.scaled_dot_product_attention): a context-parallel exchange around that call moves and holds
     # heads x d elements a token, not kv_heads x d (hybrid/context_parallel.py exchanged_width)
@@ -546,7 +551,7 @@ LLM_FOUNDRY = replace(
             "attention, fused cross entropy; data parallelism only",
     kernels=Kernels(flash_attention=True, attention_dropout=False, causal_skip=True, fused_swiglu=False,
                     fused_cross_entropy=True, fp8_gemms=False, attention_backend="flash2", fused_norm_rope=True,
-                    loss_bytes_per_logit=2.0, metric_bytes_per_logit=28.0),
+                    loss_bytes_per_logit=2.0, metric_bytes_per_logit=28.0, grad_reduce_prep_bytes=18.0),
     memory=MemoryReserve(cuda_context=0.5 * GIB, nccl_per_communicator=NCCL_BYTES_PER_COMMUNICATOR,
                          workspace=64 * MIB, fragmentation=0.05),
     cp_exchange="ring", dimensions=(), zero_stages=(0, 2, 3), optimizer_bytes_per_param=92.0,
@@ -629,6 +634,17 @@ LLM_FOUNDRY = replace(
                          "(RESHARD_AFTER_FORWARD_HANDLE_STRATEGIES holds FULL_SHARD and HYBRID_SHARD only)"),
         ("bucket", "modeling_mpt.py MPTPreTrainedModel.fsdp_wrap_fn: isinstance(module, MPTBlock) (one FSDP unit "
                    "per block); activation_checkpointing_fn the same (full recomputation of the block)"),
+        ("grad_reduce_prep_bytes", "18 = 4 + 6 + 8, every micro-batch (Composer reduces every micro-batch under "
+                                   "FSDP, see grad_reduce), on the post-backward stream. torch FSDP1 (flat_param.py "
+                                   "_get_unflat_views: the original parameters are torch.split views of the unit's "
+                                   "flat parameter, so autograd's SplitBackward concatenates their bf16 gradients into "
+                                   "the flat gradient: read 2, write 2); _runtime_utils.py _post_backward_hook: "
+                                   "flat_param.grad.to(handle._reduce_dtype) when the gradient's dtype is not the "
+                                   "reduce dtype (bf16 -> fp32 under Composer's DEFAULT: read 2, write 4); "
+                                   "_reduce_grad: _div_if_needed(padded_unsharded_grad, "
+                                   "state._gradient_predivide_factor) before reduce_scatter_tensor (in place, fp32: "
+                                   "read 4, write 4; the factor exceeds 1 from 2 ranks). The 1/dp shard's "
+                                   "post-divide and accumulation are not counted (1/dp of these bytes)"),
         ("grad_accumulation_add", "FSDP1 adds each micro-batch's reduced gradient into the 1/dp shard "
                                   "(_accumulate_sharded_gradient): negligible, not priced"),
         ("fragmentation", "PyTorch's caching allocator without expandable segments (Composer sets no "
