@@ -113,3 +113,88 @@ def test_a_runtime_profile_refuses_unknown_dimensions_and_stages():
         replace(base, dimensions=("tp", "ep"))
     with pytest.raises(InputError, match="zero_stages"):
         replace(base, zero_stages=())
+
+
+# Composer's per-step work outside the model's forward and backward (issue 22, s39): what the profile
+# declares is priced exactly as its docstring formula says, and only where the runtime declares it.
+MPT_1B = "gpt2:layers=24,hidden=2048,heads=16,head_dim=128,ffn=8192,seq=2048,positions=2048,vocab=50368"
+
+
+def test_composer_train_metrics_add_their_logit_passes_to_the_head():
+    from dataclasses import replace
+
+    from solver_plan.cluster import resolve_cluster
+    from solver_plan.cost.compute import compute_time
+    from solver_plan.hybrid.stage_cost import BlockCoster, train_metric_s
+
+    cluster, spec = resolve_cluster("h100-80gb-superpod"), transformer_spec(MPT_1B)
+    foundry = resolve_runtime("llm-foundry")
+    assert foundry.kernels.metric_bytes_per_logit == 28.0  # two eager fp32 cross entropies, 14 bytes a logit each
+    none = replace(foundry, name="llm-foundry-without-metrics",
+                   kernels=replace(foundry.kernels, metric_bytes_per_logit=0.0))
+    expected = compute_time(cluster.first_devices(1), 0.0, 28.0 * 4 * spec.seq * spec.vocab, unit="vector")
+    assert train_metric_s(cluster.first_devices(1), spec, 4, 1, foundry) == pytest.approx(expected)
+    assert train_metric_s(cluster.first_devices(1), spec, 4, 1, none) == 0.0
+    assert train_metric_s(cluster.first_devices(1), spec, 4, 1, resolve_runtime("megatron-core")) == 0.0
+    with_metrics = BlockCoster(spec, cluster, runtime=foundry, precision="bf16").profile(1, 4)
+    without = BlockCoster(spec, cluster, runtime=none, precision="bf16").profile(1, 4)
+    assert with_metrics.head_s - without.head_s == pytest.approx(expected)
+    assert with_metrics.block_s == pytest.approx(without.block_s)
+
+
+def test_composer_update_prices_its_eager_optimizer_and_gradient_clipping():
+    from solver_plan.cluster import resolve_cluster
+    from solver_plan.cost.compute import compute_time
+    from solver_plan.cost.model_state import ADAM_FLOPS_PER_PARAM
+    from solver_plan.hybrid import schedule
+    from solver_plan.hybrid.memory import runtime_state, state_bytes
+
+    cluster = resolve_cluster("h100-80gb-superpod")
+    foundry = resolve_runtime("llm-foundry")
+    state = runtime_state(state_bytes(cluster.device), foundry)
+    params, dp = 6.7e9, 8
+    local = params / dp
+    assert foundry.optimizer_bytes_per_param == 92.0  # DecoupledAdamW's 8 kernels (80) + clip_grad_norm_ (12)
+    priced = schedule.optimizer_s(cluster, params, dp, 3, state, foundry)
+    assert priced == pytest.approx(compute_time(cluster, ADAM_FLOPS_PER_PARAM * local, 92.0 * local, unit="vector"))
+    fused = schedule.optimizer_s(cluster, params, dp, 3, state, None)  # megatron-core: no own count, one pass
+    assert fused == pytest.approx(compute_time(cluster, ADAM_FLOPS_PER_PARAM * local,
+                                               local * state.model.optimizer_step_bytes, unit="vector"))
+    assert priced > fused
+
+
+def test_fsdp1_gradient_preparation_is_paid_per_micro_batch_only_with_replicas():
+    from dataclasses import replace
+
+    from solver_plan.cluster import resolve_cluster
+    from solver_plan.cost.compute import compute_time
+    from solver_plan.hybrid.evaluate import layer_s
+    from solver_plan.hybrid.space import Parallelism
+    from solver_plan.hybrid.stage_cost import BlockCoster, grad_reduce_prep_s
+
+    cluster, spec = resolve_cluster("h100-80gb-superpod"), transformer_spec(MPT_1B)
+    foundry = resolve_runtime("llm-foundry")
+    assert foundry.kernels.grad_reduce_prep_bytes == 18.0  # flatten (4) + cast to fp32 (6) + pre-divide (8)
+    expected = compute_time(cluster.first_devices(1), 0.0, 18.0 * spec.block_params, unit="vector")
+    assert grad_reduce_prep_s(cluster.first_devices(1), spec, 1, foundry) == pytest.approx(expected)
+    assert grad_reduce_prep_s(cluster.first_devices(1), spec, 1, resolve_runtime("torchtitan")) == 0.0
+    profile = BlockCoster(spec, cluster, runtime=foundry, precision="bf16").profile(1, 4)
+    assert profile.grad_reduce_prep_s == pytest.approx(expected)
+    base = profile.block_s + profile.grad_accumulate_s  # llm-foundry declares no separate accumulation kernel
+    assert profile.grad_accumulate_s == 0.0
+    many = Parallelism(dp=8, tp=1, pp=1, micro_batch_size=4, micro_batches=2, zero_stage=3)
+    one = replace(many, dp=1)
+    assert layer_s(many, profile)[0] == pytest.approx(base + expected)
+    assert layer_s(one, profile)[0] == pytest.approx(base)
+
+
+def test_a_runtime_profile_refuses_negative_per_step_bytes():
+    from dataclasses import replace
+
+    from solver_plan.errors import InputError
+
+    foundry = resolve_runtime("llm-foundry")
+    with pytest.raises(InputError, match="optimizer_bytes_per_param"):
+        replace(foundry, optimizer_bytes_per_param=-1.0)
+    with pytest.raises(InputError, match="metric_bytes_per_logit"):
+        replace(foundry, kernels=replace(foundry.kernels, metric_bytes_per_logit=-28.0))

@@ -67,13 +67,17 @@ def layer_s(par: Parallelism, profile: BlockProfile, mode: str | None = None) ->
     The forward + backward includes the gradient accumulation the runtime runs as its own kernel
     (`BlockProfile.grad_accumulate_s`), paid by m - 1 of the m micro-batches: (m - 1) / m of it each;
     with ZeRO-2/3 the gradients are reduced each micro-batch and accumulated in the rank's 1/shard
-    partition (DeepSpeed stage 2's and 3's reduce of each micro-batch's gradients): / shard."""
+    partition (DeepSpeed stage 2's and 3's reduce of each micro-batch's gradients): / shard. With more
+    than one data-parallel replica it also includes the runtime's preparation of the block's gradient
+    for its reduction (`BlockProfile.grad_reduce_prep_s`, declared by runtimes that reduce every
+    micro-batch: FSDP1 under Composer)."""
     mode = mode or par.recompute
     extra = {"none": 0.0, "selective": profile.selective_forward_s, "full": profile.block_forward_s,
              "per-stage": 0.0}[mode]
     m = par.micro_batches
     partition = par.shard if par.state_zero >= 2 else 1
-    return profile.block_s + profile.grad_accumulate_s * (m - 1) / m / partition, extra
+    prep = profile.grad_reduce_prep_s if par.replicas > 1 else 0.0
+    return profile.block_s + profile.grad_accumulate_s * (m - 1) / m / partition + prep, extra
 
 
 def p2p_overlapped(runtime: RuntimeProfile, par: Parallelism) -> bool:
@@ -404,7 +408,7 @@ def stage_optimizer_s(ctx: Context, par: Parallelism, params: float, layers: int
     (schedule.optimizer_s), or with optimizer offload the host's step with its copies down and up,
     pipelined over the gradient buckets (offload.step_s)."""
     if par.offload in ("none", "activations"):
-        return schedule.optimizer_s(ctx.cluster, params, par.shard, par.state_zero, ctx.state)
+        return schedule.optimizer_s(ctx.cluster, params, par.shard, par.state_zero, ctx.state, ctx.runtime)
     from solver_plan.hybrid.offload import step_s
 
     pieces = schedule.buckets(params, par.shard, ctx.state, ctx.runtime, layers)
@@ -525,7 +529,7 @@ def optimizer_floor(ctx: Context, par: Parallelism, params: float) -> float:
     the device's Adam, or offloaded, the longest of its copy down, host step and copy up
     (offload.step_s is at least that, and each grows with the parameters)."""
     if par.offload in ("none", "activations"):
-        return schedule.optimizer_s(ctx.cluster, params, par.shard, par.state_zero, ctx.state)
+        return schedule.optimizer_s(ctx.cluster, params, par.shard, par.state_zero, ctx.state, ctx.runtime)
     from solver_plan.hybrid.offload import parts_s
 
     return max(parts_s(ctx.cluster.host, params / par.shard, ctx.state))

@@ -596,8 +596,8 @@ def price(ctx: Context, p: MoEPoint, limit: float | None = None, cut: tuple[int,
             raw += parts.grad_s + parts.gather_s + p.micro_batches * (parts.forward_s + parts.backward_s)
         sync = max(sync, exposed)
         slowed = max(slowed, contention.slowdown_s(raw - exposed, contention.collective_share(ctx.cluster.device)))
-        opt = max(opt, schedule.optimizer_s(ctx.cluster, dense, p.dp * p.cp, p.state_zero, ctx.state)
-                  + schedule.optimizer_s(ctx.cluster, experts, p.edp, p.state_zero, ctx.state))
+        opt = max(opt, schedule.optimizer_s(ctx.cluster, dense, p.dp * p.cp, p.state_zero, ctx.state, ctx.runtime)
+                  + schedule.optimizer_s(ctx.cluster, experts, p.edp, p.state_zero, ctx.state, ctx.runtime))
         slack_f += fwd
         slack_b += backward
         a += k

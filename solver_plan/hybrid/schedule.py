@@ -230,12 +230,16 @@ def embedding_sync_s(cluster: Cluster, spec: TransformerSpec, tp: int, pp: int, 
                       1 if crosses_nodes(cluster, 0, last) else 2)
 
 
-def optimizer_s(cluster: Cluster, params_per_device: float, dp: int, zero_stage: int, state: StateBytes) -> float:
+def optimizer_s(cluster: Cluster, params_per_device: float, dp: int, zero_stage: int, state: StateBytes,
+                runtime=None) -> float:
     """Adam over the local parameters P_l (/ dp from ZeRO-1): ADAM_FLOPS_PER_PARAM P_l vector FLOPs
     and P_l (2 (w + m + 2 o) + g) HBM bytes (read and write weights and optimizer state, read the
-    gradients), priced by the cost core's roofline (`compute_time`, vector units)."""
+    gradients: one fused pass), or P_l x the runtime's own per-parameter bytes where its update is not
+    one pass (`RuntimeProfile.optimizer_bytes_per_param`: an eager per-operation optimizer and gradient
+    clipping's passes), priced by the cost core's roofline (`compute_time`, vector units)."""
     from solver_plan.cost.compute import compute_time
 
     local = params_per_device / (dp if zero_stage >= 1 else 1)
-    hbm = local * (2 * (state.weights + state.optimizer) + state.gradients)  # read + write state, read grads
+    own = resolve_runtime(runtime).optimizer_bytes_per_param
+    hbm = local * (own or 2 * (state.weights + state.optimizer) + state.gradients)  # read + write state, read grads
     return compute_time(cluster, ADAM_FLOPS_PER_PARAM * local, hbm, unit="vector")

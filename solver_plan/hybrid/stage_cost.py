@@ -63,6 +63,9 @@ class BlockProfile:
     # adding one micro-batch's weight gradients into the accumulated ones, where the runtime runs it as
     # its own kernel (`grad_accumulate_s`): paid by every micro-batch after the first
     grad_accumulate_s: float = 0.0
+    # preparing the block's gradient for its reduction, where the runtime does it as kernels of their own
+    # (`grad_reduce_prep_s`): paid by every micro-batch whose gradients are reduced
+    grad_reduce_prep_s: float = 0.0
 
     @property
     def selective_forward_s(self) -> float:
@@ -190,6 +193,35 @@ def grad_accumulate_s(cluster: Cluster, spec: TransformerSpec, tp: int, gradient
     return compute_time(cluster, 0.0, 3.0 * gradient_bytes * spec.block_params / tp, unit="vector")
 
 
+def grad_reduce_prep_s(cluster: Cluster, spec: TransformerSpec, tp: int, runtime) -> float:
+    """Seconds per block and micro-batch of the memory-bound kernels the runtime runs on a block's
+    unsharded gradient before reducing it (`Kernels.grad_reduce_prep_bytes`, FSDP1: flatten, cast to
+    the reduce dtype, pre-divide): that many HBM bytes for each of the block's P / t parameters on a
+    device, on the vector unit (`compute_time`). They run on FSDP's post-backward stream beside the next
+    block's backward; as elementwise kernels that fill the SMs they take their time from it, so the term
+    is added to the backward, not hidden. 0 where the runtime declares none."""
+    from solver_plan.cost.compute import compute_time
+
+    per_param = runtime.kernels.grad_reduce_prep_bytes
+    if per_param <= 0:
+        return 0.0
+    return compute_time(cluster, 0.0, per_param * spec.block_params / tp, unit="vector")
+
+
+def train_metric_s(cluster: Cluster, spec: TransformerSpec, micro_batch: int, tp: int, runtime) -> float:
+    """Seconds per micro-batch, on the stage holding the output layer, of the training metrics the
+    runtime computes from the logits outside the loss (`Kernels.metric_bytes_per_logit`: Composer's
+    train metrics, two eager fp32 cross entropies for LLM Foundry): memory-bound passes of that many
+    HBM bytes over the b s V / t logit elements of a device (the vocabulary split over t), priced on the
+    vector unit (`compute_time`); 0 where the runtime declares none."""
+    from solver_plan.cost.compute import compute_time
+
+    per_logit = runtime.kernels.metric_bytes_per_logit
+    if per_logit <= 0:
+        return 0.0
+    return compute_time(cluster, 0.0, per_logit * micro_batch * spec.seq * spec.vocab / tp, unit="vector")
+
+
 def tp_overlap_exposed_s(tp_comm_s: float, gemm_s: float, tp: int, runtime, device=None) -> float:
     """Tensor-parallel communication left on the critical path. Without overlap, all of it. With
     Transformer Engine's userbuffers overlap (`--tp-comm-overlap`, NeMo's tp_comm_overlap), each
@@ -306,6 +338,7 @@ class BlockCoster:
                                                     cost_model.precision.activations.bytes)
         total["block"] += self.compute_scale * (eager_forward + eager_backward)
         forward["block"] += self.compute_scale * eager_forward
+        total["head"] += self.compute_scale * train_metric_s(submesh, self.spec, b, tp, self.runtime)
         exposed = tp_overlap_exposed_s(comm, gemm, tp, self.runtime, submesh.device)
         total["block"] -= comm - exposed
         forward["block"] -= (comm - exposed) / 2.0  # forward was booked half the communication (above)
@@ -317,9 +350,10 @@ class BlockCoster:
         selective = forward["block"] / 2.0 if self.runtime.kernels.selective_policy == "every-other-matmul" else None
         accumulate = self.compute_scale * grad_accumulate_s(submesh, self.spec, tp, cost_model.precision.gradients.bytes,
                                                             self.runtime)
+        prep = self.compute_scale * grad_reduce_prep_s(submesh, self.spec, tp, self.runtime)
         return BlockProfile(tp, b, total["block"], forward["block"], attention_forward, total["embed"], total["head"],
                             comm, result.status, max(0.0, min(1.0, ratio)), selective, tuple(configs["block"]),
-                            tuple(configs["embed"]), tuple(configs["head"]), accumulate)
+                            tuple(configs["embed"]), tuple(configs["head"]), accumulate, prep)
 
 
 def _reduce_scatter_savings(graph, problem, assignment, cluster: Cluster, cost_model, scope: str) -> float:

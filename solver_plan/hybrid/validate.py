@@ -320,12 +320,13 @@ def validate_plan(plan: HybridPlan, cluster: Cluster, enforce_memory: bool = Tru
                                1 if inter else 2)
     if not _close(embedding, plan.terms.embedding_sync_s):
         problems.append(f"embedding sync {plan.terms.embedding_sync_s:.6g} s, re-derived {embedding:.6g} s")
-    # Adam: a memory-bound kernel over the local (ZeRO-sharded) parameters of the largest stage
+    # Adam: a memory-bound kernel over the local (ZeRO-sharded) parameters of the largest stage, moving the
+    # runtime's own bytes per parameter where it declares them (an eager optimizer, gradient clipping)
     from solver_plan.cost.compute import compute_time
     optimizer = 0.0
     for s in plan.stages:
         local = _params(spec, s, q.tp, q.pp) / (shard if zero >= 1 else 1)
-        hbm = local * st.model.optimizer_step_bytes
+        hbm = local * (runtime.optimizer_bytes_per_param or st.model.optimizer_step_bytes)
         step = compute_time(cluster, ADAM_FLOPS_PER_PARAM * local, hbm, unit="vector")
         if q.offload in ("optimizer", "both") and cluster.host is not None:
             # offloaded: gradients down, the host's Adam, weights up, one bucket after another in a

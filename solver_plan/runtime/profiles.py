@@ -87,6 +87,11 @@ class Kernels:
     # after the first (hybrid/stage_cost.grad_accumulate_s). Only runtimes whose accumulation is known to
     # work so set it; FSDP2 accumulates the 1/dp shard after its reduce-scatter (negligible, not priced)
     grad_accumulation_add: bool = False
+    # HBM bytes per parameter of a block that the runtime moves on the device, every micro-batch whose
+    # gradients it reduces, to prepare the block's unsharded gradient for the reduction (FSDP1: gather the
+    # per-parameter gradients into the flat gradient, cast it to the reduce dtype, pre-divide it in place;
+    # hybrid/stage_cost.grad_reduce_prep_s); 0 where none is declared
+    grad_reduce_prep_bytes: float = 0.0
     # keys and values repeated to the query heads before the attention call (torchtitan's repeat_kv ahead
     # of F.scaled_dot_product_attention): a context-parallel exchange around that call moves and holds
     # heads x d elements a token, not kv_heads x d (hybrid/context_parallel.py exchanged_width)
@@ -95,6 +100,12 @@ class Kernels:
     # called alone: the runtime's ring bookkeeping (partial outputs merged by their log-sum-exp,
     # gradients accumulated in fp32); (1, 1) where not measured (hybrid/context_parallel.py)
     cp_attention_overhead: tuple[float, float] = (1.0, 1.0)
+    # HBM bytes per logit element that the runtime's training loop moves every micro-batch outside the
+    # loss, on the last stage: Composer updates its train metrics after each micro-batch's backward, and
+    # each of LLM Foundry's two (LanguageCrossEntropy, LanguagePerplexity) runs an eager cross entropy on
+    # the bf16 logits under autocast, which casts them to fp32 (read 2, write 4) and takes a fp32
+    # log-softmax (read 4, write 4): 2 x 14 = 28 (hybrid/stage_cost.train_metric_s); 0 for none
+    metric_bytes_per_logit: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -200,6 +211,11 @@ class RuntimeProfile:
     # user pins it (hybrid/search.py _runnable), so what it recommends is what the runtime can run
     dimensions: tuple[str, ...] | None = None
     zero_stages: tuple[int, ...] | None = None
+    # HBM bytes per local parameter of the runtime's per-step update where it is not one fused pass:
+    # an optimizer written as one eager kernel per operation, and gradient clipping's passes over the
+    # gradients (hybrid/schedule.optimizer_s); 0: the fused count, read and write weights and optimizer
+    # state, read the gradients
+    optimizer_bytes_per_param: float = 0.0
 
     def __post_init__(self):
         if self.tensor_parallel not in ("column-row", "any"):
@@ -216,6 +232,10 @@ class RuntimeProfile:
         if loss and not (len(loss) == 2 and all(phase and all(x >= 0 for x in phase) for phase in loss)):
             raise InputError(f"loss_kernel_bytes_per_logit must be () or (forward, backward) kernels' bytes >= 0, "
                              f"got {loss!r}", "loss_kernel_bytes_per_logit")
+        for name, value in (("optimizer_bytes_per_param", self.optimizer_bytes_per_param),
+                            ("metric_bytes_per_logit", self.kernels.metric_bytes_per_logit)):
+            if not value >= 0:
+                raise InputError(f"{name} must be >= 0, got {value!r}", name)
 
     def runs_layout(self, degrees: dict[str, int], zero_stage: int | None) -> bool:
         """Whether the runtime runs a plan of these model-parallel `degrees` ("tp", "pp", "cp": degree)
@@ -591,10 +611,10 @@ LLM_FOUNDRY = replace(
             "attention, fused cross entropy; data parallelism only",
     kernels=Kernels(flash_attention=True, attention_dropout=False, causal_skip=True, fused_swiglu=False,
                     fused_cross_entropy=True, fp8_gemms=False, attention_backend="flash2", fused_norm_rope=True,
-                    loss_bytes_per_logit=2.0),
+                    loss_bytes_per_logit=2.0, metric_bytes_per_logit=28.0, grad_reduce_prep_bytes=18.0),
     memory=MemoryReserve(cuda_context=0.5 * GIB, nccl_per_communicator=NCCL_BYTES_PER_COMMUNICATOR,
                          workspace=64 * MIB, fragmentation=0.05),
-    cp_exchange="ring", dimensions=(), zero_stages=(0, 2, 3),
+    cp_exchange="ring", dimensions=(), zero_stages=(0, 2, 3), optimizer_bytes_per_param=92.0,
     sources=(
         ("flash_attention", "llm-foundry 5e85bd62d scripts/train/yamls/pretrain/mpt-*.yaml attn_config.attn_impl: "
                             "triton, and submit_benchmarks.py --attn_impl default 'triton' (the benchmark sweep "
@@ -622,6 +642,32 @@ LLM_FOUNDRY = replace(
                                  "logits and the row log-sum-exp and writes the gradient in the logits' dtype "
                                  "(the fused kernel's figure, as nemo's)"),
         ("fp8_gemms", "the H100 BF16 table runs precision amp_bf16 (amp_fp8 needs Transformer Engine layers)"),
+        ("metric_bytes_per_logit", "28: Composer v0.17.2 (7e0e40a) composer/trainer/trainer.py _train_microbatch: after "
+                                   "each micro-batch's backward, with state.train_metrics non-empty, "
+                                   "_eval_train_metrics runs eval_forward(batch, outputs) (the cached logits, no new "
+                                   "forward) and update_metric for each train metric under the precision context "
+                                   "(autocast bf16); llm-foundry 5e85bd62d modeling_mpt.py ComposerMPTCausalLM: "
+                                   "train_metrics [LanguageCrossEntropy(), LanguagePerplexity()] unless "
+                                   "use_train_metrics is false (no benchmark yaml sets it); composer/metrics/nlp.py "
+                                   "LanguageCrossEntropy.update: torch.nn.CrossEntropyLoss(reduction='sum') on "
+                                   "logits.view(-1, V) (LanguagePerplexity subclasses it), which autocast runs in "
+                                   "fp32: a fp32 copy of the bf16 logits (read 2, write 4 bytes) and its fp32 "
+                                   "log-softmax (read 4, write 4), twice"),
+        ("optimizer_bytes_per_param", "92 = 80 + 12. scripts/train/yamls/pretrain/mpt-*.yaml: optimizer "
+                                      "decoupled_adamw, weight_decay 0.0, algorithms.gradient_clipping norm 1.0. "
+                                      "Composer v0.17.2 composer/optim/decoupled_weight_decay.py DecoupledAdamW.adamw: "
+                                      "a Python loop over the parameters, one eager kernel per operation on the fp32 "
+                                      "shard: exp_avg.mul_ (read 4, write 4), .add_(grad) (8 + 4), exp_avg_sq.mul_ "
+                                      "(4 + 4), .addcmul_(grad, grad) (8 + 4), exp_avg_sq.sqrt() (4 + 4), / "
+                                      "sqrt(bias_correction2) (4 + 4), .add_(eps) (4 + 4), param.addcdiv_(exp_avg, "
+                                      "denom) (12 + 4): 80 bytes (the step counter is a device tensor read with "
+                                      ".item() per parameter: a host sync each, not priced). Gradient clipping: "
+                                      "composer/algorithms/gradient_clipping/gradient_clipping.py calls the root FSDP "
+                                      "module's clip_grad_norm_ at AFTER_TRAIN_BATCH; torch FSDP1 clip_grad_norm_ "
+                                      "(fully_sharded_data_parallel.py, read at pytorch 005df1d67) takes the fp32 norm "
+                                      "of each local gradient (read 4), all-reduces it and multiplies every gradient by "
+                                      "the clamped coefficient unconditionally, 'avoids the host-device sync' (read "
+                                      "4, write 4): 12 bytes"),
         ("fp32_gradients", "Composer v0.17.2 (7e0e40a) composer/trainer/mosaic_fsdp_utils.py get_mixed_precision: "
                            "mixed_precision 'DEFAULT' (dist_strategy.py default, the table's MP Mode) -> "
                            "param_dtype = bf16 (amp_bf16), reduce_dtype = float32, buffer_dtype = bf16"),
@@ -648,6 +694,17 @@ LLM_FOUNDRY = replace(
                          "(RESHARD_AFTER_FORWARD_HANDLE_STRATEGIES holds FULL_SHARD and HYBRID_SHARD only)"),
         ("bucket", "modeling_mpt.py MPTPreTrainedModel.fsdp_wrap_fn: isinstance(module, MPTBlock) (one FSDP unit "
                    "per block); activation_checkpointing_fn the same (full recomputation of the block)"),
+        ("grad_reduce_prep_bytes", "18 = 4 + 6 + 8, every micro-batch (Composer reduces every micro-batch under "
+                                   "FSDP, see grad_reduce), on the post-backward stream. torch FSDP1 (flat_param.py "
+                                   "_get_unflat_views: the original parameters are torch.split views of the unit's "
+                                   "flat parameter, so autograd's SplitBackward concatenates their bf16 gradients into "
+                                   "the flat gradient: read 2, write 2); _runtime_utils.py _post_backward_hook: "
+                                   "flat_param.grad.to(handle._reduce_dtype) when the gradient's dtype is not the "
+                                   "reduce dtype (bf16 -> fp32 under Composer's DEFAULT: read 2, write 4); "
+                                   "_reduce_grad: _div_if_needed(padded_unsharded_grad, "
+                                   "state._gradient_predivide_factor) before reduce_scatter_tensor (in place, fp32: "
+                                   "read 4, write 4; the factor exceeds 1 from 2 ranks). The 1/dp shard's "
+                                   "post-divide and accumulation are not counted (1/dp of these bytes)"),
         ("grad_accumulation_add", "FSDP1 adds each micro-batch's reduced gradient into the 1/dp shard "
                                   "(_accumulate_sharded_gradient): negligible, not priced"),
         ("fragmentation", "PyTorch's caching allocator without expandable segments (Composer sets no "
