@@ -490,8 +490,9 @@ TORCHTITAN_FP8_GATHER = replace(
     ))
 
 # Meta's own stack is not published as code: every fact that differs from torchtitan's is quoted from Dubey et
-# al. 2024 (arXiv 2407.21783) section 3.3.2, "Pipeline parallelism improvements" and "Context parallelism for
-# long sequences"; the rest (kernels, allocator, FSDP mechanics) is torchtitan's, the nearest published code.
+# al. 2024 (arXiv 2407.21783) section 3.3.2 (pipeline parallelism improvements, context parallelism, network-aware
+# parallelism configuration, numerical stability); the rest (kernels, allocator, FSDP mechanics) is torchtitan's,
+# the nearest published code.
 LLAMA3_META = replace(
     TORCHTITAN, name="llama3-meta",
     summary="Meta's Llama 3 training stack as Dubey et al. 2024 describe it (section 3.3): FSDP without "
