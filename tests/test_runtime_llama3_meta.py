@@ -1,7 +1,8 @@
 """Meta's Llama 3 stack (runtime llama3-meta, Dubey et al. 2024 section 3.3.2) against torchtitan's, the
 profile it derives from: asynchronous pipeline sends run under the interleaved schedule's compute, and the
 stages keep a few reused send/receive buffers instead of torch.distributed.pipelining's per-micro-batch
-ones; everything else is priced alike. The published Llama 3 405B rows pin what the paper states."""
+ones; context parallelism's key/value all-gather is waited for, not hidden; everything else is priced alike. The published Llama 3 405B rows pin what the paper states."""
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -9,10 +10,13 @@ import yaml
 
 from solver_plan.cluster import resolve_cluster
 from solver_plan.hybrid import evaluate
+from solver_plan.hybrid.comm import collective
+from solver_plan.hybrid.context_parallel import exchange_s, kv_piece_bytes
 from solver_plan.hybrid.memory import p2p_buffer_bytes
 from solver_plan.hybrid.model import transformer_spec
 from solver_plan.hybrid.validate import validate_plan
 from solver_plan.result import Status
+from solver_plan.runtime import RUNTIMES
 
 MODEL = "data/hf-configs/llama-3-8b.json:seq=2048,layers=8"
 CLUSTER = resolve_cluster("h100-80gb-superpod", 64)
@@ -65,3 +69,22 @@ def test_llama3_405b_8k_rows_pin_what_the_paper_states(point):
     assert r.status == Status.FEASIBLE
     assert r.notes[-1].startswith("validator: step time and memory re-derived")
     assert all(s.recompute_s == 0.0 and s.p2p_s == 0.0 for s in r.plan.stages)
+
+
+def test_llama3_waits_for_the_key_value_gather():
+    """Section 3.3.2: "we first all-gather the key (K) and value (V) tensors, and then compute attention
+    ... the all-gather communication latency is exposed": torchtitan hides the gather under the rank's
+    attention to its own piece, llama3-meta hides none of it (forward, the backward's gather again, and
+    the gradients' reduce-scatter), whatever the attention's length."""
+    spec = transformer_spec("data/hf-configs/llama-3-8b.json:seq=8192,layers=2")
+    cluster = resolve_cluster("h100-80gb-superpod", 32)
+    piece = kv_piece_bytes(spec, 1, 8, 4, 2.0, "llama3-meta")
+    assert piece == pytest.approx(2 * 2.0 * 8192 / 4 * spec.kv_width / 8)  # the 8 kv heads, not 32
+    gather = collective(cluster, "all_gather", 4 * piece, 4, 1)  # tp 8 x cp 4: the cp group spans nodes
+    scatter = collective(cluster, "reduce_scatter", 4 * piece, 4, 1)
+    for attention in (0.0, 1.0):  # seconds of the whole sequence's attention forward on the tp submesh
+        assert exchange_s(cluster, spec, 1, 8, 4, 2.0, attention, "llama3-meta") == pytest.approx(
+            (gather, gather + scatter))
+    titan = replace(RUNTIMES["llama3-meta"], name="llama3-meta-hidden",
+                    overlap=replace(RUNTIMES["llama3-meta"].overlap, cp_gather_hidden=True))
+    assert exchange_s(cluster, spec, 1, 8, 4, 2.0, 1.0, titan) == pytest.approx((0.0, scatter))

@@ -119,6 +119,10 @@ class Overlap:
     bucket_elements_per_dp: float = 0.0
     bucket_per_layer: bool = False
     bucket_bytes: float = 0.0
+    # context parallelism by all-gather (`RuntimeProfile.cp_exchange`): the gather of K and V runs under the
+    # rank's attention to its own piece (torch's context_parallel); False: waited for before any attention
+    # (hybrid/context_parallel.py exchange_s)
+    cp_gather_hidden: bool = True
 
     def bucket_size_bytes(self, dp: int, bytes_per_element: float) -> float:
         """Bytes of one gradient bucket (0: one bucket per block, `bucket_per_layer`)."""
@@ -499,9 +503,16 @@ LLAMA3_META = replace(
             "resharding after forward, TP, interleaved PP with asynchronous point-to-point and stage inputs and "
             "outputs freed, CP by all-gather of the grouped-query K and V; torchtitan's kernels",
     kernels=replace(TORCHTITAN.kernels, kv_repeated=False, cp_attention_overhead=(1.0, 1.0)),
-    overlap=replace(TORCHTITAN.overlap, pp_p2p=True),
+    overlap=replace(TORCHTITAN.overlap, pp_p2p=True, cp_gather_hidden=False),
     memory=replace(TORCHTITAN.memory, pipeline_buffers_per_microbatch=False),
     sources=(
+        ("cp_gather_hidden", "False: Dubey et al. 2024 section 3.3.2, context parallelism: \"we first all-gather "
+                             "the key (K) and value (V) tensors, and then compute attention output for the local "
+                             "query (Q) tensor chunk. Although the all-gather communication latency is exposed in "
+                             "the critical path, we still adopt this approach\" (unlike existing implementations "
+                             "\"that overlap communication and computation in a ring-like structure\"); whether "
+                             "the backward gathers K and V again is not stated: priced as torchtitan's (it does), "
+                             "exposed too"),
         ("pp_p2p", "Dubey et al. 2024 section 3.3.2, pipeline parallelism improvements: \"we adopt asynchronous "
                    "point-to-point communication in PP, which considerably speeds up training\", with the "
                    "interleaved schedule (\"we use an interleaved schedule (Narayanan et al., 2021) with V pipeline "
