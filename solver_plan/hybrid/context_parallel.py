@@ -28,7 +28,9 @@ Keys and values reach every rank by the runtime's method (`method`):
   _templated_ring_attention: exchange_buffers at step 0, next_buffer at step 1), so it hides under
   that step, 1/cp of the rank's attention, in forward and again in backward (which gathers K and V
   anew under a step of 2.5x the forward's); the reduce-scatter of their gradients after the
-  backward is not overlapped.
+  backward is not overlapped. Llama 3's waits for the gather before any attention ("the all-gather
+  communication latency is exposed in the critical path"; `Overlap.cp_gather_hidden` False): nothing
+  hides it.
 Grouped-query attention with fewer key/value heads than cp is no constraint: the split is along the
 sequence, and the exchanged bytes are those of the kv heads, or of all heads where the runtime
 repeats K and V to the query heads before the attention call that context parallelism replaces
@@ -106,7 +108,8 @@ def exchange_s(cluster: Cluster, spec: TransformerSpec, b: int, tp: int, cp: int
     path, per micro-batch (module text). `attention_forward_s`: the whole sequence's attention
     forward on a tp submesh (the block profile's); the rank's share is 1/cp of it, 1/cp^2 a ring
     step (and the all-gather's own piece); backward windows are twice the forward's for the ring
-    (the fused kernel's backward runs 2.5x) and FLASH_BACKWARD_RATIO times for the all-gather."""
+    (the fused kernel's backward runs 2.5x) and FLASH_BACKWARD_RATIO times for the all-gather, none where
+    the runtime waits for the gather before attending (`Overlap.cp_gather_hidden` False)."""
     if cp == 1:
         return 0.0, 0.0
     per_node = max(1, min(cp, cluster.devices_per_node // tp))
@@ -115,6 +118,8 @@ def exchange_s(cluster: Cluster, spec: TransformerSpec, b: int, tp: int, cp: int
     if method(runtime) == "all-gather":
         whole = piece * cp
         gather = collective(cluster, "all_gather", whole, cp, per_node)
+        if not resolve_runtime(runtime).overlap.cp_gather_hidden:
+            step = 0.0  # waited for before the rank's first attention (module text)
         return (max(0.0, gather - step),
                 max(0.0, gather - FLASH_BACKWARD_RATIO * step)
                 + collective(cluster, "reduce_scatter", whole, cp, per_node))

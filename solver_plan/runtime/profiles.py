@@ -15,6 +15,8 @@ fitted to an end-to-end throughput. The hybrid planner prices a plan with one pr
 - torchtitan-compile: the same with torch.compile on each block;
 - torchtitan-compile-fp8-gather: torchtitan-compile whose FSDP all-gathers fp8 block weights (float8
   all-gather, as torchtitan's Llama 3 405B preset runs);
+- llama3-meta: Meta's Llama 3 stack as Dubey et al. 2024 section 3.3 describe it (torchtitan's kernels,
+  asynchronous pipeline sends, stage inputs and outputs freed, K/V all-gather of the kv heads);
 - nemo: NVIDIA NeMo 2 performance recipes (Megatron-core with TP communication overlap);
 - llm-foundry: MosaicML LLM Foundry's MPT on Composer 0.17 with PyTorch FSDP1 (data parallelism only).
 """
@@ -133,6 +135,10 @@ class Overlap:
     bucket_elements_per_dp: float = 0.0
     bucket_per_layer: bool = False
     bucket_bytes: float = 0.0
+    # context parallelism by all-gather (`RuntimeProfile.cp_exchange`): the gather of K and V runs under the
+    # rank's attention to its own piece (torch's context_parallel); False: waited for before any attention
+    # (hybrid/context_parallel.py exchange_s)
+    cp_gather_hidden: bool = True
 
     def bucket_size_bytes(self, dp: int, bytes_per_element: float) -> float:
         """Bytes of one gradient bucket (0: one bucket per block, `bucket_per_layer`)."""
@@ -565,12 +571,45 @@ TORCHTITAN_FP8_GATHER = replace(
         ("rest", "as torchtitan-compile"),
     ))
 
+# Meta's own stack is not published as code: every fact that differs from torchtitan's is quoted from Dubey et
+# al. 2024 (arXiv 2407.21783) section 3.3.2 (pipeline parallelism improvements, context parallelism, network-aware
+# parallelism configuration, numerical stability); the rest (kernels, allocator, FSDP mechanics) is torchtitan's,
+# the nearest published code.
 LLAMA3_META = replace(
     TORCHTITAN, name="llama3-meta",
     summary="Meta's Llama 3 training stack as Dubey et al. 2024 describe it (section 3.3): FSDP without "
-            "resharding after forward, TP, PP, CP by all-gather of the grouped-query K and V; torchtitan's kernels",
+            "resharding after forward, TP, interleaved PP with asynchronous point-to-point and stage inputs and "
+            "outputs freed, CP by all-gather of the grouped-query K and V; torchtitan's kernels",
     kernels=replace(TORCHTITAN.kernels, kv_repeated=False, cp_attention_overhead=(1.0, 1.0)),
+    overlap=replace(TORCHTITAN.overlap, pp_p2p=True, cp_gather_hidden=False),
+    memory=replace(TORCHTITAN.memory, pipeline_buffers_per_microbatch=False),
     sources=(
+        ("cp_gather_hidden", "False: Dubey et al. 2024 section 3.3.2, context parallelism: \"we first all-gather "
+                             "the key (K) and value (V) tensors, and then compute attention output for the local "
+                             "query (Q) tensor chunk. Although the all-gather communication latency is exposed in "
+                             "the critical path, we still adopt this approach\" (unlike existing implementations "
+                             "\"that overlap communication and computation in a ring-like structure\"); whether "
+                             "the backward gathers K and V again is not stated: priced as torchtitan's (it does), "
+                             "exposed too"),
+        ("pp_p2p", "Dubey et al. 2024 section 3.3.2, pipeline parallelism improvements: \"we adopt asynchronous "
+                   "point-to-point communication in PP, which considerably speeds up training\", with the "
+                   "interleaved schedule (\"we use an interleaved schedule (Narayanan et al., 2021) with V pipeline "
+                   "stages on one pipeline rank\") whose N contiguous micro-batches are tunable \"to hide "
+                   "point-to-point communication\": the sends and receives run under compute, as Megatron-core's "
+                   "overlap_p2p_comm (hybrid/evaluate.py p2p_overlapped)"),
+        ("pipeline_buffers_per_microbatch",
+         "False: Dubey et al. 2024 section 3.3.2: \"based on detailed memory allocation profiling, we proactively "
+         "deallocate tensors that will not be used for future computation, including the input and output tensors "
+         "of each pipeline stage\", and \"We enable TORCH_NCCL_AVOID_RECORD_STREAMS to reduce memory usage from "
+         "asynchronous point-to-point communication\": a few reused send/receive buffers (hybrid/memory.py "
+         "p2p_buffer_bytes), not torch.distributed.pipelining's per-micro-batch buffers and kept outputs"),
+        ("grad_reduce", "Dubey et al. 2024 section 3.3.2: DP (FSDP) \"can tolerate longer network latency by "
+                        "asynchronously prefetching sharded model weights and reducing gradients\" (as torchtitan)"),
+        ("fp32_gradients", "Dubey et al. 2024 section 3.3.2, numerical stability: \"we use FP32 gradient "
+                           "accumulation during backward computation over multiple micro-batches and also "
+                           "reduce-scatter gradients in FP32\" (as torchtitan)"),
+        ("cp_exchange", "Dubey et al. 2024 section 3.3.2: \"our CP implementation adopts an all-gather based "
+                        "method\" (as torchtitan)"),
         ("kv_repeated", "Dubey et al. 2024 (arXiv 2407.21783) section 3.3.2, context parallelism: \"we first "
                         "all-gather the key (K) and value (V) tensors\" and chose that over a ring because \"with "
                         "grouped query attention (GQA), the K and V tensors are much smaller than Q\": the exchange "
@@ -578,7 +617,8 @@ LLAMA3_META = replace(
         ("cp_attention_overhead", "not measured for Meta's stack: 1 (torch's context_parallel's measured factors "
                                   "are torchtitan's)"),
         ("rest", "as torchtitan: the PyTorch FSDP / TP / PP stack the paper's section 3.3 describes (its FSDP "
-                 "\"does not reshard after forward\", as torchtitan under PP)"),
+                 "\"does not reshard after forward\", as torchtitan under PP); the paper names no kernels and "
+                 "no activation layout, so the blocks' kernels and saved tensors are torchtitan's (eager)"),
     ))
 
 NEMO = replace(
