@@ -55,9 +55,15 @@ SUPPORT_SHARE = 0.95
 # (measured, 2 shared cores: nothing in 10 s, -0.06% in 20 s); below, the Lagrangian gets the time.
 SUPPORT_MIN_S = 20.0
 # ... and where a solver for the support's LP is given too, the Lagrangian gets this share instead of
-# LARGEST_SHARE, and the LP's neighbourhood (support_plan.neighbourhood_plan) the rest: at 10,000
-# operators ~4-5 s of CPU for a plan 0.03% above the bound where best_plan's was 0.08% (s39).
-NEIGHBOURHOOD_SHARE = 0.85
+# LARGEST_SHARE, its best-bound minimiser's repair runs to its end (the neighbourhood is only as good
+# as the plan it starts from: from the repaired plan 43,999.5, from the fitting minimisers' 44,046,
+# and where the repair was cut by its work budget the greedy plan was all there was), and the LP's
+# neighbourhood (support_plan.neighbourhood_plan) gets the rest: random-dag:nodes=10000 binding at
+# 60 s, from 43.5 s of CPU for 0.081% to ~33 s for ~0.05% (s39, docs/architecture.md).
+NEIGHBOURHOOD_SHARE = 0.6
+# Nominal seconds the rest must come to for that (the LP ~3 s and the MILP ~5 s of nominal work at
+# 10,000 operators); with less (a limit under ~20 s) the Lagrangian keeps LARGEST_SHARE as before.
+NEIGHBOURHOOD_MIN_S = 8.0
 # of the time left after the Lagrangian where the MILP on the support follows, for the neighbourhood
 NEIGHBOURHOOD_PART = 0.3
 IMPROVED_PLANS = 4  # fitting minimisers improved by local search (each a pass over the nodes)
@@ -196,10 +202,11 @@ def _without_closed_rows(problem: ConfigProblem, choices, closed) -> tuple[np.nd
 PAIRS_SHARE = 0.5  # of best_plan's time left after local search, for pair exchanges
 
 
-def best_plan(problem: ConfigProblem, minimisers, incumbent, deadline, seed: int):
+def best_plan(problem: ConfigProblem, minimisers, incumbent, deadline, seed: int, repair_all: bool = False):
     """The best of: the first of `minimisers` repaired to fit memory, the fitting minimisers (those
     cheaper than the best improved so far), each improved by local search (the best then by pair
-    exchanges and forest search), and `incumbent`."""
+    exchanges and forest search), and `incumbent`. `repair_all`: the repair runs to its end (its
+    work charged, only the wall clock stops it), where a plan that fits is known too."""
     options = []
     meter = WorkMeter(deadline)  # the wall clock, past its grace, is only the safety net
     fitting = [plan for plan in minimisers if problem.memory_ok(plan)]
@@ -212,7 +219,7 @@ def best_plan(problem: ConfigProblem, minimisers, incumbent, deadline, seed: int
         # fit (megatron-1T@64: the closed-form bound is 3.5x the limit) it would only run until the
         # clock stopped it, and leave the diagnosis that proves INFEASIBLE no time (at 1 s)
         repaired = repair_memory(problem, minimisers[0], deadline.work_part(REPAIR_SHARE), FINE_ROUNDS,
-                                 optional=incumbent is not None or bool(fitting))
+                                 optional=not repair_all and (incumbent is not None or bool(fitting)))
         if repaired is not None:
             options.append(improve(problem, repaired, deadline))
     for plan in fitting[:IMPROVED_PLANS]:
@@ -253,14 +260,15 @@ def lagrangian_restriction(problem: ConfigProblem, deadline, incumbent=None, see
     deadline) is for the plans from the Lagrangian's support where the open model is too big: with
     `relax` (a sub-problem's LP values) the MILP on its LP's neighbourhood, then, where the nominal
     budget leaves it SUPPORT_MIN_S, the MILP on the support (otherwise the Lagrangian gets
-    NEIGHBOURHOOD_SHARE of the time, or LARGEST_SHARE without `relax`)."""
+    NEIGHBOURHOOD_SHARE of the time, or LARGEST_SHARE without `relax` or NEIGHBOURHOOD_MIN_S)."""
     if not lagrangian_fits(problem, deadline.nominal_left()):
         return None
     started = time.perf_counter()
     entries = sum(m.size for m in problem.edge_costs)
     nominal = deadline.nominal_left()
     with_support = solve is not None and (nominal is None or (1 - LARGE_MODEL_SHARE) * nominal >= SUPPORT_MIN_S)
-    with_neighbourhood = solve is not None and relax is not None
+    with_neighbourhood = solve is not None and relax is not None and (
+        nominal is None or (1 - NEIGHBOURHOOD_SHARE) * nominal >= NEIGHBOURHOOD_MIN_S)
     share = LAGRANGIAN_SHARE
     if entries > LARGE_MODEL_ENTRIES:
         share = (LARGE_MODEL_SHARE if with_support else NEIGHBOURHOOD_SHARE if with_neighbourhood
@@ -270,7 +278,8 @@ def lagrangian_restriction(problem: ConfigProblem, deadline, incumbent=None, see
     relaxation = lagrangian_dual(problem, clock, upper)
     if relaxation is None:
         return None
-    plan = best_plan(problem, relaxation.plans, incumbent, clock, seed)
+    plan = best_plan(problem, relaxation.plans, incumbent, clock, seed,
+                     repair_all=with_neighbourhood and entries > LARGE_MODEL_ENTRIES)
     source = "given" if incumbent is not None and plan == tuple(incumbent) else "Lagrangian"
     note = (f"lagrangian: bound {relaxation.bound:.10g} after {relaxation.steps} multiplier steps "
             f"({'exact' if relaxation.exact_inner else 'spanning-forest'} inner minimum) in "
