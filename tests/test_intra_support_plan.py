@@ -176,3 +176,24 @@ def test_milp_on_a_model_too_big_without_the_support_milp_answers_from_the_neigh
             assert any("support LP's neighbourhood" in note for note in result.notes), (case_id, result.notes)
             assert not any("per node) in" in note for note in result.notes), (case_id, result.notes)
     assert len(cases) >= 5
+
+
+def test_best_plan_repairs_to_the_end_where_told_even_without_budget():
+    """`repair_all`: the best-bound minimiser's repair runs where its work budget is spent and a plan
+    that fits is known (the neighbourhood that follows starts from it); the plan still fits memory
+    and is never dearer than the incumbent."""
+    cheaper = 0
+    for case_id, problem in _binding_cases():
+        cheapest = tuple(int(np.argmin(c)) for c in problem.node_costs)
+        least = tuple(int(np.argmin(m)) for m in problem.node_memory)
+        if problem.memory_ok(cheapest) or not problem.memory_ok(least):
+            continue
+        spent = Deadline(None, nominal_s=1e-9)
+        assert lagrangian_fixing.best_plan(problem, [cheapest], least, spent, 0) == least, case_id
+        plan = lagrangian_fixing.best_plan(problem, [cheapest], least, Deadline(None, nominal_s=1e-9), 0,
+                                           repair_all=True)
+        assert problem.memory_ok(plan), case_id
+        assert problem.objective(plan) <= problem.objective(least) + 1e-12, case_id
+        assert problem.objective(plan) >= plan_brute(problem).objective - 1e-9, case_id
+        cheaper += problem.objective(plan) < problem.objective(least) - 1e-12
+    assert cheaper >= 3

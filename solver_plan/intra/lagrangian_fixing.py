@@ -59,7 +59,8 @@ SUPPORT_MIN_S = 20.0
 # as the plan it starts from: from the repaired plan 43,999.5, from the fitting minimisers' 44,046,
 # and where the repair was cut by its work budget the greedy plan was all there was), and the LP's
 # neighbourhood (support_plan.neighbourhood_plan) gets the rest: random-dag:nodes=10000 binding at
-# 60 s, from 43.5 s of CPU for 0.081% to ~33 s for ~0.05% (s39, docs/architecture.md).
+# 60 s (the whole run), from 0.081% in 42-45 s of CPU to 0.051-0.061% in 38-40 s (s39,
+# docs/architecture.md, with the shares measured against it).
 NEIGHBOURHOOD_SHARE = 0.6
 # Nominal seconds the rest must come to for that (the LP ~3 s and the MILP ~5 s of nominal work at
 # 10,000 operators); with less (a limit under ~20 s) the Lagrangian keeps LARGEST_SHARE as before.
