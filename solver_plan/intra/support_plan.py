@@ -74,7 +74,8 @@ def neighbourhood_plan(problem: ConfigProblem, support, incumbent, deadline, rel
     picked = _with_incumbent(support, incumbent)
     if picked is None or incumbent is None:
         return None
-    values = relax(restricted(problem, picked), deadline.share(NEIGHBOURHOOD_LP_SHARE))
+    # its wall clock at least its nominal share (a loaded machine stops it no sooner than its work)
+    values = relax(restricted(problem, picked), deadline.work_share(NEIGHBOURHOOD_LP_SHARE))
     if values is None:
         return None
     lp_choice = [int(np.argmax(x)) for x in values]
