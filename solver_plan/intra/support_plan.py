@@ -34,7 +34,8 @@ INTEGRAL = 1e-6  # an LP value within this of 1 is the node's choice
 # Nodes the LP may leave in doubt for the neighbourhood's MILP; more (an incumbent far from the LP's
 # solution, e.g. the greedy plan where the Lagrangian's repair did not finish: 3,973 of 10,000 nodes,
 # 51 s of CPU) and the nodes where the LP is integral are fixed to the LP's choice instead (RENS
-# proper: 39 nodes left, 0.9 s).
+# proper: from the repaired plan's LP 39 nodes left, 44,012.7 in 0.9 s; from the greedy plan's 10,
+# and no plan fits: the caller keeps its own).
 NEIGHBOURHOOD_MAX_NODES = 1_000
 
 
