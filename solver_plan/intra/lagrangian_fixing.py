@@ -277,6 +277,9 @@ def lagrangian_restriction(problem: ConfigProblem, deadline, incumbent=None, see
         share = (LARGE_MODEL_SHARE if with_support else NEIGHBOURHOOD_SHARE if with_neighbourhood
                  else LARGEST_SHARE)
     clock = deadline.work_part(share)  # work counts decide; the wall clock is the caller's
+    # the neighbourhood's share handed out now, so the repair's work past its own share (it runs to its
+    # end: `repair_all`) is not taken from it (at 45 s its LP was left 1 s of nominal work and stopped)
+    rest = deadline.share(SUPPORT_SHARE) if with_neighbourhood else None
     upper = None if incumbent is None else problem.objective(incumbent)
     relaxation = lagrangian_dual(problem, clock, upper)
     if relaxation is None:
@@ -293,8 +296,8 @@ def lagrangian_restriction(problem: ConfigProblem, deadline, incumbent=None, see
         return restriction
     support = relaxation.support(SUPPORT_WIDTH)
     begun = time.perf_counter()
-    if with_neighbourhood and relax is not None:
-        found = neighbourhood_plan(problem, support, plan, deadline.share(SUPPORT_SHARE), relax, solve)
+    if rest is not None and relax is not None:
+        found = neighbourhood_plan(problem, support, plan, rest, relax, solve)
         what, found_by = "support LP's neighbourhood", "Lagrangian neighbourhood"
     else:
         found = support_plan(problem, support, plan, deadline.share(SUPPORT_SHARE), solve)
