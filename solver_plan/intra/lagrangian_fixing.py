@@ -10,7 +10,9 @@ the model restricted to the candidates the multipliers leave open.
    edge entries) and a MILP solver is given, the MILP on the Lagrangian's support (support_plan:
    SUPPORT_WIDTH candidates per node with the least bounds, and the incumbent's) improves the
    incumbent where the nominal budget leaves it SUPPORT_MIN_S (random-dag:nodes=10000 binding at
-   120 s: 0.155% gap, 0.423% without it); milp then builds no model on the open candidates.
+   120 s: 0.155% gap, 0.423% without it); with less, and a solver for its LP, the MILP on the
+   neighbourhood of the support's LP does (support_plan.neighbourhood_plan; at 60 s 0.05-0.06%,
+   0.081% without it); milp then builds no model on the open candidates.
 4. Every candidate whose Lagrangian bound is not below the incumbent's cost is in no cheaper plan:
    the exact model is built on the others only (Lagrangian reduced-cost fixing). Its optimum is the
    problem's optimum, and min(its proven bound, the incumbent's cost) is a proven bound for the
@@ -35,7 +37,7 @@ from solver_plan.intra.memory import can_fit
 from solver_plan.intra.memory_repair import FINE_ROUNDS, repair_memory
 from solver_plan.intra.pair_search import improve_by_pairs
 from solver_plan.intra.problem import ConfigProblem
-from solver_plan.intra.support_plan import SolveModel, support_plan
+from solver_plan.intra.support_plan import SolveLp, SolveModel, neighbourhood_plan, support_plan
 from solver_plan.result import Status
 from solver_plan.units import format_seconds
 
@@ -54,6 +56,17 @@ SUPPORT_SHARE = 0.95
 # Nominal seconds the MILP on the Lagrangian's support needs to find anything at 10,000 operators
 # (measured, 2 shared cores: nothing in 10 s, -0.06% in 20 s); below, the Lagrangian gets the time.
 SUPPORT_MIN_S = 20.0
+# ... and where a solver for the support's LP is given too, the Lagrangian gets this share instead of
+# LARGEST_SHARE, its best-bound minimiser's repair runs to its end (the neighbourhood is only as good
+# as the plan it starts from: from the repaired plan 43,999.5, from the fitting minimisers' 44,046,
+# and where the repair was cut by its work budget the greedy plan was all there was), and the LP's
+# neighbourhood (support_plan.neighbourhood_plan) gets the rest: random-dag:nodes=10000 binding at
+# 60 s (the whole run), from 0.081% in 42-45 s of CPU to 0.051-0.061% in 38-40 s (s39,
+# docs/architecture.md, with the shares measured against it).
+NEIGHBOURHOOD_SHARE = 0.6
+# Nominal seconds the rest must come to for that (the LP ~3 s and the MILP ~5 s of nominal work at
+# 10,000 operators); with less (a limit under ~20 s) the Lagrangian keeps LARGEST_SHARE as before.
+NEIGHBOURHOOD_MIN_S = 8.0
 IMPROVED_PLANS = 4  # fitting minimisers improved by local search (each a pass over the nodes)
 # The Lagrangian's least run (its memory entries, the spanning forest and the forest's arrays, a few
 # multiplier steps and the pass with min-marginals) takes about this many seconds per edge entry and
@@ -190,10 +203,11 @@ def _without_closed_rows(problem: ConfigProblem, choices, closed) -> tuple[np.nd
 PAIRS_SHARE = 0.5  # of best_plan's time left after local search, for pair exchanges
 
 
-def best_plan(problem: ConfigProblem, minimisers, incumbent, deadline, seed: int):
+def best_plan(problem: ConfigProblem, minimisers, incumbent, deadline, seed: int, repair_all: bool = False):
     """The best of: the first of `minimisers` repaired to fit memory, the fitting minimisers (those
     cheaper than the best improved so far), each improved by local search (the best then by pair
-    exchanges and forest search), and `incumbent`."""
+    exchanges and forest search), and `incumbent`. `repair_all`: the repair runs to its end (its
+    work charged, only the wall clock stops it), where a plan that fits is known too."""
     options = []
     meter = WorkMeter(deadline)  # the wall clock, past its grace, is only the safety net
     fitting = [plan for plan in minimisers if problem.memory_ok(plan)]
@@ -206,7 +220,7 @@ def best_plan(problem: ConfigProblem, minimisers, incumbent, deadline, seed: int
         # fit (megatron-1T@64: the closed-form bound is 3.5x the limit) it would only run until the
         # clock stopped it, and leave the diagnosis that proves INFEASIBLE no time (at 1 s)
         repaired = repair_memory(problem, minimisers[0], deadline.work_part(REPAIR_SHARE), FINE_ROUNDS,
-                                 optional=incumbent is not None or bool(fitting))
+                                 optional=not repair_all and (incumbent is not None or bool(fitting)))
         if repaired is not None:
             options.append(improve(problem, repaired, deadline))
     for plan in fitting[:IMPROVED_PLANS]:
@@ -241,37 +255,56 @@ def lagrangian_fits(problem: ConfigProblem, nominal_s: float | None) -> bool:
 
 
 def lagrangian_restriction(problem: ConfigProblem, deadline, incumbent=None, seed: int = 0,
-                           solve: SolveModel | None = None) -> Restriction | None:
+                           solve: SolveModel | None = None, relax: SolveLp | None = None) -> Restriction | None:
     """None when the memory limit cannot bind (nothing to relax) or the Lagrangian does not fit the
     nominal budget (`lagrangian_fits`). `solve` (a sub-problem's MILP from a start plan within a
-    deadline) is for the MILP on the Lagrangian's support where the open model is too big and the
-    nominal budget leaves it SUPPORT_MIN_S (otherwise the Lagrangian gets LARGEST_SHARE of the time)."""
+    deadline) is for a plan from the Lagrangian's support where the open model is too big: the MILP
+    on the support where the nominal budget leaves it SUPPORT_MIN_S, else, with `relax` (a
+    sub-problem's LP values), the MILP on the neighbourhood of the support's LP where it leaves
+    NEIGHBOURHOOD_MIN_S (the Lagrangian then gets NEIGHBOURHOOD_SHARE of the time; otherwise
+    LARGEST_SHARE)."""
     if not lagrangian_fits(problem, deadline.nominal_left()):
         return None
     started = time.perf_counter()
     entries = sum(m.size for m in problem.edge_costs)
     nominal = deadline.nominal_left()
     with_support = solve is not None and (nominal is None or (1 - LARGE_MODEL_SHARE) * nominal >= SUPPORT_MIN_S)
+    # the MILP on the whole support holds the neighbourhood and, given the time, does better alone
+    # (random-dag:nodes=10000 binding at 120 s: 0.0108%; after the neighbourhood, with 30% less
+    # time, 0.0143%)
+    with_neighbourhood = not with_support and solve is not None and relax is not None and (
+        nominal is None or (1 - NEIGHBOURHOOD_SHARE) * nominal >= NEIGHBOURHOOD_MIN_S)
     share = LAGRANGIAN_SHARE
     if entries > LARGE_MODEL_ENTRIES:
-        share = LARGE_MODEL_SHARE if with_support else LARGEST_SHARE
+        share = (LARGE_MODEL_SHARE if with_support else NEIGHBOURHOOD_SHARE if with_neighbourhood
+                 else LARGEST_SHARE)
     clock = deadline.work_part(share)  # work counts decide; the wall clock is the caller's
+    # the neighbourhood's share handed out now, so the repair's work past its own share (it runs to its
+    # end: `repair_all`) is not taken from it (at 45 s its LP was left 1 s of nominal work and stopped)
+    rest = deadline.share(SUPPORT_SHARE) if with_neighbourhood else None
     upper = None if incumbent is None else problem.objective(incumbent)
     relaxation = lagrangian_dual(problem, clock, upper)
     if relaxation is None:
         return None
-    plan = best_plan(problem, relaxation.plans, incumbent, clock, seed)
+    plan = best_plan(problem, relaxation.plans, incumbent, clock, seed,
+                     repair_all=with_neighbourhood and entries > LARGE_MODEL_ENTRIES)
     source = "given" if incumbent is not None and plan == tuple(incumbent) else "Lagrangian"
     note = (f"lagrangian: bound {relaxation.bound:.10g} after {relaxation.steps} multiplier steps "
             f"({'exact' if relaxation.exact_inner else 'spanning-forest'} inner minimum) in "
             f"{format_seconds(time.perf_counter() - started)}")
     restriction = restrict_by(problem, relaxation, plan, source, note)
-    if (solve is None or not with_support or plan is None or deadline.expired()
+    if (solve is None or not (with_support or with_neighbourhood) or plan is None or deadline.expired()
             or restriction.open_entries() <= LARGE_MODEL_ENTRIES):
         return restriction
+    support = relaxation.support(SUPPORT_WIDTH)
     begun = time.perf_counter()
-    found = support_plan(problem, relaxation.support(SUPPORT_WIDTH), plan, deadline.share(SUPPORT_SHARE), solve)
-    note += f", MILP on its support ({SUPPORT_WIDTH} per node) in {format_seconds(time.perf_counter() - begun)}"
+    if rest is not None and relax is not None:
+        found = neighbourhood_plan(problem, support, plan, rest, relax, solve)
+        what, found_by = "support LP's neighbourhood", "Lagrangian neighbourhood"
+    else:
+        found = support_plan(problem, support, plan, deadline.share(SUPPORT_SHARE), solve)
+        what, found_by = f"support ({SUPPORT_WIDTH} per node)", "Lagrangian support"
+    note += f", MILP on its {what} in {format_seconds(time.perf_counter() - begun)}"
     if found is None or not problem.memory_ok(found) or problem.objective(found) >= problem.objective(plan):
         return restrict_by(problem, relaxation, plan, source, note + " found nothing better")
-    return restrict_by(problem, relaxation, found, "Lagrangian support", note)
+    return restrict_by(problem, relaxation, found, found_by, note)

@@ -181,22 +181,10 @@ def lp_restriction(problem: ConfigProblem, deadline, incumbent, seed: int, solve
         return None
     columns = by_columns(problem)
     # the incumbent's candidates in column generation's first LP: a plan fits in it
-    extra: dict = {} if not columns or incumbent is None else {
-        "start": [int(model.node_offsets[node]) + int(choice) for node, choice in enumerate(incumbent)]}
-    remaining = clock.remaining()
-    try:
-        solution = isolated.call("highspy", "solver_plan.intra.backends.highs",
-                                 "solve_lp_by_columns" if columns else "solve_lp_relaxation",
-                                 timeout=remaining, model=model, seed=seed,
-                                 iteration_limit=lp_iteration_limit(problem, model, clock.nominal_left()),
-                                 time_limit=None if remaining is None else max(0.05, 0.9 * remaining - 0.2),
-                                 **extra)
-    except TimeoutError:  # the wall clock (a loaded machine): the Lagrangian route with what is left
-        clock.mark_cut_short()
-        return None
-    if solution.status is not Status.OPTIMAL:  # infeasible, or stopped by its work limit or the wall clock
-        if solution.status is Status.TIME_LIMIT and not solution.work_limit:
-            clock.mark_cut_short()
+    start = None if not columns or incumbent is None else [
+        int(model.node_offsets[node]) + int(choice) for node, choice in enumerate(incumbent)]
+    solution = _solved_lp(problem, model, clock, seed, columns, start)
+    if solution is None:  # not optimal: the Lagrangian route with what is left
         return None
     relaxation = lp_relaxation(problem, model, solution)
     lp_seconds = time.perf_counter() - started
@@ -210,3 +198,44 @@ def lp_restriction(problem: ConfigProblem, deadline, incumbent, seed: int, solve
             f"{format_seconds(lp_seconds)}, plan from its support "
             f"in {format_seconds(time.perf_counter() - started - lp_seconds)}")
     return restrict_by(problem, relaxation, plan, source, note)
+
+
+def _solved_lp(problem: ConfigProblem, model: LinearModel, clock, seed: int, columns: bool = False,
+               start=None) -> LpSolution | None:
+    """The LP relaxation of `model` (= config_model(problem)) in the HiGHS worker, by column generation
+    (from the `start` columns) or dual simplex, its iterations `clock`'s nominal budget (the work
+    limit decides; the wall clock only stops it, marking `clock` cut short), or None where it is not
+    optimal (infeasible, stopped, or the worker killed at the wall clock)."""
+    extra: dict = {} if start is None else {"start": start}
+    remaining = clock.remaining()
+    try:
+        solution = isolated.call("highspy", "solver_plan.intra.backends.highs",
+                                 "solve_lp_by_columns" if columns else "solve_lp_relaxation",
+                                 timeout=remaining, model=model, seed=seed,
+                                 iteration_limit=lp_iteration_limit(problem, model, clock.nominal_left()),
+                                 time_limit=None if remaining is None else max(0.05, 0.9 * remaining - 0.2),
+                                 **extra)
+    except TimeoutError:  # the wall clock (a loaded machine)
+        clock.mark_cut_short()
+        return None
+    if solution.status is not Status.OPTIMAL:  # infeasible, or stopped by its work limit or the wall clock
+        if solution.status is Status.TIME_LIMIT and not solution.work_limit:
+            clock.mark_cut_short()
+        return None
+    return solution
+
+
+def lp_values(problem: ConfigProblem, deadline, seed: int = 0) -> tuple[np.ndarray, ...] | None:
+    """Per node, the LP relaxation's value of each candidate of `problem` (the whole one-hot model by
+    dual simplex in the HiGHS worker, `_solved_lp`), or None where the model was not built or the LP
+    not solved to optimality within `deadline`: for the neighbourhood of a relaxation's support
+    (support_plan.neighbourhood_plan)."""
+    try:
+        model = config_model(problem, deadline)
+    except ModelBuildCut:
+        return None
+    solution = _solved_lp(problem, model, deadline, seed)
+    if solution is None or solution.column_values is None:
+        return None
+    offsets, x = model.node_offsets, solution.column_values
+    return tuple(x[start:stop] for start, stop in zip(offsets[:-1], offsets[1:]))

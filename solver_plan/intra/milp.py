@@ -32,7 +32,7 @@ from solver_plan.intra.subprocess_guard import call_in_subprocess
 from solver_plan.intra.warm_start import BINDING_HEURISTIC_SHARE
 from solver_plan.intra.lagrangian_fixing import LARGE_MODEL_ENTRIES, Restriction, lagrangian_restriction
 from solver_plan.intra.linear_model import ModelBuildCut, config_model, config_model_seconds, encode, outcome_answer
-from solver_plan.intra.lp_fixing import lp_fits, lp_restriction
+from solver_plan.intra.lp_fixing import lp_fits, lp_restriction, lp_values
 from solver_plan.intra.problem import ConfigProblem
 from solver_plan.intra.simplify import memory_can_bind
 from solver_plan.result import Status
@@ -97,8 +97,11 @@ def _milp_core(problem: ConfigProblem, context: Context) -> Answer:
             return _solve_model(sub, start, deadline, context, backend, gap=gap)
         if context.options.get("root_lp", True):
             restriction = lp_restriction(problem, context.deadline, context.incumbent, context.seed, solve_sub)
+        def relax_sub(sub: ConfigProblem, deadline):  # the LP values of a sub-problem (HiGHS only)
+            return lp_values(sub, deadline, context.seed)
         if restriction is None:
-            restriction = lagrangian_restriction(problem, context.deadline, context.incumbent, context.seed, solve_sub)
+            restriction = lagrangian_restriction(problem, context.deadline, context.incumbent, context.seed, solve_sub,
+                                                 relax_sub if backend == "highs" else None)
     if restriction is None:
         return _solve_model(problem, context.incumbent, context.deadline, context, backend)
     if restriction.source != "given" and restriction.incumbent is not None:
