@@ -153,10 +153,9 @@ def _compute_s(cluster: Cluster, cost_model, graph, op, cfg, scale: float = 1.0,
 
     runtime = resolve_runtime(runtime)
     forward_casts, backward_casts = fp8_cast_s(cluster, graph, op, cfg, cost_model, runtime)
-    loss = cost_model.loss_seconds(graph, op, cfg)
     if op.op_type == OpType.ATTENTION:
         forward, backward = cost_model.attention_seconds(graph, op, cfg)
-    elif loss is not None:  # the runtime's loss kernels, counted in its code
+    elif (loss := cost_model.loss_seconds(graph, op, cfg)) is not None:  # the runtime's counted loss kernels
         forward, backward = loss
     else:
         one = cost_model.node(graph, op, cfg).compute_s / 3.0

@@ -10,9 +10,9 @@ depends only on the instance and the limit (fixed seconds per unit of work, neve
 machine), so the same command builds the same problem on an idle or a loaded machine. The wall
 clock only stops: a build still running `grace_s` (BUILD_GRACE_S + BUILD_GRACE_SHARE of the
 limit, within the slack a command's limit allows) after the command's deadline raises
-`BuildStopped` (the front door answers TIME_LIMIT without a plan, saying how far the build got, or
-with the one plan of `one_candidate_problem` where every operator was costed already); it never
-changes which candidates are built. A build finished in its grace leaves the planner no
+`BuildStopped` carrying the one plan the build can still give (`one_candidate_problem`: each operator's
+least-memory candidate; the front door answers it TIME_LIMIT, or no plan where it does not fit, saying
+how far the build got); it never changes which candidates are built. A build finished in its grace leaves the planner no
 time: it answers its first plan (TIME_LIMIT, cut short), which beats none.
 """
 from __future__ import annotations
@@ -213,8 +213,8 @@ def _redistributions(graph: Graph, cost_model: CostModel, candidates, check=None
 def one_candidate_problem(graph: Graph, cluster: Cluster, cost_model: CostModel, candidates, costs, memory,
                           memory_limit: float | None, why: str) -> ConfigProblem:
     """What a build stopped by the clock can still give: each operator's least-memory candidate among
-    those costed (the plan likeliest to fit; `candidates`, `costs` and `memory` are what was costed,
-    one candidate for the operators the clock left uncosted), and its tensors priced one pair each (an
+    `candidates` (the plan likeliest to fit; `costs` and `memory` their priced seconds and bytes: the
+    build's own, or one candidate each from `_least_memory_problem`), and its tensors priced one pair each (an
     edge is k^2 times less work than its k x k matrix, so this ends within the slack the limit allows;
     no work budget is left to decide by). One candidate: its only plan is TIME_LIMIT at best, never a
     proof (`capped_candidates` = 1)."""
