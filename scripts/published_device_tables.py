@@ -18,11 +18,21 @@ figures they rest on, the B200 / GB200 entries of data/hardware/devices.yaml:
   fp8 point at 4096^3 (helion PR 2756) over the XLA table's bf16 at that size (different harnesses).
 - attention_efficiency (cudnn, flash2): cuDNN's own SDPA training benchmark, causal forward + backward as
   the cost model counts it (3.5 x the causal forward FLOPs, cost/kernels.py) over the device's bf16 peak.
+- attention_efficiency triton2022 (A100, H100, H200): the 2022 Triton FlashAttention kernel
+  (flash_attn_triton.py for the pre-MLIR Triton, LLM Foundry's attn_impl: triton), from FlashAttention-2's
+  release charts (Dao 2023, Figures 4 and 7: causal, head dimension 128, forward + backward). On the A100 the
+  chart's Triton bars over the 312 TFLOPS peak; on Hopper, which the chart times FlashAttention-2 on but not
+  Triton, the A100 ratio Triton / FlashAttention-2 (the median over the chart's sequences in each bin of the
+  device's measured flash2 curve) times that curve. Both kernels issue Ampere's mma.sync on Hopper (no wgmma:
+  flash-attn 2.x before FlashAttention-3, Triton before its MLIR backend), and the chart's two Ampere-style
+  CUDA kernels gain alike from A100 to H100 (FlashAttention 1.57-1.78x, FlashAttention-2 1.65-1.74x), which
+  the transfer assumes of the Triton one; printed beside it.
 Kernels only: no end-to-end run enters any figure (those validate: scripts/bench_moe.py).
 """
 from __future__ import annotations
 
 import argparse
+import math
 import statistics
 import sys
 from collections import defaultdict
@@ -43,6 +53,10 @@ H100_CURVE = [(128.0, 0.7), (16.0, 0.7), (4.0, 0.65), (1.0, 0.55), (0.0, 0.25)] 
 # larger machine needs larger dots to fill); the H100 figure there is its >= 128 one
 BINS = [(512.0, 0.7), *H100_CURVE]
 ATTENTION_SEQS = (16384, 8192, 4096, 2048, 1024)
+A100_BF16 = 312e12  # A100 SXM dense bf16 / fp16 (devices.yaml)
+# the measured FlashAttention-2 (SDPA flash backend) curves of devices.yaml the Triton curve scales (H100:
+# data/device/h100-2026-11-26, H200: data/device/h200-2026-11-26)
+FLASH2_CURVES = {"H100": [(8192, 0.3), (2048, 0.21), (0, 0.15)], "H200": [(8192, 0.3), (2048, 0.23), (0, 0.15)]}
 
 
 def xla_fractions(rows) -> dict[str, dict[tuple[int, int, int, int], float]]:
@@ -95,6 +109,31 @@ def attention_curves(rows, device: str) -> dict[str, list[tuple[int, float]]]:
     return {k: sorted(v, reverse=True) for k, v in out.items()}
 
 
+def flash_chart(rows, device: str, method: str, causal: bool = True) -> dict[int, float]:
+    """sequence -> TFLOP/s of `method` in FlashAttention-2's release chart (head dimension 128)."""
+    return {int(r["seqlen"]): float(r["tflops"]) for r in rows
+            if r["device"].startswith(device) and r["method"] == method and r["causal"] == str(int(causal))}
+
+
+def triton_curve_a100(rows) -> list[tuple[int, float]]:
+    """[(query length, fraction of the A100's bf16 peak)] of the Triton kernel, longest first; the chart's
+    shortest sequence (512) becomes the 0 entry."""
+    chart = flash_chart(rows, "A100", "FlashAttention Triton")
+    return [(s if s > 512 else 0, round(chart[s] * 1e12 / A100_BF16, 3)) for s in sorted(chart, reverse=True)]
+
+
+def triton_curve_hopper(rows, device: str) -> list[tuple[int, float, float]]:
+    """[(threshold, fraction, ratio)]: per bin of the device's measured flash2 curve, the median over the
+    chart's sequences in that bin of A100 Triton / FlashAttention-2, times the bin's flash2 fraction."""
+    triton, flash2 = flash_chart(rows, "A100", "FlashAttention Triton"), flash_chart(rows, "A100", "FlashAttention-2")
+    curve, upper = [], math.inf
+    for threshold, fraction in FLASH2_CURVES[device]:
+        ratio = statistics.median(triton[s] / flash2[s] for s in triton if threshold <= s < upper)
+        curve.append((threshold, round(fraction * ratio, 3), ratio))
+        upper = threshold
+    return curve
+
+
 def te_fp8_factor(rows, mode: str = "prequant", column: str = "mxfp8_ms") -> float:
     """(BF16 / fp8 time of a whole layer's 12 GEMMs) / 2 in Transformer Engine's benchmark: the fp8 GEMMs'
     fraction of their (2x bf16) peak over the bf16 GEMMs' fraction."""
@@ -141,6 +180,16 @@ def main(argv=None) -> int:
         for backend, curve in attention_curves(sdpa, device).items():
             shown = ", ".join(f"{s}: {f:.3f}" for s, f in curve if s <= 32768)
             print(f"attention_efficiency {device} {backend} (causal fwd+bwd / bf16 peak): {shown}")
+    chart = _rows(FOLDER / "flashattention2-fwd-bwd.csv")
+    print("attention_efficiency A100 triton2022 (chart's Triton / 312 TFLOPS): "
+          + ", ".join(f"{s}: {f}" for s, f in triton_curve_a100(chart)))
+    for device in FLASH2_CURVES:
+        print(f"attention_efficiency {device} triton2022 (A100 Triton / FlashAttention-2 x measured flash2): "
+              + ", ".join(f">= {t}: {f} (ratio {r:.3f})" for t, f, r in triton_curve_hopper(chart, device)))
+    for method in ("FlashAttention", "FlashAttention-2"):
+        a100, h100 = flash_chart(chart, "A100", method), flash_chart(chart, "H100", method)
+        print(f"  cross-check, H100 / A100 of {method}: "
+              + ", ".join(f"{s}: {h100[s] / a100[s]:.2f}" for s in sorted(a100) if s in h100))
     return 0
 
 

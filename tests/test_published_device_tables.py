@@ -68,3 +68,29 @@ def test_peaks_used_by_the_derivation_are_the_tables():
     assert parse_flops(_table("B200")["matrix_flops"]["bf16"]) == script.PEAK_BF16["sm_100"]
     assert parse_flops(_table("H100")["matrix_flops"]["bf16"]) == script.PEAK_BF16["sm_90"]
     assert parse_flops(_table("GB200")["matrix_flops"]["fp8"]) == script.PEAK["GB200"][1]
+
+
+@pytest.mark.parametrize("name", ["A100-SXM-80GB", "H100-SXM-80GB", "H200"])
+def test_triton_attention_curves_are_the_derived_ones(name):
+    """triton2022 (the 2022 Triton FlashAttention, LLM Foundry's attn_impl: triton): FlashAttention-2's release
+    chart; on the A100 its own bars, on Hopper the A100 Triton / FlashAttention-2 ratio x the measured flash2."""
+    script = _script()
+    chart = script._rows(script.FOLDER / "flashattention2-fwd-bwd.csv")
+    table = _table(name)["attention_efficiency"]
+    if name.startswith("A100"):
+        derived = [[s, f] for s, f in script.triton_curve_a100(chart)]
+    else:
+        device = name.split("-")[0]
+        assert [[t, f] for t, f in script.FLASH2_CURVES[device]] == table["flash2"]
+        derived = [[t, f] for t, f, _ in script.triton_curve_hopper(chart, device)]
+    assert table["triton2022"] == derived
+
+
+def test_triton_ratio_by_hand():
+    """At 8K and 16K tokens the A100 chart reads Triton 78 and 80 TFLOPS against FlashAttention-2's 182 and 189:
+    ratios 0.4286 and 0.4233, median 0.4259; x the H100's measured flash2 0.30 = 0.128."""
+    script = _script()
+    curve = script.triton_curve_hopper(script._rows(script.FOLDER / "flashattention2-fwd-bwd.csv"), "H100")
+    threshold, fraction, ratio = curve[0]
+    assert threshold == 8192 and ratio == pytest.approx((78 / 182 + 80 / 189) / 2, rel=1e-9)
+    assert fraction == round(0.3 * ratio, 3) == 0.128

@@ -3,7 +3,7 @@
 source for every fact it sets; each row's batch arithmetic and parameter count agree with the table, and
 its pinned configuration is priced with the validator agreeing (errors against the measurements:
 scripts/hybrid_vs_published.py, docs/hybrid-accuracy.md)."""
-from dataclasses import MISSING, fields
+from dataclasses import replace, MISSING, fields
 from pathlib import Path
 
 import pytest
@@ -16,7 +16,7 @@ from solver_plan.runtime import RUNTIMES, resolve_runtime, runtime_names
 from solver_plan.runtime.profiles import NCCL_BYTES_PER_COMMUNICATOR, RuntimeProfile
 
 RUNS = yaml.safe_load((Path(__file__).resolve().parents[1] / "data/published/runs-2022-2025.yaml").read_text())
-FOUNDRY = [p for p in RUNS["points"] if p.get("runtime") == "llm-foundry"]
+FOUNDRY = [p for p in RUNS["points"] if p.get("runtime") in ("llm-foundry", "llm-foundry-flash")]
 
 
 def _set_facts(obj) -> list[str]:
@@ -50,6 +50,31 @@ def test_llm_foundry_names_a_source_for_every_fact_it_sets():
         if not (name == "nccl_per_communicator" and profile.memory.nccl_per_communicator == NCCL_BYTES_PER_COMMUNICATOR)]
     missing = [name for name in facts if not any(name == key or name.startswith(key) for key in keys)]
     assert not missing, missing
+
+
+def test_llm_foundry_flash_differs_only_in_its_attention_kernel():
+    """attn_impl triton (the yamls' default: the 2022 Triton kernel) against attn_impl flash (FlashAttention-2):
+    the same Composer stack otherwise; the large-scale table's 1b, 7b and 70b rows ran flash (sweep.py)."""
+    triton, flash = RUNTIMES["llm-foundry"], RUNTIMES["llm-foundry-flash"]
+    assert (triton.kernels.attention_backend, flash.kernels.attention_backend) == ("triton2022", "flash2")
+    assert replace(flash, name=triton.name, summary=triton.summary, sources=triton.sources,
+                   kernels=triton.kernels) == triton
+    large_scale = {p["name"] for p in FOUNDRY if p["gpus"] >= 128}
+    assert large_scale and all(p["runtime"] == "llm-foundry-flash" for p in FOUNDRY if p["name"] in large_scale)
+    assert all(p["runtime"] == "llm-foundry" for p in FOUNDRY if p["name"] not in large_scale)
+
+
+def test_the_triton_kernel_prices_the_attention_slower_than_flash_attention_2():
+    """One MPT-7b micro-batch at 8K tokens on an H100: the attention core at the triton2022 curve (0.128 of
+    the peak at 8K and over) against flash2's (0.30); everything else alike."""
+    model = "gpt2:layers=32,hidden=4096,heads=32,head_dim=128,ffn=16384,seq=8192,positions=8192,vocab=50368"
+    fix = {"dp": 8, "tp": 1, "pp": 1, "micro_batch_size": 1, "zero_stage": 3, "recompute": "none"}
+    steps = {name: evaluate(model, "h100-80gb-superpod", 8, fix, memory_limit="none", runtime=name,
+                            precision="bf16").plan.step_time_s for name in ("llm-foundry", "llm-foundry-flash")}
+    # causal attention FLOPs of the step: (forward 1 + backward 2.5) x 4 b a s^2 d / 2 x 32 layers
+    attention = 3.5 * 4 * 32 * 8192 ** 2 * 128 / 2 * 32
+    expected = attention / 989e12 * (1 / 0.128 - 1 / 0.3)
+    assert steps["llm-foundry"] - steps["llm-foundry-flash"] == pytest.approx(expected, rel=0.02)
 
 
 def test_llm_foundry_rows_match_their_table():

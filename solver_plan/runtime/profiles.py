@@ -18,7 +18,8 @@ fitted to an end-to-end throughput. The hybrid planner prices a plan with one pr
 - llama3-meta: Meta's Llama 3 stack as Dubey et al. 2024 section 3.3 describe it (torchtitan's kernels,
   asynchronous pipeline sends, stage inputs and outputs freed, K/V all-gather of the kv heads);
 - nemo: NVIDIA NeMo 2 performance recipes (Megatron-core with TP communication overlap);
-- llm-foundry: MosaicML LLM Foundry's MPT on Composer 0.17 with PyTorch FSDP1 (data parallelism only).
+- llm-foundry: MosaicML LLM Foundry's MPT on Composer 0.17 with PyTorch FSDP1 (data parallelism only), its
+  yamls' 2022 Triton flash attention; llm-foundry-flash: the same with FlashAttention-2 (attn_impl flash).
 """
 from __future__ import annotations
 
@@ -650,7 +651,7 @@ LLM_FOUNDRY = replace(
     summary="MosaicML LLM Foundry MPT on Composer 0.17 + PyTorch FSDP1 (one unit per block), triton flash "
             "attention, fused cross entropy; data parallelism only",
     kernels=Kernels(flash_attention=True, attention_dropout=False, causal_skip=True, fused_swiglu=False,
-                    fused_cross_entropy=True, fp8_gemms=False, attention_backend="flash2", fused_norm_rope=True,
+                    fused_cross_entropy=True, fp8_gemms=False, attention_backend="triton2022", fused_norm_rope=True,
                     loss_bytes_per_logit=2.0, metric_bytes_per_logit=28.0, grad_reduce_prep_bytes=18.0),
     memory=MemoryReserve(cuda_context=0.5 * GIB, nccl_per_communicator=NCCL_BYTES_PER_COMMUNICATOR,
                          workspace=64 * MIB, fragmentation=0.05),
@@ -663,10 +664,14 @@ LLM_FOUNDRY = replace(
                             "algorithm in Triton (no s x s scores in HBM)"),
         ("causal_skip", "flash_attn_triton.py _fwd_kernel: end_n = min((start_m + 1) BLOCK_M, seqlen_k) when "
                         "IS_CAUSAL; _bwd_kernel_one_col_block: begin_m from start_n when IS_CAUSAL"),
-        ("attention_backend", "flash2: the large-scale benchmarks' sweep.py runs attn_impl flash (flash_attn_fn, "
-                              "flash-attn 2.4.2's flash_attn_varlen_func) for 1b-7b and 70b; the Triton kernel "
-                              "(for triton-pre-mlir, a 2022 Triton) has no H100 curve and is priced with the same "
-                              "FlashAttention-2 curve (its algorithm)"),
+        ("attention_backend", "triton2022: the yamls' and submit_benchmarks.py's attn_impl triton runs "
+                              "llmfoundry/models/layers/flash_attn_triton.py ('Copied from .../flash-attention/.../"
+                              "flash_attn_triton.py', imports switched to triton_pre_mlir; setup.py installs "
+                              "triton-pre-mlir from vchiley/triton branch triton_pre_mlir_sm90), the kernel that "
+                              "FlashAttention-2's release chart times as 'FlashAttention Triton' at 0.43-0.5 of "
+                              "FlashAttention-2 on an A100 (data/device/published/flashattention2-fwd-bwd.csv; "
+                              "the device tables' triton2022 curves). The large-scale benchmarks' sweep.py runs "
+                              "attn_impl flash for 1b-7b and 70b: the llm-foundry-flash profile"),
         ("attention_dropout", "configuration_mpt.py attn_config attn_pdrop default 0; triton_flash_attn_fn raises "
                               "'Dropout not implemented for attn_impl: triton'"),
         ("fused_norm_rope", "submit_benchmarks.py mod_parameters sets model.norm_type = 'low_precision_layernorm' "
@@ -764,10 +769,24 @@ LLM_FOUNDRY = replace(
         ("rest", "as torchtitan: FSDP unit per block, reduce-scatter under backward"),
     ))
 
+# LLM Foundry with attn_impl flash: the large-scale benchmark table's 1b, 3b, 7b and 70b rows (sweep.py), and any
+# MPT run that installs the gpu-flash2 extra and sets it
+LLM_FOUNDRY_FLASH = replace(
+    LLM_FOUNDRY, name="llm-foundry-flash",
+    summary="llm-foundry with attn_impl flash: FlashAttention-2 (flash-attn 2.4.2) instead of the 2022 Triton kernel",
+    kernels=replace(LLM_FOUNDRY.kernels, attention_backend="flash2"),
+    sources=(
+        ("attention_backend", "flash2: llm-foundry 5e85bd62d llmfoundry/models/layers/attention.py flash_attn_fn "
+                              "calls flash-attn's flash_attn_varlen_func (setup.py gpu-flash2: flash-attn 2.4.2) "
+                              "when attn_impl is flash; scripts/train/benchmarking/sweep.py sets it for 1b, 3b, 7b "
+                              "and 70b (triton for 13b and 30b)"),
+        ("rest", "as llm-foundry"),
+    ))
+
 RUNTIMES: dict[str, RuntimeProfile] = {p.name: p for p in (MEGATRON_CORE, MEGATRON_CORE_TP_OVERLAP, MEGATRON_2021, DEEPSPEED, DEEPSPEED_BF16,
                                                               TORCHTITAN,
                                                               TORCHTITAN_COMPILE, TORCHTITAN_FP8_GATHER, LLAMA3_META,
-                                                              NEMO, LLM_FOUNDRY)}
+                                                              NEMO, LLM_FOUNDRY, LLM_FOUNDRY_FLASH)}
 DEFAULT_RUNTIME = MEGATRON_CORE
 
 
