@@ -11,6 +11,7 @@ of this checkout. docs/generated.md records, per output, the commit it was made 
 and how long it took. Steps:
 - accuracy: scripts/accuracy_report.py -> docs/accuracy.md, docs/accuracy.png
 - hybrid-accuracy: scripts/hybrid_vs_published.py --plan -> docs/hybrid-accuracy.md
+- llm-foundry-sweep: scripts/llm_foundry_sweep.py -> docs/llm-foundry-sweep.md
 - madpipe: scripts/madpipe_vs_pipedream.py --jobs 2 -> docs/madpipe-vs-pipedream.{csv,txt,png}
 - compare-standard: `solver-plan compare` on the committed records of the standard suite
   (docs/compare-standard-records.tar.gz; re-running the suite itself takes about 30 minutes:
@@ -52,6 +53,8 @@ STEPS = (
     Step("hybrid-accuracy", ("{python}", "scripts/hybrid_vs_published.py", "--cluster", "a100-80gb-superpod",
                              "--plan", "--write", "{out}/hybrid-accuracy.md"),
          (("hybrid-accuracy.md", "docs/hybrid-accuracy.md"),), 3),
+    Step("llm-foundry-sweep", ("{python}", "scripts/llm_foundry_sweep.py", "--write", "{out}/llm-foundry-sweep.md"),
+         (("llm-foundry-sweep.md", "docs/llm-foundry-sweep.md"),), 0.1),
     Step("madpipe", ("{python}", "scripts/madpipe_vs_pipedream.py", "--jobs", "2", "--out", "{out}"),
          tuple((f"madpipe-vs-pipedream.{ext}", f"docs/madpipe-vs-pipedream.{ext}") for ext in ("csv", "txt", "png")),
          10),

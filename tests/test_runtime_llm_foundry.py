@@ -223,3 +223,23 @@ def test_a_runtime_profile_refuses_negative_per_step_bytes():
         replace(foundry, optimizer_bytes_per_param=-1.0)
     with pytest.raises(InputError, match="metric_bytes_per_logit"):
         replace(foundry, kernels=replace(foundry.kernels, metric_bytes_per_logit=-28.0))
+
+
+def test_the_whole_h100_table_is_priced_at_its_published_shapes():
+    """data/published/llm-foundry-h100-bf16.csv (every row of the table): the yamls' shapes give exactly each
+    row's NumParams, each row's batch is GPUs x micro batch x accumulation, and one short and one long row
+    price as scripts/llm_foundry_sweep.py does (the Triton kernel slower than FlashAttention-2, more so at
+    long sequences)."""
+    import sys
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+    import llm_foundry_sweep as sweep
+
+    rows = sweep.rows()
+    assert len(rows) == 52 and {r["model"] for r in rows} == set(sweep.SHAPES)
+    for row in rows:
+        assert transformer_spec(sweep.model_spec(row)).total_params == int(row["num_params"]), row
+        assert int(row["global_batch"]) == int(row["gpus"]) * int(row["micro_batch"]) * int(row["grad_accum"])
+    short = next(r for r in rows if r["model"] == "1b" and r["seq"] == "2048" and r["gpus"] == "8")
+    long = next(r for r in rows if r["model"] == "1b" and r["seq"] == "65536")
+    ratio = {id(r): sweep.price(r, "llm-foundry") / sweep.price(r, "llm-foundry-flash") for r in (short, long)}
+    assert 1.0 < ratio[id(short)] < ratio[id(long)]
