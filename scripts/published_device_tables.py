@@ -22,8 +22,9 @@ figures they rest on, the B200 / GB200 entries of data/hardware/devices.yaml:
   (flash_attn_triton.py for the pre-MLIR Triton, LLM Foundry's attn_impl: triton), from FlashAttention-2's
   release charts (Dao 2023, Figures 4 and 7: causal, head dimension 128, forward + backward). On the A100 the
   chart's Triton bars over the 312 TFLOPS peak; on Hopper, which the chart times FlashAttention-2 on but not
-  Triton, the A100 ratio Triton / FlashAttention-2 (the median over the chart's sequences in each bin of the
-  device's measured flash2 curve) times that curve. Both kernels issue Ampere's mma.sync on Hopper (no wgmma:
+  Triton, the A100 ratio Triton / FlashAttention-2 at each sequence times the chart's H100 FlashAttention-2
+  bar (the same harness and FlashAttention-2 version as the ratio), over 989 TFLOPS; the H200 (the same GH100
+  compute) takes the H100's. Both kernels issue Ampere's mma.sync on Hopper (no wgmma:
   flash-attn 2.x before FlashAttention-3, Triton before its MLIR backend), and the chart's two Ampere-style
   CUDA kernels gain alike from A100 to H100 (FlashAttention 1.57-1.78x, FlashAttention-2 1.65-1.74x), which
   the transfer assumes of the Triton one; printed beside it.
@@ -53,10 +54,7 @@ H100_CURVE = [(128.0, 0.7), (16.0, 0.7), (4.0, 0.65), (1.0, 0.55), (0.0, 0.25)] 
 # larger machine needs larger dots to fill); the H100 figure there is its >= 128 one
 BINS = [(512.0, 0.7), *H100_CURVE]
 ATTENTION_SEQS = (16384, 8192, 4096, 2048, 1024)
-A100_BF16 = 312e12  # A100 SXM dense bf16 / fp16 (devices.yaml)
-# the measured FlashAttention-2 (SDPA flash backend) curves of devices.yaml the Triton curve scales (H100:
-# data/device/h100-2026-11-26, H200: data/device/h200-2026-11-26)
-FLASH2_CURVES = {"H100": [(8192, 0.3), (2048, 0.21), (0, 0.15)], "H200": [(8192, 0.3), (2048, 0.23), (0, 0.15)]}
+A100_BF16, H100_BF16 = 312e12, 989e12  # A100 SXM and H100 SXM dense bf16 / fp16 (devices.yaml)
 
 
 def xla_fractions(rows) -> dict[str, dict[tuple[int, int, int, int], float]]:
@@ -122,15 +120,16 @@ def triton_curve_a100(rows) -> list[tuple[int, float]]:
     return [(s if s > 512 else 0, round(chart[s] * 1e12 / A100_BF16, 3)) for s in sorted(chart, reverse=True)]
 
 
-def triton_curve_hopper(rows, device: str) -> list[tuple[int, float, float]]:
-    """[(threshold, fraction, ratio)]: per bin of the device's measured flash2 curve, the median over the
-    chart's sequences in that bin of A100 Triton / FlashAttention-2, times the bin's flash2 fraction."""
+def triton_curve_hopper(rows) -> list[tuple[int, float, float]]:
+    """[(query length, fraction of the H100's bf16 peak, ratio)], longest first: the chart's H100
+    FlashAttention-2 bar times the A100 ratio Triton / FlashAttention-2 at the same sequence (one harness for
+    all three figures); the shortest sequence (512) becomes the 0 entry."""
     triton, flash2 = flash_chart(rows, "A100", "FlashAttention Triton"), flash_chart(rows, "A100", "FlashAttention-2")
-    curve, upper = [], math.inf
-    for threshold, fraction in FLASH2_CURVES[device]:
-        ratio = statistics.median(triton[s] / flash2[s] for s in triton if threshold <= s < upper)
-        curve.append((threshold, round(fraction * ratio, 3), ratio))
-        upper = threshold
+    hopper = flash_chart(rows, "H100", "FlashAttention-2")
+    curve = []
+    for s in sorted(hopper, reverse=True):
+        ratio = triton[s] / flash2[s]
+        curve.append((s if s > 512 else 0, round(hopper[s] * 1e12 * ratio / H100_BF16, 3), ratio))
     return curve
 
 
@@ -183,9 +182,8 @@ def main(argv=None) -> int:
     chart = _rows(FOLDER / "flashattention2-fwd-bwd.csv")
     print("attention_efficiency A100 triton2022 (chart's Triton / 312 TFLOPS): "
           + ", ".join(f"{s}: {f}" for s, f in triton_curve_a100(chart)))
-    for device in FLASH2_CURVES:
-        print(f"attention_efficiency {device} triton2022 (A100 Triton / FlashAttention-2 x measured flash2): "
-              + ", ".join(f">= {t}: {f} (ratio {r:.3f})" for t, f, r in triton_curve_hopper(chart, device)))
+    print("attention_efficiency H100 and H200 triton2022 (A100 Triton / FlashAttention-2 x the chart's H100 "
+          "FlashAttention-2 / 989 TFLOPS): " + ", ".join(f"{t}: {f} (ratio {r:.3f})" for t, f, r in triton_curve_hopper(chart)))
     for method in ("FlashAttention", "FlashAttention-2"):
         a100, h100 = flash_chart(chart, "A100", method), flash_chart(chart, "H100", method)
         print(f"  cross-check, H100 / A100 of {method}: "

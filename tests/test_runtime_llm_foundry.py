@@ -65,15 +65,15 @@ def test_llm_foundry_flash_differs_only_in_its_attention_kernel():
 
 
 def test_the_triton_kernel_prices_the_attention_slower_than_flash_attention_2():
-    """One MPT-7b micro-batch at 8K tokens on an H100: the attention core at the triton2022 curve (0.128 of
-    the peak at 8K and over) against flash2's (0.30); everything else alike."""
+    """One MPT-7b micro-batch at 8K tokens on an H100: the attention core at the triton2022 curve (0.133 of
+    the peak at 8K) against flash2's (0.30); everything else alike."""
     model = "gpt2:layers=32,hidden=4096,heads=32,head_dim=128,ffn=16384,seq=8192,positions=8192,vocab=50368"
     fix = {"dp": 8, "tp": 1, "pp": 1, "micro_batch_size": 1, "zero_stage": 3, "recompute": "none"}
     steps = {name: evaluate(model, "h100-80gb-superpod", 8, fix, memory_limit="none", runtime=name,
                             precision="bf16").plan.step_time_s for name in ("llm-foundry", "llm-foundry-flash")}
     # causal attention FLOPs of the step: (forward 1 + backward 2.5) x 4 b a s^2 d / 2 x 32 layers
     attention = 3.5 * 4 * 32 * 8192 ** 2 * 128 / 2 * 32
-    expected = attention / 989e12 * (1 / 0.128 - 1 / 0.3)
+    expected = attention / 989e12 * (1 / 0.133 - 1 / 0.3)
     assert steps["llm-foundry"] - steps["llm-foundry-flash"] == pytest.approx(expected, rel=0.02)
 
 

@@ -668,7 +668,7 @@ LLM_FOUNDRY = replace(
                               "llmfoundry/models/layers/flash_attn_triton.py ('Copied from .../flash-attention/.../"
                               "flash_attn_triton.py', imports switched to triton_pre_mlir; setup.py installs "
                               "triton-pre-mlir from vchiley/triton branch triton_pre_mlir_sm90), the kernel that "
-                              "FlashAttention-2's release chart times as 'FlashAttention Triton' at 0.43-0.5 of "
+                              "FlashAttention-2's release chart times as 'FlashAttention Triton' at 0.42-0.51 of "
                               "FlashAttention-2 on an A100 (data/device/published/flashattention2-fwd-bwd.csv; "
                               "the device tables' triton2022 curves). The large-scale benchmarks' sweep.py runs "
                               "attn_impl flash for 1b-7b and 70b: the llm-foundry-flash profile"),
