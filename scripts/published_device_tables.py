@@ -33,7 +33,6 @@ Kernels only: no end-to-end run enters any figure (those validate: scripts/bench
 from __future__ import annotations
 
 import argparse
-import math
 import statistics
 import sys
 from collections import defaultdict
