@@ -652,7 +652,7 @@ def stage_memory(spec: TransformerSpec, *, layers: int, stage: int, pp: int, tp:
     all_gradients = gradients_bytes(params, dp, zero_stage, state)
     gradients = gradients_at_peak(all_gradients, acts + working, micro_batches, runtime)
     if (pipelined_fsdp and runtime.chunk_gradients_reduced and schedule == "interleaved" and virtual_stages > 1
-            and micro_batches > 1 and layers >= virtual_stages and host == 0.0):
+            and micro_batches > 1 and layers >= virtual_stages and offload in ("none", "optimizer")):
         chunks = chunk_layers(layers, virtual_stages)
         ends = [(first and j == 0, last and j == virtual_stages - 1) for j in range(virtual_stages)]
         gradients = chunk_gradients_at_peak(
