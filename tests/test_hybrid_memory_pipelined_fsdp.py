@@ -60,3 +60,36 @@ def test_pipeline_buffers_per_microbatch_by_hand():
     # sequence parallelism splits the boundary tensor over t, not the vocabulary-parallel logits' t
     assert mem.pipeline_buffer_bytes(TINY, 1, 2, True, 4, 8, 1, False, True, runtime="torchtitan") == \
         14 * x / 2 + 8 * logits / 2
+
+
+def test_chunk_gradients_at_peak_by_hand():
+    # two chunks, one round (m 4 < 2 p = 8): the last chunk's gradients at the warm-up's peak H = 30, or
+    # chunk 0's with its own m x A_0 when it starts its backwards, whichever is larger
+    assert mem.chunk_gradients_at_peak((10.0, 20.0), (1.0, 2.0), 30.0, 4, 4) == 20.0
+    assert mem.chunk_gradients_at_peak((60.0, 20.0), (1.0, 2.0), 30.0, 4, 4) == 4 * 1.0 + 60.0 - 30.0
+    # three chunks: chunk 1 starts with chunks 0 and 1 in flight, m (A_0 + A_1) + G_1
+    assert mem.chunk_gradients_at_peak((1.0, 50.0, 5.0), (2.0, 3.0, 9.0), 40.0, 4, 4) == 4 * 5.0 + 50.0 - 40.0
+    # two rounds (m >= 2p) or one chunk: every chunk's gradients at once
+    assert mem.chunk_gradients_at_peak((10.0, 20.0), (1.0, 2.0), 30.0, 8, 4) == 30.0
+    assert mem.chunk_gradients_at_peak((10.0,), (1.0,), 30.0, 4, 4) == 10.0
+
+
+def test_interleaved_fsdp_holds_one_chunks_gradients():
+    kw = dict(layers=2, stage=0, pp=2, tp=1, dp=4, micro_batch=1, micro_batches=2, recompute="full",
+              sequence_parallel=False, zero_stage=1, state=TITAN)
+    block, embedding = TINY.block_params, 32 * 8
+    g0, g1 = 4.0 * (block + embedding), 4.0 * block  # fp32 gradients, whole under the pipeline's ZeRO-1
+    a = mem.layer_activation_bytes(TINY, 1, 1, "full", False, TITAN, "torchtitan")
+    e = mem.embedding_activation_bytes(TINY, 1, 1, False, TITAN)
+    m = mem.stage_memory(TINY, schedule="interleaved", virtual_stages=2, runtime="torchtitan", pipelined_fsdp=True,
+                         **kw)
+    assert m.gradients == pytest.approx(max(m.activations + g1, 2 * (a + e) + g0) - m.activations)
+    assert m.gradients < g0 + g1
+    # all of them: Megatron's persistent buffers, llama3-meta (not stated), DDP under the pipeline, 1F1B
+    for runtime in ("megatron-core", "llama3-meta"):
+        assert mem.stage_memory(TINY, schedule="interleaved", virtual_stages=2, runtime=runtime, pipelined_fsdp=True,
+                                **kw).gradients == pytest.approx(g0 + g1)
+    assert mem.stage_memory(TINY, schedule="interleaved", virtual_stages=2, runtime="torchtitan",
+                            **kw).gradients == pytest.approx(g0 + g1)
+    assert mem.stage_memory(TINY, schedule="1f1b", runtime="torchtitan", pipelined_fsdp=True,
+                            **kw).gradients == pytest.approx(g0 + g1)

@@ -15,7 +15,7 @@ from solver_plan.cost.precision import TrainingPrecision, default_for
 from solver_plan.errors import InputError
 from solver_plan.hybrid.context_parallel import kv_buffer_bytes
 from solver_plan.hybrid.model import TransformerSpec
-from solver_plan.hybrid.stages import held_layers
+from solver_plan.hybrid.stages import chunk_layers, held_layers
 from solver_plan.hybrid.zero_bubble import ZERO_BUBBLE, head_stage, in_flight as zero_bubble_in_flight
 from solver_plan.runtime.profiles import resolve_runtime
 
@@ -651,6 +651,16 @@ def stage_memory(spec: TransformerSpec, *, layers: int, stage: int, pp: int, tp:
                                             cp, replicate))
     all_gradients = gradients_bytes(params, dp, zero_stage, state)
     gradients = gradients_at_peak(all_gradients, acts + working, micro_batches, runtime)
+    if (pipelined_fsdp and runtime.chunk_gradients_reduced and schedule == "interleaved" and virtual_stages > 1
+            and micro_batches > 1 and layers >= virtual_stages and offload in ("none", "optimizer")):
+        chunks = chunk_layers(layers, virtual_stages)
+        ends = [(first and j == 0, last and j == virtual_stages - 1) for j in range(virtual_stages)]
+        gradients = chunk_gradients_at_peak(
+            tuple(gradients_bytes(stage_params(spec, k, f, e, tp, pp), dp, zero_stage, state)
+                  for k, (f, e) in zip(chunks, ends)),
+            tuple(k * per_block + (embedding_activation_bytes(spec, b, t, sp, state) if f else 0.0)
+                  for k, (f, _) in zip(chunks, ends)),
+            acts, micro_batches, pp)
     reserve["fragmentation"] += hole + stage_pool_bytes(
         params - layers * spec.block_params / t, spec.block_params / t, params, dp, zero_stage, all_gradients,
         gradients, pipelined_fsdp, state, runtime, gathered)
@@ -675,6 +685,34 @@ def stage_weights_bytes(spec: TransformerSpec, params: float, layers: float, t: 
     if pipelined_fsdp:
         weights -= layers * fp8_gather_saving(spec, t, state, runtime)
     return weights
+
+
+def chunk_gradients_at_peak(chunk_gradients: tuple[float, ...], chunk_activations: tuple[float, ...],
+                            peak_activations: float, micro_batches: int, pp: int) -> float:
+    """The gradient bytes to add at the peak of a device whose v chunks run torch's interleaved 1F1B
+    under FSDP (`RuntimeProfile.chunk_gradients_reduced`: each chunk's gradients are reduced, and its
+    unsharded fp32 accumulation freed, at that chunk's own m-th backward), from each chunk's gradient
+    bytes G_j, its kept activations per micro-batch A_j (its blocks', and the embedding's on the first
+    device's chunk 0) and the activations H at the schedule's peak (the warm-up's, `held_blocks`).
+    With one round of micro-batches (m < 2p: torch's number_of_rounds = max(1, m // p) is 1) a chunk
+    runs its m backwards in one run, the last chunk first (ScheduleInterleaved1F1B backward_stage_index),
+    and at most m of them fall in the steady phase (its warm-up is at least (v - 1) m chunk forwards), so:
+    at the first backward the device holds H and G_{v-1}; when chunk c < v - 1 starts its backwards every
+    forward is done and the later chunks are through, leaving m (A_0 + ... + A_c) and G_c. The peak of
+    activations plus gradients is max(H + G_{v-1}, max_c m (A_0 + ... + A_c) + G_c); this returns it
+    less H. With two or more rounds every chunk's first backward precedes every chunk's last: sum_j G_j,
+    as for one chunk (1F1B). Sources: torch 2.6.0 pipelining schedules.py PipelineScheduleMulti
+    (last_backward counted per stage), stage.py backward_maybe_with_nosync (run_post_backward on the
+    chunk's FSDP root), fsdp/_fully_shard/_fsdp_param_group.py post_backward (unsharded_accumulated_grad
+    handed to the reduce-scatter and set to None); profiles.py's chunk_gradients_reduced source."""
+    v = len(chunk_gradients)
+    if v < 2 or micro_batches >= 2 * pp:
+        return float(sum(chunk_gradients))
+    peak, held = peak_activations + chunk_gradients[-1], 0.0
+    for c in range(v - 1):
+        held += micro_batches * chunk_activations[c]
+        peak = max(peak, held + chunk_gradients[c])
+    return peak - peak_activations
 
 
 def gradients_at_peak(gradients: float, activations: float, micro_batches: int, runtime=None) -> float:

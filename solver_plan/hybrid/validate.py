@@ -41,6 +41,18 @@ def _params(spec, stage, tp, pp) -> float:
     return out
 
 
+def _chunk_params(spec, stage, tp, pp) -> tuple[float, ...]:
+    """Parameters of each interleaved chunk of `stage` (`stage.chunks` blocks each): its blocks / tp, the
+    embedding on the first stage's chunk 0, the rest of what the stage holds besides its blocks (final
+    norm, output projection or the tied copy) on the head stage's last chunk."""
+    blocks = [k * spec.block_params / tp for k in stage.chunks]
+    embedding = ((spec.vocab + (spec.positions if spec.learned_positions else 0)) * spec.hidden / tp
+                 if stage.index == 0 else 0.0)
+    blocks[0] += embedding
+    blocks[-1] += _params(spec, stage, tp, pp) - stage.layers * spec.block_params / tp - embedding
+    return tuple(blocks)
+
+
 def plan_precision(plan: HybridPlan, cluster: Cluster):
     """The `TrainingPrecision` the plan says it was priced in (its `precision` name: mixed-bf16 ->
     bf16, fp32, ...), or the device's default for a plan without one."""
@@ -188,6 +200,14 @@ def validate_plan(plan: HybridPlan, cluster: Cluster, enforce_memory: bool = Tru
             reserve = runtime.memory
             all_gradients = mem.gradients_bytes(params, shard, zero, st)
             gradients = mem.gradients_at_peak(all_gradients, acts + working, q.micro_batches, runtime)
+            if (pipelined and runtime.chunk_gradients_reduced and q.schedule == "interleaved" and len(s.chunks) > 1
+                    and q.micro_batches > 1 and q.offload in ("none", "optimizer")):
+                # each chunk's unsharded gradients live from its first backward to its own last one
+                embedded = mem.embedding_activation_bytes(tokens, b, t, sp, st) if s.embedding else 0.0
+                gradients = mem.chunk_gradients_at_peak(
+                    tuple(mem.gradients_bytes(n, shard, zero, st) for n in _chunk_params(spec, s, q.tp, q.pp)),
+                    tuple(k * per_block + (embedded if j == 0 else 0.0) for j, k in enumerate(s.chunks)),
+                    acts, q.micro_batches, q.pp)
             pools = mem.stage_pool_bytes(params - s.layers * spec.block_params / t, spec.block_params / t,
                                          params, shard, zero, all_gradients, gradients, pipelined, st, runtime,
                                          gathered)

@@ -204,6 +204,11 @@ class RuntimeProfile:
     # float8 with torchtitan's float8.enable_fsdp_float8_all_gather): a gathered block holds them at
     # 1 byte a parameter, not the working weights' 2 (hybrid/memory.py fp8_gather_saving)
     fp8_weight_gather: bool = False
+    # FSDP under an interleaved pipeline reduces each chunk's gradients at that chunk's own last backward,
+    # freeing its unsharded (fp32) accumulation before the next chunk's backwards start when one round
+    # of micro-batches runs the chunks one after another (torch.distributed.pipelining's
+    # backward_maybe_with_nosync per stage; hybrid/memory.py chunk_gradients_at_peak)
+    chunk_gradients_reduced: bool = False
     # how the runtime splits a block's weight matrices over the tensor-parallel group: "column-row"
     # (each matrix along one dimension: Megatron's ColumnParallelLinear / RowParallelLinear, torch's
     # ColwiseParallel / RowwiseParallel) or "any" (whatever the per-operator solver picks, 2-D splits
@@ -542,7 +547,19 @@ TORCHTITAN = RuntimeProfile(
         ("gradients_freed", "torchtitan train.py: optimizers.zero_grad() (torch.optim set_to_none=True); measured "
                             "with FSDP2 on one H100: the allocation before a step is fp32 parameters + Adam moments, "
                             "12 B/param, no gradients (data/device/h100-2026-11-26/fsdp-memory.csv)"),
-    ), fp32_gradients=True, sharded_fp32_params=True, fsdp_root_unsharded=True, gradients_freed=True)
+        ("chunk_gradients_reduced",
+         "torch 2.6.0 (branched 2024-12-13, ten days before the runs' 1963fc8) distributed/pipelining/schedules.py "
+         "PipelineScheduleMulti._step_microbatches: backward_one_chunk(last_backward=backward_counter[stage_index] "
+         "== n_microbatches), counted per stage (chunk); stage.py backward_maybe_with_nosync: on a chunk's "
+         "last backward run_post_backward(self.submod) sets requires_gradient_sync and calls every "
+         "FSDPParamGroup.post_backward of that chunk's FSDP root (torchtitan wraps each model chunk in its own "
+         "fully_shard, parallelize_llama.py of 9dec370), which hands unsharded_accumulated_grad to "
+         "foreach_reduce and sets it to None (fsdp/_fully_shard/_fsdp_param_group.py), and foreach_reduce drops "
+         "the last reference once it is copied into the reduce-scatter input (unsharded_grads.clear()); "
+         "ScheduleInterleaved1F1B runs number_of_rounds = max(1, m // pp) rounds, each chunk's backwards of a "
+         "round in one run, the last local chunk first (backward_stage_index)"),
+    ), fp32_gradients=True, sharded_fp32_params=True, fsdp_root_unsharded=True, gradients_freed=True,
+    chunk_gradients_reduced=True)
 
 TORCHTITAN_COMPILE = replace(
     TORCHTITAN, name="torchtitan-compile", summary="torchtitan with torch.compile on each block (training.compile = true)",
@@ -583,7 +600,7 @@ LLAMA3_META = replace(
             "outputs freed, CP by all-gather of the grouped-query K and V; torchtitan's kernels",
     kernels=replace(TORCHTITAN.kernels, kv_repeated=False, cp_attention_overhead=(1.0, 1.0)),
     overlap=replace(TORCHTITAN.overlap, pp_p2p=True, cp_gather_hidden=False),
-    memory=replace(TORCHTITAN.memory, pipeline_buffers_per_microbatch=False),
+    memory=replace(TORCHTITAN.memory, pipeline_buffers_per_microbatch=False), chunk_gradients_reduced=False,
     sources=(
         ("cp_gather_hidden", "False: Dubey et al. 2024 section 3.3.2, context parallelism: \"we first all-gather "
                              "the key (K) and value (V) tensors, and then compute attention output for the local "
@@ -604,6 +621,9 @@ LLAMA3_META = replace(
          "of each pipeline stage\", and \"We enable TORCH_NCCL_AVOID_RECORD_STREAMS to reduce memory usage from "
          "asynchronous point-to-point communication\": a few reused send/receive buffers (hybrid/memory.py "
          "p2p_buffer_bytes), not torch.distributed.pipelining's per-micro-batch buffers and kept outputs"),
+        ("chunk_gradients_reduced",
+         "False: when Meta's stack reduces each chunk's gradients is not stated (Dubey et al. 2024 section "
+         "3.3.2), so every chunk's gradients are priced as held together, the larger figure"),
         ("grad_reduce", "Dubey et al. 2024 section 3.3.2: DP (FSDP) \"can tolerate longer network latency by "
                         "asynchronously prefetching sharded model weights and reducing gradients\" (as torchtitan)"),
         ("fp32_gradients", "Dubey et al. 2024 section 3.3.2, numerical stability: \"we use FP32 gradient "
@@ -656,6 +676,7 @@ LLM_FOUNDRY = replace(
     memory=MemoryReserve(cuda_context=0.5 * GIB, nccl_per_communicator=NCCL_BYTES_PER_COMMUNICATOR,
                          workspace=64 * MIB, fragmentation=0.05),
     cp_exchange="ring", dimensions=(), zero_stages=(0, 2, 3), optimizer_bytes_per_param=92.0,
+    chunk_gradients_reduced=False,  # no pipeline (dimensions ())
     sources=(
         ("flash_attention", "llm-foundry 5e85bd62d scripts/train/yamls/pretrain/mpt-*.yaml attn_config.attn_impl: "
                             "triton, and submit_benchmarks.py --attn_impl default 'triton' (the benchmark sweep "
