@@ -155,4 +155,5 @@ def scaled_profile(profile, cluster: Cluster, spec: TransformerSpec, cp: int, el
     return replace(profile, block_s=profile.block_s / cp + forward + backward,
                    block_forward_s=profile.block_forward_s / cp + forward,
                    attention_forward_s=profile.attention_forward_s / cp + forward, selective_s=selective,
-                   embed_s=profile.embed_s / cp, head_s=profile.head_s / cp, tp_comm_s=profile.tp_comm_s / cp)
+                   embed_s=profile.embed_s / cp, head_s=profile.head_s / cp, tp_comm_s=profile.tp_comm_s / cp,
+                   recompute_skip_s=profile.recompute_skip_s / cp)

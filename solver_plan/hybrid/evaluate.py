@@ -72,7 +72,7 @@ def layer_s(par: Parallelism, profile: BlockProfile, mode: str | None = None) ->
     for its reduction (`BlockProfile.grad_reduce_prep_s`, declared by runtimes that reduce every
     micro-batch: FSDP1 under Composer)."""
     mode = mode or par.recompute
-    extra = {"none": 0.0, "selective": profile.selective_forward_s, "full": profile.block_forward_s,
+    extra = {"none": 0.0, "selective": profile.selective_forward_s, "full": profile.full_recompute_s,
              "per-stage": 0.0}[mode]
     m = par.micro_batches
     partition = par.shard if par.state_zero >= 2 else 1
@@ -164,12 +164,12 @@ def stage_choices(ctx: Context, par: Parallelism, layers: tuple[int, ...], memor
                    if memory_limit is None or memory_of(ctx, par, i, k, r).total <= memory_limit]
         if profile is not None:
             _, selective = layer_s(par, profile, "selective")
-            options = [(k * {"none": 0.0, "selective": selective, "full": profile.block_forward_s}[r], r, n)
+            options = [(k * {"none": 0.0, "selective": selective, "full": profile.full_recompute_s}[r], r, n)
                        for _, r, n in options]
             if options and options[0][1] != "none":
                 r = partial_blocks(ctx, par, i, k, memory_limit)
                 if r is not None:
-                    options.append((r * profile.block_forward_s, "full", r))
+                    options.append((r * profile.full_recompute_s, "full", r))
         extra, mode, n = min(options, key=lambda o: o[0]) if options else (0.0, "full", None)
         modes.append(mode)
         blocks.append(n)
@@ -228,7 +228,7 @@ def _mixed_times(ctx: Context, par: Parallelism, profile: BlockProfile, memory_l
             with np.errstate(invalid="ignore"):
                 r = np.maximum(1, k - np.floor((memory_limit - full) / d))
             ok = (k >= 2) & (full <= memory_limit) & (r < k)
-            times[i, ok] = np.minimum(times[i, ok], k[ok] * layer_s(par, profile, "none")[0] + r[ok] * profile.block_forward_s
+            times[i, ok] = np.minimum(times[i, ok], k[ok] * layer_s(par, profile, "none")[0] + r[ok] * profile.full_recompute_s
                                       + extras[i] + p2p[i])
     return times
 

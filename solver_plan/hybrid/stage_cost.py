@@ -66,11 +66,20 @@ class BlockProfile:
     # preparing the block's gradient for its reduction, where the runtime does it as kernels of their own
     # (`grad_reduce_prep_s`): paid by every micro-batch whose gradients are reduced
     grad_reduce_prep_s: float = 0.0
+    # forward seconds that full recomputation does not repeat: the block's tail after its last tensor saved
+    # for backward, where the runtime's checkpoint stops early (`recompute_tail_s`); 0 otherwise
+    recompute_skip_s: float = 0.0
 
     @property
     def selective_forward_s(self) -> float:
         """Seconds selective recomputation repeats per block (the runtime's policy)."""
         return self.attention_forward_s if self.selective_s is None else self.selective_s
+
+    @property
+    def full_recompute_s(self) -> float:
+        """Seconds full recomputation repeats per block: its forward, less the tail an early-stopping
+        checkpoint does not run (`recompute_skip_s`)."""
+        return self.block_forward_s - self.recompute_skip_s
 
 
 def _config_text(cfg) -> str:
@@ -307,10 +316,13 @@ class BlockCoster:
         comm = gemm = 0.0
         attention_forward = 0.0
         configs = {"block": [], "embed": [], "head": []}
+        block_forwards: dict[str, float] = {}
         for i, name in enumerate(problem.names):
             cfg = problem.candidates[i][result.assignment[i]]
             op = graph.op(name)
             fwd, bwd = _compute_s(submesh, cost_model, graph, op, cfg, self.compute_scale, self.runtime)
+            if group[i] == "block":
+                block_forwards[name] = fwd
             node = cost_model.node(graph, op, cfg)
             collectives = node.comm_s + node.sync_s
             total[group[i]] += fwd + bwd + collectives
@@ -350,9 +362,46 @@ class BlockCoster:
         accumulate = self.compute_scale * grad_accumulate_s(submesh, self.spec, tp, cost_model.precision.gradients.bytes,
                                                             self.runtime)
         prep = self.compute_scale * grad_reduce_prep_s(submesh, self.spec, tp, self.runtime)
+        skip = recompute_tail_s(graph, scope, block_forwards) if self.runtime.kernels.recompute_early_stop else 0.0
         return BlockProfile(tp, b, total["block"], forward["block"], attention_forward, total["embed"], total["head"],
                             comm, result.status, max(0.0, min(1.0, ratio)), selective, tuple(configs["block"]),
-                            tuple(configs["embed"]), tuple(configs["head"]), accumulate, prep)
+                            tuple(configs["embed"]), tuple(configs["head"]), accumulate, prep,
+                            min(skip, max(0.0, forward["block"])))
+
+
+# operators whose backward reads none of their inputs or outputs: autograd saves nothing for them
+_SAVES_NOTHING = (OpType.RESHAPE, OpType.TRANSPOSE, OpType.SPLIT, OpType.CONCAT)
+
+
+def _saves_for_backward(op) -> bool:
+    """Whether autograd saves a tensor for `op`'s backward: not for reshapes, splits, concatenations,
+    additions (the gradient passes through) or scaling by a constant; for every other operator (a
+    matrix product keeps its inputs, a norm its input and statistics, an activation its input, a product
+    its factors, dropout its mask)."""
+    if op.op_type in _SAVES_NOTHING:
+        return False
+    if op.op_type == OpType.BINARY:
+        return op.attr("kind") != "add"
+    if op.op_type == OpType.UNARY:
+        return op.attr("kind") not in ("identity", "scale")
+    return True
+
+
+def recompute_tail_s(graph, scope: str, forward_s: dict[str, float]) -> float:
+    """Forward compute seconds of a block that an early-stopping checkpoint does not recompute:
+    torch.utils.checkpoint's non-reentrant checkpoint (early stop, its default since torch 2.1) stops the
+    recomputation as soon as it has packed as many tensors as the forward saved, and autograd packs an
+    operator's inputs before it runs the operator's kernel. So the block's last saving operator in
+    execution order (`_saves_for_backward`) is not run, nor anything after it: T_tail = sum of the forward
+    seconds `forward_s` of the block's operators from its last saving one to its end (a pre-norm decoder
+    block: the last projection, fc2 / down_proj, and the residual add). Compute only: the tensor-parallel
+    reduction of that projection's output, also skipped, stays booked with the block's communication."""
+    tail = 0.0
+    for name in reversed([n for n in graph.topological_order if n.startswith(scope)]):
+        tail += forward_s.get(name, 0.0)
+        if _saves_for_backward(graph.op(name)):
+            break
+    return tail
 
 
 def _reduce_scatter_savings(graph, problem, assignment, cluster: Cluster, cost_model, scope: str) -> float:

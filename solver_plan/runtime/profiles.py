@@ -99,6 +99,11 @@ class Kernels:
     # of F.scaled_dot_product_attention): a context-parallel exchange around that call moves and holds
     # heads x d elements a token, not kv_heads x d (hybrid/context_parallel.py exchanged_width)
     kv_repeated: bool = False
+    # full recomputation stops at the block's last tensor saved for backward (torch.utils.checkpoint's
+    # non-reentrant checkpoint, early stop on by default): the operator that saves it is not run again, nor
+    # anything after it (a pre-norm block's last projection and residual add); hybrid/stage_cost.py
+    # recompute_skip_s. False: the whole forward is repeated (Megatron's and DeepSpeed's reentrant checkpoint)
+    recompute_early_stop: bool = False
     # (forward, backward) time of a context-parallel rank's attention over the same rank's kernels
     # called alone: the runtime's ring bookkeeping (partial outputs merged by their log-sum-exp,
     # gradients accumulated in fp32); (1, 1) where not measured (hybrid/context_parallel.py)
@@ -445,7 +450,7 @@ TORCHTITAN = RuntimeProfile(
             fused_cross_entropy=False, fp8_gemms=True, attention_backend="flash2", fused_norm_rope=False,
             loss_bytes_per_logit=12.0, loss_parallel_bytes_per_logit=16.0, loss_hole_bytes_per_logit=2.0,
             selective_policy="every-other-matmul", sp_saves_gathered_inputs=True, kv_repeated=True,
-            cp_attention_overhead=(1.07, 1.04)),
+            cp_attention_overhead=(1.07, 1.04), recompute_early_stop=True),
     Overlap(grad_reduce=True, param_gather=True, sharded_prefetch=True, tp_comm=False, pp_p2p=False,
             bucket_per_layer=True),
     MemoryReserve(cuda_context=0.5 * GIB, nccl_per_communicator=NCCL_BYTES_PER_COMMUNICATOR, workspace=64 * MIB,
@@ -467,6 +472,17 @@ TORCHTITAN = RuntimeProfile(
         ("kv_repeated", "torchtitan/models/llama/model.py Attention.forward (9dec370): keys = repeat_kv(xk, n_rep), "
                         "values = repeat_kv(xv, n_rep), then F.scaled_dot_product_attention, the call torch's "
                         "context_parallel replaces"),
+        ("recompute_early_stop", "torchtitan 9dec370 parallelisms/parallelize_llama.py _apply_ac_to_transformer_block: "
+                                 "full AC is ptd_checkpoint_wrapper(module, preserve_rng_state=False), torch's "
+                                 "checkpoint_wrapper whose default CheckpointImpl.NO_REENTRANT calls "
+                                 "torch.utils.checkpoint.checkpoint(use_reentrant=False); torch/utils/checkpoint.py (read "
+                                 "in torch 2.6.0): _enable_checkpoint_early_stop = True (the default since pytorch PR "
+                                 "96866, 2023-03), and _recomputation_hook.pack_hook raises _StopRecomputationError once "
+                                 "the recomputation has packed as many tensors as the forward saved; autograd packs an "
+                                 "operator's inputs (SavedVariable) before it runs its kernel, so the block's last "
+                                 "saving operator (w2, the down projection) and what follows it (the residual add, the "
+                                 "row-parallel reduction) are not recomputed. Under torch.compile the partitioner "
+                                 "recomputes only what the backward reads, which excludes the same tail"),
         ("cp_attention_overhead", "measured: scripts/time_context_parallel.py on one H200, torch 2.11 "
                                   "(data/device/h200-2026-11-27-pp-cp/cp): rank 0 of torch's context_parallel on "
                                   "a fake 2-8 rank group, flash backend, 32,768 tokens a rank, Llama 3 8B heads, "
@@ -672,7 +688,8 @@ LLM_FOUNDRY = replace(
             "attention, fused cross entropy; data parallelism only",
     kernels=Kernels(flash_attention=True, attention_dropout=False, causal_skip=True, fused_swiglu=False,
                     fused_cross_entropy=True, fp8_gemms=False, attention_backend="triton2022", fused_norm_rope=True,
-                    loss_bytes_per_logit=2.0, metric_bytes_per_logit=28.0, grad_reduce_prep_bytes=18.0),
+                    loss_bytes_per_logit=2.0, metric_bytes_per_logit=28.0, grad_reduce_prep_bytes=18.0,
+                    recompute_early_stop=True),
     memory=MemoryReserve(cuda_context=0.5 * GIB, nccl_per_communicator=NCCL_BYTES_PER_COMMUNICATOR,
                          workspace=64 * MIB, fragmentation=0.05),
     cp_exchange="ring", dimensions=(), zero_stages=(0, 2, 3), optimizer_bytes_per_param=92.0,
@@ -708,6 +725,13 @@ LLM_FOUNDRY = replace(
                                  "logits and the row log-sum-exp and writes the gradient in the logits' dtype "
                                  "(the fused kernel's figure, as nemo's)"),
         ("fp8_gemms", "the H100 BF16 table runs precision amp_bf16 (amp_fp8 needs Transformer Engine layers)"),
+        ("recompute_early_stop", "scripts/train/yamls/pretrain/mpt-*.yaml (which submit_benchmarks.py loads): "
+                                 "fsdp_config.activation_checkpointing_reentrant: false; Composer v0.17.2 "
+                                 "composer/trainer/dist_strategy.py prepare_fsdp_module wraps each block in "
+                                 "checkpoint_wrapper(m, checkpoint_impl=CheckpointImpl.NO_REENTRANT), torch 2.1's "
+                                 "non-reentrant torch.utils.checkpoint, whose early stop is on by default (pytorch PR "
+                                 "96866, 2023-03): MPT's last saving operator, ffn.down_proj, and the residual add "
+                                 "after it are not recomputed"),
         ("metric_bytes_per_logit", "28: Composer v0.17.2 (7e0e40a) composer/trainer/trainer.py _train_microbatch: after "
                                    "each micro-batch's backward, with state.train_metrics non-empty, "
                                    "_eval_train_metrics runs eval_forward(batch, outputs) (the cached logits, no new "
