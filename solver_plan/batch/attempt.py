@@ -36,9 +36,10 @@ def deadline_s(job: Job) -> float | None:
 
 def killed_outcome(job: Job, elapsed_s: float) -> dict[str, Any]:
     """The TIME_LIMIT outcome of a job the runner stopped after `elapsed_s` seconds (limit plus grace).
-    """
+    The measured seconds are the outcome's runtime; its message names the limit only, so that the same
+    job stopped under any executor or load reads the same (records are compared across executors)."""
     return outcome(Status.TIME_LIMIT, None, None, elapsed_s, None, killed=True,
-                   error=f"stopped by the runner after {elapsed_s:.1f} s "
+                   error=f"stopped by the runner at its limit "
                          f"(time limit {job.time_limit:g} s + grace {job.grace:g} s)")
 
 
