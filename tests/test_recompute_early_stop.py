@@ -5,12 +5,13 @@ recompute_tail_s, Kernels.recompute_early_stop), by hand on a GPT-2 and a Llama 
 import pytest
 
 from solver_plan.cluster import resolve_cluster
+from solver_plan.cost.activations import saves_input, saves_own_output
 from solver_plan.graph.resolve import resolve_model
 from solver_plan.hybrid.evaluate import Context, layer_s, price
 from solver_plan.hybrid.memory import runtime_state, state_bytes
 from solver_plan.hybrid.model import transformer_spec
 from solver_plan.hybrid.space import Parallelism
-from solver_plan.hybrid.stage_cost import BlockCoster, _saves_for_backward, recompute_tail_s
+from solver_plan.hybrid.stage_cost import BlockCoster, recompute_tail_s
 from solver_plan.runtime import RUNTIMES
 
 CLUSTER = resolve_cluster("h100-4x8-ib", 8)
@@ -37,7 +38,8 @@ def test_the_tail_is_the_last_projection_and_the_residual_add():
 
 def test_which_operators_save_for_backward():
     spec, graph, names = _block(LLAMA)
-    saving = {name.split("/", 1)[1]: _saves_for_backward(graph.op(name)) for name in names}
+    saving = {name.split("/", 1)[1]: saves_input(graph.op(name)) or saves_own_output(graph.op(name))
+              for name in names}
     assert not saving["self_attn/residual"] and not saving["mlp/residual"]  # additions pass the gradient through
     assert saving["mlp/gated"] and saving["mlp/act_sigmoid"] and saving["self_attn/attention"]
     assert all(saving[n] for n in saving if n.endswith(("_proj", "layernorm")))

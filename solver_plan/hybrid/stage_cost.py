@@ -369,38 +369,26 @@ class BlockCoster:
                             min(skip, max(0.0, forward["block"])))
 
 
-# operators whose backward reads none of their inputs or outputs: autograd saves nothing for them
-_SAVES_NOTHING = (OpType.RESHAPE, OpType.TRANSPOSE, OpType.SPLIT, OpType.CONCAT)
-
-
-def _saves_for_backward(op) -> bool:
-    """Whether autograd saves a tensor for `op`'s backward: not for reshapes, splits, concatenations,
-    additions (the gradient passes through) or scaling by a constant; for every other operator (a
-    matrix product keeps its inputs, a norm its input and statistics, an activation its input, a product
-    its factors, dropout its mask)."""
-    if op.op_type in _SAVES_NOTHING:
-        return False
-    if op.op_type == OpType.BINARY:
-        return op.attr("kind") != "add"
-    if op.op_type == OpType.UNARY:
-        return op.attr("kind") not in ("identity", "scale")
-    return True
-
-
 def recompute_tail_s(graph, scope: str, forward_s: dict[str, float]) -> float:
     """Forward compute seconds of a block that an early-stopping checkpoint does not recompute:
     torch.utils.checkpoint's non-reentrant checkpoint (early stop, its default since torch 2.1) stops the
-    recomputation as soon as it has packed as many tensors as the forward saved, and autograd packs an
-    operator's inputs before it runs the operator's kernel. So the block's last saving operator in
-    execution order (`_saves_for_backward`) is not run, nor anything after it: T_tail = sum of the forward
-    seconds `forward_s` of the block's operators from its last saving one to its end (a pre-norm decoder
-    block: the last projection, fc2 / down_proj, and the residual add). Compute only: the tensor-parallel
-    reduction of that projection's output, also skipped, stays booked with the block's communication."""
+    recomputation as soon as it has packed as many tensors as the forward saved. Autograd packs an
+    operator's inputs before it runs the operator's kernel and its output after, so walking the block
+    back from its end (which operators save what: `cost.activations.saves_input`, `saves_own_output`):
+    T_tail = the forward seconds `forward_s` of the operators after the block's last saving one, plus that
+    one's own when it saves its inputs (a pre-norm decoder block: the last projection, fc2 / down_proj,
+    and the residual add). Compute only: the tensor-parallel reduction of that projection's output, also
+    skipped, stays booked with the block's communication."""
+    from solver_plan.cost.activations import saves_input, saves_own_output
+
     tail = 0.0
     for name in reversed([n for n in graph.topological_order if n.startswith(scope)]):
+        op = graph.op(name)
+        if saves_input(op):  # packed before its kernel: the kernel is not run
+            return tail + forward_s.get(name, 0.0)
+        if saves_own_output(op):  # packed after its kernel: the kernel runs, the stop follows it
+            return tail
         tail += forward_s.get(name, 0.0)
-        if _saves_for_backward(graph.op(name)):
-            break
     return tail
 
 
