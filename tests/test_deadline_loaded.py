@@ -152,6 +152,26 @@ def test_a_short_budget_still_plans_the_standard_layout(monkeypatch):
     assert any("standard layout" in note for note in notes) and any("validator" in note for note in notes)
 
 
+@pytest.mark.parametrize("runtime,tp,zero", [("llm-foundry", 1, 3), ("torchtitan", None, 3)])
+def test_a_short_budget_plans_the_standard_layout_the_runtime_runs(monkeypatch, runtime, tp, zero):
+    """A runtime without ZeRO-1 (FSDP: torchtitan, LLM Foundry) or without tensor parallelism (LLM Foundry)
+    still gets the standard layout when the budget ends the search early: its deepest sharding and its
+    widest tensor-parallel degree, a plan it runs, not none."""
+    from solver_plan.deadline import Deadline
+    from solver_plan.hybrid import plan_hybrid, search
+    from solver_plan.result import Status
+    from solver_plan.runtime import RUNTIMES
+
+    monkeypatch.setattr(search, "ENUMERATE_S_PER_POINT", 1.0)  # no budget enumerates the space
+    result = plan_hybrid("gpt2:layers=2,seq=128", "v100x8-nvlink", 16, planner="greedy", runtime=runtime,
+                         deadline=Deadline(60.0, nominal_s=5.0))
+    assert result.status is Status.TIME_LIMIT and result.plan is not None
+    par = result.plan.parallelism
+    assert par.zero_stage == zero and (tp is None or par.tp == tp) and par.micro_batch_size == 1
+    assert RUNTIMES[runtime].runs_layout({"tp": par.tp, "pp": par.pp, "cp": par.cp}, par.zero_stage)
+    assert any("standard layout" in note for note in result.notes)
+
+
 @pytest.mark.parametrize("model,cluster,batch", [
     ("gpt2:layers=2,seq=128", "v100x8-nvlink", 16),  # the dense search
     ("data/hf-configs/qwen1.5-moe-a2.7b.json:seq=512,layers=4", "h100-4x8-ib", 64),  # the expert-parallel one

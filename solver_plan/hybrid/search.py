@@ -315,18 +315,22 @@ STANDARD_RECOMPUTE = ("none", "selective", "full")
 
 
 def standard_pins(ctx: Context, pins: Mapping, offloads: tuple[str, ...]) -> dict | None:
-    """The pins of Megatron's standard layout (Narayanan et al. 2021): the largest tensor-parallel
-    degree within a node, micro-batch 1, sequence parallelism, the distributed optimizer (ZeRO-1),
-    no context parallelism, hybrid sharding or offload; the user's pins override. Pipeline depth,
-    schedule and recomputation are left to the search. None when no tensor-parallel degree is valid."""
+    """The pins of Megatron's standard layout (Narayanan et al. 2021) as the runtime runs it: the largest
+    tensor-parallel degree within a node that the runtime runs (1 for a data-parallel-only stack),
+    micro-batch 1, sequence parallelism, the distributed optimizer (ZeRO-1), or where the runtime has no
+    ZeRO-1 its deepest sharding (FSDP's ZeRO-3: torchtitan, LLM Foundry), no context parallelism, hybrid
+    sharding or offload; the user's pins override. Pipeline depth, schedule and recomputation are left to
+    the search. None when no tensor-parallel degree is valid."""
     from solver_plan.hybrid.space import tp_degrees
-    cluster = ctx.cluster
+    cluster, runtime = ctx.cluster, ctx.runtime
     tps = [t for t in tp_degrees(ctx.spec, cluster.devices_per_node, cluster.num_devices)
-           if "tp" not in pins or pins["tp"] == t]
+           if ("tp" not in pins or pins["tp"] == t) and ("tp" in pins or runtime.runs_layout({"tp": t}, None))]
     if not tps:
         return None
     tp = max(tps)
-    standard = {"tp": tp, "micro_batch_size": 1, "sequence_parallel": tp > 1, "zero_stage": 1, "cp": 1,
+    stages = runtime.zero_stages
+    zero = 1 if stages is None or 1 in stages else max(stages)
+    standard = {"tp": tp, "micro_batch_size": 1, "sequence_parallel": tp > 1, "zero_stage": zero, "cp": 1,
                 "dp_shard": 0, "offload": "none" if "none" in offloads else offloads[0]}
     return {**standard, **pins}
 
