@@ -11,7 +11,8 @@ training steps, and writes
   size, stream; `where`: the innermost Python frame of this kit or torch.nn / torch.autograd that
   asked, empty for the autograd engine's C++ thread);
 - `summary.json`: per case the peak allocated and reserved bytes of the second step
-  (torch.cuda.max_memory_allocated / max_memory_reserved after reset_peak_memory_stats), the number of
+  (torch.cuda.max_memory_allocated / max_memory_reserved after reset_peak_memory_stats) and of the
+  first (`first_step_*`: building the case and its first step, compilation included), the number of
   events, the allocator setting, device and versions.
 
 Cases (the kit's builders, scripts/measure_device.py):
@@ -32,7 +33,9 @@ Cases (the kit's builders, scripts/measure_device.py):
   `fsdp-tp-stage-1f1b` (FSDP2 x TP x PP as torchtitan runs 405B: rank 0 of a fake (dp 8, tp 8) mesh,
   the tp-stage-1f1b blocks in fp32 under fully_shard(reshard_after_forward=False) with bf16 compute
   and fp32 reduction, gradient sync off until the last micro-batch, AdamW; `-32k`: micro-batches of one
-  32,768-token sequence, the same tokens as 4 of 8,192), and the same stage run by
+  32,768-token sequence, the same tokens as 4 of 8,192; `-compile`: each block compiled as torchtitan's
+  training.compile does; `-compile-fp8`: also torchao's float8 Linears, TP styles and fp8 all-gather, as
+  torchtitan's 405B preset runs), and the same stage run by
   torch.distributed.pipelining's own PipelineStage and schedule on a fake (pp 8, dp 8, tp 8) mesh:
   `torch-1f1b` (Schedule1F1B, stage 0) and `torch-interleaved` (ScheduleInterleaved1F1B, 2 chunks of 2
   blocks, stages 0 and 8 of 16).
@@ -116,9 +119,17 @@ class PipelinedFsdpCase:
     parameters with MixedPrecisionPolicy(bf16, reduce fp32); torch.distributed.pipelining's FSDP
     protocol (stage.py backward_maybe_with_nosync): every backward but the step's last with
     requires_gradient_sync, is_last_backward and reshard_after_backward False, so the unsharded fp32
-    gradients accumulate; then AdamW's step and zero_grad."""
+    gradients accumulate; then AdamW's step and zero_grad.
+    `compiled` and `float8`: as torchtitan 9dec370's llama3_405b.toml runs it (training.compile,
+    float8.enable_float8_linear, enable_fsdp_float8_all_gather, precompute_float8_dynamic_scale_for_fsdp):
+    the blocks' Linears converted by torchao's convert_to_float8_training before tensor parallelism
+    with Float8ColwiseParallel / Float8RowwiseParallel / PrepareFloat8ModuleInput, each block compiled
+    after activation checkpointing and before fully_shard, and the fp8 scales precomputed after the
+    optimizer step. Async TP is left out: its symmetric memory needs real peers."""
     stage: StageCase
     dp: int
+    compiled: bool = False  # each block torch.compile(fullgraph=True) after TP and AC, before FSDP
+    float8: bool = False  # torchao Float8Linear (dynamic scaling), its float8 TP styles, fp8 all-gather
 
 
 @dataclass(frozen=True)
@@ -157,6 +168,14 @@ def plan_cases():
         "fsdp-tp-stage-1f1b-32k": PipelinedFsdpCase(StageCase(layers=4, pp=8, micro_batches=8, tp=8,
                                                               shapes=replace(LLAMA_405B_BLOCK, batch=1, seq=32768)),
                                                     dp=8),
+        "fsdp-tp-stage-1f1b-compile": PipelinedFsdpCase(StageCase(layers=4, pp=8, micro_batches=8,
+                                                                  shapes=LLAMA_405B_BLOCK, tp=8), dp=8, compiled=True),
+        "fsdp-tp-stage-1f1b-compile-fp8": PipelinedFsdpCase(StageCase(layers=4, pp=8, micro_batches=8,
+                                                                      shapes=LLAMA_405B_BLOCK, tp=8), dp=8,
+                                                            compiled=True, float8=True),
+        "fsdp-tp-stage-1f1b-32k-compile-fp8": PipelinedFsdpCase(
+            StageCase(layers=4, pp=8, micro_batches=8, tp=8, shapes=replace(LLAMA_405B_BLOCK, batch=1, seq=32768)),
+            dp=8, compiled=True, float8=True),
         "torch-1f1b": TorchScheduleCase(PipelinedFsdpCase(StageCase(layers=4, pp=8, micro_batches=8,
                                                                     shapes=LLAMA_405B_BLOCK, tp=8), dp=8)),
         "torch-interleaved": TorchScheduleCase(PipelinedFsdpCase(StageCase(layers=4, pp=8, micro_batches=8,
@@ -343,6 +362,9 @@ def run_case(torch, name, case) -> tuple[dict, list[dict]]:
         step = decoder_step(torch, kit, case)
     step()
     torch.cuda.synchronize()
+    # the first step's (compilation, lazy state) peaks: a run's reported high-water mark includes them
+    first = {"first_step_peak_allocated_bytes": torch.cuda.max_memory_allocated(),
+             "first_step_peak_reserved_bytes": torch.cuda.max_memory_reserved()}
     torch.cuda.reset_peak_memory_stats()
     step()
     torch.cuda.synchronize()
@@ -353,7 +375,7 @@ def run_case(torch, name, case) -> tuple[dict, list[dict]]:
     del step
     gc.collect()
     return {"peak_allocated_bytes": peak, "peak_reserved_bytes": reserved, "allocated_before_bytes": before,
-            "events": len(rows)}, rows
+            "events": len(rows), **first}, rows
 
 
 def decoder_step(torch, kit, case):
@@ -464,9 +486,11 @@ def loss_parallel_step(torch, case: LossParallelCase, device: str):
     return step
 
 
-def make_tp_block(torch, case, mesh, device: str, dtype=None):
+def make_tp_block(torch, case, mesh, device: str, dtype=None, float8: bool = False):
     """torchtitan's TransformerBlock (no rotary embedding) parallelised as its apply_tp does, under full
-    activation checkpointing; parameters in `dtype` (default bf16)."""
+    activation checkpointing; parameters in `dtype` (default bf16). `float8`: its Linears converted to
+    torchao's Float8Linear first (fp8 all-gather under FSDP) and its float8 TP styles, as apply_tp does
+    with enable_float8."""
     import torch.nn as nn
     import torch.nn.functional as F
     from torch.distributed.tensor import Replicate, Shard
@@ -512,15 +536,22 @@ def make_tp_block(torch, case, mesh, device: str, dtype=None):
             return x + self.feed_forward(self.ffn_norm(x))
 
     inner = Inner().to(device=device, dtype=dtype or torch.bfloat16)
+    colwise, rowwise, prepare_input = ColwiseParallel, RowwiseParallel, PrepareModuleInput
+    if float8:
+        from torchao.float8 import Float8LinearConfig, convert_to_float8_training
+        from torchao.float8.float8_tensor_parallel import (Float8ColwiseParallel, Float8RowwiseParallel,
+                                                           PrepareFloat8ModuleInput)
+        convert_to_float8_training(inner, config=Float8LinearConfig(enable_fsdp_float8_all_gather=True))
+        colwise, rowwise, prepare_input = Float8ColwiseParallel, Float8RowwiseParallel, PrepareFloat8ModuleInput
     parallelize_module(inner, mesh, {
         "attention_norm": SequenceParallel(),
-        "attention": PrepareModuleInput(input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),)),
-        "attention.wq": ColwiseParallel(), "attention.wk": ColwiseParallel(), "attention.wv": ColwiseParallel(),
-        "attention.wo": RowwiseParallel(output_layouts=Shard(1)),
+        "attention": prepare_input(input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),)),
+        "attention.wq": colwise(), "attention.wk": colwise(), "attention.wv": colwise(),
+        "attention.wo": rowwise(output_layouts=Shard(1)),
         "ffn_norm": SequenceParallel(),
-        "feed_forward": PrepareModuleInput(input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),)),
-        "feed_forward.w1": ColwiseParallel(), "feed_forward.w3": ColwiseParallel(),
-        "feed_forward.w2": RowwiseParallel(output_layouts=Shard(1)),
+        "feed_forward": prepare_input(input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),)),
+        "feed_forward.w1": colwise(), "feed_forward.w3": colwise(),
+        "feed_forward.w2": rowwise(output_layouts=Shard(1)),
     })
 
     class Checkpointed(nn.Module):
@@ -542,14 +573,17 @@ def tp_stage_step(torch, case: StageCase, device: str):
     return lambda: run_one_f_one_b(torch, blocks, shape, case.pp, case.micro_batches, device, autocast=False)
 
 
-def pipelined_fsdp_blocks(torch, shapes, layers: int, mesh, device: str):
+def pipelined_fsdp_blocks(torch, shapes, layers: int, mesh, device: str, compiled: bool = False,
+                          float8: bool = False):
     """`layers` TP blocks (`make_tp_block` on mesh["tp"]) in fp32, each its own fully_shard over
     mesh["dp"] and their Sequential the root, as torchtitan 9dec370's apply_fsdp wraps a pipeline
-    stage: reshard_after_forward=False, bf16 compute, fp32 reduction."""
+    stage: reshard_after_forward=False, bf16 compute, fp32 reduction; `compiled`: each block
+    torch.compile(fullgraph=True) before fully_shard (its apply_compile)."""
     import torch.nn as nn
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
-    blocks = nn.Sequential(*(make_tp_block(torch, shapes, mesh["tp"], device, dtype=torch.float32)
-                             for _ in range(layers)))
+    made = (make_tp_block(torch, shapes, mesh["tp"], device, dtype=torch.float32, float8=float8)
+            for _ in range(layers))
+    blocks = nn.Sequential(*(torch.compile(b, fullgraph=True) if compiled else b for b in made))
     policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
     for block in blocks:
         fully_shard(block, mesh=mesh["dp"], mp_policy=policy, reshard_after_forward=False)
@@ -560,7 +594,7 @@ def pipelined_fsdp_blocks(torch, shapes, layers: int, mesh, device: str):
 def pipelined_fsdp_step(torch, case: PipelinedFsdpCase, device: str):
     st, sh = case.stage, case.stage.shapes
     mesh = fake_mesh(torch, st.tp, device, dp=case.dp)
-    blocks = pipelined_fsdp_blocks(torch, sh, st.layers, mesh, device)
+    blocks = pipelined_fsdp_blocks(torch, sh, st.layers, mesh, device, compiled=case.compiled, float8=case.float8)
     opt = torch.optim.AdamW(blocks.parameters(), lr=1e-4, foreach=True)
 
     def before_backward(last: bool):  # torch.distributed.pipelining's backward_maybe_with_nosync
@@ -573,6 +607,9 @@ def pipelined_fsdp_step(torch, case: PipelinedFsdpCase, device: str):
                         autocast=False, before_backward=before_backward)
         opt.step()
         opt.zero_grad()
+        if case.float8:  # torchtitan's precompute_float8_dynamic_scale_for_fsdp, after the optimizer
+            from torchao.float8 import precompute_float8_dynamic_scale_for_fsdp
+            precompute_float8_dynamic_scale_for_fsdp(blocks)
     return step
 
 
