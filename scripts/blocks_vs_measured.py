@@ -3,11 +3,13 @@
     python scripts/blocks_vs_measured.py [--runs data/device/h100-2026-11-26 data/device/h200-2026-11-26]
         [--traces data/device/h200-2026-11-27-alloc/traces-expandable]
 
-For each block of each run's blocks.csv (eager PyTorch, bf16, one GPU; scripts/measure_device.py
-make_block): the forward + backward time the hybrid planner prices for that block on one device of
-the run's cluster preset (hybrid/stage_cost.py BlockCoster, tp = 1, the block's micro-batch) under
+For each block of each run's blocks.csv (bf16, one GPU; scripts/measure_device.py make_block; eager
+PyTorch, or torch.compile'd and with torchao float8 Linears as its `mode` column says): the forward +
+backward time the hybrid planner prices for that block on one device of the run's cluster preset
+(hybrid/stage_cost.py BlockCoster, tp = 1, the block's micro-batch, fp8 GEMMs for compile-fp8) under
 the runtime profiles `torchtitan` (eager: unfused norms, SiLU x up, SDPA) and `torchtitan-compile`,
-and the peak allocation the memory model predicts (the kit's predicted column). Validation only:
+and the peak allocation the memory model predicts (the kit's predicted column); the summary counts
+each block against its own mode's profile (eager: torchtitan; compiled: torchtitan-compile). Validation only:
 nothing is fitted here. Caveats printed with the table: the kit's blocks use torch's own RMSNorm /
 LayerNorm modules and no rotary embedding, where the torchtitan profile prices torchtitan's eager
 fp32 RMSNorm and rotary chains, so the eager profile overprices the GPT-style blocks' norms.
@@ -61,20 +63,24 @@ def main(argv=None) -> int:
             rows = list(csv.DictReader(f))
         for row in rows:
             case = kit.BlockCase(row["style"], int(row["batch"]), int(row["seq"]), int(row["hidden"]), int(row["heads"]),
-                                 int(row["kv_heads"]), int(row["ffn"]), gqa=row["gqa"], ac=row.get("ac", "none"))
+                                 int(row["kv_heads"]), int(row["ffn"]), gqa=row["gqa"], ac=row.get("ac", "none"),
+                                 mode=row.get("mode") or "eager")
             measured = float(row["forward_backward_ms"]) / 1e3
             cells = []
             for runtime in ("torchtitan", "torchtitan-compile"):
-                predicted = BlockCoster(kit.block_spec(case), cluster, runtime=runtime, precision="bf16").profile(
-                    1, case.batch).block_s
-                errors[runtime].append(predicted / measured - 1)
+                predicted = BlockCoster(kit.block_spec(case), cluster, runtime=runtime,
+                                        precision=kit.block_precision(case)).profile(1, case.batch).block_s
+                if runtime == kit.block_runtime(case):  # each block against its own mode's profile
+                    errors[runtime].append(predicted / measured - 1)
                 cells.append(f"{predicted * 1e3:.2f} ({predicted / measured - 1:+.1%})")
             peak, predicted_peak = int(row["peak_allocated_bytes"]), kit.predicted_block_bytes(case)
             errors["memory"].append(predicted_peak / peak - 1)
-            name = f"{case.style} b={case.batch} s={case.seq} h={case.hidden} {case.gqa}"
+            name = f"{case.style} b={case.batch} s={case.seq} h={case.hidden} {case.gqa} {case.ac} {case.mode}"
             print(f"| {run.name} | {name} | {measured * 1e3:.2f} | {cells[0]} | {cells[1]} | {peak / GIB:.2f} GiB | "
                   f"{predicted_peak / GIB:.2f} GiB ({predicted_peak / peak - 1:+.1%}) |")
     for key, values in errors.items():
+        if not values:
+            continue
         absolute = sorted(abs(v) for v in values)
         print(f"{key}: median |error| {absolute[len(absolute) // 2]:.1%}, worst {absolute[-1]:.1%} over {len(values)} blocks")
     print("caveat: the kit's blocks use torch's RMSNorm/LayerNorm modules and no rotary embedding; the torchtitan "

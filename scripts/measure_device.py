@@ -24,7 +24,8 @@ It writes to DIR:
   model assumes 2.5x for a flash backward: cost/kernels.py FLASH_BACKWARD_RATIO);
 - blocks.csv: block times and peak memory, with the memory the hybrid model predicts for the same
   block (solver_plan/hybrid/memory.py, runtime torchtitan: eager PyTorch, SDPA flash attention, unfused
-  SwiGLU) and how each figure was measured;
+  SwiGLU; torchtitan-compile for the `compiled` table's blocks, whose `mode` column says compile or
+  compile-fp8: torch.compile'd, and with torchao's float8 Linears) and how each figure was measured;
 - copies.csv: host-device and device-to-device copy rates;
 - optimizer.csv: model-state bytes measured and predicted, optimizer step times on GPU and CPU;
 - meta.json: device, versions, what was skipped and why.
@@ -103,6 +104,10 @@ class BlockCase:
     # activation checkpointing as torchtitan applies it per block: "none", "selective" (its op policy:
     # save SDPA's outputs and every other aten.mm output), "full" (keep the input only)
     ac: str = "none"
+    # "eager"; "compile": the checkpointed block torch.compile(fullgraph=True) as torchtitan's apply_compile
+    # does; "compile-fp8": its Linears first converted by torchao's convert_to_float8_training (dynamic
+    # tensorwise scaling, torchtitan's float8 converter), then compiled (titan style only)
+    mode: str = "eager"
 
 
 @dataclass(frozen=True)
@@ -188,12 +193,18 @@ def plan_cases(quick: bool = False) -> dict[str, list]:
     # torchtitan's own block structure (separate wq, wk, wv, wo, w1, w3, w2: the op policy counts matmuls)
     blocks += [BlockCase("titan", 1, 8192, 4096, 32, 8, 14336, ac=ac) for ac in ("none", "selective", "full")]
     blocks += [BlockCase("titan", 2, 4096, 4096, 32, 8, 14336, ac="selective")]
+    # torchtitan's blocks compiled (training.compile) and in float8 (torchao): the 8B rows' micro-batch
+    # (2 x 8192, op-level selective checkpointing) and a 70B block under full checkpointing
+    compiled = [BlockCase("titan", 2, 8192, 4096, 32, 8, 14336, ac="selective", mode=m)
+                for m in ("eager", "compile", "compile-fp8")]
+    compiled += [BlockCase("titan", 1, 8192, 8192, 64, 8, 28672, ac="full", mode=m) for m in ("compile", "compile-fp8")]
     copies = [CopyCase(d, p, n) for d in ("h2d", "d2h") for p in (True, False) for n in (1 << 20, 1 << 26, 1 << 30)]
     copies += [CopyCase("d2d", False, n) for n in (1 << 26, 1 << 30)]
     optimizer = [OptimizerCase("gpu", block=blocks[0]), OptimizerCase("gpu", block=blocks[4]),
                  OptimizerCase("cpu", params=1 << 24), OptimizerCase("cpu", params=1 << 27)]
     if quick:
         blocks, copies, optimizer = [blocks[0], blocks[3]], copies[:4] + copies[-1:], optimizer[:1] + optimizer[2:3]
+        compiled = compiled[1:2]
     # MoE expert GEMMs per rank: Qwen3-30B-A3B (h 2048, expert ffn 768, 16 local experts), DeepSeek-V3
     # (h 7168, expert ffn 2048, 8 local experts), Mixtral-8x7B (h 4096, ffn 14336, 2 local experts);
     # gate+up fused (n = 2 f) and down (k = f)
@@ -208,7 +219,7 @@ def plan_cases(quick: bool = False) -> dict[str, list]:
     if quick:
         models, fsdp = models[1:], fsdp[1:]
     return {"gemm": gemms, "attention": attention, "block": blocks, "copy": copies, "optimizer": optimizer,
-            "grouped": grouped, "model": models, "fsdp": fsdp}
+            "grouped": grouped, "model": models, "fsdp": fsdp, "compiled": compiled}
 
 
 # --- predictions (dry run, and the predicted column of blocks.csv) ---------------------------
@@ -254,7 +265,7 @@ def predicted_block_bytes(case: BlockCase) -> float:
     from solver_plan.hybrid import memory as mem
     from solver_plan.runtime import resolve_runtime
     spec = block_spec(case)
-    runtime = resolve_runtime("torchtitan")
+    runtime = resolve_runtime(block_runtime(case))
     params = spec.block_params
     acts = mem.layer_activation_bytes(spec, case.batch, 1, case.ac, False, runtime=runtime)
     working = mem.recompute_working_bytes(spec, case.batch, 1, case.ac, False, runtime=runtime)
@@ -269,7 +280,18 @@ def predicted_kept_bytes(case: BlockCase) -> float:
     from solver_plan.hybrid import memory as mem
     from solver_plan.runtime import resolve_runtime
     return mem.layer_activation_bytes(block_spec(case), case.batch, 1, case.ac, False,
-                                      runtime=resolve_runtime("torchtitan"))
+                                      runtime=resolve_runtime(block_runtime(case)))
+
+
+def block_runtime(case: BlockCase) -> str:
+    """The runtime profile of a block's mode: torchtitan (eager) or torchtitan-compile (compiled, with or
+    without float8: its GEMMs' dtype is the precision's, `block_precision`)."""
+    return "torchtitan" if case.mode == "eager" else "torchtitan-compile"
+
+
+def block_precision(case: BlockCase) -> str:
+    """The precision a block's GEMMs run in: fp8 under compile-fp8, else bf16."""
+    return "fp8" if case.mode.endswith("fp8") else "bf16"
 
 
 def model_spec(case: ModelCase):
@@ -642,9 +664,10 @@ def make_block(torch, case: BlockCase):
     return Block().to(device="cuda", dtype=torch.bfloat16)
 
 
-def make_titan_block(torch, case: BlockCase):
+def make_titan_block(torch, case: BlockCase, device: str = "cuda"):
     """torchtitan's TransformerBlock without rotary embeddings: RMSNorm, separate wq/wk/wv/wo, repeat_kv,
-    causal SDPA, w2(F.silu(w1(x)) * w3(x)); checkpointed as `case.ac` says (torchtitan _apply_ac)."""
+    causal SDPA, w2(F.silu(w1(x)) * w3(x)); checkpointed as `case.ac` says (torchtitan _apply_ac);
+    float8 and compiled as `case.mode` says."""
     import torch.nn as nn
     import torch.nn.functional as F
     h, a, kv, f = case.hidden, case.heads, case.kv_heads, case.ffn
@@ -698,8 +721,17 @@ def make_titan_block(torch, case: BlockCase):
             def contexts():
                 counts.update(forward=0, recompute=0)  # a fresh count per block call, as torchtitan's meta
                 return create_selective_checkpoint_contexts(policy)
+            if case.mode != "eager":  # dynamo takes a partial, not a closure; it runs the policy when tracing
+                import functools
+                counts.update(forward=0, recompute=0)
+                return checkpoint(self.inner, x, use_reentrant=False,
+                                  context_fn=functools.partial(create_selective_checkpoint_contexts, policy))
             return checkpoint(self.inner, x, use_reentrant=False, context_fn=contexts)
-    return Checkpointed().to(device="cuda", dtype=torch.bfloat16)
+    block = Checkpointed().to(device=device, dtype=torch.bfloat16)
+    if case.mode == "compile-fp8":
+        from torchao.float8 import Float8LinearConfig, convert_to_float8_training
+        convert_to_float8_training(block.inner, config=Float8LinearConfig())
+    return torch.compile(block, fullgraph=True) if case.mode.startswith("compile") else block
 
 
 def measure_block(torch, timer: Timer, case: BlockCase) -> tuple[float, int, int, int, int]:
@@ -840,6 +872,7 @@ def run(args) -> dict:
         "gemm": (lambda c: predicted_gemm_s(cluster, c), lambda c: measure_gemm(torch, timer, c) or "unsupported"),
         "attention": (lambda c: predicted_attention_s(cluster, c), lambda c: measure_attention(torch, timer, c)),
         "block": (predicted_block, lambda c: measure_block(torch, timer, c)),
+        "compiled": (predicted_block, lambda c: measure_block(torch, timer, c)),
         "copy": (lambda c: predicted_copy_s(cluster, c), lambda c: measure_copy(torch, timer, c)),
         "fsdp": (lambda c: predicted_memory(predicted_fsdp_terms(c)), lambda c: measure_fsdp(torch, timer, c)),
         "model": (lambda c: predicted_memory(predicted_model_terms(c)), lambda c: measure_model(torch, timer, c)),
@@ -916,14 +949,14 @@ def write_all(out_dir: Path, out: dict, meta: dict, how: str) -> None:
         w.writerow(["style", "batch", "seq", "hidden", "heads", "kv_heads", "ffn", "dtype", "forward_backward_ms",
                     "peak_allocated_bytes", "peak_reserved_bytes", "allocated_before_bytes",
                     "predicted_allocated_bytes", "allocated_error", "gqa", "ac", "kept_after_forward_bytes",
-                    "predicted_kept_bytes", "kept_error", "how"])
-        for case, seconds, peak, reserved, base, kept in out["block"]:
+                    "predicted_kept_bytes", "kept_error", "mode", "how"])
+        for case, seconds, peak, reserved, base, kept in out["block"] + out["compiled"]:
             predicted = predicted_block_bytes(case)
             predicted_kept = predicted_kept_bytes(case)
             w.writerow([case.style, case.batch, case.seq, case.hidden, case.heads, case.kv_heads, case.ffn, case.dtype,
                         f"{seconds * 1e3:.3f}", int(peak), int(reserved), int(base), int(round(predicted)),
                         f"{predicted / peak - 1:+.3f}" if peak else "", case.gqa, case.ac, int(kept),
-                        int(round(predicted_kept)), f"{predicted_kept / kept - 1:+.3f}" if kept else "",
+                        int(round(predicted_kept)), f"{predicted_kept / kept - 1:+.3f}" if kept else "", case.mode,
                         how + "; memory: torch.cuda.max_memory_allocated / max_memory_reserved after "
                               "reset_peak_memory_stats, over one forward + backward with gradients already "
                               "allocated (no optimizer state)"])
@@ -984,7 +1017,7 @@ def main(argv=None) -> int:
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--quick", action="store_true", help="a few cases of each kind (smoke test)")
     parser.add_argument("--tables", default="all",
-                        help="comma-separated tables to measure (gemm, attention, block, copy, optimizer, grouped, "
+                        help="comma-separated tables to measure (gemm, attention, block, compiled, copy, optimizer, grouped, "
                              "model, fsdp; default all); the others' files are written empty")
     parser.add_argument("--alloc-conf", default=None,
                         help="PYTORCH_CUDA_ALLOC_CONF for this call, set before torch is imported (e.g. "

@@ -309,17 +309,25 @@ def pipelined_fsdp_memory(case: PipelinedFsdpCase, virtual_stages: int = 1):
     state (fp32 sharded parameters, fp32 gradients, Adam moments): a stage without embedding or output
     layer (stage 1: its receive buffers are those of micro-batches not in flight, none when all m are)
     holding the first stage's micro-batches in flight under 1F1B, or under the interleaved schedule
-    with `virtual_stages` chunks (all m x v chunk passes for m = p: the same block-micro-batches)."""
+    with `virtual_stages` chunks (all m x v chunk passes for m = p: the same block-micro-batches).
+    The runtime profile is the one the published runs of the case's settings name: torchtitan,
+    torchtitan-compile, or torchtitan-compile-fp8-gather (fp8 GEMMs) for a compiled float8 case."""
+    from solver_plan.cost.precision import TrainingPrecision
     from solver_plan.hybrid import memory as mem
     from solver_plan.runtime import resolve_runtime
     st = case.stage
     spec = replace(kit.block_spec(st.shapes), layers=st.layers, tied_embeddings=False)
-    state = mem.runtime_state(mem.MIXED_PRECISION, resolve_runtime("torchtitan"))
+    runtime = ("torchtitan-compile-fp8-gather" if case.float8 else "torchtitan-compile") if case.compiled \
+        else "torchtitan"
+    if case.float8 and not case.compiled:
+        raise ValueError("no runtime profile prices float8 without torch.compile")
+    base = mem.precision_state(TrainingPrecision.mixed("fp8")) if case.float8 else mem.MIXED_PRECISION
+    state = mem.runtime_state(base, resolve_runtime(runtime))
     schedule = "1f1b" if virtual_stages == 1 else "interleaved"
     return mem.stage_memory(spec, layers=st.layers, stage=1, pp=st.pp, tp=st.tp, dp=case.dp,
                             micro_batch=st.shapes.batch, micro_batches=st.micro_batches, recompute="full",
                             sequence_parallel=True, zero_stage=1, schedule=schedule,
-                            virtual_stages=virtual_stages, state=state, runtime="torchtitan",
+                            virtual_stages=virtual_stages, state=state, runtime=runtime,
                             in_flight=min(st.pp, st.micro_batches), pipelined_fsdp=True)
 
 
