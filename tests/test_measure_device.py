@@ -32,7 +32,8 @@ def test_dry_run_writes_every_planned_case(tmp_path, quick):
     assert len(kernels) == len(plan["gemm"]) + len(calibrated_attention) and not collectives
     with open(tmp_path / "blocks.csv") as f:
         blocks = list(csv.DictReader(f))
-    assert len(blocks) == len(plan["block"]) and all("dry-run" in row["how"] for row in blocks)
+    assert len(blocks) == len(plan["block"]) + len(plan["compiled"]) and all("dry-run" in row["how"] for row in blocks)
+    assert [row["mode"] for row in blocks[len(plan["block"]):]] == [c.mode for c in plan["compiled"]]
     for row, case in zip(blocks, plan["block"]):
         assert int(row["predicted_allocated_bytes"]) == round(kit.predicted_block_bytes(case))
     with open(tmp_path / "attention-backward.csv") as f:
