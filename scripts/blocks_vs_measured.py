@@ -6,7 +6,8 @@
 For each block of each run's blocks.csv (bf16, one GPU; scripts/measure_device.py make_block; eager
 PyTorch, or torch.compile'd and with torchao float8 Linears as its `mode` column says): the forward +
 backward time the hybrid planner prices for that block on one device of the run's cluster preset
-(hybrid/stage_cost.py BlockCoster, tp = 1, the block's micro-batch, fp8 GEMMs for compile-fp8) under
+(hybrid/stage_cost.py BlockCoster, tp = 1, the block's micro-batch, fp8 GEMMs for compile-fp8, plus
+what its checkpointing repeats: BlockProfile.selective_forward_s or full_recompute_s) under
 the runtime profiles `torchtitan` (eager: unfused norms, SiLU x up, SDPA) and `torchtitan-compile`,
 and the peak allocation the memory model predicts (the kit's predicted column); the summary counts
 each block against its own mode's profile (eager: torchtitan; compiled: torchtitan-compile). Validation only:
@@ -27,6 +28,17 @@ sys.path.insert(0, str(ROOT))
 from solver_plan.units import GIB  # noqa: E402
 
 PRESET = {"h100": "h100-4x8-ib", "h200": "h200-8x8-ib"}
+
+
+def _device_of(run: Path) -> str:
+    """`h100` or `h200`: the device the kit's meta.json names (the folder's name where it names neither)."""
+    import json
+    meta = run / "meta.json"
+    device = json.loads(meta.read_text()).get("device", "") if meta.exists() else ""
+    for key in PRESET:
+        if key in device.lower():
+            return key
+    return run.name.split("-")[0]
 
 
 def _kit():
@@ -55,7 +67,7 @@ def main(argv=None) -> int:
     print("| run | block | measured ms | torchtitan | torchtitan-compile | peak measured | peak predicted |")
     print("|---|---|---|---|---|---|---|")
     for run in args.runs:
-        preset = PRESET[run.name.split("-")[0]]
+        preset = PRESET[_device_of(run)]
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             cluster = resolve_cluster(preset)
@@ -68,8 +80,10 @@ def main(argv=None) -> int:
             measured = float(row["forward_backward_ms"]) / 1e3
             cells = []
             for runtime in ("torchtitan", "torchtitan-compile"):
-                predicted = BlockCoster(kit.block_spec(case), cluster, runtime=runtime,
-                                        precision=kit.block_precision(case)).profile(1, case.batch).block_s
+                profile = BlockCoster(kit.block_spec(case), cluster, runtime=runtime,
+                                      precision=kit.block_precision(case)).profile(1, case.batch)
+                predicted = profile.block_s + {"none": 0.0, "selective": profile.selective_forward_s,
+                                               "full": profile.full_recompute_s}[case.ac]
                 if runtime == kit.block_runtime(case):  # each block against its own mode's profile
                     errors[runtime].append(predicted / measured - 1)
                 cells.append(f"{predicted * 1e3:.2f} ({predicted / measured - 1:+.1%})")
