@@ -693,10 +693,19 @@ def make_titan_block(torch, case: BlockCase, device: str = "cuda"):
             z = self.ffn_norm(x)
             return x + self.w2(F.silu(self.w1(z)) * self.w3(z))
 
+    return checkpoint_block(torch, Inner(), case, device)
+
+
+def checkpoint_block(torch, inner, case: BlockCase, device: str = "cuda"):
+    """`inner` (a block taking and returning the hidden states) checkpointed as `case.ac` says (torchtitan
+    _apply_ac: none, op-level selective, full), in bf16 on `device`, float8 and compiled as `case.mode`
+    says (torchtitan's float8 converter, then its apply_compile)."""
+    import torch.nn as nn
+
     class Checkpointed(nn.Module):
         def __init__(self):
             super().__init__()
-            self.inner = Inner()
+            self.inner = inner
 
         def forward(self, x):
             from torch.utils.checkpoint import checkpoint
@@ -734,13 +743,14 @@ def make_titan_block(torch, case: BlockCase, device: str = "cuda"):
     return torch.compile(block, fullgraph=True) if case.mode.startswith("compile") else block
 
 
-def measure_block(torch, timer: Timer, case: BlockCase) -> tuple[float, int, int, int, int]:
+def measure_block(torch, timer: Timer, case: BlockCase, build=None) -> tuple[float, int, int, int, int]:
     """(forward + backward seconds, peak allocated, peak reserved, allocated before the step, allocated
     after the forward less before: the activations kept for the backward plus the output). Allocations
     are counted from what was allocated before the block was built (anything an earlier case left
-    behind, e.g. a CUDA graph's pool, is not the block's)."""
+    behind, e.g. a CUDA graph's pool, is not the block's). `build()`: the block, where it is not
+    `make_block`'s (scripts/time_torchtitan_block.py: torchtitan's own)."""
     residual = clean_start(torch)
-    block = make_block(torch, case)
+    block = make_block(torch, case) if build is None else build()
     x = torch.randn(case.batch, case.seq, case.hidden, device="cuda", dtype=torch.bfloat16, requires_grad=True)
 
     def step():
