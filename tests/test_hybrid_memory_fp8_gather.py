@@ -98,12 +98,13 @@ def test_the_validator_and_the_state_bound_follow_the_fp8_gather():
     assert validate_plan(plans[GATHER], cluster, enforce_memory=False) == []
     spec = transformer_spec("data/hf-configs/llama-3-8b.json:layers=4,seq=512")
     saving = mem.fp8_gather_saving(spec, 2, FP8, GATHER)
-    # each stage keeps its 2 blocks gathered; its all-gather pool holds the root unit (the embedding or
+    # each stage keeps its blocks gathered; its all-gather pool holds the root unit (the embedding or
     # the output projection, 128256 x 4096 / 2 bf16, larger than a block) and one block
     assert 2 * 128256 * 4096 / 2 > 2 * spec.block_params / 2
     for a, b in zip(plans[GATHER].stages, plans["torchtitan-compile"].stages):
-        assert b.memory.weights - a.memory.weights == pytest.approx(2 * saving)
-        assert b.memory.reserved - a.memory.reserved == pytest.approx(3 * saving)
+        assert a.layers == b.layers  # the same split: the fp8 gather changes memory, not time
+        assert b.memory.weights - a.memory.weights == pytest.approx(a.layers * saving)
+        assert b.memory.reserved - a.memory.reserved == pytest.approx((a.layers + 1) * saving)
     ctx = search._context(spec, cluster, 8, None, TrainingPrecision.mixed("fp8"), GATHER)
     points = search._points(spec, cluster, 8, {}, Deadline(None), ("none",))
     assert any(p.state_zero != p.zero_stage for p in points)  # FSDP under a pipeline is among them

@@ -45,7 +45,7 @@ def test_megatron_core_loss_is_its_counted_passes():
     assert _compute_s(CLUSTER, model, GRAPH, LOSS, cfg, 1.0, "megatron-core") == pytest.approx((forward, backward))
 
 
-@pytest.mark.parametrize("runtime", ["nemo", "torchtitan", "megatron-2021", "llm-foundry"])
+@pytest.mark.parametrize("runtime", ["nemo", "megatron-2021", "llm-foundry"])
 def test_runtimes_whose_loss_was_not_counted_keep_the_graphs_roofline(runtime):
     model = CostModel(CLUSTER, runtime=runtime)
     cfg = _config()

@@ -455,7 +455,8 @@ TORCHTITAN = RuntimeProfile(
             fused_cross_entropy=False, fp8_gemms=True, attention_backend="flash2", fused_norm_rope=False,
             loss_bytes_per_logit=12.0, loss_parallel_bytes_per_logit=16.0, loss_hole_bytes_per_logit=2.0,
             selective_policy="every-other-matmul", sp_saves_gathered_inputs=True, kv_repeated=True,
-            cp_attention_overhead=(1.07, 1.04), recompute_early_stop=True),
+            cp_attention_overhead=(1.07, 1.04), recompute_early_stop=True,
+            loss_kernel_bytes_per_logit=((6.0, 16.0), (4.0, 16.0, 6.0))),
     Overlap(grad_reduce=True, param_gather=True, sharded_prefetch=True, tp_comm=False, pp_p2p=False,
             bucket_per_layer=True),
     MemoryReserve(cuda_context=0.5 * GIB, nccl_per_communicator=NCCL_BYTES_PER_COMMUNICATOR, workspace=64 * MIB,
@@ -498,6 +499,16 @@ TORCHTITAN = RuntimeProfile(
         ("fused_norm_rope", "torchtitan/models/llama/model.py (eager): RMSNorm in fp32 (x.float(), pow, mean, rsqrt, "
                             "type_as, * weight) and apply_rotary_emb on view_as_complex(x.float())"),
         ("loss_bytes_per_logit", "torchtitan train.py loss_fn: F.cross_entropy(pred.flatten(0, 1).float(), labels)"),
+        ("loss_kernel_bytes_per_logit", "that loss's kernels, eager: forward the fp32 cast (read 2, write 4) and "
+                                        "log_softmax over a 128K row (PyTorch's cunn_SoftMaxForward: max, sum of exp "
+                                        "and the write pass each read the fp32 row: 12, write 4; nll_loss reads one "
+                                        "logit a row); backward nll_loss's zeros (4), log_softmax's backward (the "
+                                        "gradient read for its sum, then gradient and output read, input gradient "
+                                        "written: 16) and the cast back (read 4, write 2): 22 + 26 = 48 bytes a logit. "
+                                        "Measured on an H200 (scripts/time_loss.py, data/device/h200-2026-11-27-"
+                                        "compile-fp8/loss): 28 + 27 at its copy rate, 54-55 a logit at 8K-16K x 128K "
+                                        "and 8K x 32K, 51 at 32K x 16K (the reductions read below a copy's rate); "
+                                        "under loss_parallel the local logits' kernels are priced alike"),
         ("loss_parallel_bytes_per_logit", "with tensor parallelism torchtitan runs the loss under loss_parallel() "
                                           "(training.disable_loss_parallel default false); its backward, torch "
                                           "distributed/tensor/parallel/loss.py _nll_loss_and_log_softmax_backward, "
