@@ -45,7 +45,7 @@ def test_megatron_core_loss_is_its_counted_passes():
     assert _compute_s(CLUSTER, model, GRAPH, LOSS, cfg, 1.0, "megatron-core") == pytest.approx((forward, backward))
 
 
-@pytest.mark.parametrize("runtime", ["nemo", "megatron-2021", "llm-foundry"])
+@pytest.mark.parametrize("runtime", ["nemo", "llm-foundry"])
 def test_runtimes_whose_loss_was_not_counted_keep_the_graphs_roofline(runtime):
     model = CostModel(CLUSTER, runtime=runtime)
     cfg = _config()
@@ -56,7 +56,7 @@ def test_runtimes_whose_loss_was_not_counted_keep_the_graphs_roofline(runtime):
 
 def test_the_counted_loss_costs_more_than_the_roofline():
     counted = CostModel(CLUSTER, runtime="megatron-core")
-    roofline = CostModel(CLUSTER, runtime="megatron-2021")
+    roofline = CostModel(CLUSTER, runtime="nemo")
     cfg = _config()
     assert counted.node(GRAPH, LOSS, cfg).compute_s > roofline.node(GRAPH, LOSS, cfg).compute_s
 
@@ -66,3 +66,12 @@ def test_a_malformed_count_is_refused(bad):
     core = RUNTIMES["megatron-core"]
     with pytest.raises(InputError, match="loss_kernel_bytes_per_logit"):
         replace(core, kernels=replace(core.kernels, loss_kernel_bytes_per_logit=bad))
+
+
+@pytest.mark.parametrize("runtime", ["megatron-2021", "deepspeed", "deepspeed-bf16", "megatron-core-tp-overlap"])
+def test_megatrons_vocabulary_parallel_loss_is_one_count(runtime):
+    """Megatron-LM of 2021, Megatron-DeepSpeed and megatron-core's unfused path run the same
+    vocabulary-parallel cross entropy: one count of its passes."""
+    from solver_plan.runtime.profiles import VOCAB_PARALLEL_CROSS_ENTROPY_BYTES
+    assert RUNTIMES[runtime].kernels.loss_kernel_bytes_per_logit == VOCAB_PARALLEL_CROSS_ENTROPY_BYTES
+    assert RUNTIMES["megatron-core"].kernels.loss_kernel_bytes_per_logit == VOCAB_PARALLEL_CROSS_ENTROPY_BYTES

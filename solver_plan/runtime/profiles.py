@@ -275,11 +275,19 @@ class RuntimeProfile:
                 "memory": asdict(self.memory)}
 
 
+# Megatron's vocabulary-parallel cross entropy on the fp32 cast of the logits, the same passes in
+# Megatron-LM of 2021 (megatron/mpu/cross_entropy.py at 9da6e975de, 2021-12; GPTModel casts with .float()
+# unless --fp16-lm-cross-entropy), in Megatron-DeepSpeed (its copy of mpu) and in megatron-core's unfused
+# path (megatron/core/tensor_parallel/cross_entropy.py at 937571cf): forward .float() (read 2, write 4),
+# max (read 4), subtract in place (8), exp in place (8), sum (4), divide in place (8); backward
+# grad_input.mul_ (8) and the cast back (read 4, write 2); the per-token gathers are not counted
+VOCAB_PARALLEL_CROSS_ENTROPY_BYTES = ((6.0, 4.0, 8.0, 8.0, 4.0, 8.0), (8.0, 6.0))
+
 MEGATRON_CORE = RuntimeProfile(
     "megatron-core", "Megatron-LM with Megatron-core and Transformer Engine (2024-25), pretrain_gpt.py",
     Kernels(flash_attention=True, attention_dropout=False, causal_skip=True, fused_swiglu=True,
             fused_cross_entropy=False, fp8_gemms=True, attention_backend="cudnn", wgrad_fused=True,
-            loss_kernel_bytes_per_logit=((6.0, 4.0, 8.0, 8.0, 4.0, 8.0), (8.0, 6.0))),
+            loss_kernel_bytes_per_logit=VOCAB_PARALLEL_CROSS_ENTROPY_BYTES),
     Overlap(grad_reduce=True, param_gather=True, sharded_prefetch=False, tp_comm=False, pp_p2p=True,
             bucket_elements=40e6, bucket_elements_per_dp=1e6),
     MemoryReserve(cuda_context=0.5 * GIB, nccl_per_communicator=NCCL_BYTES_PER_COMMUNICATOR, workspace=64 * MIB,
@@ -343,13 +351,16 @@ MEGATRON_CORE_TP_OVERLAP = replace(
 MEGATRON_2021 = RuntimeProfile(
     "megatron-2021", "Megatron-LM of Narayanan et al. 2021 and Korthikanti et al. 2022 (no flash attention)",
     Kernels(flash_attention=False, attention_dropout=True, causal_skip=False, fused_swiglu=True,
-            fused_cross_entropy=False, fp8_gemms=False, wgrad_fused=True),
+            fused_cross_entropy=False, fp8_gemms=False, wgrad_fused=True,
+            loss_kernel_bytes_per_logit=VOCAB_PARALLEL_CROSS_ENTROPY_BYTES),
     Overlap(grad_reduce=False, param_gather=False, sharded_prefetch=False, tp_comm=False, pp_p2p=False,
             bucket_bytes=40e6, p2p_gathers_receiver=1, p2p_gathers_sender=1),
     MemoryReserve(cuda_context=1.0 * GIB, nccl_per_communicator=NCCL_BYTES_PER_COMMUNICATOR, workspace=0.0,
                   fragmentation=0.05),
     dimensions=("tp", "pp"), zero_stages=(0, 1),
     sources=(
+        ("loss_kernel_bytes_per_logit", "megatron/mpu/cross_entropy.py and model/gpt_model.py at 9da6e975de "
+                                        "(2021-12): VOCAB_PARALLEL_CROSS_ENTROPY_BYTES"),
         ("dimensions", "tensor and pipeline parallelism: context parallelism entered Megatron-LM in 2023 "
                        "(80590f9894, 2023-08-09, 'create processor group for context parallelism')"),
         ("zero_stages", "0, or 1 with the distributed optimizer (Float16DistributedOptimizer, 329fe5820f "
@@ -377,13 +388,16 @@ MEGATRON_2021 = RuntimeProfile(
 DEEPSPEED = RuntimeProfile(
     "deepspeed", "Megatron-DeepSpeed with ZeRO (2022: MT-NLG, BLOOM), unfused attention, fp16/bf16",
     Kernels(flash_attention=False, attention_dropout=True, causal_skip=False, fused_swiglu=False,
-            fused_cross_entropy=False, fp8_gemms=False, grad_accumulation_add=True),
+            fused_cross_entropy=False, fp8_gemms=False, grad_accumulation_add=True,
+            loss_kernel_bytes_per_logit=VOCAB_PARALLEL_CROSS_ENTROPY_BYTES),
     Overlap(grad_reduce=False, param_gather=False, sharded_prefetch=True, tp_comm=False, pp_p2p=False,
             bucket_elements=5e8, p2p_scatter_gather=True, p2p_gathers_receiver=1, p2p_gathers_sender=2),
     MemoryReserve(cuda_context=1.0 * GIB, nccl_per_communicator=NCCL_BYTES_PER_COMMUNICATOR, workspace=0.0,
                   fragmentation=0.10),
     dimensions=("tp", "pp"),
     sources=(
+        ("loss_kernel_bytes_per_logit", "Megatron-DeepSpeed's copy of Megatron's mpu cross entropy: "
+                                        "VOCAB_PARALLEL_CROSS_ENTROPY_BYTES"),
         ("dimensions", "tensor and pipeline parallelism (Megatron's mpu and DeepSpeed's PipelineModule, 2022); "
                        "no context parallelism (DeepSpeed-Ulysses' head all-to-all came in 2023 and is not the "
                        "ring / all-gather context parallelism priced here)"),
