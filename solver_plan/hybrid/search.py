@@ -685,7 +685,9 @@ def evaluate(model, cluster, global_batch: int, parallelism, *, memory_limit="de
     """What-if: the step time and memory of one fully given configuration (a Parallelism, or a dict
     with dp, tp, pp, micro_batch_size and optionally virtual_stages, recompute, zero_stage,
     sequence_parallel, schedule, cp) in `precision` (as `plan_hybrid`). The cluster is restricted to
-    dp x cp x tp x pp devices. Over the memory limit: INFEASIBLE with the plan and the memory it needs."""
+    dp x cp x tp x pp devices. Over the memory limit: INFEASIBLE with the plan and the memory it needs.
+    The layers per stage are the runtime's own split where it has one (`RuntimeProfile.default_stage_split`:
+    what a run given these settings alone runs), else the best cut."""
     start = time.perf_counter()
     spec = _spec(model)
     _check_batch(global_batch)
@@ -719,7 +721,11 @@ def evaluate(model, cluster, global_batch: int, parallelism, *, memory_limit="de
                          "ZeRO-0/1 (FSDP's ZeRO-3 with pp > 1 needs an FSDP2 runtime: torchtitan)", "--fix zero_stage")
     profile = BlockCoster(spec, cluster, planner, compute_scale, prec, ctx.runtime).profile(parallelism.tp,
                                                                                parallelism.micro_batch_size)
-    plan = price(ctx, parallelism, profile, limit)
+    # the layers each stage runs where the runtime splits them itself (no split is pinned): its default
+    from solver_plan.hybrid.stages import default_split
+    split = (default_split(ctx.runtime.default_stage_split, spec.layers, parallelism.pp, parallelism.virtual_stages)
+             if parallelism.schedule in ("1f1b", "interleaved") else None)
+    plan = price(ctx, parallelism, profile, limit, layers=split)
     status = Status.FEASIBLE
     notes = ["what-if evaluation of a given configuration"]
     unrun = unrun_pins_note(ctx.runtime, {"tp": parallelism.tp, "pp": parallelism.pp, "cp": parallelism.cp,
@@ -727,7 +733,7 @@ def evaluate(model, cluster, global_batch: int, parallelism, *, memory_limit="de
     if unrun is not None:
         notes.append(unrun)
     if plan is None:
-        plan = price(ctx, parallelism, profile, None)
+        plan = price(ctx, parallelism, profile, None, layers=split)
         if plan is None:
             from solver_plan.hybrid.stages import layer_count_problem
             why = layer_count_problem(spec.layers, {"pp": parallelism.pp, "virtual_stages": parallelism.virtual_stages})

@@ -68,3 +68,24 @@ def layer_count_problem(layers: int, pins) -> str | None:
         return (f"the model has {layers} layers, fewer than pp x virtual_stages = {pp or 2} x {v} = {(pp or 2) * v} "
                 f"chunks (a chunk holds at least one layer; at most {layers // (pp or 2)} virtual stages)")
     return None
+
+
+def default_split(rule: str, layers: int, pp: int, v: int) -> tuple[int, ...] | None:
+    """Blocks per pipeline stage (all its v chunks) that a runtime runs when no split is given
+    (`RuntimeProfile.default_stage_split`); None for "planned" (the planner's cut). "torchtitan":
+    its generate_split_points over p v virtual stages, base = L // (p v): the first base, the next
+    ones base + 1 while L mod (p v) lasts, then base, the last the rest; virtual stage j on stage
+    j mod p. Llama 3 405B, 126 layers on 8 stages: 15, 16 x 6, 15 (1F1B; the same per stage with
+    v = 2: virtual stages 7, 8 x 14, 7)."""
+    if rule == "planned" or pp == 1:
+        return None
+    stages = pp * v
+    base, extra = divmod(layers, stages)
+    if base < 1:
+        return None
+    sizes = [base]
+    for _ in range(stages - 2):
+        sizes.append(base + (1 if extra > 0 else 0))
+        extra -= 1 if extra > 0 else 0
+    sizes.append(layers - sum(sizes))
+    return tuple(sum(sizes[j] for j in range(i, stages, pp)) for i in range(pp))

@@ -238,11 +238,19 @@ class RuntimeProfile:
     # gradients (hybrid/schedule.optimizer_s); 0: the fused count, read and write weights and optimizer
     # state, read the gradients
     optimizer_bytes_per_param: float = 0.0
+    # the layers a configuration given without a layer split runs per pipeline stage (what `evaluate`
+    # prices for a pinned plan; hybrid/stages.py default_split): "planned", the planner's cut (the
+    # export writes it); "torchtitan", its generate_split_points (the first virtual stage L // (p v)
+    # layers, the next ones one more while L mod (p v) lasts, the last the rest)
+    default_stage_split: str = "planned"
 
     def __post_init__(self):
         if self.tensor_parallel not in ("column-row", "any"):
             raise InputError(f"tensor_parallel must be column-row or any, got {self.tensor_parallel!r}",
                              "tensor_parallel")
+        if self.default_stage_split not in ("planned", "torchtitan"):
+            raise InputError(f"default_stage_split must be planned or torchtitan, got {self.default_stage_split!r}",
+                             "default_stage_split")
         if self.cp_exchange not in ("ring", "all-gather"):
             raise InputError(f"cp_exchange must be ring or all-gather, got {self.cp_exchange!r}", "cp_exchange")
         if self.dimensions is not None and not set(self.dimensions) <= set(MODEL_PARALLEL_DIMENSIONS):
@@ -476,8 +484,13 @@ TORCHTITAN = RuntimeProfile(
     MemoryReserve(cuda_context=0.5 * GIB, nccl_per_communicator=NCCL_BYTES_PER_COMMUNICATOR, workspace=64 * MIB,
                   fragmentation=0.0, fsdp_stream_pools=True, pipeline_buffers_per_microbatch=True,
                   gathered_input_holes=1.0),
-    cp_exchange="all-gather", zero_stages=(0, 2, 3),
+    cp_exchange="all-gather", zero_stages=(0, 2, 3), default_stage_split="torchtitan",
     sources=(
+        ("default_stage_split", "torchtitan parallelisms/pipelining_utils.py generate_split_points (d4c86e375, "
+                                "2025-01, the commit of docs/performance.md's 405B tables): with no "
+                                "pipeline_parallel_split_points, total stages p v (v = 2 for its multi-stage "
+                                "schedules), base L // (p v), the first stage base, the middle ones base + 1 "
+                                "while L mod (p v) lasts, the last the rest"),
         ("zero_stages", "0, 2, 3: torchtitan's data parallelism is DDP (data_parallel_replicate_degree alone), FSDP2 "
                         "(data_parallel_shard_degree; fully_shard per block) or both (HSDP); its "
                         "fsdp_reshard_after_forward 'never' keeps the gathered weights through backward (ZeRO-2's "
@@ -726,6 +739,7 @@ LLM_FOUNDRY = replace(
     memory=MemoryReserve(cuda_context=0.5 * GIB, nccl_per_communicator=NCCL_BYTES_PER_COMMUNICATOR,
                          workspace=64 * MIB, fragmentation=0.05),
     cp_exchange="ring", dimensions=(), zero_stages=(0, 2, 3), optimizer_bytes_per_param=92.0,
+    default_stage_split="planned",
     chunk_gradients_reduced=False,  # no pipeline (dimensions ())
     sources=(
         ("flash_attention", "llm-foundry 5e85bd62d scripts/train/yamls/pretrain/mpt-*.yaml attn_config.attn_impl: "
