@@ -54,19 +54,22 @@ def build_block(torch, flavour: str, case: kit.BlockCase, device: str = "cuda"):
     args = ModelArgs(dim=h, n_layers=1, n_heads=a, n_kv_heads=kv, ffn_dim_multiplier=multiplier,
                      multiple_of=multiple_of, rope_theta=500000, max_seq_len=case.seq)
 
+    # the complex64 rotary frequencies as a plain attribute, not a buffer: Module.to(dtype=bf16) casts complex
+    # buffers to real (dropping the imaginary part), which the 2026-11-27 call's torchtitan-block/ suffered
+    freqs_cis = precompute_freqs_cis(h // a, case.seq, 500000).to(device)
+
     class WithRope(nn.Module):
         def __init__(self):
             super().__init__()
             self.block = TransformerBlock(0, args)
-            self.register_buffer("freqs_cis", precompute_freqs_cis(h // a, case.seq, 500000), persistent=False)
 
         def forward(self, x):
-            return self.block(x, self.freqs_cis)
+            return self.block(x, freqs_cis)
     inner = WithRope()
     ffn = inner.block.feed_forward.w1.out_features
     if ffn != case.ffn:
         raise ValueError(f"torchtitan's {flavour} block has ffn {ffn}, the case {case.ffn}")
-    return kit.checkpoint_block(torch, inner, case, device)  # a bf16 cast leaves the complex frequencies as they are
+    return kit.checkpoint_block(torch, inner, case, device)
 
 
 def main(argv=None) -> int:

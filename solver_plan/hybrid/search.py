@@ -687,7 +687,7 @@ def evaluate(model, cluster, global_batch: int, parallelism, *, memory_limit="de
     sequence_parallel, schedule, cp) in `precision` (as `plan_hybrid`). The cluster is restricted to
     dp x cp x tp x pp devices. Over the memory limit: INFEASIBLE with the plan and the memory it needs.
     The layers per stage are the runtime's own split where it has one (`RuntimeProfile.default_stage_split`:
-    what a run given these settings alone runs), else the best cut."""
+    what the runtime's version the profile names runs given these settings alone), else the best cut."""
     start = time.perf_counter()
     spec = _spec(model)
     _check_batch(global_batch)
@@ -723,9 +723,11 @@ def evaluate(model, cluster, global_batch: int, parallelism, *, memory_limit="de
                                                                                parallelism.micro_batch_size)
     # the layers each stage runs where the runtime splits them itself (no split is pinned): its default
     from solver_plan.hybrid.stages import default_split
-    split = (default_split(ctx.runtime.default_stage_split, spec.layers, parallelism.pp, parallelism.virtual_stages)
-             if parallelism.schedule in ("1f1b", "interleaved") else None)
+    split = default_split(ctx.runtime.default_stage_split, spec.layers, parallelism.pp, parallelism.virtual_stages,
+                          parallelism.schedule)
     plan = price(ctx, parallelism, profile, limit, layers=split)
+    if plan is not None and split is not None and limit is not None and plan.memory_per_device_bytes > limit:
+        plan = None  # a given cut is priced whatever its memory: over the limit it is infeasible, as a searched one
     status = Status.FEASIBLE
     notes = ["what-if evaluation of a given configuration"]
     unrun = unrun_pins_note(ctx.runtime, {"tp": parallelism.tp, "pp": parallelism.pp, "cp": parallelism.cp,

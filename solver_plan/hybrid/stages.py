@@ -70,14 +70,18 @@ def layer_count_problem(layers: int, pins) -> str | None:
     return None
 
 
-def default_split(rule: str, layers: int, pp: int, v: int) -> tuple[int, ...] | None:
+def default_split(rule: str, layers: int, pp: int, v: int, schedule: str = "1f1b") -> tuple[int, ...] | None:
     """Blocks per pipeline stage (all its v chunks) that a runtime runs when no split is given
-    (`RuntimeProfile.default_stage_split`); None for "planned" (the planner's cut). "torchtitan":
-    its generate_split_points over p v virtual stages, base = L // (p v): the first base, the next
-    ones base + 1 while L mod (p v) lasts, then base, the last the rest; virtual stage j on stage
-    j mod p. Llama 3 405B, 126 layers on 8 stages: 15, 16 x 6, 15 (1F1B; the same per stage with
-    v = 2: virtual stages 7, 8 x 14, 7)."""
-    if rule == "planned" or pp == 1:
+    (`RuntimeProfile.default_stage_split`); None for "planned" (the planner's cut) and wherever the
+    runtime has no default. "torchtitan" (its generate_split_points at d4c86e375, 2025-01; later
+    versions count the embedding and the output layer as layers): over p v virtual stages, v = 1 for
+    its single-stage schedules (1F1B, GPipe) and 2 for its multi-stage ones (no default for another v,
+    nor for the V-shaped zero-bubble placement), base = L // (p v): the first base, the next ones
+    base + 1 while L mod (p v) lasts, then base, the last the rest; virtual stage j on stage j mod p.
+    Llama 3 405B, 126 layers on 8 stages: 15, 16 x 6, 15 (with v = 2 the same per stage; its chunks
+    are then priced as `chunk_layers`, the larger last)."""
+    single = schedule in ("1f1b", "gpipe") and v == 1
+    if rule == "planned" or pp == 1 or not (single or (schedule == "interleaved" and v == 2)):
         return None
     stages = pp * v
     base, extra = divmod(layers, stages)

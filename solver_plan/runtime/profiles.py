@@ -240,8 +240,8 @@ class RuntimeProfile:
     optimizer_bytes_per_param: float = 0.0
     # the layers a configuration given without a layer split runs per pipeline stage (what `evaluate`
     # prices for a pinned plan; hybrid/stages.py default_split): "planned", the planner's cut (the
-    # export writes it); "torchtitan", its generate_split_points (the first virtual stage L // (p v)
-    # layers, the next ones one more while L mod (p v) lasts, the last the rest)
+    # export writes it); "torchtitan", its generate_split_points of d4c86e375 (the first virtual stage
+    # L // (p v) layers, the next ones one more while L mod (p v) lasts, the last the rest)
     default_stage_split: str = "planned"
 
     def __post_init__(self):
@@ -663,7 +663,11 @@ LLAMA3_META = replace(
     kernels=replace(TORCHTITAN.kernels, kv_repeated=False, cp_attention_overhead=(1.0, 1.0)),
     overlap=replace(TORCHTITAN.overlap, pp_p2p=True, cp_gather_hidden=False),
     memory=replace(TORCHTITAN.memory, pipeline_buffers_per_microbatch=False), chunk_gradients_reduced=False,
+    default_stage_split="planned",
     sources=(
+        ("default_stage_split", "planned: Meta's stack has no published default; the paper states its own split "
+                                "(section 3.3.2: \"reduce one Transformer layer each from the first and the last "
+                                "stages\"), which the planner's cut finds for 405B (7, 8 x 14, 7 on 16 stages)"),
         ("cp_gather_hidden", "False: Dubey et al. 2024 section 3.3.2, context parallelism: \"we first all-gather "
                              "the key (K) and value (V) tensors, and then compute attention output for the local "
                              "query (Q) tensor chunk. Although the all-gather communication latency is exposed in "
