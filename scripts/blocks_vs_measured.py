@@ -7,7 +7,7 @@ For each block of each run's blocks.csv (bf16, one GPU; scripts/measure_device.p
 PyTorch, or torch.compile'd and with torchao float8 Linears as its `mode` column says): the forward +
 backward time the hybrid planner prices for that block on one device of the run's cluster preset
 (hybrid/stage_cost.py BlockCoster, tp = 1, the block's micro-batch, fp8 GEMMs for compile-fp8, plus
-what its checkpointing repeats: BlockProfile.selective_forward_s or full_recompute_s) under
+what its checkpointing repeats: BlockProfile.repeated_forward_s) under
 the runtime profiles `torchtitan` (eager: unfused norms, SiLU x up, SDPA) and `torchtitan-compile`,
 and the peak allocation the memory model predicts (the kit's predicted column); the summary counts
 each block against its own mode's profile (eager: torchtitan; compiled: torchtitan-compile). Validation only:
@@ -82,8 +82,7 @@ def main(argv=None) -> int:
             for runtime in ("torchtitan", "torchtitan-compile"):
                 profile = BlockCoster(kit.block_spec(case), cluster, runtime=runtime,
                                       precision=kit.block_precision(case)).profile(1, case.batch)
-                predicted = profile.block_s + {"none": 0.0, "selective": profile.selective_forward_s,
-                                               "full": profile.full_recompute_s}[case.ac]
+                predicted = profile.block_s + profile.repeated_forward_s(case.ac)
                 if runtime == kit.block_runtime(case):  # each block against its own mode's profile
                     errors[runtime].append(predicted / measured - 1)
                 cells.append(f"{predicted * 1e3:.2f} ({predicted / measured - 1:+.1%})")

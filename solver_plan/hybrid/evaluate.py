@@ -72,8 +72,7 @@ def layer_s(par: Parallelism, profile: BlockProfile, mode: str | None = None) ->
     for its reduction (`BlockProfile.grad_reduce_prep_s`, declared by runtimes that reduce every
     micro-batch: FSDP1 under Composer)."""
     mode = mode or par.recompute
-    extra = {"none": 0.0, "selective": profile.selective_forward_s, "full": profile.full_recompute_s,
-             "per-stage": 0.0}[mode]
+    extra = 0.0 if mode == "per-stage" else profile.repeated_forward_s(mode)
     m = par.micro_batches
     partition = par.shard if par.state_zero >= 2 else 1
     prep = profile.grad_reduce_prep_s if par.replicas > 1 else 0.0
@@ -163,9 +162,7 @@ def stage_choices(ctx: Context, par: Parallelism, layers: tuple[int, ...], memor
         options = [(0.0 if r == "none" else 1.0, r, None) for r in UNIFORM_RECOMPUTE
                    if memory_limit is None or memory_of(ctx, par, i, k, r).total <= memory_limit]
         if profile is not None:
-            _, selective = layer_s(par, profile, "selective")
-            options = [(k * {"none": 0.0, "selective": selective, "full": profile.full_recompute_s}[r], r, n)
-                       for _, r, n in options]
+            options = [(k * profile.repeated_forward_s(r), r, n) for _, r, n in options]
             if options and options[0][1] != "none":
                 r = partial_blocks(ctx, par, i, k, memory_limit)
                 if r is not None:

@@ -8,6 +8,7 @@ The search, the validator and the baselines all call these functions.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import asdict, dataclass, field, replace
 
 from solver_plan.cost.model_state import ParameterState, state_per_parameter
@@ -258,7 +259,12 @@ def unfused_runtime(runtime):
     for the working set of a compiled block's backward under full recomputation. H200, 4 Llama 3.1 405B
     blocks under TP 8 (data/device/h200-2026-11-27-compile-fp8): peak 23.00 GiB allocated compiled,
     22.56 eager, where the fused kernels' smaller working set would price 0.48 GiB less than eager."""
-    profile = resolve_runtime(runtime)
+    return _unfused(resolve_runtime(runtime))
+
+
+@functools.lru_cache(maxsize=None)
+def _unfused(profile):
+    """`unfused_runtime` of a resolved profile, built once per profile (it is asked per stage and point)."""
     kernels = replace(profile.kernels, fused_swiglu=False, fused_norm_rope=False, fusions_compiled=False)
     return replace(profile, kernels=kernels)
 

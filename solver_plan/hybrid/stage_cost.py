@@ -81,6 +81,11 @@ class BlockProfile:
         checkpoint does not run (`recompute_skip_s`)."""
         return self.block_forward_s - self.recompute_skip_s
 
+    def repeated_forward_s(self, mode: str) -> float:
+        """Forward seconds recomputation `mode` repeats per block: none 0, selective
+        `selective_forward_s`, full `full_recompute_s`."""
+        return {"none": 0.0, "selective": self.selective_forward_s, "full": self.full_recompute_s}[mode]
+
 
 def _config_text(cfg) -> str:
     parts = [f"{name}={deg}" for name, deg in cfg.degrees if deg > 1]

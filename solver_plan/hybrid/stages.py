@@ -87,9 +87,6 @@ def default_split(rule: str, layers: int, pp: int, v: int, schedule: str = "1f1b
     base, extra = divmod(layers, stages)
     if base < 1:
         return None
-    sizes = [base]
-    for _ in range(stages - 2):
-        sizes.append(base + (1 if extra > 0 else 0))
-        extra -= 1 if extra > 0 else 0
+    sizes = [base] + [base + 1 if j < extra else base for j in range(stages - 2)]
     sizes.append(layers - sum(sizes))
     return tuple(sum(sizes[j] for j in range(i, stages, pp)) for i in range(pp))
