@@ -83,7 +83,8 @@ def fit_scale(entries: list[dict], cluster_name: str, runtime: str | None) -> tu
 def _describe(q) -> str:
     return (f"dp={q.dp}{'' if q.cp == 1 else f' cp={q.cp}'} tp={q.tp} pp={q.pp} b={q.micro_batch_size} "
             f"m={q.micro_batches} {q.schedule}"
-            f"{'' if q.virtual_stages == 1 else f' v={q.virtual_stages}'} {q.recompute} z{q.zero_stage}")
+            f"{'' if q.virtual_stages == 1 else f' v={q.virtual_stages}'} {q.recompute} z{q.zero_stage}"
+            f"{f' attention={q.attention}' if q.attention else ''}")
 
 
 def predict(point: dict, cluster: str, scale: float, time_limit: float, runtime, precision):

@@ -100,6 +100,9 @@ class HybridView:
     # the runtimes the plan says run its schedule and its offload (schedule_runtimes, offload_runtimes)
     schedule_runtimes: tuple[str, ...] = ()
     offload_runtimes: tuple[str, ...] = ()
+    # the attention kernel family the plan was priced with where it is not its runtime's default
+    # (parallelism.attention, hybrid/search.py attention_choices); "" the runtime's own
+    attention: str = ""
 
     def virtual_stage_layers(self) -> tuple[list[int], bool]:
         """Layers of the pp x virtual parts in model order (part k: virtual stage k // pp of stage
@@ -198,10 +201,19 @@ def hybrid_view(d: dict) -> HybridView:
             offload=str(p.get("offload", "none")),
             offload_layers=tuple(int(s.get("offload_layers", 0) or 0) for s in d["stages"]),
             schedule_runtimes=tuple(d.get("schedule_runtimes") or ()),
-            offload_runtimes=tuple(d.get("offload_runtimes") or ()))
+            offload_runtimes=tuple(d.get("offload_runtimes") or ()), attention=str(p.get("attention") or ""))
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise InputError(f"malformed hybrid plan ({type(exc).__name__}: {exc})", WHERE) from None
     return check_view(view)
+
+
+def attention_lost(v: HybridView, runtime: str) -> list[str]:
+    """The comment line for a plan priced with an attention kernel other than its runtime's default: the
+    exported flags do not choose the kernel, so the user sets it (e.g. LLM Foundry's attn_impl)."""
+    if not v.attention:
+        return []
+    return [f"attention kernel {v.attention}: the plan was priced with it, not the default kernel of its runtime; "
+            f"{runtime} runs its own unless configured (set it where the runtime picks its attention kernel)"]
 
 
 def check_view(view: HybridView) -> HybridView:

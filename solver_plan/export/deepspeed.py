@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 
 from solver_plan.export import deepspeed_moe
-from solver_plan.export.common import (block_config_loss, offloads_activations, offloads_optimizer, refuse_offload,
+from solver_plan.export.common import (attention_lost, block_config_loss, offloads_activations, offloads_optimizer, refuse_offload,
                                        refuse_schedule)
 from solver_plan.export.moe_view import plan_view
 
@@ -46,7 +46,7 @@ def export_deepspeed(d: dict) -> str:
         # host; the plan keeps r blocks' activations there without recomputing them
         refuse_offload(v, "DeepSpeed", "its cpu_checkpointing offloads the inputs of recomputed layers, not the kept "
                        "activations of blocks that are not recomputed")
-    lost: list[str] = []
+    lost: list[str] = attention_lost(v, "DeepSpeed")
     config: dict = _batch_keys(v, lost)
     config["zero_optimization"] = {"stage": v.zero_stage}
     if offloads_optimizer(v):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import shlex
 
 from solver_plan.export import megatron_moe
-from solver_plan.export.common import (block_config_loss, offloads_activations, offloads_optimizer, refuse_offload,
+from solver_plan.export.common import (attention_lost, block_config_loss, offloads_activations, offloads_optimizer, refuse_offload,
                                        refuse_schedule)
 from solver_plan.export.moe_view import plan_view
 from solver_plan.export.model_shape import model_shape
@@ -143,7 +143,7 @@ def export_megatron(d: dict) -> str:
     if v.schedule in ("zb-v", "zb-exact"):
         refuse_schedule(v, "Megatron-LM", "Megatron-core runs 1F1B and interleaved 1F1B: no V placement, no schedule "
                         "given action by action")
-    lost: list[str] = []
+    lost: list[str] = attention_lost(v, "Megatron-LM")
     shape, unreadable = (None, None) if v.experts is not None else model_shape(v.model)
     if v.experts is not None:  # an expert-parallel plan: its model and expert flags (megatron_moe.py)
         flags = megatron_moe.model_flags(v, lost)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from solver_plan.export import torchtitan_moe
 from solver_plan.errors import InputError
-from solver_plan.export.common import WHERE, block_config_loss, refuse_offload
+from solver_plan.export.common import WHERE, attention_lost, block_config_loss, refuse_offload
 from solver_plan.export.moe_view import plan_view
 from solver_plan.export.model_shape import model_shape
 
@@ -100,7 +100,7 @@ def export_torchtitan(d: dict, schedule_csv: str | None = None) -> str:
     if v.schedule == "zb-exact" and v.pp > 1 and not schedule_csv:
         raise InputError("schedule zb-exact: torchtitan runs it from a schedule CSV written beside the export; "
                          "give the export a file (--out / --export-out)", WHERE)
-    lost: list[str] = []
+    lost: list[str] = attention_lost(v, "torchtitan")
     shape, _ = (None, None) if v.experts is not None else model_shape(v.model)
     args = torchtitan_moe.module_and_config(v, lost) if v.experts is not None else _module_and_config(shape, v, lost)
     # FSDP (dp_shard) shards parameters, gradients and optimizer states (ZeRO-3); DDP (dp_replicate)

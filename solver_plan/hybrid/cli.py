@@ -29,7 +29,8 @@ def register_command(subparsers) -> None:
                                 "virtual_stages, recompute (none|selective|full|per-stage), zero_stage (0-3), "
                                 "sequence_parallel (true|false), schedule (1f1b|interleaved|gpipe|zb-h1|zb-h2|zb-v|zb-exact), "
                                 "cp (context parallel), dp_shard (ZeRO shard group, hybrid sharding), offload "
-                                "(none|optimizer|activations|both: state or activations on the host); for a "
+                                "(none|optimizer|activations|both: state or activations on the host), attention "
+                                "(a fused attention kernel the runtime runs, e.g. llm-foundry's triton2022|flash2); for a "
                                 "mixture of experts dp, tp, pp, ep, etp, micro_batch_size, virtual_stages, "
                                 "recompute, zero_stage (0|1), capacity (dropless|factor)")
     o.add(parser, "--routing", default=None,  # issue 24: hybrid/moe_cli.py

@@ -242,7 +242,8 @@ class HybridResult:
                       f"parallelism: dp={q.dp} cp={q.cp} tp={q.tp} pp={q.pp} micro_batch_size={q.micro_batch_size} "
                       f"micro_batches={q.micro_batches} schedule={q.schedule} virtual_stages={q.virtual_stages} "
                       f"recompute={q.recompute} zero_stage={q.zero_stage} sequence_parallel={q.sequence_parallel}"
-                      + (f" offload={q.offload}" if q.offload != "none" else ""),
+                      + (f" offload={q.offload}" if q.offload != "none" else "")
+                      + (f" attention={q.attention} (not the runtime's default kernel)" if q.attention else ""),
                       f"step terms: pipeline {p.terms.pipeline_s:.3f} s, dp sync {p.terms.dp_sync_s:.3f} s "
                       f"({p.terms.dp_sync_hidden_s:.3f} s more hidden under compute, slowing it by "
                       f"{p.terms.contention_s:.3f} s), embedding sync {p.terms.embedding_sync_s:.4f} s, optimizer {p.terms.optimizer_s:.4f} s",

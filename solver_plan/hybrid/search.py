@@ -175,6 +175,7 @@ def _search(model, cluster, global_batch: int, *, devices: int | None = None,
     prec = resolve_hybrid_precision(precision, cluster)
     ctx = _context(spec, cluster, global_batch, limit, prec, runtime)
     pins = _cp_pins(spec, ctx.runtime, pins)
+    pins, attentions = attention_choices(ctx.runtime, cluster, pins)
     from solver_plan.hybrid.zero_bubble import check_runtime
     check_runtime(ctx.runtime, pins.get("schedule", "1f1b"))  # zb-v: only where the runtime runs it
     from solver_plan.hybrid.offload import offered
@@ -188,7 +189,7 @@ def _search(model, cluster, global_batch: int, *, devices: int | None = None,
     def stopped(why: str) -> HybridResult:  # the clock or the budget ended the search: the incumbent stands
         return _time_limit(ctx, first, compute_bound(ctx, compute_scale), start, why, validate)
 
-    points = _points(spec, cluster, global_batch, pins, deadline, offload_modes)
+    points = _points(spec, cluster, global_batch, pins, deadline, offload_modes, attentions)
     if points is None and proof is not None:  # proven all the same
         return _infeasible_by_state(proof, "the time limit was reached while enumerating the configurations", start)
     if points is None:  # the compute bound holds for every plan
@@ -208,17 +209,17 @@ def _search(model, cluster, global_batch: int, *, devices: int | None = None,
     if proof is not None:  # no point fits: the diagnosis bounds every point's memory
         return _diagnose_state_proof(ctx, points, bounds, coster, start, validate, deadline, proof)
     floors = MemoryFloors(ctx, points, bounds, deadline)
-    groups: dict[tuple[int, int], list[int]] = defaultdict(list)
+    groups: dict[tuple[int, int, str], list[int]] = defaultdict(list)
     for i, p in enumerate(points):
         if bounds is None or bounds[i] <= limit:
-            groups[(p.tp, p.micro_batch_size)].append(i)
+            groups[(p.tp, p.micro_batch_size, p.attention)].append(i)
     floor = compute_bound(ctx, compute_scale)
     best: HybridPlan | None = first
     evaluated, pruned = 0, len(points) - sum(map(len, groups.values()))
     open_bounds: list[float] = []
     # the incumbent's block profile counts towards the proof whether or not its group is visited
-    ratios = [] if first is None else [coster.cached()[(first.parallelism.tp,
-                                                        first.parallelism.micro_batch_size)].bound_ratio]
+    ratios = [] if first is None else [coster.cached()[(first.parallelism.tp, first.parallelism.micro_batch_size,
+                                                        first.parallelism.attention)].bound_ratio]
     # Larger tp and smaller micro-batches first: they tend to fit and give a good incumbent early.
     order = sorted(groups, key=lambda key: (-key[0], key[1]))
     timed_out = False
@@ -361,7 +362,7 @@ def _standard_incumbent(ctx: Context, pins: Mapping, offloads: tuple[str, ...], 
         return None
     # past the deadline too (a short solve, `stage_cost.BLOCK_SOLVE_FLOOR_S`, and milliseconds of
     # pricing): without this plan a short limit ends with none at all
-    profile = coster.profile(fits[0].tp, fits[0].micro_batch_size, deadline=deadline)
+    profile = coster.profile(fits[0].tp, fits[0].micro_batch_size, fits[0].attention, deadline=deadline)
     deadline.spend(BLOCK_SOLVE_S)
     ranked = sorted((time_bound(ctx, p, profile), i, p) for i, p in enumerate(fits))
     return price_in_order(((bound, par) for bound, _, par in ranked[:STANDARD_PRICES]),
@@ -420,6 +421,29 @@ TIME_BOUND_S = 3e-5
 EXACT_SCHEDULE_S = 0.04
 
 
+def attention_choices(runtime, cluster: Cluster, pins: dict) -> tuple[dict, tuple[str, ...]]:
+    """The pins with a pinned attention kernel checked and normalised ("" where it is the runtime's default),
+    and the attention kernel families the search tries: the pinned one, else the runtime's default ("")
+    and each other kernel it runs when configured to (`Kernels.attention_offered`) that the device has a
+    measured efficiency for (`DeviceSpec.attention_efficiency`: an unmeasured kernel would be priced at the
+    matrix curve, a guess the search must not prefer). InputError naming --fix attention for a kernel the
+    runtime does not run or, not its default, the device has no measurement of."""
+    from solver_plan.cost.compute import device_of
+
+    device = device_of(cluster)
+    measured = dict(device.attention_efficiency)
+    default = runtime.kernels.attention_backend
+    if "attention" not in pins:
+        return pins, ("",) + tuple(k for k in runtime.kernels.attention_offered if k in measured)
+    kernel = pins["attention"]
+    runtime.with_attention(kernel)  # InputError where the runtime does not run it
+    if kernel != default and kernel not in measured:
+        raise InputError(f"device {device.name} has no measured efficiency for attention kernel {kernel!r} "
+                         f"(its attention_efficiency: {', '.join(measured) or 'none'})", "--fix attention")
+    kernel = "" if kernel == default else kernel
+    return {**pins, "attention": kernel}, (kernel,)
+
+
 def _cp_pins(spec: TransformerSpec, runtime, pins: dict) -> dict:
     """The pins with cp = 1 added for a runtime that cannot run context parallelism (no fused
     attention); InputError for a pinned cp > 1 it cannot run or whose 2 cp pieces do not divide the
@@ -454,13 +478,13 @@ ENUMERATE_S_PER_POINT = 1.1e-5
 
 
 def _points(spec, cluster: Cluster, global_batch: int, pins: dict, deadline: Deadline,
-            offloads: tuple[str, ...] = ("none",)) -> list[Parallelism] | None:
+            offloads: tuple[str, ...] = ("none",), attentions: tuple[str, ...] = ("",)) -> list[Parallelism] | None:
     """The space's points (micro-batches above MAX_MICRO_BATCH only when pinned; the offload modes
-    `offloads`), ENUMERATE_S_PER_POINT each charged to the nominal budget; None when that budget is
+    `offloads`, the attention kernels `attentions`), ENUMERATE_S_PER_POINT each charged to the nominal budget; None when that budget is
     spent (a work limit: the same on a loaded machine) or the wall clock passes first (a batch
     with many divisors on many devices has 10^5 points and more)."""
     return enumerate_within(enumerate_space(spec, cluster.num_devices, cluster.devices_per_node, global_batch, pins,
-                                            offloads), deadline, ENUMERATE_S_PER_POINT,
+                                            offloads, attentions), deadline, ENUMERATE_S_PER_POINT,
                             lambda p: p.micro_batch_size <= MAX_MICRO_BATCH or "micro_batch_size" in pins)
 
 
@@ -661,7 +685,7 @@ def _infeasible(ctx: Context, points, floors: list[float] | None, coster: BlockC
                             time.perf_counter() - start, evaluated, pruned,
                             (f"no configuration fits {ctx.memory_limit / 1e9:.2f} GB per device; {why} "
                              "the least memory any needs was found",) + reason)
-    profile = coster.profile(best_par.tp, best_par.micro_batch_size, deadline=deadline)
+    profile = coster.profile(best_par.tp, best_par.micro_batch_size, best_par.attention, deadline=deadline)
     plan = price(ctx, best_par, profile, best_need * (1 + 1e-9)) or price(ctx, best_par, profile, None)
     limit = ctx.memory_limit
     if plan is None:  # offloaded: the nodes' host memory holds no cut's state (evaluate._host_fits)
@@ -705,11 +729,15 @@ def evaluate(model, cluster, global_batch: int, parallelism, *, memory_limit="de
                                   values.get("recompute", "none"), values.get("zero_stage", 0),
                                   values.get("sequence_parallel", False),
                                   values.get("schedule", "interleaved" if v > 1 else "1f1b"), values.get("cp", 1),
-                                  values.get("dp_shard", 0), values.get("offload", "none"))
+                                  values.get("dp_shard", 0), values.get("offload", "none"),
+                                  values.get("attention", ""))
     cluster = _cluster(cluster, parallelism.devices)
     limit = _memory_limit(memory_limit, cluster)
     prec = resolve_hybrid_precision(precision, cluster)
     ctx = _context(spec, cluster, global_batch, limit, prec, runtime)
+    if parallelism.attention:
+        kernel = attention_choices(ctx.runtime, cluster, {"attention": parallelism.attention})[0]["attention"]
+        parallelism = replace(parallelism, attention=kernel)
     _cp_pins(spec, ctx.runtime, {"cp": parallelism.cp})
     from solver_plan.hybrid.zero_bubble import check_runtime
     check_runtime(ctx.runtime, parallelism.schedule)
@@ -719,8 +747,8 @@ def evaluate(model, cluster, global_batch: int, parallelism, *, memory_limit="de
     if not allowed(ctx.runtime, parallelism.zero_stage, parallelism.pp):
         raise InputError(f"ZeRO-{parallelism.zero_stage} with pp > 1: runtime {ctx.runtime.name} pipelines only "
                          "ZeRO-0/1 (FSDP's ZeRO-3 with pp > 1 needs an FSDP2 runtime: torchtitan)", "--fix zero_stage")
-    profile = BlockCoster(spec, cluster, planner, compute_scale, prec, ctx.runtime).profile(parallelism.tp,
-                                                                               parallelism.micro_batch_size)
+    profile = BlockCoster(spec, cluster, planner, compute_scale, prec, ctx.runtime).profile(
+        parallelism.tp, parallelism.micro_batch_size, parallelism.attention)
     # the layers each stage runs where the runtime splits them itself (no split is pinned): its default
     from solver_plan.hybrid.stages import default_split
     split = default_split(ctx.runtime.default_stage_split, spec.layers, parallelism.pp, parallelism.virtual_stages,

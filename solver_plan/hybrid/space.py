@@ -23,7 +23,7 @@ from solver_plan.hybrid.offload import MODES as OFFLOAD_MODES
 from solver_plan.hybrid.zero_bubble import V_CHUNKS
 
 FIX_KEYS = ("dp", "tp", "pp", "micro_batch_size", "virtual_stages", "recompute", "zero_stage",
-            "sequence_parallel", "schedule", "cp", "dp_shard", "offload")
+            "sequence_parallel", "schedule", "cp", "dp_shard", "offload", "attention")
 INT_KEYS = ("dp", "tp", "pp", "micro_batch_size", "virtual_stages", "zero_stage", "cp", "dp_shard")
 ZERO_OR_MORE = ("zero_stage", "dp_shard")  # the integer keys that may be 0
 
@@ -31,7 +31,8 @@ ZERO_OR_MORE = ("zero_stage", "dp_shard")  # the integer keys that may be 0
 @dataclass(frozen=True)
 class Parallelism:
     """One point of the hybrid space: dp x cp x tp x pp degrees, micro-batch size and count, virtual stages,
-    recomputation, ZeRO stage, sequence parallelism, schedule, and the ZeRO shard group size.
+    recomputation, ZeRO stage, sequence parallelism, schedule, the ZeRO shard group size, offload, and the
+    attention kernel family the runtime is set to run.
     """
     dp: int
     tp: int
@@ -46,6 +47,9 @@ class Parallelism:
     cp: int = 1  # context parallel: the sequence split over cp ranks (hybrid/context_parallel.py)
     dp_shard: int = 0  # ranks of a ZeRO shard group (hybrid sharding, hybrid/fsdp.py); 0: all dp x cp
     offload: str = "none"  # "optimizer": optimizer state and step on the host (hybrid/offload.py)
+    # the fused attention kernel family the runtime runs, one of RuntimeProfile.attention_kernels; "": the
+    # runtime's default (RuntimeProfile.with_attention; search.attention_choices)
+    attention: str = ""
 
     def __post_init__(self):
         for key in ("dp", "tp", "pp", "micro_batch_size", "micro_batches", "virtual_stages", "cp"):
@@ -75,6 +79,8 @@ class Parallelism:
                              "or full)", "recompute")
         if self.offload not in OFFLOAD_MODES:
             raise InputError(f"must be one of {', '.join(OFFLOAD_MODES)}, got {self.offload!r}", "offload")
+        if not isinstance(self.attention, str):
+            raise InputError(f"must be an attention kernel family name, got {self.attention!r}", "attention")
         if self.offload in ("optimizer", "both") and self.zero_stage == 0:
             raise InputError("offloading the optimizer state offloads the distributed optimizer's shard: needs "
                              "zero_stage >= 1", "offload")
@@ -157,6 +163,10 @@ def check_fix(pins: Mapping) -> dict:
             if value not in OFFLOAD_MODES:
                 raise InputError(f"expects one of {', '.join(OFFLOAD_MODES)}, got {value!r}", where)
             out[key] = value
+        elif key == "attention":  # whether the runtime runs it: search.attention_choices
+            if not isinstance(value, str) or not value.strip():
+                raise InputError(f"expects an attention kernel family (e.g. flash2, cudnn), got {value!r}", where)
+            out[key] = value.strip()
         elif key == "recompute":
             if value not in RECOMPUTE_MODES:
                 raise InputError(f"expects one of {', '.join(RECOMPUTE_MODES)}, got {value!r}", where)
@@ -185,14 +195,16 @@ def tp_degrees(spec: TransformerSpec, devices_per_node: int, devices: int) -> li
 
 
 def enumerate_space(spec: TransformerSpec, devices: int, devices_per_node: int, global_batch: int,
-                    pins: Mapping | None = None, offloads: tuple[str, ...] = ("none",)) -> Iterator[Parallelism]:
+                    pins: Mapping | None = None, offloads: tuple[str, ...] = ("none",),
+                    attentions: tuple[str, ...] = ("",)) -> Iterator[Parallelism]:
     """Every valid Parallelism using all `devices` that agrees with `pins`:
     dp x cp x tp x pp = devices (cp: context_parallel.cp_degrees); pp <= layers; micro-batch size b
     with dp x b dividing the global batch (m = B / (dp b)); interleaving with v > 1 needs p v <= layers
     (a block a chunk: stages.py), m divisible by p and p > 1 (Megatron's conditions); sequence
     parallel only with tp > 1; ZeRO shard groups (fsdp.searched_shards); zero-bubble schedules with
     pp > 1 and one recomputation mode; the offload modes `offloads` (offload.offered: the cluster's
-    host and the runtime decide), optimizer offload with ZeRO >= 1."""
+    host and the runtime decide), optimizer offload with ZeRO >= 1; the attention kernels `attentions`
+    (search.attention_choices: what the runtime runs and the device has measured; "" its default)."""
     from solver_plan.hybrid.context_parallel import cp_degrees
 
     pins = dict(pins or {})
@@ -210,10 +222,11 @@ def enumerate_space(spec: TransformerSpec, devices: int, devices_per_node: int, 
                     if "micro_batch_size" in pins and pins["micro_batch_size"] != b:
                         continue
                     m = global_batch // (dp * b)
-                    yield from _inner(spec, pins, dp, tp, pp, b, m, cp, devices_per_node, offloads)
+                    yield from _inner(spec, pins, dp, tp, pp, b, m, cp, devices_per_node, offloads, attentions)
 
 
-def _inner(spec, pins, dp, tp, pp, b, m, cp=1, devices_per_node=1, offloads=("none",)) -> Iterator[Parallelism]:
+def _inner(spec, pins, dp, tp, pp, b, m, cp=1, devices_per_node=1, offloads=("none",),
+           attentions=("",)) -> Iterator[Parallelism]:
     from solver_plan.hybrid.fsdp import searched_shards
 
     schedules = []
@@ -233,6 +246,7 @@ def _inner(spec, pins, dp, tp, pp, b, m, cp=1, devices_per_node=1, offloads=("no
     recomputes = [pins["recompute"]] if "recompute" in pins else list(RECOMPUTE_MODES)
     zeros = [pins["zero_stage"]] if "zero_stage" in pins else list(ZERO_STAGES)
     sps = [pins["sequence_parallel"]] if "sequence_parallel" in pins else ([False, True] if tp > 1 else [False])
+    attentions = (pins["attention"],) if "attention" in pins else attentions
     for (schedule, v), recompute, zero, sp in itertools.product(schedules, recomputes, zeros, sps):
         if sp and tp == 1:
             continue
@@ -242,9 +256,9 @@ def _inner(spec, pins, dp, tp, pp, b, m, cp=1, devices_per_node=1, offloads=("no
             continue  # with pipelining only FSDP's ZeRO-3, gathered once a step (fsdp.py; the search
             # drops it for runtimes without FSDP2, fsdp.allowed)
         shards = [pins["dp_shard"]] if "dp_shard" in pins else searched_shards(dp * cp, tp, devices_per_node, zero)
-        for shard, offload in itertools.product(shards, offloads):
+        for shard, offload, attention in itertools.product(shards, offloads, attentions):
             if (shard and ((dp * cp) % shard or zero == 0)) or (offload in ("optimizer", "both") and zero == 0):
                 continue
             if offload in ("activations", "both") and (pp > 1 or recompute != "none"):
                 continue  # offload.py: Megatron-core's CPU offloading
-            yield Parallelism(dp, tp, pp, b, m, v, recompute, zero, sp, schedule, cp, shard, offload)
+            yield Parallelism(dp, tp, pp, b, m, v, recompute, zero, sp, schedule, cp, shard, offload, attention)

@@ -255,7 +255,7 @@ def tp_overlap_exposed_s(tp_comm_s: float, gemm_s: float, tp: int, runtime, devi
 
 
 class BlockCoster:
-    """Memoised block profiles of one model on one cluster: `profile(tp, b)` solves at most once."""
+    """Memoised block profiles of one model on one cluster: `profile(tp, b, attention)` solves at most once."""
 
     def __init__(self, spec: TransformerSpec, cluster: Cluster, planner: str = "milp", compute_scale: float = 1.0,
                  precision=None, runtime=None):
@@ -272,25 +272,27 @@ class BlockCoster:
         self.precision = precision
         self.runtime = resolve_runtime(runtime)
         self.compute_scale = float(compute_scale)
-        self._cache: dict[tuple[int, int], BlockProfile] = {}
+        self._cache: dict[tuple[int, int, str], BlockProfile] = {}
         self.solves = 0
         self.solver_failures: list[str] = []  # block solves whose solver failed (a fallback plan was used)
 
-    def profile(self, tp: int, micro_batch: int, deadline: Deadline | None = None) -> BlockProfile:
-        """The `BlockProfile` of one transformer block on `tp` devices for `micro_batch` sequences, solved
-        once per (tp, micro_batch) and then cached.
+    def profile(self, tp: int, micro_batch: int, attention: str = "", deadline: Deadline | None = None) -> BlockProfile:
+        """The `BlockProfile` of one transformer block on `tp` devices for `micro_batch` sequences with the
+        runtime's attention kernel family `attention` ("": its default; RuntimeProfile.with_attention),
+        solved once per (tp, micro_batch, attention) and then cached.
         """
-        key = (tp, micro_batch)
+        key = (tp, micro_batch, attention)
         if key not in self._cache:
-            self._cache[key] = self._solve(tp, micro_batch, deadline or Deadline(None))
+            self._cache[key] = self._solve(tp, micro_batch, attention, deadline or Deadline(None))
             self.solves += 1
         return self._cache[key]
 
-    def cached(self) -> dict[tuple[int, int], BlockProfile]:
-        """A copy of the profiles solved so far, by (tp, micro_batch)."""
+    def cached(self) -> dict[tuple[int, int, str], BlockProfile]:
+        """A copy of the profiles solved so far, by (tp, micro_batch, attention)."""
         return dict(self._cache)
 
-    def _solve(self, tp: int, b: int, deadline: Deadline) -> BlockProfile:
+    def _solve(self, tp: int, b: int, attention: str, deadline: Deadline) -> BlockProfile:
+        runtime = self.runtime.with_attention(attention)  # the kernel family the point runs
         from solver_plan.graph.resolve import resolve_model
         from solver_plan.intra.build import build_config_problem
         from solver_plan.intra.solve import solve
@@ -299,9 +301,9 @@ class BlockCoster:
         submesh = self.cluster.first_devices(tp)
         from solver_plan.cost.model import CostModel
 
-        cost_model = CostModel(submesh, precision=self.precision, runtime=self.runtime)
+        cost_model = CostModel(submesh, precision=self.precision, runtime=runtime)
         problem = _restrict(build_config_problem(graph, submesh, cost_model=cost_model), graph, tp,
-                            self.runtime.tensor_parallel == "column-row")
+                            runtime.tensor_parallel == "column-row")
         left = deadline.remaining()
         # an expired deadline still gets a short solve: the block profile is needed for any plan; its
         # nominal budget (the solver's work limits) stays the caller's, so the clock does not change the answer
@@ -325,7 +327,7 @@ class BlockCoster:
         for i, name in enumerate(problem.names):
             cfg = problem.candidates[i][result.assignment[i]]
             op = graph.op(name)
-            fwd, bwd = _compute_s(submesh, cost_model, graph, op, cfg, self.compute_scale, self.runtime)
+            fwd, bwd = _compute_s(submesh, cost_model, graph, op, cfg, self.compute_scale, runtime)
             if group[i] == "block":
                 block_forwards[name] = fwd
             node = cost_model.node(graph, op, cfg)
@@ -350,12 +352,12 @@ class BlockCoster:
         total["block"] -= shared_s + scattered_s
         forward["block"] -= shared_forward_s + scattered_s
         comm -= shared_s + scattered_s
-        eager_forward, eager_backward = norm_rope_s(submesh, self.spec, b, tp, self.runtime,
+        eager_forward, eager_backward = norm_rope_s(submesh, self.spec, b, tp, runtime,
                                                     cost_model.precision.activations.bytes)
         total["block"] += self.compute_scale * (eager_forward + eager_backward)
         forward["block"] += self.compute_scale * eager_forward
-        total["head"] += self.compute_scale * train_metric_s(submesh, self.spec, b, tp, self.runtime)
-        exposed = tp_overlap_exposed_s(comm, gemm, tp, self.runtime, submesh.device)
+        total["head"] += self.compute_scale * train_metric_s(submesh, self.spec, b, tp, runtime)
+        exposed = tp_overlap_exposed_s(comm, gemm, tp, runtime, submesh.device)
         total["block"] -= comm - exposed
         forward["block"] -= (comm - exposed) / 2.0  # forward was booked half the communication (above)
         comm = exposed
@@ -363,11 +365,11 @@ class BlockCoster:
         if result.status != Status.OPTIMAL:
             ratio = (result.lower_bound / result.objective) if (result.lower_bound and result.objective) else 0.0
         # torchtitan's op-level policy recomputes every second matmul and the element-wise ops: half the forward
-        selective = forward["block"] / 2.0 if self.runtime.kernels.selective_policy == "every-other-matmul" else None
+        selective = forward["block"] / 2.0 if runtime.kernels.selective_policy == "every-other-matmul" else None
         accumulate = self.compute_scale * grad_accumulate_s(submesh, self.spec, tp, cost_model.precision.gradients.bytes,
-                                                            self.runtime)
-        prep = self.compute_scale * grad_reduce_prep_s(submesh, self.spec, tp, self.runtime)
-        skip = recompute_tail_s(graph, scope, block_forwards) if self.runtime.kernels.recompute_early_stop else 0.0
+                                                            runtime)
+        prep = self.compute_scale * grad_reduce_prep_s(submesh, self.spec, tp, runtime)
+        skip = recompute_tail_s(graph, scope, block_forwards) if runtime.kernels.recompute_early_stop else 0.0
         return BlockProfile(tp, b, total["block"], forward["block"], attention_forward, total["embed"], total["head"],
                             comm, result.status, max(0.0, min(1.0, ratio)), selective, tuple(configs["block"]),
                             tuple(configs["embed"]), tuple(configs["head"]), accumulate, prep,

@@ -94,6 +94,9 @@ def validate_plan(plan: HybridPlan, cluster: Cluster, enforce_memory: bool = Tru
         problems.append(f"cp {q.cp}: the sequence of {spec.seq} tokens does not split into 2 cp pieces")
     if q.cp > 1 and not runtime.kernels.flash_attention:
         problems.append(f"cp {q.cp}: runtime {runtime.name} has no fused attention")
+    if q.attention and q.attention not in runtime.attention_kernels:
+        problems.append(f"attention kernel {q.attention!r}: runtime {runtime.name} runs "
+                        f"{', '.join(runtime.attention_kernels)}")
     # ZeRO shards over a group of `shard` of the rep ranks (hybrid sharding: `replicate` groups); with a
     # pipeline, ZeRO-3 is FSDP2's, gathered once a step: the memory and traffic of ZeRO-1
     shard = q.dp_shard or rep

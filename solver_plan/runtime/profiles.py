@@ -53,6 +53,11 @@ class Kernels:
     # fused attention kernel family, a key of the device's `attention_efficiency` table ("" when unfused):
     # "flash2" (FlashAttention-2, PyTorch SDPA's flash backend), "cudnn" (cuDNN / FlashAttention-3 class)
     attention_backend: str = ""
+    # the other fused kernel families the runtime runs when its configuration asks for them (LLM Foundry's
+    # attn_impl, Megatron-core's --attention-backend), each a key of the device's `attention_efficiency`:
+    # the hybrid search chooses among these and attention_backend, its default (`RuntimeProfile.with_attention`;
+    # `--fix attention=NAME` pins one). () where the runtime offers no other or none is sourced
+    attention_offered: tuple[str, ...] = ()
     fused_norm_rope: bool = True  # RMSNorm / LayerNorm and rotary embeddings as fused kernels (not eager fp32 ops)
     # bytes per logit element held at the loss's peak (the start of backward): Megatron's
     # vocab-parallel cross entropy keeps fp32 logits and works in place (Korthikanti et al. 2022: 4);
@@ -262,10 +267,32 @@ class RuntimeProfile:
         if loss and not (len(loss) == 2 and all(phase and all(x >= 0 for x in phase) for phase in loss)):
             raise InputError(f"loss_kernel_bytes_per_logit must be () or (forward, backward) kernels' bytes >= 0, "
                              f"got {loss!r}", "loss_kernel_bytes_per_logit")
+        offered = self.kernels.attention_offered
+        if not (all(isinstance(k, str) and k for k in offered) and len(set(offered)) == len(offered)
+                and self.kernels.attention_backend not in offered and (not offered or self.kernels.flash_attention)):
+            raise InputError(f"attention_offered must be distinct fused kernel families other than attention_backend "
+                             f"{self.kernels.attention_backend!r}, got {offered!r}", "attention_offered")
         for name, value in (("optimizer_bytes_per_param", self.optimizer_bytes_per_param),
                             ("metric_bytes_per_logit", self.kernels.metric_bytes_per_logit)):
             if not value >= 0:
                 raise InputError(f"{name} must be >= 0, got {value!r}", name)
+
+    @property
+    def attention_kernels(self) -> tuple[str, ...]:
+        """The fused attention kernel families the runtime can run, its default first ("" alone: unfused)."""
+        return (self.kernels.attention_backend,) + self.kernels.attention_offered
+
+    def with_attention(self, kernel: str) -> "RuntimeProfile":
+        """The same runtime configured to run the attention kernel family `kernel` (one of
+        `attention_kernels`; "" or the default: this profile). Only the kernel changes: the runtime's
+        name, memory and overlap stay, so a plan priced with it is validated against the named profile."""
+        if kernel in ("", self.kernels.attention_backend):
+            return self
+        if kernel not in self.kernels.attention_offered:
+            raise InputError(f"runtime {self.name} runs the attention kernels {', '.join(self.attention_kernels)}, "
+                             f"not {kernel!r}", "--fix attention")
+        others = tuple(k for k in self.attention_kernels if k != kernel)
+        return replace(self, kernels=replace(self.kernels, attention_backend=kernel, attention_offered=others))
 
     def runs_layout(self, degrees: dict[str, int], zero_stage: int | None) -> bool:
         """Whether the runtime runs a plan of these model-parallel `degrees` ("tp", "pp", "cp": degree)
@@ -739,7 +766,7 @@ LLM_FOUNDRY = replace(
     kernels=Kernels(flash_attention=True, attention_dropout=False, causal_skip=True, fused_swiglu=False,
                     fused_cross_entropy=True, fp8_gemms=False, attention_backend="triton2022", fused_norm_rope=True,
                     loss_bytes_per_logit=2.0, metric_bytes_per_logit=28.0, grad_reduce_prep_bytes=18.0,
-                    recompute_early_stop=True),
+                    recompute_early_stop=True, attention_offered=("flash2",)),
     memory=MemoryReserve(cuda_context=0.5 * GIB, nccl_per_communicator=NCCL_BYTES_PER_COMMUNICATOR,
                          workspace=64 * MIB, fragmentation=0.05),
     cp_exchange="ring", dimensions=(), zero_stages=(0, 2, 3), optimizer_bytes_per_param=92.0,
@@ -761,6 +788,11 @@ LLM_FOUNDRY = replace(
                               "FlashAttention-2 on an A100 (data/device/published/flashattention2-fwd-bwd.csv; "
                               "the device tables' triton2022 curves). The large-scale benchmarks' sweep.py runs "
                               "attn_impl flash for 1b-7b and 70b: the llm-foundry-flash profile"),
+        ("attention_offered", "flash2: the same stack with attn_config.attn_impl: flash runs flash_attn_fn, "
+                              "flash-attn's FlashAttention-2 (llmfoundry/models/layers/attention.py at 5e85bd62d; "
+                              "setup.py's gpu-flash2 extra installs flash-attn 2.4.2, the extra submit_benchmarks.py "
+                              "installs for every run): a yaml key the planner may set (llm-foundry-flash prices it "
+                              "alike)"),
         ("attention_dropout", "configuration_mpt.py attn_config attn_pdrop default 0; triton_flash_attn_fn raises "
                               "'Dropout not implemented for attn_impl: triton'"),
         ("fused_norm_rope", "submit_benchmarks.py mod_parameters sets model.norm_type = 'low_precision_layernorm' "
@@ -870,12 +902,13 @@ LLM_FOUNDRY = replace(
 LLM_FOUNDRY_FLASH = replace(
     LLM_FOUNDRY, name="llm-foundry-flash",
     summary="llm-foundry with attn_impl flash: FlashAttention-2 (flash-attn 2.4.2) instead of the 2022 Triton kernel",
-    kernels=replace(LLM_FOUNDRY.kernels, attention_backend="flash2"),
+    kernels=replace(LLM_FOUNDRY.kernels, attention_backend="flash2", attention_offered=("triton2022",)),
     sources=(
         ("attention_backend", "flash2: llm-foundry 5e85bd62d llmfoundry/models/layers/attention.py flash_attn_fn "
                               "calls flash-attn's flash_attn_varlen_func (setup.py gpu-flash2: flash-attn 2.4.2) "
                               "when attn_impl is flash; scripts/train/benchmarking/sweep.py sets it for 1b, 3b, 7b "
                               "and 70b (triton for 13b and 30b)"),
+        ("attention_offered", "triton2022: attn_impl triton, the 2022 Triton kernel (as llm-foundry)"),
         ("rest", "as llm-foundry"),
     ))
 
