@@ -44,6 +44,17 @@ def test_llm_foundry_offers_flash_attention_and_the_flash_profile_is_that_choice
     assert RUNTIMES["megatron-core"].attention_kernels == ("cudnn",)
 
 
+def test_every_offered_kernel_says_how_the_runtime_is_set_to_run_it():
+    assert FOUNDRY.attention_setting("flash2") == "model.attn_config.attn_impl: flash"
+    assert FLASH.attention_setting("triton2022") == "model.attn_config.attn_impl: triton"
+    with pytest.raises(InputError) as err:
+        replace(FOUNDRY, kernels=replace(FOUNDRY.kernels, attention_settings=()))
+    assert err.value.where == "attention_settings"
+    with pytest.raises(InputError):
+        replace(FOUNDRY, kernels=replace(FOUNDRY.kernels, attention_settings=FOUNDRY.kernels.attention_settings
+                                         + (("cudnn", "x"),)))
+
+
 @pytest.mark.parametrize("offered", [("triton2022",), ("flash2", "flash2"), ("",)])
 def test_offered_kernels_must_be_other_distinct_families(offered):
     with pytest.raises(InputError) as err:
@@ -86,7 +97,9 @@ def test_search_takes_the_better_kernel_and_agrees_with_each_pinned_search():
     assert free.plan.step_time_s == pytest.approx(min(triton.plan.step_time_s, flash.plan.step_time_s), rel=1e-12)
     # FlashAttention-2 measured ~2x the 2022 Triton kernel on an H100 at 16K tokens: it decides here
     assert free.plan.parallelism.attention == "flash2" and flash.plan.step_time_s < 0.8 * triton.plan.step_time_s
-    assert "attention=flash2" in free.table()
+    assert "attention=flash2 (not the runtime's default kernel: set model.attn_config.attn_impl: flash)" in free.table()
+    assert free.plan.to_dict()["attention_setting"] == "model.attn_config.attn_impl: flash"
+    assert triton.plan.to_dict()["attention_setting"] is None
     assert free.plan.to_dict()["parallelism"]["attention"] == "flash2"
 
 
@@ -128,6 +141,7 @@ def test_validator_and_exports_say_the_kernel():
     record = {"status": "FEASIBLE", **plan.to_dict()}
     assert hybrid_view(record).attention == "flash2"
     assert "attention kernel flash2" in export_torchtitan(record)
+    assert "set model.attn_config.attn_impl: flash" in export_torchtitan(record)
     default = {"status": "FEASIBLE", **evaluate(MPT, "h100-80gb-superpod", 8, PINS, runtime="llm-foundry",
                                                 precision="bf16").plan.to_dict()}
     assert "attention kernel" not in export_torchtitan(default)

@@ -103,6 +103,7 @@ class HybridView:
     # the attention kernel family the plan was priced with where it is not its runtime's default
     # (parallelism.attention, hybrid/search.py attention_choices); "" the runtime's own
     attention: str = ""
+    attention_setting: str = ""  # what tells the runtime to run it (the plan's attention_setting)
 
     def virtual_stage_layers(self) -> tuple[list[int], bool]:
         """Layers of the pp x virtual parts in model order (part k: virtual stage k // pp of stage
@@ -201,7 +202,8 @@ def hybrid_view(d: dict) -> HybridView:
             offload=str(p.get("offload", "none")),
             offload_layers=tuple(int(s.get("offload_layers", 0) or 0) for s in d["stages"]),
             schedule_runtimes=tuple(d.get("schedule_runtimes") or ()),
-            offload_runtimes=tuple(d.get("offload_runtimes") or ()), attention=str(p.get("attention") or ""))
+            offload_runtimes=tuple(d.get("offload_runtimes") or ()), attention=str(p.get("attention") or ""),
+            attention_setting=str(d.get("attention_setting") or ""))
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise InputError(f"malformed hybrid plan ({type(exc).__name__}: {exc})", WHERE) from None
     return check_view(view)
@@ -212,8 +214,9 @@ def attention_lost(v: HybridView, runtime: str) -> list[str]:
     exported flags do not choose the kernel, so the user sets it (e.g. LLM Foundry's attn_impl)."""
     if not v.attention:
         return []
+    how = f"set {v.attention_setting}" if v.attention_setting else "set it where the runtime picks its attention kernel"
     return [f"attention kernel {v.attention}: the plan was priced with it, not the default kernel of its runtime; "
-            f"{runtime} runs its own unless configured (set it where the runtime picks its attention kernel)"]
+            f"{runtime} runs its own unless configured ({how})"]
 
 
 def check_view(view: HybridView) -> HybridView:

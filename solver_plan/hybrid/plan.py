@@ -137,6 +137,21 @@ class HybridPlan:
         """Achieved model TFLOP/s per device, model FLOPs per step / step time / devices."""
         return self.model_flops_per_step / self.step_time_s / self.devices / 1e12
 
+    def attention_setting(self) -> str | None:
+        """Where the plan runs an attention kernel other than its runtime's default: what tells the runtime
+        to run it (`Kernels.attention_settings`, e.g. LLM Foundry's model.attn_config.attn_impl: flash);
+        None for the default kernel."""
+        from solver_plan.runtime import RUNTIMES, DEFAULT_RUNTIME
+
+        kernel = self.parallelism.attention
+        if not kernel:
+            return None
+        return RUNTIMES.get(self.runtime or "", DEFAULT_RUNTIME).attention_setting(kernel) or None
+
+    def _attention_hint(self) -> str:
+        setting = self.attention_setting()
+        return f"not the runtime's default kernel: set {setting}" if setting else "not the runtime's default kernel"
+
     def context_parallel(self) -> dict:
         """What the runtime must run for cp (hybrid/context_parallel.py): degree, the key/value
         exchange, and the load balancing (the sequence in 2 cp pieces, rank r holding r and 2 cp - 1 - r)."""
@@ -151,6 +166,7 @@ class HybridPlan:
         return {"model": self.model, "cluster": self.cluster, "devices": self.devices,
                 "global_batch": self.global_batch, "precision": self.precision, "runtime": self.runtime,
                 "parallelism": self.parallelism.to_dict(),
+                "attention_setting": self.attention_setting(),
                 "context_parallel": self.context_parallel(),
                 "schedule_runtimes": schedule_runtimes(self.parallelism.schedule),
                 "exact_schedule": None if self.exact_schedule is None else self.exact_schedule.to_dict(),
@@ -243,7 +259,7 @@ class HybridResult:
                       f"micro_batches={q.micro_batches} schedule={q.schedule} virtual_stages={q.virtual_stages} "
                       f"recompute={q.recompute} zero_stage={q.zero_stage} sequence_parallel={q.sequence_parallel}"
                       + (f" offload={q.offload}" if q.offload != "none" else "")
-                      + (f" attention={q.attention} (not the runtime's default kernel)" if q.attention else ""),
+                      + (f" attention={q.attention} ({p._attention_hint()})" if q.attention else ""),
                       f"step terms: pipeline {p.terms.pipeline_s:.3f} s, dp sync {p.terms.dp_sync_s:.3f} s "
                       f"({p.terms.dp_sync_hidden_s:.3f} s more hidden under compute, slowing it by "
                       f"{p.terms.contention_s:.3f} s), embedding sync {p.terms.embedding_sync_s:.4f} s, optimizer {p.terms.optimizer_s:.4f} s",

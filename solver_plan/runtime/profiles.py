@@ -58,6 +58,10 @@ class Kernels:
     # the hybrid search chooses among these and attention_backend, its default (`RuntimeProfile.with_attention`;
     # `--fix attention=NAME` pins one). () where the runtime offers no other or none is sourced
     attention_offered: tuple[str, ...] = ()
+    # how the runtime is told to run each of its kernel families, default and offered: (kernel, setting),
+    # e.g. ("flash2", "model.attn_config.attn_impl: flash"); every offered kernel has one (what the plan
+    # table and the exports tell the user to set)
+    attention_settings: tuple[tuple[str, str], ...] = ()
     fused_norm_rope: bool = True  # RMSNorm / LayerNorm and rotary embeddings as fused kernels (not eager fp32 ops)
     # bytes per logit element held at the loss's peak (the start of backward): Megatron's
     # vocab-parallel cross entropy keeps fp32 logits and works in place (Korthikanti et al. 2022: 4);
@@ -272,6 +276,10 @@ class RuntimeProfile:
                 and self.kernels.attention_backend not in offered and (not offered or self.kernels.flash_attention)):
             raise InputError(f"attention_offered must be distinct fused kernel families other than attention_backend "
                              f"{self.kernels.attention_backend!r}, got {offered!r}", "attention_offered")
+        settings = dict(self.kernels.attention_settings)
+        if not (set(settings) <= set(self.attention_kernels) and set(offered) <= set(settings)):
+            raise InputError(f"attention_settings must say how to run each offered kernel {offered!r} and name no "
+                             f"other than {self.attention_kernels!r}, got {tuple(settings)!r}", "attention_settings")
         for name, value in (("optimizer_bytes_per_param", self.optimizer_bytes_per_param),
                             ("metric_bytes_per_logit", self.kernels.metric_bytes_per_logit)):
             if not value >= 0:
@@ -281,6 +289,10 @@ class RuntimeProfile:
     def attention_kernels(self) -> tuple[str, ...]:
         """The fused attention kernel families the runtime can run, its default first ("" alone: unfused)."""
         return (self.kernels.attention_backend,) + self.kernels.attention_offered
+
+    def attention_setting(self, kernel: str) -> str:
+        """What tells the runtime to run `kernel` ("" where no setting is recorded: its default)."""
+        return dict(self.kernels.attention_settings).get(kernel, "")
 
     def with_attention(self, kernel: str) -> "RuntimeProfile":
         """The same runtime configured to run the attention kernel family `kernel` (one of
@@ -766,7 +778,9 @@ LLM_FOUNDRY = replace(
     kernels=Kernels(flash_attention=True, attention_dropout=False, causal_skip=True, fused_swiglu=False,
                     fused_cross_entropy=True, fp8_gemms=False, attention_backend="triton2022", fused_norm_rope=True,
                     loss_bytes_per_logit=2.0, metric_bytes_per_logit=28.0, grad_reduce_prep_bytes=18.0,
-                    recompute_early_stop=True, attention_offered=("flash2",)),
+                    recompute_early_stop=True, attention_offered=("flash2",),
+                    attention_settings=(("triton2022", "model.attn_config.attn_impl: triton"),
+                                        ("flash2", "model.attn_config.attn_impl: flash"))),
     memory=MemoryReserve(cuda_context=0.5 * GIB, nccl_per_communicator=NCCL_BYTES_PER_COMMUNICATOR,
                          workspace=64 * MIB, fragmentation=0.05),
     cp_exchange="ring", dimensions=(), zero_stages=(0, 2, 3), optimizer_bytes_per_param=92.0,
