@@ -132,11 +132,11 @@ def hybrid(model: Any, cluster: Any = DEFAULT_CLUSTER, global_batch: int = DEFAU
     parallelism for a mixture-of-experts config.json). `model` is a GPT-style zoo spec or a decoder
     config.json. `precision`: fp32, tf32, bf16, fp16, fp8 or auto (the device's default). Other
     keywords are `HybridRequest` fields: block_solver, fix, runtime, compute_scale, routing,
-    a2a_overlap, planner (hybrid, data-parallel, megatron-rule). Returns a `HybridResult` (status,
+    a2a_overlap, planner (hybrid, data-parallel, megatron-rule, what-if). Returns a `HybridResult` (status,
     step_time_s, lower_bound_s, `to_dict()`, which `export_plan` turns into runtime configs), or a
     `MoEResult` for a mixture of experts. Old name: `planner` for the block solver when it names
     a per-operator planner."""
-    if "planner" in options and options["planner"] not in ("hybrid", "data-parallel", "megatron-rule"):
+    if "planner" in options and options["planner"] not in ("hybrid", "data-parallel", "megatron-rule", "what-if"):
         options["block_solver"] = _renamed(options, "planner", "block_solver", options.get("block_solver"),
                                            None, "hybrid")
     try:

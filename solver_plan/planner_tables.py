@@ -84,7 +84,7 @@ def hybrid_planners() -> tuple[PlannerInfo, ...]:
     fix=None, deadline=None, precision=None, **options) -> HybridResult (options: planner, the block
     solver; compute_scale; runtime). Job files give the global batch as the option `batch`."""
     from solver_plan.hybrid import baselines
-    from solver_plan.hybrid.search import plan_hybrid
+    from solver_plan.hybrid.search import plan_hybrid, what_if
 
     def row(name, func, description, exact=False) -> PlannerInfo:
         return PlannerInfo(name, "hybrid", func, exact, description, options=HYBRID_JOB_OPTIONS,
@@ -93,6 +93,8 @@ def hybrid_planners() -> tuple[PlannerInfo, ...]:
         row("hybrid", plan_hybrid, "data x tensor x pipeline search with tied per-operator block solves", True),
         row("data-parallel", baselines.data_parallel, "baseline: pure data parallel, ZeRO stage as needed"),
         row("megatron-rule", baselines.megatron_rule, "baseline: tp = GPUs per node, smallest pipeline that fits"),
+        row("what-if", what_if, "prices the configuration fix pins (dp, tp, pp, micro_batch_size at least) as the "
+                                "runtime runs it; no search"),
     )
 
 

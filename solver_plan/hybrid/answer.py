@@ -1,7 +1,7 @@
 """Front door of the hybrid question: a `HybridRequest` -> `HybridReport`, for the command line, the
 Python API and batch jobs alike. A mixture of experts goes to the expert-parallel planner
 (moe_plan.py), with the plan's step time under routing loads it was not priced for; any other
-transformer to the request's planner of kind "hybrid" (hybrid, data-parallel, megatron-rule), whose
+transformer to the request's planner of kind "hybrid" (hybrid, data-parallel, megatron-rule, what-if), whose
 block solves use the request's block solver."""
 from __future__ import annotations
 

@@ -56,6 +56,9 @@ def register_command(subparsers) -> None:
     o.add(parser, "--quiet", action="store_true", help="accepted for symmetry with plan and pipeline: hybrid "
                                          "prints no progress line")
     o.add_seed(parser)
+    parser.add_argument("--what-if", action="store_true",
+                        help="price the configuration --fix pins (dp, tp, pp, micro_batch_size at least) as the "
+                             "runtime runs it, its own layer split included, instead of searching (planner what-if)")
     parser.add_argument("--out", help="write the plan as JSON here")
     o.add_export_arguments(parser, ("megatron", "deepspeed", "torchtitan"))
     parser.set_defaults(func=run)
@@ -88,7 +91,7 @@ def hybrid_request(args):
                    block_solver=args.block_solver, devices=args.devices, time_limit=args.time_limit,
                    memory_limit=args.memory_limit, precision=args.precision, runtime=args.runtime, fix=args.fix,
                    compute_scale=args.compute_scale, routing=args.routing, a2a_overlap=args.a2a_overlap,
-                   seed=args.seed)
+                   seed=args.seed, **({"planner": "what-if"} if args.what_if else {}))
 
 
 def run(args) -> int:

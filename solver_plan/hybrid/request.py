@@ -30,7 +30,7 @@ class HybridRequest(RequestFields):
     model: Any = "gpt2"
     cluster: Any = DEFAULT_CLUSTER
     global_batch: int = DEFAULT_GLOBAL_BATCH
-    planner: str = DEFAULT_HYBRID_PLANNER  # hybrid, data-parallel, megatron-rule (kind "hybrid")
+    planner: str = DEFAULT_HYBRID_PLANNER  # hybrid, data-parallel, megatron-rule, what-if (kind "hybrid")
     block_solver: str = DEFAULT_BLOCK_SOLVER  # per-operator planner of the block solves
     devices: int | None = None
     time_limit: float | None = DEFAULT_TIME_LIMIT_S

@@ -704,6 +704,30 @@ def _infeasible(ctx: Context, points, floors: list[float] | None, coster: BlockC
     return _checked(result, ctx, validate)
 
 
+WHAT_IF_KEYS = ("dp", "tp", "pp", "micro_batch_size")  # what a what-if must be given (the rest has defaults)
+
+
+def what_if(model, cluster, global_batch: int, *, devices: int | None = None, time_limit: float | None = None,
+            memory_limit="device", fix: Mapping | None = None, deadline: Deadline | None = None, precision=None,
+            planner: str = "milp", compute_scale: float = 1.0, runtime=None, validate: bool = True) -> HybridResult:
+    """`evaluate` as a planner of kind "hybrid" (`solver-plan hybrid --what-if`, job planner `what-if`): the
+    configuration `fix` pins, priced as the runtime runs it (its own layer split where it has one,
+    `RuntimeProfile.default_stage_split`), not searched. `fix` gives dp, tp and pp and the micro-batch size at
+    least (InputError naming --fix for the rest); `devices`, when given, must be the dp x cp x tp x pp it
+    uses. One pricing: the time limit is not needed."""
+    pins = check_fix(fix or {})
+    missing = [key for key in WHAT_IF_KEYS if key not in pins]
+    if missing:
+        raise InputError(f"a what-if prices one given configuration: pin {', '.join(missing)} too (it takes "
+                         f"{', '.join(WHAT_IF_KEYS)} and any of the other keys)", "--fix")
+    used = pins["dp"] * pins.get("cp", 1) * pins["tp"] * pins["pp"]
+    if devices is not None and devices != used:
+        raise InputError(f"the pinned configuration uses dp x cp x tp x pp = {used} devices, not {devices}",
+                         "--devices")
+    return evaluate(model, cluster, global_batch, pins, memory_limit=memory_limit, planner=planner, validate=validate,
+                    compute_scale=compute_scale, precision=precision, runtime=runtime)
+
+
 def evaluate(model, cluster, global_batch: int, parallelism, *, memory_limit="device", planner: str = "milp",
              validate: bool = True, compute_scale: float = 1.0, precision=None, runtime=None) -> HybridResult:
     """What-if: the step time and memory of one fully given configuration (a Parallelism, or a dict
