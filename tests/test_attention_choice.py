@@ -65,13 +65,19 @@ def test_offered_kernels_must_be_other_distinct_families(offered):
 def test_unfused_runtime_offers_no_fused_kernel():
     unfused = Kernels(flash_attention=False, attention_dropout=True, causal_skip=False, fused_swiglu=False,
                       fused_cross_entropy=False, fp8_gemms=False, attention_offered=("flash2",))
-    with pytest.raises(InputError):
-        replace(FOUNDRY, kernels=unfused)
+    with pytest.raises(InputError) as err:
+        replace(FOUNDRY, kernels=replace(unfused, attention_settings=(("flash2", "model.attn_config.attn_impl: "
+                                                                                 "flash"),)))
+    assert err.value.where == "attention_offered"
+    with pytest.raises(InputError) as err:
+        RUNTIMES["deepspeed"].with_attention("flash2")
+    assert "runs no fused attention kernel" in str(err.value)
 
 
 def test_attention_pin_is_parsed_and_checked():
     assert parse_fix("dp=8,attention=flash2") == {"dp": 8, "attention": "flash2"}
-    for bad in ("", "  ", 3):
+    assert check_fix({"attention": " "}) == {"attention": ""}  # the default, as a plan's parallelism says it
+    for bad in (3, None, True):
         with pytest.raises(InputError) as err:
             check_fix({"attention": bad})
         assert err.value.where == "--fix attention"
@@ -140,8 +146,21 @@ def test_validator_and_exports_say_the_kernel():
     assert any("attention kernel 'cudnn'" in p for p in validate_plan(wrong, cluster))
     record = {"status": "FEASIBLE", **plan.to_dict()}
     assert hybrid_view(record).attention == "flash2"
-    assert "attention kernel flash2" in export_torchtitan(record)
-    assert "set model.attn_config.attn_impl: flash" in export_torchtitan(record)
+    exported = export_torchtitan(record)
+    assert "attention kernel flash2" in exported and "(llm-foundry: model.attn_config.attn_impl: flash)" in exported
+    assert "torchtitan picks its own attention kernel" in exported
     default = {"status": "FEASIBLE", **evaluate(MPT, "h100-80gb-superpod", 8, PINS, runtime="llm-foundry",
                                                 precision="bf16").plan.to_dict()}
     assert "attention kernel" not in export_torchtitan(default)
+
+
+@pytest.mark.parametrize("runtime", ["llm-foundry", "megatron-core"])
+def test_a_plans_own_parallelism_reads_back_as_pins(runtime):
+    from solver_plan.hybrid.space import FIX_KEYS
+    found = plan_hybrid(MPT, "h100-80gb-superpod", 8, devices=8, time_limit=60, runtime=runtime, precision="bf16")
+    pins = {k: v for k, v in found.plan.parallelism.to_dict().items() if k in FIX_KEYS}
+    again = evaluate(MPT, "h100-80gb-superpod", 8, pins, runtime=runtime, precision="bf16")
+    pinned = plan_hybrid(MPT, "h100-80gb-superpod", 8, devices=8, time_limit=60, fix=pins, runtime=runtime,
+                         precision="bf16")
+    assert again.plan.parallelism == found.plan.parallelism == pinned.plan.parallelism
+    assert pinned.plan.step_time_s == pytest.approx(found.plan.step_time_s, rel=1e-12)

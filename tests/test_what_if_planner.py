@@ -81,3 +81,16 @@ def test_a_job_file_runs_the_what_if_planner(tmp_path):
     assert len(records) == 1 and records[0]["status"] == "FEASIBLE"
     direct = evaluate(MODEL, "a100x8-80gb", 16, PINS, runtime="torchtitan")
     assert records[0]["objective_s"] == pytest.approx(direct.plan.step_time_s, rel=1e-12)
+
+
+def test_a_tensor_parallel_degree_that_splits_a_head_is_refused():
+    with pytest.raises(InputError) as exc:  # 4 heads: tp 3 would split them
+        what_if(MODEL, "a100x8-80gb", 16, fix={"dp": 2, "tp": 3, "pp": 1, "micro_batch_size": 1})
+    assert exc.value.where == "--fix tp" and "4 heads" in str(exc.value)
+
+
+def test_a_mixture_of_experts_what_if_names_the_option(capsys):
+    code = main(["hybrid", "--model", "data/hf-configs/mixtral-8x7b-v0.1.json", "--cluster", "h100-4x8-ib",
+                 "--batch", "16", "--fix", "dp=4,tp=8,pp=1,micro_batch_size=1", "--what-if"])
+    err = capsys.readouterr().err
+    assert code != 0 and "--what-if" in err and "pin every dimension" in err and "Traceback" not in err

@@ -104,6 +104,7 @@ class HybridView:
     # (parallelism.attention, hybrid/search.py attention_choices); "" the runtime's own
     attention: str = ""
     attention_setting: str = ""  # what tells the runtime to run it (the plan's attention_setting)
+    runtime: str = ""  # the runtime profile the plan was priced for (the plan's `runtime`)
 
     def virtual_stage_layers(self) -> tuple[list[int], bool]:
         """Layers of the pp x virtual parts in model order (part k: virtual stage k // pp of stage
@@ -203,20 +204,22 @@ def hybrid_view(d: dict) -> HybridView:
             offload_layers=tuple(int(s.get("offload_layers", 0) or 0) for s in d["stages"]),
             schedule_runtimes=tuple(d.get("schedule_runtimes") or ()),
             offload_runtimes=tuple(d.get("offload_runtimes") or ()), attention=str(p.get("attention") or ""),
-            attention_setting=str(d.get("attention_setting") or ""))
+            attention_setting=str(d.get("attention_setting") or ""), runtime=str(d.get("runtime") or ""))
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise InputError(f"malformed hybrid plan ({type(exc).__name__}: {exc})", WHERE) from None
     return check_view(view)
 
 
-def attention_lost(v: HybridView, runtime: str) -> list[str]:
+def attention_lost(v: HybridView, target: str) -> list[str]:
     """The comment line for a plan priced with an attention kernel other than its runtime's default: the
-    exported flags do not choose the kernel, so the user sets it (e.g. LLM Foundry's attn_impl)."""
+    exported flags do not choose the kernel; the line says which runtime's setting runs it (e.g. LLM
+    Foundry's attn_impl) and that `target` picks its own."""
     if not v.attention:
         return []
-    how = f"set {v.attention_setting}" if v.attention_setting else "set it where the runtime picks its attention kernel"
-    return [f"attention kernel {v.attention}: the plan was priced with it, not the default kernel of its runtime; "
-            f"{runtime} runs its own unless configured ({how})"]
+    priced = v.runtime or "its runtime"
+    how = f" ({priced}: {v.attention_setting})" if v.attention_setting else ""
+    return [f"attention kernel {v.attention}: the plan was priced with it, which {priced} runs when configured "
+            f"to{how}, not its default; {target} picks its own attention kernel (not set by this export)"]
 
 
 def check_view(view: HybridView) -> HybridView:

@@ -66,6 +66,10 @@ def _answer_dense(request: HybridRequest, deadline: Deadline, runtime) -> Hybrid
 
 def _answer_moe(request: HybridRequest, deadline: Deadline | None, runtime) -> HybridReport:
     from solver_plan.hybrid.moe_plan import plan_moe, skew_robustness
+    if request.planner == "what-if":
+        raise InputError("a mixture of experts is planned by the expert-parallel planner only: pin every dimension "
+                         "with --fix (dp, tp, pp, ep, micro_batch_size, ...) and it prices that configuration",
+                         "--what-if")
     if request.planner != DEFAULT_HYBRID_PLANNER:
         raise InputError(f"a mixture of experts is planned by the expert-parallel planner only, not "
                          f"{request.planner!r}", "planner")

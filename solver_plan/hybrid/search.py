@@ -273,7 +273,7 @@ def _search(model, cluster, global_batch: int, *, devices: int | None = None,
         status, bound = Status.OPTIMAL, best.step_time_s
     else:
         status, bound = Status.FEASIBLE, floor
-    notes = (f"{coster.solves} per-operator block solve(s) (tp, micro-batch) reused for all "
+    notes = (f"{coster.solves} per-operator block solve(s) (tp, micro-batch, attention kernel) reused for all "
              f"{spec.layers} blocks", f"lower bound: {'optimum over the space' if status == Status.OPTIMAL else 'compute bound / open points'}")
     failure = "; ".join(dict.fromkeys(coster.solver_failures)) or None
     result = HybridResult(status, best, bound, runtime, evaluated, pruned, notes, solver_failure=failure)
@@ -435,7 +435,7 @@ def attention_choices(runtime, cluster: Cluster, pins: dict) -> tuple[dict, tupl
     default = runtime.kernels.attention_backend
     if "attention" not in pins:
         return pins, ("",) + tuple(k for k in runtime.kernels.attention_offered if k in measured)
-    kernel = pins["attention"]
+    kernel = pins["attention"] or default  # "": the default (a plan's own parallelism, read back as pins)
     runtime.with_attention(kernel)  # InputError where the runtime does not run it
     if kernel != default and kernel not in measured:
         raise InputError(f"device {device.name} has no measured efficiency for attention kernel {kernel!r} "
@@ -732,7 +732,8 @@ def evaluate(model, cluster, global_batch: int, parallelism, *, memory_limit="de
              validate: bool = True, compute_scale: float = 1.0, precision=None, runtime=None) -> HybridResult:
     """What-if: the step time and memory of one fully given configuration (a Parallelism, or a dict
     with dp, tp, pp, micro_batch_size and optionally virtual_stages, recompute, zero_stage,
-    sequence_parallel, schedule, cp) in `precision` (as `plan_hybrid`). The cluster is restricted to
+    sequence_parallel, schedule, cp, dp_shard, offload, attention) in `precision` (as `plan_hybrid`).
+    tp must divide the heads, the key/value heads and the MLP width (InputError naming --fix tp). The cluster is restricted to
     dp x cp x tp x pp devices. Over the memory limit: INFEASIBLE with the plan and the memory it needs.
     The layers per stage are the runtime's own split where it has one (`RuntimeProfile.default_stage_split`:
     what the runtime's version the profile names runs given these settings alone), else the best cut."""
@@ -755,6 +756,10 @@ def evaluate(model, cluster, global_batch: int, parallelism, *, memory_limit="de
                                   values.get("schedule", "interleaved" if v > 1 else "1f1b"), values.get("cp", 1),
                                   values.get("dp_shard", 0), values.get("offload", "none"),
                                   values.get("attention", ""))
+    kv = spec.kv_heads or spec.heads
+    if spec.heads % parallelism.tp or kv % parallelism.tp or spec.ffn % parallelism.tp:
+        raise InputError(f"tp {parallelism.tp} must divide the {spec.heads} heads, the {kv} key/value heads and the "
+                         f"MLP width {spec.ffn} (each rank holds whole heads and an equal MLP slice)", "--fix tp")
     cluster = _cluster(cluster, parallelism.devices)
     limit = _memory_limit(memory_limit, cluster)
     prec = resolve_hybrid_precision(precision, cluster)

@@ -164,9 +164,9 @@ def check_fix(pins: Mapping) -> dict:
                 raise InputError(f"expects one of {', '.join(OFFLOAD_MODES)}, got {value!r}", where)
             out[key] = value
         elif key == "attention":  # whether the runtime runs it: search.attention_choices
-            if not isinstance(value, str) or not value.strip():
+            if not isinstance(value, str):
                 raise InputError(f"expects an attention kernel family (e.g. flash2, cudnn), got {value!r}", where)
-            out[key] = value.strip()
+            out[key] = value.strip()  # "": the runtime's default (what a plan's parallelism says for it)
         elif key == "recompute":
             if value not in RECOMPUTE_MODES:
                 raise InputError(f"expects one of {', '.join(RECOMPUTE_MODES)}, got {value!r}", where)

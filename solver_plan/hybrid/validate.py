@@ -96,7 +96,7 @@ def validate_plan(plan: HybridPlan, cluster: Cluster, enforce_memory: bool = Tru
         problems.append(f"cp {q.cp}: runtime {runtime.name} has no fused attention")
     if q.attention and q.attention not in runtime.attention_kernels:
         problems.append(f"attention kernel {q.attention!r}: runtime {runtime.name} runs "
-                        f"{', '.join(runtime.attention_kernels)}")
+                        f"{', '.join(runtime.attention_kernels) or 'no fused attention kernel'}")
     # ZeRO shards over a group of `shard` of the rep ranks (hybrid sharding: `replicate` groups); with a
     # pipeline, ZeRO-3 is FSDP2's, gathered once a step: the memory and traffic of ZeRO-1
     shard = q.dp_shard or rep

@@ -301,8 +301,9 @@ class RuntimeProfile:
         if kernel in ("", self.kernels.attention_backend):
             return self
         if kernel not in self.kernels.attention_offered:
-            raise InputError(f"runtime {self.name} runs the attention kernels {', '.join(self.attention_kernels)}, "
-                             f"not {kernel!r}", "--fix attention")
+            runs = (f"the attention kernels {', '.join(self.attention_kernels)}" if self.kernels.flash_attention
+                    else "no fused attention kernel (its attention is unfused)")
+            raise InputError(f"runtime {self.name} runs {runs}, not {kernel!r}", "--fix attention")
         others = tuple(k for k in self.attention_kernels if k != kernel)
         return replace(self, kernels=replace(self.kernels, attention_backend=kernel, attention_offered=others))
 
