@@ -164,3 +164,20 @@ def test_a_plans_own_parallelism_reads_back_as_pins(runtime):
                          precision="bf16")
     assert again.plan.parallelism == found.plan.parallelism == pinned.plan.parallelism
     assert pinned.plan.step_time_s == pytest.approx(found.plan.step_time_s, rel=1e-12)
+
+
+def test_a_kernel_without_a_measured_curve_is_priced_with_a_note_saying_so():
+    small = "gpt2:layers=2,hidden=1024,heads=8,head_dim=128,ffn=4096,seq=4096,positions=4096,vocab=50368"
+    # megatron-core's default kernel family (cuDNN's) has no curve on the MI300X: matrix curve, with a note
+    guessed = plan_hybrid(small, "mi300x-8x8", 8, devices=8, time_limit=60)
+    note = [n for n in guessed.notes if "no measured efficiency" in n]
+    assert guessed.status == Status.OPTIMAL and len(note) == 1
+    assert "cudnn attention kernel that megatron-core runs" in note[0] and "measured there: flash2" in note[0]
+    measured = plan_hybrid(small, "h100-4x8-ib", 8, devices=8, time_limit=60)
+    assert not [n for n in measured.notes if "no measured efficiency" in n]
+    # the B200 has no curve of LLM Foundry's default Triton kernel: pinned, it is priced with the note
+    pinned = evaluate(small, "b200-8x8-ib", 8, {**PINS, "attention": "triton2022"}, runtime="llm-foundry",
+                      precision="bf16")
+    assert any("triton2022 attention kernel that llm-foundry runs" in n for n in pinned.notes)
+    unfused = evaluate(small, "mi300x-8x8", 8, PINS, runtime="megatron-2021", precision="bf16")
+    assert not [n for n in unfused.notes if "no measured efficiency" in n]

@@ -460,7 +460,29 @@ def _cp_pins(spec: TransformerSpec, runtime, pins: dict) -> dict:
     return pins if supports(runtime) else {**pins, "cp": 1}
 
 
+def unmeasured_attention_note(runtime, cluster: Cluster, kernel: str) -> str | None:
+    """A note where the fused attention kernel a plan runs (`kernel`, "" the runtime's default) has no
+    measured efficiency on the device: `cost.compute.attention_time` then prices it at the device's matrix
+    curve, a guess the user should know of. None for a measured kernel or an unfused runtime (its
+    attention is the graph's own GEMMs and passes)."""
+    from solver_plan.cost.compute import device_of
+
+    kernel = kernel or runtime.kernels.attention_backend
+    if not runtime.kernels.flash_attention or not kernel:
+        return None
+    device = device_of(cluster)
+    measured = dict(device.attention_efficiency)
+    if kernel in measured:
+        return None
+    return (f"device {device.name} has no measured efficiency for the {kernel} attention kernel that {runtime.name} "
+            f"runs: it is priced at the device's matrix efficiency curve, a guess (measured there: "
+            f"{', '.join(measured) or 'no attention kernel'}; scripts/measure_device.py measures them)")
+
+
 def _checked(result: HybridResult, ctx: Context, validate: bool) -> HybridResult:
+    if result.plan is not None:
+        note = unmeasured_attention_note(ctx.runtime, ctx.cluster, result.plan.parallelism.attention)
+        result = result if note is None else replace(result, notes=result.notes + (note,))
     if not validate or result.plan is None:
         return result
 
