@@ -136,7 +136,8 @@ def hybrid(model: Any, cluster: Any = DEFAULT_CLUSTER, global_batch: int = DEFAU
     step_time_s, lower_bound_s, `to_dict()`, which `export_plan` turns into runtime configs), or a
     `MoEResult` for a mixture of experts. Old name: `planner` for the block solver when it names
     a per-operator planner."""
-    if "planner" in options and options["planner"] not in ("hybrid", "data-parallel", "megatron-rule", "what-if"):
+    from solver_plan.planners import planners
+    if "planner" in options and options["planner"] not in planners("hybrid"):  # else the old block-solver name
         options["block_solver"] = _renamed(options, "planner", "block_solver", options.get("block_solver"),
                                            None, "hybrid")
     try:

@@ -148,10 +148,6 @@ class HybridPlan:
             return None
         return RUNTIMES.get(self.runtime or "", DEFAULT_RUNTIME).attention_setting(kernel) or None
 
-    def _attention_hint(self) -> str:
-        setting = self.attention_setting()
-        return f"not the runtime's default kernel: set {setting}" if setting else "not the runtime's default kernel"
-
     def context_parallel(self) -> dict:
         """What the runtime must run for cp (hybrid/context_parallel.py): degree, the key/value
         exchange, and the load balancing (the sequence in 2 cp pieces, rank r holding r and 2 cp - 1 - r)."""
@@ -248,6 +244,7 @@ class HybridResult:
         p = self.plan
         if p is not None:
             q = p.parallelism
+            setting = p.attention_setting()
             bound = "-" if self.lower_bound_s is None else f"{self.lower_bound_s:.3f} s"
             gap = "" if self.gap is None else f" (gap {100 * self.gap:.2f}%)"
             lines += [f"model: {p.model}   cluster: {p.cluster}   devices: {p.devices}   global batch: {p.global_batch}"
@@ -259,7 +256,8 @@ class HybridResult:
                       f"micro_batches={q.micro_batches} schedule={q.schedule} virtual_stages={q.virtual_stages} "
                       f"recompute={q.recompute} zero_stage={q.zero_stage} sequence_parallel={q.sequence_parallel}"
                       + (f" offload={q.offload}" if q.offload != "none" else "")
-                      + (f" attention={q.attention} ({p._attention_hint()})" if q.attention else ""),
+                      + (f" attention={q.attention} (not the runtime's default kernel"
+                         f"{f': set {setting}' if setting else ''})" if q.attention else ""),
                       f"step terms: pipeline {p.terms.pipeline_s:.3f} s, dp sync {p.terms.dp_sync_s:.3f} s "
                       f"({p.terms.dp_sync_hidden_s:.3f} s more hidden under compute, slowing it by "
                       f"{p.terms.contention_s:.3f} s), embedding sync {p.terms.embedding_sync_s:.4f} s, optimizer {p.terms.optimizer_s:.4f} s",

@@ -28,7 +28,7 @@ from solver_plan.hybrid.memory import gradients_bytes, optimizer_bytes, precisio
 from solver_plan.hybrid.model import TransformerSpec, transformer_spec
 from solver_plan.hybrid.offload import optimizer_offloaded
 from solver_plan.hybrid.plan import HybridPlan, HybridResult
-from solver_plan.hybrid.space import Parallelism, check_fix, enumerate_space
+from solver_plan.hybrid.space import Parallelism, check_fix, enumerate_space, splits_whole_heads
 from solver_plan.hybrid.stage_cost import BlockCoster
 from solver_plan.result import Status
 
@@ -778,8 +778,8 @@ def evaluate(model, cluster, global_batch: int, parallelism, *, memory_limit="de
                                   values.get("schedule", "interleaved" if v > 1 else "1f1b"), values.get("cp", 1),
                                   values.get("dp_shard", 0), values.get("offload", "none"),
                                   values.get("attention", ""))
-    kv = spec.kv_heads or spec.heads
-    if spec.heads % parallelism.tp or kv % parallelism.tp or spec.ffn % parallelism.tp:
+    if not splits_whole_heads(spec, parallelism.tp):
+        kv = spec.kv_heads or spec.heads
         raise InputError(f"tp {parallelism.tp} must divide the {spec.heads} heads, the {kv} key/value heads and the "
                          f"MLP width {spec.ffn} (each rank holds whole heads and an equal MLP slice)", "--fix tp")
     cluster = _cluster(cluster, parallelism.devices)

@@ -189,9 +189,14 @@ def tp_degrees(spec: TransformerSpec, devices_per_node: int, devices: int) -> li
     Megatron needs t | kv_heads) and the MLP width, inside one node (the per-operator solve runs on a
     submesh of at most one node; dp and pp are the outer dimensions)."""
     limit = min(devices_per_node, devices)
+    return [t for t in _divisors(limit) if splits_whole_heads(spec, t) and devices % t == 0]
+
+
+def splits_whole_heads(spec: TransformerSpec, tp: int) -> bool:
+    """Whether `tp` divides the heads, the key/value heads and the MLP width: each tensor-parallel rank
+    holds whole heads and an equal MLP slice."""
     kv = spec.kv_heads or spec.heads
-    return [t for t in _divisors(limit)
-            if spec.heads % t == 0 and kv % t == 0 and spec.ffn % t == 0 and devices % t == 0]
+    return spec.heads % tp == 0 and kv % tp == 0 and spec.ffn % tp == 0
 
 
 def enumerate_space(spec: TransformerSpec, devices: int, devices_per_node: int, global_batch: int,
